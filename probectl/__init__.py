@@ -1,0 +1,3 @@
+"""probectl: a dynamic-tracing probe manager (perf-probe definitions → kprobe/uprobe events)."""
+
+__version__ = "0.1.0"

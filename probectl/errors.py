@@ -1,0 +1,65 @@
+"""The exception hierarchy: every failure a user can cause is a ProbectlError with a message and a hint.
+
+The CLI prints ``Error: <message>`` and, when present, ``  Hint: <hint>``, with no traceback.
+"""
+
+
+class ProbectlError(Exception):
+    """A failure the user can act on: ``message`` says what went wrong, ``hint`` what to do about it."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProbeSyntaxError(ProbectlError):
+    """A probe definition (or filter) that does not parse; ``column`` is 0-based into ``text``."""
+
+    def __init__(self, message: str, text: str, column: int, hint: str = ""):
+        super().__init__(message, hint)
+        self.text = text
+        self.column = column
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  {self.text}\n  {' ' * self.column}^"
+
+
+class ProbeSemanticError(ProbectlError):
+    """A definition that parses but cannot mean anything (offset with %return, $retval at entry...)."""
+
+
+class TargetError(ProbectlError):
+    """The binary, library, kernel or module to probe cannot be found or read."""
+
+
+class DebugInfoError(ProbectlError):
+    """ELF/DWARF/BTF information is missing, unreadable or does not contain what was asked for."""
+
+
+class ResolveError(ProbectlError):
+    """A probe point or argument cannot be found in the target (unknown function, variable, member...)."""
+
+
+class TracefsError(ProbectlError):
+    """tracefs is missing, not writable, or rejected a write; ``kernel_log`` holds error_log lines."""
+
+    def __init__(self, message: str, hint: str = "", kernel_log: str = ""):
+        super().__init__(message, hint)
+        self.kernel_log = kernel_log
+
+    def __str__(self) -> str:
+        if self.kernel_log:
+            return f"{self.message}\n{self.kernel_log}"
+        return self.message
+
+
+class EventExistsError(TracefsError):
+    """An event name is already taken and --force was not given."""
+
+
+class TraceFileError(ProbectlError):
+    """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""

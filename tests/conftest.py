@@ -1,0 +1,92 @@
+"""Shared test fixtures: fixture programs built from fixtures/*.c, and gates for root/tracefs/perf/trace-cmd.
+
+A test that needs something this machine lacks is skipped with the reason; with PROBECTL_REQUIRE_ALL=1
+(set by .ci/run, where everything is installed) such a skip becomes a failure, so nothing skips silently.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+BUILD_DIR = Path(os.environ.get("PROBECTL_FIXTURE_BUILD", "/tmp/probectl-fixtures"))
+TRACEFS = Path("/sys/kernel/tracing")
+
+
+def _missing(reason: str):
+    if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+        pytest.fail(f"required in CI but missing: {reason}")
+    pytest.skip(reason)
+
+
+def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie: bool = True) -> Path:
+    """Build fixtures/<name>.c with gcc at ``opt`` (cached by source hash and flags); return the binary path."""
+    src = FIXTURES / f"{name}.c"
+    flags = [opt, "-g", "-fno-omit-frame-pointer", *extra]
+    if not pie:
+        flags.append("-no-pie")
+    key = hashlib.sha1(src.read_bytes() + " ".join(flags).encode()).hexdigest()[:12]
+    suffix = opt.lstrip("-") + ("" if pie else "-nopie")
+    out = BUILD_DIR / f"{name}-{suffix}-{key}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        subprocess.run(["gcc", *flags, "-o", str(tmp), str(src)], check=True)
+        tmp.rename(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fixture_binary():
+    """``fixture_binary(name, opt='-O0', ...)`` builds a fixture program and returns its path."""
+    return build_fixture
+
+
+def tracefs_snapshot() -> dict[str, str]:
+    """What probectl promises to leave unchanged: dynamic events and instances."""
+    snap = {}
+    for name in ("uprobe_events", "kprobe_events", "dynamic_events"):
+        path = TRACEFS / name
+        if path.exists():
+            snap[name] = path.read_text()
+    instances = TRACEFS / "instances"
+    if instances.is_dir():
+        snap["instances"] = "\n".join(sorted(os.listdir(instances)))
+    return snap
+
+
+@pytest.fixture
+def live_tracefs():
+    """Root + a mounted, writable tracefs with uprobe_events; checks that the test leaves it as it found it."""
+    if os.geteuid() != 0:
+        _missing("live tracing tests need root")
+    if not (TRACEFS / "uprobe_events").exists():
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True)
+    if not (TRACEFS / "uprobe_events").exists():
+        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+    before = tracefs_snapshot()
+    yield TRACEFS
+    after = tracefs_snapshot()
+    assert after == before, "the test left tracefs changed"
+
+
+@pytest.fixture(scope="session")
+def perf_bin():
+    path = shutil.which("perf")
+    if not path or subprocess.run([path, "probe", "-h"], capture_output=True).returncode not in (0, 129):
+        _missing("perf (apt linux-perf) is not installed")
+    return path
+
+
+@pytest.fixture(scope="session")
+def trace_cmd_bin():
+    path = shutil.which("trace-cmd")
+    if not path:
+        _missing("trace-cmd (apt trace-cmd) is not installed")
+    return path
