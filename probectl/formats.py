@@ -1,0 +1,237 @@
+"""Event formats: the ``events/<system>/<event>/format`` files of tracefs, parsed.
+
+A format file names an event, gives its numeric id, lists the fields of its records and ends with
+the ``print fmt`` the kernel uses for ``trace``::
+
+    name: sched_switch
+    ID: 372
+    format:
+    	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+    	...
+    	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
+
+    print fmt: "prev_comm=%s ...", REC->prev_comm, ...
+
+The C type text is kept as written, but records are decoded from ``offset``/``size``/``signed``
+only: the kernel's type text does not always agree with them (``u8 arr[]`` of size 4 for a
+``:x8[4]`` probe argument, ``unsigned int fd`` of size 8 in syscall events), and older kernels
+differ in their common fields (``common_lock_depth``, ``common_padding``). The ``header_page``
+file uses the same ``field:`` syntax and can be read with :func:`parse_fields`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import ProbectlError
+
+# Element sizes of the types whose arrays the kernel writes with empty brackets (``u8 arr[]``).
+_ELEMENT_SIZES = {
+    "char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "_Bool": 1,
+    "u8": 1, "s8": 1, "x8": 1, "__u8": 1, "__s8": 1,
+    "short": 2, "unsigned short": 2, "u16": 2, "s16": 2, "x16": 2, "__u16": 2, "__s16": 2,
+    "int": 4, "unsigned int": 4, "unsigned": 4, "u32": 4, "s32": 4, "x32": 4, "__u32": 4, "__s32": 4,
+    "long long": 8, "unsigned long long": 8, "u64": 8, "s64": 8, "x64": 8, "__u64": 8, "__s64": 8,
+}
+_CHAR_TYPES = {"char", "signed char", "unsigned char"}
+_DATA_LOC_SIZE = 4  # a __data_loc/__rel_loc word: 16-bit length << 16 | 16-bit offset
+
+_FIELD_RE = re.compile(r"\s*field\s*:\s*(?P<decl>[^;:]*);(?P<rest>.*)$")
+_ATTR_RE = re.compile(r"\s*(?P<key>[A-Za-z_]+)\s*:\s*(?P<value>[^;]*);")
+_DECL_RE = re.compile(r"(?P<base>.*?)\s*(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\]]*\]\s*)*)")
+_DIMS_RE = re.compile(r"\[([^\]]*)\]")
+
+
+class FormatError(ProbectlError):
+    """An event format (or header_page) text that cannot be read as one."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an event record.
+
+    ``type`` is the C type as the kernel wrote it, with any array part: ``char[16]`` for
+    ``char comm[16]``, ``__data_loc char[]`` for a dynamic string. ``array_len`` counts the
+    elements of a fixed array (the data_loc words of ``__data_loc char[][2]``), or is None.
+    """
+
+    name: str
+    type: str
+    offset: int
+    size: int
+    signed: bool
+    is_data_loc: bool = False
+    array_len: Optional[int] = None
+    is_common: bool = False
+    is_rel_loc: bool = False
+
+    @property
+    def is_string(self) -> bool:
+        """A dynamic string (``__data_loc char[]``) or a fixed ``char`` array (``char comm[16]``)."""
+        return self.element_type in _CHAR_TYPES and (self.is_data_loc or self.is_array)
+
+    @property
+    def is_array(self) -> bool:
+        return "[" in self.type and not self.is_data_loc or self.array_len is not None
+
+    @property
+    def element_type(self) -> str:
+        """The type without ``__data_loc``/``__rel_loc`` and array brackets: ``char`` for ``char[16]``."""
+        text = self.type
+        for prefix in ("__data_loc ", "__rel_loc "):
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+        text = text.split("[", 1)[0].strip()
+        return text[len("const "):] if text.startswith("const ") else text
+
+
+def _parse_decl(decl: str, size: int) -> tuple[str, str, bool, bool, Optional[int]]:
+    """``unsigned long caller[8]`` → (name, type text, is_data_loc, is_rel_loc, array_len)."""
+    decl = " ".join(decl.split())
+    m = _DECL_RE.fullmatch(decl)
+    if not m:
+        raise FormatError(f"cannot read the field declaration {decl!r}")
+    base, name, dims = m.group("base").strip(), m.group("name"), m.group("dims").replace(" ", "")
+    is_data_loc = base.startswith("__data_loc")
+    is_rel_loc = base.startswith("__rel_loc")
+    array_len: Optional[int] = None
+    if is_data_loc or is_rel_loc:
+        # ``__data_loc char[]`` is one string; ``__data_loc char[][2]`` is an array of two of them.
+        extra = _DIMS_RE.findall(base)[1:] + _DIMS_RE.findall(dims)
+        if extra:
+            array_len = _count(extra, size, _DATA_LOC_SIZE)
+        typ = base + dims
+    else:
+        if not base:
+            raise FormatError(f"the field declaration {decl!r} has no type")
+        if dims:
+            array_len = _count(_DIMS_RE.findall(dims), size, _ELEMENT_SIZES.get(base.replace("const ", "")))
+        typ = base + dims
+    return name, typ, is_data_loc or is_rel_loc, is_rel_loc, array_len
+
+
+def _count(dims: list[str], size: int, element_size: Optional[int]) -> Optional[int]:
+    """Number of elements of an array with dimensions ``dims``; empty brackets are sized from ``size``."""
+    count = 1
+    for dim in dims:
+        try:
+            count *= int(dim.strip(), 0)
+        except ValueError:
+            # ``[]`` (probe-event arrays, flexible arrays) or a symbolic length such as
+            # ``[TASK_COMM_LEN]`` (old kernels): the size says how many there are
+            return size // element_size if element_size and size > 0 else None
+    return count
+
+
+def _parse_field_line(line: str, lineno: int) -> Field:
+    m = _FIELD_RE.match(line)
+    if not m:
+        raise FormatError(f"line {lineno}: expected 'field:<type> <name>; offset:N; size:N; ...', got {line.strip()!r}")
+    attrs = {a.group("key"): a.group("value").strip() for a in _ATTR_RE.finditer(m.group("rest"))}
+    try:
+        offset = int(attrs["offset"], 0)
+        size = int(attrs["size"], 0)
+        signed = bool(int(attrs.get("signed", "0"), 0))
+    except KeyError as err:
+        raise FormatError(f"line {lineno}: field without {err.args[0]}: {line.strip()!r}") from None
+    except ValueError:
+        raise FormatError(f"line {lineno}: offset, size and signed must be numbers: {line.strip()!r}") from None
+    if offset < 0 or size < 0:
+        raise FormatError(f"line {lineno}: negative offset or size: {line.strip()!r}")
+    try:
+        name, typ, is_data_loc, is_rel_loc, array_len = _parse_decl(m.group("decl"), size)
+    except FormatError as err:
+        raise FormatError(f"line {lineno}: {err.message}") from None
+    return Field(
+        name=name, type=typ, offset=offset, size=size, signed=signed, is_data_loc=is_data_loc,
+        array_len=array_len, is_common=name.startswith("common_"), is_rel_loc=is_rel_loc,
+    )
+
+
+def parse_fields(text: str) -> tuple[Field, ...]:
+    """Every ``field:`` line of ``text`` (a format file's field list, or the ``header_page`` file)."""
+    fields = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith("field"):
+            fields.append(_parse_field_line(line, lineno))
+    return tuple(fields)
+
+
+@dataclass(frozen=True)
+class EventFormat:
+    """The format of one event: its id, its record fields (common ones first) and its print format."""
+
+    system: str
+    name: str
+    id: int
+    fields: tuple[Field, ...]
+    print_fmt: str = ""
+
+    @property
+    def common_fields(self) -> tuple[Field, ...]:
+        return tuple(f for f in self.fields if f.is_common)
+
+    @property
+    def event_fields(self) -> tuple[Field, ...]:
+        return tuple(f for f in self.fields if not f.is_common)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.system}:{self.name}"
+
+    @property
+    def record_size(self) -> int:
+        """Bytes up to the end of the last fixed field (dynamic data follows)."""
+        return max((f.offset + f.size for f in self.fields), default=0)
+
+    def field(self, name: str) -> Optional[Field]:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+    @classmethod
+    def parse(cls, text: str, system: str = "") -> "EventFormat":
+        """Read a format file; ``system`` is the directory above the event (the file does not say it)."""
+        name: Optional[str] = None
+        event_id: Optional[int] = None
+        fields: list[Field] = []
+        print_fmt = ""
+        seen_format = False
+        lines = text.splitlines()
+        for lineno, line in enumerate(lines, 1):
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith("field"):
+                fields.append(_parse_field_line(line, lineno))
+            elif stripped.startswith("print fmt:"):
+                # the print format is the rest of the file (one line today, but keep any more)
+                rest = [stripped[len("print fmt:"):].strip()] + [l for l in lines[lineno:] if l.strip()]
+                print_fmt = "\n".join(rest)
+                break
+            elif stripped.startswith("name:"):
+                name = stripped[len("name:"):].strip()
+            elif stripped.startswith("ID:"):
+                value = stripped[len("ID:"):].strip()
+                try:
+                    event_id = int(value, 0)
+                except ValueError:
+                    raise FormatError(f"line {lineno}: the event ID {value!r} is not a number") from None
+            elif stripped == "format:":
+                seen_format = True
+            else:
+                raise FormatError(f"line {lineno}: unexpected text in an event format: {stripped!r}")
+        what = f"{system}:{name}" if system and name else (name or "event")
+        if not name:
+            raise FormatError("not an event format: no 'name:' line")
+        if event_id is None:
+            raise FormatError(f"the format of {what} has no 'ID:' line")
+        if not seen_format and not fields:
+            raise FormatError(f"the format of {what} has no 'format:' section")
+        names = [f.name for f in fields]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise FormatError(f"the format of {what} has two fields named {dup!r}")
+        return cls(system=system, name=name, id=event_id, fields=tuple(fields), print_fmt=print_fmt)

@@ -1,0 +1,512 @@
+"""The tracefs layer: README features, error_log parsing, mount discovery, definitions other tools
+wrote (offline, on a fake tracefs directory), and live uprobes: add/remove, atomic rollback with the
+kernel's error_log, name collisions, busy events, the lock, no permission, mounting."""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from probectl import tracefs as tracefs_mod
+from probectl.errors import EventExistsError, TracefsError
+from probectl.events import EventDefinition, FetchArg
+from probectl.tracefs import (Features, Tracefs, UnknownEventError, find_mount, os_error,
+                              parse_error_log)
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+# ---------------------------------------------------------------------------------------------
+# README features
+
+README_FULL = textwrap.dedent(r"""
+      kprobe_events		- Create/append/remove/show the kernel dynamic events
+      uprobe_events		- Create/append/remove/show the userspace dynamic events
+    	  accepts: event-definitions (one definition per line)
+    	   Format: p[:[<group>/][<event>]] <place> [<args>]
+    	           r[maxactive][:[<group>/][<event>]] <place> [<args>]
+    	           -:[<group>/][<event>]
+    	    place: [<module>:]<symbol>[+<offset>]|<memaddr>
+    place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
+       place (uprobe): <path>:<offset>[%return][(ref_ctr_offset)]
+    	     args: <name>=fetcharg[:type]
+    	 fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],
+    	           $stack<index>, $stack, $retval, $comm, $arg<N>,
+    	           <argname>[->field[->field|.field...]],
+    	           +|-[u]<offset>(<fetcharg>), \imm-value, \"imm-string"
+    	     type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
+    	           b<bit-width>@<bit-offset>/<container-size>, ustring,
+    	           symstr, %pd/%pD, <type>\[<array-size>\]
+""")
+
+# A 4.x-era README: no append, no immediates, no arrays, no user deref, no semaphores.
+README_OLD = textwrap.dedent(r"""
+      kprobe_events		- Add/remove/show the kernel dynamic events
+    	   Format: p[:[<group>/]<event>] <place> [<args>]
+    	    place: [<module>:]<symbol>[+<offset>]|<memaddr>
+    	     args: <name>=fetcharg[:type]
+    	 fetcharg: %<register>, @<address>, @<symbol>[+|-<offset>],
+    	           $stack<index>, $stack, $retval, $comm
+    	     type: s8/16/32/64, u8/16/32/64, string, b<bit-width>@<bit-offset>/<container-size>
+""")
+
+
+def test_features_full_readme():
+    f = Features.detect(README_FULL, ["README", "kprobe_events", "uprobe_events", "dynamic_events", "error_log"])
+    assert f == Features(uprobe_events=True, kprobe_events=True, dynamic_events=True, x_types=True,
+                         multiprobe=True, immediates=True, user_deref=True, ref_ctr=True, btf_args=True,
+                         symstr=True, kretprobe_offset=True, array_types=True, error_log=True)
+
+
+def test_features_old_readme():
+    f = Features.detect(README_OLD, ["README", "kprobe_events"])
+    assert f == Features(kprobe_events=True)
+
+
+def test_features_without_readme():
+    assert Features.detect("", []) == Features()
+
+
+def test_features_of_this_machine(live_tracefs):
+    t = Tracefs(live_tracefs)
+    readme = (live_tracefs / "README").read_text()
+    f = t.features
+    assert f.uprobe_events and f.dynamic_events and f.error_log
+    assert f.kprobe_events == (live_tracefs / "kprobe_events").exists()
+    assert f.multiprobe == ("Create/append/" in readme)
+    assert f.ref_ctr == ("ref_ctr_offset" in readme)
+    assert f.immediates == ("\\imm-value," in readme)
+    assert f.array_types == ("<type>\\[<array-size>\\]" in readme)
+    assert f.btf_args == ("<argname>" in readme)
+    assert f.kretprobe_offset == ("place (kretprobe): " in readme)
+
+
+# ---------------------------------------------------------------------------------------------
+# error_log, mounts, error translation
+
+ERROR_LOG = (
+    "[  354.040223] trace_uprobe: error: Unknown type is specified\n"
+    "  Command: p:g/a /tmp/t:0x1149 x=%ax:u7\n"
+    "                                     ^\n"
+    "[  390.072913] trace_uprobe: error: Invalid register name\n"
+    "  Command: p:g/b /tmp/t:0x1141 %zz\n"
+    "                               ^"  # the last caret line without its newline
+)
+
+
+def test_parse_error_log():
+    entries = parse_error_log(ERROR_LOG)
+    assert len(entries) == 2
+    assert entries[1].splitlines() == [
+        "[  390.072913] trace_uprobe: error: Invalid register name",
+        "  Command: p:g/b /tmp/t:0x1141 %zz",
+        "                               ^"]
+    assert parse_error_log(ERROR_LOG + "\n") == entries
+    assert parse_error_log("") == []
+
+
+def test_find_mount():
+    assert find_mount("proc /proc proc rw 0 0\nnodev /sys/kernel/tracing tracefs rw 0 0\n") == Path("/sys/kernel/tracing")
+    assert find_mount("nodev /mnt/my\\040trace tracefs rw 0 0\n") == Path("/mnt/my trace")
+    assert find_mount("debugfs /sys/kernel/debug debugfs rw 0 0\n") == Path("/sys/kernel/debug/tracing")
+    both = ("nodev /sys/kernel/debug/tracing tracefs rw 0 0\ndebugfs /sys/kernel/debug debugfs rw 0 0\n"
+            "nodev /sys/kernel/tracing tracefs rw 0 0\n")
+    assert find_mount(both) == Path("/sys/kernel/tracing")
+    assert find_mount("proc /proc proc rw 0 0\n") is None
+
+
+def test_os_error_translation():
+    err = os_error(PermissionError(errno.EACCES, "Permission denied"), "use tracefs", "/sys/kernel/tracing")
+    assert isinstance(err, TracefsError)
+    assert err.message == "no permission to use tracefs (/sys/kernel/tracing): Permission denied"
+    assert "root" in err.hint and "sudo" in err.hint
+    missing = os_error(FileNotFoundError(errno.ENOENT, "x"), "read uprobe_events")
+    assert "mount -t tracefs nodev /sys/kernel/tracing" in missing.hint
+
+
+# ---------------------------------------------------------------------------------------------
+# a fake tracefs directory: what the kernel and other tools print back
+
+
+def fake_tracefs(tmp_path: Path, files: dict[str, str], events=()) -> Tracefs:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "events").mkdir()
+    for name in ("enable", "header_page"):
+        (tmp_path / "events" / name).write_text("")
+    for group, event in events:
+        (tmp_path / "events" / group / event).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "events" / group / event / "format").write_text(
+            f"name: {event}\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n")
+    return Tracefs(tmp_path)
+
+
+KPROBE_LINES = """\
+p:kprobes/x _text+123 arg1=%di:x64
+r16:probe/vfs_read__return vfs_read+0 ret=$retval:s64
+p:probe/foo mymod:foo+16 a=+8(%si):u32
+p:kprobes/abs 0xffffffffc0000000
+"""
+UPROBE_LINES = """\
+p:probe_t/greet /tmp/t:0x0000000000001149 name=+0(-8(%bp)):string n=-16(%bp):s64 c=$comm arr=+0(%sp):x8[4] ims=\\"hi" arg10=+8(%sp)
+r:probe_t/greet__return /tmp/t:0x0000000000001139 arg1=$retval
+p:sdt_app/mark /usr/bin/app:0x0000000000002000(0x3018)
+p:tfsx/m /tmp/t:0x0000000000001139 x=%di
+p:tfsx/m /tmp/t:0x000000000000113d x=%si
+this is not a definition
+"""
+
+
+def test_definitions_as_the_kernel_prints_them(tmp_path):
+    t = fake_tracefs(tmp_path, {"README": README_FULL, "kprobe_events": KPROBE_LINES, "uprobe_events": UPROBE_LINES,
+                                "dynamic_events": KPROBE_LINES + UPROBE_LINES + "s:synthetic/lat u64 delta\n"})
+    defs = {(d.group, d.event, d.place): d for d in t.definitions()}
+    assert len(defs) == 9  # the multi-probe event gives two; dynamic_events adds nothing new
+    x = defs[("kprobes", "x", "_text+123")]
+    assert (x.kind, x.is_uprobe, x.args) == ("p", False, (FetchArg("%di", "arg1", "x64"),))
+    ret = defs[("probe", "vfs_read__return", "vfs_read+0")]
+    assert (ret.kind, ret.maxactive, ret.args[0]) == ("r", 16, FetchArg("$retval", "ret", "s64"))
+    assert defs[("probe", "foo", "mymod:foo+16")].args[0] == FetchArg("+8(%si)", "a", "u32")
+    assert not defs[("kprobes", "abs", "0xffffffffc0000000")].is_uprobe
+    greet = defs[("probe_t", "greet", "/tmp/t:0x0000000000001149")]
+    assert greet.is_uprobe and greet.uprobe_offset == 0x1149 and greet.uprobe_path == "/tmp/t"
+    assert [a.render() for a in greet.args] == [
+        "name=+0(-8(%bp)):string", "n=-16(%bp):s64", "c=$comm", "arr=+0(%sp):x8[4]", 'ims=\\"hi"', "arg10=+8(%sp)"]
+    sdt = defs[("sdt_app", "mark", "/usr/bin/app:0x0000000000002000(0x3018)")]
+    assert sdt.uprobe_offset == 0x2000 and sdt.uprobe_path == "/usr/bin/app"
+    assert defs[("probe_t", "greet__return", "/tmp/t:0x0000000000001139")].kind == "r"
+
+
+def test_definitions_from_dynamic_events_only(tmp_path):
+    """Without kprobe_events, dynamic_events fills in, telling uprobes from kprobes by their place."""
+    dyn = (UPROBE_LINES + KPROBE_LINES + "f:fprobes/vfs_read__entry vfs_read\n"
+           "e:eprobes/openat raw_syscalls.sys_enter nr=$id\n")
+    t = fake_tracefs(tmp_path, {"uprobe_events": UPROBE_LINES, "dynamic_events": dyn})
+    defs = t.definitions()
+    assert len(defs) == 9 and len({d.render() for d in defs}) == 9
+    kinds = {(d.group, d.event): d.is_uprobe for d in defs}
+    assert kinds[("kprobes", "x")] is False and kinds[("probe", "foo")] is False
+    assert kinds[("sdt_app", "mark")] is True and kinds[("probe_t", "greet")] is True
+
+
+def test_event_names_tracepoints_and_formats(tmp_path):
+    t = fake_tracefs(tmp_path, {}, events=[("sched", "sched_switch"), ("sched", "sched_waking"),
+                                           ("syscalls", "sys_enter_read"), ("probe_t", "greet")])
+    assert t.event_names() == {("sched", "sched_switch"), ("sched", "sched_waking"),
+                               ("syscalls", "sys_enter_read"), ("probe_t", "greet")}
+    assert t.tracepoints("sched:*") == [("sched", "sched_switch"), ("sched", "sched_waking")]
+    assert t.tracepoints("*read") == [("syscalls", "sys_enter_read")]
+    assert t.tracepoints("nothing*") == []
+    assert t.event_format("sched", "sched_switch").field("common_type").size == 2
+    with pytest.raises(UnknownEventError) as info:
+        t.event_format("sched", "sched_swich")
+    assert info.value.message == "no event sched:sched_swich"
+    assert "did you mean sched:sched_switch" in info.value.hint
+    with pytest.raises(UnknownEventError):
+        t.event_format("../..", "x")
+
+
+def test_add_checks_before_writing(tmp_path):
+    """Too-long definitions, taken names and missing files are refused without touching anything."""
+    t = fake_tracefs(tmp_path, {"uprobe_events": ""}, events=[("sched", "sched_switch")])
+    long_def = EventDefinition("p", "g", "e", "/bin/true:0x1000",
+                               tuple(FetchArg("%di", f"a{i}", "u64") for i in range(400)), is_uprobe=True)
+    with pytest.raises(TracefsError, match="at most 4095"):
+        t.add([long_def])
+    with pytest.raises(EventExistsError, match="sched:sched_switch already exists"):
+        t.add([EventDefinition("p", "sched", "sched_switch", "/bin/true:0x1000", is_uprobe=True)])
+    with pytest.raises(TracefsError, match="does not support kprobes") as info:
+        t.add([EventDefinition("p", "probe", "vfs_read", "vfs_read")])
+    assert "CONFIG_KPROBE_EVENTS" in info.value.hint
+    with pytest.raises(TracefsError, match="has no group/event name"):
+        t.add([EventDefinition("p", "g", "", "/bin/true:0x1000", is_uprobe=True)])
+    assert (tmp_path / "uprobe_events").read_text() == ""
+
+
+def test_open_with_path_that_is_not_tracefs(tmp_path):
+    with pytest.raises(TracefsError, match="is not a tracefs directory"):
+        Tracefs.open(path=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the lock (on a private lock file, so parallel runs of other suites are not disturbed)
+
+HOLD_LOCK = """
+import sys
+from pathlib import Path
+from probectl import tracefs
+tracefs.LOCK_PATHS = (Path(sys.argv[1]),)
+with tracefs.Tracefs.__new__(tracefs.Tracefs).lock():
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_lock_between_processes(tmp_path, monkeypatch):
+    lock_file = tmp_path / "probectl.lock"
+    monkeypatch.setattr(tracefs_mod, "LOCK_PATHS", (lock_file,))
+    child = subprocess.Popen([PYTHON, "-c", HOLD_LOCK, str(lock_file)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert child.stdout.readline() == "locked\n"
+        fd = os.open(lock_file, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        notices = []
+        releaser = threading.Timer(0.2, child.stdin.close)
+        releaser.start()
+        t = Tracefs.__new__(Tracefs)
+        with t.lock(notice=notices.append) as path:
+            assert path == lock_file
+            with t.lock() as again:  # re-entrant in one thread
+                assert again == lock_file
+            assert child.wait(timeout=10) == 0
+        assert notices == [f"waiting for another probectl run to finish (lock {lock_file})"]
+    finally:
+        child.kill()
+        child.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# live: uprobes on a binary built here
+
+TARGET_C = r"""
+#include <stdio.h>
+int counter = 3;
+__attribute__((noinline)) int greet(const char *name, long n) { return printf("%s %ld\n", name, n) + counter; }
+__attribute__((noinline)) int other(int x) { return x * 2 + counter; }
+int main(int argc, char **argv) { return greet(argc > 1 ? argv[1] : "world", argc) + other(argc) > 100; }
+"""
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    """(binary path, {function: file offset}) of a small program built with gcc."""
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is not installed")
+    d = tmp_path_factory.mktemp("target")
+    (d / "target.c").write_text(TARGET_C)
+    binary = d / "target"
+    subprocess.run(["gcc", "-O0", "-g", "-o", str(binary), str(d / "target.c")], check=True)
+    offsets = {}
+    with open(binary, "rb") as f:
+        elf = ELFFile(f)
+        text = elf.get_section_by_name(".text")
+        for sym in elf.get_section_by_name(".symtab").iter_symbols():
+            if sym.name in ("greet", "other", "main"):
+                offsets[sym.name] = sym["st_value"] - text["sh_addr"] + text["sh_offset"]
+    os.chmod(d, 0o755)
+    return binary, offsets
+
+
+@pytest.fixture
+def live(live_tracefs):
+    """A Tracefs and a group name of this test process; removes the group's events however the test ends."""
+    t = Tracefs.open(mount=False)
+    group = f"probectl_test_{os.getpid()}"
+    yield t, group
+    leftovers = [(g, e) for g, e in t.event_names() if g == group]
+    for g, e in leftovers:
+        with open(live_tracefs / "events" / g / e / "enable", "w") as f:
+            f.write("0")
+    t.remove(leftovers)
+
+
+def uprobe(group, event, binary, offset, *args, kind="p"):
+    return EventDefinition(kind, group, event, f"{binary}:{offset:#x}", tuple(FetchArg.parse(a) for a in args),
+                           is_uprobe=True)
+
+
+def mine(t, group):
+    return [d for d in t.definitions() if d.group == group]
+
+
+def test_add_list_format_remove(live, target):
+    t, group = live
+    binary, off = target
+    defs = [
+        uprobe(group, "greet", binary, off["greet"], "name=+0(%di):string", "n=%si:s64", "c=$comm", "arr=+0(%sp):x8[4]"),
+        uprobe(group, "greet__return", binary, off["greet"], "ret=$retval:s32", kind="r"),
+    ]
+    t.add(defs)
+    try:
+        back = {d.event: d for d in mine(t, group)}
+        assert set(back) == {"greet", "greet__return"}
+        entry = back["greet"]
+        assert entry.is_uprobe and entry.kind == "p"
+        assert entry.uprobe_path == str(binary) and entry.uprobe_offset == off["greet"]
+        assert entry.place == f"{binary}:0x{off['greet']:016x}"  # the kernel pads the offset
+        assert entry.args == defs[0].args
+        assert back["greet__return"].kind == "r" and back["greet__return"].args == defs[1].args
+        assert {(group, "greet"), (group, "greet__return")} <= t.event_names()
+        assert t.tracepoints(f"{group}:*") == [(group, "greet"), (group, "greet__return")]
+
+        fmt = t.event_format(group, "greet")
+        assert (fmt.system, fmt.name) == (group, "greet")
+        assert [f.name for f in fmt.event_fields] == ["__probe_ip", "name", "n", "c", "arr"]
+        assert fmt.field("name").is_data_loc and fmt.field("name").is_string and fmt.field("c").is_string
+        assert (fmt.field("n").size, fmt.field("n").signed) == (8, True)
+        assert (fmt.field("arr").array_len, fmt.field("arr").size) == (4, 4)
+        rfmt = t.event_format(group, "greet__return")
+        assert [f.name for f in rfmt.event_fields] == ["__probe_func", "__probe_ret_ip", "ret"]
+        assert (rfmt.field("ret").size, rfmt.field("ret").signed) == (4, True)
+    finally:
+        removed = t.remove([(group, "greet"), (group, "greet__return"), (group, "never_added")])
+    assert removed == [(group, "greet"), (group, "greet__return")]
+    assert mine(t, group) == [] and not any(g == group for g, _ in t.event_names())
+
+
+@pytest.mark.parametrize("bad, message, token", [
+    ("x=%zz", "Invalid register name", "%zz"),
+    ("x=%ax:u7", "Unknown type is specified", "u7"),
+])
+def test_atomic_add_rolls_back(live, target, bad, message, token):
+    t, group = live
+    binary, off = target
+    defs = [uprobe(group, "one", binary, off["greet"], "a=%di"),
+            uprobe(group, "two", binary, off["other"], "b=%di:s32"),
+            uprobe(group, "three", binary, off["main"], bad)]
+    with pytest.raises(TracefsError) as info:
+        t.add(defs)
+    err = info.value
+    assert not isinstance(err, EventExistsError)
+    assert err.message == f"the kernel rejected the definition of {group}:three: {message}"
+    lines = err.kernel_log.splitlines()
+    assert len(lines) == 3, err.kernel_log
+    assert lines[0].endswith(f"trace_uprobe: error: {message}")
+    command = defs[2].render()
+    assert lines[1] == f"  Command: {command}"
+    # the caret points at the bad token of the command
+    assert lines[2].index("^") == len("  Command: ") + command.index(token)
+    assert err.hint
+    assert mine(t, group) == []
+    assert not any(g == group for g, _ in t.event_names())
+
+
+def test_rejection_without_error_log_entry(live, target):
+    """A semaphore offset that disagrees with an existing probe at the same place: EINVAL, no log."""
+    t, group = live
+    binary, off = target
+    first = uprobe(group, "plain", binary, off["other"])
+    t.add([first])
+    try:
+        with pytest.raises(TracefsError) as info:
+            t.add([EventDefinition("p", group, "sem", f"{binary}:{off['other']:#x}(0x10)", is_uprobe=True)])
+        assert info.value.message.startswith(f"the kernel rejected the definition of {group}:sem: Invalid argument")
+        assert f"{binary}:{off['other']:#x}(0x10)" in info.value.message
+        assert "dmesg" in info.value.hint and info.value.kernel_log == ""
+        assert [d.event for d in mine(t, group)] == ["plain"]
+    finally:
+        t.remove([(group, "plain")])
+
+
+def test_existing_name(live, target):
+    t, group = live
+    binary, off = target
+    t.add([uprobe(group, "dup", binary, off["greet"])])
+    try:
+        before = (live[0].root / "uprobe_events").read_text()
+        with pytest.raises(EventExistsError) as info:
+            t.add([uprobe(group, "fresh", binary, off["other"]), uprobe(group, "dup", binary, off["other"])])
+        assert info.value.message == f"event {group}:dup already exists"
+        assert f"probectl del {group}:dup" in info.value.hint
+        assert (live[0].root / "uprobe_events").read_text() == before
+        with pytest.raises(EventExistsError, match="sched:sched_switch already exists"):
+            t.add([uprobe("sched", "sched_switch", binary, off["greet"])])
+    finally:
+        t.remove([(group, "dup")])
+
+
+def test_multiprobe_event_in_one_add(live, target):
+    """Two definitions with one name append a second probe to the event (README Create/append)."""
+    t, group = live
+    if not t.features.multiprobe:
+        pytest.skip("this kernel cannot append probes to an event")
+    binary, off = target
+    t.add([uprobe(group, "both", binary, off["greet"], "x=%di"), uprobe(group, "both", binary, off["other"], "x=%di")])
+    try:
+        assert sorted(d.uprobe_offset for d in mine(t, group)) == sorted([off["greet"], off["other"]])
+    finally:
+        assert t.remove([(group, "both")]) == [(group, "both")]
+    assert mine(t, group) == []
+
+
+def test_remove_busy_event(live, target):
+    t, group = live
+    binary, off = target
+    t.add([uprobe(group, "busy", binary, off["greet"]), uprobe(group, "idle", binary, off["other"])])
+    enable = t.root / "events" / group / "busy" / "enable"
+    try:
+        enable.write_text("1")
+        with pytest.raises(TracefsError) as info:
+            t.remove([(group, "busy"), (group, "idle")])
+        assert info.value.message == f"cannot remove {group}:busy: in use (enabled, or open in a recording)"
+        assert f"echo 0 > {enable}" in info.value.hint
+        assert f"removed meanwhile: {group}:idle" in info.value.hint
+        assert [d.event for d in mine(t, group)] == ["busy"]
+    finally:
+        enable.write_text("0")
+        t.remove([(group, "busy"), (group, "idle")])
+    assert mine(t, group) == []
+
+
+def test_unprivileged_user(live_tracefs):
+    """As nobody, opening tracefs fails with a message that says to run as root."""
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is not installed")
+    code = ("from probectl.tracefs import Tracefs\n"
+            "from probectl.errors import TracefsError\n"
+            "try:\n    Tracefs.open()\n    print('opened')\n"
+            "except TracefsError as e:\n    print(e.message)\n    print(e.hint)\n")
+    run = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PYTHON, "-c", code],
+                         capture_output=True, text=True, cwd="/", env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         timeout=30)
+    assert run.returncode == 0, run.stderr
+    if run.stdout.startswith("opened"):
+        pytest.skip("tracefs is readable by everyone on this machine")
+    message, hint = run.stdout.splitlines()[:2]
+    assert message.startswith("no permission to use tracefs")
+    assert "run probectl as root" in hint
+
+
+def test_mounts_tracefs_when_absent(live_tracefs):
+    """In a private mount namespace without tracefs, open() mounts it (and says so); mount=False refuses."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+    code = textwrap.dedent("""
+        import subprocess
+        from probectl.tracefs import Tracefs
+        from probectl.errors import TracefsError
+        subprocess.run(["umount", "/sys/kernel/tracing"], check=True)
+        subprocess.run(["umount", "/sys/kernel/debug"], capture_output=True)  # (its tracing/ would automount)
+        try:
+            Tracefs.open(mount=False)
+        except TracefsError as e:
+            print("refused:", e.message, "|", e.hint)
+        notes = []
+        t = Tracefs.open(notice=notes.append)
+        print("notes:", notes)
+        print("root:", t.root, t.features.uprobe_events)
+    """)
+    run = subprocess.run(["unshare", "--mount", "--propagation", "private", PYTHON, "-c", code],
+                         capture_output=True, text=True, cwd=ROOT, timeout=30)
+    if run.returncode != 0 and "umount" in run.stderr:
+        pytest.skip(f"cannot unmount tracefs in a private namespace: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "refused: tracefs is not mounted | mount it: 'mount -t tracefs nodev /sys/kernel/tracing'",
+        "notes: ['mounted tracefs at /sys/kernel/tracing']",
+        "root: /sys/kernel/tracing True",
+    ]
