@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// ringbuf.c - one ring-buffer page: header, records, and the fields of a record.
+//
+// Everything here trusts nothing in the page: each read is checked against the bytes the
+// caller said are readable, and a page that lies about its sizes is an error, not a crash.
+
+#include <string.h>
+
+#include "ringbuf.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN true
+#else
+#define HOST_BIG_ENDIAN false
+#endif
+
+const char *rb_strerror(int err)
+{
+	switch (err) {
+	case RB_OK:
+		return "success";
+	case RB_ERR_INVAL:
+		return "invalid argument";
+	case RB_ERR_NOMEM:
+		return "out of memory";
+	case RB_ERR_SHORT_PAGE:
+		return "page shorter than its header or committed size";
+	case RB_ERR_COMMIT:
+		return "commit size larger than the page";
+	case RB_ERR_RECORD:
+		return "record runs past the committed data";
+	case RB_ERR_LENGTH:
+		return "record with an impossible length";
+	case RB_ERR_IO:
+		return "input/output error";
+	}
+	return "unknown error";
+}
+
+static size_t data_offset(unsigned int long_size)
+{
+	return 8 + long_size;
+}
+
+int rb_layout_check(const struct rb_layout *layout)
+{
+	if (layout->long_size != 4 && layout->long_size != 8)
+		return RB_ERR_INVAL;
+	if (layout->page_size <= data_offset(layout->long_size) ||
+	    layout->page_size > RB_MAX_PAGE_SIZE)
+		return RB_ERR_INVAL;
+	return RB_OK;
+}
+
+int rb_page_load(struct rb_page *page, const struct rb_layout *layout, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	bool swap = layout->big_endian != HOST_BIG_ENDIAN;
+	size_t doff = data_offset(layout->long_size);
+	uint32_t commit;
+
+	memset(page, 0, sizeof(*page));
+	if (rb_layout_check(layout))
+		return RB_ERR_INVAL;
+	if (len > layout->page_size)
+		len = layout->page_size;
+	if (len < doff)
+		return RB_ERR_SHORT_PAGE;
+
+	page->buf = p;
+	page->len = len;
+	page->swap = swap;
+	page->big_endian = layout->big_endian;
+	page->data_off = doff;
+	page->timestamp = rb_read_uint(p, 8, swap);
+	// The kernel adds the flags to a long as ints, so on 64-bit they are sign-extended into
+	// the upper half; only the low 32 bits carry information.
+	if (layout->long_size == 8)
+		commit = (uint32_t)rb_read_uint(p + 8, 8, swap);
+	else
+		commit = (uint32_t)rb_read_uint(p + 8, 4, swap);
+	page->flags = commit & (RB_MISSED_EVENTS | RB_MISSED_STORED);
+	page->size = commit & RB_COMMIT_MASK;
+
+	if (page->size > layout->page_size - doff)
+		return RB_ERR_COMMIT;
+	if (doff + page->size > len)
+		return RB_ERR_SHORT_PAGE;
+
+	if (page->flags & RB_MISSED_EVENTS) {
+		size_t at = doff + page->size;
+
+		page->missed = -1;
+		if ((page->flags & RB_MISSED_STORED) && at + layout->long_size <= len) {
+			uint64_t count = rb_read_uint(p + at, layout->long_size, swap);
+
+			// A stored count of 0 would mean nothing was lost; keep "unknown" then.
+			if (count && count <= INT64_MAX)
+				page->missed = (int64_t)count;
+		}
+	}
+	page->pos = doff;
+	page->ts = page->timestamp;
+	return RB_OK;
+}
+
+int rb_page_next(struct rb_page *page, struct rb_event *ev)
+{
+	size_t end = page->data_off + page->size;
+
+	while (page->pos < end) {
+		const uint8_t *p = page->buf + page->pos;
+		size_t room = end - page->pos;
+		uint32_t hdr, type_len, delta, array0;
+
+		if (room < 4)
+			return RB_ERR_RECORD;
+		hdr = (uint32_t)rb_read_uint(p, 4, page->swap);
+		if (page->big_endian) {
+			type_len = hdr >> 27;
+			delta = hdr & ((1U << 27) - 1);
+		} else {
+			type_len = hdr & 0x1f;
+			delta = hdr >> 5;
+		}
+
+		if (type_len >= 1 && type_len <= RB_TYPE_DATA_MAX) {
+			size_t rlen = 4 + 4 * (size_t)type_len;
+
+			if (rlen > room)
+				return RB_ERR_RECORD;
+			page->ts += delta;
+			page->pos += rlen;
+			ev->ts = page->ts;
+			ev->data = p + 4;
+			ev->len = 4 * type_len;
+			return 1;
+		}
+
+		if (type_len == RB_TYPE_PADDING && delta == 0) {
+			// A null event: the rest of the page is unused.
+			page->pos = end;
+			return 0;
+		}
+
+		if (room < 8)
+			return RB_ERR_RECORD;
+		array0 = (uint32_t)rb_read_uint(p + 4, 4, page->swap);
+
+		switch (type_len) {
+		case 0:
+			// array[0] counts itself and the payload; the payload starts after it.
+			if (array0 < 4)
+				return RB_ERR_LENGTH;
+			if (array0 > room - 4)
+				return RB_ERR_RECORD;
+			page->ts += delta;
+			page->pos += 4 + (size_t)array0;
+			ev->ts = page->ts;
+			ev->data = p + 8;
+			ev->len = array0 - 4;
+			return 1;
+		case RB_TYPE_PADDING:
+			// A discarded record or the end-of-page filler: skip 4 + array[0] bytes.
+			// A discarded record keeps its delta and later deltas count from it, so it
+			// moves the clock (libtraceevent's kbuffer does the same).
+			if (array0 > room - 4)
+				return RB_ERR_RECORD;
+			page->ts += delta;
+			page->pos += 4 + (size_t)array0;
+			break;
+		case RB_TYPE_TIME_EXTEND:
+			page->ts += ((uint64_t)array0 << RB_TS_SHIFT) + delta;
+			page->pos += 8;
+			break;
+		case RB_TYPE_TIME_STAMP:
+			page->ts = (((uint64_t)array0 << RB_TS_SHIFT) | delta) | (page->ts & RB_TS_MSB);
+			page->pos += 8;
+			break;
+		}
+	}
+	return 0;
+}
+
+// ---- fields ----------------------------------------------------------------------------------
+
+int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *formats, uint32_t nformats)
+{
+	schema->nformats = nformats;
+	schema->formats = formats;
+	for (size_t i = 0; i < 65536; i++)
+		schema->index[i] = -1;
+
+	for (uint32_t i = 0; i < nformats; i++) {
+		const struct rb_event_format *fmt = &formats[i];
+
+		if (schema->index[fmt->id] != -1)
+			return RB_ERR_INVAL;
+		if (fmt->nfields && !fmt->fields)
+			return RB_ERR_INVAL;
+		for (uint32_t j = 0; j < fmt->nfields; j++) {
+			const struct rb_field *f = &fmt->fields[j];
+
+			if (f->loc > RB_LOC_TAIL || f->kind > RB_KIND_INT_ARRAY)
+				return RB_ERR_INVAL;
+			if (f->kind == RB_KIND_INT &&
+			    (f->loc != RB_LOC_FIXED ||
+			     (f->size != 1 && f->size != 2 && f->size != 4 && f->size != 8)))
+				return RB_ERR_INVAL;
+			if (f->kind == RB_KIND_INT_ARRAY &&
+			    f->elem_size != 1 && f->elem_size != 2 && f->elem_size != 4 &&
+			    f->elem_size != 8)
+				return RB_ERR_INVAL;
+		}
+		schema->index[fmt->id] = (int32_t)i;
+	}
+	return RB_OK;
+}
+
+bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
+		  int64_t *ret)
+{
+	if (field->offset > len || field->size > len - field->offset) {
+		*ret = 0;
+		return false;
+	}
+	*ret = rb_read_int(rec + field->offset, field->size, field->is_signed, swap);
+	return true;
+}
+
+bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
+		   struct rb_span *ret)
+{
+	uint32_t off, n, word;
+
+	ret->ptr = NULL;
+	ret->len = 0;
+	switch (field->loc) {
+	case RB_LOC_FIXED:
+		off = field->offset;
+		n = field->size;
+		break;
+	case RB_LOC_DATA:
+	case RB_LOC_REL:
+		if (field->offset > len || 4 > len - field->offset)
+			return false;
+		word = (uint32_t)rb_read_uint(rec + field->offset, 4, swap);
+		off = word & 0xffff;
+		n = word >> 16;
+		if (field->loc == RB_LOC_REL)
+			off += field->offset + 4;
+		break;
+	case RB_LOC_TAIL:
+		off = field->offset;
+		if (off > len)
+			return false;
+		n = len - off;
+		break;
+	default:
+		return false;
+	}
+	if (off > len || n > len - off)
+		return false;
+
+	ret->ptr = rec + off;
+	ret->len = n;
+	if (field->kind == RB_KIND_STR) {
+		const uint8_t *nul = memchr(ret->ptr, 0, n);
+
+		if (nul)
+			ret->len = (uint32_t)(nul - ret->ptr);
+	}
+	return true;
+}
