@@ -1,0 +1,207 @@
+"""Target lookup: paths, programs on $PATH, library short names, and perf's uprobe group names."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import _missing, build_fixture
+from probectl import target as target_mod
+from probectl.errors import TargetError
+from probectl.target import (find_library, find_target, library_name_matches, mapped_libraries,
+                             parse_ld_so_cache, read_ld_so_cache, uprobe_group_name)
+
+
+def _loaded_libc() -> Path:
+    """The libc this very process runs with: what 'the running system has loaded' means for libc."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split(None, 5)[-1]
+        if re.search(r"/libc\.so\.6$", path) or re.search(r"/libc-[\d.]+\.so$", path):
+            return Path(path).resolve()
+    _missing("this process has no libc.so.6 mapped")
+
+
+def test_program_on_path():
+    bash = shutil.which("bash")
+    if not bash:
+        _missing("bash is not installed")
+    assert find_target("bash") == Path(bash).resolve()
+    assert find_target("bash") == Path("/usr/bin/bash").resolve()
+
+
+@pytest.mark.parametrize("name", ["libc", "libc.so", "libc.so.6", "c"])
+def test_libc_short_names(name):
+    assert find_target(name) == _loaded_libc()
+
+
+def test_other_library_names():
+    cache = {soname for soname, _p in read_ld_so_cache()[0]}
+    if "libpthread.so.0" not in cache:
+        _missing("libpthread.so.0 is not in the ld.so cache")
+    lib = find_target("libpthread")
+    assert lib.name.startswith("libpthread.so")
+    assert find_target("pthread") == lib == find_target("libpthread.so.0")
+
+
+def test_absolute_and_relative_paths(tmp_path, monkeypatch):
+    binary = build_fixture("uprobe_target")
+    assert find_target(str(binary)) == binary.resolve()
+    link = tmp_path / "my-app"
+    link.symlink_to(binary)
+    monkeypatch.chdir(tmp_path)
+    assert find_target("./my-app") == binary.resolve()
+    assert find_target("my-app") == binary.resolve(), "a file in the current directory, as perf takes it"
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    monkeypatch.chdir(sub)
+    assert find_target("../my-app") == binary.resolve()
+
+
+def test_missing_name_says_what_was_searched():
+    with pytest.raises(TargetError) as err:
+        find_target("no-such-program-or-lib-xyz")
+    msg = str(err.value)
+    assert "cannot find a program or library called 'no-such-program-or-lib-xyz'" in msg
+    assert "$PATH" in msg and "ld.so cache" in msg and "/proc/*/maps" in msg
+    assert err.value.hint
+    with pytest.raises(TargetError, match="no such file"):
+        find_target("/nonexistent/dir/prog")
+    with pytest.raises(TargetError, match="no target"):
+        find_target("")
+
+
+def test_non_elf_files(tmp_path, monkeypatch):
+    text = tmp_path / "data.txt"
+    text.write_text("not a program\n")
+    with pytest.raises(TargetError, match="not an ELF file"):
+        find_target(str(text))
+    with pytest.raises(TargetError, match="directory"):
+        find_target(str(tmp_path))
+    # A script on $PATH: the error says it is a script and for which interpreter.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "myscript"
+    script.write_text("#!/usr/bin/python3\nprint('hi')\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    with pytest.raises(TargetError) as err:
+        find_target("myscript")
+    assert "script for /usr/bin/python3" in str(err.value)
+
+
+def test_object_file_is_refused(tmp_path):
+    obj = tmp_path / "prog.o"
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "uprobe_target.c"
+    subprocess.run(["gcc", "-c", "-o", str(obj), str(src)], check=True)
+    with pytest.raises(TargetError, match="REL"):
+        find_target(str(obj))
+
+
+def test_library_name_matching():
+    assert library_name_matches("libc.so.6", "libc")
+    assert library_name_matches("libc.so.6", "c")
+    assert library_name_matches("libc.so.6", "libc.so")
+    assert library_name_matches("libc.so.6", "libc.so.6")
+    assert library_name_matches("libc.so", "libc")
+    assert not library_name_matches("libcrypt.so.1", "libc")
+    assert not library_name_matches("libc.so.6", "libc.so.7")
+    assert library_name_matches("libstdc++.so.6.0.30", "libstdc++")
+    assert library_name_matches("ld-linux-x86-64.so.2", "ld-linux-x86-64")
+
+
+def test_ld_so_cache_matches_ldconfig():
+    if not Path("/etc/ld.so.cache").exists():
+        _missing("/etc/ld.so.cache does not exist")
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    if not os.path.exists(ldconfig):
+        _missing("ldconfig is not installed")
+    entries = parse_ld_so_cache(Path("/etc/ld.so.cache").read_bytes())
+    assert entries is not None, "this system's ld.so.cache format is not understood"
+    out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=True).stdout
+    expected = sorted(re.findall(r"^\s+(\S+) \(.*\) => (.+)$", out, re.M))
+    assert sorted(entries) == expected
+    assert parse_ld_so_cache(b"garbage") is None
+    assert parse_ld_so_cache(b"glibc-ld.so.cache1.1" + b"\xff" * 30) is None
+
+
+def test_mapped_libraries_include_our_libc():
+    assert _loaded_libc() in {p.resolve() for p in mapped_libraries()}
+
+
+def _shared_lib(tmp_path: Path, soname: str) -> Path:
+    src = tmp_path / "lib.c"
+    src.write_text("int probectl_test_lib_func(int x) { return x + 1; }\n")
+    out = tmp_path / soname
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src)], check=True)
+    return out
+
+
+def test_ambiguous_library_lists_candidates(tmp_path, monkeypatch):
+    one = _shared_lib(tmp_path, "libprobectltest.so.1")
+    two = _shared_lib(tmp_path, "libprobectltest.so.2")
+    monkeypatch.setattr(target_mod, "read_ld_so_cache",
+                        lambda: ([("libprobectltest.so.1", str(one)), ("libprobectltest.so.2", str(two))], "test"))
+    monkeypatch.setattr(target_mod, "library_dirs", lambda: [])
+    monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [])
+    with pytest.raises(TargetError) as err:
+        find_target("libprobectltest")
+    assert "several libraries" in str(err.value)
+    assert str(one) in str(err.value) and str(two) in str(err.value)
+    assert "soname" in err.value.hint
+    # The exact soname is not ambiguous.
+    assert find_target("libprobectltest.so.2") == two
+    # The one running processes have loaded wins.
+    monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [two])
+    assert find_target("probectltest") == two
+
+
+def test_library_found_only_in_process_maps(tmp_path, monkeypatch):
+    lib = _shared_lib(tmp_path, "libprobectlmapped.so.1")
+    monkeypatch.setattr(target_mod, "read_ld_so_cache", lambda: ([], "test"))
+    monkeypatch.setattr(target_mod, "library_dirs", lambda: [])
+    monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [lib])
+    assert find_library("libprobectlmapped").path == lib
+
+
+def test_library_in_standard_dir_but_not_in_cache(tmp_path, monkeypatch):
+    lib = _shared_lib(tmp_path, "libprobectldir.so.3")
+    (tmp_path / "libprobectldir.so").symlink_to(lib.name)
+    (tmp_path / "libprobectldir.a").write_bytes(b"!<arch>\n")
+    monkeypatch.setattr(target_mod, "read_ld_so_cache", lambda: ([], "test"))
+    monkeypatch.setattr(target_mod, "library_dirs", lambda: [str(tmp_path)])
+    monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [])
+    assert find_target("probectldir") == lib
+    assert find_target("libprobectldir.so") == lib
+
+
+@pytest.mark.parametrize("path,group", [
+    ("/lib/x86_64-linux-gnu/libc.so.6", "probe_libc"),
+    ("/usr/bin/bash", "probe_bash"),
+    ("my-app", "probe_my"),
+    ("/opt/x/my_app2.bin", "probe_my_app2"),
+    ("libstdc++.so.6", "probe_libstdc"),
+    (Path("/usr/bin/python3.11"), "probe_python3"),
+])
+def test_uprobe_group_name(path, group):
+    assert uprobe_group_name(path) == group
+
+
+def test_uprobe_group_name_too_long():
+    with pytest.raises(TargetError, match="longer than"):
+        uprobe_group_name("/x/" + "a" * 80)
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("name", ["my_app-v2", "x.y", "ab12_cd"])
+def test_group_name_matches_perf(perf_bin, tmp_path, name):
+    binary = tmp_path / name
+    shutil.copy(build_fixture("uprobe_target"), binary)
+    proc = subprocess.run([perf_bin, "probe", "-x", str(binary), "-D", "add_ints"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    m = re.search(r"^p:(\w+)/add_ints ", proc.stdout, re.M)
+    assert m, proc.stdout
+    assert uprobe_group_name(binary) == m.group(1)
