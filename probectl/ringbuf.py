@@ -1,0 +1,419 @@
+"""Ring-buffer pages from Python: the native decoder and recorder behind a small API.
+
+The C core (``probectl._native``, sources in ``native/``) does all per-event work. This module
+turns event formats into the C field tables, wraps the decoded batches, and maps failures to
+probectl's errors:
+
+* :class:`EventReader` merges the pages of several CPUs by time and decodes them with the
+  formats it was given, in batches: :meth:`EventReader.batches` (columnar, :class:`Columns`)
+  or :meth:`EventReader.events` (one :class:`Event` per record, built in batches).
+* :class:`Recorder` copies ``per_cpu/cpuN/trace_pipe_raw`` of a tracefs instance to one file per
+  CPU, a thread per CPU, with splice.
+* :func:`parse_page` decodes one page, for tests and tools.
+"""
+from __future__ import annotations
+
+import errno as _errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence, Union
+
+from . import _native
+from .errors import ProbectlError, TraceFileError, TracefsError
+from .formats import EventFormat, Field, FormatError, parse_fields
+
+Buffer = Union[bytes, bytearray, memoryview, Any]  # anything with the buffer protocol (mmap too)
+
+LOC_FIXED, LOC_DATA, LOC_REL, LOC_TAIL = (_native.LOC_FIXED, _native.LOC_DATA, _native.LOC_REL,
+                                          _native.LOC_TAIL)
+KIND_INT, KIND_STR, KIND_BYTES, KIND_INT_ARRAY = (_native.KIND_INT, _native.KIND_STR,
+                                                  _native.KIND_BYTES, _native.KIND_INT_ARRAY)
+MISSED_EVENTS = 1 << 31
+MISSED_STORED = 1 << 30
+
+_CHAR_TYPES = {"char", "signed char", "unsigned char"}
+_FIXED_SIZES = {
+    "u8": 1, "s8": 1, "__u8": 1, "__s8": 1, "bool": 1, "_Bool": 1,
+    "short": 2, "unsigned short": 2, "u16": 2, "s16": 2, "__u16": 2, "__s16": 2,
+    "int": 4, "unsigned int": 4, "unsigned": 4, "u32": 4, "s32": 4, "__u32": 4, "__s32": 4,
+    "pid_t": 4,
+    "long long": 8, "unsigned long long": 8, "u64": 8, "s64": 8, "__u64": 8, "__s64": 8,
+}
+_LONG_TYPES = {"long", "unsigned long", "size_t", "ssize_t", "void *"}
+
+
+@dataclass(frozen=True)
+class PageLayout:
+    """How a kernel lays out its pages: ``long_size`` 8 or 4, byte order, sub-buffer size."""
+
+    long_size: int = 8
+    big_endian: bool = False
+    page_size: int = 4096
+
+    @classmethod
+    def from_header_page(cls, text: str, big_endian: bool = False) -> "PageLayout":
+        """Read ``events/header_page``: the size of ``commit`` is the kernel long, and the
+        sub-buffer size is the offset plus the size of ``data``."""
+        try:
+            fields = {f.name: f for f in parse_fields(text)}
+        except FormatError as err:
+            raise TraceFileError(f"unreadable header_page: {err.message}") from None
+        commit, data = fields.get("commit"), fields.get("data")
+        if commit is None or data is None or commit.size not in (4, 8):
+            raise TraceFileError("header_page lacks a 'commit' of 4 or 8 bytes or a 'data' field")
+        return cls(long_size=commit.size, big_endian=big_endian, page_size=data.offset + data.size)
+
+
+def _element_size(elem: str, long_size: int) -> Optional[int]:
+    elem = elem.replace("const ", "").replace("volatile ", "").strip()
+    if elem in _FIXED_SIZES:
+        return _FIXED_SIZES[elem]
+    if elem in _LONG_TYPES or elem.endswith("*"):
+        return long_size
+    return None
+
+
+def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> tuple[int, int, int, int, int, bool]:
+    """The C decoder's description of ``field``: (offset, size, loc, kind, elem_size, signed).
+
+    Integers of 1, 2, 4 or 8 bytes are numbers; ``char`` arrays and ``__data_loc char[]`` are text
+    (up to the first NUL); other arrays are tuples of numbers when their element size is known,
+    and bytes otherwise. A ``[]`` array of size 0 (``char buf[]`` of ftrace's ``print``) runs to
+    the end of the record, and so does any array when ``tail`` is set.
+    """
+    elem = field.element_type
+    signed = bool(field.signed)
+    if field.is_data_loc:
+        loc = LOC_REL if field.is_rel_loc else LOC_DATA
+        if field.array_len is not None:  # an array of data_loc words: give the raw words
+            return (field.offset, field.size, LOC_FIXED, KIND_BYTES, 0, False)
+        if elem in _CHAR_TYPES:
+            return (field.offset, 4, loc, KIND_STR, 0, False)
+        esize = _element_size(elem, long_size)
+        if esize in (1, 2, 4, 8):
+            return (field.offset, 4, loc, KIND_INT_ARRAY, esize, signed)
+        return (field.offset, 4, loc, KIND_BYTES, 0, False)
+    if field.is_array:
+        loc = LOC_TAIL if tail or field.size == 0 else LOC_FIXED
+        if elem in _CHAR_TYPES:
+            return (field.offset, field.size, loc, KIND_STR, 0, False)
+        esize = None
+        if field.array_len:
+            esize = field.size // field.array_len if field.size % field.array_len == 0 else None
+        esize = esize or _element_size(elem, long_size)
+        if esize in (1, 2, 4, 8) and (loc == LOC_TAIL or field.size % esize == 0):
+            return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed)
+        return (field.offset, field.size, loc, KIND_BYTES, 0, False)
+    if field.size in (1, 2, 4, 8):
+        return (field.offset, field.size, LOC_FIXED, KIND_INT, 0, signed)
+    return (field.offset, field.size, LOC_FIXED, KIND_BYTES, 0, False)
+
+
+# Records whose last array is longer than the format says: kernel_stack's ``caller[8]`` holds
+# ``size`` entries, as many as the stack has (trace-cmd reads it to the end of the record too).
+_TAIL_FIELDS = {("ftrace", "kernel_stack", "caller")}
+
+
+def format_specs(fmt: EventFormat, long_size: int = 8) -> tuple[tuple[int, int, int, int, int, bool], ...]:
+    """The C field table of every non-common field of ``fmt``, in the format's order."""
+    return tuple(
+        field_spec(f, long_size, tail=(fmt.system, fmt.name, f.name) in _TAIL_FIELDS)
+        for f in fmt.event_fields
+    )
+
+
+@dataclass
+class Page:
+    """One decoded page: its header and its data records as (timestamp, payload)."""
+
+    timestamp: int
+    size: int
+    flags: int
+    missed: int  # 0 none, > 0 events lost before this page, -1 lost but not counted
+    data_offset: int
+    events: list[tuple[int, bytes]]
+
+
+def parse_page(data: Buffer, layout: PageLayout = PageLayout()) -> Page:
+    """Decode one page; raise :class:`TraceFileError` if it is corrupt."""
+    try:
+        d = _native.parse_page(data, long_size=layout.long_size, big_endian=layout.big_endian,
+                               page_size=layout.page_size)
+    except _native.DecodeError as err:
+        raise _decode_error(err, "page") from None
+    return Page(**d)
+
+
+def _decode_error(err: _native.DecodeError, source: str) -> TraceFileError:
+    message, _code, cpu, page_offset, pos = err.args
+    where = source
+    if cpu is not None:
+        where += f": cpu {cpu}: page at data offset {page_offset:#x}"
+    if pos:
+        where += f", byte {pos}"
+    return TraceFileError(f"{where}: corrupt ring-buffer page: {message}",
+                          "the file is damaged or truncated; read it with strict=False to skip bad pages")
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Events lost on ``cpu`` just before the event at ``index`` (``count`` -1: not counted)."""
+
+    index: int
+    cpu: int
+    count: int
+
+
+class Event:
+    """One decoded record: time stamp (ns, in the trace clock), CPU, common fields and values."""
+
+    __slots__ = ("ts", "cpu", "id", "pid", "flags", "preempt", "format", "values", "raw")
+
+    def __init__(self, ts: int, cpu: int, id: int, pid: int, flags: int, preempt: int,
+                 format: Optional[EventFormat], values: Optional[tuple], raw: Optional[bytes] = None):
+        self.ts = ts
+        self.cpu = cpu
+        self.id = id
+        self.pid = pid
+        self.flags = flags
+        self.preempt = preempt
+        self.format = format
+        self.values = values
+        self.raw = raw
+
+    @property
+    def name(self) -> str:
+        """``system:event``, or ``unknown:<id>`` for an id without a format."""
+        return self.format.full_name if self.format else f"unknown:{self.id}"
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The non-common fields by name."""
+        if self.format is None or self.values is None:
+            return {}
+        return {f.name: v for f, v in zip(self.format.event_fields, self.values)}
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+    def __repr__(self) -> str:
+        return f"Event({self.ts}, cpu={self.cpu}, pid={self.pid}, {self.name}, {self.fields})"
+
+
+class Columns:
+    """One batch of decoded events, column by column.
+
+    ``ts``, ``cpu``, ``id``, ``pid``, ``flags``, ``preempt`` and ``row`` are memoryviews with one
+    item per event, in time order. The event at ``i`` has format ``reader.format_of(id[i])`` and
+    its values at ``row[i]`` of that format's columns: :meth:`column` gives them, a memoryview of
+    integers for number fields and a list otherwise. ``lost`` marks lost events.
+    """
+
+    def __init__(self, raw: dict, formats: Sequence[EventFormat]):
+        self.n: int = raw["n"]
+        self.ts = memoryview(raw["ts"]).cast("Q")
+        self.cpu = memoryview(raw["cpu"]).cast("i")
+        self.id = memoryview(raw["id"]).cast("H")
+        self.pid = memoryview(raw["pid"]).cast("i")
+        self.flags = memoryview(raw["flags"]).cast("B")
+        self.preempt = memoryview(raw["preempt"]).cast("B")
+        self.row = memoryview(raw["row"]).cast("I")
+        self.raw: Optional[list[bytes]] = raw["raw"]
+        self.lost = [Lost(*t) for t in raw["lost"]]
+        self._formats = formats
+        self._columns = raw["formats"]
+        self._index = {(f.system, f.name): i for i, f in enumerate(formats)}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def column(self, fmt: Union[EventFormat, str], field: str) -> Sequence[Any]:
+        """The values of ``field`` for the events of ``fmt`` (an EventFormat or 'system:event')."""
+        if isinstance(fmt, str):
+            system, _, name = fmt.partition(":")
+            i = self._index[(system, name)]
+        else:
+            i = self._index[(fmt.system, fmt.name)]
+        f = self._formats[i]
+        names = [x.name for x in f.event_fields]
+        j = names.index(field)
+        col = self._columns[i][j]
+        if isinstance(col, bytes):
+            return memoryview(col).cast("q" if f.event_fields[j].signed else "Q")
+        return col
+
+
+class EventReader:
+    """Decode the pages of several CPUs, merged by time stamp.
+
+    ``streams`` gives per CPU ``(cpu, buffer, offset, size)``: ``size`` bytes of pages at
+    ``offset`` of ``buffer`` (bytes, an mmap...). ``formats`` are the events to decode; records
+    of other ids come out with ``format`` None. With ``strict`` off, a corrupt page is skipped
+    (counted in :meth:`stats`) instead of raising :class:`TraceFileError`.
+    """
+
+    def __init__(self, streams: Sequence[tuple[int, Buffer, int, int]], formats: Sequence[EventFormat],
+                 layout: PageLayout = PageLayout(), *, strict: bool = True, raw: bool = False,
+                 source: str = "trace"):
+        self.formats = list(formats)
+        self.layout = layout
+        self.source = source
+        self._by_id = {f.id: f for f in self.formats}
+        self._raw = raw
+        tables = [(f.id, format_specs(f, layout.long_size)) for f in self.formats]
+        self._native = _native.Reader(list(streams), tables, long_size=layout.long_size,
+                                      big_endian=layout.big_endian, page_size=layout.page_size,
+                                      strict=strict, raw=raw)
+
+    def format_of(self, event_id: int) -> Optional[EventFormat]:
+        return self._by_id.get(event_id)
+
+    def batches(self, max_events: int = 1 << 20) -> Iterator[Columns]:
+        """Columnar batches of up to ``max_events`` events until the end."""
+        while True:
+            try:
+                raw = self._native.read_columns(max_events)
+            except _native.DecodeError as err:
+                raise _decode_error(err, self.source) from None
+            if raw is None:
+                return
+            yield Columns(raw, self.formats)
+
+    def rows(self, max_events: int = 1 << 16) -> Iterator[tuple[list[tuple], list[Lost]]]:
+        """Batches of plain tuples ``(ts, cpu, id, pid, flags, preempt, values[, raw])``."""
+        while True:
+            try:
+                got = self._native.read_rows(max_events)
+            except _native.DecodeError as err:
+                raise _decode_error(err, self.source) from None
+            if got is None:
+                return
+            rows, lost = got
+            yield rows, [Lost(*t) for t in lost]
+
+    def events(self, max_events: int = 1 << 16) -> Iterator[Event]:
+        """Every event as an :class:`Event` (the lost markers are in :meth:`stats`)."""
+        by_id = self._by_id
+        for rows, _lost in self.rows(max_events):
+            for r in rows:
+                yield Event(r[0], r[1], r[2], r[3], r[4], r[5], by_id.get(r[2]), r[6],
+                            r[7] if self._raw else None)
+
+    def stats(self) -> list[dict[str, int]]:
+        """Per CPU: pages, events, missed_events (stored counts), missed_unknown (flagged pages
+        without a count) and bad_pages (skipped when not strict), so far."""
+        return self._native.stats()
+
+    @property
+    def short_records(self) -> int:
+        """Records too short for one of their fields so far (those values read as 0/None)."""
+        return self._native.short_records
+
+    def close(self) -> None:
+        """Release the buffers (an mmap can be closed after this)."""
+        self._native.close()
+
+    def __enter__(self) -> "EventReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class RecorderStats:
+    cpu: int
+    bytes: int  # written, page padding included
+    splice_bytes: int
+    read_bytes: int
+    pages: int
+    wakeups: int
+    errno: int
+    error_op: Optional[str]
+
+
+class Recorder:
+    """Copy the pages of a tracefs instance to ``out_dir/cpuN.raw``, a native thread per CPU.
+
+    ``instance`` is the instance directory (``.../instances/<name>``, or the tracefs root);
+    ``subbuf_size`` its sub-buffer size (see :meth:`PageLayout.from_header_page`). Turn tracing
+    off in the instance before :meth:`stop`, which drains what is left, partial page included.
+    """
+
+    def __init__(self, instance: Path | str, cpus: Sequence[int], out_dir: Path | str, subbuf_size: int,
+                 *, poll_ms: int = 250, use_read: bool = False, pipe_size: int = 0,
+                 flush_max_bytes: int = 0):
+        self.instance = Path(instance)
+        self.cpus = list(cpus)
+        self.files = {cpu: Path(out_dir) / f"cpu{cpu}.raw" for cpu in self.cpus}
+        self._fds: list[int] = []
+        in_fds, out_fds = [], []
+        try:
+            for cpu in self.cpus:
+                path = self.instance / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                except OSError as err:
+                    raise TracefsError(f"cannot open {path}: {err.strerror}",
+                                       "record as root, on a CPU that exists") from None
+                self._fds.append(fd)
+                in_fds.append(fd)
+                out = self.files[cpu]
+                try:
+                    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+                except OSError as err:
+                    raise ProbectlError(f"cannot create {out}: {err.strerror}",
+                                        "record to a writable directory") from None
+                self._fds.append(fd)
+                out_fds.append(fd)
+            self._native = _native.Recorder(self.cpus, in_fds, out_fds, subbuf_size, poll_ms=poll_ms,
+                                            pipe_size=pipe_size, use_read=use_read,
+                                            flush_max_bytes=flush_max_bytes)
+        except BaseException:
+            self._close_fds()
+            raise
+
+    def start(self) -> None:
+        self._native.start()
+
+    @property
+    def running(self) -> bool:
+        return self._native.running
+
+    def stats(self) -> list[RecorderStats]:
+        """Per-CPU counters; may be read while recording."""
+        return [RecorderStats(**d) for d in self._native.stats()]
+
+    def stop(self) -> list[RecorderStats]:
+        """Drain the buffers, end the threads and close the files; raise if a CPU failed."""
+        self._native.stop()
+        self._close_fds()
+        stats = self.stats()
+        failed = [s for s in stats if s.errno]
+        if failed:
+            s = failed[0]
+            raise ProbectlError(
+                f"recording cpu {s.cpu} failed: {s.error_op}: {os.strerror(s.errno)}",
+                "check free space where the trace is written" if s.errno == _errno.ENOSPC else "")
+        return stats
+
+    def _close_fds(self) -> None:
+        for fd in self._fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds = []
+
+    def close(self) -> None:
+        """Stop (if running) and close everything, without raising for CPU failures."""
+        if getattr(self, "_native", None) is not None:
+            self._native.stop()
+        self._close_fds()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
