@@ -1,0 +1,266 @@
+"""The `probectl` command line: click commands that parse options, call the layers, and print.
+
+perf users may type perf's own command flags (`probectl -x BIN -a DEF`, `-d`, `-l`, `-F`, `-L`, `-V`,
+`-D`); ``main`` rewrites them into the subcommand form before click sees them.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .debuginfo.elf import ElfFile
+from .debuginfo.kallsyms import Kallsyms
+from .errors import ProbectlError, TracefsError
+from .listing import describe, select_events
+from .naming import assign_events
+from .resolve import Resolver, Target
+from .spec import parse_probe
+from .target import find_target
+from .tracefs import Tracefs
+
+# perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
+PERF_COMMAND_FLAGS = {
+    "-a": "add", "--add": "add",
+    "-D": "add", "--definition": "add",
+    "-d": "del", "--del": "del",
+    "-l": "list", "--list": "list",
+    "-F": "funcs", "--funcs": "funcs",
+    "-L": "lines", "--line": "lines",
+    "-V": "vars", "--vars": "vars",
+}
+# perf options that take a value, so their value is not mistaken for a command flag.
+_VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
+
+
+def _notice(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _open_tracefs() -> Tracefs:
+    return Tracefs.open(notice=_notice)
+
+
+def _target(exec_: str | None, module: str | None = None) -> Target:
+    if exec_:
+        return Target(kind="uprobe", path=find_target(exec_))
+    return Target(kind="kprobe", module=module)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="probectl")
+def cli():
+    """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
+
+
+@cli.command()
+@click.argument("probedefs", nargs=-1)
+@click.option("-a", "--add", "added", multiple=True, metavar="PROBEDEF", help="A definition (repeatable).")
+@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library (path or name, e.g. libc).")
+@click.option("-f", "--force", is_flag=True, help="Add duplicates as EVENT_1, EVENT_2, ...")
+@click.option("-n", "--dry-run", is_flag=True, help="Resolve and name everything, write nothing.")
+@click.option("-D", "--definition", "definition", is_flag=True,
+              help="Print the definition lines that would be written, one per line, and nothing else.")
+def add(probedefs, added, exec_, force, dry_run, definition):
+    """Add probe events; each PROBEDEF is one quoted definition:
+
+    [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
+    """
+    texts = list(added) + list(probedefs)
+    if not texts:
+        raise click.UsageError("no probe definition given")
+    specs = [parse_probe(t) for t in texts]
+    target = _target(exec_)
+    resolver = Resolver(target)
+    resolved = [(spec, resolver.resolve(spec)) for spec in specs]
+    for warning in resolver.warnings:
+        _notice(f"Warning: {warning}")
+
+    tfs = None
+    if not definition or os.geteuid() == 0:
+        try:
+            tfs = _open_tracefs()
+        except TracefsError:
+            if not definition:
+                raise
+    multiprobe = tfs.features.multiprobe if tfs else True
+
+    def name_all(taken):
+        out = []
+        for spec, points in resolved:
+            defs = assign_events(spec, points, group=target.default_group, taken=taken, force=force,
+                                 multiprobe=multiprobe, is_uprobe=target.is_uprobe)
+            out.append((spec, defs))
+        return out
+
+    if tfs is None:
+        named = name_all(set())
+    else:
+        with tfs.lock():
+            named = name_all(set(tfs.event_names()))
+            if not definition and not dry_run:
+                tfs.add([d for _, defs in named for d in defs])
+
+    if definition:
+        for _, defs in named:
+            for d in defs:
+                click.echo(d.render())
+        return
+    _print_added(named, target)
+
+
+def _print_added(named, target: Target) -> None:
+    events = []
+    lines = []
+    for spec, defs in named:
+        seen = set()
+        for d in defs:
+            if d.full_name in seen:
+                continue
+            seen.add(d.full_name)
+            events.append(d.full_name)
+            where = spec.point.text
+            if target.is_uprobe:
+                where += f" in {target.path}"
+            args = " ".join((f"{a.name}={a.text}" if a.name else a.text) for a in spec.args)
+            lines.append(f"  {d.full_name:<20} (on {where}{' with ' + args if args else ''})")
+    click.echo("Added new event:" if len(events) == 1 else "Added new events:")
+    for line in lines:
+        click.echo(line)
+    click.echo("\nYou can now use it in all perf tools, such as:\n")
+    click.echo(f"\tperf record -e {events[-1]} -aR sleep 1\n")
+
+
+@cli.command("del")
+@click.argument("patterns", nargs=-1, required=True)
+@click.option("-x", "--exec", "exec_", metavar="BINARY", help="Only events on this binary.")
+@click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed.")
+def delete(patterns, exec_, dry_run):
+    """Remove probe events matching [GROUP:]EVENT globs (no GROUP matches any group)."""
+    tfs = _open_tracefs()
+    binary = str(find_target(exec_)) if exec_ else None
+    with tfs.lock():
+        defs = tfs.definitions()
+        for pattern in patterns:
+            if not select_events(defs, [pattern], binary):
+                raise ProbectlError(f'"{pattern}" does not hit any event.',
+                                    hint="list the events with 'probectl list'")
+        chosen = select_events(defs, list(patterns), binary)
+        names = list(dict.fromkeys((d.group, d.event) for d in chosen))
+        if not dry_run:
+            tfs.remove(names)
+    for group, event in names:
+        click.echo(f"Removed event: {group}:{event}")
+
+
+@cli.command("list")
+@click.argument("patterns", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of events.")
+def list_(patterns, as_json):
+    """List probe events (kprobes and uprobes, whoever added them)."""
+    tfs = _open_tracefs()
+    cache: dict = {}
+    listings = [describe(d, cache) for d in select_events(tfs.definitions(), list(patterns))]
+    if as_json:
+        click.echo(json.dumps([entry.as_json() for entry in listings], indent=2))
+        return
+    for entry in listings:
+        click.echo(entry.line())
+
+
+@cli.command()
+@click.argument("pattern", required=False)
+@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library.")
+@click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
+def funcs(pattern, exec_, as_json):
+    """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
+    if exec_:
+        elf = ElfFile(find_target(exec_))
+        rows = {}
+        for sym in elf.functions():
+            rows.setdefault(sym.name, (sym.value, sym.size))
+            if sym.version and not sym.default_version:
+                rows.setdefault(sym.versioned_name, (sym.value, sym.size))
+    else:
+        rows = {}
+        for sym in Kallsyms().symbols:
+            if sym.is_function:
+                rows.setdefault(sym.name, (sym.address, 0))
+    if pattern:
+        names = [n for n in rows if fnmatch.fnmatchcase(n, pattern)]
+    else:
+        names = [n for n in rows if not n.startswith("_") and not n.endswith("@plt")]
+    names.sort()
+    if as_json:
+        click.echo(json.dumps([{"name": n, "address": rows[n][0], "size": rows[n][1]} for n in names], indent=2))
+        return
+    for name in names:
+        click.echo(name)
+
+
+def rewrite_perf_flags(argv: list[str]) -> list[str]:
+    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone."""
+    if not argv or argv[0] in cli.commands or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    command = None
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        if flag in _VALUED:
+            rest.append(arg)
+            if not eq and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        elif flag in PERF_COMMAND_FLAGS and command in (None, PERF_COMMAND_FLAGS[flag]):
+            command = PERF_COMMAND_FLAGS[flag]
+            if flag in ("-D", "--definition"):
+                rest.append("-D")
+            takes_value = command in ("add", "del", "lines", "vars") or (
+                command == "funcs" and i + 1 < len(argv) and not argv[i + 1].startswith("-"))
+            if eq:
+                rest.append(value)
+            elif takes_value and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    if command is None:
+        if not argv[0].startswith("-") and difflib.get_close_matches(argv[0], list(cli.commands), n=1, cutoff=0.7):
+            return argv  # a mistyped subcommand: let click say so
+        # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
+        command = "add"
+    return [command] + rest
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = rewrite_perf_flags(list(sys.argv[1:] if argv is None else argv))
+    try:
+        cli.main(args=args, prog_name="probectl", standalone_mode=False)
+    except ProbectlError as err:
+        click.echo(f"Error: {err}", err=True)
+        if err.hint:
+            click.echo(f"  Hint: {err.hint}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

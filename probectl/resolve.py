@@ -1,0 +1,284 @@
+"""ProbeSpec + target → ProbePoints: where to put each probe and the kernel fetch text of each argument.
+
+This module holds the symbol-level resolution (ELF symbols for uprobes, kallsyms for kprobes) and the
+rendering of raw fetch arguments; source-level work (lines, variables) is delegated to the DWARF layer.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import spec as S
+from .debuginfo.elf import ElfFile, ElfSymbol
+from .debuginfo.kallsyms import Kallsyms
+from .errors import DebugInfoError, ProbeSemanticError, ResolveError, TargetError
+from .target import uprobe_group_name
+
+# A trailing "@VERSION" that is a symbol version (GLIBC_2.2.5), not a source file.
+_SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
+
+
+# Integer/pointer arguments of the x86-64 System V calling convention, in order (kernel register names).
+SYSV_ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What definitions are resolved against: a user binary (uprobes) or the running kernel (kprobes)."""
+
+    kind: str  # "uprobe" or "kprobe"
+    path: Path | None = None
+    module: str | None = None
+
+    @property
+    def is_uprobe(self) -> bool:
+        return self.kind == "uprobe"
+
+    @property
+    def default_group(self) -> str:
+        return uprobe_group_name(self.path) if self.is_uprobe else "probe"
+
+
+@dataclass(frozen=True)
+class ResolvedArg:
+    """One fetch argument: ``name`` is empty when the kernel should name it (argN), as perf leaves it."""
+
+    fetch: str
+    type: str = ""
+    name: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ProbePoint:
+    """One resolved probe location with its arguments."""
+
+    function: str  # the real function (symbol) name at the place
+    offset: int  # bytes from the function's start
+    address: int  # virtual address in the target (kernel address for kprobes)
+    place: str  # the kernel's place text: "/path:0x1139" or "sym+off"
+    is_return: bool = False
+    args: tuple[ResolvedArg, ...] = ()
+    line: int | None = None  # relative line of FUNC:RLN, for naming
+
+
+@dataclass
+class Resolver:
+    """Resolves ProbeSpecs against one target; ``warnings`` collects perf-style notices for the user."""
+
+    target: Target
+    warnings: list[str] = field(default_factory=list)
+    _elf: ElfFile | None = None
+    _kallsyms: Kallsyms | None = None
+
+    @property
+    def elf(self) -> ElfFile:
+        if self._elf is None:
+            self._elf = ElfFile(self.target.path)
+        return self._elf
+
+    @property
+    def kallsyms(self) -> Kallsyms:
+        if self._kallsyms is None:
+            self._kallsyms = Kallsyms()
+        return self._kallsyms
+
+    def resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        """All probe points of one definition (several for globs, static duplicates or split lines)."""
+        probe = _with_symbol_version(probe)
+        if probe.needs_dwarf:
+            raise DebugInfoError(
+                f"'{probe.text}' needs debug information (source lines or C variables)",
+                hint="source-level probing is not available yet; probe by symbol with registers "
+                "(e.g. 'func arg=%di') or raw fetches (+8(%di))",
+            )
+        sites = self._symbol_sites(probe.point)
+        points = []
+        for function, address, offset in sites:
+            at_entry = offset == 0 and not probe.point.is_return
+            args = tuple(self._render_arg(arg, address, at_entry) for arg in probe.args)
+            points.append(
+                ProbePoint(
+                    function=function,
+                    offset=offset,
+                    address=address,
+                    place=self._place(function, address, offset),
+                    is_return=probe.point.is_return,
+                    args=args,
+                )
+            )
+        return points
+
+    # -- places ------------------------------------------------------------------------------
+
+    def _symbol_sites(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        """(function name, address, offset) for a point given by symbol or absolute address."""
+        if point.address is not None:
+            return [(f"abs_{point.address:x}", point.address, 0)]
+        if self.target.is_uprobe:
+            symbols = self._uprobe_functions(point)
+        else:
+            symbols = self._kernel_functions(point)
+        offset = point.offset or 0
+        sites = []
+        for name, address, size in symbols:
+            if offset and size and offset >= size:
+                raise ResolveError(f"Offset {offset} is bigger than the size of {name}",
+                                   hint=f"{name} is {size} bytes long")
+            sites.append((name, address + offset, offset))
+        return sites
+
+    def _uprobe_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        name = point.function or ""
+        if point.source:
+            raise DebugInfoError(f"'{point.text}' names a source file, which needs debug information",
+                                 hint="source-level probing is not available yet")
+        symbols = self.elf.find_functions(name)
+        if not symbols:
+            raise ResolveError(f"Probe point '{point.text or name}' not found.",
+                               hint=self._function_hint(name, [s.name for s in self.elf.functions()]))
+        if "@" not in name and any(s.version for s in symbols):
+            # An unversioned name means the default version, as the dynamic linker binds it.
+            symbols = [s for s in symbols if not s.version or s.default_version] or symbols
+        chosen: dict[int, ElfSymbol] = {}
+        for sym in symbols:
+            best = chosen.get(sym.value)
+            if best is None or _alias_rank(sym, name) < _alias_rank(best, name):
+                chosen[sym.value] = sym
+        for sym in chosen.values():
+            if sym.type == "IFUNC":
+                self.warnings.append(
+                    f"The probe function ({sym.name}) is a GNU indirect function.\n"
+                    "Consider identifying the final function used at run time and set the probe directly on that."
+                )
+        return [(s.name, s.value, s.size) for s in sorted(chosen.values(), key=lambda s: s.value)]
+
+    def _kernel_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        if point.source:
+            raise DebugInfoError(f"'{point.text}' names a source file, which needs kernel debug information",
+                                 hint="kernel source-level probing is not available yet")
+        ksyms = self.kallsyms
+        if ksyms.addresses_hidden:
+            raise TargetError("kernel symbol addresses are hidden in /proc/kallsyms",
+                              hint="run as root, or check /proc/sys/kernel/kptr_restrict")
+        found = ksyms.find_functions(point.function or "", module=self.target.module)
+        if not found:
+            raise ResolveError(f"Probe point '{point.text or point.function}' not found.",
+                               hint=self._function_hint(point.function or "",
+                                                        [s.name for s in ksyms.symbols if s.is_function]))
+        unique: dict[int, str] = {}
+        for sym in found:
+            unique.setdefault(sym.address, sym.name)
+        return [(name, addr, 0) for addr, name in sorted(unique.items())]
+
+    def _place(self, function: str, address: int, offset: int) -> str:
+        if self.target.is_uprobe:
+            return f"{self.target.path}:0x{self.elf.vaddr_to_offset(address):x}"
+        if function.startswith("abs_"):
+            return f"0x{address:x}"
+        names = [s for s in self.kallsyms.find_functions(function) if s.module == (self.target.module or "")]
+        if len(names) > 1:
+            # A name the kernel cannot resolve uniquely: anchor on _text instead.
+            text = self.kallsyms.find_functions("_text")
+            if text:
+                return f"_text+{address - text[0].address}"
+        prefix = f"{self.target.module}:" if self.target.module else ""
+        return f"{prefix}{function}+{offset}"
+
+    @staticmethod
+    def _function_hint(name: str, candidates: list[str]) -> str:
+        close = difflib.get_close_matches(name, sorted(set(candidates)), n=3)
+        if close:
+            return "did you mean " + ", ".join(close) + "?"
+        return "list the probe-able functions with 'probectl funcs'"
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def _render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
+        fetch = self._render_fetch(arg.expr, address, at_entry)
+        typ = ""
+        if arg.type is not None:
+            typ = arg.type.text
+            if arg.type.base in ("s", "u", "x") and arg.type.bits is None:
+                typ = f"{arg.type.base}64"  # registers and raw fetches are machine words
+        return ResolvedArg(fetch=fetch, type=typ, name=arg.name or "", text=arg.text)
+
+    def _render_fetch(self, expr, address: int, at_entry: bool) -> str:
+        if isinstance(expr, S.Register):
+            return f"%{expr.name}"
+        if isinstance(expr, S.SpecialVar):
+            if expr.name in ("params", "vars"):
+                raise DebugInfoError(f"${expr.name} needs debug information",
+                                     hint="source-level probing is not available yet")
+            if expr.name == "stack":
+                return "$stack" if expr.index is None else f"$stack{expr.index}"
+            if expr.name == "arg":
+                return self._render_argn(expr.index, at_entry)
+            return f"${expr.name}"
+        if isinstance(expr, S.SymbolRef):
+            return self._render_symbol(expr, address)
+        if isinstance(expr, S.AddressRef):
+            return f"@0x{expr.address:x}"
+        if isinstance(expr, S.Deref):
+            sign = "-" if expr.offset < 0 else "+"
+            user = "u" if expr.user else ""
+            return f"{sign}{user}{abs(expr.offset)}({self._render_fetch(expr.inner, address, at_entry)})"
+        if isinstance(expr, S.Immediate):
+            if isinstance(expr.value, str):
+                return '\\"' + expr.value + '"'
+            return f"\\{expr.value}"
+        if isinstance(expr, S.Variable):
+            raise DebugInfoError(f"'{S.render_expr(expr)}' is a C variable, which needs debug information",
+                                 hint="source-level probing is not available yet; use registers (%di) "
+                                 "or raw fetches (+8(%di))")
+        raise ProbeSemanticError(f"unsupported argument {expr!r}")
+
+    def _render_argn(self, index: int, at_entry: bool) -> str:
+        """$argN: kprobes fetch it themselves; uprobes cannot, so use the x86-64 SysV argument register."""
+        if not self.target.is_uprobe:
+            return f"$arg{index}"
+        if not at_entry:
+            raise ResolveError(f"$arg{index} is only known at a function entry",
+                               hint="probe the function itself (no +OFFS, no %return), or fetch a register")
+        if not 1 <= index <= len(SYSV_ARG_REGISTERS):
+            raise ResolveError(f"$arg{index} is not passed in a register on x86-64 (only $arg1..$arg6 are)",
+                               hint=f"read it from the stack, e.g. +{8 * (index - 6)}(%sp)")
+        return "%" + SYSV_ARG_REGISTERS[index - 1]
+
+    def _render_symbol(self, ref: S.SymbolRef, address: int) -> str:
+        """@SYM: kprobes take it as is; uprobes need '@+OFFSET', relative to the probed file's mapping."""
+        if not self.target.is_uprobe:
+            sign = "-" if ref.offset < 0 else "+"
+            return f"@{ref.name}{sign}{abs(ref.offset)}"
+        matches = [s for s in self.elf.symbols() if s.name == ref.name and s.shndx != 0]
+        if not matches:
+            raise ResolveError(f"symbol '{ref.name}' not found in {self.target.path}",
+                               hint=self._function_hint(ref.name, [s.name for s in self.elf.symbols()]))
+        # The kernel computes base = probe address - probe file offset, then reads base + OFFSET.
+        probe_delta = address - self.elf.vaddr_to_offset(address)
+        return f"@+0x{matches[0].value + ref.offset - probe_delta:x}"
+
+
+def _with_symbol_version(probe: S.ProbeSpec) -> S.ProbeSpec:
+    """Read ``FUNC@GLIBC_2.2.5`` as a symbol version, not a source file.
+
+    perf wants ``malloc\\@GLIBC_2.2.5``; a version-shaped suffix cannot be a source file, so accept it bare.
+    """
+    pt = probe.point
+    if not (pt.function and pt.source and _SYMBOL_VERSION.fullmatch(pt.source)):
+        return probe
+    if pt.line is not None or pt.lazy is not None:
+        return probe
+    point = replace(pt, function=f"{pt.function}@{pt.source}", source=None)
+    return replace(probe, point=point)
+
+
+def _alias_rank(sym: ElfSymbol, wanted: str) -> tuple:
+    """Order aliases at one address: the name asked for, then global, default-version, fewer underscores."""
+    exact = sym.name != wanted and sym.versioned_name != wanted
+    glob_miss = not fnmatch.fnmatchcase(sym.name, wanted)
+    return (exact and glob_miss, sym.bind != "GLOBAL", not sym.default_version,
+            len(sym.name) - len(sym.name.lstrip("_")), sym.name)
