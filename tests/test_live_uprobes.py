@@ -184,3 +184,15 @@ def test_without_root_commands_fail_clearly(tmp_path):
         assert out.returncode == 1, (args, out.stderr)
         assert out.stderr.startswith("Error: "), out.stderr
         assert "Traceback" not in out.stderr
+
+
+@pytest.mark.root
+def test_concurrent_adds_never_collide_on_names(cleanup_group):
+    """Four `add -f` runs at once: the lock makes each pick a different free name, none fails."""
+    binary = build_fixture("uprobe_target", "-O0")
+    cmd = [sys.executable, "-m", "probectl", "add", "-f", "-x", str(binary), f"{GROUP}:ev=add_ints %di"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [p.communicate() + (p.returncode,) for p in procs]
+    assert all(rc == 0 for _, _, rc in results), results
+    names = {e["event"] for e in json.loads(probectl("list", "--json", f"{GROUP}:*").stdout)}
+    assert names == {"ev", "ev_1", "ev_2", "ev_3"}

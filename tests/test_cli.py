@@ -1,0 +1,73 @@
+"""Command-line behaviour that needs no tracefs: perf-flag rewriting, funcs, -D output, errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from probectl.cli import rewrite_perf_flags
+
+from conftest import build_fixture
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["-x", "bin", "-a", "malloc"], ["add", "-x", "bin", "malloc"]),
+    (["--add=malloc size=%di", "-x", "libc"], ["add", "malloc size=%di", "-x", "libc"]),
+    (["-D", "malloc", "-x", "libc"], ["add", "-D", "malloc", "-x", "libc"]),
+    (["-x", "libc", "-a", "malloc", "-a", "free", "-f"], ["add", "-x", "libc", "malloc", "free", "-f"]),
+    (["-l"], ["list"]),
+    (["-d", "probe:*"], ["del", "probe:*"]),
+    (["-F", "-x", "libc"], ["funcs", "-x", "libc"]),
+    (["-F", "mem*", "-x", "libc"], ["funcs", "mem*", "-x", "libc"]),
+    (["-x", "libc", "malloc"], ["add", "-x", "libc", "malloc"]),
+    (["list", "--json"], ["list", "--json"]),
+    (["lsit"], ["lsit"]),
+])
+def test_perf_flags_are_rewritten(argv, expected):
+    assert rewrite_perf_flags(argv) == expected
+
+
+def test_funcs_lists_fixture_functions():
+    binary = build_fixture("uprobe_target", "-O2")
+    names = run("funcs", "-x", str(binary)).stdout.split()
+    assert {"add_ints", "sum_record", "pick_label", "main"} <= set(names)
+    assert names == sorted(names)
+    assert not any(n.startswith("_") for n in names)
+    as_json = json.loads(run("funcs", "-x", str(binary), "--json", "add_*").stdout)
+    assert [f["name"] for f in as_json] == ["add_ints"] and as_json[0]["size"] > 0
+
+
+def test_funcs_shows_non_default_versions():
+    names = run("funcs", "-x", "libc", "memcpy*").stdout.split()
+    assert "memcpy" in names and "memcpy@GLIBC_2.2.5" in names
+
+
+def test_definition_output_is_only_definitions():
+    binary = build_fixture("uprobe_target", "-O0")
+    out = run("add", "-D", "-x", str(binary), "add_ints %di", "add_ints%return $retval")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("p:") and lines[1].startswith("r:")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["add", "-D", "-x", "/nonexistent/binary", "main"], "/nonexistent/binary"),
+    (["add", "-D", "-x", "libc", "no_such_function_xyz"], "Probe point 'no_such_function_xyz' not found."),
+    (["add", "-D", "-x", "libc", "mallocc"], "did you mean"),
+    (["add", "-D", "-x", "libc", "malloc+100000"], "is bigger than the size of malloc"),
+    (["add", "-D", "-x", "libc", "malloc )"], "^"),
+    (["add", "-D", "-x", "libc", "malloc size"], "needs debug information"),
+    (["funcs", "-x", "/etc/passwd"], "ELF"),
+])
+def test_errors_are_clear_and_without_traceback(args, message):
+    out = run(*args)
+    assert out.returncode == 1
+    assert message in out.stderr
+    assert out.stderr.startswith("Error: ")
+    assert "Traceback" not in out.stderr
