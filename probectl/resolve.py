@@ -221,7 +221,7 @@ class Resolver:
         if isinstance(expr, S.SymbolRef):
             return self._render_symbol(expr, address)
         if isinstance(expr, S.AddressRef):
-            return f"@0x{expr.address:x}"
+            return f"@{'+' if expr.relative else ''}0x{expr.address:x}"
         if isinstance(expr, S.Deref):
             sign = "-" if expr.offset < 0 else "+"
             user = "u" if expr.user else ""

@@ -31,7 +31,7 @@ FIXTURE_CASES = [
     "pick_label%return +0($retval):string",
     "bump $comm $stack $stack2 \\12 \\\"imm\"",
     "mix_unsigned bits=%di:u32 arr=+0(%sp):x8[4] bf=+0(%sp):b3@2/32 neg=-8(%sp):s64",
-    "sum_record +8(+0(%di)):u64 +u16(%di):x16",
+    "sum_record +8(+0(%di)):u64 +u16(%di):x16 g=@+0x10:u32 @0x20",
     "bump c=$comm:string",
 ]
 # Only at -O0 is +4 an instruction boundary in every function (push %rbp; mov %rsp,%rbp).
