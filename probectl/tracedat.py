@@ -426,20 +426,25 @@ def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Pat
     }
 
     # BUFFER: the header, zeros up to a page boundary, then each CPU's pages, page-aligned; the
-    # section size runs to the end of the last CPU's data.
+    # section size runs to the end of the last CPU's data (readers walk the sections by size).
+    # Every CPU is listed, those without data with size 0: trace-cmd convert (3.1) loses data
+    # when the list has gaps.
     buffer_offset = o.tell()
-    pos = buffer_offset + 16
+    pos = end = buffer_offset + 16
     table = []
-    for cpu in sorted(sizes):
-        if sizes[cpu]:
-            pos += -pos % meta.page_size
-            table.append((cpu, pos, sizes[cpu]))
-            pos += sizes[cpu]
-    o.raw(o.num("HHiQ", Option.BUFFER, 0, strings.id("buffer flyrecord"), pos - (buffer_offset + 16)))
+    for cpu in range(meta.cpus):
+        size = sizes.get(cpu, 0)
+        pos += -pos % meta.page_size
+        table.append((cpu, pos, size))
+        pos += size
+        if size:
+            end = pos
+    o.raw(o.num("HHiQ", Option.BUFFER, 0, strings.id("buffer flyrecord"), end - (buffer_offset + 16)))
     for cpu, offset, size in table:
-        o.pad_to(meta.page_size)
-        assert o.tell() == offset
-        _copy_data(o, cpu_files[cpu], size)  # type: ignore[arg-type]
+        if size:
+            o.pad_to(meta.page_size)
+            assert o.tell() == offset
+            _copy_data(o, cpu_files[cpu], size)  # type: ignore[arg-type]
 
     buffer_opt = (o.num("Q", buffer_offset) + _cstr("") + _cstr(meta.clock)
                   + o.num("II", meta.page_size, len(table))
@@ -663,6 +668,8 @@ class TraceFile:
         info = self.buffer(buffer)
         streams = []
         for c in info.cpus:
+            if not c.size:
+                continue  # an empty CPU's offset may point anywhere, even past the end
             if info.compressed:
                 data = self._cpu_decompressed(info, c)
                 streams.append((c.cpu, data, 0, len(data)))
