@@ -1,0 +1,442 @@
+"""A fast index of the functions and global variables defined at the top level of every CU.
+
+Finding a function by name means looking at every compilation unit: perf walks all of them
+(``dwarf_getfuncs``), and gcc emits no name index (``.debug_names``/``.debug_pubnames``) by
+default. pyelftools parses each DIE through ``construct``, which takes seconds on a library
+such as libc; this module reads only the top-level DIEs straight from the section bytes,
+decoding just the attributes it needs and skipping every subtree through ``DW_AT_sibling``.
+The result maps a name to the CUs that define it; those CUs alone are then parsed by pyelftools.
+
+Any form this scanner does not know makes it fall back to pyelftools for that CU.
+"""
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .dwarf import DebugInfo
+
+# DW_TAG / DW_AT / DW_FORM numbers used here.
+_TAG_SUBPROGRAM = 0x2E
+_TAG_VARIABLE = 0x34
+_TAG_NAMESPACE = 0x39
+_AT_SIBLING = 0x01
+_AT_NAME = 0x03
+_AT_LOW_PC = 0x11
+_AT_EXTERNAL = 0x3F
+_AT_DECLARATION = 0x3C
+_AT_LOCATION = 0x02
+_AT_RANGES = 0x55
+_AT_ENTRY_PC = 0x52
+_AT_ABSTRACT_ORIGIN = 0x31
+_AT_SPECIFICATION = 0x47
+_AT_LINKAGE_NAME = 0x6E
+_AT_MIPS_LINKAGE_NAME = 0x2007
+_AT_STR_OFFSETS_BASE = 0x72
+_WANTED = {_AT_SIBLING, _AT_NAME, _AT_LOW_PC, _AT_EXTERNAL, _AT_DECLARATION, _AT_LOCATION, _AT_RANGES,
+           _AT_ENTRY_PC, _AT_ABSTRACT_ORIGIN, _AT_SPECIFICATION, _AT_LINKAGE_NAME, _AT_MIPS_LINKAGE_NAME}
+
+# Fixed sizes; None = variable, 'off' = offset size, 'addr' = address size.
+_FIXED = {
+    0x0B: 1, 0x11: 1, 0x0C: 1, 0x25: 1, 0x29: 1,  # data1 ref1 flag strx1 addrx1
+    0x05: 2, 0x12: 2, 0x26: 2, 0x2A: 2,  # data2 ref2 strx2 addrx2
+    0x27: 3, 0x2B: 3,  # strx3 addrx3
+    0x06: 4, 0x13: 4, 0x28: 4, 0x2C: 4, 0x1C: 4,  # data4 ref4 strx4 addrx4 ref_sup4
+    0x07: 8, 0x14: 8, 0x20: 8, 0x24: 8,  # data8 ref8 ref_sig8 ref_sup8
+    0x1E: 16,  # data16
+    0x19: 0, 0x21: 0,  # flag_present implicit_const
+}
+_OFFSET_FORMS = {0x0E, 0x1F, 0x17, 0x10, 0x1D, 0x1F20, 0x1F21}  # strp line_strp sec_offset ref_addr strp_sup GNU alt
+_LEB_FORMS = {0x0D, 0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}  # sdata udata ref_udata strx addrx loclistx rnglistx
+_FORM_ADDR = 0x01
+_FORM_STRING = 0x08
+_FORM_STRP = 0x0E
+_FORM_LINE_STRP = 0x1F
+_FORM_STRX = 0x1A
+_STRX_FIXED = {0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4}
+_BLOCK_FORMS = {0x0A: 1, 0x03: 2, 0x04: 4}  # block1 block2 block4 (length prefix size)
+_FORM_BLOCK = 0x09
+_FORM_EXPRLOC = 0x18
+_FORM_INDIRECT = 0x16
+_REF_FORMS = {0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8}
+_FORM_REF_UDATA = 0x15
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _uleb(data: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _sleb(data: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            if b & 0x40:
+                result -= 1 << shift
+            return result, pos
+
+
+def _parse_abbrevs(data: bytes, offset: int) -> dict[int, tuple]:
+    """Abbreviation code → (tag, has_children, specs, fixed_size, sibling) where specs are
+    (attribute, form, implicit value) triples, ``fixed_size`` the size of the DIE's attributes
+    when every form has a fixed size (else None), and ``sibling`` the (position, size) of a
+    fixed-size DW_AT_sibling reference preceded only by fixed-size attributes (else None)."""
+    table = {}
+    pos = offset
+    while True:
+        b = data[pos]
+        if b < 0x80:
+            code, pos = b, pos + 1
+        else:
+            code, pos = _uleb(data, pos)
+        if code == 0:
+            return table
+        b = data[pos]
+        if b < 0x80:
+            tag, pos = b, pos + 1
+        else:
+            tag, pos = _uleb(data, pos)
+        children = data[pos] != 0
+        pos += 1
+        specs = []
+        while True:
+            attr = data[pos]
+            if attr < 0x80:
+                pos += 1
+            else:
+                attr, pos = _uleb(data, pos)
+            form = data[pos]
+            if form < 0x80:
+                pos += 1
+            else:
+                form, pos = _uleb(data, pos)
+            if attr == 0 and form == 0:
+                break
+            value = 0
+            if form == 0x21:  # implicit_const
+                value, pos = _sleb(data, pos)
+            specs.append((attr, form, value))
+        table[code] = (tag, children, specs)
+
+
+def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Optional[int], Optional[tuple]]:
+    size = 0
+    sibling = None
+    for attr, form, _ in specs:
+        if form in _FIXED:
+            n = _FIXED[form]
+        elif form in _OFFSET_FORMS:
+            n = address_size if (form == 0x10 and version <= 2) else offset_size
+        elif form == _FORM_ADDR:
+            n = address_size
+        else:
+            return None, sibling
+        if attr == _AT_SIBLING and form in _REF_FORMS and sibling is None:
+            sibling = (size, n)
+        size += n
+    return size, sibling
+
+
+class _CUScanner:
+    def __init__(self, info: bytes, strtab: bytes, line_strtab: bytes, str_offsets: bytes,
+                 offset_size: int, address_size: int, version: int, plans: Optional[dict] = None,
+                 strings: Optional[dict] = None):
+        self.info = info
+        self.strtab = strtab
+        self.line_strtab = line_strtab
+        self.str_offsets = str_offsets
+        self.offset_size = offset_size
+        self.address_size = address_size
+        self.version = version
+        self.str_offsets_base: Optional[int] = None
+        self.off_fmt = "<I" if offset_size == 4 else "<Q"
+        self._plans: dict[int, tuple] = plans if plans is not None else {}
+        self._strings: dict[tuple[int, int], str] = strings if strings is not None else {}
+
+    def plan(self, code: int, specs) -> tuple:
+        p = self._plans.get(code)
+        if p is None:
+            p = self._plans[code] = _plan(specs, self.offset_size, self.address_size, self.version)
+        return p
+
+    def _cstr(self, table: bytes, off: int) -> str:
+        key = (id(table), off)
+        s = self._strings.get(key)
+        if s is None:
+            end = table.find(b"\0", off)
+            s = self._strings[key] = table[off:end if end >= 0 else len(table)].decode("utf-8", "replace")
+        return s
+
+    def _strx(self, index: int) -> Optional[str]:
+        if self.str_offsets_base is None or not self.str_offsets:
+            return None
+        at = self.str_offsets_base + index * self.offset_size
+        (off,) = struct.unpack_from(self.off_fmt, self.str_offsets, at)
+        return self._cstr(self.strtab, off)
+
+    def read_die(self, pos: int, specs, cu_offset: int, want: bool) -> tuple[int, dict]:
+        """Decode one DIE's attributes from ``pos``; return the position after it and, when
+        ``want``, the interesting attributes (strings, flags, references made absolute)."""
+        data = self.info
+        found = {}
+        for attr, form, implicit in specs:
+            if form == _FORM_INDIRECT:
+                form, pos = _uleb(data, pos)
+            size = _FIXED.get(form)
+            if size is not None:
+                if want and attr in _WANTED:
+                    if form in _REF_FORMS:
+                        found[attr] = cu_offset + int.from_bytes(data[pos:pos + size], "little")
+                    elif form in _STRX_FIXED:
+                        found[attr] = self._strx(int.from_bytes(data[pos:pos + size], "little"))
+                    elif form == 0x21:
+                        found[attr] = implicit
+                    elif form == 0x0C:
+                        found[attr] = data[pos] != 0
+                    else:
+                        found[attr] = True
+                elif attr == _AT_SIBLING and form in _REF_FORMS:
+                    found[attr] = cu_offset + int.from_bytes(data[pos:pos + size], "little")
+                pos += size
+            elif form in _OFFSET_FORMS or (form == 0x10 and self.version <= 2):
+                size = self.offset_size if not (form == 0x10 and self.version <= 2) else self.address_size
+                if want and attr in _WANTED:
+                    value = int.from_bytes(data[pos:pos + size], "little")
+                    if form == _FORM_STRP:
+                        found[attr] = self._cstr(self.strtab, value)
+                    elif form == _FORM_LINE_STRP:
+                        found[attr] = self._cstr(self.line_strtab, value)
+                    elif form == 0x10:
+                        found[attr] = ("ref_addr", value)
+                    else:
+                        found[attr] = True
+                pos += size
+            elif form in _LEB_FORMS:
+                start = pos
+                if form == 0x0D:
+                    value, pos = _sleb(data, pos)
+                else:
+                    value, pos = _uleb(data, pos)
+                if attr in _WANTED and (want or attr == _AT_SIBLING):
+                    if form == _FORM_REF_UDATA:
+                        found[attr] = cu_offset + value
+                    elif form == _FORM_STRX:
+                        found[attr] = self._strx(value)
+                    else:
+                        found[attr] = True
+                del start
+            elif form == _FORM_ADDR:
+                if want and attr in _WANTED:
+                    found[attr] = True
+                pos += self.address_size
+            elif form == _FORM_STRING:
+                end = data.index(b"\0", pos)
+                if want and attr in _WANTED:
+                    found[attr] = data[pos:end].decode("utf-8", "replace")
+                pos = end + 1
+            elif form in (_FORM_EXPRLOC, _FORM_BLOCK):
+                length, pos = _uleb(data, pos)
+                if want and attr in _WANTED:
+                    found[attr] = True
+                pos += length
+            elif form in _BLOCK_FORMS:
+                n = _BLOCK_FORMS[form]
+                length = int.from_bytes(data[pos:pos + n], "little")
+                pos += n + length
+                if want and attr in _WANTED:
+                    found[attr] = True
+            else:
+                raise _Unsupported(f"form 0x{form:x}")
+        return pos, found
+
+    def scan(self, cu_offset: int, die_offset: int, end: int, abbrevs, out_funcs, out_vars) -> None:
+        data = self.info
+        pos = die_offset
+        # The CU DIE: read DW_AT_str_offsets_base before anything needs strx.
+        code, pos = _uleb(data, pos)
+        if code == 0:
+            return
+        tag, children, specs = abbrevs[code]
+        for attr, form, _ in specs:
+            if attr == _AT_STR_OFFSETS_BASE:
+                break
+        else:
+            attr = None
+        if attr is not None:
+            p = pos
+            for a, form, implicit in specs:
+                if a == _AT_STR_OFFSETS_BASE:
+                    self.str_offsets_base = int.from_bytes(data[p:p + self.offset_size], "little")
+                    break
+                p, _ = self.read_die(p, [(a, form, implicit)], cu_offset, False)
+        pos, _ = self.read_die(pos, specs, cu_offset, False)
+        if not children:
+            return
+        self._scan_children(pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth=1)
+
+    def _scan_children(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth) -> int:
+        data = self.info
+        pending_origin = []
+        while pos < end:
+            die_offset = pos
+            code, pos = _uleb(data, pos)
+            if code == 0:
+                return pos
+            tag, children, specs = abbrevs[code]
+            want = tag in (_TAG_SUBPROGRAM, _TAG_VARIABLE) or tag == _TAG_NAMESPACE
+            if not want:
+                fixed, sibling = self.plan(code, specs)
+                if children and sibling is not None:
+                    at, n = sibling
+                    pos = cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little")
+                    continue
+                if not children and fixed is not None:
+                    pos += fixed
+                    continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, want)
+            if want and tag != _TAG_NAMESPACE and not attrs.get(_AT_DECLARATION):
+                names = [attrs.get(_AT_NAME), attrs.get(_AT_LINKAGE_NAME) or attrs.get(_AT_MIPS_LINKAGE_NAME)]
+                names = [n for n in names if isinstance(n, str)]
+                target = out_funcs if tag == _TAG_SUBPROGRAM else out_vars
+                if tag == _TAG_SUBPROGRAM or _AT_LOCATION in attrs or _AT_EXTERNAL in attrs:
+                    if names:
+                        for n in names:
+                            target.setdefault(n, []).append((cu_offset, die_offset))
+                    else:
+                        origin = attrs.get(_AT_ABSTRACT_ORIGIN) or attrs.get(_AT_SPECIFICATION)
+                        if origin is not None:
+                            pending_origin.append((target, origin, die_offset))
+            if children:
+                if tag == _TAG_NAMESPACE:
+                    pos = self._scan_children(pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth + 1)
+                elif _AT_SIBLING in attrs:
+                    pos = attrs[_AT_SIBLING]
+                else:
+                    pos = self._skip_children(pos, end, abbrevs, cu_offset)
+        for target, origin, die_offset in pending_origin:
+            target.setdefault(("origin", origin), []).append((cu_offset, die_offset))
+        return pos
+
+    def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
+        data = self.info
+        depth = 1
+        while pos < end and depth:
+            code, pos = _uleb(data, pos)
+            if code == 0:
+                depth -= 1
+                continue
+            tag, children, specs = abbrevs[code]
+            fixed, sibling = self.plan(code, specs)
+            if children and sibling is not None:
+                at, n = sibling
+                pos = cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little")
+                continue
+            if not children and fixed is not None:
+                pos += fixed
+                continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, False)
+            if children:
+                if _AT_SIBLING in attrs:
+                    pos = attrs[_AT_SIBLING]
+                else:
+                    depth += 1
+        return pos
+
+
+def _section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:
+    sec = getattr(debuginfo.dwarf, name, None)
+    if sec is None:
+        return b""
+    stream = sec.stream
+    if hasattr(stream, "getvalue"):
+        return stream.getvalue()
+    stream.seek(0)
+    return stream.read()
+
+
+def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
+    """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)]."""
+    from .dwarf import die_name
+
+    dwarf = debuginfo.dwarf
+    info = _section_bytes(debuginfo, "debug_info_sec")
+    abbrev = _section_bytes(debuginfo, "debug_abbrev_sec")
+    strtab = _section_bytes(debuginfo, "debug_str_sec")
+    line_strtab = _section_bytes(debuginfo, "debug_line_str_sec")
+    str_offsets = _section_bytes(debuginfo, "debug_str_offsets_sec")
+    funcs: dict = {}
+    variables: dict = {}
+    abbrev_cache: dict[tuple, tuple] = {}
+    strings: dict[tuple[int, int], str] = {}
+    for cu in debuginfo.compile_units():
+        header = cu.header
+        end = cu.cu_offset + cu.size
+        cu_funcs: dict = {}
+        cu_vars: dict = {}
+        try:
+            aoff = header["debug_abbrev_offset"]
+            fmt = (aoff, cu.structs.dwarf_format, header["address_size"], header["version"])
+            cached = abbrev_cache.get(fmt)
+            if cached is None:
+                cached = abbrev_cache[fmt] = (_parse_abbrevs(abbrev, aoff), {})
+            table, plans = cached
+            scanner = _CUScanner(info, strtab, line_strtab, str_offsets, cu.structs.dwarf_format // 8,
+                                 header["address_size"], header["version"], plans, strings)
+            scanner.scan(cu.cu_offset, cu.cu_die_offset, end, table, cu_funcs, cu_vars)
+        except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
+            cu_funcs, cu_vars = _scan_with_pyelftools(debuginfo, cu)
+        for src, dst in ((cu_funcs, funcs), (cu_vars, variables)):
+            own = {off: name for name, refs in src.items() if isinstance(name, str) for _, off in refs}
+            for name, refs in src.items():
+                if isinstance(name, tuple):
+                    origin = name[1]
+                    real = own.get(origin) if not isinstance(origin, tuple) else None
+                    if real is None:
+                        ref_off = origin[1] if isinstance(origin, tuple) else origin
+                        try:
+                            real = die_name(dwarf.get_DIE_from_refaddr(ref_off))
+                        except Exception:  # a dangling reference: leave the DIE out
+                            real = None
+                    if real is None:
+                        continue
+                    name = real
+                dst.setdefault(name, []).extend(refs)
+    return funcs, variables
+
+
+def _scan_with_pyelftools(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
+    from .dwarf import die_linkage_name, die_name
+
+    funcs: dict = {}
+    variables: dict = {}
+    for die in debuginfo.cu_functions(cu):
+        if "DW_AT_declaration" in die.attributes:
+            continue
+        for n in {die_name(die), die_linkage_name(die)}:
+            if n:
+                funcs.setdefault(n, []).append((cu.cu_offset, die.offset))
+    for die in debuginfo.cu_variables(cu):
+        a = die.attributes
+        if "DW_AT_declaration" in a or not ("DW_AT_location" in a or "DW_AT_external" in a):
+            continue
+        for n in {die_name(die), die_linkage_name(die)}:
+            if n:
+                variables.setdefault(n, []).append((cu.cu_offset, die.offset))
+    return funcs, variables
