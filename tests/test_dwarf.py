@@ -1,0 +1,434 @@
+"""The DWARF layer: functions, inline instances, line tables and perf's line rules.
+
+Most tests are differential: the same fixture binary (built at -O0 and -O2) goes through
+``perf probe -D/-L`` and through probectl's DWARF layer, and the addresses and line numbers must
+agree. Where perf fails (functions split into ``.cold`` parts), the expectation comes from the
+binary itself (ELF symbols) instead. ``PerfOracle``, ``fixture_bins`` and ``probe_points`` are
+shared with test_location.py and test_types.py.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from probectl.debuginfo import lines as L
+from probectl.debuginfo.dwarf import DebugInfo
+from probectl.debuginfo.elf import ElfFile
+from probectl.debuginfo.fetch import expand_variables, fetch_variable
+from probectl.debuginfo.variables import best_scope
+from probectl.errors import DebugInfoError
+from probectl.events import FetchArg
+from probectl.spec import SpecialVar, Variable, parse_probe
+
+from conftest import BUILD_DIR, FIXTURES, build_fixture
+
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+OPTS = ("-O0", "-O2")
+
+
+# --- shared helpers ---------------------------------------------------------------------------
+
+
+def build_static_pair(opt: str, extra: tuple[str, ...] = ()) -> Path:
+    """dwarf_static_a.c + dwarf_static_b.c linked into one program."""
+    srcs = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
+    flags = [opt, "-g", "-fno-omit-frame-pointer", *extra]
+    key = hashlib.sha1(b"".join(s.read_bytes() for s in srcs) + " ".join(flags).encode()).hexdigest()[:12]
+    out = BUILD_DIR / f"dwarf_static-{opt.lstrip('-')}-{key}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, srcs)], check=True)
+        tmp.rename(out)
+    return out
+
+
+class Bins:
+    """Fixture binaries and their DebugInfo, built and opened once per session."""
+
+    def __init__(self):
+        self._di: dict[Path, DebugInfo] = {}
+
+    def path(self, name: str, opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
+        if name == "dwarf_static":
+            return build_static_pair(opt, extra)
+        return build_fixture(name, opt, extra)
+
+    def di(self, name: str, opt: str = "-O0", extra: tuple[str, ...] = ()) -> DebugInfo:
+        p = self.path(name, opt, extra)
+        if p not in self._di:
+            self._di[p] = DebugInfo.open(p)
+        return self._di[p]
+
+
+@pytest.fixture(scope="session")
+def fixture_bins() -> Bins:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the fixtures")
+    return Bins()
+
+
+class PerfOracle:
+    """``perf probe`` run offline, each distinct command once per session."""
+
+    def __init__(self, perf: str):
+        self.perf = perf
+        self._cache: dict[tuple, subprocess.CompletedProcess] = {}
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        if args not in self._cache:
+            self._cache[args] = subprocess.run([self.perf, "probe", *args], capture_output=True, text=True)
+        return self._cache[args]
+
+    def definitions(self, binary, definition: str) -> tuple[list[tuple[int, list[FetchArg]]], str]:
+        """(file offset, arguments) of each probe perf would add, and perf's stderr."""
+        out = self.run("-x", str(binary), "-D", definition)
+        found = []
+        for line in out.stdout.splitlines():
+            if line.startswith(("p:", "r:")):
+                parts = line.split()
+                offset = int(parts[1].rsplit(":", 1)[1], 16)
+                found.append((offset, [FetchArg.parse(a) for a in parts[2:]]))
+        return found, out.stderr
+
+    def lines(self, binary, spec: str) -> tuple[list[int], str]:
+        """The numbered lines of ``perf probe -L`` (relative in function mode)."""
+        out = self.run("-x", str(binary), "-L", spec)
+        return sorted(int(x) for x in re.findall(r"^\s+(\d+)  ", out.stdout, re.M)), out.stderr
+
+    def variables(self, binary, point: str, externs: bool = False) -> list[tuple[str, list[tuple[str, str]]]]:
+        """``perf probe -V``: (``func+off``, [(type, name)]) per address."""
+        args = ["-x", str(binary), "-V", point] + (["--externs"] if externs else [])
+        out = self.run(*args)
+        blocks: list[tuple[str, list[tuple[str, str]]]] = []
+        for line in out.stdout.splitlines():
+            m = re.match(r"^\t@<(.+)>$", line)
+            if m:
+                blocks.append((m.group(1), []))
+            elif line.startswith("\t\t") and blocks:
+                typ, _, name = line[2:].rpartition("\t")
+                blocks[-1][1].append((typ, name))
+        return blocks
+
+
+@pytest.fixture(scope="session")
+def perf_oracle(perf_bin) -> PerfOracle:
+    return PerfOracle(perf_bin)
+
+
+def probe_points(di: DebugInfo, point_text: str, with_args: bool = True) -> list[tuple[int, object]]:
+    """(address, scope DIE) of each probe point, with perf's rules (a minimal resolver):
+    ``FUNC`` → each instance's entry (prologue skipped in unoptimized CUs when arguments are
+    fetched), ``FUNC:RLN`` → the line's addresses, ``SRC:ALN`` → the line in every CU."""
+    point = parse_probe(point_text).point
+    out = []
+    if point.function and not point.line:
+        for fn in di.probe_functions(point.function, point.source):
+            addr = fn.entry
+            if with_args and not fn.inlined and not di.cu_is_optimized(fn.cu):
+                addr = L.skip_prologue(di, fn)
+            out.append((addr, fn.die))
+    elif point.function:
+        seen = set()
+        for fn in di.find_functions(point.function, point.source):
+            for p in L.function_line(di, fn, point.line):
+                if p.address not in seen:
+                    seen.add(p.address)
+                    out.append((p.address, best_scope(di, p.address, function=point.function)))
+    else:
+        for p in L.source_line(di, point.source, point.line):
+            out.append((p.address, best_scope(di, p.address, file=p.file, line=p.line)))
+    return out
+
+
+def probectl_definitions(di: DebugInfo, binary, definition: str) -> list[tuple[int, list[FetchArg]]]:
+    """What perf -D prints, computed with probectl's DWARF layer."""
+    spec = parse_probe(definition)
+    elf = ElfFile(binary)
+    found = []
+    for address, scope in probe_points(di, spec.point.text, with_args=bool(spec.args)):
+        args = []
+        for arg in spec.args:
+            expr = arg.expr
+            if isinstance(expr, SpecialVar):
+                for name in expand_variables(di, scope, address, params_only=(expr.name == "params")):
+                    r = fetch_variable(di, scope, address, Variable(name))
+                    args.append(FetchArg(r.fetch, r.default_name, r.type))
+            else:
+                r = fetch_variable(di, scope, address, expr, arg.type)
+                args.append(FetchArg(r.fetch, arg.name or r.default_name, r.type))
+        found.append((elf.vaddr_to_offset(address), args))
+    return found
+
+
+def render(defs: list[tuple[int, list[FetchArg]]]) -> list[str]:
+    return [f"0x{off:x} " + " ".join(a.render() for a in args) for off, args in defs]
+
+
+# --- functions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opt", OPTS)
+def test_static_functions_in_two_cus(fixture_bins, opt):
+    di = fixture_bins.di("dwarf_static", opt)
+    found = di.find_functions("helper")
+    assert [os.path.basename(f.decl_file) for f in found] == ["dwarf_static_a.c", "dwarf_static_b.c"]
+    assert all(f.entry is not None and not f.external for f in found)
+    only_b = di.find_functions("helper", src="dwarf_static_b.c")
+    assert len(only_b) == 1 and only_b[0].entry == found[1].entry
+    assert di.find_functions("helper", src="nosuch.c") == []
+    elf = ElfFile(fixture_bins.path("dwarf_static", opt))
+    assert sorted(f.entry for f in found) == sorted(s.value for s in elf.find_functions("helper"))
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("definition", ["helper x", "helper@dwarf_static_b.c x", "helper_b_entry x"])
+def test_static_functions_match_perf(fixture_bins, perf_oracle, opt, definition):
+    binary = fixture_bins.path("dwarf_static", opt)
+    theirs, err = perf_oracle.definitions(binary, definition)
+    assert theirs, err
+    assert render(probectl_definitions(fixture_bins.di("dwarf_static", opt), binary, definition)) == render(theirs)
+
+
+def test_glob_and_linkage_names(fixture_bins):
+    di = fixture_bins.di("dwarf_structs", "-O2")
+    names = {f.name for f in di.find_functions("*_*")}
+    assert {"check_bits", "by_value", "vla_sum", "use_globals", "print_layout"} <= names
+    assert "paint" not in names
+    assert di.function_names("p*") == ["paint", "print_layout"]
+    assert di.find_functions("nosuch_function") == []
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("definition", ["square v", "clamp v", "process data n"])
+def test_inline_instances_match_perf(fixture_bins, perf_oracle, opt, definition):
+    binary = fixture_bins.path("dwarf_inline", opt)
+    di = fixture_bins.di("dwarf_inline", opt)
+    theirs, err = perf_oracle.definitions(binary, definition)
+    mine = probectl_definitions(di, binary, definition)
+    if not theirs:
+        # perf cannot place probes in a function split into a .cold part ("Failed to find symbol
+        # at 0x..."): check that every instance we found is inside a real function instead.
+        assert "Failed to find symbol" in err, err
+        elf = ElfFile(binary)
+        assert mine and all(elf.symbol_at(elf.offset_to_vaddr(off)) is not None for off, _ in mine)
+        assert all(args for _, args in mine)
+        return
+    assert render(mine) == render(theirs)
+
+
+def test_inline_instances_carry_call_sites(fixture_bins):
+    di = fixture_bins.di("dwarf_inline", "-O2")
+    (square,) = di.find_functions("square")
+    assert square.abstract and square.entry is None
+    insts = di.instances(square)
+    assert len(insts) >= 2
+    callers = set()
+    for inst in insts:
+        # gcc may put the entry (DW_AT_entry_pc) just before the instance's first range.
+        assert inst.inlined and inst.entry is not None and inst.ranges
+        assert os.path.basename(inst.call_file) == "dwarf_inline.c" and inst.call_line > 0
+        callers.add(di.function_at(inst.entry).name)
+    assert callers == {"process", "rare_path"}
+    chain = di.inline_chain(insts[0].entry)
+    assert [f.name for f in chain][-1] == "square" and not chain[0].inlined
+
+
+def test_cold_part_is_in_ranges_but_not_the_entry(fixture_bins):
+    binary = fixture_bins.path("dwarf_inline", "-O2")
+    di = fixture_bins.di("dwarf_inline", "-O2")
+    elf = ElfFile(binary)
+    cold = [s for s in elf.functions() if s.name == "rare_path.cold"]
+    if not cold:
+        pytest.skip("this gcc did not split rare_path into a .cold part")
+    (fn,) = di.find_functions("rare_path")
+    (hot,) = elf.find_functions("rare_path")
+    assert len(fn.ranges) == 2
+    assert fn.entry == hot.value  # the first DW_AT_ranges entry, not the lowest address
+    assert fn.contains(cold[0].value) and di.function_at(cold[0].value).name == "rare_path"
+
+
+def test_function_index_agrees_with_pyelftools(fixture_bins):
+    di = fixture_bins.di("dwarf_structs", "-O2")
+    index = di.name_index()
+    expected = {}
+    for cu in di.compile_units():
+        for die in cu.get_top_DIE().iter_children():
+            if die.tag == "DW_TAG_subprogram" and "DW_AT_declaration" not in die.attributes:
+                expected.setdefault(di.function(die).name, []).append((cu.cu_offset, die.offset))
+    assert index == expected
+    assert {"counter", "hidden", "gbuf", "global_widget"} <= set(di.variable_index())
+
+
+def test_cu_by_address_without_aranges(fixture_bins):
+    di = fixture_bins.di("dwarf_static", "-O2")
+    for fn in di.find_functions("*"):
+        if fn.entry is None:
+            continue
+        via_aranges = di.cu_at(fn.entry)
+        via_ranges = next(off for lo, hi, off in di._cu_ranges() if lo <= fn.entry < hi)
+        assert via_aranges.cu_offset == via_ranges == fn.cu.cu_offset
+
+
+def test_dwarf4_and_compressed_sections(fixture_bins):
+    five = fixture_bins.di("dwarf_structs", "-O2")
+    for extra in (("-gdwarf-4",), ("-gz",)):
+        di = fixture_bins.di("dwarf_structs", "-O2", extra)
+        if extra == ("-gz",):
+            sec = di.elf.get_section_by_name(".debug_info")
+            assert sec["sh_flags"] & 0x800, "gcc -gz should produce SHF_COMPRESSED sections"
+        else:
+            assert di.compile_units()[0].header.version == 4
+        for name in ("paint", "vla_sum", "main"):
+            (a,) = five.find_functions(name)
+            (b,) = di.find_functions(name)
+            assert L.probeable_lines(di, b) == L.probeable_lines(five, a)
+
+
+# --- lines ---------------------------------------------------------------------------------------
+
+
+def _function_names(di: DebugInfo) -> list[str]:
+    return sorted(n for n in di.name_index() if len(di.find_functions(n)) == 1)
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("fixture", ["dwarf_structs", "dwarf_inline", "dwarf_static"])
+def test_probeable_lines_match_perf(fixture_bins, perf_oracle, fixture, opt):
+    binary = fixture_bins.path(fixture, opt)
+    di = fixture_bins.di(fixture, opt)
+    compared = 0
+    for name in _function_names(di):
+        (fn,) = di.find_functions(name)
+        theirs, err = perf_oracle.lines(binary, name)
+        mine = [ln - fn.decl_line for ln in L.probeable_lines(di, fn)]
+        assert mine == theirs, (name, err)
+        compared += 1
+    assert compared >= 2
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("opt", OPTS)
+def test_function_lines_match_perf(fixture_bins, perf_oracle, opt):
+    """Every line of every function: the same addresses as perf, or the same refusal."""
+    binary = fixture_bins.path("dwarf_structs", opt)
+    di = fixture_bins.di("dwarf_structs", opt)
+    elf = ElfFile(binary)
+    for name in ("paint", "vla_sum", "check_bits", "use_globals"):
+        (fn,) = di.find_functions(name)
+        last = max(L.probeable_lines(di, fn)) - fn.decl_line
+        for rln in range(1, last + 1):
+            theirs, err = perf_oracle.definitions(binary, f"{name}:{rln}")
+            try:
+                mine = [elf.vaddr_to_offset(p.address) for p in L.function_line(di, fn, rln)]
+            except L.LineSharedError as exc:
+                assert "sharing the address" in err
+                m = re.search(r"Please try to probe at (\S+):(\d+) instead", err)
+                assert m and exc.suggestion == (m.group(1), int(m.group(2)))
+                continue
+            assert mine == [off for off, _ in theirs], (name, rln, err)
+
+
+@pytest.mark.perf
+def test_source_lines_match_perf(fixture_bins, perf_oracle):
+    binary = fixture_bins.path("dwarf_static", "-O0")
+    di = fixture_bins.di("dwarf_static", "-O0")
+    elf = ElfFile(binary)
+    for point in ("dwarf_static_b.c:12", "dwarf_static_a.c:16", "dwarf_static_b.c:20", "static_a.c:22"):
+        src, line = point.split(":")
+        theirs, err = perf_oracle.definitions(binary, point)
+        mine = [elf.vaddr_to_offset(p.address) for p in L.source_line(di, src, int(line))]
+        assert mine == [off for off, _ in theirs], (point, err)
+    assert L.source_files(di, "static_b.c") == [str(FIXTURES / "dwarf_static_b.c")]
+    assert L.probeable_file_lines(di, "dwarf_static_b.c", 10, 14) == {str(FIXTURES / "dwarf_static_b.c"):
+                                                                       [10, 12, 13, 14]}
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("fixture", ["dwarf_structs", "dwarf_inline", "dwarf_static"])
+def test_prologue_skip_matches_perf(fixture_bins, perf_oracle, fixture):
+    binary = fixture_bins.path(fixture, "-O0")
+    di = fixture_bins.di(fixture, "-O0")
+    elf = ElfFile(binary)
+    for name in _function_names(di):
+        (fn,) = di.find_functions(name)
+        if fn.abstract or not fn.ranges:
+            continue
+        assert not di.cu_is_optimized(fn.cu)
+        out = perf_oracle.run("-x", str(binary), "-D", f"{name} $params")
+        m = re.search(r"Probe on address 0x([0-9a-f]+) to force", out.stderr)
+        place = re.search(r":0x([0-9a-f]+)", out.stdout)
+        if not place:
+            continue  # no parameters: perf adds nothing
+        assert m and int(m.group(1), 16) == elf.vaddr_to_offset(fn.entry)
+        assert int(place.group(1), 16) == elf.vaddr_to_offset(L.skip_prologue(di, fn)), name
+
+
+def test_optimized_cu_detection(fixture_bins):
+    assert not fixture_bins.di("dwarf_structs", "-O0").cu_is_optimized(
+        fixture_bins.di("dwarf_structs", "-O0").compile_units()[0])
+    assert fixture_bins.di("dwarf_structs", "-O2").cu_is_optimized(
+        fixture_bins.di("dwarf_structs", "-O2").compile_units()[0])
+
+
+def test_address_to_line_round_trip(fixture_bins):
+    di = fixture_bins.di("dwarf_inline", "-O0")
+    (fn,) = di.find_functions("process")
+    checked = 0
+    for ln in L.probeable_lines(di, fn)[1:]:
+        try:
+            points = L.function_line(di, fn, ln - fn.decl_line)
+        except L.LineSharedError:
+            continue  # a call site whose address starts the inlined body (perf refuses it too)
+        for p in points:
+            assert L.address_to_line(di, p.address) == (fn.decl_file, ln)
+            checked += 1
+    assert checked >= 5
+    assert L.address_to_line(di, fn.entry) == (fn.decl_file, fn.decl_line)
+
+
+# --- separate debug files ---------------------------------------------------------------------------
+
+
+@pytest.mark.libcdbg
+def test_libc_through_its_debug_file(perf_oracle):
+    if not os.path.exists(LIBC):
+        pytest.skip("no libc at " + LIBC)
+    try:
+        di = DebugInfo.open(LIBC)
+    except DebugInfoError as exc:
+        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+            raise
+        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    assert di.path != LIBC and di.binary_path == LIBC
+    elf = ElfFile(LIBC)
+    malloc = elf.find_functions("malloc")[0]
+    fn = di.function_at(malloc.value)
+    assert fn.name == "__libc_malloc" and fn.entry == malloc.value
+    r = fetch_variable(di, fn, fn.entry, Variable("bytes"))
+    theirs, err = perf_oracle.definitions(LIBC, "__libc_malloc bytes")
+    assert [(elf.vaddr_to_offset(fn.entry), [FetchArg(r.fetch, r.default_name, r.type)])] == theirs, err
+    assert [f.name for f in di.find_functions("_int_malloc")] == ["_int_malloc"]
+    assert len(di.probe_functions("tcache_get")) >= 2
+
+
+def test_missing_debug_info_lists_what_was_tried(tmp_path):
+    src = tmp_path / "t.c"
+    src.write_text("int main(void) { return 0; }\n")
+    binary = tmp_path / "stripped"
+    subprocess.run(["gcc", "-O2", "-s", "-o", str(binary), str(src)], check=True)
+    with pytest.raises(DebugInfoError) as exc:
+        DebugInfo.open(binary)
+    assert "no debug information" in exc.value.message and "/usr/lib/debug" in exc.value.message
+    assert exc.value.hint
+    with pytest.raises(DebugInfoError):
+        DebugInfo(src)
