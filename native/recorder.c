@@ -15,6 +15,12 @@
 #include "recorder.h"
 #include "ringbuf.h"
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN true
+#else
+#define HOST_BIG_ENDIAN false
+#endif
+
 #define DEFAULT_POLL_MS		250
 #define DEFAULT_IDLE_MS		1
 #define DEFAULT_PIPE_SIZE	(1U << 20)
@@ -94,10 +100,22 @@ static int write_page(struct rec_cpu *c, size_t len)
 	return 0;
 }
 
-// Move every page that is available now with read(). Returns bytes read, or -1.
-static long long move_read(struct rec_cpu *c, uint64_t limit)
+// The committed size of a page just read (host order: the recorder runs on the traced kernel).
+static size_t page_commit(const struct rec_cpu *c)
+{
+	uint32_t commit;
+
+	memcpy(&commit, c->page + 8 + (HOST_BIG_ENDIAN && sizeof(long) == 8 ? 4 : 0), 4);
+	return commit & RB_COMMIT_MASK;
+}
+
+// Move the pages available now with read(). Returns bytes read, or -1. Unless draining, stop
+// after a page with room left: it was the page the kernel is writing, and reading again at once
+// would only cut it into many small pages.
+static long long move_read(struct rec_cpu *c, uint64_t limit, bool drain)
 {
 	size_t size = c->rec->config.subbuf_size;
+	size_t partial = size - 8 - sizeof(long) - 256;
 	long long total = 0;
 
 	while (!limit || (uint64_t)total < limit) {
@@ -115,6 +133,8 @@ static long long move_read(struct rec_cpu *c, uint64_t limit)
 		if (write_page(c, (size_t)n))
 			return -1;
 		total += n;
+		if (!drain && page_commit(c) < partial)
+			break;
 	}
 	return total;
 }
@@ -138,7 +158,7 @@ static int drain_pipe(struct rec_cpu *c, size_t len)
 }
 
 // Move every whole page that is available now with splice. Returns bytes moved, or -1.
-static long long move_splice(struct rec_cpu *c, uint64_t limit)
+static long long move_splice(struct rec_cpu *c, uint64_t limit, bool drain)
 {
 	long long total = 0;
 
@@ -154,7 +174,7 @@ static long long move_splice(struct rec_cpu *c, uint64_t limit)
 			if ((errno == EINVAL || errno == ENOSYS) && !total && !c->splice_bytes) {
 				// No splice for this file or kernel: read() from now on.
 				c->use_read = true;
-				return move_read(c, limit);
+				return move_read(c, limit, drain);
 			}
 			return fail(c, "splice", errno);
 		}
@@ -169,9 +189,9 @@ static long long move_splice(struct rec_cpu *c, uint64_t limit)
 	return total;
 }
 
-static long long move_data(struct rec_cpu *c, uint64_t limit)
+static long long move_data(struct rec_cpu *c, uint64_t limit, bool drain)
 {
-	return c->use_read ? move_read(c, limit) : move_splice(c, limit);
+	return c->use_read ? move_read(c, limit, drain) : move_splice(c, limit, drain);
 }
 
 static void *cpu_main(void *arg)
@@ -199,7 +219,7 @@ static void *cpu_main(void *arg)
 			fail(c, "poll", EIO);
 			break;
 		}
-		long long moved = move_data(c, 0);
+		long long moved = move_data(c, 0, false);
 
 		if (moved < 0)
 			break;
@@ -213,12 +233,12 @@ static void *cpu_main(void *arg)
 
 	// Drain: whole pages by the usual path, then the partial page that only read() returns.
 	if (!c->err) {
-		long long moved = move_data(c, cfg->flush_max_bytes);
+		long long moved = move_data(c, cfg->flush_max_bytes, true);
 
 		uint64_t limit = cfg->flush_max_bytes;
 
 		if (moved >= 0 && !c->use_read && (!limit || (uint64_t)moved < limit))
-			move_read(c, limit ? limit - (uint64_t)moved : 0);
+			move_read(c, limit ? limit - (uint64_t)moved : 0, true);
 	}
 	return NULL;
 }
