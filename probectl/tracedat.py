@@ -472,6 +472,13 @@ class _Zstd:
     @classmethod
     def decompress(cls, data: bytes, size: int) -> bytes:
         lib = cls._load()
+        # Check the size the frame declares before allocating what the file claims: a corrupt
+        # size must not cost gigabytes.
+        declared = lib.ZSTD_getFrameContentSize(data, len(data))
+        if declared < (1 << 63) and declared != size:
+            raise ValueError(f"the data holds {declared} bytes, not {size}")
+        if declared >= (1 << 63) and size > _MAX_CHUNK:
+            raise ValueError(f"{size} bytes is too big for a chunk of unknown size")
         out = ctypes.create_string_buffer(max(size, 1))
         n = lib.ZSTD_decompress(out, size, data, len(data))
         if lib.ZSTD_isError(n):
@@ -496,6 +503,8 @@ class _Zstd:
             lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
             lib.ZSTD_getErrorName.restype = ctypes.c_char_p
             lib.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
+            lib.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong  # -1 unknown, -2 error
+            lib.ZSTD_getFrameContentSize.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
             cls._lib = lib
         return cls._lib
 
@@ -504,7 +513,7 @@ def _decompress(algorithm: str, data: bytes, size: int) -> bytes:
     if algorithm == "zstd":
         return _Zstd.decompress(data, size)
     if algorithm == "zlib":
-        out = zlib.decompress(data)
+        out = zlib.decompressobj().decompress(data, size + 1)  # bounded by the expected size
         if len(out) != size:
             raise ValueError(f"{len(out)} bytes instead of {size}")
         return out
