@@ -23,6 +23,7 @@ import os
 import random
 import re
 import struct
+import weakref
 import zlib
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -641,7 +642,7 @@ class TraceFile:
         self.buffers: list[BufferInfo] = []
         self.latency_text: Optional[str] = None
         self._decompressed: dict[tuple[str, int], bytes] = {}
-        self._readers: list[EventReader] = []
+        self._readers: weakref.WeakSet[EventReader] = weakref.WeakSet()  # closed with the file
         try:
             self._file = open(self.path, "rb")
         except OSError as err:
@@ -687,7 +688,7 @@ class TraceFile:
         layout = PageLayout(self.layout.long_size, self.big_endian, info.page_size)
         reader = EventReader(streams, list(self.formats.values()) if formats is None else formats,
                              layout, strict=strict, raw=raw, source=self.where)
-        self._readers.append(reader)
+        self._readers.add(reader)
         return reader
 
     def events(self, *, buffer: str = "", strict: bool = True) -> Iterator[Event]:
@@ -705,9 +706,9 @@ class TraceFile:
         return self.cmdlines.get(pid, "<...>")
 
     def close(self) -> None:
-        for r in self._readers:
+        for r in list(self._readers):
             r.close()
-        self._readers = []
+        self._readers.clear()
         m = getattr(self, "_map", None)
         if m is not None:
             m.close()
