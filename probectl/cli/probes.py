@@ -1,62 +1,32 @@
-"""The `probectl` command line: click commands that parse options, call the layers, and print.
-
-perf users may type perf's own command flags (`probectl -x BIN -a DEF`, `-d`, `-l`, `-F`, `-L`, `-V`,
-`-D`); ``main`` rewrites them into the subcommand form before click sees them.
-"""
+"""Probe commands: add, del, list, funcs."""
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import json
 import os
-import sys
-from pathlib import Path
 
 import click
 
-from . import __version__
-from .debuginfo.elf import ElfFile
-from .debuginfo.kallsyms import Kallsyms
-from .errors import ProbectlError, TracefsError
-from .listing import describe, select_events
-from .naming import assign_events
-from .resolve import Resolver, Target
-from .spec import parse_probe
-from .target import find_target
-from .tracefs import Tracefs
-
-# perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
-PERF_COMMAND_FLAGS = {
-    "-a": "add", "--add": "add",
-    "-D": "add", "--definition": "add",
-    "-d": "del", "--del": "del",
-    "-l": "list", "--list": "list",
-    "-F": "funcs", "--funcs": "funcs",
-    "-L": "lines", "--line": "lines",
-    "-V": "vars", "--vars": "vars",
-}
-# perf options that take a value, so their value is not mistaken for a command flag.
-_VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
-
-
-def _notice(message: str) -> None:
-    click.echo(message, err=True)
+from ..debuginfo.elf import ElfFile
+from ..debuginfo.kallsyms import Kallsyms
+from ..errors import ProbectlError, TracefsError
+from ..listing import describe, select_events
+from ..naming import assign_events
+from ..resolve import Resolver, Target
+from ..spec import parse_probe
+from ..target import find_target
+from ..tracefs import Tracefs
+from . import cli, notice
 
 
 def _open_tracefs() -> Tracefs:
-    return Tracefs.open(notice=_notice)
+    return Tracefs.open(notice=notice)
 
 
 def _target(exec_: str | None, module: str | None = None) -> Target:
     if exec_:
         return Target(kind="uprobe", path=find_target(exec_))
     return Target(kind="kprobe", module=module)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="probectl")
-def cli():
-    """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
 
 
 @cli.command()
@@ -80,7 +50,7 @@ def add(probedefs, added, exec_, force, dry_run, definition):
     resolver = Resolver(target)
     resolved = [(spec, resolver.resolve(spec)) for spec in specs]
     for warning in resolver.warnings:
-        _notice(f"Warning: {warning}")
+        notice(f"Warning: {warning}")
 
     tfs = None
     if not definition or os.geteuid() == 0:
@@ -202,65 +172,3 @@ def funcs(pattern, exec_, as_json):
         return
     for name in names:
         click.echo(name)
-
-
-def rewrite_perf_flags(argv: list[str]) -> list[str]:
-    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone."""
-    if not argv or argv[0] in cli.commands or argv[0] in ("-h", "--help", "--version"):
-        return argv
-    command = None
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        flag, eq, value = arg.partition("=")
-        if flag in _VALUED:
-            rest.append(arg)
-            if not eq and i + 1 < len(argv):
-                rest.append(argv[i + 1])
-                i += 1
-        elif flag in PERF_COMMAND_FLAGS and command in (None, PERF_COMMAND_FLAGS[flag]):
-            command = PERF_COMMAND_FLAGS[flag]
-            if flag in ("-D", "--definition"):
-                rest.append("-D")
-            takes_value = command in ("add", "del", "lines", "vars") or (
-                command == "funcs" and i + 1 < len(argv) and not argv[i + 1].startswith("-"))
-            if eq:
-                rest.append(value)
-            elif takes_value and i + 1 < len(argv):
-                rest.append(argv[i + 1])
-                i += 1
-        else:
-            rest.append(arg)
-        i += 1
-    if command is None:
-        if not argv[0].startswith("-") and difflib.get_close_matches(argv[0], list(cli.commands), n=1, cutoff=0.7):
-            return argv  # a mistyped subcommand: let click say so
-        # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
-        command = "add"
-    return [command] + rest
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = rewrite_perf_flags(list(sys.argv[1:] if argv is None else argv))
-    try:
-        cli.main(args=args, prog_name="probectl", standalone_mode=False)
-    except ProbectlError as err:
-        click.echo(f"Error: {err}", err=True)
-        if err.hint:
-            click.echo(f"  Hint: {err.hint}", err=True)
-        sys.exit(1)
-    except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,102 @@
+"""The `probectl` command line: click commands that parse options, call the layers, and print.
+
+perf users may type perf's own command flags (`probectl -x BIN -a DEF`, `-d`, `-l`, `-F`, `-L`, `-V`,
+`-D`); ``main`` rewrites them into the subcommand form before click sees them. The commands live in
+one module per area (probes, recording); this module holds the group and the error contract.
+"""
+from __future__ import annotations
+
+import difflib
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import ProbectlError
+
+# perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
+PERF_COMMAND_FLAGS = {
+    "-a": "add", "--add": "add",
+    "-D": "add", "--definition": "add",
+    "-d": "del", "--del": "del",
+    "-l": "list", "--list": "list",
+    "-F": "funcs", "--funcs": "funcs",
+    "-L": "lines", "--line": "lines",
+    "-V": "vars", "--vars": "vars",
+}
+# perf options that take a value, so their value is not mistaken for a command flag.
+_VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
+
+
+def notice(message: str) -> None:
+    """A message for the user on stderr (warnings, progress), never mixed into the command's output."""
+    click.echo(message, err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="probectl")
+def cli():
+    """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
+
+
+def rewrite_perf_flags(argv: list[str]) -> list[str]:
+    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone."""
+    if not argv or argv[0] in cli.commands or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    command = None
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        if flag in _VALUED:
+            rest.append(arg)
+            if not eq and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        elif flag in PERF_COMMAND_FLAGS and command in (None, PERF_COMMAND_FLAGS[flag]):
+            command = PERF_COMMAND_FLAGS[flag]
+            if flag in ("-D", "--definition"):
+                rest.append("-D")
+            takes_value = command in ("add", "del", "lines", "vars") or (
+                command == "funcs" and i + 1 < len(argv) and not argv[i + 1].startswith("-"))
+            if eq:
+                rest.append(value)
+            elif takes_value and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    if command is None:
+        if not argv[0].startswith("-") and difflib.get_close_matches(argv[0], list(cli.commands), n=1, cutoff=0.7):
+            return argv  # a mistyped subcommand: let click say so
+        # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
+        command = "add"
+    return [command] + rest
+
+
+def main(argv: list[str] | None = None) -> None:
+
+    args = rewrite_perf_flags(list(sys.argv[1:] if argv is None else argv))
+    try:
+        cli.main(args=args, prog_name="probectl", standalone_mode=False)
+    except ProbectlError as err:
+        click.echo(f"Error: {err}", err=True)
+        if err.hint:
+            click.echo(f"  Hint: {err.hint}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)
+
+
+# The command modules register themselves on `cli`; imported last because they import it from here.
+from . import probes  # noqa: E402,F401
