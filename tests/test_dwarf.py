@@ -432,3 +432,39 @@ def test_missing_debug_info_lists_what_was_tried(tmp_path):
     assert exc.value.hint
     with pytest.raises(DebugInfoError):
         DebugInfo(src)
+
+
+# --- lazy patterns --------------------------------------------------------------------------------
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("opt", OPTS)
+def test_lazy_patterns_match_perf(fixture_bins, perf_oracle, opt):
+    from probectl.debuginfo.source import lazy_points
+
+    binary = fixture_bins.path("dwarf_inline", opt)
+    di = fixture_bins.di("dwarf_inline", opt)
+    elf = ElfFile(binary)
+    (fn,) = di.find_functions("process")
+    theirs, err = perf_oracle.definitions(binary, "process;total*")
+    mine = [elf.vaddr_to_offset(p.address) for p in lazy_points(di, "total*", scope=fn)]
+    assert mine == [off for off, _ in theirs], err
+    (real,) = L.source_files(di, "dwarf_inline.c")
+    theirs, err = perf_oracle.definitions(binary, "dwarf_inline.c;printf(*")
+    mine = [elf.vaddr_to_offset(p.address) for p in lazy_points(di, "printf(*", cu=fn.cu, file=real)]
+    if theirs or "Failed to find symbol" not in err:  # perf fails on the .cold function at -O2
+        assert mine == [off for off, _ in theirs], err
+    assert len(mine) == 4
+
+
+def test_lazy_pattern_needs_the_source(fixture_bins, tmp_path):
+    from probectl.debuginfo.source import lazy_match, lazy_points
+
+    assert lazy_match("\trq = cpu_rq(cpu);", "rq=*") and not lazy_match("\tfoo(rq);", "rq=*")
+    di = fixture_bins.di("dwarf_inline", "-O0")
+    (fn,) = di.find_functions("process")
+    with pytest.raises(DebugInfoError) as exc:
+        lazy_points(di, "total*", scope=fn, source_dir=str(tmp_path))
+    assert str(tmp_path) in exc.value.message and "--source" in exc.value.hint
+    (tmp_path / "dwarf_inline.c").write_text((FIXTURES / "dwarf_inline.c").read_text())
+    assert len(lazy_points(di, "total*", scope=fn, source_dir=str(tmp_path))) == 2

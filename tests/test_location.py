@@ -351,3 +351,20 @@ def test_params_match_perf(fixture_bins, perf_oracle, opt):
         assert render(probectl_definitions(di, binary, f"{name} $params")) == render(theirs), err
     (fn,) = di.find_functions("paint")
     assert expand_variables(di, fn, fn.entry, params_only=True) == ["w", "scale"]
+
+
+def test_user_memory_dereferences(fixture_bins):
+    """kprobe ``@user``: every read through a pointer is a user-memory read (``+u``), the
+    register or stack holding the first pointer is not."""
+    di = fixture_bins.di("dwarf_structs", "-O2")
+    (fn,) = di.find_functions("paint")
+    r = fetch_variable(di, fn, fn.entry, parse_probe("x w->corner->y").args[0].expr, user_access=True)
+    assert r.fetch == "+u4(+u40(%di))"
+    r = fetch_variable(di, fn, fn.entry, parse_probe("x w->label").args[0].expr, TypeSpec("string"),
+                       user_access=True)
+    assert r.fetch == "+u0(+u24(%di))"
+    di0 = fixture_bins.di("dwarf_structs", "-O0")
+    (fn0,) = di0.find_functions("paint")
+    address = probe_points(di0, "paint")[0][0]
+    r = fetch_variable(di0, fn0, address, parse_probe("x w->id").args[0].expr, user_access=True)
+    assert r.fetch == "+u0(-40(%bp))"

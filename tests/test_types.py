@@ -16,7 +16,7 @@ import pytest
 from probectl.debuginfo import types as T
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.fetch import available_variables, fetch_variable, retval_type
-from probectl.spec import TypeSpec, Variable, parse_probe
+from probectl.spec import TypeSpec, parse_probe
 
 from conftest import BUILD_DIR, FIXTURES
 from test_dwarf import fixture_bins, perf_oracle, probe_points  # noqa: F401

@@ -18,13 +18,16 @@ from elftools.dwarf.die import DIE
 from ..errors import ResolveError
 from . import types as T
 from .dwarf import die_name, guarded
-from .location import (Computed, LocationError, Memory, Place, Reg, Register, RenderOptions, Slice, Value,
-                       render_memory, render_value)
-from .variables import (FetchResult, VariableNotFound, VariableUnavailable, _own_scopes, find_variable,
-                        variable_place)
+from .location import (Computed, Deref, LocationError, Memory, Place, Reg, Register, RenderOptions, Slice, Value,
+                       register_name, render_memory, render_value)
+from .variables import (FetchResult, VariableNotFound, VariableUnavailable,
+                        find_variable, variable_place)
 
 if TYPE_CHECKING:
     from .dwarf import DebugInfo
+
+_STRING_CASTS = ("string", "ustring")
+_SIZE_CASTS = ("u", "s", "x")
 
 
 def _is_member(acc) -> bool:
@@ -34,9 +37,7 @@ def _is_member(acc) -> bool:
 def _value_of(place: Place, what: str) -> Value:
     """The value of a pointer-sized object at ``place`` (to dereference it)."""
     if isinstance(place, Memory):
-        from .location import Deref
-
-        return Value(Deref(place.address))
+        return Value(Deref(place.address, user=place.user))
     if isinstance(place, Register):
         return Value(Reg(place.regno))
     if isinstance(place, Computed):
@@ -48,7 +49,7 @@ def _value_of(place: Place, what: str) -> Value:
 
 def _member_place(place: Place, offset: int, agg_size: Optional[int], owner: str) -> Place:
     if isinstance(place, Memory):
-        return Memory(place.address.plus(offset))
+        return Memory(place.address.plus(offset), place.user)
     if isinstance(place, Slice):
         return Slice(place.value, place.bit_offset + offset * 8)
     value = Value(Reg(place.regno)) if isinstance(place, Register) else place.value
@@ -81,15 +82,16 @@ def default_name(variable, cast=None) -> str:
 
 @guarded
 def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int, variable, cast=None,
-                   *, x_types: bool = True, immediates: bool = True,
-                   symbol_base: Optional[int] = None) -> FetchResult:
+                   *, x_types: bool = True, immediates: bool = True, symbol_base: Optional[int] = None,
+                   user_access: bool = False) -> FetchResult:
     """The fetch argument reading ``variable`` (a ``spec.Variable``: name and accessors) at
     ``address`` in scope ``function`` (a function or inline-instance DIE, or a ``Function``;
     None: the function containing the address), with an optional ``spec.TypeSpec`` cast.
 
     ``x_types``/``immediates``: the kernel supports ``x<bits>`` types / ``\\imm`` arguments.
     ``symbol_base``: write globals as uprobe ``@+FILEOFFSET`` relative to it (see
-    ``RenderOptions``) instead of perf's ``@name+off``.
+    ``RenderOptions``) instead of perf's ``@name+off``. ``user_access`` (kprobe ``@user``):
+    every dereference through a pointer reads user memory (``+u0(...)``), as perf writes it.
 
     Raises VariableNotFound, VariableUnavailable (with the lines where it can be fetched),
     ``types.TypeError_`` for chain/cast mistakes.
@@ -97,7 +99,8 @@ def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int
     scope = getattr(function, "die", function)
     found = find_variable(debuginfo, variable.name, address, scope)
     place = variable_place(debuginfo, found.die, address)
-    opts = RenderOptions(machine=debuginfo.machine, symbol_base=symbol_base, immediates=immediates)
+    opts = RenderOptions(machine=debuginfo.machine, symbol_base=symbol_base, immediates=immediates,
+                         user_access=user_access)
     try:
         return _convert(debuginfo, found.die, place, variable, cast, opts, x_types)
     except LocationError as exc:
@@ -130,7 +133,7 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
                     raise T.TypeError_(f"the elements of '{owner}' have no known size")
                 if not isinstance(place, Memory):
                     raise LocationError(f"'{owner}' is an array that is not in memory", "register")
-                place = Memory(place.address.plus(acc.index * info.element_size))
+                place = Memory(place.address.plus(acc.index * info.element_size), place.user)
                 cur_type = info.element
             elif real.tag == "DW_TAG_pointer_type":
                 pointee = T.type_of(real)
@@ -138,7 +141,7 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
                 if pointee is None or size is None:
                     raise T.TypeError_(f"'{owner}' points to {T.type_name(pointee) or 'void'}, which has no size "
                                        f"to index by", hint=f"cast it, or use a member chain")
-                place = Memory(_value_of(place, owner).plus(acc.index * size))
+                place = Memory(_value_of(place, owner).plus(acc.index * size), opts.user_access)
                 cur_type = pointee
             else:
                 raise T.TypeError_(f"'{owner}' ({T.type_name(cur_type)}) is not a pointer nor an array, "
@@ -153,7 +156,7 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
             if agg is None or agg.tag not in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
                 raise T.TypeError_(f"'{owner}' is not a pointer to a struct or union "
                                    f"({T.type_name(cur_type)})")
-            place = Memory(_value_of(place, owner))
+            place = Memory(_value_of(place, owner), opts.user_access)
         elif real.tag in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
             if acc.arrow:
                 raise T.TypeError_(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
@@ -182,7 +185,7 @@ def _final(place: Place, cur_type: Optional[DIE], bitfield: Optional[T.Bitfield]
     base = getattr(cast, "base", None)
     common = dict(default_name=name, c_type=c_type, signed=signed, enumerators=enums, size=size,
                   variable=variable.name)
-    if base in T_STRINGS:
+    if base in _STRING_CASTS:
         if real is None or real.tag not in ("DW_TAG_pointer_type", "DW_TAG_array_type"):
             raise T.TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
                                hint="':string' needs a char array or a char pointer")
@@ -190,13 +193,13 @@ def _final(place: Place, cur_type: Optional[DIE], bitfield: Optional[T.Bitfield]
             raise T.TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * "
                                f"or a char array")
         if real.tag == "DW_TAG_pointer_type":
-            fetch = render_memory(_value_of(place, owner), opts)
+            fetch = render_memory(_value_of(place, owner), opts, opts.user_access)
         else:
             if not isinstance(place, Memory):
                 raise LocationError(f"'{owner}' is an array that is not in memory", "register")
-            fetch = render_memory(place.address, opts)
+            fetch = render_memory(place.address, opts, place.user)
         return FetchResult(fetch=fetch, type=base, bits=0, **common)
-    if base is not None and base not in T_STRINGS and (base not in _SIZE_CASTS or getattr(cast, "bits", None)):
+    if base is not None and base not in _STRING_CASTS and (base not in _SIZE_CASTS or getattr(cast, "bits", None)):
         return FetchResult(fetch=_scalar_fetch(place, None, opts), type=_cast_text(cast),
                            bits=getattr(cast, "bits", None) or 0, **common)
     if bitfield is not None:
@@ -226,16 +229,10 @@ def _final(place: Place, cur_type: Optional[DIE], bitfield: Optional[T.Bitfield]
     return FetchResult(fetch=fetch, type=ktype, bits=bits, **common)
 
 
-T_STRINGS = ("string", "ustring")
-_SIZE_CASTS = ("u", "s", "x")
-
-
 def _scalar_fetch(place: Place, bits: Optional[int], opts: RenderOptions) -> str:
     if isinstance(place, Memory):
-        return render_memory(place.address, opts)
+        return render_memory(place.address, opts, place.user)
     if isinstance(place, Register):
-        from .location import register_name
-
         return register_name(place.regno, opts.machine)
     if isinstance(place, Computed):
         v = place.value
@@ -340,4 +337,4 @@ def retval_type(debuginfo: "DebugInfo", function, x_types: bool = True) -> tuple
 
 
 __all__ = ["FetchResult", "ListedVariable", "VariableNotFound", "VariableUnavailable", "available_variables",
-           "default_name", "expand_variables", "fetch_variable", "retval_type", "_own_scopes"]
+           "default_name", "expand_variables", "fetch_variable", "retval_type"]

@@ -75,10 +75,11 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Deref:
-    """The ``size``-byte value in memory at ``address``."""
+    """The ``size``-byte value in memory at ``address`` (user-space memory when ``user``)."""
 
     address: "Value"
     size: int = 8
+    user: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Value:
 @dataclass(frozen=True)
 class Memory:
     address: Value
+    user: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,14 +146,15 @@ class RenderOptions:
     machine: str = "EM_X86_64"
     symbol_base: Optional[int] = None
     immediates: bool = True
+    user_access: bool = False
 
 
 def _offset_text(off: int) -> str:
     return f"+{off}" if off >= 0 else f"-{-off}"
 
 
-def render_memory(address: Value, opts: RenderOptions) -> str:
-    """The fetch text reading the memory at ``address``."""
+def render_memory(address: Value, opts: RenderOptions, user: bool = False) -> str:
+    """The fetch text reading the memory at ``address`` (``+u`` user-memory syntax if ``user``)."""
     if address.bits != 64 or address.shl:
         raise LocationError("the address is computed from a truncated value", "computed")
     base = address.base
@@ -168,7 +171,10 @@ def render_memory(address: Value, opts: RenderOptions) -> str:
     if base is None:
         raise LocationError(f"the object is at the fixed address 0x{address.offset:x}, which a probe "
                             f"cannot read portably", "unsupported")
-    return f"{_offset_text(address.offset)}({render_value(Value(base), opts)})"
+    off = _offset_text(address.offset)
+    if user:
+        off = off[0] + "u" + off[1:]
+    return f"{off}({render_value(Value(base), opts)})"
 
 
 def render_value(value: Value, opts: RenderOptions) -> str:
@@ -187,7 +193,7 @@ def render_value(value: Value, opts: RenderOptions) -> str:
     if isinstance(base, Reg):
         return register_name(base.regno, opts.machine)
     if isinstance(base, Deref):
-        return render_memory(base.address, opts)
+        return render_memory(base.address, opts, base.user)
     raise LocationError(f"the value is the address of '{base.name}', which a probe event cannot produce",
                         "computed", hint="fetch the object itself instead of its address")
 
