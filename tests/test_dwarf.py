@@ -468,3 +468,67 @@ def test_lazy_pattern_needs_the_source(fixture_bins, tmp_path):
     assert str(tmp_path) in exc.value.message and "--source" in exc.value.hint
     (tmp_path / "dwarf_inline.c").write_text((FIXTURES / "dwarf_inline.c").read_text())
     assert len(lazy_points(di, "total*", scope=fn, source_dir=str(tmp_path))) == 2
+
+
+# --- damaged debug information ---------------------------------------------------------------------
+
+
+def test_corrupt_dwarf_gives_errors_not_crashes(fixture_bins, tmp_path):
+    """Random damage to the DWARF sections: every query either answers or raises a
+    ProbectlError (never another exception, never a hang)."""
+    import random
+
+    from elftools.elf.elffile import ELFFile
+
+    from probectl.debuginfo.fetch import available_variables
+    from probectl.errors import ProbectlError
+
+    source = fixture_bins.path("dwarf_inline", "-O2")
+    original = source.read_bytes()
+    with open(source, "rb") as f:
+        elf = ELFFile(f)
+        sections = [(s["sh_offset"], s["sh_size"]) for s in elf.iter_sections()
+                    if s.name in (".debug_info", ".debug_abbrev", ".debug_line", ".debug_loclists",
+                                  ".debug_rnglists", ".debug_str", ".eh_frame")]
+    rng = random.Random(7)
+    for i in range(25):
+        data = bytearray(original)
+        off, size = rng.choice(sections)
+        for _ in range(rng.choice((1, 4, 16))):
+            data[off + rng.randrange(size)] = rng.randrange(256)
+        path = tmp_path / f"damaged{i}"
+        path.write_bytes(bytes(data))
+        try:
+            di = DebugInfo(path)
+            for fn in di.find_functions("*"):
+                L.probeable_lines(di, fn)
+                for inst in ([fn] if fn.ranges else di.instances(fn)):
+                    if inst.entry is not None:
+                        for name in expand_variables(di, inst, inst.entry):
+                            fetch_variable(di, inst, inst.entry, Variable(name))
+                        available_variables(di, inst, inst.entry, externs=True)
+        except ProbectlError:
+            pass
+
+
+@pytest.mark.parametrize("opt", OPTS)
+def test_source_point_of_addresses(fixture_bins, opt):
+    """Addresses back to ``function:line`` (what ``list`` shows): every line of a function maps
+    back to itself, an inline instance's entry to its call site in the caller."""
+    di = fixture_bins.di("dwarf_inline", opt)
+    (fn,) = di.find_functions("process")
+    assert L.source_point(di, fn.entry) == L.SourcePoint("process", 0, None, fn.decl_file)
+    for ln in L.probeable_lines(di, fn):
+        try:
+            points = L.function_line(di, fn, ln - fn.decl_line)
+        except L.LineSharedError:
+            continue
+        for p in points:
+            sp = L.source_point(di, p.address)
+            assert (sp.function, sp.line) == ("process", ln - fn.decl_line), hex(p.address)
+    (square,) = di.find_functions("square")
+    for inst in di.instances(square):
+        caller = di.function_at(inst.entry)
+        sp = L.source_point(di, inst.entry)
+        assert (sp.function, sp.line) == (caller.name, inst.call_line - caller.decl_line)
+    assert L.source_point(di, 0) is None

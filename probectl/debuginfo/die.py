@@ -32,7 +32,7 @@ def guarded(method: Callable[..., _T]) -> Callable[..., _T]:
         except ProbectlError:
             raise
         except (DWARFError, ELFError, ELFParseError, ConstructError, KeyError, IndexError,
-                ValueError, AssertionError, UnicodeError) as exc:
+                ValueError, AssertionError, UnicodeError, NotImplementedError, RecursionError) as exc:
             path = getattr(self, "path", None) or getattr(getattr(self, "debuginfo", None), "path", "?")
             raise DebugInfoError(f"{path}: corrupt or unsupported DWARF ({exc.__class__.__name__}: {exc})",
                                  hint="rebuild the binary with a supported compiler, or check the debug file "

@@ -305,7 +305,7 @@ class _CUScanner:
                 fixed, sibling = self.plan(code, specs)
                 if children and sibling is not None:
                     at, n = sibling
-                    pos = cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little")
+                    pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                     continue
                 if not children and fixed is not None:
                     pos += fixed
@@ -327,7 +327,7 @@ class _CUScanner:
                 if tag == _TAG_NAMESPACE:
                     pos = self._scan_children(pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth + 1)
                 elif _AT_SIBLING in attrs:
-                    pos = attrs[_AT_SIBLING]
+                    pos = _forward(attrs[_AT_SIBLING], pos)
                 else:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
         for target, origin, die_offset in pending_origin:
@@ -346,7 +346,7 @@ class _CUScanner:
             fixed, sibling = self.plan(code, specs)
             if children and sibling is not None:
                 at, n = sibling
-                pos = cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little")
+                pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                 continue
             if not children and fixed is not None:
                 pos += fixed
@@ -354,10 +354,17 @@ class _CUScanner:
             pos, attrs = self.read_die(pos, specs, cu_offset, False)
             if children:
                 if _AT_SIBLING in attrs:
-                    pos = attrs[_AT_SIBLING]
+                    pos = _forward(attrs[_AT_SIBLING], pos)
                 else:
                     depth += 1
         return pos
+
+
+def _forward(target: int, pos: int) -> int:
+    # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF.
+    if target <= pos:
+        raise _Unsupported(f"DW_AT_sibling 0x{target:x} points backwards")
+    return target
 
 
 def _section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:

@@ -208,7 +208,7 @@ class DebugInfo:
 
     def comp_dir(self, cu: CompileUnit) -> str:
         value = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
-        return value.value.decode("utf-8", "replace") if value is not None else ""
+        return value.value.decode("utf-8", "replace") if value is not None and isinstance(value.value, bytes) else ""
 
     def cu_base(self, cu: CompileUnit) -> int:
         top = cu.get_top_DIE()
@@ -314,10 +314,20 @@ class DebugInfo:
     # --- children, cached -------------------------------------------------------------------
 
     def children(self, die: DIE) -> list[DIE]:
+        """The children of a DIE (cached); a corrupt sibling chain that does not move forward
+        raises DebugInfoError instead of looping."""
         key = die_key(die)
         kids = self._children.get(key)
         if kids is None:
-            kids = [] if not die.has_children else list(die.iter_children())
+            kids = []
+            if die.has_children:
+                last = die.offset
+                for child in die.iter_children():
+                    if child.offset <= last:
+                        raise DebugInfoError(f"{self.path}: corrupt DWARF (DIE 0x{die.offset:x} has a child "
+                                             f"list that loops)", hint="the debug information is damaged")
+                    last = child.offset
+                    kids.append(child)
             self._children[key] = kids
         return kids
 

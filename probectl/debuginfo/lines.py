@@ -88,6 +88,11 @@ def _sleb(data: bytes, pos: int) -> tuple[int, int]:
             return result, pos
 
 
+def _text(value) -> str:
+    # pyelftools gives None for a string whose offset is outside the string section.
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
 class LineTable:
     """The line table of one CU, sorted by address, with its file names."""
 
@@ -103,11 +108,11 @@ class LineTable:
         header = program.header
         self.version = header["version"]
         comp_dir = debuginfo.comp_dir(cu)
-        dirs = [d.decode("utf-8", "replace") for d in header["include_directory"]]
+        dirs = [_text(d) for d in header["include_directory"]]
         if self.version < 5:
             dirs = [comp_dir] + dirs
         for entry in header["file_entry"]:
-            name = entry.name.decode("utf-8", "replace")
+            name = _text(entry.name)
             if not os.path.isabs(name):
                 d = dirs[entry.dir_index] if entry.dir_index < len(dirs) else ""
                 if d and not os.path.isabs(d):
@@ -233,7 +238,13 @@ def line_table(debuginfo: "DebugInfo", cu: CompileUnit) -> LineTable:
     key = ("lines", cu.cu_offset)
     table = debuginfo._cache.get(key)
     if table is None:
-        table = debuginfo._cache[key] = LineTable(debuginfo, cu)
+        try:
+            table = LineTable(debuginfo, cu)
+        except (TypeError, AttributeError) as exc:
+            # pyelftools hands back None or bytes where a corrupt line-program header has garbage.
+            raise DebugInfoError(f"{debuginfo.path}: corrupt line table of CU 0x{cu.cu_offset:x} ({exc})",
+                                 hint="the debug information is damaged") from None
+        debuginfo._cache[key] = table
     return table
 
 
@@ -515,3 +526,58 @@ def skip_prologue(debuginfo: "DebugInfo", func: Function) -> int:
         return entry
     nxt = table.rows[idx + 1]
     return nxt.address if nxt.address < high else entry
+
+
+@dataclass(frozen=True)
+class SourcePoint:
+    """An address described the way ``perf probe -l`` shows it: ``function:line@file`` with a
+    line relative to the function's declaration, or ``function+offset`` when no line fits."""
+
+    function: Optional[str]
+    line: Optional[int]
+    offset: Optional[int]
+    file: Optional[str]
+
+
+@guarded
+def source_point(debuginfo: "DebugInfo", address: int) -> Optional[SourcePoint]:
+    """perf's ``debuginfo__find_probe_point``: the function (an inline function when the address
+    is inside an inlined body), the line relative to its declaration (the call-site line when
+    the address is an inline instance's entry), and the file; None outside any CU."""
+    cu = debuginfo.cu_at(address)
+    if cu is None:
+        return None
+    back = reverse_line(debuginfo, cu, address)
+    fname, lineno = back if back is not None else (None, 0)
+    fn = debuginfo.function_at(address)
+    if fn is None:
+        return SourcePoint(None, lineno or None, None, fname)
+    func = base_func = fn.name
+    base_addr = fn.entry
+    baseline = fn.decl_line
+    if not func or base_addr is None or not baseline:
+        return SourcePoint(func, None, address - (base_addr or address), fname)
+    fname = fn.decl_file
+    scope = fn.die
+    if address == base_addr:
+        lineno = baseline
+    else:
+        while True:
+            inner = _find_inline_below(debuginfo, scope, address)
+            if inner is None:
+                break
+            if debuginfo.die_entry(inner) == address:
+                call_line = inner.attributes.get("DW_AT_call_line")
+                lineno = call_line.value if call_line is not None else 0
+                fname = debuginfo.call_file(inner)
+                break
+            name = die_name(inner)
+            decl = die_attr(inner, "DW_AT_decl_line")
+            if not name or decl is None:
+                break
+            func, baseline, scope = name, decl, inner
+        if debuginfo.decl_file(scope) != fname:
+            lineno = 0
+    if lineno:
+        return SourcePoint(func, lineno - baseline, None, fname)
+    return SourcePoint(base_func, None, address - base_addr, fname)
