@@ -280,11 +280,13 @@ def test_cu_by_address_without_aranges(fixture_bins):
 
 def test_dwarf4_and_compressed_sections(fixture_bins):
     five = fixture_bins.di("dwarf_structs", "-O2")
-    for extra in (("-gdwarf-4",), ("-gz",)):
+    for extra in (("-gdwarf-4",), ("-gz",), ("-gz=zlib-gnu",)):
         di = fixture_bins.di("dwarf_structs", "-O2", extra)
         if extra == ("-gz",):
             sec = di.elf.get_section_by_name(".debug_info")
             assert sec["sh_flags"] & 0x800, "gcc -gz should produce SHF_COMPRESSED sections"
+        elif extra == ("-gz=zlib-gnu",):
+            assert di.elf.get_section_by_name(".zdebug_info") is not None
         else:
             assert di.compile_units()[0].header.version == 4
         for name in ("paint", "vla_sum", "main"):

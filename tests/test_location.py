@@ -184,12 +184,16 @@ AGREEING = {
 }
 
 
+BUILDS = [("-O0", ()), ("-O2", ()), ("-O2", ("-gdwarf-4",))]
+BUILD_IDS = ["O0", "O2", "O2-dwarf4"]
+
+
 @pytest.mark.perf
-@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("opt, extra", BUILDS, ids=BUILD_IDS)
 @pytest.mark.parametrize("fixture", sorted(AGREEING))
-def test_fetch_arguments_match_perf(fixture_bins, perf_oracle, fixture, opt):
-    binary = fixture_bins.path(fixture, opt)
-    di = fixture_bins.di(fixture, opt)
+def test_fetch_arguments_match_perf(fixture_bins, perf_oracle, fixture, opt, extra):
+    binary = fixture_bins.path(fixture, opt, extra)
+    di = fixture_bins.di(fixture, opt, extra)
     compared = 0
     for definition in AGREEING[fixture]:
         theirs, err = perf_oracle.definitions(binary, definition)
@@ -210,13 +214,14 @@ def _first_op_only(di, scope, address, name) -> bool:
 
 
 @pytest.mark.perf
-@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("opt, extra", BUILDS, ids=BUILD_IDS)
 @pytest.mark.parametrize("fixture", ["dwarf_structs", "dwarf_inline", "dwarf_static"])
-def test_vars_at_every_line_match_perf_or_perf_misreads(fixture_bins, perf_oracle, fixture, opt):
+def test_vars_at_every_line_match_perf_or_perf_misreads(fixture_bins, perf_oracle, fixture, opt, extra):
     """$vars at every probe-able line: the same arguments as perf, except where perf converted
-    (or dropped) a variable whose location has several operations."""
-    binary = fixture_bins.path(fixture, opt)
-    di = fixture_bins.di(fixture, opt)
+    (or dropped) a variable whose location has several operations. The DWARF 4 build reads
+    location lists from .debug_loc instead of .debug_loclists."""
+    binary = fixture_bins.path(fixture, opt, extra)
+    di = fixture_bins.di(fixture, opt, extra)
     elf = ElfFile(binary)
     same = differ = 0
     for name in sorted(di.name_index()):
@@ -368,3 +373,48 @@ def test_user_memory_dereferences(fixture_bins):
     address = probe_points(di0, "paint")[0][0]
     r = fetch_variable(di0, fn0, address, parse_probe("x w->id").args[0].expr, user_access=True)
     assert r.fetch == "+u0(-40(%bp))"
+
+
+CONSTANTS_C = """
+volatile int sink;
+__attribute__((noinline)) int f(int x)
+{
+	const int k = 42;
+	int target = x * 3;
+	int *p = &target;
+	sink = x + k;
+	sink = *p;
+	return x;
+}
+int main(int argc, char **argv) { return f(argc); }
+"""
+
+
+@pytest.fixture(scope="module")
+def constants_binary(tmp_path_factory):
+    d = tmp_path_factory.mktemp("constants")
+    (d / "constants.c").write_text(CONSTANTS_C)
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(d / "constants"), str(d / "constants.c")], check=True)
+    return d / "constants"
+
+
+@pytest.mark.perf
+def test_constant_values_and_implicit_pointers(constants_binary, perf_oracle):
+    from probectl.debuginfo.dwarf import DebugInfo
+
+    di = DebugInfo(constants_binary)
+    (fn,) = di.find_functions("f")
+    theirs, err = perf_oracle.definitions(constants_binary, "f k x")
+    assert render(probectl_definitions(di, constants_binary, "f k x")) == render(theirs), err
+    with pytest.raises(VariableUnavailable, match="immediate"):
+        fetch_variable(di, fn, fn.entry, Variable("k"), immediates=False)
+    # p = &target with target kept only in a register: DW_OP_implicit_pointer. perf: "Sorry, we
+    # don't support this variable location yet."; we say why.
+    from probectl.debuginfo.location import location_entries
+
+    address = location_entries(di, find_variable(di, "p", fn.entry, fn.die).die)[0].low
+    with pytest.raises(VariableUnavailable) as exc:
+        fetch_variable(di, fn, address, Variable("p"))
+    assert exc.value.reason == "implicit_pointer" and "optimized out" in exc.value.message
+    _, err = perf_oracle.definitions(constants_binary, f"f+{address - fn.entry} p")
+    assert "don't support this variable location" in err

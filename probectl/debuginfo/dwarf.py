@@ -96,7 +96,8 @@ class DebugInfo:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
             self.elf = ELFFile(self._file)
-            if not self.elf.has_dwarf_info() or self.elf.get_section_by_name(".debug_info") is None:
+            info = self.elf.get_section_by_name(".debug_info") or self.elf.get_section_by_name(".zdebug_info")
+            if not self.elf.has_dwarf_info() or info is None or info["sh_type"] == "SHT_NOBITS":
                 raise DebugInfoError(f"{self.path} has no DWARF debug information (.debug_info)",
                                      hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
             relocate = self.elf["e_type"] == "ET_REL"
