@@ -150,6 +150,9 @@ class DebugInfo:
 
     def close(self) -> None:
         self._file.close()
+        extra = self._cache.get("binary_file")
+        if extra is not None:
+            extra.close()
 
     def __enter__(self) -> "DebugInfo":
         return self
@@ -423,15 +426,14 @@ class DebugInfo:
         return found
 
     def _candidate_cus(self, pattern: str, glob: bool) -> Iterator[CompileUnit]:
-        if glob:
-            yield from self.compile_units()
-            return
+        # Only the CUs the name index says define a matching name are parsed, in CU order.
         index = self.name_index()
-        seen = set()
-        for cu_offset, _ in index.get(pattern, ()):
-            if cu_offset not in seen:
-                seen.add(cu_offset)
-                yield self.dwarf.get_CU_at(cu_offset)
+        if glob:
+            refs = [ref for name, found in index.items() if fnmatch.fnmatchcase(name, pattern) for ref in found]
+        else:
+            refs = list(index.get(pattern, ()))
+        for cu_offset in sorted({cu_offset for cu_offset, _ in refs}):
+            yield self.dwarf.get_CU_at(cu_offset)
 
     @guarded
     def name_index(self) -> dict[str, list[tuple[int, int]]]:
