@@ -309,9 +309,19 @@ def test_live_values_equal_the_programs(fixture_bins, live_tracefs, opt, extra):
     text = next(s for s in elf.segments if s.executable)
     group = f"ptypes{os.getpid()}"
     events, expected = [], {}
-    for func, args in LIVE_ARGS.items():
+    source = (FIXTURES / "dwarf_structs.c").read_text().splitlines()
+    # A VLA's element, at the line that prints it (perf reads the frame slot instead).
+    vla_line = next(i for i, text in enumerate(source, 1) if "EXPECT func=vla_sum arr[1]" in text)
+    points = dict.fromkeys(LIVE_ARGS)
+    if opt == "-O0":
+        points["vla_sum"] = vla_line
+    for func in points:
+        args = LIVE_ARGS.get(func, ["arr[1]", "n"])
         (fn,) = di.probe_functions(func)
-        address = fn.entry if di.cu_is_optimized(fn.cu) else L.skip_prologue(di, fn)
+        if points[func] is not None:
+            address = L.function_line(di, fn, points[func] - fn.decl_line)[0].address
+        else:
+            address = fn.entry if di.cu_is_optimized(fn.cu) else L.skip_prologue(di, fn)
         fetches = []
         for i, arg in enumerate(args):
             spec = parse_probe(f"x {arg}").args[0]
