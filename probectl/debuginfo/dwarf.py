@@ -8,8 +8,10 @@
   and the inline instances of an inline function;
 - the nested scopes (function, inline instances, lexical blocks) at an address.
 
-Line tables live in ``lines.py``, variables and fetch arguments in ``variables.py``, location
-expressions in ``location.py``, types in ``types.py`` and call-frame information in ``cfi.py``.
+Line tables live in ``lines.py`` (lazy patterns in ``source.py``), variable lookup in
+``variables.py``, fetch arguments and listings in ``fetch.py``, location expressions in
+``location.py``, types in ``types.py``, call-frame information in ``cfi.py``, the raw name index
+in ``dieindex.py`` and DIE helpers in ``die.py``.
 
 DWARF sections of executables and shared objects are never relocated
 (``relocate_dwarf_sections=False``): their addresses are final, and relocating costs seconds on

@@ -442,7 +442,7 @@ def location_entries(debuginfo, die, attr_name: str = "DW_AT_location") -> Optio
         return cache[key]
     attr = die.attributes.get(attr_name)
     result = None
-    if attr is not None and not _is_exprloc(attr, die.cu.header.version):
+    if attr is not None and not _is_exprloc(attr):
         parser = _location_parser(debuginfo)
         entries = parser.parse_from_attribute(attr, die.cu.header.version, die)
         result = []
@@ -468,15 +468,14 @@ def location_entries(debuginfo, die, attr_name: str = "DW_AT_location") -> Optio
 def single_expression(die, attr_name: str = "DW_AT_location") -> Optional[list]:
     """The parsed operations of an exprloc/block attribute, or None."""
     attr = die.attributes.get(attr_name)
-    if attr is None or not _is_exprloc(attr, die.cu.header.version):
+    if attr is None or not _is_exprloc(attr):
         return None
     return parse_expression(attr.value, die.cu.structs)
 
 
-def _is_exprloc(attr, version: int) -> bool:
-    if attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4", "DW_FORM_block"):
-        return True
-    return False
+def _is_exprloc(attr) -> bool:
+    # DWARF 2/3 location-list offsets are data4/data8; blocks and exprloc are single expressions.
+    return attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4", "DW_FORM_block")
 
 
 def _location_parser(debuginfo) -> LocationParser:

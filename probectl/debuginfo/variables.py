@@ -383,27 +383,20 @@ def ranges_to_lines(debuginfo: "DebugInfo", cu, ranges: Iterable[tuple[int, int]
 
 
 def format_lines(lines: list[tuple[str, int]]) -> str:
-    """``a.c:10-12, 15`` style, runs of consecutive lines joined."""
+    """``a.c:10-12, 15, b.c:3`` style: runs of consecutive lines joined, the file named once."""
     parts: list[str] = []
-    last_file = None
-    run: list[int] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        text = str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
-        parts.append(text if parts and last_file_shown[0] == last_file else f"{os.path.basename(last_file)}:{text}")
-        last_file_shown[0] = last_file
-
-    last_file_shown = [None]
-    for f, ln in lines:
-        if f == last_file and run and ln == run[-1] + 1:
-            run.append(ln)
-            continue
-        flush()
-        last_file = f
-        run = [ln]
-    flush()
+    shown_file = None
+    i = 0
+    while i < len(lines):
+        fname, first = lines[i]
+        last = first
+        while i + 1 < len(lines) and lines[i + 1] == (fname, last + 1):
+            i += 1
+            last += 1
+        run = str(first) if first == last else f"{first}-{last}"
+        parts.append(run if fname == shown_file else f"{os.path.basename(fname)}:{run}")
+        shown_file = fname
+        i += 1
     return ", ".join(parts)
 
 
