@@ -44,6 +44,14 @@ class ResolveError(ProbectlError):
     """A probe point or argument cannot be found in the target (unknown function, variable, member...)."""
 
 
+class ProbePointNotFound(ResolveError):
+    """No function, line or pattern match for a probe point (perf: "Probe point '...' not found.")."""
+
+    def __init__(self, point: str, hint: str = ""):
+        super().__init__(f"Probe point '{point}' not found.", hint)
+        self.point = point
+
+
 class TracefsError(ProbectlError):
     """tracefs is missing, not writable, or rejected a write; ``kernel_log`` holds error_log lines."""
 

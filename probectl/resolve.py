@@ -14,9 +14,14 @@ from pathlib import Path
 from . import spec as S
 from .debuginfo.elf import ElfFile, ElfSymbol
 from .debuginfo.kallsyms import Kallsyms
-from .errors import DebugInfoError, ProbeSemanticError, ResolveError, TargetError
+from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
+from .debuginfo.dwarf import DebugInfo
+from .debuginfo.variables import VariableUnavailable
+from .sourcepoints import SourceResolver, SourceSite
 from .target import uprobe_group_name
 
+# perf's filler for an argument that exists at some places of a multi-place event but not at others.
+MISSING_ARG_MAGIC = 0xDEADE12D
 # A trailing "@VERSION" that is a symbol version (GLIBC_2.2.5), not a source file.
 _SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
 
@@ -70,9 +75,13 @@ class Resolver:
     """Resolves ProbeSpecs against one target; ``warnings`` collects perf-style notices for the user."""
 
     target: Target
+    x_types: bool = True  # the kernel has x8..x64 types (tracefs README)
+    immediates: bool = True  # the kernel takes \\IMM arguments
+    source_dir: str | None = None  # where to find sources for lazy patterns
     warnings: list[str] = field(default_factory=list)
     _elf: ElfFile | None = None
     _kallsyms: Kallsyms | None = None
+    _source_resolver: SourceResolver | None = None
 
     @property
     def elf(self) -> ElfFile:
@@ -87,19 +96,29 @@ class Resolver:
         return self._kallsyms
 
     def resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
-        """All probe points of one definition (several for globs, static duplicates or split lines)."""
+        """All probe points of one definition (several for globs, static duplicates, inline
+        instances or lines the compiler split)."""
         probe = _with_symbol_version(probe)
         if probe.needs_dwarf:
-            raise DebugInfoError(
-                f"'{probe.text}' needs debug information (source lines or C variables)",
-                hint="source-level probing is not available yet; probe by symbol with registers "
-                "(e.g. 'func arg=%di') or raw fetches (+8(%di))",
-            )
-        sites = self._symbol_sites(probe.point)
+            return self._resolve_source(probe, self._source(required=True))
+        try:
+            sites = self._symbol_sites(probe.point)
+        except ProbePointNotFound:
+            # Names that only DWARF knows: functions that exist only inlined, or without a symbol.
+            source = self._source(required=False) if probe.point.address is None else None
+            if source is None:
+                raise
+            return self._resolve_source(probe, source)
+        retval_source = self._source(required=False) if _wants_retval_type(probe) else None
         points = []
         for function, address, offset in sites:
             at_entry = offset == 0 and not probe.point.is_return
-            args = tuple(self._render_arg(arg, address, at_entry) for arg in probe.args)
+            args = []
+            for arg in probe.args:
+                resolved = self._render_arg(arg, address, at_entry)
+                if retval_source is not None and _is_untyped_retval(arg):
+                    resolved = replace(resolved, type=self._retval_type(retval_source, address))
+                args.append(resolved)
             points.append(
                 ProbePoint(
                     function=function,
@@ -107,10 +126,91 @@ class Resolver:
                     address=address,
                     place=self._place(function, address, offset),
                     is_return=probe.point.is_return,
-                    args=args,
+                    args=tuple(args),
                 )
             )
         return points
+
+    def _source(self, required: bool) -> SourceResolver | None:
+        """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
+        if self._source_resolver is None:
+            if not self.target.is_uprobe:
+                if required:
+                    raise DebugInfoError("kernel source-level probes need the kernel's debug information",
+                                         hint="kernel DWARF and BTF support is not available yet; probe by "
+                                              "symbol with registers")
+                return None
+            try:
+                debuginfo = DebugInfo.open(self.target.path)
+            except DebugInfoError:
+                if required:
+                    raise
+                return None
+            self._source_resolver = SourceResolver(
+                debuginfo, self.elf, is_uprobe=True,
+                x_types=self.x_types, immediates=self.immediates,
+                source_dir=self.source_dir, warn=self.warnings.append)
+        return self._source_resolver
+
+    @staticmethod
+    def _retval_type(source: SourceResolver, address: int) -> str:
+        fn = source.debuginfo.function_at(address)
+        if fn is None or fn.entry != address:
+            return ""
+        return source.retval_type(SourceSite(address, fn, True))
+
+    def _resolve_source(self, probe: S.ProbeSpec, source: SourceResolver) -> list[ProbePoint]:
+        point = probe.point
+        wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
+        sites = source.sites(point, wants_variables)
+        per_site: list[list[ResolvedArg | VariableUnavailable]] = []
+        for site in sites:
+            row: list[ResolvedArg | VariableUnavailable] = []
+            for arg in probe.args:
+                if not _needs_debuginfo(arg):
+                    resolved = self._render_arg(arg, site.address, site.at_entry and not point.is_return)
+                    if _is_untyped_retval(arg):
+                        resolved = replace(resolved, type=source.retval_type(site))
+                    row.append(resolved)
+                    continue
+                for var in source.variable_args(site, arg, point):
+                    try:
+                        found = source.fetch(site, var.variable, var.cast, arg.user, point)
+                    except VariableUnavailable as missing:
+                        row.append(missing)
+                        continue
+                    row.append(ResolvedArg(fetch=found.fetch, type=found.type,
+                                           name=var.name or found.default_name, text=arg.text))
+            per_site.append(row)
+        per_site = self._fill_missing(per_site, sites)
+        points = []
+        for site, args in zip(sites, per_site):
+            fn = site.function
+            offset = site.address - fn.entry if fn.entry is not None and site.address >= fn.entry else 0
+            points.append(ProbePoint(function=fn.name, offset=offset, address=site.address,
+                                     place=self._place(fn.name, site.address, offset),
+                                     is_return=point.is_return, args=tuple(args), line=site.line))
+        return points
+
+    def _fill_missing(self, per_site, sites) -> list[list[ResolvedArg]]:
+        """An argument missing at some points of a multi-point event gets perf's magic immediate
+        there (with a warning); missing everywhere, it is an error that says where it is available."""
+        width = max((len(row) for row in per_site), default=0)
+        if any(len(row) != width for row in per_site):
+            raise ResolveError("the variables ($vars/$params) differ between the places of this definition",
+                               hint="name the variables explicitly")
+        for col in range(width):
+            column = [row[col] for row in per_site]
+            present = [c for c in column if isinstance(c, ResolvedArg)]
+            if not present:
+                raise next(c for c in column if isinstance(c, VariableUnavailable))
+            for row, site in zip(per_site, sites):
+                missing = row[col]
+                if isinstance(missing, VariableUnavailable):
+                    self.warnings.append(
+                        f"{missing.message}; that event records {MISSING_ARG_MAGIC:#x} for it at 0x{site.address:x}")
+                    row[col] = replace(present[0], fetch=f"\\{MISSING_ARG_MAGIC:#x}")
+        return per_site
 
     # -- places ------------------------------------------------------------------------------
 
@@ -138,8 +238,8 @@ class Resolver:
                                  hint="source-level probing is not available yet")
         symbols = self.elf.find_functions(name)
         if not symbols:
-            raise ResolveError(f"Probe point '{point.text or name}' not found.",
-                               hint=self._function_hint(name, [s.name for s in self.elf.functions()]))
+            raise ProbePointNotFound(point.text or name,
+                                     hint=self._function_hint(name, [s.name for s in self.elf.functions()]))
         if "@" not in name and any(s.version for s in symbols):
             # An unversioned name means the default version, as the dynamic linker binds it.
             symbols = [s for s in symbols if not s.version or s.default_version] or symbols
@@ -166,8 +266,8 @@ class Resolver:
                               hint="run as root, or check /proc/sys/kernel/kptr_restrict")
         found = ksyms.find_functions(point.function or "", module=self.target.module)
         if not found:
-            raise ResolveError(f"Probe point '{point.text or point.function}' not found.",
-                               hint=self._function_hint(point.function or "",
+            raise ProbePointNotFound(point.text or point.function,
+                                     hint=self._function_hint(point.function or "",
                                                         [s.name for s in ksyms.symbols if s.is_function]))
         unique: dict[int, str] = {}
         for sym in found:
@@ -210,9 +310,6 @@ class Resolver:
         if isinstance(expr, S.Register):
             return f"%{expr.name}"
         if isinstance(expr, S.SpecialVar):
-            if expr.name in ("params", "vars"):
-                raise DebugInfoError(f"${expr.name} needs debug information",
-                                     hint="source-level probing is not available yet")
             if expr.name == "stack":
                 return "$stack" if expr.index is None else f"$stack{expr.index}"
             if expr.name == "arg":
@@ -231,9 +328,8 @@ class Resolver:
                 return '\\"' + expr.value + '"'
             return f"\\{expr.value}"
         if isinstance(expr, S.Variable):
-            raise DebugInfoError(f"'{S.render_expr(expr)}' is a C variable, which needs debug information",
-                                 hint="source-level probing is not available yet; use registers (%di) "
-                                 "or raw fetches (+8(%di))")
+            raise ResolveError(f"'{S.render_expr(expr)}': a C variable inside a raw fetch is not supported",
+                               hint="fetch the variable on its own, or use registers (+8(%di))")
         raise ProbeSemanticError(f"unsupported argument {expr!r}")
 
     def _render_argn(self, index: int, at_entry: bool) -> str:
@@ -260,6 +356,18 @@ class Resolver:
         # The kernel computes base = probe address - probe file offset, then reads base + OFFSET.
         probe_delta = address - self.elf.vaddr_to_offset(address)
         return f"@+0x{matches[0].value + ref.offset - probe_delta:x}"
+
+
+def _needs_debuginfo(arg: S.ArgSpec) -> bool:
+    return arg.is_c_expr or (isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"))
+
+
+def _is_untyped_retval(arg: S.ArgSpec) -> bool:
+    return isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is None
+
+
+def _wants_retval_type(probe: S.ProbeSpec) -> bool:
+    return probe.point.is_return and any(_is_untyped_retval(a) for a in probe.args)
 
 
 def _with_symbol_version(probe: S.ProbeSpec) -> S.ProbeSpec:

@@ -62,7 +62,7 @@ def test_definition_output_is_only_definitions():
     (["add", "-D", "-x", "libc", "mallocc"], "did you mean"),
     (["add", "-D", "-x", "libc", "malloc+100000"], "is bigger than the size of malloc"),
     (["add", "-D", "-x", "libc", "malloc )"], "^"),
-    (["add", "-D", "-x", "libc", "malloc size"], "needs debug information"),
+    (["add", "-D", "-x", "libc", "malloc size"], "no variable 'size' in __libc_malloc"),
     (["funcs", "-x", "/etc/passwd"], "ELF"),
 ])
 def test_errors_are_clear_and_without_traceback(args, message):
