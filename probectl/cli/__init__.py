@@ -100,3 +100,4 @@ def main(argv: list[str] | None = None) -> None:
 
 # The command modules register themselves on `cli`; imported last because they import it from here.
 from . import probes  # noqa: E402,F401
+from . import recording  # noqa: E402,F401

@@ -1,0 +1,104 @@
+"""The Python API for scripts over recorded traces.
+
+::
+
+    import probectl
+
+    with probectl.read_trace("probectl.dat") as trace:
+        for ev in trace:                                   # one Event at a time
+            if ev.name == "probe_libc:malloc" and ev["size"] > 4096:
+                print(trace.comm(ev.pid), ev.ts, ev["size"])
+
+        for batch in trace.batches():                      # columns, decoded natively
+            sizes = batch.column("probe_libc:malloc", "size")   # memoryview of ints
+            ...
+
+Both read probectl's and trace-cmd's trace.dat files (versions 6 and 7, compressed or not).
+Events come out merged by time across CPUs. ``ev.fields`` maps field names to values: numbers as
+ints, strings as str, arrays as tuples.
+"""
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+from .formats import EventFormat
+from .ringbuf import Columns, Event
+from .tracedat import TraceFile, open_trace
+
+
+class Trace:
+    """An open trace.dat file: iterate it for :class:`~probectl.ringbuf.Event` objects, or use
+    :meth:`batches` for columnar access at native speed."""
+
+    def __init__(self, path: Path | str):
+        self.file: TraceFile = open_trace(path)
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def formats(self) -> list[EventFormat]:
+        """The formats of the events the file can hold."""
+        return list(self.file.formats.values())
+
+    def format(self, name: str) -> Optional[EventFormat]:
+        """The format of ``system:event`` (None when the file has none)."""
+        system, _, event = name.partition(":")
+        for f in self.file.formats.values():
+            if f.system == system and f.name == event:
+                return f
+        return None
+
+    def _formats(self, events: Sequence[str]) -> Optional[list[EventFormat]]:
+        if not events:
+            return None
+        return [f for f in self.file.formats.values()
+                if any(fnmatch.fnmatchcase(f.full_name, g) for g in events)]
+
+    def __iter__(self) -> Iterator[Event]:
+        return self.events()
+
+    def events(self, *events: str) -> Iterator[Event]:
+        """Every event in time order; with ``events`` (globs on ``system:event``) only those."""
+        reader = self.file.reader(formats=self._formats(events))
+        try:
+            for ev in reader.events():
+                if ev.format is not None or not events:
+                    yield ev
+        finally:
+            reader.close()
+
+    def batches(self, *events: str, max_events: int = 1 << 20) -> Iterator[Columns]:
+        """Columnar batches (see :class:`~probectl.ringbuf.Columns`): ``ts``, ``cpu``, ``pid``,
+        ``id`` per event, and :meth:`Columns.column` per event field. With ``events`` only those
+        formats are decoded (the other records keep their common columns)."""
+        reader = self.file.reader(formats=self._formats(events))
+        try:
+            yield from reader.batches(max_events)
+        finally:
+            reader.close()
+
+    def comm(self, pid: int) -> str:
+        """The command name of a pid, from the names saved in the file."""
+        return self.file.comm(pid)
+
+    def tgid(self, pid: int) -> int:
+        """The thread group (process) of a thread, when the file knows it."""
+        return self.file.tgids.get(pid, pid)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_trace(path: Path | str) -> Trace:
+    """Open a trace.dat file for reading (see :class:`Trace`)."""
+    return Trace(path)

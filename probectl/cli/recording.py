@@ -1,0 +1,394 @@
+"""Recording commands: record, script, trace, tracepoints, fields, cleanup."""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from ..errors import ProbectlError
+from ..filters import compile_filter
+from ..naming import assign_events
+from ..record import (DEFAULT_OUTPUT, EventRequest, LiveStream, RecordOptions, Recording, SelectedEvent,
+                      cleanup_stale, instance_cpus, parse_cpus, probe_state, select_events)
+from ..resolve import Resolver, Target
+from ..script import (DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, CsvFormatter, Source, lost_events, make_formatter,
+                      parse_fields, write_script)
+from ..spec import parse_probe
+from ..target import find_target
+from ..tracedat import open_trace
+from ..tracefs import Tracefs
+from . import cli, notice
+
+
+def _open_tracefs() -> Tracefs:
+    return Tracefs.open(notice=notice)
+
+
+class _OrderedCommand(click.Command):
+    """A command that remembers the order of its options (``--filter`` belongs to the ``-e`` before
+    it, as in perf) in ``ctx.meta['probectl.order']``, and takes ``-- COMMAND ARGS`` after its
+    own arguments into ``ctx.meta['probectl.command']``."""
+
+    split_command = False
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = list(args)
+        command: list[str] = []
+        if self.split_command and "--" in args:
+            i = args.index("--")
+            args, command = args[:i], args[i + 1:]
+        ctx.meta["probectl.command"] = command
+        order: list[str] = []
+        try:
+            _opts, _rest, params = self.make_parser(ctx).parse_args(args=list(args))
+            order = [p.name for p in params if p.name]
+        except click.UsageError:
+            pass  # the real parse below reports it
+        ctx.meta["probectl.order"] = order
+        return super().parse_args(ctx, args)
+
+
+class _SplitCommand(_OrderedCommand):
+    split_command = True
+
+
+def event_requests(order: list[str], events: tuple[str, ...], filters: tuple[str, ...]) -> list[EventRequest]:
+    """Pair each ``--filter`` with the ``-e`` before it (an ``-e a,b`` names two events)."""
+    groups: list[list[Any]] = []
+    ei = fi = 0
+    for name in order:
+        if name == "events" and ei < len(events):
+            groups.append([events[ei], None])
+            ei += 1
+        elif name == "filters" and fi < len(filters):
+            if not groups:
+                raise click.UsageError("--filter must follow the -e EVENT it applies to")
+            if groups[-1][1] is not None:
+                raise click.UsageError(f"two --filter options for -e {groups[-1][0]}: join them with && in one")
+            groups[-1][1] = filters[fi]
+            fi += 1
+    if ei < len(events) or fi < len(filters):  # (no order known: pair in sequence)
+        groups = [[e, filters[i] if i < len(filters) else None] for i, e in enumerate(events)]
+    out = []
+    for pattern, flt in groups:
+        for part in pattern.split(","):
+            if part.strip():
+                out.append(EventRequest(part.strip(), flt))
+    return out
+
+
+def _pids(text: Optional[str]) -> list[int]:
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise click.BadParameter(f"{text!r} is not a list of pids", param_hint="'-p'")
+        out.append(int(part))
+    return out
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{size} B"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size} B"
+
+
+# ---- record ---------------------------------------------------------------------------------------
+
+
+@cli.command(cls=_OrderedCommand, context_settings={"allow_interspersed_args": False})
+@click.option("-e", "--event", "events", multiple=True, metavar="GROUP:EVENT",
+              help="Event to record (repeatable; globs such as 'probe:*'; 'a,b' names two).")
+@click.option("--filter", "filters", multiple=True, metavar="EXPR",
+              help="Kernel filter for the -e before it, e.g. 'size > 0 && skc_state != 1'.")
+@click.option("-a", "--all-cpus", "system_wide", is_flag=True,
+              help="Every process (the default without a command or -p).")
+@click.option("-C", "--cpu", "cpus", metavar="CPUS", help="Only these CPUs: 0-3,6.")
+@click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads and children too).")
+@click.option("-g", "--call-graph", "stacks", is_flag=True, help="Kernel and user stack with each event.")
+@click.option("-o", "--output", default=str(DEFAULT_OUTPUT), show_default=True, metavar="FILE",
+              help="The trace.dat file to write.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop after this long.")
+@click.option("-m", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB",
+              help="Ring buffer per CPU, in KiB.")
+@click.option("--file-version", type=click.Choice(["6", "7"]), default="7", show_default=True,
+              help="trace.dat version to write.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, duration, buffer_kb, file_version,
+           command):
+    """Record events to a trace.dat file (trace-cmd's format) until Ctrl-C, --duration or the end
+    of COMMAND:
+
+        probectl record -e 'probe_libc:malloc' --filter 'size > 4k' -g -- make
+    """
+    requests = event_requests(ctx.meta.get("probectl.order", []), events, filters)
+    if not requests:
+        raise click.UsageError("no event to record: name one with -e GROUP:EVENT")
+    tfs = _open_tracefs()
+    ncpus = instance_cpus(tfs.root)
+    opts = RecordOptions(events=requests, output=Path(output),
+                         cpus=parse_cpus(cpus, ncpus) if cpus else None, pids=_pids(pids),
+                         command=list(command), system_wide=system_wide, stacks=stacks, duration=duration,
+                         buffer_kb=buffer_kb, version=int(file_version))
+    live = sys.stderr.isatty()
+
+    def progress(count: int, lost: int) -> None:
+        sys.stderr.write(f"\r[ probectl record: {count:,} events, {lost:,} lost ]\033[K")
+        sys.stderr.flush()
+
+    result = Recording(tfs, opts, notice=notice, progress=progress if live else None).run()
+    if live:
+        sys.stderr.write("\r\033[K")
+    notice(f"[ probectl record: {result.events:,} events ({_human(result.bytes)}) written to {result.path}"
+           f"{'' if not result.lost else f', {result.lost:,} lost'} ]")
+    if result.lost:
+        per_cpu = ", ".join(f"cpu{c}: {n:,}" for c, n in sorted(result.lost_by_cpu.items()) if n)
+        notice(f"Warning: the kernel lost {result.lost:,} events ({per_cpu}); record with a bigger buffer "
+               f"(-m KB, now {buffer_kb or 'the default'}) or filter more")
+
+
+# ---- script ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("-i", "--input", "input_", default=str(DEFAULT_OUTPUT), show_default=True, metavar="FILE",
+              help="trace.dat file (probectl's or trace-cmd's).")
+@click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
+@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
+              help="text (perf script), csv, json (one object a line), folded (stacks, for flamegraph.pl).")
+@click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
+def script(input_, fields, kind, events):
+    """Print the events of a trace.dat file."""
+    chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
+    if kind == "csv" and not fields:
+        chosen = ("time", "cpu", "pid", "tid", "comm", "event", "trace")
+    with open_trace(input_) as trace:
+        write_script(trace, sys.stdout, kind, chosen, events=events)
+        sys.stdout.flush()
+        lost = lost_events(trace)
+        if trace.unparsed_formats:
+            shown = ", ".join(f"{s}: {m}" for s, m in trace.unparsed_formats[:3])
+            notice(f"Warning: {len(trace.unparsed_formats)} event formats could not be read ({shown}); "
+                   "their events print as unknown")
+    if lost:
+        notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
+
+
+# ---- trace ----------------------------------------------------------------------------------------
+
+
+class _LiveSource(Source):
+    """Names of live processes, for streamed events."""
+
+    def __init__(self, root: Path):
+        self.cmdlines: dict[int, str] = {}
+        try:
+            for line in (root / "saved_cmdlines").read_text().splitlines():
+                pid, _, comm = line.partition(" ")
+                if pid.isdigit():
+                    self.cmdlines[int(pid)] = comm
+        except OSError:
+            pass
+
+    def comm(self, tid: int) -> str:
+        if tid == 0:
+            return "<idle>"
+        try:
+            return Path(f"/proc/{tid}/comm").read_text().rstrip("\n")
+        except OSError:
+            return self.cmdlines.get(tid, "<...>")
+
+    def tgid(self, tid: int) -> int:
+        try:
+            for line in Path(f"/proc/{tid}/status").read_text().splitlines():
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return tid
+
+
+@cli.command(cls=_SplitCommand)
+@click.argument("probedefs", nargs=-1)
+@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library of the probes.")
+@click.option("-e", "--event", "events", multiple=True, metavar="GROUP:EVENT",
+              help="Also stream these existing events (globs work).")
+@click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter for every traced event.")
+@click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes.")
+@click.option("-a", "--all", "system_wide", is_flag=True, help="With a command: every process, not only its.")
+@click.option("-F", "--fields", metavar="FIELDS", help="Fields of the lines (as in 'script').")
+@click.option("--format", "kind", type=click.Choice(("text", "json", "csv")), default="text", show_default=True)
+@click.option("-m", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
+@click.pass_context
+def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kind, buffer_kb):
+    """Add probes, print their events as they happen until Ctrl-C (or the end of COMMAND after --),
+    then remove the probes:
+
+        probectl trace -x bash 'readline%return line=+0($retval):string'
+    """
+    command = ctx.meta.get("probectl.command", [])
+    if not probedefs and not events:
+        raise click.UsageError("give probe definitions to add, or existing events with -e")
+    chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
+    tfs = _open_tracefs()
+    for what in cleanup_stale(tfs, notice):
+        notice(f"probectl: removed the leftover {what} of a dead run")
+
+    specs = [parse_probe(t) for t in probedefs]
+    target = Target(kind="uprobe", path=find_target(exec_)) if exec_ else Target(kind="kprobe")
+    resolver = Resolver(target)
+    resolved = [(spec, resolver.resolve(spec)) for spec in specs]
+    for warning in resolver.warnings:
+        notice(f"Warning: {warning}")
+    with contextlib.ExitStack() as stack:
+        defs = []
+        if resolved:
+            # Name and add under probectl's lock, noted in a state file first so that a killed run's
+            # probes are found by the next one; stream without the lock (it may last for hours).
+            with tfs.lock():
+                taken = set(tfs.event_names())
+                for spec, points in resolved:
+                    defs += assign_events(spec, points, group=target.default_group, taken=taken, force=True,
+                                          multiprobe=tfs.features.multiprobe, is_uprobe=target.is_uprobe)
+                stack.enter_context(probe_state(defs))
+                tfs.add(defs)
+            names = list(dict.fromkeys((d.group, d.event) for d in defs))
+            stack.callback(tfs.remove, names)
+        _trace_events(tfs, defs, events, filter_, command, _pids(pids), system_wide, chosen, kind, buffer_kb)
+
+
+def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Optional[str], command: list[str],
+                  pids: list[int], system_wide: bool, fields: tuple[str, ...], kind: str,
+                  buffer_kb: Optional[int]) -> None:
+    names = list(dict.fromkeys((d.group, d.event) for d in defs))
+    selected: list[SelectedEvent] = []
+    for g, e in names:
+        fmt = tfs.event_format(g, e)
+        selected.append(SelectedEvent(g, e, fmt, compile_filter(filter_, fmt) if filter_ else None))
+    if events:
+        seen = set(names)
+        for ev in select_events(tfs, [EventRequest(p, filter_) for p in events]):
+            if (ev.group, ev.event) not in seen:
+                selected.append(ev)
+    if defs:
+        shown = ", ".join(f"{g}:{e}" for g, e in names)
+        notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))
+    source = _LiveSource(tfs.root)
+    formatter = make_formatter(kind, source, fields if kind != "csv" else
+                               ("time", "cpu", "pid", "tid", "comm", "event", "trace"))
+    formatter.set_formats([e.format for e in selected])
+    if isinstance(formatter, CsvFormatter):
+        formatter.set_present([e.format for e in selected])
+    out = sys.stdout
+    out.write(formatter.begin())
+    out.flush()
+
+    def on_pages(reader) -> None:
+        for batch in reader.batches():
+            out.write(formatter.format_batch(batch))
+        out.flush()
+
+    # (the caller removes the probes once the instance is gone)
+    stream = LiveStream(tfs, selected, command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
+                        notice=notice)
+    stream.run(on_pages)
+    out.write(formatter.end())
+    out.flush()
+    if stream.lost:
+        notice(f"Warning: the kernel lost {stream.lost:,} events; use a bigger buffer (-m KB)")
+
+
+# ---- tracepoints, fields, cleanup -----------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("pattern", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of events.")
+def tracepoints(pattern, as_json):
+    """List the events that can be recorded (perf list style): tracepoints and probe events.
+
+    PATTERN is a glob on GROUP:EVENT (or on the event name): 'sched:*', 'sys_enter_*'.
+    """
+    tfs = _open_tracefs()
+    names = [(g, e) for g, e in tfs.tracepoints(pattern or "*") if g != "ftrace"]
+    probes = {(d.group, d.event): d for d in tfs.definitions()}
+    if pattern and not names:
+        raise ProbectlError(f"no event matches {pattern!r}", "try a glob such as 'sched:*' or '*sched*'")
+    if as_json:
+        click.echo(json.dumps([{"name": f"{g}:{e}", "group": g, "event": e,
+                                "kind": ("uprobe" if probes[(g, e)].is_uprobe else "kprobe") if (g, e) in probes
+                                else "tracepoint"} for g, e in names], indent=2))
+        return
+    width = max((len(g) + len(e) + 1 for g, e in names), default=0)
+    lines = [f"  {g}:{e:<{width - len(g) - 1}}  [Tracepoint event]\n" for g, e in names]
+    sys.stdout.write("".join(lines))
+
+
+def _one_event(tfs: Tracefs, name: str) -> tuple[str, str]:
+    pattern = name.replace("/", ":", 1)
+    if ":" in pattern:
+        g, _, e = pattern.partition(":")
+        return g, e
+    hits = [(g, e) for g, e in tfs.event_names() if e == pattern and g != "ftrace"]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise ProbectlError(f"{name!r} is in several groups: {', '.join(f'{g}:{e}' for g, e in sorted(hits))}",
+                            "name it as GROUP:EVENT")
+    return "", pattern
+
+
+@cli.command()
+@click.argument("event")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@click.option("--all", "show_common", is_flag=True, help="Also the common fields (common_pid...).")
+def fields(event, as_json, show_common):
+    """The fields of an event (tracepoint or probe) from its format file: what --filter and script see."""
+    tfs = _open_tracefs()
+    g, e = _one_event(tfs, event)
+    if not g:
+        names = sorted(f"{g_}:{e_}" for g_, e_ in tfs.event_names())
+        close = difflib.get_close_matches(e, [n.split(":", 1)[1] for n in names], n=3, cutoff=0.7)
+        hint = (f"did you mean {' or '.join(n for n in names if n.split(':', 1)[1] in close)}?" if close
+                else "list the events with 'probectl tracepoints'")
+        raise ProbectlError(f"no event {event}", hint)
+    fmt = tfs.event_format(g, e)
+    shown = fmt.fields if show_common else fmt.event_fields
+    rows = [{"name": f.name, "type": f.type, "offset": f.offset, "size": f.size, "signed": f.signed,
+             "common": f.is_common} for f in shown]
+    if as_json:
+        click.echo(json.dumps({"event": fmt.full_name, "id": fmt.id, "fields": rows,
+                               "print_fmt": fmt.print_fmt}, indent=2))
+        return
+    click.echo(f"{fmt.full_name} (id {fmt.id})")
+    if not rows:
+        click.echo("  (no fields)")
+        return
+    nw = max(len("field"), *(len(r["name"]) for r in rows))
+    tw = max(len("type"), *(len(r["type"]) for r in rows))
+    click.echo(f"  {'field':<{nw}}  {'type':<{tw}}  offset  size  signed")
+    for r in rows:
+        click.echo(f"  {r['name']:<{nw}}  {r['type']:<{tw}}  {r['offset']:>6}  {r['size']:>4}  "
+                   f"{'yes' if r['signed'] else 'no'}")
+
+
+@cli.command()
+def cleanup():
+    """Remove what killed probectl runs left behind: their tracefs instances and 'trace' probes."""
+    tfs = _open_tracefs()
+    removed = cleanup_stale(tfs, notice)
+    if not removed:
+        click.echo("Nothing to clean up.")
+    for what in removed:
+        click.echo(f"Removed {what}")
