@@ -9,7 +9,9 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
+from .debuginfo.dwarf import DebugInfo
 from .debuginfo.elf import ElfFile
+from .debuginfo.lines import source_point
 from .errors import ProbectlError
 from .events import EventDefinition
 
@@ -51,8 +53,10 @@ def kernel_arg_names(defn: EventDefinition) -> tuple[str, ...]:
     return tuple(arg.name or f"arg{i}" for i, arg in enumerate(defn.args, 1))
 
 
-def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None]) -> EventListing:
-    """Map a definition's place back to FUNC[+OFF|%return] (and ` in PATH` for uprobes)."""
+def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
+             dwarf_cache: dict[str, DebugInfo | None] | None = None) -> EventListing:
+    """Map a definition's place back to FUNC[+OFF|:RLN|%return][@SRC] (and ` in PATH` for uprobes):
+    through DWARF when the binary has debug information, else through its symbol table."""
     ret = "%return" if defn.kind == "r" else ""
     if not defn.is_uprobe:
         where = defn.place
@@ -73,11 +77,45 @@ def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None]) -> Eve
             vaddr = elf.offset_to_vaddr(defn.uprobe_offset)
             sym = elf.symbol_at(vaddr)
         except ProbectlError:
-            sym = None
+            vaddr, sym = None, None
         if sym is not None:
             off = vaddr - sym.value
             where = sym.name + (f"+{off}" if off else "")
+        source = _source_place(path, vaddr, dwarf_cache) if vaddr is not None and dwarf_cache is not None else None
+        if source is not None:
+            where = source if not ret else source.replace("@", ret + "@", 1)
+            ret = ""
     return EventListing(defn, f"{where}{ret} in {path}", kernel_arg_names(defn))
+
+
+def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> str | None:
+    """perf -l's ``FUNC[:RLN|+OFF]@FILE`` (FILE cut to its last ~30 characters at a '/')."""
+    if path not in cache:
+        try:
+            cache[path] = DebugInfo.open(path)
+        except (ProbectlError, OSError):
+            cache[path] = None
+    debuginfo = cache[path]
+    if debuginfo is None:
+        return None
+    try:
+        sp = source_point(debuginfo, vaddr)
+    except ProbectlError:
+        return None
+    if sp is None or not sp.function:
+        return None
+    text = sp.function
+    if sp.line:
+        text += f":{sp.line}"
+    elif sp.offset:
+        text += f"+{sp.offset}"
+    if sp.file:
+        name = sp.file
+        if len(name) > 30:
+            cut = name.find("/", len(name) - 30)
+            name = name[cut + 1:] if cut >= 0 else name[len(name) - 30:]
+        text += f"@{name}"
+    return text
 
 
 def select_events(defs: list[EventDefinition], patterns: list[str], binary: str | None = None) -> list[EventDefinition]:

@@ -100,16 +100,16 @@ class Resolver:
         instances or lines the compiler split)."""
         probe = _with_symbol_version(probe)
         if probe.needs_dwarf:
-            return self._resolve_source(probe, self._source(required=True))
+            return self._resolve_source(probe, self.source(required=True))
         try:
             sites = self._symbol_sites(probe.point)
         except ProbePointNotFound:
             # Names that only DWARF knows: functions that exist only inlined, or without a symbol.
-            source = self._source(required=False) if probe.point.address is None else None
+            source = self.source(required=False) if probe.point.address is None else None
             if source is None:
                 raise
             return self._resolve_source(probe, source)
-        retval_source = self._source(required=False) if _wants_retval_type(probe) else None
+        retval_source = self.source(required=False) if _wants_retval_type(probe) else None
         points = []
         for function, address, offset in sites:
             at_entry = offset == 0 and not probe.point.is_return
@@ -131,7 +131,7 @@ class Resolver:
             )
         return points
 
-    def _source(self, required: bool) -> SourceResolver | None:
+    def source(self, required: bool) -> SourceResolver | None:
         """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
         if self._source_resolver is None:
             if not self.target.is_uprobe:

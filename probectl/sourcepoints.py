@@ -138,7 +138,7 @@ class SourceResolver:
     def variable_args(self, site: SourceSite, arg: S.ArgSpec, point: S.PointSpec) -> list["VariableArg"]:
         """The C variables an argument names at a site: one, or the expansion of $params/$vars."""
         if isinstance(arg.expr, S.SpecialVar):
-            scope = self._scope(site, point)
+            scope = self.scope(site, point)
             names = expand_variables(self.debuginfo, scope, site.address, params_only=arg.expr.name == "params")
             return [VariableArg(S.Variable(name), None, None) for name in names]
         return [VariableArg(arg.expr, arg.name, arg.type)]
@@ -154,14 +154,15 @@ class SourceResolver:
         if self.is_uprobe:
             seg = self.elf.segment_for(site.address)
             symbol_base = seg.vaddr - seg.offset
-        return fetch_variable(self.debuginfo, self._scope(site, point), site.address, var, cast,
+        return fetch_variable(self.debuginfo, self.scope(site, point), site.address, var, cast,
                               x_types=self.x_types, immediates=self.immediates, symbol_base=symbol_base,
                               user_access=user and not self.is_uprobe)
 
     def retval_type(self, site: SourceSite) -> str:
         return retval_type(self.debuginfo, site.function, self.x_types)[0]
 
-    def _scope(self, site: SourceSite, point: S.PointSpec):
+    def scope(self, site: SourceSite, point: S.PointSpec):
+        """The function or inline-instance DIE whose variables are visible at a site (perf's best scope)."""
         scope = best_scope(self.debuginfo, site.address, function=point.function or site.function.name)
         return scope if scope is not None else site.function.die
 

@@ -1,4 +1,4 @@
-"""Probe commands: add, del, list, funcs."""
+"""Probe commands: add, del, list, funcs, lines, vars."""
 from __future__ import annotations
 
 import fnmatch
@@ -9,11 +9,12 @@ import click
 
 from ..debuginfo.elf import ElfFile
 from ..debuginfo.kallsyms import Kallsyms
-from ..errors import ProbectlError, TracefsError
+from ..errors import ProbectlError, ProbePointNotFound, TracefsError
 from ..listing import describe, select_events
 from ..naming import assign_events
 from ..resolve import Resolver, Target
-from ..spec import parse_probe
+from ..sourceview import list_lines, list_variables
+from ..spec import parse_line_range, parse_point, parse_probe
 from ..target import find_target
 from ..tracefs import Tracefs
 from . import cli, notice
@@ -37,7 +38,8 @@ def _target(exec_: str | None, module: str | None = None) -> Target:
 @click.option("-n", "--dry-run", is_flag=True, help="Resolve and name everything, write nothing.")
 @click.option("-D", "--definition", "definition", is_flag=True,
               help="Print the definition lines that would be written, one per line, and nothing else.")
-def add(probedefs, added, exec_, force, dry_run, definition):
+@click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are (for lazy patterns).")
+def add(probedefs, added, exec_, force, dry_run, definition, source_dir):
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
@@ -47,11 +49,6 @@ def add(probedefs, added, exec_, force, dry_run, definition):
         raise click.UsageError("no probe definition given")
     specs = [parse_probe(t) for t in texts]
     target = _target(exec_)
-    resolver = Resolver(target)
-    resolved = [(spec, resolver.resolve(spec)) for spec in specs]
-    for warning in resolver.warnings:
-        notice(f"Warning: {warning}")
-
     tfs = None
     if not definition or os.geteuid() == 0:
         try:
@@ -59,7 +56,13 @@ def add(probedefs, added, exec_, force, dry_run, definition):
         except TracefsError:
             if not definition:
                 raise
-    multiprobe = tfs.features.multiprobe if tfs else True
+    features = tfs.features if tfs else None
+    resolver = Resolver(target, x_types=features.x_types if features else True,
+                        immediates=features.immediates if features else True, source_dir=source_dir)
+    resolved = [(spec, resolver.resolve(spec)) for spec in specs]
+    for warning in resolver.warnings:
+        notice(f"Warning: {warning}")
+    multiprobe = features.multiprobe if features else True
 
     def name_all(taken):
         out = []
@@ -135,8 +138,9 @@ def delete(patterns, exec_, dry_run):
 def list_(patterns, as_json):
     """List probe events (kprobes and uprobes, whoever added them)."""
     tfs = _open_tracefs()
-    cache: dict = {}
-    listings = [describe(d, cache) for d in select_events(tfs.definitions(), list(patterns))]
+    elf_cache: dict = {}
+    dwarf_cache: dict = {}
+    listings = [describe(d, elf_cache, dwarf_cache) for d in select_events(tfs.definitions(), list(patterns))]
     if as_json:
         click.echo(json.dumps([entry.as_json() for entry in listings], indent=2))
         return
@@ -172,3 +176,59 @@ def funcs(pattern, exec_, as_json):
         return
     for name in names:
         click.echo(name)
+
+
+@cli.command()
+@click.argument("linedesc")
+@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library.")
+@click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
+def lines(linedesc, exec_, source_dir, as_json):
+    """Show the source lines that can be probed (perf -L).
+
+    LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
+    (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
+    """
+    resolver = Resolver(_target(exec_), source_dir=source_dir)
+    listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
+    if as_json:
+        click.echo(json.dumps([listing.as_json() for listing in listings], indent=2))
+        return
+    for listing in listings:
+        for line in listing.render():
+            click.echo(line)
+
+
+@cli.command("vars")
+@click.argument("probepoint")
+@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library.")
+@click.option("--externs", is_flag=True, help="Also list global variables.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
+def vars_(probepoint, exec_, externs, as_json):
+    """Show the variables that can be fetched at a probe point (perf -V)."""
+    point = parse_point(probepoint)
+    resolver = Resolver(_target(exec_))
+    try:
+        places = list_variables(resolver.source(required=True), point, externs)
+    except ProbePointNotFound:
+        _tracepoint_hint(point.function or "")
+        raise
+    if as_json:
+        click.echo(json.dumps({"point": point.text, "places": [p.as_json() for p in places]}, indent=2))
+        return
+    click.echo(f"Available variables at {point.text}")
+    for place in places:
+        for line in place.render():
+            click.echo(line)
+
+
+def _tracepoint_hint(name: str) -> None:
+    """`vars` on a tracepoint name: say where its fields are instead of only "not found"."""
+    try:
+        matches = _open_tracefs().tracepoints(f"*:{name}")
+    except ProbectlError:
+        return
+    if matches:
+        system, event = matches[0]
+        raise ProbectlError(f"{name} is a tracepoint ({system}:{event}), not a function",
+                            hint=f"its fields are listed by 'probectl fields {system}:{event}'")
