@@ -662,10 +662,14 @@ def stop_signals() -> Iterator[None]:
         raise _Terminated()
 
     old = signal.signal(signal.SIGTERM, on_term)
+    # (SIGINT too, even when the shell started us with it ignored, as it does for '&' jobs:
+    # 'kill -INT' is how scripts stop a recorder)
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
 
 
 @contextlib.contextmanager
@@ -1064,8 +1068,13 @@ class LiveStream:
             self.streaming = True
             if workload is not None:
                 workload.release()
+            next_look = 0.0
             while True:
                 done = workload is not None and workload.poll() is not None
+                now = time.monotonic()
+                if pids and now >= next_look:  # names of the traced processes, while they live
+                    self.watch.look(inst.traced_pids(), maps=False)
+                    next_look = now + 0.5
                 self._drain(fds, on_pages)
                 if done:
                     self.stopped_by = "command"

@@ -468,6 +468,73 @@ def _is_pointer(f: Field) -> bool:
     return f.size in (4, 8) and not f.signed and bool(_ADDRESS_NAMES.fullmatch(f.name))
 
 
+def _conversion_hints(fmt: EventFormat) -> dict[str, tuple[str, str]]:
+    """field → (conversion letter, text before it) from the print format, for ``REC->field`` and
+    ``REC->field[i]`` arguments (the others are left out)."""
+    split = split_print_fmt(fmt.print_fmt)
+    if split is None:
+        return {}
+    text, args = split
+    hints: dict[str, tuple[str, str]] = {}
+    pending = list(args)
+    pos = 0
+    for m in _CONV_RE.finditer(text):
+        before, pos = text[pos:m.start()], m.end()
+        if m.group("conv") == "%":
+            continue
+        if not pending:
+            break
+        mf = _ARG_FIELD.match(pending.pop(0))
+        if mf:
+            hints.setdefault(mf.group(1), (m.group("conv"), before))
+    return hints
+
+
+def _value_text(f: Field, long_size: int, hint: Optional[tuple[str, str]] = None) -> tuple[str, Optional[Callable[[Any], Any]]]:
+    """How a field prints as ``name=value`` when the whole print format cannot be used: by the
+    print format's conversion for it when there is one (``hint``), else by its type."""
+    kind = field_spec(f, long_size)[3]
+    conv, before = hint if hint else ("", "")
+    if kind == KIND_STR:
+        return '"%s"', _escape_text
+    if kind == KIND_INT:
+        if conv in ("x", "X") or (not conv and _is_pointer(f)):
+            return "0x%x", (lambda v, s=f.size: _fit(v, s, False)) if f.signed else None
+        if conv == "c":
+            return "'%s'", lambda v: chr((v or 0) & 0xFF)
+        if conv == "u" and f.signed:
+            return "%d", lambda v, s=f.size: _fit(v, s, False)
+        return "%d", None
+    if kind == KIND_INT_ARRAY:
+        return "{%s}", _hex_list if conv in ("x", "X") or (not conv and _is_pointer(f)) else _dec_list
+    return "%s", _hex_bytes
+
+
+def trace_template(fmt: EventFormat, long_size: int = 8) -> tuple[str, list[_Slot]]:
+    """The ``trace`` part of a text line: the kernel's print format for probe events (without the
+    ip prefix, which is the ``ip`` field), ``name=value`` pairs otherwise."""
+    ips = _probe_ip(fmt)
+    hints: dict[str, tuple[str, str]] = {}
+    if ips is not None:
+        split = split_print_fmt(fmt.print_fmt)
+        prefix = "(%lx) " if len(ips) == 1 else "(%lx <- %lx) "
+        if split is not None:
+            text, args = split
+            if (text == prefix.rstrip() or text.startswith(prefix)) and args[:len(ips)] == [f"REC->{n}" for n in ips]:
+                got = _print_fmt_slots(fmt, text[len(prefix):], args[len(ips):], long_size)
+                if got is not None:
+                    return got
+        hints = _conversion_hints(fmt)
+    parts, slots = [], []
+    for j, f in enumerate(fmt.event_fields):
+        if ips is not None and f.name in ips:
+            continue
+        conv, convert = _value_text(f, long_size, hints.get(f.name))
+        parts.append(f"{_literal(f.name)}={conv}")
+        slots.append(_Slot(j, convert, spec=conv.strip('"{}\'') or "%s"))
+    return " ".join(parts), slots
+
+
 def _hex_list(values: Optional[tuple]) -> str:
     return "" if values is None else ",".join(map(hex, values))
 
@@ -478,43 +545,6 @@ def _dec_list(values: Optional[tuple]) -> str:
 
 def _hex_bytes(value: Optional[bytes]) -> str:
     return "" if value is None else bytes(value).hex()
-
-
-def _value_text(f: Field, long_size: int) -> tuple[str, Optional[Callable[[Any], Any]]]:
-    """How a field prints as ``name=value`` when its print format is not used."""
-    kind = field_spec(f, long_size)[3]
-    if kind == KIND_STR:
-        return '"%s"', _escape_text
-    if kind == KIND_INT:
-        if _is_pointer(f):
-            return "0x%x", (lambda v, s=f.size: _fit(v, s, False)) if f.signed else None
-        return "%d", None
-    if kind == KIND_INT_ARRAY:
-        return "{%s}", _hex_list if _is_pointer(f) else _dec_list
-    return "%s", _hex_bytes
-
-
-def trace_template(fmt: EventFormat, long_size: int = 8) -> tuple[str, list[_Slot]]:
-    """The ``trace`` part of a text line: the kernel's print format for probe events (without the
-    ip prefix, which is the ``ip`` field), ``name=value`` pairs otherwise."""
-    ips = _probe_ip(fmt)
-    if ips is not None:
-        split = split_print_fmt(fmt.print_fmt)
-        prefix = "(%lx) " if len(ips) == 1 else "(%lx <- %lx) "
-        if split is not None:
-            text, args = split
-            if (text == prefix.rstrip() or text.startswith(prefix)) and args[:len(ips)] == [f"REC->{n}" for n in ips]:
-                got = _print_fmt_slots(fmt, text[len(prefix):], args[len(ips):], long_size)
-                if got is not None:
-                    return got
-    parts, slots = [], []
-    for j, f in enumerate(fmt.event_fields):
-        if ips is not None and f.name in ips:
-            continue
-        conv, convert = _value_text(f, long_size)
-        parts.append(f"{_literal(f.name)}={conv}")
-        slots.append(_Slot(j, convert, spec=conv.strip('"{}') or "%s"))
-    return " ".join(parts), slots
 
 
 # ---- stacks -------------------------------------------------------------------------------------
@@ -1017,6 +1047,8 @@ def _csv_plain(value: Any) -> Any:
 def _csv_cell(slot: _Slot) -> Callable[[Any], Any]:
     """A field's CSV cell: its text rendering (hex stays hex, with 0x), without quotes."""
     convert, spec = slot.convert, slot.spec
+    if convert is _escape_text:
+        convert = None  # (the CSV writer quotes what needs it)
     if spec in ("%s", "%d") and convert is None:
         return _csv_plain
 

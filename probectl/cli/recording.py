@@ -189,17 +189,12 @@ def script(input_, fields, kind, events):
 
 
 class _LiveSource(Source):
-    """Names of live processes, for streamed events."""
+    """Names of live processes, for streamed events: /proc, else what the stream saw of the
+    traced processes, else the kernel's saved_cmdlines (read again for each new pid)."""
 
-    def __init__(self, root: Path):
-        self.cmdlines: dict[int, str] = {}
-        try:
-            for line in (root / "saved_cmdlines").read_text().splitlines():
-                pid, _, comm = line.partition(" ")
-                if pid.isdigit():
-                    self.cmdlines[int(pid)] = comm
-        except OSError:
-            pass
+    def __init__(self, root: Path, known: dict[int, str]):
+        self.root = root
+        self.known = known
 
     def comm(self, tid: int) -> str:
         if tid == 0:
@@ -207,7 +202,17 @@ class _LiveSource(Source):
         try:
             return Path(f"/proc/{tid}/comm").read_text().rstrip("\n")
         except OSError:
-            return self.cmdlines.get(tid, "<...>")
+            pass
+        if tid in self.known:
+            return self.known[tid]
+        try:
+            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+                pid, _, comm = line.partition(" ")
+                if pid == str(tid):
+                    return comm
+        except OSError:
+            pass
+        return "<...>"
 
     def tgid(self, tid: int) -> int:
         try:
@@ -284,7 +289,9 @@ def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Op
     if defs:
         shown = ", ".join(f"{g}:{e}" for g, e in names)
         notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))
-    source = _LiveSource(tfs.root)
+    stream = LiveStream(tfs, selected, command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
+                        notice=notice)
+    source = _LiveSource(tfs.root, stream.watch.comms)
     formatter = make_formatter(kind, source, fields if kind != "csv" else
                                ("time", "cpu", "pid", "tid", "comm", "event", "trace"))
     formatter.set_formats([e.format for e in selected])
@@ -300,8 +307,6 @@ def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Op
         out.flush()
 
     # (the caller removes the probes once the instance is gone)
-    stream = LiveStream(tfs, selected, command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
-                        notice=notice)
     stream.run(on_pages)
     out.write(formatter.end())
     out.flush()

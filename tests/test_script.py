@@ -1,0 +1,309 @@
+"""`probectl script` and the formatters: text, CSV, JSON and folded stacks, -F and -e selection,
+print-format rendering of probe events, stacks attached to their events, symbols, read_trace.
+
+The committed samples of tests/data/tracedat (a tracepoint recording, its trace-cmd conversions and
+``trace-cmd report -R -t`` of it) keep these tests offline; live recordings are in test_record.py.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import probectl
+from conftest import build_fixture
+from probectl.formats import EventFormat
+from probectl.record import decode_proc_maps, encode_proc_maps, synthesize_maps
+from probectl.script import (KernelSymbols, Mapping, Source, StackJoiner, TextFormatter, UserSymbols,
+                             parse_fields, split_print_fmt, stack_addresses, trace_template, write_script)
+from probectl.tracedat import open_trace
+from test_tracedat import parse_report
+
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLES = ["sample-v7.dat", "sample-v6.dat", "tracecmd-v6.dat", "tracecmd-v7-zstd.dat"]
+SAMPLE = DATA / "tracedat" / "sample-v7.dat"
+META = json.loads((DATA / "tracedat" / "sample.json").read_text())
+
+# COMM TID [CPU] SECS.USECS: GROUP:EVENT: rest
+TEXT_LINE = re.compile(r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+) \[(?P<cpu>\d{3})\]\s+(?P<secs>\d+)\.(?P<us>\d{6}): "
+                       r"(?P<event>[\w]+:[\w]+):(?: (?P<rest>.*))?$")
+
+
+def probectl_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def script_text(path: Path, kind: str = "text", fields: tuple[str, ...] | None = None, events=()) -> str:
+    buf = io.StringIO()
+    with open_trace(path) as t:
+        if fields is None:
+            write_script(t, buf, kind, events=events)
+        else:
+            write_script(t, buf, kind, fields, events=events)
+    return buf.getvalue()
+
+
+def fields_of(rest: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', rest or ""):
+        if value.startswith('"'):
+            out[name] = value[1:-1].encode().decode("unicode_escape")
+        elif re.fullmatch(r"0x[0-9a-f]+", value):
+            out[name] = int(value, 16)
+        else:
+            out[name] = int(value)
+    return out
+
+
+# ---- text against trace-cmd's report of the same file -------------------------------------------
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_text_lines_carry_what_trace_cmd_reports(name):
+    report = parse_report((DATA / "tracedat" / "sample-report.txt").read_text())
+    lines = script_text(DATA / "tracedat" / name).splitlines()
+    assert len(lines) == len(report) == 104
+    for line, (ts, cpu, pid, event, values) in zip(lines, report):
+        m = TEXT_LINE.match(line)
+        assert m, line
+        assert int(m["tid"]) == pid and int(m["cpu"]) == cpu
+        assert int(m["secs"]) * 1_000_000 + int(m["us"]) == ts // 1000  # microseconds, truncated
+        assert m["event"].split(":")[1] == event
+        got = fields_of(m["rest"])
+        for key, value in values.items():
+            if key == "ip":
+                continue  # trace-cmd prints the symbol, probectl the address
+            if isinstance(value, str):  # (the report's parse drops a trailing newline)
+                assert got[key].rstrip("\n") == value, (line, key)
+            else:
+                assert got[key] == value, (line, key)
+    getpid = [l for l in lines if "sys_enter_getpid" in l]
+    assert len(getpid) == META["getpid_count"]
+    assert all(f" {META['getpid_pid']} [" in l for l in getpid)
+    assert f'filename="{META["exec_filename"]}"' in "\n".join(lines)
+    # the marker's newline is escaped, so one event stays one line
+    assert any(l.endswith(f'buf="{META["markers"][0]}\\n"') for l in lines)
+
+
+def test_fields_selection():
+    text = script_text(SAMPLE, fields=parse_fields("pid,tid,time,event"))
+    first = [l for l in text.splitlines() if "getpid" in l][0]
+    assert re.fullmatch(rf"\s*{META['getpid_pid']}/{META['getpid_pid']}\s+\d+\.\d{{6}}: syscalls:sys_enter_getpid:",
+                        first)
+    only_comm = script_text(SAMPLE, fields=("comm", "trace")).splitlines()
+    assert only_comm[1].split() == ["python", "__syscall_nr=39"]
+    with pytest.raises(probectl.errors.ProbectlError, match="unknown output field: bogus"):
+        parse_fields("comm,bogus")
+
+
+def test_event_selection():
+    text = script_text(SAMPLE, events=("sched:*",))
+    assert len(text.splitlines()) == 2 and all("sched_process_exec" in l for l in text.splitlines())
+    assert len(script_text(SAMPLE, events=("sys_enter_getpid",)).splitlines()) == 100
+    rows = list(csv.reader(io.StringIO(script_text(SAMPLE, "csv", events=("ftrace:print",)))))
+    assert len(rows) == 1 + 2
+
+
+# ---- JSON and CSV -------------------------------------------------------------------------------
+
+
+def test_json_lines():
+    objs = [json.loads(l) for l in script_text(SAMPLE, "json").splitlines()]
+    assert len(objs) == 104
+    getpid = [o for o in objs if o["event"] == "syscalls:sys_enter_getpid"]
+    assert len(getpid) == 100
+    o = getpid[0]
+    assert set(o) == {"time", "cpu", "pid", "tid", "comm", "event", "fields"}
+    assert o["fields"] == {"__syscall_nr": 39} and o["pid"] == META["getpid_pid"] and o["comm"] == "python"
+    assert isinstance(o["time"], float) and o["time"] > 0
+    exec_ = [o for o in objs if o["event"] == "sched:sched_process_exec" and o["pid"] == META["exec_pid"]][0]
+    assert exec_["fields"] == {"filename": META["exec_filename"], "pid": META["exec_pid"], "old_pid": META["exec_pid"]}
+    marks = [o["fields"]["buf"] for o in objs if o["event"] == "ftrace:print"]
+    assert marks == [m + "\n" for m in META["markers"]]
+    assert [o["time"] for o in objs] == sorted(o["time"] for o in objs)
+
+
+def test_csv_rows():
+    rows = list(csv.reader(io.StringIO(script_text(SAMPLE, "csv", ("time", "cpu", "pid", "tid", "comm", "event", "trace")))))
+    header, body = rows[0], rows[1:]
+    assert header[:6] == ["time", "cpu", "pid", "tid", "comm", "event"]
+    # one column per event field, an event field named like a header column gets a prefix
+    assert {"__syscall_nr", "filename", "trace.pid", "old_pid", "ip", "buf"} <= set(header)
+    assert len(header) == len(set(header))
+    assert len(body) == 104 and all(len(r) == len(header) for r in body)
+    col = {name: i for i, name in enumerate(header)}
+    getpid = [r for r in body if r[col["event"]] == "syscalls:sys_enter_getpid"]
+    assert len(getpid) == 100 and {r[col["__syscall_nr"]] for r in getpid} == {"39"}
+    assert all(r[col["filename"]] == "" for r in getpid)
+    prints = [r for r in body if r[col["event"]] == "ftrace:print"]
+    assert prints[1][col["buf"]] == META["markers"][1] + "\n"  # quoted by the CSV writer, not mangled
+    assert re.fullmatch(r"0x[0-9a-f]+", prints[0][col["ip"]])
+    assert re.fullmatch(r"\d+\.\d{9}", getpid[0][col["time"]])
+
+
+def test_cli_script_formats_and_errors(tmp_path):
+    out = probectl_cli("script", "-i", str(SAMPLE), "--format", "json", "-e", "sched:*")
+    assert len(out.stdout.splitlines()) == 2
+    bad = probectl_cli("script", "-i", str(SAMPLE), "--format", "folded", check=False)
+    assert bad.returncode == 1 and "has no stacks to fold" in bad.stderr and "record with -g" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    missing = probectl_cli("script", "-i", str(tmp_path / "nope.dat"), check=False)
+    assert missing.returncode == 1 and "Error: cannot open" in missing.stderr
+    junk = tmp_path / "junk.dat"
+    junk.write_bytes(b"not a trace file at all")
+    bad = probectl_cli("script", "-i", str(junk), check=False)
+    assert bad.returncode == 1 and "not a trace.dat file" in bad.stderr
+    badf = probectl_cli("script", "-i", str(SAMPLE), "-F", "comm,nope", check=False)
+    assert badf.returncode == 1 and "unknown output field: nope" in badf.stderr
+
+
+# ---- print formats of probe events --------------------------------------------------------------
+
+
+def _fmt(name: str, system: str = "probe") -> EventFormat:
+    return EventFormat.parse((DATA / "formats" / f"{name}.format").read_text(), system)
+
+
+def test_split_print_fmt():
+    text, args = split_print_fmt(r'"(%lx) a=%d s=\"%s\"", REC->__probe_ip, REC->a, __get_str(s)')
+    assert text == '(%lx) a=%d s="%s"' and args == ["REC->__probe_ip", "REC->a", "__get_str(s)"]
+    text, args = split_print_fmt(r'"x=%d" " y=%s", (int)(REC->x), foo(a, b)')
+    assert text == "x=%d y=%s" and args == ["(int)(REC->x)", "foo(a, b)"]
+    assert split_print_fmt("REC->x") is None
+    assert split_print_fmt('"no args"') == ("no args", [])
+
+
+def test_probe_events_print_like_the_kernel():
+    ret = _fmt("uretprobe")
+    text, slots = trace_template(ret)
+    assert text == "arg1=0x%x"
+    # a probe format with a string array: the rest still follows the print format's conversions
+    text, _ = trace_template(_fmt("uprobe_args"))
+    assert 'name="%s"' in text and "n=%d" in text and "im=0x%x" in text and "arg10=0x%x" in text
+    assert "ch='%s'" in text and "arr={%s}" in text
+    # tracepoints: name=value by type, pointers and addresses in hex
+    text, _ = trace_template(_fmt("sys_enter_read", "syscalls"))
+    assert text == "__syscall_nr=%d fd=%d buf=0x%x count=%d"
+    text, _ = trace_template(_fmt("ftrace_print", "ftrace"))
+    assert text == 'ip=0x%x buf="%s"'
+
+
+def test_probe_line_rendering(tmp_path):
+    """A full line of a uprobe event with every kind of value, through the row path."""
+    fmt = EventFormat.parse("""name: add
+ID: 2400
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:unsigned long __probe_ip;	offset:8;	size:8;	signed:0;
+	field:s32 a;	offset:16;	size:4;	signed:1;
+	field:u32 bits;	offset:20;	size:4;	signed:0;
+	field:u64 seed;	offset:24;	size:8;	signed:0;
+	field:__data_loc char[] text;	offset:32;	size:4;	signed:1;
+
+print fmt: "(%lx) a=%d bits=%u seed=0x%Lx text=\\"%s\\"", REC->__probe_ip, REC->a, REC->bits, REC->seed, __get_str(text)
+""", "probe_t")
+
+    class Names(Source):
+        def comm(self, tid: int) -> str:
+            return "prog"
+
+    f = TextFormatter(Names())
+    f.set_formats([fmt])
+    from probectl.script import _Record
+    rec = _Record((1641_301826123, 1, 2400, 4242, 0, 0, (0x55D5E51CF1A9, -3, 4294967280, 0xDEADBEEF00000000, 'a"b\nc')))
+    line = f.format_record(rec)
+    assert line == ('            prog   4242 [001]  1641.301826: probe_t:add: (55d5e51cf1a9) a=-3 bits=4294967280 '
+                    'seed=0xdeadbeef00000000 text="a\\"b\\nc"\n')
+
+
+# ---- stacks and symbols -------------------------------------------------------------------------
+
+
+def test_stack_records_join_the_event_before_them_on_their_cpu():
+    K, U, E = 4, 13, 100
+    rows = [
+        (10, 0, E, 7, 0, 0, ()),            # event A on cpu 0
+        (11, 1, E, 8, 0, 0, ()),            # event B on cpu 1, between A and A's stacks
+        (12, 0, K, 7, 0, 0, (2, (0xffffffff81000010, 0xffffffff81000020, 0xdead))),
+        (12, 0, U, 7, 0, 0, (7, (0x401000, 0x402000, 0, 0x9))),
+        (13, 1, K, 8, 0, 0, (1, (0xffffffff81000030,))),
+        (14, 1, K, 9, 0, 0, (1, (0xffffffff81000030,))),  # another pid: an orphan, dropped
+        (15, 0, E, 7, 0, 0, ()),
+    ]
+    j = StackJoiner({K: "kernel", U: "user"})
+    recs = list(j.feed(rows)) + list(j.finish())
+    assert [r.row[0] for r in recs] == [10, 11, 15]
+    a, b, c = recs
+    assert a.stacks == [("kernel", 0, (0xffffffff81000010, 0xffffffff81000020)), ("user", 7, (0x401000, 0x402000))]
+    assert b.stacks == [("kernel", 0, (0xffffffff81000030,))]
+    assert c.stacks == [] and j.orphans == 1
+    assert stack_addresses("kernel", (3, (1, 2, 3, 4))) == (0, (1, 2, 3))
+    assert stack_addresses("user", (5, (1, 0, 3))) == (5, (1,))
+
+
+def test_kernel_symbols_from_kallsyms_text():
+    ks = KernelSymbols(b"ffffffff81000000 T _stext\nffffffff81000100 t helper\n"
+                       b"ffffffff81000200 D some_data\nffffffff81000300 T in_mod\t[mymod]\n")
+    assert ks.lookup(0xffffffff81000000) == ("_stext", 0)
+    assert ks.lookup(0xffffffff81000150) == ("helper", 0x50)
+    assert ks.lookup(0xffffffff81000250) == ("helper", 0x150)  # data symbols are not code
+    assert ks.lookup(0xffffffff81000301) == ("in_mod [mymod]", 1)
+    assert ks.lookup(0x1000) is None
+
+
+def test_user_symbols_through_maps_and_the_elf_file(tmp_path):
+    binary = build_fixture("uprobe_target")
+    from probectl.debuginfo.elf import ElfFile
+    with ElfFile(binary) as elf:
+        add = next(s for s in elf.functions() if s.name == "add_ints")
+        text_seg = next(s for s in elf.segments if s.executable)
+        offset = elf.vaddr_to_offset(add.value)
+    # a PIE mapped at 0x555555554000: the executable segment's mapping line
+    base = 0x555555554000
+    start = base + (text_seg.vaddr & ~0xFFF)
+    maps = {4242: f"{start:x}-{start + 0x2000:x} r-xp {text_seg.offset & ~0xFFF:08x} 08:01 123 {binary}\n"
+                  f"7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0 [vdso]"}
+    decoded = decode_proc_maps(encode_proc_maps(maps))
+    assert decoded[4242][0] == Mapping(start, start + 0x2000, text_seg.offset & ~0xFFF, str(binary), "r-xp")
+    us = UserSymbols(decoded)
+    assert us.lookup(4242, base + add.value + 3) == ("add_ints", 3, str(binary))
+    assert us.lookup(4242, 0x7ffff7fc1010) == ("[vdso]", 0x10, "[vdso]")
+    assert us.lookup(4242, 0x10) is None and us.lookup(1, base + add.value) is None
+    # the fallback for processes that ended: maps placed by a probe's address and file offset
+    synth = synthesize_maps(str(binary), offset, base + add.value)
+    us2 = UserSymbols(decode_proc_maps(encode_proc_maps({9: synth})))
+    assert us2.lookup(9, base + add.value + 1)[:2] == ("add_ints", 1)
+
+
+# ---- the Python API -----------------------------------------------------------------------------
+
+
+def test_read_trace_events_and_batches():
+    with probectl.read_trace(SAMPLE) as t:
+        events = list(t)
+        assert len(events) == 104
+        getpid = [e for e in events if e.name == "syscalls:sys_enter_getpid"]
+        assert len(getpid) == 100 and getpid[0]["__syscall_nr"] == 39
+        assert t.comm(getpid[0].pid) == "python"
+        assert [e.name for e in t.events("sched:*")] == ["sched:sched_process_exec"] * 2
+        total = 0
+        nrs = []
+        for batch in t.batches("syscalls:sys_enter_getpid"):
+            total += len(batch)
+            nrs += list(batch.column("syscalls:sys_enter_getpid", "__syscall_nr"))
+        assert total == 104 and nrs == [39] * 100
+        assert t.format("sched:sched_process_exec").field("filename").is_string
