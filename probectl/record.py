@@ -350,7 +350,7 @@ def probe_state(events: Sequence[EventDefinition]) -> Iterator[Optional[Path]]:
     path = None
     if d is not None:
         path = d / f"trace-{os.getpid()}.json"
-        data = {"pid": os.getpid(), "definitions": [e.render() for e in events],
+        data = {"pid": os.getpid(), "definitions": [_identity(e) for e in events],
                 "events": [[e.group, e.event] for e in events]}
         try:
             path.write_text(json.dumps(data))
@@ -362,6 +362,13 @@ def probe_state(events: Sequence[EventDefinition]) -> Iterator[Optional[Path]]:
         if path is not None:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _identity(d: EventDefinition) -> list:
+    """What makes a probe the one a run added (the kernel prints places its own way: zero-padded
+    uprobe offsets), so that cleanup never removes a probe someone else made under that name."""
+    place = [d.uprobe_path, d.uprobe_offset] if d.is_uprobe else [d.place, 0]
+    return [d.kind, d.group, d.event, *place]
 
 
 def cleanup_stale(tfs: Tracefs, notice: Callable[[str], None] = _notice_stderr) -> list[str]:
@@ -398,10 +405,9 @@ def cleanup_stale(tfs: Tracefs, notice: Callable[[str], None] = _notice_stderr) 
                 continue
             if _pid_alive(pid):
                 continue
-            wanted = set(data.get("definitions", []))
-            current = {(d_.group, d_.event): d_ for d_ in tfs.definitions()}
-            names_ = [(g, e) for g, e in data.get("events", [])
-                      if (g, e) in current and current[(g, e)].render() in wanted]
+            wanted = {tuple(x) for x in data.get("definitions", []) if isinstance(x, list)}
+            current = {(d_.group, d_.event): tuple(_identity(d_)) for d_ in tfs.definitions()}
+            names_ = [(g, e) for g, e in data.get("events", []) if current.get((g, e)) in wanted]
             try:
                 gone = tfs.remove(names_) if names_ else []
             except TracefsError as err:
