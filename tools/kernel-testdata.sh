@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Download and cache the kernel test data: Debian's cloud kernel with its DWARF vmlinux (-dbg) and
+# the matching bootable image (-unsigned), for offline kprobe definitions and the qemu live test.
+# Prints the cache directory. Cache: $PROBECTL_KERNEL_CACHE (default /var/cache/probectl/kernel).
+#   tools/kernel-testdata.sh [ABI]     e.g. 6.1.0-56-cloud-amd64; default: what the meta-package wants
+set -euo pipefail
+
+cache=${PROBECTL_KERNEL_CACHE:-/var/cache/probectl/kernel}
+abi=${1:-}
+if [ -z "$abi" ]; then
+    abi=$(apt-cache depends linux-image-cloud-amd64-dbg 2>/dev/null \
+        | sed -n 's/.*Depends: linux-image-\(.*\)-dbg$/\1/p' | head -n1)
+    if [ -z "$abi" ]; then
+        apt-get update -qq >&2
+        abi=$(apt-cache depends linux-image-cloud-amd64-dbg \
+            | sed -n 's/.*Depends: linux-image-\(.*\)-dbg$/\1/p' | head -n1)
+    fi
+fi
+[ -n "$abi" ] || { echo "kernel-testdata: cannot tell which cloud kernel to use" >&2; exit 1; }
+
+dir=$cache/$abi
+if [ ! -s "$dir/vmlinux" ] || [ ! -s "$dir/vmlinuz" ]; then
+    mkdir -p "$dir/tmp"
+    (
+        cd "$dir/tmp"
+        apt-get download "linux-image-$abi-dbg" "linux-image-$abi-unsigned" >&2
+        for deb in ./*.deb; do
+            dpkg-deb --fsys-tarfile "$deb" | tar -x --wildcards './usr/lib/debug/boot/*' './boot/vmlinuz-*' \
+                './boot/config-*' './boot/System.map-*' 2>/dev/null || true
+        done
+    )
+    mv "$dir/tmp/usr/lib/debug/boot/vmlinux-$abi" "$dir/vmlinux"
+    mv "$dir/tmp/boot/vmlinuz-$abi" "$dir/vmlinuz"
+    mv "$dir/tmp/boot/config-$abi" "$dir/config" 2>/dev/null || true
+    mv "$dir/tmp/boot/System.map-$abi" "$dir/System.map" 2>/dev/null || true
+    rm -rf "$dir/tmp"
+fi
+echo "$dir"
