@@ -24,6 +24,11 @@ extra=""
 [ "${1:-}" = "--test" ] && extra="[test]"
 .venv/bin/pip install -q --disable-pip-version-check -e ".${extra}"
 
+if [ "${1:-}" = "--test" ]; then
+    # The kernel-probe tests read Debian's cloud vmlinux and boot its kernel in qemu; fetch them once.
+    tools/kernel-testdata.sh >/dev/null
+fi
+
 if ! grep -q ' tracefs ' /proc/mounts && [ -d /sys/kernel/tracing ]; then
     mount -t tracefs nodev /sys/kernel/tracing || true
 fi
