@@ -35,7 +35,7 @@ class Target:
     """What definitions are resolved against: a user binary (uprobes) or the running kernel (kprobes)."""
 
     kind: str  # "uprobe" or "kprobe"
-    path: Path | None = None
+    path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
     module: str | None = None
 
     @property
@@ -134,11 +134,13 @@ class Resolver:
     def source(self, required: bool) -> SourceResolver | None:
         """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
         if self._source_resolver is None:
-            if not self.target.is_uprobe:
+            if self.target.path is None:
                 if required:
-                    raise DebugInfoError("kernel source-level probes need the kernel's debug information",
-                                         hint="kernel DWARF and BTF support is not available yet; probe by "
-                                              "symbol with registers")
+                    raise DebugInfoError(
+                        "kernel source-level probes need the kernel's debug information, and no vmlinux "
+                        "matching the running kernel was found",
+                        hint="install the kernel's debug package (Debian: linux-image-$(uname -r)-dbg) or "
+                             "give one with -k/--vmlinux")
                 return None
             try:
                 debuginfo = DebugInfo.open(self.target.path)
@@ -147,7 +149,7 @@ class Resolver:
                     raise
                 return None
             self._source_resolver = SourceResolver(
-                debuginfo, self.elf, is_uprobe=True,
+                debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
                 x_types=self.x_types, immediates=self.immediates,
                 source_dir=self.source_dir, warn=self.warnings.append)
         return self._source_resolver
@@ -218,10 +220,10 @@ class Resolver:
         """(function name, address, offset) for a point given by symbol or absolute address."""
         if point.address is not None:
             return [(f"abs_{point.address:x}", point.address, 0)]
-        if self.target.is_uprobe:
-            symbols = self._uprobe_functions(point)
+        if self.target.path is not None:
+            symbols = self._elf_functions(point)
         else:
-            symbols = self._kernel_functions(point)
+            symbols = self._kallsyms_functions(point)
         offset = point.offset or 0
         sites = []
         for name, address, size in symbols:
@@ -231,7 +233,8 @@ class Resolver:
             sites.append((name, address + offset, offset))
         return sites
 
-    def _uprobe_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+    def _elf_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        """Functions from the symbol table of the target file (a user binary, or an offline vmlinux)."""
         name = point.function or ""
         if point.source:
             raise DebugInfoError(f"'{point.text}' names a source file, which needs debug information",
@@ -256,7 +259,8 @@ class Resolver:
                 )
         return [(s.name, s.value, s.size) for s in sorted(chosen.values(), key=lambda s: s.value)]
 
-    def _kernel_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+    def _kallsyms_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        """Functions of the running kernel, when there is no vmlinux to read."""
         if point.source:
             raise DebugInfoError(f"'{point.text}' names a source file, which needs kernel debug information",
                                  hint="kernel source-level probing is not available yet")
@@ -279,6 +283,8 @@ class Resolver:
             return f"{self.target.path}:0x{self.elf.vaddr_to_offset(address):x}"
         if function.startswith("abs_"):
             return f"0x{address:x}"
+        if self.target.path is not None:
+            return self._vmlinux_place(function, address, offset)
         names = [s for s in self.kallsyms.find_functions(function) if s.module == (self.target.module or "")]
         if len(names) > 1:
             # A name the kernel cannot resolve uniquely: anchor on _text instead.
@@ -287,6 +293,18 @@ class Resolver:
                 return f"_text+{address - text[0].address}"
         prefix = f"{self.target.module}:" if self.target.module else ""
         return f"{prefix}{function}+{offset}"
+
+    def _vmlinux_place(self, function: str, address: int, offset: int) -> str:
+        """``SYMBOL+OFF`` with the ELF symbol at the address (``.isra``/``.constprop`` names included);
+        a name that is not unique in the kernel is anchored on ``_text`` instead."""
+        sym = self.elf.symbol_at(address)
+        name, off = (sym.name, address - sym.value) if sym is not None else (function, offset)
+        if len(self.elf.find_functions(name)) > 1:
+            text = [s for s in self.elf.symbols() if s.name == "_text"]
+            if text:
+                return f"_text+{address - text[0].value}"
+        prefix = f"{self.target.module}:" if self.target.module else ""
+        return f"{prefix}{name}+{off}"
 
     @staticmethod
     def _function_hint(name: str, candidates: list[str]) -> str:

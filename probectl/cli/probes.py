@@ -4,6 +4,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+from pathlib import Path
 
 import click
 
@@ -15,6 +16,7 @@ from ..naming import assign_events
 from ..resolve import Resolver, Target
 from ..sourceview import list_lines, list_variables
 from ..spec import parse_line_range, parse_point, parse_probe
+from ..kernel import check_vmlinux, find_running_vmlinux
 from ..target import find_target
 from ..tracefs import Tracefs
 from . import cli, notice
@@ -24,22 +26,36 @@ def _open_tracefs() -> Tracefs:
     return Tracefs.open(notice=notice)
 
 
-def _target(exec_: str | None, module: str | None = None) -> Target:
+def _target(exec_: str | None, vmlinux: str | None = None, module: str | None = None) -> Target:
+    """-x BINARY: uprobes; else kprobes, described by -k VMLINUX or the running kernel's own vmlinux
+    (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none."""
     if exec_:
+        if vmlinux:
+            raise click.UsageError("-x and -k cannot be used together")
         return Target(kind="uprobe", path=find_target(exec_))
-    return Target(kind="kprobe", module=module)
+    if vmlinux:
+        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)), module=module)
+    found, _tried = find_running_vmlinux()
+    return Target(kind="kprobe", path=found, module=module)
+
+
+def target_options(func):
+    """-x BINARY and -k VMLINUX, shared by the commands that read a target."""
+    func = click.option("-k", "--vmlinux", metavar="VMLINUX", help="Kernel image with debug information.")(func)
+    return click.option("-x", "--exec", "exec_", metavar="BINARY",
+                        help="User binary or library (path or name, e.g. libc).")(func)
 
 
 @cli.command()
 @click.argument("probedefs", nargs=-1)
 @click.option("-a", "--add", "added", multiple=True, metavar="PROBEDEF", help="A definition (repeatable).")
-@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library (path or name, e.g. libc).")
+@target_options
 @click.option("-f", "--force", is_flag=True, help="Add duplicates as EVENT_1, EVENT_2, ...")
 @click.option("-n", "--dry-run", is_flag=True, help="Resolve and name everything, write nothing.")
 @click.option("-D", "--definition", "definition", is_flag=True,
               help="Print the definition lines that would be written, one per line, and nothing else.")
 @click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are (for lazy patterns).")
-def add(probedefs, added, exec_, force, dry_run, definition, source_dir):
+def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir):
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
@@ -48,7 +64,7 @@ def add(probedefs, added, exec_, force, dry_run, definition, source_dir):
     if not texts:
         raise click.UsageError("no probe definition given")
     specs = [parse_probe(t) for t in texts]
-    target = _target(exec_)
+    target = _target(exec_, vmlinux)
     tfs = None
     if not definition or os.geteuid() == 0:
         try:
@@ -150,12 +166,12 @@ def list_(patterns, as_json):
 
 @cli.command()
 @click.argument("pattern", required=False)
-@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library.")
+@target_options
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
-def funcs(pattern, exec_, as_json):
+def funcs(pattern, exec_, vmlinux, as_json):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
-    if exec_:
-        elf = ElfFile(find_target(exec_))
+    if exec_ or vmlinux:
+        elf = ElfFile(find_target(exec_) if exec_ else check_vmlinux(Path(vmlinux)))
         rows = {}
         for sym in elf.functions():
             rows.setdefault(sym.name, (sym.value, sym.size))
@@ -180,16 +196,16 @@ def funcs(pattern, exec_, as_json):
 
 @cli.command()
 @click.argument("linedesc")
-@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library.")
+@target_options
 @click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
-def lines(linedesc, exec_, source_dir, as_json):
+def lines(linedesc, exec_, vmlinux, source_dir, as_json):
     """Show the source lines that can be probed (perf -L).
 
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
-    resolver = Resolver(_target(exec_), source_dir=source_dir)
+    resolver = Resolver(_target(exec_, vmlinux), source_dir=source_dir)
     listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
     if as_json:
         click.echo(json.dumps([listing.as_json() for listing in listings], indent=2))
@@ -201,13 +217,13 @@ def lines(linedesc, exec_, source_dir, as_json):
 
 @cli.command("vars")
 @click.argument("probepoint")
-@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library.")
+@target_options
 @click.option("--externs", is_flag=True, help="Also list global variables.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
-def vars_(probepoint, exec_, externs, as_json):
+def vars_(probepoint, exec_, vmlinux, externs, as_json):
     """Show the variables that can be fetched at a probe point (perf -V)."""
     point = parse_point(probepoint)
-    resolver = Resolver(_target(exec_))
+    resolver = Resolver(_target(exec_, vmlinux))
     try:
         places = list_variables(resolver.source(required=True), point, externs)
     except ProbePointNotFound:
