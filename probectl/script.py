@@ -29,18 +29,17 @@ import csv
 import fnmatch
 import io
 import json
-import os
 import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from json.encoder import encode_basestring  # the C version when available
-from operator import eq, floordiv, itemgetter, mod
+from operator import add, eq, floordiv, mod, mul
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TextIO
 
 from .errors import DebugInfoError, ProbectlError
 from .formats import EventFormat, Field
-from .ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, Columns, EventReader, field_spec
+from .ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, Columns, field_spec
 
 FIELDS = ("comm", "pid", "tid", "cpu", "time", "event", "ip", "sym", "trace")
 DEFAULT_FIELDS = ("comm", "tid", "cpu", "time", "event", "ip", "trace")
@@ -319,6 +318,7 @@ def split_print_fmt(text: str) -> Optional[tuple[str, list[str]]]:
 
 
 _ARG_FIELD = re.compile(r"REC->(\w+)(?:\[(\d+)\])?$")
+_PY_CONV = re.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?[sdiouxXc]")
 _ARG_STR = re.compile(r"__get_str\((\w+)\)$")
 
 
@@ -347,6 +347,19 @@ def _compose(first: Callable[[Any], Any], then: Optional[Callable[[Any], Any]]) 
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 _TEXT_ESCAPES = {**{c: f"\\x{c:02x}" for c in range(32)}, 0x7F: "\\x7f", ord('"'): '\\"', ord("\\"): "\\\\",
                  ord("\n"): "\\n", ord("\t"): "\\t"}
+
+
+def _convert_column(col: Iterable[Any], convert: Callable[[Any], Any]) -> Iterable[Any]:
+    """``map(convert, col)``, except that a column of strings that need no escaping is kept as it
+    is (one regular-expression search over the joined column instead of a call per value)."""
+    if convert is _escape_text:
+        col = col if isinstance(col, list) else list(col)
+        try:
+            joined = "".join(col)
+        except TypeError:  # (None for a string that could not be read)
+            return map(_escape_text, col)
+        return col if _NEEDS_ESCAPE.search(joined) is None else map(_escape_text, col)
+    return map(convert, col)
 
 
 def _escape_text(value: Optional[str]) -> str:
@@ -660,8 +673,6 @@ class Formatter:
     ``events`` are globs on ``system:event`` (or the event name) selecting what is printed.
     """
 
-    header_keys = ("tid", "cpu", "comm", "pid", "secs", "usecs", "nsecs")
-
     def __init__(self, source: Source, fields: Sequence[str] = DEFAULT_FIELDS, *, long_size: int = 8,
                  events: Sequence[str] = ()):
         self.source = source
@@ -674,11 +685,14 @@ class Formatter:
         self.sym_names = _Cache(self._sym_name)
         self.formats: dict[int, EventFormat] = {}
         self._plans: dict[int, _Plan] = {}
+        self._splits: dict[int, Any] = {}
+        self._prefixes: dict[str, _Cache] = {}
         self.has_stacks = False
 
     def set_formats(self, formats: Iterable[EventFormat]) -> None:
         self.formats = {f.id: f for f in formats}
         self._plans.clear()
+        self._splits.clear()
 
     def selected(self, fmt: Optional[EventFormat]) -> bool:
         if fmt is not None and (fmt.system, fmt.name) in STACK_EVENTS:
@@ -749,14 +763,124 @@ class Formatter:
 
     # -- the batch path
     def format_batch(self, batch: Columns) -> str:
-        """Every event of a columnar batch, in time order."""
+        """Every event of a columnar batch, in time order.
+
+        When every format's line starts with the same header (comm, tid, cpu, time...), the header
+        is formatted once for all events and each format formats only its own field columns;
+        otherwise each format takes its share of the header columns (:meth:`_format_masked`).
+        """
         ids = batch.id
         present = set(ids)
+        plans = {i: self.plan(i) for i in present}
+        live = [i for i in present if not plans[i].skip]
+        if not live:
+            return ""
+        splits = {i: self._split(i) for i in live}
+        heads = {(sp[0], tuple(s.source for s in sp[1])) if sp else None for sp in splits.values()}
+        if None in heads or len(heads) != 1:
+            return self._format_masked(batch, present, plans)
+        hdr = _Header(self, batch)
+        head_t, head_slots, _ = splits[live[0]]  # type: ignore[misc]
+        counts: Optional[Counter[int]] = None
+        bodies: dict[int, list[Any]] = {}
+        for i in live:
+            body = splits[i][2]  # type: ignore[index]
+            fields = [s for s in body.slots if not isinstance(s.source, tuple)]
+            if not fields:  # constants only: as many as the format has events
+                if counts is None:
+                    counts = Counter(ids)
+                consts = tuple(s.source[1] for s in body.slots)
+                bodies[i] = [consts if body.template is None else body.template % consts] * counts[i]
+                continue
+            # (constants repeat as long as the field columns last)
+            cols = [repeat(s.source[1]) if isinstance(s.source, tuple) else self._field_column(batch, body, s)
+                    for s in body.slots]
+            if body.template is None:
+                bodies[i] = list(zip(*cols))
+            else:
+                bodies[i] = list(map(body.template.__mod__, zip(*cols)))
+        head_items = self._head_items(batch, hdr, head_t, head_slots)
+        if len(live) == len(present) == 1:
+            return self.emit(list(map(add, head_items, bodies[live[0]])))
+        order: Iterable[int] = ids
+        if len(live) < len(present):
+            keep = list(map(bodies.__contains__, ids))
+            order = compress(ids, keep)
+            head_items = compress(head_items, keep)
+        iters = {k: iter(v) for k, v in bodies.items()}
+        return self.emit(list(map(add, head_items, map(next, map(iters.__getitem__, order)))))
+
+    _PER_THREAD = ("comm", "tid", "pid", "cpu")
+
+    def _head_items(self, batch: Columns, hdr: _Header, head_t: Optional[str], head_slots: list[_Slot]) -> Iterable[Any]:
+        """The shared line starts of a batch. What depends only on the thread and the CPU (comm,
+        tid, pid, cpu) is formatted once per (thread, CPU) and looked up per event."""
+        k = 0
+        while k < len(head_slots) and head_slots[k].source in self._PER_THREAD:
+            k += 1
+        if head_t is None or k == 0:
+            cols = [self._header_column(hdr, s) for s in head_slots]
+            if head_t is None:
+                return zip(*cols)
+            return map(head_t.__mod__, zip(*cols)) if cols else repeat(head_t % ())
+        convs = [m for m in _PY_CONV.finditer(head_t) if m.group() != "%%"]
+        pre_t, rest_t = head_t[:convs[k - 1].end()], head_t[convs[k - 1].end():]
+        pre_slots, rest_slots = head_slots[:k], head_slots[k:]
+        comms, tgids = self.comms, self.tgids
+
+        def prefix(key: int) -> str:
+            tid, cpu = key >> 16, key & 0xFFFF
+            values = {"tid": tid, "cpu": cpu, "comm": comms[tid], "pid": tgids[tid]}
+            return pre_t % tuple(s.convert(values[s.source]) if s.convert else values[s.source] for s in pre_slots)
+
+        cache = self._prefixes.setdefault(pre_t, _Cache(prefix))
+        pre = map(cache.__getitem__, map(add, map(mul, batch.pid, repeat(0x10000)), batch.cpu))
+        if not rest_slots:
+            return map(add, pre, repeat(rest_t)) if rest_t else pre
+        rest = map(rest_t.__mod__, zip(*[self._header_column(hdr, s) for s in rest_slots]))
+        return map(add, pre, rest)
+
+    def _split(self, event_id: int) -> Optional[tuple[Optional[str], list[_Slot], _Plan]]:
+        """A plan cut after its leading header slots: (header template, header slots, the rest),
+        or None when header values come later in the line too."""
+        got = self._splits.get(event_id, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        plan = self.plan(event_id)
+        k = 0
+        for sl in plan.slots:
+            if not isinstance(sl.source, str) or sl.with_pid:
+                break
+            k += 1
+        rest = plan.slots[k:]
+        result: Optional[tuple[Optional[str], list[_Slot], _Plan]] = None
+        if not any(isinstance(sl.source, str) or sl.with_pid for sl in rest):
+            if plan.template is None:
+                result = (None, plan.slots[:k], _Plan(plan.fmt, None, rest))
+            else:
+                convs = [m for m in _PY_CONV.finditer(plan.template) if m.group() != "%%"]
+                pos = convs[k - 1].end() if k else 0
+                result = (plan.template[:pos], plan.slots[:k], _Plan(plan.fmt, plan.template[pos:], rest))
+        self._splits[event_id] = result
+        return result
+
+    def _header_column(self, hdr: _Header, s: _Slot) -> Iterable[Any]:
+        col: Iterable[Any] = hdr.column(s.source)
+        return _convert_column(col, s.convert) if s.convert is not None else col
+
+    @staticmethod
+    def _field_column(batch: Columns, plan: _Plan, s: _Slot) -> Iterable[Any]:
+        assert plan.fmt is not None
+        col = batch.column(plan.fmt, plan.fmt.event_fields[s.source].name)
+        return _convert_column(col, s.convert) if s.convert is not None else col
+
+    def _format_masked(self, batch: Columns, present: set[int], plans: dict[int, _Plan]) -> str:
+        ids = batch.id
         hdr = _Header(self, batch)
         single = len(present) == 1
         per_format: dict[int, list[Any]] = {}
         for event_id in present:
-            plan = self.plan(event_id)
+            plan = plans[event_id]
             if plan.skip:
                 continue
             mask = None if single else list(map(eq, ids, repeat(event_id)))
@@ -770,7 +894,7 @@ class Formatter:
                 if isinstance(s.source, str):
                     col: Iterable[Any] = hdr.column(s.source)
                     if mask is not None:
-                        col = compress(col, mask)
+                        col = list(compress(col, mask))
                 else:
                     assert plan.fmt is not None
                     col = batch.column(plan.fmt, plan.fmt.event_fields[s.source].name)
@@ -779,7 +903,7 @@ class Formatter:
                         pids = hdr.column("pid") if mask is None else list(compress(hdr.column("pid"), mask))
                     col = map(s.convert, pids, col)
                 elif s.convert is not None:
-                    col = map(s.convert, col)
+                    col = _convert_column(col, s.convert)
                 cols.append(col)
             if plan.template is None:
                 items = list(zip(*cols)) if cols else [()] * count
@@ -918,6 +1042,8 @@ class JsonFormatter(Formatter):
                 slots.append(_Slot(j, _json_list))
             else:
                 slots.append(_Slot(j, _json_bytes))
+        if not self.has_stacks:
+            return _Plan(fmt, head + ", ".join(parts) + "}}\n", slots)
         slots.append(_Slot("stacks"))
         return _Plan(fmt, head + ", ".join(parts) + "}%s}\n", slots)
 
@@ -1141,11 +1267,9 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     reader = trace.reader()
     try:
         for batch in reader.batches(batch_events):
-            ids = set(batch.id)
-            present |= ids
-            if not scan or (sids and present & set(sids)):
-                if not scan:
-                    break
+            present |= set(batch.id)
+            if not scan:
+                break  # (a recording with -g has stacks from its first event on)
     finally:
         reader.close()
     result.has_stacks = bool(present & set(sids))
