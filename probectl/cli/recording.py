@@ -5,6 +5,7 @@ import contextlib
 import difflib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -189,30 +190,39 @@ def script(input_, fields, kind, events):
 
 
 class _LiveSource(Source):
-    """Names of live processes, for streamed events: /proc, else what the stream saw of the
-    traced processes, else the kernel's saved_cmdlines (read again for each new pid)."""
+    """Names of live processes, for streamed events: the kernel's saved_cmdlines (the name at the
+    time of the event; read again when a pid is missing), else /proc, else what the stream saw."""
 
     def __init__(self, root: Path, known: dict[int, str]):
         self.root = root
         self.known = known
+        self.saved: dict[int, str] = {}
+        self._read_at = 0.0
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._read_at < 0.05:
+            return
+        self._read_at = now
+        try:
+            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+                pid, _, comm = line.partition(" ")
+                if pid.isdigit() and comm and comm != "<...>":
+                    self.saved[int(pid)] = comm
+        except OSError:
+            pass
 
     def comm(self, tid: int) -> str:
         if tid == 0:
             return "<idle>"
+        if tid not in self.saved:
+            self._refresh()
+        if tid in self.saved:
+            return self.saved[tid]
         try:
             return Path(f"/proc/{tid}/comm").read_text().rstrip("\n")
         except OSError:
-            pass
-        if tid in self.known:
-            return self.known[tid]
-        try:
-            for line in (self.root / "saved_cmdlines").read_text().splitlines():
-                pid, _, comm = line.partition(" ")
-                if pid == str(tid):
-                    return comm
-        except OSError:
-            pass
-        return "<...>"
+            return self.known.get(tid, "<...>")
 
     def tgid(self, tid: int) -> int:
         try:
