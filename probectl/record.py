@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -61,8 +62,6 @@ _NOT_ENABLEABLE = {"ftrace"}
 
 
 def _notice_stderr(message: str) -> None:
-    import sys
-
     print(message, file=sys.stderr)
 
 
