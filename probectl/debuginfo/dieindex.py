@@ -367,8 +367,8 @@ def _forward(target: int, pos: int) -> int:
     return target
 
 
-def _section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:
-    sec = getattr(debuginfo.dwarf, name, None)
+def section_data(sec) -> bytes:
+    """The bytes of a pyelftools DWARF section (already decompressed by pyelftools)."""
     if sec is None:
         return b""
     stream = sec.stream
@@ -376,6 +376,56 @@ def _section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:
         return stream.getvalue()
     stream.seek(0)
     return stream.read()
+
+
+def _section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:
+    return section_data(getattr(debuginfo.dwarf, name, None))
+
+
+def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], list[int], list[int]]:
+    """``.debug_aranges`` → (starts, ends, CU offsets), sorted by start, for bisecting.
+
+    Zero-length ranges are left out; a unit with segment selectors or an odd address size is
+    skipped; a truncated section keeps the ranges read before the damage.
+    """
+    e = "<" if little_endian else ">"
+    rows: list[tuple[int, int, int]] = []
+    pos = 0
+    size = len(data)
+    try:
+        while pos + 4 <= size:
+            (length,) = struct.unpack_from(e + "I", data, pos)
+            pos += 4
+            off_fmt = "I"
+            if length == 0xFFFFFFFF:
+                (length,) = struct.unpack_from(e + "Q", data, pos)
+                pos += 8
+                off_fmt = "Q"
+            end = pos + length
+            if length < 4 or end > size:
+                break
+            pos += 2  # version
+            (cu_offset,) = struct.unpack_from(e + off_fmt, data, pos)
+            pos += struct.calcsize(off_fmt)
+            address_size, segment_size = data[pos], data[pos + 1]
+            pos += 2
+            if address_size not in (4, 8) or segment_size:
+                pos = end
+                continue
+            pair = 2 * address_size
+            pos += (-pos) % pair  # tuples start at a multiple of their size in the section
+            usable = end - max(0, end - pos) % pair
+            fmt = e + ("QQ" if address_size == 8 else "II")
+            for start, span in struct.iter_unpack(fmt, data[pos:usable]):
+                if start == 0 and span == 0:
+                    break
+                if span:
+                    rows.append((start, start + span, cu_offset))
+            pos = end
+    except (struct.error, IndexError):
+        pass
+    rows.sort()
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:

@@ -19,6 +19,7 @@ large libraries. Relocatable objects (kernel modules, ``.o``) are opened with re
 """
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import os
 from dataclasses import dataclass, field
@@ -114,7 +115,7 @@ class DebugInfo:
             raise DebugInfoError(f"{self.path}: unreadable ELF/DWARF ({exc})",
                                  hint="check that the file is a complete ELF file with debug information") from None
         self._cu_index: Optional[list[tuple[int, int, int]]] = None
-        self._aranges = None
+        self._aranges: Optional[tuple[list[int], list[int], list[int]]] = None
         self._aranges_loaded = False
         self._cus: Optional[list[CompileUnit]] = None
         self._cu_functions: dict[int, list[DIE]] = {}
@@ -174,24 +175,35 @@ class DebugInfo:
             self._cus = list(self.dwarf.iter_CUs())
         return self._cus
 
-    def _get_aranges(self):
+    def _get_aranges(self) -> Optional[tuple[list[int], list[int], list[int]]]:
+        """``.debug_aranges`` as sorted (starts, ends, CU offsets), or None without the section."""
         if not self._aranges_loaded:
             self._aranges_loaded = True
-            try:
-                self._aranges = self.dwarf.get_aranges()
-            except (DWARFError, ELFParseError, ConstructError):
-                self._aranges = None
+            sec = self.dwarf.debug_aranges_sec
+            if sec is not None:
+                from .dieindex import parse_aranges, section_data
+
+                self._aranges = parse_aranges(section_data(sec), self.elf.little_endian)
         return self._aranges
+
+    def _aranges_cu_offset(self, address: int) -> Optional[int]:
+        """The offset of the CU that ``.debug_aranges`` says holds ``address`` (None if none does)."""
+        table = self._get_aranges()
+        if table is None or not table[0]:
+            return None
+        starts, ends, offsets = table
+        i = bisect.bisect_right(starts, address) - 1
+        if i >= 0 and address < ends[i]:
+            return offsets[i]
+        return None
 
     @guarded
     def cu_at(self, address: int) -> Optional[CompileUnit]:
         """The CU whose code contains ``address``: through ``.debug_aranges`` when it has the
         address, else through each CU's own DW_AT_low_pc/high_pc/ranges."""
-        aranges = self._get_aranges()
-        if aranges is not None and aranges.entries:
-            offset = aranges.cu_offset_at_addr(address)
-            if offset is not None:
-                return self.dwarf.get_CU_at(offset)
+        offset = self._aranges_cu_offset(address)
+        if offset is not None:
+            return self.dwarf.get_CU_at(offset)
         for lo, hi, offset in self._cu_ranges():
             if lo <= address < hi:
                 return self.dwarf.get_CU_at(offset)
