@@ -1,0 +1,389 @@
+"""Boot a real kernel in qemu and try kprobe definitions on it.
+
+The machine's own kernel has no kprobes, so kprobe definitions are tried live on Debian's cloud kernel
+(``tools/kernel-testdata.sh``) booted in ``qemu-system-x86_64`` with software emulation.  One boot runs a
+whole batch::
+
+    result = run_in_guest(kernel_dir, ["p:probe/tcp_sendmsg tcp_sendmsg+0 size=%dx:x64"],
+                          "printf '%0100d' 0 > /tmp/x; ...")
+    result.accepted, result.errors, result.trace_lines, result.console
+
+The guest is an initramfs written here (cpio ``newc``, no ``cpio`` tool needed) holding busybox-static
+and an ``/init`` script.  The init mounts proc, sysfs, devtmpfs and tracefs, brings up ``lo``, writes each
+definition to ``kprobe_events`` with a write of its own (a rejected one is followed by the kernel's
+``error_log``), enables the events, runs the workload, stops tracing and prints the results, then powers
+off.  Kernel messages go to the console on the first serial port; the results go to the second one, so
+a kernel message can never land in the middle of a trace line.  Each section of the results is framed
+by ``@@`` marker lines, which the parser here reads back.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional, Sequence, Union
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_CACHE = Path(os.environ.get("PROBECTL_KERNEL_CACHE", "/var/cache/probectl/kernel"))
+QEMU = "qemu-system-x86_64"
+
+# Kernel command line: console on the first port, reboot (= qemu exits, -no-reboot) at once on a panic,
+# and skip the calibrations that are slow under software emulation.
+KERNEL_ARGS = (
+    "console=ttyS0 panic=-1 oops=panic quiet loglevel=4 "
+    "tsc=reliable no_timer_check mitigations=off random.trust_cpu=on "
+    "8250.nr_uarts=2 rdinit=/init"
+)
+
+EnableSpec = Union[None, Sequence[str], Mapping[str, Optional[str]]]
+
+
+class GuestError(Exception):
+    """The guest did not boot, did not finish in time, or its output could not be read."""
+
+    def __init__(self, message: str, console: str = ""):
+        tail = "\n".join(console.splitlines()[-40:])
+        super().__init__(f"{message}\n--- guest console (last lines) ---\n{tail}" if tail else message)
+        self.console = console
+
+
+@dataclass
+class TraceEvent:
+    """One line of the guest's ``trace`` file, split into its columns."""
+
+    comm: str
+    pid: int
+    cpu: int
+    timestamp: float
+    event: str
+    place: str  # "tcp_sendmsg+0x0/0x50", or "inet_sendmsg+0x45/0x70 <- tcp_sendmsg" for a return probe
+    args: dict[str, str]
+
+    def int_arg(self, name: str) -> int:
+        return int(self.args[name], 0)
+
+
+@dataclass
+class GuestResult:
+    accepted: list[str]  # definitions the kernel took, as written
+    errors: list[str]  # the kernel's error_log text, one entry per rejected definition
+    trace_lines: list[str]  # the trace file's event lines (its '#' header dropped)
+    console: str  # everything the kernel and init printed on the console
+    rejected: list[str] = field(default_factory=list)  # definitions refused, in the order of ``errors``
+    kprobe_events: list[str] = field(default_factory=list)  # the kernel's listing after the writes
+    enable_errors: list[str] = field(default_factory=list)  # "group/event: why" (+ error_log) per failure
+    workload_status: int = 0
+    workload_output: str = ""
+    seconds: float = 0.0  # qemu start to exit
+
+    def events(self, name: Optional[str] = None) -> list[TraceEvent]:
+        """The trace as TraceEvent objects, optionally only those of event ``name``."""
+        parsed = [parse_trace_line(line) for line in self.trace_lines]
+        return [e for e in parsed if name is None or e.event == name]
+
+
+_TRACE_LINE = re.compile(
+    r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
+    r"(?P<ts>\d+\.\d+):\s+(?P<event>[^:\s]+):\s+(?P<rest>.*)$"
+)
+_ARG = re.compile(r'(?P<name>[\w.]+)=(?P<value>"(?:[^"\\]|\\.)*"|\S*)')
+
+
+def parse_trace_line(line: str) -> TraceEvent:
+    m = _TRACE_LINE.match(line)
+    if not m:
+        raise ValueError(f"not a trace event line: {line!r}")
+    rest = m["rest"]
+    place = ""
+    if rest.startswith("("):
+        close = rest.find(")")
+        place, rest = rest[1:close], rest[close + 1:]
+    args = {a["name"]: a["value"] for a in _ARG.finditer(rest)}
+    return TraceEvent(m["comm"], int(m["pid"]), int(m["cpu"]), float(m["ts"]), m["event"], place, args)
+
+
+# --- finding the tools and the kernel ---------------------------------------------------------------
+
+def find_kernel_dir() -> Optional[Path]:
+    """The kernel test data directory: $PROBECTL_KERNEL_DIR, else the newest complete one in the cache."""
+    env = os.environ.get("PROBECTL_KERNEL_DIR")
+    if env:
+        candidates = [Path(env)]
+    else:
+        candidates = sorted(KERNEL_CACHE.glob("*"), reverse=True) if KERNEL_CACHE.is_dir() else []
+    for d in candidates:
+        if (d / "vmlinuz").is_file() and (d / "vmlinux").is_file():
+            return d
+    return None
+
+
+def fetch_kernel_dir() -> Path:
+    """Run tools/kernel-testdata.sh (downloads on first use, ~1 GB of packages) and return its directory."""
+    script = ROOT / "tools" / "kernel-testdata.sh"
+    out = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def find_busybox() -> Optional[Path]:
+    """A statically linked busybox (Debian's busybox-static), or None."""
+    for cand in (os.environ.get("PROBECTL_BUSYBOX"), "/bin/busybox", shutil.which("busybox")):
+        if cand and Path(cand).is_file() and _is_static_elf(Path(cand)):
+            return Path(cand)
+    return None
+
+
+def _is_static_elf(path: Path) -> bool:
+    """True for a 64-bit little-endian ELF without a PT_INTERP (no dynamic loader needed)."""
+    with open(path, "rb") as f:
+        ehdr = f.read(64)
+        if len(ehdr) < 64 or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2 or ehdr[5] != 1:
+            return False
+        phoff, = struct.unpack_from("<Q", ehdr, 32)
+        phentsize, phnum = struct.unpack_from("<HH", ehdr, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))  # 3 = PT_INTERP
+
+
+def missing_requirements(kernel_dir: Optional[Path]) -> list[str]:
+    """What this machine lacks for run_in_guest, as readable reasons (empty when all is there)."""
+    reasons = []
+    if not shutil.which(QEMU):
+        reasons.append(f"{QEMU} is not installed (apt qemu-system-x86)")
+    if find_busybox() is None:
+        reasons.append("no statically linked busybox (apt busybox-static)")
+    if kernel_dir is None:
+        reasons.append("no kernel test data (run tools/kernel-testdata.sh)")
+    elif not (kernel_dir / "vmlinuz").is_file():
+        reasons.append(f"no bootable vmlinuz in {kernel_dir}")
+    return reasons
+
+
+# --- the initramfs ------------------------------------------------------------------------------------
+
+class Cpio:
+    """A cpio archive in the kernel's initramfs format ("newc", SVR4 without CRC)."""
+
+    def __init__(self):
+        self._out = bytearray()
+        self._ino = 1
+
+    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0)) -> None:
+        encoded = name.encode() + b"\0"
+        fields = (self._ino, mode, 0, 0, 2 if stat.S_ISDIR(mode) else 1, 0, len(data),
+                  0, 0, rdev[0], rdev[1], len(encoded), 0)
+        self._ino += 1
+        self._out += b"070701" + b"".join(b"%08X" % v for v in fields) + encoded
+        self._pad()
+        self._out += data
+        self._pad()
+
+    def _pad(self) -> None:
+        self._out += b"\0" * (-len(self._out) % 4)
+
+    def directory(self, name: str) -> None:
+        self._entry(name, stat.S_IFDIR | 0o755)
+
+    def file(self, name: str, data: bytes, perm: int = 0o644) -> None:
+        self._entry(name, stat.S_IFREG | perm, data)
+
+    def symlink(self, name: str, target: str) -> None:
+        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
+
+    def char_device(self, name: str, major: int, minor: int, perm: int = 0o600) -> None:
+        self._entry(name, stat.S_IFCHR | perm, rdev=(major, minor))
+
+    def finish(self) -> bytes:
+        self._entry("TRAILER!!!", 0)
+        self._out += b"\0" * (-len(self._out) % 512)
+        return bytes(self._out)
+
+
+# The init script.  Inputs are files next to it, read with `read -r` so that nothing in a definition,
+# filter or workload is ever interpreted by this shell.  Output markers on fd 3 (the results port):
+#   @@def N ok | @@def N fail, then the error_log up to @@end
+#   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
+#   @@kprobe_events / @@trace / @@workload STATUS ... @@end, and finally @@done
+INIT = r"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs tracefs /sys/kernel/tracing
+exec 3>/dev/ttyS1
+ip link set lo up
+T=/sys/kernel/tracing
+cd $T
+: > error_log
+echo '@@begin' >&3
+n=0
+while IFS= read -r def; do
+    n=$((n+1))
+    if printf '%s\n' "$def" >> kprobe_events 2>/dev/null; then
+        echo "@@def $n ok" >&3
+    else
+        echo "@@def $n fail" >&3
+        cat error_log >&3
+        echo '@@end' >&3
+        : > error_log
+    fi
+done < /probe/definitions
+if [ -e /probe/enable-all ]; then
+    sed -n 's/^[a-z][0-9]*:\([^ ]*\) .*/\1/p' kprobe_events > /tmp/enable
+else
+    cp /probe/enable /tmp/enable
+fi
+while read -r ev filter; do
+    if [ ! -d "events/$ev" ]; then
+        echo "@@enable $ev" >&3; echo 'no such event' >&3; echo '@@end' >&3
+    elif [ -n "$filter" ] && ! printf '%s\n' "$filter" > "events/$ev/filter" 2>/dev/null; then
+        echo "@@enable $ev" >&3; echo 'filter rejected' >&3; cat error_log >&3; echo '@@end' >&3
+        : > error_log
+    elif ! echo 1 > "events/$ev/enable" 2>/dev/null; then
+        echo "@@enable $ev" >&3; echo 'cannot enable' >&3; echo '@@end' >&3
+    fi
+done < /tmp/enable
+echo '@@kprobe_events' >&3
+cat kprobe_events >&3
+echo '@@end' >&3
+: > trace
+echo 1 > tracing_on
+cd /tmp
+sh /probe/workload > /tmp/workload.out 2>&1 < /dev/null
+status=$?
+echo 0 > $T/tracing_on
+echo '@@trace' >&3
+grep -v '^#' $T/trace >&3
+echo '@@end' >&3
+echo "@@workload $status" >&3
+cat /tmp/workload.out >&3
+echo '@@end' >&3
+echo '@@done' >&3
+exec poweroff -f
+"""
+
+
+def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enable: EnableSpec,
+                    busybox: Path) -> None:
+    for d in definitions:
+        if "\n" in d:
+            raise ValueError(f"a definition is one line: {d!r}")
+    if isinstance(enable, Mapping):
+        items = list(enable.items())
+    else:
+        items = [(name, None) for name in (enable or ())]
+    for name, flt in items:
+        if not name or any(c.isspace() for c in name) or "\n" in (flt or ""):
+            raise ValueError(f"cannot enable {name!r} with filter {flt!r}")
+    enable_text = "".join(f"{name} {flt or ''}\n" for name, flt in items)
+    archive = Cpio()
+    for d in ("bin", "dev", "proc", "sys", "tmp", "probe"):
+        archive.directory(d)
+    archive.char_device("dev/console", 5, 1)
+    archive.file("bin/busybox", busybox.read_bytes(), 0o755)
+    archive.symlink("bin/sh", "busybox")
+    archive.file("init", INIT.encode(), 0o755)
+    archive.file("probe/definitions", "".join(d + "\n" for d in definitions).encode())
+    archive.file("probe/enable", enable_text.encode())
+    if enable is None:
+        archive.file("probe/enable-all", b"")
+    archive.file("probe/workload", workload.encode(), 0o755)
+    path.write_bytes(archive.finish())
+
+
+# --- running and reading back ------------------------------------------------------------------------
+
+def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workload: str, *,
+                 enable: EnableSpec = None, timeout: float = 180.0, memory: str = "512M",
+                 kernel_args: str = "") -> GuestResult:
+    """Boot ``kernel_dir/vmlinuz``, write ``definitions`` to kprobe_events, trace ``workload``, power off.
+
+    ``enable``: None enables every kprobe event the kernel lists after the writes; a sequence of
+    "group/event" names enables just those; a mapping "group/event" -> filter also sets each filter
+    (None or "" for none); an empty sequence enables nothing.  ``workload`` is shell text run by busybox
+    sh in /tmp with stdin /dev/null.  ``kernel_args`` are appended to KERNEL_ARGS (e.g. "loglevel=7").
+    Raises GuestError when the guest does not report back within ``timeout`` seconds.
+    """
+    kernel = Path(kernel_dir) / "vmlinuz"
+    busybox = find_busybox()
+    if busybox is None:
+        raise GuestError("no statically linked busybox (apt busybox-static)")
+    with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
+        tmpdir = Path(tmp)
+        initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
+        build_initramfs(initrd, definitions, workload, enable, busybox)
+        cmd = [QEMU, "-kernel", str(kernel), "-initrd", str(initrd),
+               "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
+               "-m", memory, "-smp", "1", "-no-reboot", "-nodefaults", "-no-user-config",
+               "-display", "none", "-monitor", "none",
+               "-serial", f"file:{console_file}", "-serial", f"file:{results_file}"]
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise GuestError(f"the guest did not power off within {timeout:g} s", _read(console_file))
+        seconds = time.monotonic() - start
+        console, results = _read(console_file), _read(results_file)
+    if "@@done" not in results:
+        raise GuestError(f"the guest stopped before reporting back (qemu exit {proc.returncode}"
+                         f"{': ' + proc.stderr.strip() if proc.stderr.strip() else ''})", console)
+    result = parse_results(results, definitions)
+    result.console = console
+    result.seconds = seconds
+    return result
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace").replace("\r\n", "\n")
+    except FileNotFoundError:
+        return ""
+
+
+def parse_results(text: str, definitions: Sequence[str]) -> GuestResult:
+    """Read the marker-framed report of the init script (see INIT) back into a GuestResult."""
+    result = GuestResult(accepted=[], errors=[], trace_lines=[], console="")
+    lines = text.replace("\r\n", "\n").split("\n")
+    lines = lines[next((i for i, line in enumerate(lines) if line == "@@begin"), -1) + 1:]
+    it = iter(lines)
+
+    def block() -> list[str]:
+        body = []
+        for line in it:
+            if line == "@@end":
+                return body
+            body.append(line)
+        raise GuestError("the guest's report ended inside a section")
+
+    for line in it:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "@@def":
+            definition = definitions[int(words[1]) - 1]
+            if words[2] == "ok":
+                result.accepted.append(definition)
+            else:
+                result.rejected.append(definition)
+                result.errors.append("\n".join(block()).strip("\n"))
+        elif words[0] == "@@enable":
+            result.enable_errors.append(f"{words[1]}: " + "\n".join(block()).strip("\n"))
+        elif words[0] == "@@kprobe_events":
+            result.kprobe_events = [x for x in block() if x]
+        elif words[0] == "@@trace":
+            result.trace_lines = [x for x in block() if x.strip()]
+        elif words[0] == "@@workload":
+            result.workload_status = int(words[1])
+            result.workload_output = "\n".join(block())
+        elif words[0] == "@@done":
+            break
+    return result
