@@ -71,3 +71,11 @@ def test_errors_are_clear_and_without_traceback(args, message):
     assert message in out.stderr
     assert out.stderr.startswith("Error: ")
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.root
+def test_list_tracepoints_is_the_tracepoints_listing(live_tracefs):
+    listed = run("list", "--tracepoints", "sched:sched_switch")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == run("tracepoints", "sched:sched_switch").stdout
+    assert listed.stdout.split() == ["sched:sched_switch", "[Tracepoint", "event]"]

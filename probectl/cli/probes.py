@@ -12,10 +12,10 @@ from ..debuginfo.elf import ElfFile
 from ..debuginfo.kallsyms import Kallsyms
 from ..errors import ProbectlError, ProbePointNotFound, TracefsError
 from ..listing import describe, select_events
-from ..naming import assign_events
+from ..probeset import ProbeSet
 from ..resolve import Resolver, Target
 from ..sourceview import list_lines, list_variables
-from ..spec import parse_line_range, parse_point, parse_probe
+from ..spec import parse_line_range, parse_point
 from ..kernel import check_vmlinux, find_running_vmlinux
 from ..target import find_target
 from ..tracefs import Tracefs
@@ -26,7 +26,7 @@ def _open_tracefs() -> Tracefs:
     return Tracefs.open(notice=notice)
 
 
-def _target(exec_: str | None, vmlinux: str | None = None, module: str | None = None) -> Target:
+def make_target(exec_: str | None, vmlinux: str | None = None, module: str | None = None) -> Target:
     """-x BINARY: uprobes; else kprobes, described by -k VMLINUX or the running kernel's own vmlinux
     (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none."""
     if exec_:
@@ -63,8 +63,7 @@ def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir
     texts = list(added) + list(probedefs)
     if not texts:
         raise click.UsageError("no probe definition given")
-    specs = [parse_probe(t) for t in texts]
-    target = _target(exec_, vmlinux)
+    target = make_target(exec_, vmlinux)
     tfs = None
     if not definition or os.geteuid() == 0:
         try:
@@ -73,26 +72,17 @@ def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir
             if not definition:
                 raise
     features = tfs.features if tfs else None
-    resolver = Resolver(target, x_types=features.x_types if features else True,
-                        immediates=features.immediates if features else True, source_dir=source_dir)
-    resolved = [(spec, resolver.resolve(spec)) for spec in specs]
-    for warning in resolver.warnings:
+    probes = ProbeSet.resolve(texts, target, x_types=features.x_types if features else True,
+                              immediates=features.immediates if features else True, source_dir=source_dir)
+    for warning in probes.warnings:
         notice(f"Warning: {warning}")
     multiprobe = features.multiprobe if features else True
 
-    def name_all(taken):
-        out = []
-        for spec, points in resolved:
-            defs = assign_events(spec, points, group=target.default_group, taken=taken, force=force,
-                                 multiprobe=multiprobe, is_uprobe=target.is_uprobe)
-            out.append((spec, defs))
-        return out
-
     if tfs is None:
-        named = name_all(set())
+        named = probes.name(set(), force=force, multiprobe=multiprobe)
     else:
         with tfs.lock():
-            named = name_all(set(tfs.event_names()))
+            named = probes.name(set(tfs.event_names()), force=force, multiprobe=multiprobe)
             if not definition and not dry_run:
                 tfs.add([d for _, defs in named for d in defs])
 
@@ -151,8 +141,14 @@ def delete(patterns, exec_, dry_run):
 @cli.command("list")
 @click.argument("patterns", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of events.")
-def list_(patterns, as_json):
+@click.option("--tracepoints", is_flag=True, help="List tracepoints instead (same as 'probectl tracepoints').")
+@click.pass_context
+def list_(ctx, patterns, as_json, tracepoints):
     """List probe events (kprobes and uprobes, whoever added them)."""
+    if tracepoints:
+        if len(patterns) > 1:
+            raise click.UsageError("--tracepoints takes one GLOB")
+        return ctx.invoke(cli.commands["tracepoints"], pattern=patterns[0] if patterns else None, as_json=as_json)
     tfs = _open_tracefs()
     elf_cache: dict = {}
     dwarf_cache: dict = {}
@@ -205,7 +201,7 @@ def lines(linedesc, exec_, vmlinux, source_dir, as_json):
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
-    resolver = Resolver(_target(exec_, vmlinux), source_dir=source_dir)
+    resolver = Resolver(make_target(exec_, vmlinux), source_dir=source_dir)
     listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
     if as_json:
         click.echo(json.dumps([listing.as_json() for listing in listings], indent=2))
@@ -223,7 +219,7 @@ def lines(linedesc, exec_, vmlinux, source_dir, as_json):
 def vars_(probepoint, exec_, vmlinux, externs, as_json):
     """Show the variables that can be fetched at a probe point (perf -V)."""
     point = parse_point(probepoint)
-    resolver = Resolver(_target(exec_, vmlinux))
+    resolver = Resolver(make_target(exec_, vmlinux))
     try:
         places = list_variables(resolver.source(required=True), point, externs)
     except ProbePointNotFound:

@@ -13,17 +13,15 @@ import click
 
 from ..errors import ProbectlError
 from ..filters import compile_filter
-from ..naming import assign_events
 from ..record import (DEFAULT_OUTPUT, EventRequest, LiveStream, RecordOptions, Recording, SelectedEvent,
                       cleanup_stale, instance_cpus, parse_cpus, probe_state, select_events)
-from ..resolve import Resolver, Target
 from ..script import (DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, CsvFormatter, Source, lost_events, make_formatter,
                       parse_fields, write_script)
-from ..spec import parse_probe
-from ..target import find_target
+from ..probeset import ProbeSet
 from ..tracedat import open_trace
 from ..tracefs import Tracefs
 from . import cli, notice
+from .probes import make_target
 
 
 def _open_tracefs() -> Tracefs:
@@ -260,22 +258,18 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
 
-    specs = [parse_probe(t) for t in probedefs]
-    target = Target(kind="uprobe", path=find_target(exec_)) if exec_ else Target(kind="kprobe")
-    resolver = Resolver(target)
-    resolved = [(spec, resolver.resolve(spec)) for spec in specs]
-    for warning in resolver.warnings:
+    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), x_types=tfs.features.x_types,
+                              immediates=tfs.features.immediates)
+    for warning in probes.warnings:
         notice(f"Warning: {warning}")
     with contextlib.ExitStack() as stack:
         defs = []
-        if resolved:
+        if probes.resolved:
             # Name and add under probectl's lock, noted in a state file first so that a killed run's
             # probes are found by the next one; stream without the lock (it may last for hours).
             with tfs.lock():
-                taken = set(tfs.event_names())
-                for spec, points in resolved:
-                    defs += assign_events(spec, points, group=target.default_group, taken=taken, force=True,
-                                          multiprobe=tfs.features.multiprobe, is_uprobe=target.is_uprobe)
+                named = probes.name(set(tfs.event_names()), force=True, multiprobe=tfs.features.multiprobe)
+                defs = [d for _, spec_defs in named for d in spec_defs]
                 stack.enter_context(probe_state(defs))
                 tfs.add(defs)
             names = list(dict.fromkeys((d.group, d.event) for d in defs))
