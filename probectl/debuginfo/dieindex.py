@@ -136,6 +136,14 @@ def _parse_abbrevs(data: bytes, offset: int) -> dict[int, tuple]:
         table[code] = (tag, children, specs)
 
 
+def _compile(table: dict[int, tuple], offset_size: int, address_size: int, version: int) -> dict[int, tuple]:
+    """The scanner's view of an abbreviation table: code → (tag, has_children, specs,
+    fixed_size, sibling, wanted) with ``_plan``'s sizes worked out once per table and format."""
+    wanted_tags = (_TAG_SUBPROGRAM, _TAG_VARIABLE, _TAG_NAMESPACE)
+    return {code: (tag, children, specs, *_plan(specs, offset_size, address_size, version), tag in wanted_tags)
+            for code, (tag, children, specs) in table.items()}
+
+
 def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Optional[int], Optional[tuple]]:
     size = 0
     sibling = None
@@ -156,8 +164,7 @@ def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Opt
 
 class _CUScanner:
     def __init__(self, info: bytes, strtab: bytes, line_strtab: bytes, str_offsets: bytes,
-                 offset_size: int, address_size: int, version: int, plans: Optional[dict] = None,
-                 strings: Optional[dict] = None):
+                 offset_size: int, address_size: int, version: int, strings: Optional[dict] = None):
         self.info = info
         self.strtab = strtab
         self.line_strtab = line_strtab
@@ -167,14 +174,7 @@ class _CUScanner:
         self.version = version
         self.str_offsets_base: Optional[int] = None
         self.off_fmt = "<I" if offset_size == 4 else "<Q"
-        self._plans: dict[int, tuple] = plans if plans is not None else {}
         self._strings: dict[tuple[int, int], str] = strings if strings is not None else {}
-
-    def plan(self, code: int, specs) -> tuple:
-        p = self._plans.get(code)
-        if p is None:
-            p = self._plans[code] = _plan(specs, self.offset_size, self.address_size, self.version)
-        return p
 
     def _cstr(self, table: bytes, off: int) -> str:
         key = (id(table), off)
@@ -273,7 +273,7 @@ class _CUScanner:
         code, pos = _uleb(data, pos)
         if code == 0:
             return
-        tag, children, specs = abbrevs[code]
+        tag, children, specs = abbrevs[code][:3]
         for attr, form, _ in specs:
             if attr == _AT_STR_OFFSETS_BASE:
                 break
@@ -296,18 +296,21 @@ class _CUScanner:
         pending_origin = []
         while pos < end:
             die_offset = pos
-            code, pos = _uleb(data, pos)
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = _uleb(data, pos)
             if code == 0:
                 return pos
-            tag, children, specs = abbrevs[code]
-            want = tag in (_TAG_SUBPROGRAM, _TAG_VARIABLE) or tag == _TAG_NAMESPACE
+            tag, children, specs, fixed, sibling, want = abbrevs[code]
             if not want:
-                fixed, sibling = self.plan(code, specs)
-                if children and sibling is not None:
-                    at, n = sibling
-                    pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
-                    continue
-                if not children and fixed is not None:
+                if children:
+                    if sibling is not None:
+                        at, n = sibling
+                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        continue
+                elif fixed is not None:
                     pos += fixed
                     continue
             pos, attrs = self.read_die(pos, specs, cu_offset, want)
@@ -334,21 +337,63 @@ class _CUScanner:
             target.setdefault(("origin", origin), []).append((cu_offset, die_offset))
         return pos
 
+    def collect(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, nested) -> int:
+        """Offsets of the subprogram/variable DIEs among the children starting at ``pos`` (and,
+        when ``nested``, among the children of namespaces and modules there)."""
+        data = self.info
+        while pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = _uleb(data, pos)
+            if code == 0:
+                return pos
+            tag, children, specs, fixed, sibling, _want = abbrevs[code]
+            if tag == _TAG_SUBPROGRAM:
+                out_funcs.append(die_offset)
+            elif tag == _TAG_VARIABLE:
+                out_vars.append(die_offset)
+            descend = children and nested and (tag == _TAG_NAMESPACE or tag == _TAG_MODULE)
+            if not descend:
+                if children:
+                    if sibling is not None:
+                        at, n = sibling
+                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        continue
+                elif fixed is not None:
+                    pos += fixed
+                    continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, False)
+            if children:
+                if descend:
+                    pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False)
+                elif _AT_SIBLING in attrs:
+                    pos = _forward(attrs[_AT_SIBLING], pos)
+                else:
+                    pos = self._skip_children(pos, end, abbrevs, cu_offset)
+        return pos
+
     def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
         data = self.info
         depth = 1
         while pos < end and depth:
-            code, pos = _uleb(data, pos)
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = _uleb(data, pos)
             if code == 0:
                 depth -= 1
                 continue
-            tag, children, specs = abbrevs[code]
-            fixed, sibling = self.plan(code, specs)
-            if children and sibling is not None:
-                at, n = sibling
-                pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
-                continue
-            if not children and fixed is not None:
+            tag, children, specs, fixed, sibling, _want = abbrevs[code]
+            if children:
+                if sibling is not None:
+                    at, n = sibling
+                    pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                    continue
+            elif fixed is not None:
                 pos += fixed
                 continue
             pos, attrs = self.read_die(pos, specs, cu_offset, False)
@@ -428,6 +473,49 @@ def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], l
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
+def _unit_headers(info: bytes, little_endian: bool) -> Optional[list[tuple]]:
+    """(offset, end, first DIE offset, abbrev offset, offset size, address size, version) of each
+    compilation/partial unit in ``.debug_info``, read without pyelftools; None when a unit is of
+    a kind (type, skeleton, split units) or shape this reader leaves to pyelftools."""
+    e = "<" if little_endian else ">"
+    units = []
+    pos = 0
+    size = len(info)
+    while pos + 11 <= size:
+        start = pos
+        (length,) = struct.unpack_from(e + "I", info, pos)
+        pos += 4
+        offset_size, off_fmt = 4, "I"
+        if length == 0xFFFFFFFF:
+            (length,) = struct.unpack_from(e + "Q", info, pos)
+            pos += 8
+            offset_size, off_fmt = 8, "Q"
+        elif length >= 0xFFFFFFF0:
+            return None
+        end = pos + length
+        if end > size:
+            return None
+        (version,) = struct.unpack_from(e + "H", info, pos)
+        pos += 2
+        if version >= 5:
+            unit_type, address_size = info[pos], info[pos + 1]
+            pos += 2
+            if unit_type not in (1, 3):  # DW_UT_compile, DW_UT_partial
+                return None
+            (abbrev_offset,) = struct.unpack_from(e + off_fmt, info, pos)
+            pos += offset_size
+        elif version >= 2:
+            (abbrev_offset,) = struct.unpack_from(e + off_fmt, info, pos)
+            pos += offset_size
+            address_size = info[pos]
+            pos += 1
+        else:
+            return None
+        units.append((start, end, pos, abbrev_offset, offset_size, address_size, version))
+        pos = end
+    return units
+
+
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)]."""
     from .dwarf import die_name
@@ -438,31 +526,44 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     strtab = _section_bytes(debuginfo, "debug_str_sec")
     line_strtab = _section_bytes(debuginfo, "debug_line_str_sec")
     str_offsets = _section_bytes(debuginfo, "debug_str_offsets_sec")
+    units = _unit_headers(info, debuginfo.elf.little_endian)
+    if units is None:
+        units = [(cu.cu_offset, cu.cu_offset + cu.size, cu.cu_die_offset, cu.header["debug_abbrev_offset"],
+                  cu.structs.dwarf_format // 8, cu.header["address_size"], cu.header["version"])
+                 for cu in debuginfo.compile_units()]
+    # Abbreviation tables, parsed once per distinct content: a table runs at most to the next
+    # table's start, and many CUs of a library have byte-identical ones.
+    starts = sorted({u[3] for u in units} | {len(abbrev)})
+    table_end = dict(zip(starts, starts[1:]))
+    tables: dict[tuple, dict] = {}
+    by_content: dict[tuple, dict] = {}
     funcs: dict = {}
     variables: dict = {}
-    abbrev_cache: dict[tuple, tuple] = {}
     strings: dict[tuple[int, int], str] = {}
-    for cu in debuginfo.compile_units():
-        header = cu.header
-        end = cu.cu_offset + cu.size
+    for cu_offset, end, die_offset, aoff, offset_size, address_size, version in units:
         cu_funcs: dict = {}
         cu_vars: dict = {}
         try:
-            aoff = header["debug_abbrev_offset"]
-            fmt = (aoff, cu.structs.dwarf_format, header["address_size"], header["version"])
-            cached = abbrev_cache.get(fmt)
-            if cached is None:
-                cached = abbrev_cache[fmt] = (_parse_abbrevs(abbrev, aoff), {})
-            table, plans = cached
-            scanner = _CUScanner(info, strtab, line_strtab, str_offsets, cu.structs.dwarf_format // 8,
-                                 header["address_size"], header["version"], plans, strings)
-            scanner.scan(cu.cu_offset, cu.cu_die_offset, end, table, cu_funcs, cu_vars)
+            fmt = (aoff, offset_size, address_size, version)
+            table = tables.get(fmt)
+            if table is None:
+                content = (abbrev[aoff:table_end.get(aoff, len(abbrev))], offset_size, address_size, version)
+                table = by_content.get(content)
+                if table is None:
+                    table = by_content[content] = _compile(_parse_abbrevs(content[0], 0),
+                                                           offset_size, address_size, version)
+                tables[fmt] = table
+            scanner = _CUScanner(info, strtab, line_strtab, str_offsets, offset_size, address_size, version,
+                                 strings)
+            scanner.scan(cu_offset, die_offset, end, table, cu_funcs, cu_vars)
         except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
-            cu_funcs, cu_vars = _scan_with_pyelftools(debuginfo, cu)
+            cu_funcs, cu_vars = _scan_with_pyelftools(debuginfo, dwarf.get_CU_at(cu_offset))
         for src, dst in ((cu_funcs, funcs), (cu_vars, variables)):
-            own = {off: name for name, refs in src.items() if isinstance(name, str) for _, off in refs}
+            own = None
             for name, refs in src.items():
                 if isinstance(name, tuple):
+                    if own is None:
+                        own = {off: n for n, rs in src.items() if isinstance(n, str) for _, off in rs}
                     origin = name[1]
                     real = own.get(origin) if not isinstance(origin, tuple) else None
                     if real is None:
@@ -476,6 +577,41 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
                     name = real
                 dst.setdefault(name, []).extend(refs)
     return funcs, variables
+
+
+_TAG_MODULE = 0x1E
+
+
+def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:
+    """Offsets of the DW_TAG_subprogram and DW_TAG_variable DIEs among a CU's top-level DIEs and
+    the children of its top-level namespaces and modules, in DIE order, read from the section
+    bytes (declarations included); None when this scanner cannot read the CU."""
+    cache = debuginfo._cache.setdefault("top_level_scan", {})
+    if "sections" not in cache:
+        cache["sections"] = (_section_bytes(debuginfo, "debug_info_sec"),
+                             _section_bytes(debuginfo, "debug_abbrev_sec"))
+        cache["tables"] = {}
+    info, abbrev = cache["sections"]
+    header = cu.header
+    offset_size = cu.structs.dwarf_format // 8
+    fmt = (header["debug_abbrev_offset"], offset_size, header["address_size"], header["version"])
+    try:
+        table = cache["tables"].get(fmt)
+        if table is None:
+            table = cache["tables"][fmt] = _compile(_parse_abbrevs(abbrev, fmt[0]), *fmt[1:])
+        scanner = _CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
+        funcs: list[int] = []
+        variables: list[int] = []
+        end = cu.cu_offset + cu.size
+        pos = cu.cu_die_offset
+        code, pos = _uleb(info, pos)
+        tag, children, specs = table[code][:3]
+        pos, _ = scanner.read_die(pos, specs, cu.cu_offset, False)
+        if code and children:
+            scanner.collect(pos, end, cu.cu_offset, table, funcs, variables, nested=True)
+        return funcs, variables
+    except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
 
 
 def _scan_with_pyelftools(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:

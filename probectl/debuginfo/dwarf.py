@@ -353,6 +353,14 @@ class DebugInfo:
         """Top-level DW_TAG_subprogram DIEs of a CU, in DIE order."""
         dies = self._cu_functions.get(cu.cu_offset)
         if dies is None:
+            from .dieindex import top_level_dies
+
+            found = top_level_dies(self, cu)
+            if found is not None:
+                # Only these DIEs are parsed, not the types and declarations around them.
+                self._cu_functions[cu.cu_offset] = [cu.get_DIE_from_refaddr(off) for off in found[0]]
+                self._cu_variables[cu.cu_offset] = [cu.get_DIE_from_refaddr(off) for off in found[1]]
+                return self._cu_functions[cu.cu_offset]
             dies = []
             variables = []
             for die in self.children(cu.get_top_DIE()):
@@ -453,12 +461,13 @@ class DebugInfo:
     def name_index(self) -> dict[str, list[tuple[int, int]]]:
         """Name (and linkage name) of every top-level function definition → [(CU offset, DIE offset)].
 
-        Built once, by walking the top-level DIEs of every CU (``DW_AT_sibling`` skips bodies).
+        Built once, by walking the top-level DIEs of every CU (``DW_AT_sibling`` skips bodies),
+        and kept on disk for the next run (``indexcache``).
         """
         if self._name_index is None:
-            from .dieindex import build_indexes
+            from .indexcache import load_or_build
 
-            self._name_index, self._variable_index = build_indexes(self)
+            self._name_index, self._variable_index = load_or_build(self)
         return self._name_index
 
     @guarded
