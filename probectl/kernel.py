@@ -3,13 +3,15 @@ by build-id), and where its BTF is when there is no vmlinux.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from .debuginfo.elf import ElfFile
-from .errors import ProbectlError, TargetError
+from .errors import ProbectlError, ResolveError, TargetError
 
 NOTES = Path("/sys/kernel/notes")
 SYS_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -79,3 +81,75 @@ def check_vmlinux(path: Path) -> Path:
             raise TargetError(f"{path} has no debug information",
                               hint="use the vmlinux of the kernel's debug package (Debian: linux-image-*-dbg)")
     return path.resolve()
+
+
+@dataclass(frozen=True)
+class KprobeRules:
+    """Where the kernel refuses kprobes, read offline from a vmlinux, so a definition fails before it is
+    written with the reason instead of the kernel's bare EINVAL:
+
+    - outside ``_stext.._etext``;
+    - the areas the kernel blacklists whole (``__kprobes`` text, ``noinstr`` text, x86 entry text);
+    - functions listed by ``NOKPROBE_SYMBOL`` (the ``_kprobe_blacklist`` array);
+    - notrace functions (no ``__fentry__`` call site in ``__mcount_loc``), which kprobe events refuse
+      unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE.
+    """
+
+    text: tuple[int, int]
+    areas: tuple[tuple[int, int, str], ...]
+    blacklisted: frozenset[int]
+    ftrace_sites: tuple[int, ...]
+
+    @classmethod
+    def from_vmlinux(cls, elf: ElfFile) -> Optional["KprobeRules"]:
+        marks = {s.name: s.value for s in elf.symbols() if s.name in _MARK_NAMES}
+        if "_stext" not in marks or "_etext" not in marks:
+            return None
+        areas = tuple((marks[a], marks[b], why) for a, b, why in _AREAS if a in marks and b in marks)
+        return cls(
+            text=(marks["_stext"], marks["_etext"]),
+            areas=areas,
+            blacklisted=frozenset(_address_array(elf, marks, "__start_kprobe_blacklist", "__stop_kprobe_blacklist")),
+            ftrace_sites=tuple(sorted(_address_array(elf, marks, "__start_mcount_loc", "__stop_mcount_loc"))),
+        )
+
+    def check(self, address: int, symbol: str, start: int, size: int, notrace_allowed: bool = False) -> None:
+        """Raise ResolveError if a kprobe at ``address`` (in function ``symbol`` at ``start``) is refused."""
+        where = f"{symbol}+{address - start}"
+        if not self.text[0] <= address < self.text[1]:
+            raise ResolveError(f"{where} is out of .text; kprobes can only be put on kernel text",
+                               hint="init and exit code is gone after boot")
+        for lo, hi, why in self.areas:
+            if lo <= address < hi:
+                raise ResolveError(f"{symbol} is in the {why}, where the kernel does not allow kprobes")
+        if start in self.blacklisted:
+            raise ResolveError(f"{symbol} is blacklisted for kprobes (NOKPROBE_SYMBOL)",
+                               hint="kprobes there could recurse into the kprobe handler; probe a caller instead")
+        if not notrace_allowed and self.ftrace_sites and size:
+            i = bisect.bisect_left(self.ftrace_sites, start)
+            if i == len(self.ftrace_sites) or self.ftrace_sites[i] >= start + size:
+                raise ResolveError(f"{symbol} is a notrace function; kprobe events refuse those",
+                                   hint="the kernel needs CONFIG_KPROBE_EVENTS_ON_NOTRACE=y; probe a caller instead")
+
+
+_AREAS = (
+    ("__kprobes_text_start", "__kprobes_text_end", "__kprobes text"),
+    ("__noinstr_text_start", "__noinstr_text_end", "noinstr text"),
+    ("__entry_text_start", "__entry_text_end", "entry text"),
+)
+_MARK_NAMES = {"_stext", "_etext", "__start_kprobe_blacklist", "__stop_kprobe_blacklist",
+               "__start_mcount_loc", "__stop_mcount_loc"} | {n for a, b, _ in _AREAS for n in (a, b)}
+
+
+def _address_array(elf: ElfFile, marks: dict[str, int], start: str, stop: str) -> list[int]:
+    """The unsigned longs between two marker symbols (arrays the linker collects in a section)."""
+    if start not in marks or stop not in marks or marks[stop] <= marks[start]:
+        return []
+    section = next((s for s in elf.sections if s.has_data and s.addr <= marks[start] < s.addr + s.size), None)
+    if section is None:
+        return []
+    data = elf.section_data(section.name)
+    lo = marks[start] - section.addr
+    hi = min(marks[stop] - section.addr, len(data))
+    fmt = "<" if elf.little_endian else ">"
+    return [v for (v,) in struct.iter_unpack(fmt + "Q", data[lo:hi - (hi - lo) % 8])]

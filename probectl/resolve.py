@@ -17,6 +17,7 @@ from .debuginfo.kallsyms import Kallsyms
 from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .debuginfo.dwarf import DebugInfo
 from .debuginfo.variables import VariableUnavailable
+from .kernel import KprobeRules
 from .sourcepoints import SourceResolver, SourceSite
 from .target import uprobe_group_name
 
@@ -82,6 +83,7 @@ class Resolver:
     _elf: ElfFile | None = None
     _kallsyms: Kallsyms | None = None
     _source_resolver: SourceResolver | None = None
+    _kprobe_rules: KprobeRules | bool | None = None
 
     @property
     def elf(self) -> ElfFile:
@@ -98,7 +100,34 @@ class Resolver:
     def resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         """All probe points of one definition (several for globs, static duplicates, inline
         instances or lines the compiler split)."""
-        probe = _with_symbol_version(probe)
+        points = self._resolve(_with_symbol_version(probe))
+        if self.target.is_uprobe or self.target.path is None:
+            return points
+        return self._allowed_kprobes(points)
+
+    def _allowed_kprobes(self, points: list[ProbePoint]) -> list[ProbePoint]:
+        """Drop the places the kernel would refuse (perf: "... is blacklisted function, skip it."),
+        with a warning each; when none is left, the first reason is the error."""
+        if self._kprobe_rules is None:
+            self._kprobe_rules = KprobeRules.from_vmlinux(self.elf) or False
+        rules = self._kprobe_rules
+        if not rules:
+            return points
+        allowed, refused = [], []
+        for point in points:
+            sym = self.elf.symbol_at(point.address)
+            start, size, name = (sym.value, sym.size, sym.name) if sym else (point.address, 0, point.function)
+            try:
+                rules.check(point.address, name, start, size)
+                allowed.append(point)
+            except ResolveError as err:
+                refused.append(err)
+        if not allowed:
+            raise refused[0]
+        self.warnings.extend(f"{err.message}; skipped it" for err in refused)
+        return allowed
+
+    def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         if probe.needs_dwarf:
             return self._resolve_source(probe, self.source(required=True))
         try:
