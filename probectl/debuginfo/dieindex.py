@@ -6,6 +6,9 @@ default. pyelftools parses each DIE through ``construct``, which takes seconds o
 such as libc; this module reads only the top-level DIEs straight from the section bytes,
 decoding just the attributes it needs and skipping every subtree through ``DW_AT_sibling``.
 The result maps a name to the CUs that define it; those CUs alone are then parsed by pyelftools.
+Abbreviation entries are decoded once per distinct byte string (a library's CUs repeat them),
+and ``top_level_dies`` gives one CU's functions and variables the same way, so that pyelftools
+parses those DIEs and not the types around them. ``indexcache`` keeps the index on disk.
 
 Any form this scanner does not know makes it fall back to pyelftools for that CU.
 """
@@ -93,55 +96,73 @@ def _sleb(data: bytes, pos: int) -> tuple[int, int]:
             return result, pos
 
 
-def _parse_abbrevs(data: bytes, offset: int) -> dict[int, tuple]:
-    """Abbreviation code → (tag, has_children, specs, fixed_size, sibling) where specs are
-    (attribute, form, implicit value) triples, ``fixed_size`` the size of the DIE's attributes
-    when every form has a fixed size (else None), and ``sibling`` the (position, size) of a
-    fixed-size DW_AT_sibling reference preceded only by fixed-size attributes (else None)."""
+def _compiled_table(data: bytes, offset: int, offset_size: int, address_size: int, version: int,
+                    entries: dict[bytes, tuple]) -> dict[int, tuple]:
+    """The abbreviation table at ``offset``: code → (tag, has_children, specs, fixed_size, sibling,
+    wanted), where specs are (attribute, form, implicit value) triples, ``fixed_size`` the size of
+    the DIE's attributes when every form has a fixed size (else None), ``sibling`` the (position,
+    size) of a fixed-size DW_AT_sibling reference preceded only by fixed-size attributes (else
+    None) and ``wanted`` whether the scanner reads the DIE.
+
+    ``entries`` (raw entry bytes → compiled entry, for one format) is shared by all tables: the
+    tables of a library's CUs repeat the same entries under other codes. An entry's bytes run
+    from its tag to its "0 0"
+    terminator; the first "0 0" is the terminator unless an implicit constant or an empty
+    attribute list comes first, so only entries whose real end was checked by parsing them
+    are remembered, and a hit is the same bytes from the same start: the same entry."""
     table = {}
     pos = offset
+    wanted_tags = (_TAG_SUBPROGRAM, _TAG_VARIABLE, _TAG_NAMESPACE)
     while True:
-        b = data[pos]
-        if b < 0x80:
-            code, pos = b, pos + 1
+        code = data[pos]
+        if code < 0x80:
+            pos += 1
         else:
             code, pos = _uleb(data, pos)
         if code == 0:
             return table
-        b = data[pos]
-        if b < 0x80:
-            tag, pos = b, pos + 1
+        stop = data.find(b"\0\0", pos) + 2
+        if stop < 2:
+            raise IndexError("abbreviation table without terminator")
+        raw = data[pos:stop]
+        entry = entries.get(raw)
+        if entry is None:
+            tag, children, specs, end = _parse_entry(data, pos)
+            entry = (tag, children, specs, *_plan(specs, offset_size, address_size, version), tag in wanted_tags)
+            if end == stop:
+                entries[raw] = entry
+            stop = end
+        table[code] = entry
+        pos = stop
+
+
+def _parse_entry(data: bytes, pos: int) -> tuple[int, bool, list, int]:
+    """One abbreviation after its code: (tag, has_children, specs, position after it)."""
+    b = data[pos]
+    if b < 0x80:
+        tag, pos = b, pos + 1
+    else:
+        tag, pos = _uleb(data, pos)
+    children = data[pos] != 0
+    pos += 1
+    specs = []
+    while True:
+        attr = data[pos]
+        if attr < 0x80:
+            pos += 1
         else:
-            tag, pos = _uleb(data, pos)
-        children = data[pos] != 0
-        pos += 1
-        specs = []
-        while True:
-            attr = data[pos]
-            if attr < 0x80:
-                pos += 1
-            else:
-                attr, pos = _uleb(data, pos)
-            form = data[pos]
-            if form < 0x80:
-                pos += 1
-            else:
-                form, pos = _uleb(data, pos)
-            if attr == 0 and form == 0:
-                break
-            value = 0
-            if form == 0x21:  # implicit_const
-                value, pos = _sleb(data, pos)
-            specs.append((attr, form, value))
-        table[code] = (tag, children, specs)
-
-
-def _compile(table: dict[int, tuple], offset_size: int, address_size: int, version: int) -> dict[int, tuple]:
-    """The scanner's view of an abbreviation table: code → (tag, has_children, specs,
-    fixed_size, sibling, wanted) with ``_plan``'s sizes worked out once per table and format."""
-    wanted_tags = (_TAG_SUBPROGRAM, _TAG_VARIABLE, _TAG_NAMESPACE)
-    return {code: (tag, children, specs, *_plan(specs, offset_size, address_size, version), tag in wanted_tags)
-            for code, (tag, children, specs) in table.items()}
+            attr, pos = _uleb(data, pos)
+        form = data[pos]
+        if form < 0x80:
+            pos += 1
+        else:
+            form, pos = _uleb(data, pos)
+        if attr == 0 and form == 0:
+            return tag, children, specs, pos
+        value = 0
+        if form == 0x21:  # implicit_const
+            value, pos = _sleb(data, pos)
+        specs.append((attr, form, value))
 
 
 def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Optional[int], Optional[tuple]]:
@@ -531,12 +552,8 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
         units = [(cu.cu_offset, cu.cu_offset + cu.size, cu.cu_die_offset, cu.header["debug_abbrev_offset"],
                   cu.structs.dwarf_format // 8, cu.header["address_size"], cu.header["version"])
                  for cu in debuginfo.compile_units()]
-    # Abbreviation tables, parsed once per distinct content: a table runs at most to the next
-    # table's start, and many CUs of a library have byte-identical ones.
-    starts = sorted({u[3] for u in units} | {len(abbrev)})
-    table_end = dict(zip(starts, starts[1:]))
     tables: dict[tuple, dict] = {}
-    by_content: dict[tuple, dict] = {}
+    entries: dict[tuple, dict] = {}
     funcs: dict = {}
     variables: dict = {}
     strings: dict[tuple[int, int], str] = {}
@@ -547,12 +564,8 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
             fmt = (aoff, offset_size, address_size, version)
             table = tables.get(fmt)
             if table is None:
-                content = (abbrev[aoff:table_end.get(aoff, len(abbrev))], offset_size, address_size, version)
-                table = by_content.get(content)
-                if table is None:
-                    table = by_content[content] = _compile(_parse_abbrevs(content[0], 0),
-                                                           offset_size, address_size, version)
-                tables[fmt] = table
+                shared = entries.setdefault(fmt[1:], {})
+                table = tables[fmt] = _compiled_table(abbrev, aoff, offset_size, address_size, version, shared)
             scanner = _CUScanner(info, strtab, line_strtab, str_offsets, offset_size, address_size, version,
                                  strings)
             scanner.scan(cu_offset, die_offset, end, table, cu_funcs, cu_vars)
@@ -591,6 +604,7 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
         cache["sections"] = (_section_bytes(debuginfo, "debug_info_sec"),
                              _section_bytes(debuginfo, "debug_abbrev_sec"))
         cache["tables"] = {}
+        cache["entries"] = {}
     info, abbrev = cache["sections"]
     header = cu.header
     offset_size = cu.structs.dwarf_format // 8
@@ -598,7 +612,8 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
     try:
         table = cache["tables"].get(fmt)
         if table is None:
-            table = cache["tables"][fmt] = _compile(_parse_abbrevs(abbrev, fmt[0]), *fmt[1:])
+            shared = cache["entries"].setdefault(fmt[1:], {})
+            table = cache["tables"][fmt] = _compiled_table(abbrev, fmt[0], *fmt[1:], shared)
         scanner = _CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
         funcs: list[int] = []
         variables: list[int] = []
