@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Benchmark of source-level resolution: `probectl add -D` against `perf probe -D`, in one run.
+
+    .venv/bin/python bench/bench_add.py [--runs 7] [--perf perf] [--tree OLD_CHECKOUT]
+
+Each case runs both tools on the same binary and the same work:
+
+1. libc ``malloc bytes``: perf fails on the alias, so perf runs ``__libc_malloc bytes`` (the
+   definition probectl gives for ``malloc bytes``); perf's failing ``malloc bytes`` is timed too;
+2. libc ``__libc_malloc bytes`` in both;
+3. the largest fixture definition: ``paint`` of dwarf_structs at -O2 with 25 arguments.
+
+probectl runs cold (an empty index cache: ``XDG_CACHE_HOME`` points to a new directory each
+time) and warm (the cache filled by a previous run). Every command runs ``--runs`` times,
+interleaved; the table shows the fastest and the median wall-clock time and the median CPU time
+(user + system) of the child, and the ratios probectl / perf of the fastest runs and of the
+median CPU times. The fastest run is the fairest figure on a busy machine: as root, `add -D`
+takes probectl's lock and reads tracefs, so it may wait for other probectl processes.
+
+probectl is run as an installed program would be: with its bytecode cached
+(``PYTHONPYCACHEPREFIX`` in a temporary directory, compiled by a first, untimed run), even when
+the environment sets ``PYTHONDONTWRITEBYTECODE``; ``--no-bytecode-cache`` measures without it.
+All figures come from one run on one machine; they are ratios to compare, not absolute targets.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import build_fixture  # noqa: E402
+
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+# Every member chain of paint() that perf can fetch too (not the bitfields).
+PAINT = ("paint scale w->id w->depth w->name w->label:string w->origin.x w->corner->y w->pts[2].x "
+         "w->values[3] w->u.ival w->tag w->hi w->mode w->level w->size w->next->id w->serial w->sc "
+         "w->uc w->ok w->fl.tail w->u.bytes[1] w->cv w->next->name:string w->next->label:string")
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, child CPU seconds, result) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=env.get("BENCH_CWD"))
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, out
+
+
+class Series:
+    def __init__(self, label: str):
+        self.label = label
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.output = ""
+        self.status = 0
+
+    def add(self, wall: float, cpu: float, out: subprocess.CompletedProcess) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+        self.output = out.stdout.strip() or out.stderr.strip().splitlines()[-1]
+        self.status = out.returncode
+
+    @property
+    def best(self) -> float:
+        return min(self.wall)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
+    def row(self) -> str:
+        return (f"  {self.label:<44} {self.best * 1000:8.0f} {statistics.median(self.wall) * 1000:8.0f} "
+                f"{self.cpu_median * 1000:8.0f}  {'ok' if self.status == 0 else 'FAILS'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--perf", default=shutil.which("perf") or "perf")
+    parser.add_argument("--tree", type=Path,
+                        help="measure the probectl of another source tree (e.g. an older checkout)")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="run probectl without cached bytecode (as with PYTHONDONTWRITEBYTECODE=1)")
+    args = parser.parse_args()
+
+    structs = str(build_fixture("dwarf_structs", "-O2"))
+    cases = [
+        ("libc malloc bytes", LIBC, "malloc bytes", "__libc_malloc bytes"),
+        ("libc __libc_malloc bytes", LIBC, "__libc_malloc bytes", "__libc_malloc bytes"),
+        ("dwarf_structs -O2 paint (25 arguments)", structs, PAINT, PAINT),
+    ]
+
+    work = Path(tempfile.mkdtemp(prefix="bench-add-"))
+    # Run from an empty directory, so `python -m probectl` does not import the tree it starts in.
+    env = dict(os.environ, BENCH_CWD=str(work))
+    if args.no_bytecode_cache:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    if args.tree:
+        env["PYTHONPATH"] = str(args.tree.resolve())
+    warm_env = dict(env, XDG_CACHE_HOME=str(work / "warm-cache"))
+    probectl = [sys.executable, "-m", "probectl", "add", "-D", "-x"]
+    try:
+        # Untimed: compile the bytecode, fill the warm cache, check both tools agree.
+        for _label, binary, ours, theirs in cases:
+            mine = subprocess.run(probectl + [binary, ours], capture_output=True, text=True, env=warm_env,
+                                  cwd=work)
+            perf = subprocess.run([args.perf, "probe", "-x", binary, "-D", theirs], capture_output=True, text=True)
+            if mine.returncode != 0 or perf.returncode != 0:
+                print(f"setup failed:\n{mine.stderr}{perf.stderr}", file=sys.stderr)
+                return 1
+
+        results = []
+        for number, (label, binary, ours, theirs) in enumerate(cases):
+            series = {
+                "cold": Series(f"probectl cold  {ours[:28]}"),
+                "warm": Series(f"probectl warm  {ours[:28]}"),
+                "perf": Series(f"perf           {theirs[:28]}"),
+            }
+            if ours != theirs:
+                series["perf-alias"] = Series(f"perf           {ours[:28]}")
+            for i in range(args.runs):
+                cold_env = dict(env, XDG_CACHE_HOME=str(work / f"cold-{number}-{i}"))
+                series["cold"].add(*timed(probectl + [binary, ours], cold_env))
+                series["warm"].add(*timed(probectl + [binary, ours], warm_env))
+                series["perf"].add(*timed([args.perf, "probe", "-x", binary, "-D", theirs], env))
+                if "perf-alias" in series:
+                    series["perf-alias"].add(*timed([args.perf, "probe", "-x", binary, "-D", ours], env))
+            results.append((label, series))
+
+        print(f"probectl{' from ' + str(args.tree) if args.tree else ''} add -D vs perf probe -D, {args.runs} runs each"
+              f"{' (no bytecode cache)' if args.no_bytecode_cache else ''}; milliseconds\n")
+        print(f"  {'':<44} {'fastest':>8} {'median':>8} {'cpu':>8}")
+        for label, series in results:
+            print(label)
+            for s in series.values():
+                print(s.row())
+            perf = series["perf"]
+            for mode in ("cold", "warm"):
+                s = series[mode]
+                print(f"  ratio {mode}: {s.best / perf.best:5.1f}x (fastest)  {s.cpu_median / perf.cpu_median:5.1f}x (cpu)")
+            print()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
