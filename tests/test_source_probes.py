@@ -567,3 +567,157 @@ def test_in_process_runs_match_the_command(tmp_path):
     out = probectl_process("add", "-x", path, "-D", definition)
     code, stdout, _ = run_cli("add", "-x", path, "-D", definition)
     assert (out.returncode, out.stdout) == (code, stdout)
+
+
+# --- the speed work keeps results -----------------------------------------------------------------
+
+
+def _debuginfo(path: str):
+    from probectl.debuginfo.dwarf import DebugInfo
+
+    return DebugInfo.open(path)
+
+
+def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
+    """The name index read back from the cache equals the one built; a damaged, foreign or
+    unreadable cache file is rebuilt (or ignored) without changing results; caching can be off."""
+    from probectl.debuginfo import dieindex, indexcache
+
+    path = binary("dwarf_structs", "-O2")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cold = _debuginfo(path)
+    built = (cold.name_index(), cold.variable_index())
+    (cached,) = (tmp_path / "probectl").glob("dwarf-names-*.json")
+    assert cached.name == f"dwarf-names-{_elf(path).build_id}.json"
+
+    real_build = dieindex.build_indexes
+    calls = []
+    monkeypatch.setattr(dieindex, "build_indexes", lambda d: calls.append(d) or real_build(d))
+    warm = _debuginfo(path)
+    assert (warm.name_index(), warm.variable_index()) == built and calls == []
+
+    good = cached.read_text()
+    damage = [
+        "", "{", "[]", good[: len(good) // 2], good.replace(f'"fingerprint":[{indexcache.FORMAT},', '"fingerprint":[99,'),
+        good.replace('"functions":{', '"functions":{"evil":[[0,999999999]],', 1),
+        good.replace('"functions":{', '"functions":{"evil":[["a","b"]],', 1),
+        good.replace('"functions":{', '"functions":{"evil":7,', 1),
+    ]
+    for text in damage:
+        cached.write_text(text)
+        again = _debuginfo(path)
+        assert (again.name_index(), again.variable_index()) == built
+        assert cached.read_text() == good  # rewritten
+    assert len(calls) == len(damage)
+
+    cached.unlink()
+    (tmp_path / "probectl").chmod(0o500)  # root ignores modes: also try a path that is a file
+    try:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(cached))  # a missing directory under a file path
+        cached.write_text("not a directory")
+        assert _debuginfo(path).name_index() == built[0]
+    finally:
+        (tmp_path / "probectl").chmod(0o700)
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "off"))
+    assert _debuginfo(path).name_index() == built[0]
+    assert not (tmp_path / "off").exists()
+
+
+def test_index_cache_keeps_few_files(tmp_path, monkeypatch):
+    from probectl.debuginfo import indexcache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = tmp_path / "probectl"
+    directory.mkdir()
+    for i in range(indexcache.MAX_FILES + 5):
+        old = directory / f"dwarf-names-{i:040x}.json"
+        old.write_text("{}")
+        os.utime(old, (1000 + i, 1000 + i))
+    path = binary("dwarf_inline", "-O0")
+    _debuginfo(path).name_index()
+    names = sorted(p.name for p in directory.iterdir())
+    assert len(names) == indexcache.MAX_FILES
+    assert f"dwarf-names-{_elf(path).build_id}.json" in names
+    assert f"dwarf-names-{0:040x}.json" not in names  # the least recently used went first
+
+
+def _cu_sample(di, limit: int = 60):
+    import random
+
+    cus = di.compile_units()
+    return cus if len(cus) <= limit else random.Random(3).sample(cus, limit)
+
+
+@pytest.mark.parametrize("name,opt", [("dwarf_structs", "-O2"), ("dwarf_inline", "-O2"),
+                                      ("dwarf_static", "-O0"), ("libc", "")])
+def test_byte_scanners_match_pyelftools(name, opt):
+    """.debug_aranges, each CU's top-level functions/variables and the name index, read from the
+    section bytes, against pyelftools' own parse of the same DWARF."""
+    from probectl.debuginfo.dieindex import _scan_with_pyelftools, top_level_dies
+
+    path = binary(name, opt)
+    try:
+        di = _debuginfo(path)
+    except Exception as exc:  # libc without libc6-dbg
+        pytest.skip(str(exc))
+    aranges = di.dwarf.get_aranges()
+    for entry in aranges.entries:
+        for address in (entry.begin_addr, entry.begin_addr + entry.length - 1):
+            if entry.length:
+                assert di._aranges_cu_offset(address) == aranges.cu_offset_at_addr(address)
+    functions, variables = di.name_index(), di.variable_index()
+    for cu in _cu_sample(di):
+        f, v = [], []
+        for die in di.children(cu.get_top_DIE()):
+            if die.tag in ("DW_TAG_namespace", "DW_TAG_module"):
+                f += [d.offset for d in di.children(die) if d.tag == "DW_TAG_subprogram"]
+                v += [d.offset for d in di.children(die) if d.tag == "DW_TAG_variable"]
+            elif die.tag == "DW_TAG_subprogram":
+                f.append(die.offset)
+            elif die.tag == "DW_TAG_variable":
+                v.append(die.offset)
+        assert top_level_dies(di, cu) == (f, v)
+        py_funcs, py_vars = _scan_with_pyelftools(di, cu)
+        for index, py in ((functions, py_funcs), (variables, py_vars)):
+            mine = {(n, r) for n, refs in index.items() for r in refs if r[0] == cu.cu_offset}
+            assert mine == {(n, r) for n, refs in py.items() for r in refs}
+
+
+def test_abbreviation_entries_shared_only_when_equal():
+    """Entries are remembered by their bytes up to the first "0 0"; an implicit constant of 0 or
+    an empty attribute list ends an entry elsewhere, and must not be confused with another."""
+    from probectl.debuginfo.dieindex import _compiled_table, _parse_entry
+
+    def uleb(n):
+        out = bytearray()
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out.append(b | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    def entry(code, tag, children, specs):
+        body = uleb(code) + uleb(tag) + bytes([children])
+        for attr, form, *value in specs:
+            body += uleb(attr) + uleb(form) + (bytes(value) if value else b"")
+        return body + b"\0\0"
+
+    tables = [
+        # DW_AT_decl_file as implicit_const 0, then another attribute
+        entry(1, 0x2E, 1, [(0x03, 0x08), (0x3A, 0x21, 0x00), (0x3B, 0x0B)]) + entry(2, 0x24, 0, []) + b"\0",
+        # the same leading bytes with a different ending; an empty list with children
+        entry(7, 0x2E, 1, [(0x03, 0x08), (0x3A, 0x21, 0x00), (0x49, 0x13)]) + entry(3, 0x13, 1, []) + b"\0",
+        # sleb 64 (0xc0 0x00) as implicit value, multi-byte attribute numbers
+        entry(1, 0x34, 0, [(0x2137, 0x17), (0x3A, 0x21, 0xC0, 0x00), (0x02, 0x18)]) + b"\0",
+    ]
+    shared: dict = {}
+    for raw in tables * 2:
+        data = b"\x99" + raw
+        got = _compiled_table(data, 1, 4, 8, 5, shared)
+        pos, want = 1, {}
+        while data[pos]:
+            code = data[pos]
+            tag, children, specs, pos = _parse_entry(data, pos + 1)
+            want[code] = (tag, children, specs)
+        assert {c: e[:3] for c, e in got.items()} == want

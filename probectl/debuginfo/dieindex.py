@@ -287,7 +287,10 @@ class _CUScanner:
                 raise _Unsupported(f"form 0x{form:x}")
         return pos, found
 
-    def scan(self, cu_offset: int, die_offset: int, end: int, abbrevs, out_funcs, out_vars) -> None:
+    def scan(self, cu_offset: int, die_offset: int, end: int, abbrevs, records: list, seen: dict) -> None:
+        """Scan one CU: ``records`` gets (is a function, DIE offset) of each definition to index,
+        in DIE order; ``seen`` maps the offset of every function and variable DIE read (declarations
+        too) to its (DW_AT_name, DW_AT_linkage_name, abstract origin or specification)."""
         data = self.info
         pos = die_offset
         # The CU DIE: read DW_AT_str_offsets_base before anything needs strx.
@@ -310,11 +313,10 @@ class _CUScanner:
         pos, _ = self.read_die(pos, specs, cu_offset, False)
         if not children:
             return
-        self._scan_children(pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth=1)
+        self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
 
-    def _scan_children(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth) -> int:
+    def _scan_children(self, pos, end, cu_offset, abbrevs, records, seen) -> int:
         data = self.info
-        pending_origin = []
         while pos < end:
             die_offset = pos
             code = data[pos]
@@ -335,27 +337,22 @@ class _CUScanner:
                     pos += fixed
                     continue
             pos, attrs = self.read_die(pos, specs, cu_offset, want)
-            if want and tag != _TAG_NAMESPACE and not attrs.get(_AT_DECLARATION):
-                names = [attrs.get(_AT_NAME), attrs.get(_AT_LINKAGE_NAME) or attrs.get(_AT_MIPS_LINKAGE_NAME)]
-                names = [n for n in names if isinstance(n, str)]
-                target = out_funcs if tag == _TAG_SUBPROGRAM else out_vars
-                if tag == _TAG_SUBPROGRAM or _AT_LOCATION in attrs or _AT_EXTERNAL in attrs:
-                    if names:
-                        for n in names:
-                            target.setdefault(n, []).append((cu_offset, die_offset))
-                    else:
-                        origin = attrs.get(_AT_ABSTRACT_ORIGIN) or attrs.get(_AT_SPECIFICATION)
-                        if origin is not None:
-                            pending_origin.append((target, origin, die_offset))
+            if want and tag != _TAG_NAMESPACE:
+                name = attrs.get(_AT_NAME)
+                linkage = attrs.get(_AT_LINKAGE_NAME) or attrs.get(_AT_MIPS_LINKAGE_NAME)
+                origin = attrs.get(_AT_ABSTRACT_ORIGIN) or attrs.get(_AT_SPECIFICATION)
+                seen[die_offset] = (name if isinstance(name, str) else None,
+                                    linkage if isinstance(linkage, str) else None, origin)
+                if not attrs.get(_AT_DECLARATION) and (
+                        tag == _TAG_SUBPROGRAM or _AT_LOCATION in attrs or _AT_EXTERNAL in attrs):
+                    records.append((tag == _TAG_SUBPROGRAM, die_offset))
             if children:
                 if tag == _TAG_NAMESPACE:
-                    pos = self._scan_children(pos, end, cu_offset, abbrevs, out_funcs, out_vars, depth + 1)
+                    pos = self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
                 elif _AT_SIBLING in attrs:
                     pos = _forward(attrs[_AT_SIBLING], pos)
                 else:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
-        for target, origin, die_offset in pending_origin:
-            target.setdefault(("origin", origin), []).append((cu_offset, die_offset))
         return pos
 
     def collect(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, nested) -> int:
@@ -538,9 +535,10 @@ def _unit_headers(info: bytes, little_endian: bool) -> Optional[list[tuple]]:
 
 
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
-    """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)]."""
-    from .dwarf import die_name
+    """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)].
 
+    Each definition is listed under its name and its linkage name, taken from its abstract origin
+    or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do)."""
     dwarf = debuginfo.dwarf
     info = _section_bytes(debuginfo, "debug_info_sec")
     abbrev = _section_bytes(debuginfo, "debug_abbrev_sec")
@@ -558,8 +556,8 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     variables: dict = {}
     strings: dict[tuple[int, int], str] = {}
     for cu_offset, end, die_offset, aoff, offset_size, address_size, version in units:
-        cu_funcs: dict = {}
-        cu_vars: dict = {}
+        records: list[tuple[bool, int]] = []
+        seen: dict[int, tuple] = {}
         try:
             fmt = (aoff, offset_size, address_size, version)
             table = tables.get(fmt)
@@ -568,28 +566,43 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
                 table = tables[fmt] = _compiled_table(abbrev, aoff, offset_size, address_size, version, shared)
             scanner = _CUScanner(info, strtab, line_strtab, str_offsets, offset_size, address_size, version,
                                  strings)
-            scanner.scan(cu_offset, die_offset, end, table, cu_funcs, cu_vars)
+            scanner.scan(cu_offset, die_offset, end, table, records, seen)
         except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
             cu_funcs, cu_vars = _scan_with_pyelftools(debuginfo, dwarf.get_CU_at(cu_offset))
-        for src, dst in ((cu_funcs, funcs), (cu_vars, variables)):
-            own = None
-            for name, refs in src.items():
-                if isinstance(name, tuple):
-                    if own is None:
-                        own = {off: n for n, rs in src.items() if isinstance(n, str) for _, off in rs}
-                    origin = name[1]
-                    real = own.get(origin) if not isinstance(origin, tuple) else None
-                    if real is None:
-                        ref_off = origin[1] if isinstance(origin, tuple) else origin
-                        try:
-                            real = die_name(dwarf.get_DIE_from_refaddr(ref_off))
-                        except Exception:  # a dangling reference: leave the DIE out
-                            real = None
-                    if real is None:
-                        continue
-                    name = real
-                dst.setdefault(name, []).extend(refs)
+            for src, dst in ((cu_funcs, funcs), (cu_vars, variables)):
+                for name, refs in src.items():
+                    dst.setdefault(name, []).extend(refs)
+            continue
+        for is_function, offset in records:
+            target = funcs if is_function else variables
+            for name in dict.fromkeys(_names(dwarf, seen, offset)):
+                if name:
+                    target.setdefault(name, []).append((cu_offset, offset))
     return funcs, variables
+
+
+def _names(dwarf, seen: dict[int, tuple], offset: int) -> tuple[Optional[str], Optional[str]]:
+    """(name, linkage name) of a scanned DIE as ``die_name``/``die_linkage_name`` give them: its own
+    attributes, else those of its abstract origin or specification (followed like ``die_attr``)."""
+    from .dwarf import die_linkage_name, die_name
+
+    name = linkage = None
+    ref: object = offset
+    for _ in range(9):
+        entry = seen.get(ref) if isinstance(ref, int) else None
+        if entry is None:  # an origin outside the scanned DIEs (another CU, a nested DIE)
+            try:
+                die = dwarf.get_DIE_from_refaddr(ref[1] if isinstance(ref, tuple) else ref)
+                return name or die_name(die), linkage or die_linkage_name(die)
+            except Exception:  # a dangling reference: what was found so far
+                return name, linkage
+        own_name, own_linkage, origin = entry
+        name = name or own_name
+        linkage = linkage or own_linkage
+        if (name and linkage) or origin is None:
+            break
+        ref = origin
+    return name, linkage
 
 
 _TAG_MODULE = 0x1E

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .dwarf import DebugInfo
 
 # Bump when the content of the index changes (dieindex's rules), so older files are not trusted.
-FORMAT = 1
+FORMAT = 2
 MAX_FILES = 64
 _PREFIX = "dwarf-names-"
 
