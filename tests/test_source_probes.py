@@ -587,8 +587,8 @@ def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cold = _debuginfo(path)
     built = (cold.name_index(), cold.variable_index())
-    (cached,) = (tmp_path / "probectl").glob("dwarf-names-*.json")
-    assert cached.name == f"dwarf-names-{_elf(path).build_id}.json"
+    (cached,) = (tmp_path / "probectl").glob("dwarf-names-*")
+    assert cached.name == f"dwarf-names-{_elf(path).build_id}.bin"
 
     real_build = dieindex.build_indexes
     calls = []
@@ -596,28 +596,35 @@ def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
     warm = _debuginfo(path)
     assert (warm.name_index(), warm.variable_index()) == built and calls == []
 
-    good = cached.read_text()
+    import hashlib
+    import marshal
+
+    good = cached.read_bytes()
+    head = len(indexcache._MAGIC) + 32
+    stored = marshal.loads(good[head:])
+
+    def sealed(payload: bytes) -> bytes:  # a well-formed file around other contents
+        return indexcache._MAGIC + hashlib.sha256(payload).digest() + payload
+
     damage = [
-        "", "{", "[]", good[: len(good) // 2], good.replace(f'"fingerprint":[{indexcache.FORMAT},', '"fingerprint":[99,'),
-        good.replace('"functions":{', '"functions":{"evil":[[0,999999999]],', 1),
-        good.replace('"functions":{', '"functions":{"evil":[["a","b"]],', 1),
-        good.replace('"functions":{', '"functions":{"evil":7,', 1),
+        b"", b"{", good[:head], good[: len(good) // 2], good[:-1], good[:head] + b"\x00" + good[head + 1:],
+        good.replace(indexcache._MAGIC, b"probectl something else\n"),
+        sealed(b"not marshal data"),
+        sealed(marshal.dumps(((99,) + stored[0][1:], stored[1], stored[2]))),  # another format
+        sealed(marshal.dumps((stored[0], [], stored[2]))),
+        sealed(marshal.dumps(stored[:2])),
     ]
-    for text in damage:
-        cached.write_text(text)
+    for data in damage:
+        cached.write_bytes(data)
         again = _debuginfo(path)
         assert (again.name_index(), again.variable_index()) == built
-        assert cached.read_text() == good  # rewritten
+        assert cached.read_bytes() == good  # rewritten
     assert len(calls) == len(damage)
 
-    cached.unlink()
-    (tmp_path / "probectl").chmod(0o500)  # root ignores modes: also try a path that is a file
-    try:
-        monkeypatch.setenv("XDG_CACHE_HOME", str(cached))  # a missing directory under a file path
-        cached.write_text("not a directory")
-        assert _debuginfo(path).name_index() == built[0]
-    finally:
-        (tmp_path / "probectl").chmod(0o700)
+    # a cache directory that cannot be made (its parent is a file; root ignores file modes)
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    assert _debuginfo(path).name_index() == built[0]
     monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "off"))
     assert _debuginfo(path).name_index() == built[0]
@@ -631,15 +638,15 @@ def test_index_cache_keeps_few_files(tmp_path, monkeypatch):
     directory = tmp_path / "probectl"
     directory.mkdir()
     for i in range(indexcache.MAX_FILES + 5):
-        old = directory / f"dwarf-names-{i:040x}.json"
+        old = directory / f"dwarf-names-{i:040x}.bin"
         old.write_text("{}")
         os.utime(old, (1000 + i, 1000 + i))
     path = binary("dwarf_inline", "-O0")
     _debuginfo(path).name_index()
     names = sorted(p.name for p in directory.iterdir())
     assert len(names) == indexcache.MAX_FILES
-    assert f"dwarf-names-{_elf(path).build_id}.json" in names
-    assert f"dwarf-names-{0:040x}.json" not in names  # the least recently used went first
+    assert f"dwarf-names-{_elf(path).build_id}.bin" in names
+    assert f"dwarf-names-{0:040x}.bin" not in names  # the least recently used went first
 
 
 def _cu_sample(di, limit: int = 60):

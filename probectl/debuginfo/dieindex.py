@@ -608,10 +608,8 @@ def _names(dwarf, seen: dict[int, tuple], offset: int) -> tuple[Optional[str], O
 _TAG_MODULE = 0x1E
 
 
-def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:
-    """Offsets of the DW_TAG_subprogram and DW_TAG_variable DIEs among a CU's top-level DIEs and
-    the children of its top-level namespaces and modules, in DIE order, read from the section
-    bytes (declarations included); None when this scanner cannot read the CU."""
+def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "_CUScanner"]:
+    """``.debug_info``, the CU's compiled abbreviation table and a scanner for it (cached per file)."""
     cache = debuginfo._cache.setdefault("top_level_scan", {})
     if "sections" not in cache:
         cache["sections"] = (_section_bytes(debuginfo, "debug_info_sec"),
@@ -622,12 +620,19 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
     header = cu.header
     offset_size = cu.structs.dwarf_format // 8
     fmt = (header["debug_abbrev_offset"], offset_size, header["address_size"], header["version"])
+    table = cache["tables"].get(fmt)
+    if table is None:
+        shared = cache["entries"].setdefault(fmt[1:], {})
+        table = cache["tables"][fmt] = _compiled_table(abbrev, fmt[0], *fmt[1:], shared)
+    return info, table, _CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
+
+
+def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:
+    """Offsets of the DW_TAG_subprogram and DW_TAG_variable DIEs among a CU's top-level DIEs and
+    the children of its top-level namespaces and modules, in DIE order, read from the section
+    bytes (declarations included); None when this scanner cannot read the CU."""
     try:
-        table = cache["tables"].get(fmt)
-        if table is None:
-            shared = cache["entries"].setdefault(fmt[1:], {})
-            table = cache["tables"][fmt] = _compiled_table(abbrev, fmt[0], *fmt[1:], shared)
-        scanner = _CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
+        info, table, scanner = _cu_table(debuginfo, cu)
         funcs: list[int] = []
         variables: list[int] = []
         end = cu.cu_offset + cu.size
@@ -638,6 +643,51 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
         if code and children:
             scanner.collect(pos, end, cu.cu_offset, table, funcs, variables, nested=True)
         return funcs, variables
+    except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+
+
+_TAG_FORMAL_PARAMETER = 0x05
+_FORM_SEC_OFFSET, _FORM_LOCLISTX, _FORM_DATA4, _FORM_DATA8 = 0x17, 0x22, 0x06, 0x07
+
+
+def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
+    """Whether some DW_TAG_variable or DW_TAG_formal_parameter of the CU has a location list
+    (DW_AT_location as sec_offset/loclistx, or data4/data8 before DWARF 4), read from the
+    section bytes: the abbreviation table says which entries would, and the DIEs are walked
+    until one of them is used. None when this scanner cannot read the CU."""
+    try:
+        info, table, scanner = _cu_table(debuginfo, cu)
+        version = cu.header["version"]
+        forms = {_FORM_SEC_OFFSET, _FORM_LOCLISTX} | ({_FORM_DATA4, _FORM_DATA8} if version < 4 else set())
+        listed = set()
+        for code, (tag, _children, specs, *_rest) in table.items():
+            if tag in (_TAG_VARIABLE, _TAG_FORMAL_PARAMETER):
+                for attr, form, _ in specs:
+                    if attr == _AT_LOCATION and form == _FORM_INDIRECT:
+                        return None
+                    if attr == _AT_LOCATION and form in forms:
+                        listed.add(code)
+        if not listed:
+            return False
+        pos = cu.cu_die_offset
+        end = cu.cu_offset + cu.size
+        while pos < end:
+            code = info[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = _uleb(info, pos)
+            if code == 0:
+                continue
+            if code in listed:
+                return True
+            _tag, _children, specs, fixed, *_rest = table[code]
+            if fixed is not None:
+                pos += fixed
+            else:
+                pos, _ = scanner.read_die(pos, specs, cu.cu_offset, False)
+        return False
     except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
 

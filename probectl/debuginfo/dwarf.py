@@ -237,15 +237,19 @@ class DebugInfo:
         """perf's ``die_is_optimized_target``: some variable of the CU uses a location list."""
         key = ("optimized", cu.cu_offset)
         if key not in self._cache:
-            found = False
-            version = cu.header.version
-            for die in cu.iter_DIEs():
-                if die.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
-                    loc = die.attributes.get("DW_AT_location")
-                    if loc is not None and (loc.form in ("DW_FORM_sec_offset", "DW_FORM_loclistx")
-                                            or (version < 4 and loc.form in ("DW_FORM_data4", "DW_FORM_data8"))):
-                        found = True
-                        break
+            from .dieindex import uses_location_lists
+
+            found = uses_location_lists(self, cu)
+            if found is None:  # a CU the byte scanner cannot read: ask pyelftools
+                found = False
+                version = cu.header.version
+                for die in cu.iter_DIEs():
+                    if die.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
+                        loc = die.attributes.get("DW_AT_location")
+                        if loc is not None and (loc.form in ("DW_FORM_sec_offset", "DW_FORM_loclistx")
+                                                or (version < 4 and loc.form in ("DW_FORM_data4", "DW_FORM_data8"))):
+                            found = True
+                            break
             self._cache[key] = found
         return self._cache[key]
 

@@ -2,20 +2,24 @@
 
 Building the index means scanning every compilation unit: half a second for libc, much more for
 a kernel. The index only depends on the DWARF bytes, so it is kept in
-``$XDG_CACHE_HOME/probectl`` (default ``~/.cache/probectl``) as one small JSON file per debug file,
+``$XDG_CACHE_HOME/probectl`` (default ``~/.cache/probectl``) as one small file per debug file,
 named after its GNU build-id (or, without one, a hash of its path, size and modification time),
 and read back in milliseconds by the next run.
 
-The cache is an optimisation only: a file that is missing, unreadable, corrupt, of another format
-or made for other DWARF (the sizes of ``.debug_info``, ``.debug_abbrev`` and ``.debug_str`` are
-checked) is rebuilt; a directory that cannot be written is left alone. At most ``MAX_FILES``
-files are kept, the least recently used are removed. ``PROBECTL_NO_CACHE=1`` turns it off.
+A file is a magic line, the SHA-256 of the rest, and the rest: ``marshal`` data of (fingerprint,
+functions, variables). The checksum is verified before anything is unmarshalled, so a truncated
+or damaged file is never decoded; the fingerprint (format, Python's marshal version, the sizes of
+``.debug_info``, ``.debug_abbrev`` and ``.debug_str``) rejects files of another format or made for
+other DWARF. The cache is an optimisation only: a file that is missing, unreadable or rejected
+is rebuilt; a directory that cannot be written is left alone. At most ``MAX_FILES`` files are
+kept, the least recently used are removed. ``PROBECTL_NO_CACHE=1`` turns it off.
 """
 from __future__ import annotations
 
 import hashlib
-import json
+import marshal
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 FORMAT = 2
 MAX_FILES = 64
 _PREFIX = "dwarf-names-"
+_SUFFIX = ".bin"
+_MAGIC = b"probectl dwarf name index\n"
 
 Index = dict[str, list[tuple[int, int]]]
 
@@ -54,7 +60,7 @@ def load_or_build(debuginfo: "DebugInfo") -> tuple[Index, Index]:
     if directory is None:
         return build_indexes(debuginfo)
     fingerprint = _fingerprint(debuginfo)
-    path = directory / f"{_PREFIX}{_key(debuginfo)}.json"
+    path = directory / f"{_PREFIX}{_key(debuginfo)}{_SUFFIX}"
     cached = _read(path, fingerprint)
     if cached is not None:
         return cached
@@ -79,52 +85,39 @@ def _key(debuginfo: "DebugInfo") -> str:
     return "path-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def _fingerprint(debuginfo: "DebugInfo") -> list[int]:
+def _fingerprint(debuginfo: "DebugInfo") -> tuple:
     dwarf = debuginfo.dwarf
-    return [FORMAT] + [sec.size if sec is not None else 0
-                       for sec in (dwarf.debug_info_sec, dwarf.debug_abbrev_sec, dwarf.debug_str_sec)]
+    return (FORMAT, marshal.version, sys.version_info[:2]) + tuple(
+        sec.size if sec is not None else 0
+        for sec in (dwarf.debug_info_sec, dwarf.debug_abbrev_sec, dwarf.debug_str_sec))
 
 
-def _read(path: Path, fingerprint: list[int]) -> Optional[tuple[Index, Index]]:
+def _read(path: Path, fingerprint: tuple) -> Optional[tuple[Index, Index]]:
     try:
-        data = json.loads(path.read_bytes())
-        if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
+        data = path.read_bytes()
+        head = len(_MAGIC) + 32
+        if not data.startswith(_MAGIC) or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC):head]:
             return None
-        limit = fingerprint[1]
-        tables = (_table(data["functions"], limit), _table(data["variables"], limit))
-    except (OSError, ValueError, KeyError, TypeError):
+        stored, funcs, variables = marshal.loads(data[head:])
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if stored != fingerprint or type(funcs) is not dict or type(variables) is not dict:
         return None
     try:
         os.utime(path)  # least recently used goes first when pruning
     except OSError:
         pass
-    return tables
+    return funcs, variables
 
 
-def _table(raw, limit: int) -> Index:
-    """A JSON table back as name → [(CU offset, DIE offset)]; TypeError/ValueError when malformed."""
-    if not isinstance(raw, dict):
-        raise TypeError("not a table")
-    out: Index = {}
-    for name, refs in raw.items():
-        row = []
-        for cu, die in refs:
-            if type(cu) is not int or type(die) is not int or not 0 <= cu <= die < limit:
-                raise ValueError("offset out of range")
-            row.append((cu, die))
-        out[name] = row
-    return out
-
-
-def _write(directory: Path, path: Path, fingerprint: list[int], funcs: Index, variables: Index) -> None:
-    text = json.dumps({"fingerprint": fingerprint, "functions": funcs, "variables": variables},
-                      separators=(",", ":"))
+def _write(directory: Path, path: Path, fingerprint: tuple, funcs: Index, variables: Index) -> None:
+    payload = marshal.dumps((fingerprint, funcs, variables))
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
         os.replace(tmp, path)
         tmp = None
         _prune(directory, keep=path)
@@ -141,7 +134,7 @@ def _write(directory: Path, path: Path, fingerprint: list[int], funcs: Index, va
 def _prune(directory: Path, keep: Path) -> None:
     files = []
     for entry in os.scandir(directory):
-        if entry.name.startswith(_PREFIX) and entry.name.endswith(".json") and entry.path != str(keep):
+        if entry.name.startswith(_PREFIX) and entry.name.endswith(_SUFFIX) and entry.path != str(keep):
             try:
                 files.append((entry.stat().st_mtime, entry.path))
             except OSError:
