@@ -1,15 +1,17 @@
-"""The lark grammars (``grammar/*.lark``) and the text their syntax errors show above a caret.
+"""The lark grammars (``grammar/*.lark``), the characters no grammar takes, and the text their
+syntax errors show above a caret.
 
 Shared by the two parsers: probe definitions (:mod:`probectl.spec`) and event filters
 (:mod:`probectl.filters`).
 """
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import probectl
 
-from .errors import ProbectlError
+from .errors import ProbectlError, ProbeSyntaxError
 
 
 def grammar_path(name: str) -> Path:
@@ -30,3 +32,13 @@ def caret_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else " " if ch.isspace() else "?" for ch in text)
+
+
+def check_characters(text: str, whitespace: frozenset[str]) -> None:
+    """Refuse what no grammar takes: a ``text`` that is not a str, and control characters other
+    than the ``whitespace`` the grammar skips (a ProbeSyntaxError at the first one)."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a str, got {type(text).__name__}")
+    for column, ch in enumerate(text):
+        if unicodedata.category(ch)[0] == "C" and ch not in whitespace:
+            raise ProbeSyntaxError(f"invalid character U+{ord(ch):04X}", caret_line(text), column)

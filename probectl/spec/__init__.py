@@ -57,14 +57,13 @@ The package: :mod:`.tree` (the dataclasses), :mod:`.builder` (parse tree → tre
 """
 from __future__ import annotations
 
-import unicodedata
 from functools import lru_cache
 
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError, UnexpectedInput, VisitError
 
 from ..errors import ProbectlError, ProbeSyntaxError
-from ..grammars import caret_line, grammar_path
+from ..grammars import caret_line, check_characters, grammar_path
 from .builder import Builder
 from .checks import check_nesting, reject_sdt
 from .syntax_errors import syntax_error
@@ -139,11 +138,7 @@ def parse_line_range(text: str) -> LineRange:
 
 
 def _parse(text: str, start: str) -> Tree:
-    if not isinstance(text, str):
-        raise TypeError(f"expected a str, got {type(text).__name__}")
-    for column, ch in enumerate(text):
-        if unicodedata.category(ch)[0] == "C" and ch not in _WHITESPACE_CONTROLS:
-            raise ProbeSyntaxError(f"invalid character U+{ord(ch):04X}", caret_line(text), column)
+    check_characters(text, _WHITESPACE_CONTROLS)
     if not text.strip():
         what = "probe definition" if start == "probe" else "line range"
         raise ProbeSyntaxError(f"empty {what}", caret_line(text), len(text))
