@@ -53,8 +53,8 @@ from typing import Callable, Iterator, Optional, TypeVar
 from ..errors import DebugInfoError, ProbectlError, TargetError
 from .types import Bitfield, TypeError_
 
-__all__ = ["Btf", "BtfFunction", "BtfFunctionNotFound", "BtfMember", "BtfParam", "BtfMemberRef", "load_kernel_btf", "KIND_NAMES",
-           "KERNEL_BTF", "EM_X86_64"]
+__all__ = ["Btf", "BtfFunction", "BtfFunctionNotFound", "BtfMember", "BtfMemberRef", "BtfParam", "BtfType",
+           "EM_X86_64", "KERNEL_BTF", "KIND_NAMES", "load_kernel_btf"]
 
 BTF_MAGIC = 0xEB9F
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -215,7 +215,9 @@ class Btf:
             raise self._corrupt("the type section is not made of 4-byte words")
         strings = bytes(data[hdr_len + str_off:hdr_len + str_off + str_len])
         if self.base is None and (not strings or strings[0] != 0):
-            raise self._corrupt("the string section does not start with the empty name")
+            raise DebugInfoError(f"{self.source}: the BTF string section does not start with the empty name: "
+                                 f"this is split BTF (a module's), or damaged",
+                                 hint="read a module's BTF with the BTF of its kernel as the base")
         if strings and strings[-1] != 0:
             raise self._corrupt("the string section does not end with a NUL")
         self._strings = strings
