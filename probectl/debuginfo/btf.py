@@ -789,9 +789,9 @@ class BtfFunctionNotFound(DebugInfoError):
 
 def load_kernel_btf(path: Optional[os.PathLike | str] = None, *, base: Optional[Btf] = None) -> Btf:
     """Read kernel BTF: ``/sys/kernel/btf/vmlinux`` (the running kernel) when ``path`` is None;
-    else ``path`` is raw BTF (``/sys/kernel/btf/<module>``, give ``base``: vmlinux's BTF) or an
-    ELF file (a vmlinux or a ``.ko``) with a ``.BTF`` section. A module's BTF read from
-    ``/sys/kernel/btf/<module>`` without ``base`` gets the running kernel's vmlinux BTF."""
+    else ``path`` is raw BTF or an ELF file (a vmlinux, or a ``.ko``) with a ``.BTF`` section.
+    A module's BTF is split BTF: give ``base``, the BTF of the kernel it was built for; a
+    module's BTF read from ``/sys/kernel/btf/<module>`` gets the running kernel's by default."""
     p = Path(path) if path is not None else KERNEL_BTF
     try:
         with open(p, "rb") as f:
@@ -817,8 +817,6 @@ def load_kernel_btf(path: Optional[os.PathLike | str] = None, *, base: Optional[
                                      hint="the kernel was built without CONFIG_DEBUG_INFO_BTF")
             data = elf.section_data(".BTF")
             machine = elf.machine
-        if base is None and p.suffix in (".ko", ".debug"):
-            base = load_kernel_btf() if KERNEL_BTF.exists() else None
         return Btf(data, base=base, source=f"{p} (.BTF)", machine=machine)
     data = p.read_bytes()
     if base is None and p.parent == KERNEL_BTF.parent and p.name != KERNEL_BTF.name:
