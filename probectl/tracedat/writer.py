@@ -1,0 +1,250 @@
+"""Writing trace.dat files, versions 6 and 7 (uncompressed), from :class:`TraceMetadata` and the
+per-CPU page files the recorder leaves; ``trace-cmd report`` reads what this writes."""
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from ..errors import TraceFileError
+from .metadata import FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, V6_FLYRECORD, V6_OPTIONS, Option, TraceMetadata
+
+
+class _Out:
+    """A file being written, with numbers in the file's byte order."""
+
+    def __init__(self, f: Any, big_endian: bool):
+        self.f = f
+        self.e = ">" if big_endian else "<"
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def raw(self, data: bytes) -> None:
+        self.f.write(data)
+
+    def num(self, fmt: str, *values: int) -> bytes:
+        return struct.pack(self.e + fmt, *values)
+
+    def pad_to(self, alignment: int) -> None:
+        pos = self.tell()
+        pad = -pos % alignment
+        if pad:
+            self.f.write(b"\0" * pad)
+
+
+def _cstr(text: str) -> bytes:
+    return text.encode() + b"\0"
+
+
+def _header_info(o: _Out, meta: TraceMetadata) -> bytes:
+    hp, he = meta.header_page.encode(), meta.header_event.encode()
+    return (b"header_page\0" + o.num("Q", len(hp)) + hp + b"header_event\0" + o.num("Q", len(he)) + he)
+
+
+def _ftrace_events(o: _Out, meta: TraceMetadata) -> bytes:
+    parts = [o.num("I", len(meta.ftrace_formats))]
+    for text in meta.ftrace_formats:
+        data = text.encode()
+        parts += [o.num("Q", len(data)), data]
+    return b"".join(parts)
+
+
+def _event_formats(o: _Out, meta: TraceMetadata) -> bytes:
+    parts = [o.num("I", len(meta.event_formats))]
+    for system, texts in meta.event_formats:
+        parts += [_cstr(system), o.num("I", len(texts))]
+        for text in texts:
+            data = text.encode()
+            parts += [o.num("Q", len(data)), data]
+    return b"".join(parts)
+
+
+def _cpu_sizes(meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]]) -> dict[int, int]:
+    """Whole pages of each CPU's data (a torn last page of a crashed recorder is left out)."""
+    sizes = {}
+    for cpu, path in cpu_files.items():
+        if cpu < 0 or cpu >= meta.cpus:
+            raise ValueError(f"cpu {cpu} is outside the {meta.cpus} CPUs of the metadata")
+        size = os.path.getsize(path) if path is not None else 0
+        sizes[cpu] = size - size % meta.page_size
+    return sizes
+
+
+def _copy_data(o: _Out, path: Path | str, size: int) -> None:
+    o.f.flush()
+    out_fd = o.f.fileno()
+    with open(path, "rb") as src:
+        in_fd = src.fileno()
+        left = size
+        while left:
+            try:
+                n = os.copy_file_range(in_fd, out_fd, left)
+            except OSError:
+                n = 0
+            if n <= 0:
+                # copy_file_range is unsupported across these file systems: copy by hand
+                src.seek(size - left)
+                while left:
+                    chunk = src.read(min(left, 1 << 20))
+                    if not chunk:
+                        raise TraceFileError(f"{path} shrank while it was being copied")
+                    os.write(out_fd, chunk)
+                    left -= len(chunk)
+                break
+            left -= n
+    o.f.seek(0, os.SEEK_END)
+
+
+def _options(o: _Out, meta: TraceMetadata, extra: Sequence[tuple[int, bytes]] = ()) -> bytes:
+    """The options both versions write: trace clock, uname, version, trace id, CPU stats."""
+    opts: list[tuple[int, bytes]] = list(extra)
+    opts.append((Option.TRACECLOCK, _cstr(meta.trace_clock)))
+    if meta.uname:
+        opts.append((Option.UNAME, _cstr(meta.uname)))
+    if meta.version:
+        opts.append((Option.VERSION, _cstr(meta.version)))
+    opts.append((Option.TRACEID, o.num("Q", meta.trace_id & (2**64 - 1))))
+    for cpu in sorted(meta.cpustats):
+        opts.append((Option.CPUSTAT, _cstr(f"CPU: {cpu}\n{meta.cpustats[cpu]}")))
+    if meta.tgids:
+        opts.append((OPTION_SAVED_TGIDS, _cstr(meta.tgids)))
+    opts.extend(meta.extra_options)
+    return b"".join(o.num("HI", oid, len(data)) + data for oid, data in opts)
+
+
+def write_tracedat(path: Path | str, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],
+                   *, version: int = 7) -> None:
+    """Write a trace.dat file of ``version`` 6 or 7 (uncompressed) from metadata and per-CPU
+    page files (``cpu -> path``, as :class:`~probectl.ringbuf.Recorder` leaves them).
+
+    The file is written next to ``path`` and renamed into place when complete.
+    """
+    if version not in FILE_VERSIONS:
+        raise ValueError(f"trace.dat version {version} is not one of {FILE_VERSIONS}")
+    path = Path(path)
+    sizes = _cpu_sizes(meta, cpu_files)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            o = _Out(f, meta.big_endian)
+            o.raw(MAGIC + _cstr(str(version)) + bytes([int(meta.big_endian), meta.long_size]))
+            o.raw(o.num("I", meta.page_size))
+            if version == 6:
+                _write_v6(o, meta, cpu_files, sizes)
+            else:
+                _write_v7(o, meta, cpu_files, sizes)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_v6(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],
+              sizes: dict[int, int]) -> None:
+    o.raw(_header_info(o, meta))
+    o.raw(_ftrace_events(o, meta))
+    o.raw(_event_formats(o, meta))
+    o.raw(o.num("I", len(meta.kallsyms)) + meta.kallsyms)
+    o.raw(o.num("I", len(meta.printk_formats)) + meta.printk_formats)
+    cmdlines = meta.cmdlines.encode()
+    o.raw(o.num("Q", len(cmdlines)) + cmdlines)
+    o.raw(o.num("I", meta.cpus))
+    o.raw(V6_OPTIONS + _options(o, meta) + o.num("H", Option.DONE))
+    o.raw(V6_FLYRECORD)
+    # The CPU table comes before the data, so place the data first: after the table and the
+    # trace_clock text that a TRACECLOCK option makes readers expect here, page-aligned.
+    clock = meta.trace_clock.encode()
+    pos = o.tell() + 16 * meta.cpus + 8 + len(clock)
+    table = []
+    for cpu in range(meta.cpus):
+        size = sizes.get(cpu, 0)
+        pos += -pos % meta.page_size
+        table.append((pos if size else 0, size))
+        pos += size
+    for offset, size in table:
+        o.raw(o.num("QQ", offset, size))
+    o.raw(o.num("Q", len(clock)) + clock)
+    for cpu, (offset, size) in enumerate(table):
+        if size:
+            o.pad_to(meta.page_size)
+            assert o.tell() == offset
+            _copy_data(o, cpu_files[cpu], size)  # type: ignore[arg-type]
+
+
+class _Strings:
+    """The STRINGS section of v7: section descriptions, referenced by offset."""
+
+    def __init__(self) -> None:
+        self.blob = b""
+        self.ids: dict[str, int] = {}
+
+    def id(self, text: str) -> int:
+        if text not in self.ids:
+            self.ids[text] = len(self.blob)
+            self.blob += _cstr(text)
+        return self.ids[text]
+
+
+def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],
+              sizes: dict[int, int]) -> None:
+    strings = _Strings()
+    o.raw(_cstr("none") + _cstr(""))
+    options_ptr = o.tell()
+    o.raw(o.num("Q", 0))  # patched: offset of the OPTIONS section
+
+    def section(sid: int, desc: str, body: bytes) -> int:
+        offset = o.tell()
+        o.raw(o.num("HHiQ", sid, 0, strings.id(desc), len(body)) + body)
+        return offset
+
+    offsets = {
+        Option.HEADER_INFO: section(Option.HEADER_INFO, "headers", _header_info(o, meta)),
+        Option.FTRACE_EVENTS: section(Option.FTRACE_EVENTS, "ftrace events", _ftrace_events(o, meta)),
+        Option.EVENT_FORMATS: section(Option.EVENT_FORMATS, "events format", _event_formats(o, meta)),
+        Option.KALLSYMS: section(Option.KALLSYMS, "kallsyms",
+                                 o.num("I", len(meta.kallsyms)) + meta.kallsyms),
+        Option.PRINTK: section(Option.PRINTK, "printk",
+                               o.num("I", len(meta.printk_formats)) + meta.printk_formats),
+        Option.CMDLINES: section(Option.CMDLINES, "command lines",
+                                 o.num("Q", len(meta.cmdlines.encode())) + meta.cmdlines.encode()),
+    }
+
+    # BUFFER: the header, zeros up to a page boundary, then each CPU's pages, page-aligned; the
+    # section size runs to the end of the last CPU's data (readers walk the sections by size).
+    # Every CPU is listed, those without data with size 0: trace-cmd convert (3.1) loses data
+    # when the list has gaps.
+    buffer_offset = o.tell()
+    pos = end = buffer_offset + 16
+    table = []
+    for cpu in range(meta.cpus):
+        size = sizes.get(cpu, 0)
+        pos += -pos % meta.page_size
+        table.append((cpu, pos, size))
+        pos += size
+        if size:
+            end = pos
+    o.raw(o.num("HHiQ", Option.BUFFER, 0, strings.id("buffer flyrecord"), end - (buffer_offset + 16)))
+    for cpu, offset, size in table:
+        if size:
+            o.pad_to(meta.page_size)
+            assert o.tell() == offset
+            _copy_data(o, cpu_files[cpu], size)  # type: ignore[arg-type]
+
+    buffer_opt = (o.num("Q", buffer_offset) + _cstr("") + _cstr(meta.clock)
+                  + o.num("II", meta.page_size, len(table))
+                  + b"".join(o.num("IQQ", cpu, offset, size) for cpu, offset, size in table))
+    extra: list[tuple[int, bytes]] = [(oid, o.num("Q", off)) for oid, off in offsets.items()]
+    extra.append((Option.CPUCOUNT, o.num("I", meta.cpus)))
+    extra.append((Option.BUFFER, buffer_opt))
+    body = _options(o, meta, extra) + o.num("HIQ", Option.DONE, 8, 0)
+    options_offset = section(Option.DONE, "options", body)
+    strings_id = strings.id("strings")  # the last description: the blob is complete after it
+    o.raw(o.num("HHiQ", Option.STRINGS, 0, strings_id, len(strings.blob)) + strings.blob)
+    o.f.seek(options_ptr)
+    o.raw(o.num("Q", options_offset))
+    o.f.seek(0, os.SEEK_END)
