@@ -728,3 +728,27 @@ def test_abbreviation_entries_shared_only_when_equal():
             tag, children, specs, pos = _parse_entry(data, pos + 1)
             want[code] = (tag, children, specs)
         assert {c: e[:3] for c, e in got.items()} == want
+
+
+@pytest.mark.parametrize("name,opt", [("uprobe_target", "-O2"), ("libc", "")])
+def test_symbol_lookup_by_one_name_matches_the_full_table(name, opt):
+    """ElfFile.find_functions decodes only the entries of the name asked for while the symbol
+    table is not loaded: same symbols, versions and order as from the loaded table."""
+    path = binary(name, opt) if name != "libc" else LIBC
+    files = [path]
+    try:
+        files.append(str(_debuginfo(path).path))
+    except Exception:
+        pass
+    for file in dict.fromkeys(files):
+        full = ElfFile(file)
+        syms = full.symbols()
+        patterns = sorted({s.name for s in syms} | {s.versioned_name for s in syms} | {"nosuch"})
+        if len(patterns) > 600:
+            import random
+
+            patterns = random.Random(7).sample(patterns, 600) + ["malloc", "memcpy", "memcpy@GLIBC_2.2.5"]
+        for pattern in patterns:
+            with ElfFile(file) as fresh:
+                assert fresh.find_functions(pattern) == full.find_functions(pattern), pattern
+                assert fresh._symbols is None

@@ -187,6 +187,7 @@ class ElfFile:
         self._functions: Optional[list[ElfSymbol]] = None
         self._by_name: Optional[dict[str, list[ElfSymbol]]] = None
         self._by_address: Optional[tuple[list[int], list[ElfSymbol]]] = None
+        self._strtabs: dict[int, bytes] = {}
 
     # --- opening and headers -------------------------------------------------------------------
 
@@ -481,12 +482,19 @@ class ElfFile:
             self._symbols = self._load_symbols()
         return self._symbols
 
-    def _load_symbols(self) -> list[ElfSymbol]:
+    def _load_symbols(self, name: Optional[str] = None) -> list[ElfSymbol]:
+        """``symbols()``, or with ``name`` only the symbols called ``name`` (any version), found by
+        searching the string tables for it and decoding only the entries that point there."""
         symtab = [s for s in self.sections if s.type == SHT_SYMTAB and s.has_data]
         dynsym = [s for s in self.sections if s.type == SHT_DYNSYM and s.has_data]
         merged: dict[tuple[str, int], list[ElfSymbol]] = {}
         for sec, table in [(s, "symtab") for s in symtab] + [(s, "dynsym") for s in dynsym]:
-            for sym in self._read_symbol_table(sec, table):
+            only = None
+            if name is not None:
+                only = self._string_offsets(sec, name)
+                if not only:
+                    continue
+            for sym in self._read_symbol_table(sec, table, only):
                 key = (sym.name, sym.value)
                 group = merged.get(key)
                 if group is None:
@@ -498,14 +506,36 @@ class ElfFile:
             out.extend(group if len(group) == 1 else _merge_duplicates(group))
         return out
 
-    def _read_symbol_table(self, sec: Section, table: str) -> list[ElfSymbol]:
+    def _string_table(self, sec: Section) -> bytes:
+        """The string table of symbol table ``sec`` (cached)."""
+        if not 0 < sec.link < len(self.sections):
+            raise self._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
+        cached = self._strtabs.get(sec.link)
+        if cached is None:
+            strsec = self.sections[sec.link]
+            cached = self._strtabs[sec.link] = self._section_bytes(strsec) if strsec.has_data else b""
+        return cached
+
+    def _string_offsets(self, sec: Section, name: str) -> set[int]:
+        """Offsets in ``sec``'s string table where a symbol named ``name`` or ``name@VERSION`` starts
+        (inside longer strings too: linkers share string tails)."""
+        strtab = self._string_table(sec)
+        key = name.encode("utf-8", "surrogateescape")
+        found: set[int] = set()
+        for pattern in (key + b"\0", key + b"@"):
+            at = strtab.find(pattern)
+            while at >= 0:
+                found.add(at)
+                at = strtab.find(pattern, at + 1)
+        return found
+
+    def _read_symbol_table(self, sec: Section, table: str, only: Optional[set[int]] = None) -> list[ElfSymbol]:
+        """The symbols of ``sec``; with ``only``, just those whose name starts at one of those
+        string-table offsets."""
         sym_struct = self._sym_struct
         if sec.entsize not in (0, sym_struct.size):
             raise self._corrupt(f"section {sec.name}: symbol entry size {sec.entsize}, expected {sym_struct.size}")
-        if not 0 < sec.link < len(self.sections):
-            raise self._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
-        strsec = self.sections[sec.link]
-        strtab = self._section_bytes(strsec) if strsec.has_data else b""
+        strtab = self._string_table(sec)
         raw = self._bytes(sec.offset, sec.size - sec.size % sym_struct.size, f"section {sec.name}")
         versions = self._versions_for(sec)
         xindex = self._xindex_for(sec)
@@ -520,7 +550,7 @@ class ElfFile:
                 st_name, st_info, _other, st_shndx, st_value, st_size = fields
             else:
                 st_name, st_value, st_size, st_info, _other, st_shndx = fields
-            if st_name == 0:
+            if st_name == 0 or (only is not None and st_name not in only):
                 continue
             name = names.get(st_name)
             if name is None:
@@ -646,6 +676,9 @@ class ElfFile:
         if _GLOB_CHARS.search(name_pat):
             match = re.compile(fnmatch.translate(name_pat)).match
             found = [s for s in self.functions() if match(s.name)]
+        elif self._symbols is None:
+            # One name of a table not loaded yet (vmlinux has 150000 symbols): decode only its entries.
+            found = [s for s in self._load_symbols(name_pat) if s.type in _FUNCTION_TYPES and s.shndx != SHN_UNDEF]
         else:
             found = list(self._function_index().get(name_pat, ()))
         if ver_pat is not None:
