@@ -17,6 +17,7 @@ from .debuginfo.kallsyms import Kallsyms
 from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .debuginfo.dwarf import DebugInfo
 from .debuginfo.variables import VariableUnavailable
+from .debuginfo.x86insn import InstructionDecodeError, check_probe_offset
 from .kernel import KprobeRules
 from .sourcepoints import SourceResolver, SourceSite
 from .target import uprobe_group_name
@@ -259,8 +260,17 @@ class Resolver:
             if offset and size and offset >= size:
                 raise ResolveError(f"Offset {offset} is bigger than the size of {name}",
                                    hint=f"{name} is {size} bytes long")
+            if offset and self.target.path is not None:
+                self._check_boundary(name, address, size, offset)
             sites.append((name, address + offset, offset))
         return sites
+
+    def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
+        """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
+        try:
+            check_probe_offset(self.elf, name, address, size, offset)
+        except InstructionDecodeError as err:
+            self.warnings.append(str(err))
 
     def _elf_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
         """Functions from the symbol table of the target file (a user binary, or an offline vmlinux)."""

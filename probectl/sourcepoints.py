@@ -17,6 +17,7 @@ from .debuginfo.fetch import expand_variables, fetch_variable, retval_type
 from .debuginfo.lines import function_line, line_table, skip_prologue, source_line
 from .debuginfo.source import lazy_points
 from .debuginfo.variables import best_scope
+from .debuginfo.x86insn import InstructionDecodeError, check_probe_offset
 from .errors import ProbePointNotFound, ProbeSemanticError, ResolveError
 
 @dataclass(frozen=True)
@@ -78,6 +79,12 @@ class SourceResolver:
             if point.offset and fn.high is not None and fn.entry + point.offset >= fn.high:
                 raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
                                    hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
+            if point.offset:
+                try:
+                    check_probe_offset(self.elf, fn.name, fn.entry,
+                                       fn.high - fn.entry if fn.high is not None else 0, point.offset)
+                except InstructionDecodeError as err:
+                    self.warn(str(err))
             address = fn.entry + (point.offset or 0)
             if (wants_variables and self.is_uprobe and not point.offset and not point.is_return
                     and not fn.inlined and not self.debuginfo.cu_is_optimized(fn.cu)):

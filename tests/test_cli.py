@@ -64,6 +64,9 @@ def test_definition_output_is_only_definitions():
     (["add", "-D", "-x", "libc", "malloc )"], "^"),
     (["add", "-D", "-x", "libc", "malloc size"], "no variable 'size' in __libc_malloc"),
     (["funcs", "-x", "/etc/passwd"], "ELF"),
+    # perf writes this uprobe, and the traced program then crashes on the corrupted instruction.
+    (["add", "-D", "-x", str(build_fixture("uprobe_target", "-O0")), "add_ints+8"],
+     "add_ints+8 is inside the instruction at add_ints+7"),
 ])
 def test_errors_are_clear_and_without_traceback(args, message):
     out = run(*args)
