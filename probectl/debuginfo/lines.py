@@ -94,16 +94,19 @@ def _text(value) -> str:
 
 
 class LineTable:
-    """The line table of one CU, sorted by address, with its file names."""
+    """The line table of one CU, sorted by address, with its file names.
+
+    The file names come from the header at once; the rows are decoded on first use (naming a
+    declaration's file needs only the header)."""
 
     def __init__(self, debuginfo: "DebugInfo", cu: CompileUnit):
         self.cu = cu
         self.version = 0
         self._files: list[Optional[str]] = []
-        self.rows: list[LineRow] = []
+        self._rows: Optional[list[LineRow]] = []
+        self._addresses: Optional[list[int]] = []
         program = debuginfo.dwarf.line_program_for_CU(cu)
         if program is None:
-            self.addresses: list[int] = []
             return
         header = program.header
         self.version = header["version"]
@@ -119,13 +122,25 @@ class LineTable:
                     d = os.path.join(comp_dir, d)
                 name = os.path.join(d, name) if d else name
             self._files.append(name)
-        stream = debuginfo.dwarf.debug_line_sec.stream
-        stream.seek(program.program_start_offset)
-        data = stream.read(program.program_end_offset - program.program_start_offset)
-        rows = self._decode(data, header, debuginfo.address_size)
-        rows.sort(key=lambda r: (r.address, not r.end_sequence))
-        self.rows = rows
-        self.addresses = [r.address for r in rows]
+        self._program = (debuginfo.dwarf.debug_line_sec.stream, program, debuginfo.address_size)
+        self._rows = self._addresses = None
+
+    @property
+    def rows(self) -> list[LineRow]:
+        if self._rows is None:
+            stream, program, address_size = self._program
+            stream.seek(program.program_start_offset)
+            data = stream.read(program.program_end_offset - program.program_start_offset)
+            rows = self._decode(data, program.header, address_size)
+            rows.sort(key=lambda r: (r.address, not r.end_sequence))
+            self._rows = rows
+        return self._rows
+
+    @property
+    def addresses(self) -> list[int]:
+        if self._addresses is None:
+            self._addresses = [r.address for r in self.rows]
+        return self._addresses
 
     @staticmethod
     def _decode(data: bytes, header, address_size: int) -> list[LineRow]:
