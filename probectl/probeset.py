@@ -18,14 +18,16 @@ class ProbeSet:
     target: Target
     resolved: list[tuple[ProbeSpec, list[ProbePoint]]]
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def resolve(cls, texts: list[str], target: Target, *, x_types: bool = True, immediates: bool = True,
-                source_dir: Optional[str] = None) -> "ProbeSet":
+                retprobe_args: bool = False, source_dir: Optional[str] = None, use_btf: bool = False) -> "ProbeSet":
         specs = [parse_probe(text) for text in texts]
-        resolver = Resolver(target, x_types=x_types, immediates=immediates, source_dir=source_dir)
+        resolver = Resolver(target, x_types=x_types, immediates=immediates, retprobe_args=retprobe_args,
+                            source_dir=source_dir, use_btf=use_btf)
         resolved = [(spec, resolver.resolve(spec)) for spec in specs]
-        return cls(target, resolved, resolver.warnings)
+        return cls(target, resolved, resolver.warnings, resolver.notes)
 
     def name(self, taken: set[tuple[str, str]], *, force: bool, multiprobe: bool
              ) -> list[tuple[ProbeSpec, list[EventDefinition]]]:

@@ -15,6 +15,8 @@ from . import spec as S
 from .debuginfo.elf import ElfFile, ElfSymbol
 from .debuginfo.kallsyms import Kallsyms
 from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
+from .debuginfo.btf import KERNEL_BTF, Btf, load_kernel_btf
+from .debuginfo.btfargs import btf_fetch, btf_params, btf_retval_type
 from .debuginfo.dwarf import DebugInfo
 from .debuginfo.variables import VariableUnavailable
 from .debuginfo.x86insn import InstructionDecodeError, check_probe_offset
@@ -78,9 +80,13 @@ class Resolver:
 
     target: Target
     x_types: bool = True  # the kernel has x8..x64 types (tracefs README)
+    retprobe_args: bool = False  # kernel return probes can read $argN (tracefs README)
+    use_btf: bool = False  # kprobe arguments from BTF even when a vmlinux with DWARF is there
     immediates: bool = True  # the kernel takes \\IMM arguments
     source_dir: str | None = None  # where to find sources for lazy patterns
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # which debug information was used, for the user
+    _btf: Btf | None = None
     _elf: ElfFile | None = None
     _kallsyms: Kallsyms | None = None
     _source_resolver: SourceResolver | None = None
@@ -130,6 +136,8 @@ class Resolver:
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         if probe.needs_dwarf:
+            if self._btf_describes(probe):
+                return self._resolve_btf(probe)
             return self._resolve_source(probe, self.source(required=True))
         try:
             sites = self._symbol_sites(probe.point)
@@ -139,6 +147,8 @@ class Resolver:
             if source is None:
                 raise
             return self._resolve_source(probe, source)
+        if _wants_retval_type(probe) and self._btf_describes(probe):
+            return self._resolve_btf(probe)
         retval_source = self.source(required=False) if _wants_retval_type(probe) else None
         points = []
         for function, address, offset in sites:
@@ -159,6 +169,55 @@ class Resolver:
                     args=tuple(args),
                 )
             )
+        return points
+
+    # -- BTF (kernels without DWARF) ---------------------------------------------------------
+
+    def _btf_describes(self, probe: S.ProbeSpec) -> bool:
+        """Kprobes at a function's entry or return take their C arguments from BTF when there is no
+        vmlinux with DWARF (or when asked to with use_btf)."""
+        pt = probe.point
+        if self.target.is_uprobe or not (self.use_btf or self.target.path is None):
+            return False
+        return pt.function is not None and pt.source is None and pt.line is None and pt.lazy is None
+
+    @property
+    def btf(self) -> Btf:
+        if self._btf is None:
+            self._btf = load_kernel_btf(self.target.path if self.target.path is not None else None)
+            where = f"the .BTF section of {self.target.path}" if self.target.path else str(KERNEL_BTF)
+            self.notes.append(f"C arguments from BTF ({where})")
+        return self._btf
+
+    def _resolve_btf(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        point = probe.point
+        points = []
+        for function, address, offset in self._symbol_sites(point):
+            if offset:
+                raise ResolveError(f"'{probe.text}': BTF describes a function's arguments at its entry and "
+                                   "return only, not at an offset",
+                                   hint="give a vmlinux with debug information (-k) for other places")
+            name = re.split(r"[.]", function, maxsplit=1)[0]
+            args: list[ResolvedArg] = []
+            for arg in probe.args:
+                if isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"):
+                    for param in btf_params(self.btf, name, at_return=point.is_return,
+                                            args_at_return=self.retprobe_args):
+                        found = btf_fetch(self.btf, name, S.Variable(param), None, at_return=point.is_return,
+                                          x_types=self.x_types, args_at_return=self.retprobe_args)
+                        args.append(ResolvedArg(found.fetch, found.type, found.default_name, arg.text))
+                elif arg.is_c_expr:
+                    found = btf_fetch(self.btf, name, arg.expr, arg.type, at_return=point.is_return,
+                                      x_types=self.x_types, args_at_return=self.retprobe_args, user_access=arg.user)
+                    args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text))
+                else:
+                    resolved = self._render_arg(arg, address, not point.is_return)
+                    if _is_untyped_retval(arg):
+                        resolved = replace(resolved, type=btf_retval_type(self.btf, name, self.x_types))
+                    args.append(resolved)
+            points.append(ProbePoint(function=function, offset=offset, address=address,
+                                     place=self._place(function, address, offset), is_return=point.is_return,
+                                     args=tuple(args)))
         return points
 
     def source(self, required: bool) -> SourceResolver | None:

@@ -66,6 +66,7 @@ class Features:
     symstr: bool = False  # "symstr" type
     kretprobe_offset: bool = False  # "place (kretprobe): " — SYM+OFF%return
     array_types: bool = False  # "<type>\[<array-size>\]" — :x8[4] style array types
+    retprobe_args: bool = False  # "kernel return probes support: ... $arg<N>" — $argN at a kretprobe
     error_log: bool = False  # the error_log file exists
 
     # README glob patterns, as perf's ftrace_readme_table uses them (plus a few newer ones).
@@ -79,6 +80,7 @@ class Features:
         "symstr": "*symstr*",
         "kretprobe_offset": "*place (kretprobe): *",
         "array_types": "*<type>\\[<array-size>\\]*",
+        "retprobe_args": "*return probes support:*$arg<N>*",
     }
 
     @classmethod

@@ -175,3 +175,44 @@ def test_lazy_pattern_needs_the_sources(resolver):
 def test_clear_errors(resolver, definition, message):
     with pytest.raises(ProbectlError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ours(resolver, 102, definition)
+
+
+# Entry and return definitions that BTF can describe (no lines, locals, globals or inline instances).
+BTF_CASES = [d for d in AGREED if ":" not in d.split()[0] and ";" not in d
+             and d.split()[0].split("%")[0] not in ("vfs_open", "finish_task_switch", "do_execveat_common")]
+
+
+@pytest.fixture(scope="module")
+def btf_resolver(kernel):
+    return Resolver(Target(kind="kprobe", path=kernel), use_btf=True)
+
+
+@pytest.mark.parametrize("definition", BTF_CASES, ids=[d.split()[0] for d in BTF_CASES])
+def test_btf_gives_the_dwarf_definitions(resolver, btf_resolver, definition):
+    """The same entry/return definitions from the vmlinux's .BTF section and from its DWARF."""
+    from_btf = ours(btf_resolver, 0, definition)
+    from_dwarf = ours(resolver, 0, definition)
+    assert [d.render() for d in from_btf] == [d.render() for d in from_dwarf]
+    assert any("BTF" in note for note in btf_resolver.notes)
+
+
+def test_btf_bitfield_matches_dwarf(resolver, btf_resolver):
+    assert ours(btf_resolver, 0, "tcp_sendmsg sk->sk_userlocks")[0].render() == \
+        ours(resolver, 0, "tcp_sendmsg sk->sk_userlocks")[0].render()
+
+
+def test_btf_of_the_running_kernel(tmp_path):
+    """No DWARF for the machine's own kernel: arguments come from /sys/kernel/btf/vmlinux and places
+    from /proc/kallsyms (struct layouts differ between kernels, so only the shape is checked)."""
+    if not Path("/sys/kernel/btf/vmlinux").exists() or os.geteuid() != 0:
+        _missing("the running kernel's BTF and /proc/kallsyms addresses need root and CONFIG_DEBUG_INFO_BTF")
+    running = Resolver(Target(kind="kprobe"))
+    (entry,) = ours(running, 0, "vfs_read count file->f_flags")
+    assert entry.place == "vfs_read+0"
+    assert [(a.name, a.fetch, a.type) for a in entry.args][0] == ("count", "%dx", "x64")
+    assert entry.args[1].name == "f_flags" and entry.args[1].fetch.endswith("(%di)")
+    (ret,) = ours(running, 0, "vfs_read%return $retval")
+    assert ret.kind == "r" and ret.args[0].type == "s64"
+    assert any("/sys/kernel/btf/vmlinux" in note for note in running.notes)
+    with pytest.raises(ProbectlError, match="BTF describes"):
+        ours(running, 0, "vfs_read+4 count")

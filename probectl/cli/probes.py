@@ -55,7 +55,9 @@ def target_options(func):
 @click.option("-D", "--definition", "definition", is_flag=True,
               help="Print the definition lines that would be written, one per line, and nothing else.")
 @click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are (for lazy patterns).")
-def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir):
+@click.option("--btf", "use_btf", is_flag=True,
+              help="Kprobes: C arguments from BTF even when a vmlinux with DWARF is there.")
+def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir, use_btf):
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
@@ -73,7 +75,11 @@ def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir
                 raise
     features = tfs.features if tfs else None
     probes = ProbeSet.resolve(texts, target, x_types=features.x_types if features else True,
-                              immediates=features.immediates if features else True, source_dir=source_dir)
+                              immediates=features.immediates if features else True,
+                              retprobe_args=features.retprobe_args if features else False,
+                              source_dir=source_dir, use_btf=use_btf)
+    for note in probes.notes:
+        notice(f"probectl: {note}")
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
     multiprobe = features.multiprobe if features else True
