@@ -13,8 +13,9 @@ import click
 
 from ..errors import ProbectlError
 from ..filters import compile_filter
-from ..record import (DEFAULT_OUTPUT, EventRequest, LiveStream, RecordOptions, Recording, SelectedEvent,
-                      cleanup_stale, instance_cpus, parse_cpus, probe_state, select_events)
+from ..livestream import LiveStream
+from ..record import (DEFAULT_OUTPUT, EventRequest, RecordOptions, Recording, SelectedEvent, cleanup_stale,
+                      instance_cpus, parse_cpus, probe_state, select_events)
 from ..script import (DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, CsvFormatter, Source, lost_events, make_formatter,
                       parse_fields, write_script)
 from ..probeset import ProbeSet
