@@ -136,18 +136,18 @@ class Resolver:
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         if probe.needs_dwarf:
-            if self._btf_describes(probe):
+            if self.btf_describes(probe.point):
                 return self._resolve_btf(probe)
             return self._resolve_source(probe, self.source(required=True))
         try:
-            sites = self._symbol_sites(probe.point)
+            sites = self.symbol_sites(probe.point)
         except ProbePointNotFound:
             # Names that only DWARF knows: functions that exist only inlined, or without a symbol.
             source = self.source(required=False) if probe.point.address is None else None
             if source is None:
                 raise
             return self._resolve_source(probe, source)
-        if _wants_retval_type(probe) and self._btf_describes(probe):
+        if _wants_retval_type(probe) and self.btf_describes(probe.point):
             return self._resolve_btf(probe)
         retval_source = self.source(required=False) if _wants_retval_type(probe) else None
         points = []
@@ -173,10 +173,10 @@ class Resolver:
 
     # -- BTF (kernels without DWARF) ---------------------------------------------------------
 
-    def _btf_describes(self, probe: S.ProbeSpec) -> bool:
+    def btf_describes(self, point: S.PointSpec) -> bool:
         """Kprobes at a function's entry or return take their C arguments from BTF when there is no
         vmlinux with DWARF (or when asked to with use_btf)."""
-        pt = probe.point
+        pt = point
         if self.target.is_uprobe or not (self.use_btf or self.target.path is None):
             return False
         return pt.function is not None and pt.source is None and pt.line is None and pt.lazy is None
@@ -192,7 +192,7 @@ class Resolver:
     def _resolve_btf(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         point = probe.point
         points = []
-        for function, address, offset in self._symbol_sites(point):
+        for function, address, offset in self.symbol_sites(point):
             if offset:
                 raise ResolveError(f"'{probe.text}': BTF describes a function's arguments at its entry and "
                                    "return only, not at an offset",
@@ -305,7 +305,7 @@ class Resolver:
 
     # -- places ------------------------------------------------------------------------------
 
-    def _symbol_sites(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+    def symbol_sites(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
         """(function name, address, offset) for a point given by symbol or absolute address."""
         if point.address is not None:
             return [(f"abs_{point.address:x}", point.address, 0)]

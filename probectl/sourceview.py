@@ -14,6 +14,8 @@ from .debuginfo.fetch import ListedVariable, available_variables
 from .debuginfo.lines import line_table, probeable_file_lines, probeable_lines, source_files
 from .debuginfo.source import find_source
 from .errors import DebugInfoError, ProbePointNotFound
+from .debuginfo.btfargs import btf_vars_listing
+from .resolve import Resolver
 from .sourcepoints import SourceResolver
 
 # perf shows this many lines after the last probe-able one when a range has no end.
@@ -157,3 +159,15 @@ def _symbol_offset(elf: ElfFile, address: int, function: Function) -> tuple[str,
         return sym.name, address - sym.value
     entry = function.entry if function.entry is not None else address
     return function.name, address - entry
+
+
+def list_btf_variables(resolver: Resolver, point: S.PointSpec) -> list[VariablePlace]:
+    """`vars` for a kernel function from BTF (no DWARF): its parameters at the entry (and, where the
+    kernel reads $argN at return probes, at the return)."""
+    places = []
+    for function, address, _offset in resolver.symbol_sites(point):
+        name = function.split(".", 1)[0]
+        listed = btf_vars_listing(resolver.btf, name, at_return=point.is_return,
+                                  args_at_return=resolver.retprobe_args)
+        places.append(VariablePlace(function, 0, address, tuple(listed)))
+    return places

@@ -216,3 +216,18 @@ def test_btf_of_the_running_kernel(tmp_path):
     assert any("/sys/kernel/btf/vmlinux" in note for note in running.notes)
     with pytest.raises(ProbectlError, match="BTF describes"):
         ours(running, 0, "vfs_read+4 count")
+
+
+def test_vars_from_btf_equal_dwarf(kernel):
+    import subprocess as sp
+    import sys
+
+    def run(*extra):
+        out = sp.run([sys.executable, "-m", "probectl", "vars", "-k", str(kernel), *extra, "vfs_read"],
+                     capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out
+
+    with_btf = run("--btf")
+    assert with_btf.stdout == run().stdout
+    assert "C arguments from BTF" in with_btf.stderr

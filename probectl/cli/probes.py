@@ -14,7 +14,7 @@ from ..errors import ProbectlError, ProbePointNotFound, TracefsError
 from ..listing import describe, select_events
 from ..probeset import ProbeSet
 from ..resolve import Resolver, Target
-from ..sourceview import list_lines, list_variables
+from ..sourceview import list_btf_variables, list_lines, list_variables
 from ..spec import parse_line_range, parse_point
 from ..kernel import check_vmlinux, find_running_vmlinux
 from ..target import find_target
@@ -222,12 +222,18 @@ def lines(linedesc, exec_, vmlinux, source_dir, as_json):
 @target_options
 @click.option("--externs", is_flag=True, help="Also list global variables.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
-def vars_(probepoint, exec_, vmlinux, externs, as_json):
+@click.option("--btf", "use_btf", is_flag=True, help="Kernel functions: parameters from BTF, not DWARF.")
+def vars_(probepoint, exec_, vmlinux, externs, as_json, use_btf):
     """Show the variables that can be fetched at a probe point (perf -V)."""
     point = parse_point(probepoint)
-    resolver = Resolver(make_target(exec_, vmlinux))
+    resolver = Resolver(make_target(exec_, vmlinux), use_btf=use_btf)
     try:
-        places = list_variables(resolver.source(required=True), point, externs)
+        if resolver.btf_describes(point):
+            places = list_btf_variables(resolver, point)
+            for note in resolver.notes:
+                notice(f"probectl: {note}")
+        else:
+            places = list_variables(resolver.source(required=True), point, externs)
     except ProbePointNotFound:
         _tracepoint_hint(point.function or "")
         raise
