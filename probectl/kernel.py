@@ -4,8 +4,10 @@ by build-id), and where its BTF is when there is no vmlinux.
 from __future__ import annotations
 
 import bisect
+import lzma
 import os
 import struct
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -153,3 +155,79 @@ def _address_array(elf: ElfFile, marks: dict[str, int], start: str, stop: str) -
     hi = min(marks[stop] - section.addr, len(data))
     fmt = "<" if elf.little_endian else ">"
     return [v for (v,) in struct.iter_unpack(fmt + "Q", data[lo:hi - (hi - lo) % 8])]
+
+
+def module_name(path: Path) -> str:
+    """A module's name as the kernel knows it: ``name=`` in its .modinfo, else the file name."""
+    try:
+        with ElfFile(path) as elf:
+            info = elf.section_data(".modinfo") if elf.section(".modinfo") else b""
+    except ProbectlError:
+        info = b""
+    for entry in info.split(b"\0"):
+        if entry.startswith(b"name="):
+            return entry[5:].decode(errors="replace")
+    return path.name.split(".ko", 1)[0].replace("-", "_")
+
+
+def find_module(spec: str, cache_dir: Optional[Path] = None) -> tuple[Path, str]:
+    """``-m NAME|PATH``: the module object to read (its debug file when there is one; ``.ko.xz`` and
+    ``.ko.zst`` unpacked into the cache) and the module's name."""
+    path = Path(spec)
+    if "/" in spec or spec.endswith((".ko", ".ko.xz", ".ko.zst", ".ko.debug")):
+        if not path.is_file():
+            raise TargetError(f"module file {spec} does not exist")
+    else:
+        path = _module_by_name(spec)
+    path = _unpacked(path, cache_dir)
+    return path.resolve(), module_name(path)
+
+
+def _module_by_name(name: str) -> Path:
+    release = os.uname().release
+    root = Path(f"/lib/modules/{release}")
+    wanted = {name.replace("-", "_"), name.replace("_", "-")}
+    found = []
+    try:
+        deps = (root / "modules.dep").read_text().splitlines()
+    except OSError:
+        deps = []
+    for line in deps:
+        rel = line.split(":", 1)[0]
+        base = rel.rsplit("/", 1)[-1].split(".ko", 1)[0]
+        if base in wanted:
+            found.append(rel)
+    if not found:
+        raise TargetError(f"module {name} is not in /lib/modules/{release}/modules.dep",
+                          hint="give the module's path (a .ko or .ko.debug file) with -m")
+    rel = found[0]
+    debug = Path(f"/usr/lib/debug/lib/modules/{release}") / rel.split(".ko", 1)[0]
+    for candidate in (debug.with_suffix(".ko"), Path(str(debug) + ".ko.debug")):
+        if candidate.is_file():
+            return candidate
+    return root / rel
+
+
+def _unpacked(path: Path, cache_dir: Optional[Path]) -> Path:
+    """Compressed modules are unpacked once into the cache (ELF readers need the plain file)."""
+    if path.suffix not in (".xz", ".zst"):
+        return path
+    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "probectl" / "modules"
+    stat = path.stat()
+    out = cache / f"{path.name[:-len(path.suffix)]}-{stat.st_size}-{int(stat.st_mtime)}"
+    if out.is_file():
+        return out
+    try:
+        if path.suffix == ".xz":
+            plain = lzma.decompress(path.read_bytes())
+        else:
+            # Python's standard library has no zstd; the zstd tool does (Debian: apt install zstd).
+            plain = subprocess.run(["zstd", "-dcq", str(path)], capture_output=True, check=True).stdout
+    except (lzma.LZMAError, OSError, subprocess.CalledProcessError) as err:
+        raise TargetError(f"cannot unpack the module {path}: {err}",
+                          hint="for .ko.zst modules install zstd") from err
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(plain)
+    tmp.rename(out)
+    return out

@@ -19,7 +19,7 @@ from .debuginfo.btf import KERNEL_BTF, Btf, load_kernel_btf
 from .debuginfo.btfargs import btf_fetch, btf_params, btf_retval_type
 from .debuginfo.dwarf import DebugInfo
 from .debuginfo.variables import VariableUnavailable
-from .debuginfo.x86insn import InstructionDecodeError, check_probe_offset
+from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
 from .kernel import KprobeRules
 from .sourcepoints import SourceResolver, SourceSite
 from .target import uprobe_group_name
@@ -324,10 +324,23 @@ class Resolver:
             sites.append((name, address + offset, offset))
         return sites
 
+    def _module_text_only(self, name: str, symbols: list[ElfSymbol]) -> list[ElfSymbol]:
+        text = self.elf.section(".text")
+        kept = [s for s in symbols if text is not None and s.shndx == text.index]
+        if not kept:
+            where = self.elf.sections[symbols[0].shndx].name if symbols[0].shndx < len(self.elf.sections) else "?"
+            raise ResolveError(f"{name} is in the module's {where} section; only its .text functions can be probed",
+                               hint="init and exit code is freed once the module is loaded")
+        return kept
+
     def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
         """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
         try:
-            check_probe_offset(self.elf, name, address, size, offset)
+            if self.elf.type == "REL":  # a module: .text functions, addressed by their section offset
+                text = self.elf.section_data(".text")
+                check_boundary(text[address:address + (size or offset + 16)], offset, name)
+            else:
+                check_probe_offset(self.elf, name, address, size, offset)
         except InstructionDecodeError as err:
             self.warnings.append(str(err))
 
@@ -338,6 +351,8 @@ class Resolver:
             raise DebugInfoError(f"'{point.text}' names a source file, which needs debug information",
                                  hint="source-level probing is not available yet")
         symbols = self.elf.find_functions(name)
+        if symbols and self.elf.type == "REL":
+            symbols = self._module_text_only(name, symbols)
         if not symbols:
             raise ProbePointNotFound(point.text or name,
                                      hint=self._function_hint(name, [s.name for s in self.elf.functions()]))
@@ -395,7 +410,7 @@ class Resolver:
     def _vmlinux_place(self, function: str, address: int, offset: int) -> str:
         """``SYMBOL+OFF`` with the ELF symbol at the address (``.isra``/``.constprop`` names included);
         a name that is not unique in the kernel is anchored on ``_text`` instead."""
-        sym = self.elf.symbol_at(address)
+        sym = self._text_symbol_at(address)
         name, off = (sym.name, address - sym.value) if sym is not None else (function, offset)
         if len(self.elf.find_functions(name)) > 1:
             text = [s for s in self.elf.symbols() if s.name == "_text"]
@@ -403,6 +418,16 @@ class Resolver:
                 return f"_text+{address - text[0].value}"
         prefix = f"{self.target.module}:" if self.target.module else ""
         return f"{prefix}{name}+{off}"
+
+    def _text_symbol_at(self, address: int) -> ElfSymbol | None:
+        """The function at an address; in a module (a relocatable object every section of which starts
+        at 0) only .text is addressable, so only its symbols count."""
+        if self.elf.type != "REL":
+            return self.elf.symbol_at(address)
+        text = self.elf.section(".text")
+        found = [s for s in self.elf.functions()
+                 if text is not None and s.shndx == text.index and s.value <= address < s.value + max(s.size, 1)]
+        return min(found, key=lambda s: (s.bind != "GLOBAL", s.name)) if found else None
 
     @staticmethod
     def _function_hint(name: str, candidates: list[str]) -> str:

@@ -19,20 +19,25 @@ fi
 [ -n "$abi" ] || { echo "kernel-testdata: cannot tell which cloud kernel to use" >&2; exit 1; }
 
 dir=$cache/$abi
-if [ ! -s "$dir/vmlinux" ] || [ ! -s "$dir/vmlinuz" ]; then
-    mkdir -p "$dir/tmp"
+# A few modules' debug objects, for -m tests (perf -m PATH is the oracle).
+modules="fs/fat/vfat.ko fs/fat/fat.ko net/ipv4/tcp_diag.ko fs/overlayfs/overlay.ko"
+if [ ! -s "$dir/vmlinux" ] || [ ! -s "$dir/vmlinuz" ] || [ ! -s "$dir/modules/vfat.ko" ]; then
+    rm -rf "$dir/tmp"
+    mkdir -p "$dir/tmp" "$dir/modules"
     (
         cd "$dir/tmp"
         apt-get download "linux-image-$abi-dbg" "linux-image-$abi-unsigned" >&2
+        wanted=('./usr/lib/debug/boot/*' './boot/vmlinuz-*' './boot/config-*' './boot/System.map-*')
+        for m in $modules; do wanted+=("./usr/lib/debug/lib/modules/$abi/kernel/$m"); done
         for deb in ./*.deb; do
-            dpkg-deb --fsys-tarfile "$deb" | tar -x --wildcards './usr/lib/debug/boot/*' './boot/vmlinuz-*' \
-                './boot/config-*' './boot/System.map-*' 2>/dev/null || true
+            dpkg-deb --fsys-tarfile "$deb" | tar -x --wildcards "${wanted[@]}" 2>/dev/null || true
         done
     )
     mv "$dir/tmp/usr/lib/debug/boot/vmlinux-$abi" "$dir/vmlinux"
     mv "$dir/tmp/boot/vmlinuz-$abi" "$dir/vmlinuz"
     mv "$dir/tmp/boot/config-$abi" "$dir/config" 2>/dev/null || true
     mv "$dir/tmp/boot/System.map-$abi" "$dir/System.map" 2>/dev/null || true
+    for m in $modules; do mv "$dir/tmp/usr/lib/debug/lib/modules/$abi/kernel/$m" "$dir/modules/"; done
     rm -rf "$dir/tmp"
 fi
 echo "$dir"

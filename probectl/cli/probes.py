@@ -16,7 +16,7 @@ from ..probeset import ProbeSet
 from ..resolve import Resolver, Target
 from ..sourceview import list_btf_variables, list_lines, list_variables
 from ..spec import parse_line_range, parse_point
-from ..kernel import check_vmlinux, find_running_vmlinux
+from ..kernel import check_vmlinux, find_module, find_running_vmlinux
 from ..target import find_target
 from ..tracefs import Tracefs
 from . import cli, notice
@@ -28,11 +28,15 @@ def _open_tracefs() -> Tracefs:
 
 def make_target(exec_: str | None, vmlinux: str | None = None, module: str | None = None) -> Target:
     """-x BINARY: uprobes; else kprobes, described by -k VMLINUX or the running kernel's own vmlinux
-    (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none."""
+    (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none;
+    -m NAME|PATH: kprobes in a module (MOD:SYMBOL+OFF), described by its object file."""
     if exec_:
-        if vmlinux:
-            raise click.UsageError("-x and -k cannot be used together")
+        if vmlinux or module:
+            raise click.UsageError("-x cannot be used with -k or -m")
         return Target(kind="uprobe", path=find_target(exec_))
+    if module:
+        path, name = find_module(module)
+        return Target(kind="kprobe", path=path, module=name)
     if vmlinux:
         return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)), module=module)
     found, _tried = find_running_vmlinux()
@@ -40,7 +44,8 @@ def make_target(exec_: str | None, vmlinux: str | None = None, module: str | Non
 
 
 def target_options(func):
-    """-x BINARY and -k VMLINUX, shared by the commands that read a target."""
+    """-x BINARY, -k VMLINUX and -m MODULE, shared by the commands that read a target."""
+    func = click.option("-m", "--module", metavar="NAME|PATH", help="Kernel module (name, or .ko file).")(func)
     func = click.option("-k", "--vmlinux", metavar="VMLINUX", help="Kernel image with debug information.")(func)
     return click.option("-x", "--exec", "exec_", metavar="BINARY",
                         help="User binary or library (path or name, e.g. libc).")(func)
@@ -57,7 +62,7 @@ def target_options(func):
 @click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are (for lazy patterns).")
 @click.option("--btf", "use_btf", is_flag=True,
               help="Kprobes: C arguments from BTF even when a vmlinux with DWARF is there.")
-def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir, use_btf):
+def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, source_dir, use_btf):
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
@@ -65,7 +70,7 @@ def add(probedefs, added, exec_, vmlinux, force, dry_run, definition, source_dir
     texts = list(added) + list(probedefs)
     if not texts:
         raise click.UsageError("no probe definition given")
-    target = make_target(exec_, vmlinux)
+    target = make_target(exec_, vmlinux, module)
     tfs = None
     if not definition or os.geteuid() == 0:
         try:
@@ -170,10 +175,10 @@ def list_(ctx, patterns, as_json, tracepoints):
 @click.argument("pattern", required=False)
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
-def funcs(pattern, exec_, vmlinux, as_json):
+def funcs(pattern, exec_, vmlinux, module, as_json):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
-    if exec_ or vmlinux:
-        elf = ElfFile(find_target(exec_) if exec_ else check_vmlinux(Path(vmlinux)))
+    if exec_ or vmlinux or module:
+        elf = ElfFile(make_target(exec_, vmlinux, module).path)
         rows = {}
         for sym in elf.functions():
             rows.setdefault(sym.name, (sym.value, sym.size))
@@ -201,13 +206,13 @@ def funcs(pattern, exec_, vmlinux, as_json):
 @target_options
 @click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
-def lines(linedesc, exec_, vmlinux, source_dir, as_json):
+def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     """Show the source lines that can be probed (perf -L).
 
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
-    resolver = Resolver(make_target(exec_, vmlinux), source_dir=source_dir)
+    resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
     listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
     if as_json:
         click.echo(json.dumps([listing.as_json() for listing in listings], indent=2))
@@ -223,10 +228,10 @@ def lines(linedesc, exec_, vmlinux, source_dir, as_json):
 @click.option("--externs", is_flag=True, help="Also list global variables.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
 @click.option("--btf", "use_btf", is_flag=True, help="Kernel functions: parameters from BTF, not DWARF.")
-def vars_(probepoint, exec_, vmlinux, externs, as_json, use_btf):
+def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     """Show the variables that can be fetched at a probe point (perf -V)."""
     point = parse_point(probepoint)
-    resolver = Resolver(make_target(exec_, vmlinux), use_btf=use_btf)
+    resolver = Resolver(make_target(exec_, vmlinux, module), use_btf=use_btf)
     try:
         if resolver.btf_describes(point):
             places = list_btf_variables(resolver, point)
