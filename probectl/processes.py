@@ -4,8 +4,9 @@ option that keeps the maps for user-space symbols."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from .errors import ProbectlError
 
@@ -13,6 +14,17 @@ from .errors import ProbectlError
 # as blocks "pid PID\n<maps lines>\n\n". trace-cmd skips options it does not know.
 OPTION_PROC_MAPS = 0x7E02
 MAX_MAPS_PIDS = 4096  # processes whose maps a recording keeps
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One line of /proc/PID/maps: ``start``..``end`` maps ``path`` from file ``offset``."""
+
+    start: int
+    end: int
+    offset: int
+    path: str
+    perms: str = "r-xp"
 
 
 def pid_alive(pid: int) -> bool:
@@ -79,10 +91,8 @@ def encode_proc_maps(maps: dict[int, str]) -> bytes:
     return "".join(f"pid {pid}\n{text}\n\n" for pid, text in sorted(maps.items())).encode()
 
 
-def decode_proc_maps(data: bytes) -> dict[int, list[Any]]:
+def decode_proc_maps(data: bytes) -> dict[int, list[Mapping]]:
     """The :data:`OPTION_PROC_MAPS` option → {tgid: [Mapping]} (bad lines are skipped)."""
-    from .script import Mapping
-
     out: dict[int, list[Mapping]] = {}
     pid: Optional[int] = None
     for line in data.decode(errors="replace").split("\n"):

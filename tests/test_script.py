@@ -223,8 +223,8 @@ print fmt: "(%lx) a=%d bits=%u seed=0x%Lx text=\\"%s\\"", REC->__probe_ip, REC->
 
     f = TextFormatter(Names())
     f.set_formats([fmt])
-    from probectl.script import _Record
-    rec = _Record((1641_301826123, 1, 2400, 4242, 0, 0, (0x55D5E51CF1A9, -3, 4294967280, 0xDEADBEEF00000000, 'a"b\nc')))
+    from probectl.script.stacks import Record
+    rec = Record((1641_301826123, 1, 2400, 4242, 0, 0, (0x55D5E51CF1A9, -3, 4294967280, 0xDEADBEEF00000000, 'a"b\nc')))
     line = f.format_record(rec)
     assert line == ('            prog   4242 [001]  1641.301826: probe_t:add: (55d5e51cf1a9) a=-3 bits=4294967280 '
                     'seed=0xdeadbeef00000000 text="a\\"b\\nc"\n')

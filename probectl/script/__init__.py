@@ -1,0 +1,165 @@
+"""Formatters for recorded events: perf-script-like text, CSV, JSON lines and folded stacks.
+
+The events come from the native decoder in columnar batches (:meth:`EventReader.batches`); a
+formatter never makes a Python call per event field on its hot path. Each event format is compiled
+once into a :class:`~.plan.Plan`: a ``%`` template for a whole output line plus, for each ``%`` slot, the
+column it reads and an optional value conversion. A batch is then formatted format by format with
+``map(template.__mod__, zip(*columns))`` and the lines of several formats are put back in time order
+with one iterator per format (the decoder numbers the rows of a format in event order).
+
+Text lines follow perf script::
+
+    uprobe_target  4242 [001]  1641.301826: probe_uprobe_target:add_ints: (55d5e51cf1a9) a=1 b=-3
+
+Probe events are printed with the kernel's own print format (``0x`` for hex types, strings between
+double quotes), with their ``(__probe_ip)`` or ``(__probe_func <- __probe_ret_ip)`` as the ``ip``
+field; tracepoints print their fields as ``name=value`` (numbers in decimal, pointers in hex,
+strings quoted).
+
+Stacks (``record -g``) are the kernel's ``ftrace:kernel_stack`` and ``ftrace:user_stack`` records,
+written right after the event they belong to on the same CPU. They are attached to that event
+(:class:`StackJoiner`) and symbolized from the file: kernel addresses with the kallsyms section,
+user addresses with the process maps probectl stores in the file (see
+:data:`probectl.processes.OPTION_PROC_MAPS`) and the symbol tables of the mapped binaries.
+
+The package: :mod:`.symbols` (names and symbols), :mod:`.printfmt` (print formats as templates),
+:mod:`.stacks` (stack records), :mod:`.plan` (the formatter base), :mod:`.formatters` (text, JSON,
+CSV) and :mod:`.folded` (folded stacks); this module drives a file through them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence, TextIO
+
+from ..errors import ProbectlError
+from ..processes import Mapping
+from .folded import FoldedPlanner, FoldedStacks
+from .formatters import CsvFormatter, JsonFormatter, TextFormatter
+from .plan import DEFAULT_FIELDS, FIELDS, Formatter, parse_fields
+from .printfmt import split_print_fmt, trace_template
+from .stacks import STACK_EVENTS, StackJoiner, stack_addresses, stack_ids
+from .symbols import UNKNOWN_SYMBOL, KernelSymbols, Source, Symbolizer, TraceSource, UserSymbols, is_kernel_address
+
+__all__ = [
+    "CsvFormatter",
+    "DEFAULT_FIELDS",
+    "FIELDS",
+    "FoldedStacks",
+    "Formatter",
+    "JsonFormatter",
+    "KernelSymbols",
+    "Mapping",
+    "OUTPUT_FORMATS",
+    "STACK_EVENTS",
+    "ScriptResult",
+    "Source",
+    "StackJoiner",
+    "Symbolizer",
+    "TextFormatter",
+    "TraceSource",
+    "UNKNOWN_SYMBOL",
+    "UserSymbols",
+    "is_kernel_address",
+    "lost_events",
+    "make_formatter",
+    "parse_fields",
+    "split_print_fmt",
+    "stack_addresses",
+    "stack_ids",
+    "trace_template",
+    "write_script",
+]
+
+OUTPUT_FORMATS = ("text", "csv", "json", "folded")
+
+
+def make_formatter(kind: str, source: Source, fields: Sequence[str] = DEFAULT_FIELDS, *,
+                   long_size: int = 8, events: Sequence[str] = ()) -> Formatter:
+    classes = {"text": TextFormatter, "json": JsonFormatter, "csv": CsvFormatter, "folded": FoldedPlanner}
+    if kind not in classes:
+        raise ProbectlError(f"unknown output format {kind!r}", f"choose one of {', '.join(OUTPUT_FORMATS)}")
+    return classes[kind](source, fields, long_size=long_size, events=events)
+
+
+@dataclass
+class ScriptResult:
+    events: int = 0  # events decoded (stack records included)
+    printed: int = 0  # lines/objects/rows, or stacks counted for folded
+    has_stacks: bool = False
+    unknown_ids: set[int] = field(default_factory=set)
+
+
+def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[str] = DEFAULT_FIELDS, *,
+                 events: Sequence[str] = (), batch_events: int = 1 << 18) -> ScriptResult:
+    """Print every event of an open :class:`~probectl.tracedat.TraceFile` to ``out``.
+
+    ``kind`` is text, csv, json or folded; ``fields`` the ``-F`` selection; ``events`` globs
+    limiting what is printed. Files without stacks go through the columnar batch path; files with
+    stacks (recorded with ``-g``) through the row path that attaches stacks to their events.
+    """
+    source = TraceSource(trace)
+    formatter = make_formatter(kind, source, fields, long_size=trace.layout.long_size, events=events)
+    formats = list(trace.formats.values())
+    formatter.set_formats(formats)
+    sids = stack_ids(formats)
+    result = ScriptResult()
+
+    # Does the data hold stacks, and (for CSV) which formats occur? One look at the ids.
+    present: set[int] = set()
+    scan = kind == "csv"
+    reader = trace.reader()
+    try:
+        for batch in reader.batches(batch_events):
+            present |= set(batch.id)
+            if not scan:
+                break  # (a recording with -g has stacks from its first event on)
+    finally:
+        reader.close()
+    result.has_stacks = bool(present & set(sids))
+    formatter.has_stacks = result.has_stacks
+    if kind == "folded" and not result.has_stacks:
+        raise ProbectlError(f"{trace.where} has no stacks to fold",
+                            "record with -g (probectl record -g ...) to get kernel and user stacks")
+    if isinstance(formatter, CsvFormatter):
+        formatter.set_present(trace.formats[i] for i in sorted(present) if i in trace.formats)
+    out.write(formatter.begin())
+
+    reader = trace.reader()
+    try:
+        if result.has_stacks:
+            joiner = StackJoiner(sids)
+            folded = FoldedStacks(formatter) if kind == "folded" else None
+            for rows, _lost in reader.rows(batch_events):
+                result.events += len(rows)
+                recs = list(joiner.feed(rows))
+                if folded is not None:
+                    folded.add(recs)
+                else:
+                    out.write(formatter.format_records(recs))
+            recs = list(joiner.finish())
+            if folded is not None:
+                folded.add(recs)
+                out.write(folded.text())
+                result.printed = folded.events
+            else:
+                out.write(formatter.format_records(recs))
+        else:
+            for batch in reader.batches(batch_events):
+                result.events += len(batch)
+                out.write(formatter.format_batch(batch))
+    finally:
+        reader.close()
+    out.write(formatter.end())
+    return result
+
+
+def lost_events(trace: Any) -> int:
+    """Events the kernel lost while recording, from the file's per-CPU statistics."""
+    total = 0
+    for stats in trace.cpustats.values():
+        for key in ("overrun", "dropped events"):
+            try:
+                total += int(str(stats.get(key, "0")).split()[0])
+            except (ValueError, IndexError):
+                continue
+    return total

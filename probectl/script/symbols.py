@@ -1,0 +1,186 @@
+"""Where formatted events get their names: process names and thread groups (:class:`Source`), and
+symbols for kernel addresses (kallsyms) and user addresses (process maps and the mapped ELF files)."""
+from __future__ import annotations
+
+import bisect
+from typing import Any, Optional
+
+from ..errors import DebugInfoError, ProbectlError
+from ..processes import OPTION_PROC_MAPS, Mapping, decode_proc_maps
+
+UNKNOWN_SYMBOL = "[unknown]"
+
+
+class Source:
+    """What formatting needs besides the events: names of processes, thread groups, symbols.
+
+    :class:`TraceSource` answers from a trace.dat file; the ``trace`` command gives a live one.
+    """
+
+    def comm(self, tid: int) -> str:
+        raise NotImplementedError
+
+    def tgid(self, tid: int) -> int:
+        return tid
+
+    def kernel_symbols(self) -> "KernelSymbols":
+        return KernelSymbols(b"")
+
+    def user_symbols(self) -> "UserSymbols":
+        return UserSymbols({})
+
+
+class TraceSource(Source):
+    """Names from a trace.dat file: saved cmdlines and tgids, kallsyms, probectl's process maps."""
+
+    def __init__(self, trace: Any):
+        self.trace = trace
+        self._ksyms: Optional[KernelSymbols] = None
+        self._usyms: Optional[UserSymbols] = None
+        self._maps_option = [data for oid, data in trace.options if oid == OPTION_PROC_MAPS]
+
+    def comm(self, tid: int) -> str:
+        return self.trace.comm(tid)
+
+    def tgid(self, tid: int) -> int:
+        return self.trace.tgids.get(tid, tid)
+
+    def kernel_symbols(self) -> "KernelSymbols":
+        if self._ksyms is None:
+            self._ksyms = KernelSymbols(self.trace.kallsyms)
+        return self._ksyms
+
+    def user_symbols(self) -> "UserSymbols":
+        if self._usyms is None:
+            maps: dict[int, list[Mapping]] = {}
+            for data in self._maps_option:
+                maps.update(decode_proc_maps(data))
+            self._usyms = UserSymbols(maps)
+        return self._usyms
+
+
+class KernelSymbols:
+    """Kernel text symbols from a kallsyms text (the file's copy), looked up by address."""
+
+    def __init__(self, kallsyms: bytes):
+        self._text = kallsyms
+        self._addrs: Optional[list[int]] = None
+        self._names: list[str] = []
+
+    def _load(self) -> None:
+        pairs = []
+        for line in self._text.split(b"\n"):
+            parts = line.split()
+            if len(parts) < 3 or parts[1] not in (b"t", b"T", b"w", b"W"):
+                continue
+            try:
+                addr = int(parts[0], 16)
+            except ValueError:
+                continue
+            name = parts[2].decode(errors="replace")
+            if len(parts) > 3:
+                name += " " + parts[3].decode(errors="replace")
+            pairs.append((addr, name))
+        pairs.sort()
+        self._addrs = [a for a, _ in pairs]
+        self._names = [n for _, n in pairs]
+
+    def lookup(self, addr: int) -> Optional[tuple[str, int]]:
+        """(name, offset) of the symbol at or before ``addr``, or None."""
+        if self._addrs is None:
+            self._load()
+        assert self._addrs is not None
+        i = bisect.bisect_right(self._addrs, addr) - 1
+        if i < 0 or not self._addrs[i]:
+            return None
+        return self._names[i], addr - self._addrs[i]
+
+
+class UserSymbols:
+    """User addresses of a process → function names, through its maps and the mapped ELF files."""
+
+    def __init__(self, maps: dict[int, list[Mapping]]):
+        self.maps = {tgid: sorted(ms, key=lambda m: m.start) for tgid, ms in maps.items()}
+        self._starts = {tgid: [m.start for m in ms] for tgid, ms in self.maps.items()}
+        self._elves: dict[str, Any] = {}
+
+    def mapping(self, tgid: int, addr: int) -> Optional[Mapping]:
+        starts = self._starts.get(tgid)
+        if not starts:
+            return None
+        i = bisect.bisect_right(starts, addr) - 1
+        if i >= 0:
+            m = self.maps[tgid][i]
+            if m.start <= addr < m.end:
+                return m
+        return None
+
+    def _elf(self, path: str) -> Any:
+        if path not in self._elves:
+            from ..debuginfo.elf import ElfFile
+
+            try:
+                self._elves[path] = ElfFile(path) if path.startswith("/") else None
+            except (ProbectlError, OSError):
+                self._elves[path] = None
+        return self._elves[path]
+
+    def lookup(self, tgid: int, addr: int) -> Optional[tuple[str, int, str]]:
+        """(function, offset, path) for ``addr`` in process ``tgid``; (None-named) when unknown."""
+        m = self.mapping(tgid, addr)
+        if m is None:
+            return None
+        if m.path.startswith("["):  # [vdso], [uprobes] (a uretprobe's trampoline)
+            return m.path, addr - m.start, m.path
+        elf = self._elf(m.path)
+        if elf is None:
+            return None
+        try:
+            vaddr = elf.offset_to_vaddr(addr - m.start + m.offset)
+            sym = elf.symbol_at(vaddr)
+        except (DebugInfoError, ProbectlError, OSError, ValueError):
+            return None
+        if sym is None:
+            return None
+        return sym.name, vaddr - sym.value, m.path
+
+
+class Symbolizer:
+    """Cached address → name for both spaces (``tgid`` None or 0 for the kernel)."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        self._cache: dict[tuple[int, int], tuple[str, int, str]] = {}
+
+    def resolve(self, tgid: int, addr: int, kernel: bool) -> tuple[str, int, str]:
+        """(name, offset, dso); name is ``[unknown]`` when nothing knows the address."""
+        key = (0 if kernel else tgid, addr)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if kernel:
+            found = self.source.kernel_symbols().lookup(addr)
+            out = (found[0], found[1], "[kernel.kallsyms]") if found else (UNKNOWN_SYMBOL, 0, "[kernel.kallsyms]")
+        else:
+            ufound = self.source.user_symbols().lookup(tgid, addr)
+            if ufound:
+                out = ufound
+            else:
+                m = self.source.user_symbols().mapping(tgid, addr)
+                out = (UNKNOWN_SYMBOL, 0, m.path if m else UNKNOWN_SYMBOL)
+        self._cache[key] = out
+        return out
+
+    def name(self, tgid: int, addr: int, kernel: bool) -> str:
+        """``func+0x1c`` (or ``func``, or ``[unknown]``)."""
+        n, off, _ = self.resolve(tgid, addr, kernel)
+        return symbol_offset(n, off)
+
+
+def is_kernel_address(addr: int) -> bool:
+    return addr >= 0xFFFF800000000000
+
+
+def symbol_offset(name: str, offset: int) -> str:
+    """``func+0x1c`` (``func`` at offset 0; ``[unknown]`` as it is)."""
+    return f"{name}+0x{offset:x}" if offset and name != UNKNOWN_SYMBOL else name
