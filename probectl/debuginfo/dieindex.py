@@ -584,13 +584,13 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
 def _names(dwarf, seen: dict[int, tuple], offset: int) -> tuple[Optional[str], Optional[str]]:
     """(name, linkage name) of a scanned DIE as ``die_name``/``die_linkage_name`` give them: its own
     attributes, else those of its abstract origin or specification (followed like ``die_attr``)."""
-    from .dwarf import die_linkage_name, die_name
-
     name = linkage = None
     ref: object = offset
     for _ in range(9):
         entry = seen.get(ref) if isinstance(ref, int) else None
         if entry is None:  # an origin outside the scanned DIEs (another CU, a nested DIE)
+            from .dwarf import die_linkage_name, die_name
+
             try:
                 die = dwarf.get_DIE_from_refaddr(ref[1] if isinstance(ref, tuple) else ref)
                 return name or die_name(die), linkage or die_linkage_name(die)
