@@ -250,7 +250,6 @@ class _CUScanner:
                         found[attr] = True
                 pos += size
             elif form in _LEB_FORMS:
-                start = pos
                 if form == 0x0D:
                     value, pos = _sleb(data, pos)
                 else:
@@ -262,7 +261,6 @@ class _CUScanner:
                         found[attr] = self._strx(value)
                     else:
                         found[attr] = True
-                del start
             elif form == _FORM_ADDR:
                 if want and attr in _WANTED:
                     found[attr] = True
