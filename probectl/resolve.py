@@ -18,7 +18,7 @@ from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, Reso
 from .debuginfo.btf import KERNEL_BTF, Btf, load_kernel_btf
 from .debuginfo.btfargs import btf_fetch, btf_params, btf_retval_type
 from .debuginfo.dwarf import DebugInfo
-from .debuginfo.variables import VariableUnavailable
+from .debuginfo.variables import VariableNotFound, VariableUnavailable
 from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
 from .kernel import KprobeRules
 from .sourcepoints import SourceResolver, SourceSite
@@ -254,9 +254,9 @@ class Resolver:
         point = probe.point
         wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
         sites = source.sites(point, wants_variables)
-        per_site: list[list[ResolvedArg | VariableUnavailable]] = []
+        per_site: list[list[ResolvedArg | VariableUnavailable | VariableNotFound]] = []
         for site in sites:
-            row: list[ResolvedArg | VariableUnavailable] = []
+            row: list[ResolvedArg | VariableUnavailable | VariableNotFound] = []
             for arg in probe.args:
                 if not _needs_debuginfo(arg):
                     resolved = self._render_arg(arg, site.address, site.at_entry and not point.is_return)
@@ -267,7 +267,7 @@ class Resolver:
                 for var in source.variable_args(site, arg, point):
                     try:
                         found = source.fetch(site, var.variable, var.cast, arg.user, point)
-                    except VariableUnavailable as missing:
+                    except (VariableUnavailable, VariableNotFound) as missing:
                         row.append(missing)
                         continue
                     row.append(ResolvedArg(fetch=found.fetch, type=found.type,
@@ -294,10 +294,10 @@ class Resolver:
             column = [row[col] for row in per_site]
             present = [c for c in column if isinstance(c, ResolvedArg)]
             if not present:
-                raise next(c for c in column if isinstance(c, VariableUnavailable))
+                raise next((c for c in column if isinstance(c, VariableUnavailable)), column[0])
             for row, site in zip(per_site, sites):
                 missing = row[col]
-                if isinstance(missing, VariableUnavailable):
+                if isinstance(missing, (VariableUnavailable, VariableNotFound)):
                     self.warnings.append(
                         f"{missing.message}; that event records {MISSING_ARG_MAGIC:#x} for it at 0x{site.address:x}")
                     row[col] = replace(present[0], fetch=f"\\{MISSING_ARG_MAGIC:#x}")
@@ -440,6 +440,11 @@ class Resolver:
 
     def _render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
         fetch = self._render_fetch(arg.expr, address, at_entry)
+        if (isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is not None
+                and arg.type.base in ("string", "ustring")):
+            # A string is read from memory: $retval:string means the string $retval points at
+            # (the kernel refuses the bare form with "String accepts only memory argument").
+            fetch = f"+0({fetch})"
         typ = ""
         if arg.type is not None:
             typ = arg.type.text

@@ -170,6 +170,10 @@ class SourceResolver:
 
     def scope(self, site: SourceSite, point: S.PointSpec):
         """The function or inline-instance DIE whose variables are visible at a site (perf's best scope)."""
+        if point.line is None and point.lazy is None and point.function is not None:
+            # A function's own instance, even when its entry pc lies outside its ranges (perf's
+            # probe_point_inline_cb looks variables up from the instance DIE itself).
+            return site.function.die
         scope = best_scope(self.debuginfo, site.address, function=point.function or site.function.name)
         return scope if scope is not None else site.function.die
 

@@ -148,17 +148,43 @@ def list_variables(source: SourceResolver, point: S.PointSpec, externs: bool = F
     for site in source.sites(entry_point, wants_variables=False):
         scope = source.scope(site, point)
         listed = available_variables(source.debuginfo, scope, site.address, externs)
-        symbol, offset = _symbol_offset(source.elf, site.address, site.function)
+        symbol, offset = _symbol_offset(source, site.address, site.function)
         places.append(VariablePlace(symbol, offset, site.address, tuple(listed)))
     return places
 
 
-def _symbol_offset(elf: ElfFile, address: int, function: Function) -> tuple[str, int]:
-    sym = elf.symbol_at(address)
+def _symbol_offset(source: SourceResolver, address: int, function: Function) -> tuple[str, int]:
+    """perf names a place after the DWARF function containing it (``@<__libc_malloc+0>``), else the symbol."""
+    real = source.debuginfo.function_at(address)
+    if real is not None and real.entry is not None and real.entry <= address:
+        return real.name, address - real.entry
+    sym = source.elf.symbol_at(address)
     if sym is not None:
         return sym.name, address - sym.value
     entry = function.entry if function.entry is not None else address
     return function.name, address - entry
+
+
+def point_title(point: S.PointSpec) -> str:
+    """A probe point as perf prints it in `-V` headers: ``FUNC[+OFF|:LINE|%return][@FILE][:LINE]``, the
+    file cut to its last 30 characters at a '/', a lazy pattern left out."""
+    text = point.function or ""
+    if point.function:
+        if point.offset:
+            text += f"+{point.offset}"
+        elif point.line is not None:
+            text += f":{point.line}"
+        elif point.is_return:
+            text += "%return"
+    if point.source:
+        name = point.source
+        if len(name) > 30:
+            cut = name.find("/", len(name) - 30)
+            name = name[cut + 1:] if cut >= 0 else name[len(name) - 30:]
+        text += f"@{name}"
+        if not point.function and point.line is not None:
+            text += f":{point.line}"
+    return text
 
 
 def list_btf_variables(resolver: Resolver, point: S.PointSpec) -> list[VariablePlace]:

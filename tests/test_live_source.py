@@ -346,8 +346,6 @@ def test_typed_retval_and_members(group, opt):
 
 
 @pytest.mark.root
-@pytest.mark.xfail(strict=True, reason="sourcepoints.py: an inline instance whose entry pc lies outside its "
-                   "ranges gets its caller's scope, so `v` is not found (see test_source_probes.py)")
 def test_inline_instances_at_O2(group):
     """At -O2 square() is inlined in process() with DW_AT_entry_pc outside its ranges, and in
     rare_path(); each instance's `v` is what process() squares and rare_path()'s code."""

@@ -466,8 +466,6 @@ def test_vars_include_values_perf_cannot_express(perf_bin):
 
 
 @pytest.mark.perf
-@pytest.mark.xfail(strict=True, reason="resolve.py: a variable not found at some places of a "
-                   "multi-place event raises instead of getting perf's 0xdeade12d filler (report)")
 @pytest.mark.parametrize("name,opt,definition,places", [
     ("dwarf_inline", "-O0", "dwarf_inline.c;sink* total code", 5),
     ("libc", "", "__libc_mallo* bytes", 2),  # __libc_mallopt has no `bytes`
@@ -483,8 +481,6 @@ def test_variable_missing_at_some_places_gets_perfs_filler(perf_bin, request, na
     assert len(theirs) == places and [d.render() for d in mine] == theirs
 
 
-@pytest.mark.xfail(strict=True, reason="sourcepoints.py: the scope of an inline instance whose entry "
-                   "pc lies outside its ranges falls back to the caller (report)")
 def test_inline_instance_with_entry_outside_its_ranges():
     """At -O2 the square() inlined in process() has DW_AT_entry_pc 0x1233 but ranges
     [0x1237, 0x123a): perf looks variables up from the instance DIE itself (probe_point_inline_cb),
@@ -509,6 +505,7 @@ LISTINGS = [
     ("vars", "dwarf_inline", "-O0", ["square"]),
     ("vars", "dwarf_static", "-O0", ["helper@dwarf_static_b.c"]),
 ]
+# Listings probectl once got wrong (fixed): each names what was wrong.
 LISTING_BUGS = [
     # perf names a place after the DWARF function containing it (convert_to_trace_point): sourceview.py
     # names it after the preferred ELF alias (`@<malloc+0>`)
@@ -538,11 +535,10 @@ def test_listings_match_perf(perf_bin, command, name, opt, args):
 @pytest.mark.perf
 @pytest.mark.parametrize("command,name,opt,args,bug", LISTING_BUGS,
                          ids=[f"{c}-{n}{o}:{' '.join(a)}" for c, n, o, a, _ in LISTING_BUGS])
-def test_listings_where_probectl_differs(perf_bin, request, command, name, opt, args, bug):
+def test_listings_once_wrong(perf_bin, request, command, name, opt, args, bug):
     path = request.getfixturevalue("libc_dbg") if name == "libc" else binary(name, opt)
     mine, theirs = _listing(perf_bin, command, path, args)
-    if mine != theirs:
-        pytest.xfail(bug)
+    assert mine == theirs, bug
 
 
 # --- errors: one clear message, exit 1, nothing added ---------------------------------------------

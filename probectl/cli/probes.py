@@ -14,7 +14,7 @@ from ..errors import ProbectlError, ProbePointNotFound, TracefsError
 from ..listing import describe, select_events
 from ..probeset import ProbeSet
 from ..resolve import Resolver, Target
-from ..sourceview import list_btf_variables, list_lines, list_variables
+from ..sourceview import list_btf_variables, list_lines, list_variables, point_title
 from ..spec import parse_line_range, parse_point
 from ..kernel import check_vmlinux, find_module, find_running_vmlinux
 from ..target import find_target
@@ -89,7 +89,8 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         notice(f"Warning: {warning}")
     multiprobe = features.multiprobe if features else True
 
-    if tfs is None:
+    if tfs is None or definition:
+        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
         named = probes.name(set(), force=force, multiprobe=multiprobe)
     else:
         with tfs.lock():
@@ -245,7 +246,7 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     if as_json:
         click.echo(json.dumps({"point": point.text, "places": [p.as_json() for p in places]}, indent=2))
         return
-    click.echo(f"Available variables at {point.text}")
+    click.echo(f"Available variables at {point_title(point)}")
     for place in places:
         for line in place.render():
             click.echo(line)
