@@ -82,3 +82,11 @@ def test_list_tracepoints_is_the_tracepoints_listing(live_tracefs):
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == run("tracepoints", "sched:sched_switch").stdout
     assert listed.stdout.split() == ["sched:sched_switch", "[Tracepoint", "event]"]
+
+
+def test_retval_string_reads_through_the_pointer():
+    """perf passes '$retval:string' through and the kernel refuses it ("String accepts only memory
+    argument"); probectl reads the string the return value points at."""
+    binary = build_fixture("uprobe_target", "-O2")
+    (line,) = run("add", "-D", "-x", str(binary), "pick_label%return s=$retval:string").stdout.splitlines()
+    assert line.endswith(" s=+0($retval):string")
