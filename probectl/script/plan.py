@@ -222,7 +222,7 @@ class Formatter:
         if head_t is None or k == 0:
             cols = [self._header_column(hdr, s) for s in head_slots]
             if head_t is None:
-                return zip(*cols)
+                return zip(*cols) if cols else repeat(())  # (rows that start with no header cell)
             return map(head_t.__mod__, zip(*cols)) if cols else repeat(head_t % ())
         convs = [m for m in PY_CONV.finditer(head_t) if m.group() != "%%"]
         pre_t, rest_t = head_t[:convs[k - 1].end()], head_t[convs[k - 1].end():]
