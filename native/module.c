@@ -4,6 +4,7 @@
 //   parse_page(data, long_size=8, big_endian=False) -> dict     one page, for tests and tools
 //   Reader(streams, formats, ...)                               merged, batched decoding
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
+//   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   DecodeError(ValueError)                                     a corrupt page
 //
 // Decoding runs without the GIL (it touches no Python object); Python objects are made per
@@ -16,6 +17,7 @@
 
 #include "recorder.h"
 #include "ringbuf.h"
+#include "textfmt.h"
 
 static PyObject *DecodeError;
 
@@ -583,6 +585,449 @@ static bool set_item(PyObject *tuple, Py_ssize_t i, PyObject *item)
 	return true;
 }
 
+// The row tuple (ts, cpu, id, pid, flags, preempt, values[, raw]) of event @i of the batch.
+static PyObject *row_tuple(ReaderObject *self, Py_ssize_t i)
+{
+	struct rb_batch *b = &self->batch;
+	uint32_t row = b->row[i];
+	int32_t fi = self->schema->index[b->id[i]];
+	PyObject *values, *t;
+
+	if (row == UINT32_MAX || fi < 0) {
+		values = Py_None;
+		Py_INCREF(values);
+	} else {
+		const struct rb_event_format *fmt = &self->schema->formats[fi];
+
+		values = PyTuple_New(fmt->nfields);
+		for (uint32_t j = 0; values && j < fmt->nfields; j++) {
+			PyObject *v = field_value(self, &fmt->fields[j], &b->rows[fi].cols[j], row);
+
+			if (!v) {
+				Py_CLEAR(values);
+				break;
+			}
+			PyTuple_SET_ITEM(values, j, v);
+		}
+	}
+	if (!values)
+		return NULL;
+	t = PyTuple_New(b->want_raw ? 8 : 7);
+	if (!t) {
+		Py_DECREF(values);
+		return NULL;
+	}
+	PyTuple_SET_ITEM(t, 6, values);
+	if (!set_item(t, 0, PyLong_FromUnsignedLongLong(b->ts[i])) ||
+	    !set_item(t, 1, PyLong_FromLong(b->cpu[i])) ||
+	    !set_item(t, 2, PyLong_FromLong(b->id[i])) ||
+	    !set_item(t, 3, PyLong_FromLong(b->pid[i])) ||
+	    !set_item(t, 4, PyLong_FromLong(b->flags[i])) ||
+	    !set_item(t, 5, PyLong_FromLong(b->preempt[i])) ||
+	    (b->want_raw && !set_item(t, 7, bytes_of(b->raw[i].ptr, b->raw[i].len)))) {
+		Py_DECREF(t);
+		return NULL;
+	}
+	// Rows hold only numbers, strings and such tuples: they cannot be part of a cycle,
+	// and keeping millions of them away from the cycle collector triples the speed.
+	if (values != Py_None)
+		PyObject_GC_UnTrack(values);
+	PyObject_GC_UnTrack(t);
+	return t;
+}
+
+// ---- TextFormatter ---------------------------------------------------------------------------
+
+// The plans and tables of native/textfmt.c, and the Python callables that fill them on demand:
+//   plan(id) -> None (not printed), True (each event through line()), or a sequence of ops,
+//               each bytes (a literal) or (src, conv, flags, letter, cast_size, cast_signed,
+//               width, prec, field, index) (see textfmt.h)
+//   thread(tid) -> (comm as UTF-8 bytes, tgid)
+//   symbol(tgid, addr) -> name as UTF-8 bytes
+//   line(row) -> the text of one event (str or bytes) from its read_rows() tuple
+typedef struct {
+	PyObject_HEAD
+	struct tf_formatter *f;
+	PyObject *plan_fn, *thread_fn, *symbol_fn, *line_fn;
+	bool busy;
+} TextFormatterObject;
+
+static int TextFormatter_traverse(TextFormatterObject *self, visitproc visit, void *arg)
+{
+	Py_VISIT(self->plan_fn);
+	Py_VISIT(self->thread_fn);
+	Py_VISIT(self->symbol_fn);
+	Py_VISIT(self->line_fn);
+	return 0;
+}
+
+static int TextFormatter_clear(TextFormatterObject *self)
+{
+	Py_CLEAR(self->plan_fn);
+	Py_CLEAR(self->thread_fn);
+	Py_CLEAR(self->symbol_fn);
+	Py_CLEAR(self->line_fn);
+	return 0;
+}
+
+static void TextFormatter_dealloc(TextFormatterObject *self)
+{
+	PyObject_GC_UnTrack(self);
+	TextFormatter_clear(self);
+	tf_formatter_free(self->f);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int TextFormatter_init(TextFormatterObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "plan", "thread", "symbol", "line", NULL };
+	PyObject *plan, *thread, *symbol, *line;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO", kwlist, &plan, &thread, &symbol,
+					 &line))
+		return -1;
+	if (self->f) {
+		PyErr_SetString(PyExc_RuntimeError, "the formatter is already set up");
+		return -1;
+	}
+	self->f = tf_formatter_new();
+	if (!self->f) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	Py_INCREF(plan);
+	Py_INCREF(thread);
+	Py_INCREF(symbol);
+	Py_INCREF(line);
+	self->plan_fn = plan;
+	self->thread_fn = thread;
+	self->symbol_fn = symbol;
+	self->line_fn = line;
+	return 0;
+}
+
+static int byte_arg(int v, const char *what, uint8_t *dst)
+{
+	if (v < 0 || v > 255) {
+		PyErr_Format(PyExc_ValueError, "op %s %d out of range", what, v);
+		return -1;
+	}
+	*dst = (uint8_t)v;
+	return 0;
+}
+
+// Install the plan object @plan (see above) for event id @id.
+static int install_plan(TextFormatterObject *self, unsigned int id, PyObject *plan)
+{
+	PyObject *seq;
+	Py_ssize_t n, lits_len = 0;
+	struct tf_op *ops = NULL;
+	uint8_t *lits = NULL;
+	int ret = -1, err;
+
+	if (plan == Py_None || plan == Py_True) {
+		err = tf_set_plan(self->f, (uint16_t)id, plan == Py_None ? TF_PLAN_SKIP : TF_PLAN_CALLER,
+				  NULL, 0, NULL, 0);
+		if (err)
+			PyErr_NoMemory();
+		return err ? -1 : 0;
+	}
+	seq = PySequence_Fast(plan, "a plan is None, True or a sequence of ops");
+	if (!seq)
+		return -1;
+	n = PySequence_Fast_GET_SIZE(seq);
+	for (Py_ssize_t k = 0; k < n; k++) {
+		PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+
+		if (PyBytes_Check(item))
+			lits_len += PyBytes_GET_SIZE(item);
+	}
+	if (n > UINT32_MAX / 2 || lits_len > UINT32_MAX / 2) {
+		PyErr_SetString(PyExc_ValueError, "plan too large");
+		goto out;
+	}
+	ops = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*ops));
+	lits = PyMem_Malloc(lits_len ? (size_t)lits_len : 1);
+	if (!ops || !lits) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	lits_len = 0;
+	for (Py_ssize_t k = 0; k < n; k++) {
+		PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+		struct tf_op *op = &ops[k];
+		int src, conv, flags, letter, cast_size, cast_signed, width, prec;
+		unsigned int field, index;
+
+		if (PyBytes_Check(item)) {
+			op->src = TF_SRC_LIT;
+			op->letter = 's';
+			op->prec = -1;
+			op->index = (uint32_t)lits_len;
+			op->len = (uint32_t)PyBytes_GET_SIZE(item);
+			memcpy(lits + lits_len, PyBytes_AS_STRING(item), op->len);
+			lits_len += op->len;
+			continue;
+		}
+		if (!PyTuple_Check(item) ||
+		    !PyArg_ParseTuple(item, "iiiiiiiiII;an op is bytes or (src, conv, flags, letter, "
+				      "cast_size, cast_signed, width, prec, field, index)", &src, &conv,
+				      &flags, &letter, &cast_size, &cast_signed, &width, &prec, &field,
+				      &index)) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError, "an op is bytes or a tuple");
+			goto out;
+		}
+		uint8_t letter8;
+
+		if (byte_arg(src, "source", &op->src) || byte_arg(conv, "conversion", &op->conv) ||
+		    byte_arg(flags, "flags", &op->flags) || byte_arg(letter, "letter", &letter8) ||
+		    byte_arg(cast_size, "cast size", &op->cast_size) ||
+		    byte_arg(cast_signed, "cast signedness", &op->cast_signed))
+			goto out;
+		op->letter = (char)letter8;
+		op->width = width;
+		op->prec = prec;
+		op->field = field;
+		op->index = index;
+		if (tf_check_op(op)) {
+			PyErr_Format(PyExc_ValueError, "event id %u: op %zd is not valid", id, k);
+			goto out;
+		}
+	}
+	err = tf_set_plan(self->f, (uint16_t)id, TF_PLAN_OPS, ops, (uint32_t)n, lits, (size_t)lits_len);
+	if (err == TF_ERR_NOMEM)
+		PyErr_NoMemory();
+	else if (err)
+		PyErr_Format(PyExc_ValueError, "event id %u: the plan is not valid", id);
+	else
+		ret = 0;
+out:
+	PyMem_Free(ops);
+	PyMem_Free(lits);
+	Py_DECREF(seq);
+	return ret;
+}
+
+static PyObject *TextFormatter_set_plan(TextFormatterObject *self, PyObject *args)
+{
+	unsigned int id;
+	PyObject *plan;
+
+	if (!PyArg_ParseTuple(args, "IO", &id, &plan))
+		return NULL;
+	if (id > 65535) {
+		PyErr_Format(PyExc_ValueError, "event id %u out of range", id);
+		return NULL;
+	}
+	if (!self->f || self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the formatter is not set up or in use");
+		return NULL;
+	}
+	if (install_plan(self, id, plan))
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef TextFormatter_methods[] = {
+	{ "set_plan", (PyCFunction)TextFormatter_set_plan, METH_VARARGS,
+	  "set_plan(id, plan): set the plan of an event id ahead of time" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyTypeObject TextFormatterType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "probectl._native.TextFormatter",
+	.tp_basicsize = sizeof(TextFormatterObject),
+	.tp_dealloc = (destructor)TextFormatter_dealloc,
+	.tp_traverse = (traverseproc)TextFormatter_traverse,
+	.tp_clear = (inquiry)TextFormatter_clear,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "TextFormatter(plan, thread, symbol, line)\n\nPlans and name tables for "
+		  "Reader.format_text; the callables fill them when an event needs what is missing.",
+	.tp_methods = TextFormatter_methods,
+	.tp_init = (initproc)TextFormatter_init,
+	.tp_new = PyType_GenericNew,
+};
+
+// Resolve what tf_format() stopped for by asking Python; 0, or -1 with an exception.
+static int resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
+			const struct tf_need *need, size_t *pos)
+{
+	PyObject *got;
+	int err = 0;
+
+	switch (status) {
+	case TF_NEED_PLAN:
+		got = PyObject_CallFunction(tf->plan_fn, "I", (unsigned int)need->id);
+		if (!got)
+			return -1;
+		err = install_plan(tf, need->id, got);
+		Py_DECREF(got);
+		return err;
+	case TF_NEED_THREAD: {
+		const char *comm;
+		Py_ssize_t len;
+		long long tgid;
+
+		got = PyObject_CallFunction(tf->thread_fn, "i", (int)need->tid);
+		if (!got)
+			return -1;
+		if (!PyArg_ParseTuple(got, "y#L;thread() returns (comm bytes, tgid)", &comm, &len, &tgid)) {
+			Py_DECREF(got);
+			return -1;
+		}
+		err = tf_add_thread(tf->f, need->tid, (const uint8_t *)comm, (size_t)len, tgid);
+		Py_DECREF(got);
+		break;
+	}
+	case TF_NEED_SYMBOL: {
+		PyObject *addr;
+		char *name;
+		Py_ssize_t len;
+
+		if (need->neg)
+			addr = PyLong_FromLongLong((long long)need->addr);
+		else
+			addr = PyLong_FromUnsignedLongLong(need->addr);
+		if (!addr)
+			return -1;
+		got = PyObject_CallFunction(tf->symbol_fn, "LN", (long long)need->tgid, addr);
+		if (!got)
+			return -1;
+		if (PyBytes_AsStringAndSize(got, &name, &len)) {
+			Py_DECREF(got);
+			return -1;
+		}
+		err = tf_add_symbol(tf->f, need->tgid, need->addr, need->neg, (const uint8_t *)name,
+				    (size_t)len);
+		Py_DECREF(got);
+		break;
+	}
+	case TF_NEED_CALLER: {
+		PyObject *row = row_tuple(reader, (Py_ssize_t)need->index), *text = NULL;
+		char *p;
+		Py_ssize_t len;
+
+		if (!row)
+			return -1;
+		got = PyObject_CallFunctionObjArgs(tf->line_fn, row, NULL);
+		Py_DECREF(row);
+		if (!got)
+			return -1;
+		if (PyUnicode_Check(got)) {
+			text = PyUnicode_AsUTF8String(got);
+			Py_DECREF(got);
+			if (!text)
+				return -1;
+			got = text;
+		}
+		if (PyBytes_AsStringAndSize(got, &p, &len)) {
+			Py_DECREF(got);
+			return -1;
+		}
+		err = tf_buf_append(&tf->f->out, p, (size_t)len);
+		Py_DECREF(got);
+		*pos = need->index + 1;
+		break;
+	}
+	default:
+		PyErr_Format(PyExc_SystemError, "unexpected formatter status %d", status);
+		return -1;
+	}
+	if (err) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "formatter", "max_events", NULL };
+	TextFormatterObject *tf;
+	Py_ssize_t max = 1 << 18, n;
+	struct tf_input in;
+	struct tf_need need;
+	size_t pos = 0;
+	int status;
+	PyObject *result = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|n", kwlist, &TextFormatterType, &tf, &max))
+		return NULL;
+	if (!tf->f || tf->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the formatter is not set up or in use");
+		return NULL;
+	}
+	n = fill(self, max);
+	if (n < 0)
+		return NULL;
+	if (n == 0)
+		Py_RETURN_NONE;
+	in.batch = &self->batch;
+	in.schema = self->schema;
+	in.swap = self->reader.swap;
+	tf->f->out.len = 0;
+	Py_INCREF(tf);
+	tf->busy = true;
+	self->busy = true;	// (the callbacks must not refill the batch)
+	for (;;) {
+		memset(&need, 0, sizeof(need));
+		Py_BEGIN_ALLOW_THREADS
+		status = tf_format(tf->f, &in, &pos, &need);
+		Py_END_ALLOW_THREADS
+		if (status == TF_DONE)
+			break;
+		if (status == TF_ERR_NOMEM) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		if (status == TF_ERR_PLAN) {
+			PyErr_Format(PyExc_ValueError, "the plan of event id %u does not fit its "
+				     "format (field %u)", (unsigned int)need.id, need.field);
+			goto out;
+		}
+		if (resolve_need(tf, self, status, &need, &pos))
+			goto out;
+	}
+	result = Py_BuildValue("ny#", n, (const char *)tf->f->out.p, (Py_ssize_t)tf->f->out.len);
+out:
+	self->busy = false;
+	tf->busy = false;
+	Py_DECREF(tf);
+	return result;
+}
+
+static PyObject *Reader_scan_ids(ReaderObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "max_events", NULL };
+	Py_ssize_t max = 1 << 20, n;
+	uint8_t seen[65536 / 8];
+	PyObject *list;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n", kwlist, &max))
+		return NULL;
+	n = fill(self, max);
+	if (n < 0)
+		return NULL;
+	if (n == 0)
+		Py_RETURN_NONE;
+	memset(seen, 0, sizeof(seen));
+	for (Py_ssize_t i = 0; i < n; i++)
+		seen[self->batch.id[i] >> 3] |= (uint8_t)(1u << (self->batch.id[i] & 7));
+	list = PyList_New(0);
+	for (unsigned int id = 0; list && id < 65536; id++) {
+		if (seen[id >> 3] & (1u << (id & 7))) {
+			PyObject *v = PyLong_FromLong((long)id);
+
+			if (!v || PyList_Append(list, v))
+				Py_CLEAR(list);
+			Py_XDECREF(v);
+		}
+	}
+	return list;
+}
+
 static PyObject *Reader_read_rows(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "max_events", NULL };
@@ -601,50 +1046,11 @@ static PyObject *Reader_read_rows(ReaderObject *self, PyObject *args, PyObject *
 	if (!rows)
 		return NULL;
 	for (Py_ssize_t i = 0; i < n; i++) {
-		uint32_t row = b->row[i];
-		int32_t fi = self->schema->index[b->id[i]];
-		PyObject *values, *t;
+		PyObject *t = row_tuple(self, i);
 
-		if (row == UINT32_MAX || fi < 0) {
-			values = Py_None;
-			Py_INCREF(values);
-		} else {
-			const struct rb_event_format *fmt = &self->schema->formats[fi];
-
-			values = PyTuple_New(fmt->nfields);
-			for (uint32_t j = 0; values && j < fmt->nfields; j++) {
-				PyObject *v = field_value(self, &fmt->fields[j],
-							  &b->rows[fi].cols[j], row);
-
-				if (!v) {
-					Py_CLEAR(values);
-					break;
-				}
-				PyTuple_SET_ITEM(values, j, v);
-			}
-		}
-		if (!values)
+		if (!t)
 			goto fail;
-		t = PyTuple_New(b->want_raw ? 8 : 7);
-		if (!t) {
-			Py_DECREF(values);
-			goto fail;
-		}
 		PyList_SET_ITEM(rows, i, t);
-		PyTuple_SET_ITEM(t, 6, values);
-		if (!set_item(t, 0, PyLong_FromUnsignedLongLong(b->ts[i])) ||
-		    !set_item(t, 1, PyLong_FromLong(b->cpu[i])) ||
-		    !set_item(t, 2, PyLong_FromLong(b->id[i])) ||
-		    !set_item(t, 3, PyLong_FromLong(b->pid[i])) ||
-		    !set_item(t, 4, PyLong_FromLong(b->flags[i])) ||
-		    !set_item(t, 5, PyLong_FromLong(b->preempt[i])) ||
-		    (b->want_raw && !set_item(t, 7, bytes_of(b->raw[i].ptr, b->raw[i].len))))
-			goto fail;
-		// Rows hold only numbers, strings and such tuples: they cannot be part of a cycle,
-		// and keeping millions of them away from the cycle collector triples the speed.
-		if (values != Py_None)
-			PyObject_GC_UnTrack(values);
-		PyObject_GC_UnTrack(t);
 	}
 	lost = lost_list(b);
 	if (!lost)
@@ -707,6 +1113,10 @@ static PyMethodDef Reader_methods[] = {
 	  "read_columns(max_events=1048576) -> dict, or None at the end" },
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
 	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },
+	{ "format_text", (PyCFunction)(void (*)(void))Reader_format_text, METH_VARARGS | METH_KEYWORDS,
+	  "format_text(formatter, max_events=262144) -> (events, bytes), or None at the end" },
+	{ "scan_ids", (PyCFunction)(void (*)(void))Reader_scan_ids, METH_VARARGS | METH_KEYWORDS,
+	  "scan_ids(max_events=1048576) -> sorted event ids of the next batch, or None at the end" },
 	{ "stats", (PyCFunction)Reader_stats, METH_NOARGS, "per-stream page and event counts" },
 	{ "close", (PyCFunction)Reader_close, METH_NOARGS, "release the buffers" },
 	{ NULL, NULL, 0, NULL },
@@ -948,11 +1358,38 @@ static struct PyModuleDef native_module = {
 	.m_methods = module_methods,
 };
 
+static int add_textfmt_constants(PyObject *m)
+{
+	static const struct { const char *name; long value; } names[] = {
+		{ "TF_SRC_LIT", TF_SRC_LIT }, { "TF_SRC_FIELD", TF_SRC_FIELD },
+		{ "TF_SRC_COMM", TF_SRC_COMM }, { "TF_SRC_TGID", TF_SRC_TGID },
+		{ "TF_SRC_TID", TF_SRC_TID }, { "TF_SRC_CPU", TF_SRC_CPU },
+		{ "TF_SRC_SECS", TF_SRC_SECS }, { "TF_SRC_USECS", TF_SRC_USECS },
+		{ "TF_SRC_NSECS", TF_SRC_NSECS }, { "TF_SRC_CELL_BEGIN", TF_SRC_CELL_BEGIN },
+		{ "TF_SRC_CELL_END", TF_SRC_CELL_END }, { "TF_SRC_EMPTY_QUOTE", TF_SRC_EMPTY_QUOTE },
+		{ "TF_SRC_ELEM", TF_SRC_ELEM }, { "TF_CONV_INT", TF_CONV_INT },
+		{ "TF_CONV_CHAR", TF_CONV_CHAR }, { "TF_CONV_STR", TF_CONV_STR },
+		{ "TF_CONV_RAW", TF_CONV_RAW }, { "TF_CONV_HEX_LIST", TF_CONV_HEX_LIST },
+		{ "TF_CONV_DEC_LIST", TF_CONV_DEC_LIST }, { "TF_CONV_HEX_BYTES", TF_CONV_HEX_BYTES },
+		{ "TF_CONV_SYM", TF_CONV_SYM }, { "TF_CONV_JSON_STR", TF_CONV_JSON_STR },
+		{ "TF_CONV_JSON_LIST", TF_CONV_JSON_LIST }, { "TF_CONV_JSON_BYTES", TF_CONV_JSON_BYTES },
+		{ "TF_F_LEFT", TF_F_LEFT }, { "TF_F_PLUS", TF_F_PLUS }, { "TF_F_SPACE", TF_F_SPACE },
+		{ "TF_F_ALT", TF_F_ALT }, { "TF_F_ZERO", TF_F_ZERO },
+		{ "TF_MAX_WIDTH", TF_MAX_WIDTH },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (PyModule_AddIntConstant(m, names[i].name, names[i].value))
+			return -1;
+	return 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&RecorderType) < 0)
+	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&RecorderType) < 0 ||
+	    PyType_Ready(&TextFormatterType) < 0)
 		return NULL;
 	m = PyModule_Create(&native_module);
 	if (!m)
@@ -972,6 +1409,9 @@ PyMODINIT_FUNC PyInit__native(void)
 	Py_INCREF(&RecorderType);
 	if (PyModule_AddObject(m, "Recorder", (PyObject *)&RecorderType) < 0)
 		goto fail;
+	Py_INCREF(&TextFormatterType);
+	if (PyModule_AddObject(m, "TextFormatter", (PyObject *)&TextFormatterType) < 0)
+		goto fail;
 	if (PyModule_AddIntConstant(m, "LOC_FIXED", RB_LOC_FIXED) ||
 	    PyModule_AddIntConstant(m, "LOC_DATA", RB_LOC_DATA) ||
 	    PyModule_AddIntConstant(m, "LOC_REL", RB_LOC_REL) ||
@@ -982,6 +1422,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	    PyModule_AddIntConstant(m, "KIND_INT_ARRAY", RB_KIND_INT_ARRAY) ||
 	    PyModule_AddIntConstant(m, "MISSED_EVENTS", (long)RB_MISSED_EVENTS) ||
 	    PyModule_AddIntConstant(m, "MISSED_STORED", RB_MISSED_STORED))
+		goto fail;
+	if (add_textfmt_constants(m))
 		goto fail;
 	return m;
 fail:
