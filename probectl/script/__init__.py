@@ -28,13 +28,17 @@ CSV) and :mod:`.folded` (folded stacks); this module drives a file through them.
 """
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
+from .. import _native
 from ..errors import ProbectlError
+from ..ringbuf import EventReader, _decode_error
 from ..processes import Mapping
 from .folded import FoldedPlanner, FoldedStacks
 from .formatters import CsvFormatter, JsonFormatter, TextFormatter
+from .nativeplan import native_formatter
 from .plan import DEFAULT_FIELDS, FIELDS, Formatter, parse_fields
 from .printfmt import split_print_fmt, trace_template
 from .stacks import STACK_EVENTS, StackJoiner, stack_addresses, stack_ids
@@ -71,6 +75,7 @@ __all__ = [
 ]
 
 OUTPUT_FORMATS = ("text", "csv", "json", "folded")
+_NATIVE_BATCH = 1 << 13
 
 
 def make_formatter(kind: str, source: Source, fields: Sequence[str] = DEFAULT_FIELDS, *,
@@ -89,13 +94,42 @@ class ScriptResult:
     unknown_ids: set[int] = field(default_factory=set)
 
 
+def _native_calls(reader: EventReader, method: Callable[..., Any], *args: Any) -> Iterator[Any]:
+    """``method(*args)`` of the reader's native part until it returns None (the end)."""
+    while True:
+        try:
+            got = method(*args)
+        except _native.DecodeError as err:
+            raise _decode_error(err, reader.source) from None
+        if got is None:
+            return
+        yield got
+
+
+def _byte_writer(out: TextIO) -> Callable[[bytes], Any]:
+    """Write UTF-8 bytes to a text stream: straight to its buffer when it writes UTF-8 (after
+    flushing what it holds), else as the text they are."""
+    buffer = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    try:
+        utf8 = encoding is not None and codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    if buffer is not None and utf8:
+        out.flush()
+        return buffer.write
+    return lambda data: out.write(data.decode(errors="surrogateescape"))
+
+
 def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[str] = DEFAULT_FIELDS, *,
-                 events: Sequence[str] = (), batch_events: int = 1 << 18) -> ScriptResult:
+                 events: Sequence[str] = (), batch_events: int = 1 << 18, native: bool = True) -> ScriptResult:
     """Print every event of an open :class:`~probectl.tracedat.TraceFile` to ``out``.
 
     ``kind`` is text, csv, json or folded; ``fields`` the ``-F`` selection; ``events`` globs
-    limiting what is printed. Files without stacks go through the columnar batch path; files with
-    stacks (recorded with ``-g``) through the row path that attaches stacks to their events.
+    limiting what is printed. Files without stacks are formatted by the native formatter
+    (:mod:`.nativeplan`), or with ``native`` off by the Python batch path (the reference it equals
+    byte for byte); files with stacks (recorded with ``-g``) go through the row path that attaches
+    stacks to their events.
     """
     source = TraceSource(trace)
     formatter = make_formatter(kind, source, fields, long_size=trace.layout.long_size, events=events)
@@ -104,17 +138,19 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     sids = stack_ids(formats)
     result = ScriptResult()
 
-    # Does the data hold stacks, and (for CSV) which formats occur? One look at the ids.
+    # Does the data hold stacks, and (for CSV) which formats occur? One look at the ids (none
+    # when the file has no stack formats and the output no columns to find).
     present: set[int] = set()
     scan = kind == "csv"
-    reader = trace.reader()
-    try:
-        for batch in reader.batches(batch_events):
-            present |= set(batch.id)
-            if not scan:
-                break  # (a recording with -g has stacks from its first event on)
-    finally:
-        reader.close()
+    if scan or sids:
+        reader = trace.reader()
+        try:
+            for ids in _native_calls(reader, reader._native.scan_ids, batch_events):
+                present.update(ids)
+                if not scan:
+                    break  # (a recording with -g has stacks from its first event on)
+        finally:
+            reader.close()
     result.has_stacks = bool(present & set(sids))
     formatter.has_stacks = result.has_stacks
     if kind == "folded" and not result.has_stacks:
@@ -143,6 +179,13 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
                 result.printed = folded.events
             else:
                 out.write(formatter.format_records(recs))
+        elif native:
+            write = _byte_writer(out)
+            # (small batches: the columns and the text of one stay in the CPU caches)
+            for n, data in _native_calls(reader, reader._native.format_text, native_formatter(formatter),
+                                         min(batch_events, _NATIVE_BATCH)):
+                result.events += n
+                write(data)
         else:
             for batch in reader.batches(batch_events):
                 result.events += len(batch)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Optional
 from ..formats import EventFormat
 from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, field_spec
 from .plan import Formatter, Header, Plan
-from .printfmt import Slot, escape_text, literal, probe_ip, trace_template
+from .printfmt import Slot, escape_text, literal, native, probe_ip, trace_template
 from .stacks import Record
 from .symbols import symbol_offset
 
@@ -108,14 +108,17 @@ class JsonFormatter(Formatter):
         return "".join(out)
 
 
+@native("json_str")
 def _json_str(value: Any) -> str:
     return "null" if value is None else encode_basestring(value)
 
 
+@native("json_list")
 def _json_list(values: Optional[tuple]) -> str:
     return "null" if values is None else "[" + ", ".join(map(str, values)) + "]"
 
 
+@native("json_bytes")
 def _json_bytes(value: Optional[bytes]) -> str:
     return "null" if value is None else '"' + bytes(value).hex() + '"'
 
@@ -210,10 +213,12 @@ class CsvFormatter(Formatter):
         return buf.getvalue()
 
 
+@native("hex")
 def _hex(value: Optional[int]) -> str:
     return "" if value is None else f"{value:x}"
 
 
+@native("csv_plain")
 def _csv_plain(value: Any) -> Any:
     return "" if value is None else value
 
@@ -226,6 +231,7 @@ def _csv_cell(slot: Slot) -> Callable[[Any], Any]:
     if spec in ("%s", "%d") and convert is None:
         return _csv_plain
 
+    @native("csv_cell", spec, convert)
     def cell(value: Any) -> Any:
         if value is None:
             return ""

@@ -69,6 +69,15 @@ PY_CONV = re.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?[sdiouxXc]")
 _ARG_STR = re.compile(r"__get_str\((\w+)\)$")
 
 
+def native(*what: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Tag a value conversion with what the native formatter does instead (a tuple such as
+    ``("fit", 4, True)``; :mod:`.native` reads it), so each conversion is written once, here."""
+    def tag(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.native = what  # type: ignore[attr-defined]
+        return fn
+    return tag
+
+
 def _fit(value: Optional[int], size: int, signed: bool) -> Optional[int]:
     """``value`` as a C integer of ``size`` bytes and that signedness (what a printf cast does)."""
     if value is None:
@@ -79,7 +88,19 @@ def _fit(value: Optional[int], size: int, signed: bool) -> Optional[int]:
     return value
 
 
+def _fitter(size: int, signed: bool) -> Callable[[Any], Any]:
+    """The conversion of a value to a C integer of ``size`` bytes and that signedness."""
+    return native("fit", size, signed)(lambda v: _fit(v, size, signed))
+
+
+@native("char")
+def _char(value: Optional[int]) -> str:
+    """``%c``: the character of the value's low byte."""
+    return chr((value or 0) & 0xFF)
+
+
 def _element(index: int) -> Callable[[Any], Any]:
+    @native("elem", index)
     def get(values: Optional[tuple]) -> Any:
         return values[index] if values is not None and index < len(values) else 0
     return get
@@ -88,7 +109,7 @@ def _element(index: int) -> Callable[[Any], Any]:
 def _compose(first: Callable[[Any], Any], then: Optional[Callable[[Any], Any]]) -> Callable[[Any], Any]:
     if then is None:
         return first
-    return lambda v: then(first(v))
+    return native("then", first, then)(lambda v: then(first(v)))
 
 
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
@@ -109,6 +130,7 @@ def convert_column(col: Iterable[Any], convert: Callable[[Any], Any]) -> Iterabl
     return map(convert, col)
 
 
+@native("str")
 def escape_text(value: Optional[str]) -> str:
     """A string for a quoted text value: as it is, unless it holds quotes, backslashes or controls."""
     if value is None:
@@ -186,13 +208,13 @@ def _print_fmt_slots(fmt: EventFormat, text: str, args: list[str], long_size: in
         size = {"hh": 1, "h": 2, None: 4, "l": long_size, "z": long_size, "t": long_size,
                 "ll": 8, "L": 8, "j": 8}[m.group("len")]
         if conv == "c":
-            cast: Optional[Callable[[Any], Any]] = lambda v: chr((v or 0) & 0xFF)
+            cast: Optional[Callable[[Any], Any]] = _char
             spec += "s"
         else:
             signed = conv in "di"
             # the cast printf applies, when it can change the decoded value
             needs = (value_signed != signed) or f.size > size or get is not None
-            cast = (lambda v, s=size, g=signed: _fit(v, s, g)) if needs else None
+            cast = _fitter(size, signed) if needs else None
             if m.group("prec"):
                 spec += "." + m.group("prec")
             spec += "d" if conv in "diu" else conv
@@ -259,11 +281,11 @@ def _value_text(f: Field, long_size: int, hint: Optional[tuple[str, str]] = None
         return '"%s"', escape_text
     if kind == KIND_INT:
         if conv in ("x", "X") or (not conv and _is_pointer(f)):
-            return "0x%x", (lambda v, s=f.size: _fit(v, s, False)) if f.signed else None
+            return "0x%x", _fitter(f.size, False) if f.signed else None
         if conv == "c":
-            return "'%s'", lambda v: chr((v or 0) & 0xFF)
+            return "'%s'", _char
         if conv == "u" and f.signed:
-            return "%d", lambda v, s=f.size: _fit(v, s, False)
+            return "%d", _fitter(f.size, False)
         return "%d", None
     if kind == KIND_INT_ARRAY:
         return "{%s}", _hex_list if conv in ("x", "X") or (not conv and _is_pointer(f)) else _dec_list
@@ -295,13 +317,16 @@ def trace_template(fmt: EventFormat, long_size: int = 8) -> tuple[str, list[Slot
     return " ".join(parts), slots
 
 
+@native("hex_list")
 def _hex_list(values: Optional[tuple]) -> str:
     return "" if values is None else ",".join(map(hex, values))
 
 
+@native("dec_list")
 def _dec_list(values: Optional[tuple]) -> str:
     return "" if values is None else ",".join(map(str, values))
 
 
+@native("hex_bytes")
 def _hex_bytes(value: Optional[bytes]) -> str:
     return "" if value is None else bytes(value).hex()
