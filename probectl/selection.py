@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from .enumnames import EnumNames
 from .errors import ProbectlError
 from .filters import Filter, compile_filter
 from .formats import EventFormat
@@ -40,6 +41,7 @@ def select_events(tfs: Tracefs, requests: Sequence[EventRequest]) -> list[Select
     if not requests:
         raise ProbectlError("no events to record", "name them with -e GROUP:EVENT (globs work: -e 'probe:*')")
     known = {(g, e) for g, e in tfs.event_names() if g not in _NOT_ENABLEABLE}
+    enum_names = EnumNames(tfs.definitions())
     chosen: dict[tuple[str, str], SelectedEvent] = {}
     for req in requests:
         pattern = req.pattern.replace("/", ":", 1) if ":" not in req.pattern else req.pattern
@@ -55,7 +57,7 @@ def select_events(tfs: Tracefs, requests: Sequence[EventRequest]) -> list[Select
             flt = None
             if req.filter is not None:
                 try:
-                    flt = compile_filter(req.filter, fmt)
+                    flt = compile_filter(req.filter, fmt, enums=enum_names.for_event(g, e))
                 except ProbectlError as err:
                     if len(hits) > 1:
                         err.message = f"{g}:{e} (matched by {req.pattern!r}): {err.message}"

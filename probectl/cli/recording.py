@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import click
 
+from ..enumnames import EnumNames
 from ..errors import ProbectlError
 from ..filters import compile_filter
 from ..livestream import LiveStream
@@ -285,7 +286,8 @@ def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Op
     selected: list[SelectedEvent] = []
     for g, e in names:
         fmt = tfs.event_format(g, e)
-        selected.append(SelectedEvent(g, e, fmt, compile_filter(filter_, fmt) if filter_ else None))
+        enums = EnumNames(defs).for_event(g, e)
+        selected.append(SelectedEvent(g, e, fmt, compile_filter(filter_, fmt, enums=enums) if filter_ else None))
     if events:
         seen = set(names)
         for ev in select_events(tfs, [EventRequest(p, filter_) for p in events]):
