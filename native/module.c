@@ -873,7 +873,10 @@ static int resolve_need(TextFormatterObject *tf, ReaderObject *reader, int statu
 		got = PyObject_CallFunction(tf->thread_fn, "i", (int)need->tid);
 		if (!got)
 			return -1;
-		if (!PyArg_ParseTuple(got, "y#L;thread() returns (comm bytes, tgid)", &comm, &len, &tgid)) {
+		if (!PyTuple_Check(got) ||
+		    !PyArg_ParseTuple(got, "y#L;thread() returns (comm bytes, tgid)", &comm, &len, &tgid)) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError, "thread() returns (comm bytes, tgid)");
 			Py_DECREF(got);
 			return -1;
 		}
@@ -1375,6 +1378,7 @@ static int add_textfmt_constants(PyObject *m)
 		{ "TF_CONV_JSON_LIST", TF_CONV_JSON_LIST }, { "TF_CONV_JSON_BYTES", TF_CONV_JSON_BYTES },
 		{ "TF_F_LEFT", TF_F_LEFT }, { "TF_F_PLUS", TF_F_PLUS }, { "TF_F_SPACE", TF_F_SPACE },
 		{ "TF_F_ALT", TF_F_ALT }, { "TF_F_ZERO", TF_F_ZERO },
+		{ "TF_F_EMPTY_CELL", TF_F_EMPTY_CELL },
 		{ "TF_MAX_WIDTH", TF_MAX_WIDTH },
 	};
 

@@ -29,7 +29,7 @@ static int buf_grow(struct tf_buf *b, size_t need)
 // Make room for @n more bytes.
 static inline int reserve(struct tf_buf *b, size_t n)
 {
-	if (b->cap - b->len >= n)
+	if (b->cap - b->len >= n && b->p)
 		return 0;
 	return buf_grow(b, n);
 }
@@ -48,7 +48,7 @@ static int pool_add(struct tf_pool *pool, const uint8_t *p, size_t n, uint32_t *
 {
 	if (n > UINT32_MAX || pool->len > UINT32_MAX - n)
 		return TF_ERR_NOMEM;
-	if (pool->cap - pool->len < n) {
+	if (pool->cap - pool->len < n || !pool->p) {
 		size_t cap = pool->cap ? pool->cap : 4096;
 		uint8_t *q;
 
@@ -126,10 +126,26 @@ static inline size_t put_int(uint8_t *o, bool neg, uint64_t mag, char letter, un
 	char sign;
 	uint8_t *start = o;
 
-	if (letter == 's') {	// str(value): no sign flags, no zeros
-		letter = 'd';
-		flags &= TF_F_LEFT;
-		prec = -1;
+	if (letter == 's') {	// str(value), cut to the precision, padded; no sign flags, no zeros
+		nd = dec_digits(tmp + sizeof(tmp), mag);
+		if (neg)
+			tmp[sizeof(tmp) - ++nd] = '-';
+		if (prec >= 0 && (unsigned int)prec < nd)
+			len = (size_t)prec;
+		else
+			len = nd;
+		pad = width > 0 && (size_t)width > len ? (size_t)width - len : 0;
+		if (!(flags & TF_F_LEFT)) {
+			memset(o, ' ', pad);
+			o += pad;
+		}
+		memcpy(o, tmp + sizeof(tmp) - nd, len);
+		o += len;
+		if (flags & TF_F_LEFT) {
+			memset(o, ' ', pad);
+			o += pad;
+		}
+		return (size_t)(o - start);
 	}
 	if (letter == 'd') {
 		nd = dec_digits(tmp + sizeof(tmp), mag);
@@ -292,10 +308,28 @@ long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 }
 
 // Pad what was appended since @from (@ncp code points) to the op's width, as Python pads %s.
+// Cut the text appended since @from to @prec code points (Python's "%.Ns"); returns its code
+// points after the cut. (The text is UTF-8, or the caller's bytes: any byte not a continuation
+// byte starts a code point.)
+static size_t cut_text(struct tf_buf *out, size_t from, size_t ncp, int32_t prec)
+{
+	size_t i = from, k = 0;
+
+	if (prec < 0 || ncp <= (size_t)prec)
+		return ncp;
+	for (; i < out->len; i++) {
+		if ((out->p[i] & 0xc0) != 0x80 && k++ == (size_t)prec)
+			break;
+	}
+	out->len = i;
+	return (size_t)prec;
+}
+
 static int pad_text(struct tf_buf *out, size_t from, size_t ncp, const struct tf_op *op)
 {
 	size_t pad, n;
 
+	ncp = cut_text(out, from, ncp, op->prec);
 	if (op->width <= 0 || (size_t)op->width <= ncp)
 		return 0;
 	pad = (size_t)op->width - ncp;
@@ -546,7 +580,9 @@ int tf_check_op(const struct tf_op *op)
 	if (op->cast_size != 0 && op->cast_size != 1 && op->cast_size != 2 && op->cast_size != 4 &&
 	    op->cast_size != 8)
 		return TF_ERR_PLAN;
-	if (op->flags & ~(TF_F_LEFT | TF_F_PLUS | TF_F_SPACE | TF_F_ALT | TF_F_ZERO))
+	if (op->flags & ~(TF_F_LEFT | TF_F_PLUS | TF_F_SPACE | TF_F_ALT | TF_F_ZERO | TF_F_EMPTY_CELL))
+		return TF_ERR_PLAN;
+	if ((op->flags & TF_F_EMPTY_CELL) && op->src != TF_SRC_ELEM && op->src != TF_SRC_FIELD)
 		return TF_ERR_PLAN;
 	switch (op->src) {
 	case TF_SRC_FIELD:
@@ -741,7 +777,7 @@ static int put_named(struct tf_buf *out, const uint8_t *p, size_t n, uint32_t kn
 	int mode = op->conv == TF_CONV_STR ? TF_TEXT_ESC :
 		   op->conv == TF_CONV_JSON_STR ? TF_TEXT_JSON : TF_TEXT_RAW;
 
-	if (mode == TF_TEXT_RAW && known != UINT32_MAX) {	// as it is: pad, copy
+	if (mode == TF_TEXT_RAW && known != UINT32_MAX && op->prec < 0) {	// as it is: pad, copy
 		size_t pad = op->width > 0 && (size_t)op->width > known ? (size_t)op->width - known : 0;
 		uint8_t *o;
 
@@ -774,6 +810,8 @@ static int put_named(struct tf_buf *out, const uint8_t *p, size_t n, uint32_t kn
 	}
 	return pad_text(out, from, (size_t)ncp, op);
 }
+
+#define EMPTY_CELL	100	// (run_op: empty the CSV cell, skip to its end)
 
 // What the ops of one event share.
 struct event_ctx {
@@ -822,6 +860,8 @@ static int field_value(struct event_ctx *c, const struct tf_op *op, const struct
 	}
 	*fd = &fmt->fields[op->field];
 	*col = &c->in->batch->rows[c->fi].cols[op->field];
+	if ((*fd)->kind != RB_KIND_INT && !(*col)->spans[c->row].ptr && (op->flags & TF_F_EMPTY_CELL))
+		return EMPTY_CELL;
 	if (op->src == TF_SRC_ELEM) {
 		const struct rb_span *sp = &(*col)->spans[c->row];
 		unsigned int es = (*fd)->elem_size;
@@ -948,8 +988,8 @@ static inline int run_op(struct event_ctx *c, const struct tf_op *op)
 	case TF_CONV_INT:
 		if (op->cast_size)
 			v = cast(v, op->cast_size, op->cast_signed);
-		out->len += put_int(out->p + out->len, v.neg, v.mag, op->letter, op->flags, op->width,
-				    op->prec);
+		out->len += put_int(out->p + out->len, v.neg, v.mag, op->letter, op->flags & TF_F_SPEC,
+				    op->width, op->prec);
 		return 0;
 	case TF_CONV_CHAR: {
 		uint8_t ch = (uint8_t)(bits_of(v) & 0xff), u[2];
@@ -1057,6 +1097,12 @@ int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
 		}
 		for (; k < plan->nops; k++) {
 			ret = run_op(&c, &plan->ops[k]);
+			if (ret == EMPTY_CELL) {	// (the cell's end, which quotes nothing, comes next)
+				out->len = c.cell;
+				while (k + 1 < plan->nops && plan->ops[k + 1].src != TF_SRC_CELL_END)
+					k++;
+				continue;
+			}
 			if (ret)
 				goto fail;
 		}

@@ -64,6 +64,8 @@ enum tf_conv {
 #define TF_F_SPACE	0x04
 #define TF_F_ALT	0x08
 #define TF_F_ZERO	0x10
+#define TF_F_EMPTY_CELL	0x20	// CSV: a missing string or array (field, element) empties the cell
+#define TF_F_SPEC	0x1f	// the flags of the % spec
 
 #define TF_MAX_WIDTH	(1 << 20)	// widths and precisions above this are refused
 #define TF_HEAD_MAX	64		// line starts up to this long are cached

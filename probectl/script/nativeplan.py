@@ -279,9 +279,8 @@ class PlanCompiler:
         if "%" in before + after:
             raise NotNative(f"cell spec {spec!r}")
         op = self._convert(plan, src, _tag(convert), _Spec(m.group()))
-        _code, _field, kind = self._source(plan, src)
-        if kind != KIND_INT and (before or after or op[6]):
-            raise NotNative("a missing value would print differently")  # ("" without the spec)
+        if op[0] in (_native.TF_SRC_FIELD, _native.TF_SRC_ELEM):  # (a missing value: an empty cell)
+            op = (op[0], op[1], op[2] | _native.TF_F_EMPTY_CELL) + op[3:]
         return [_mark(_native.TF_SRC_CELL_BEGIN), _encode(before), op, _encode(after),
                 _mark(_native.TF_SRC_CELL_END)]
 

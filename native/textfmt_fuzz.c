@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// textfmt_fuzz.c - a standalone driver that runs random plans over random events (for ASan/UBSan).
+//
+// Built only with -DTF_FUZZ_DRIVER (tests/test_textfmt.py does it with -fsanitize=address,undefined,
+// together with ringbuf.c, reader.c and textfmt.c); in the extension build this file is empty.
+// Usage:
+//
+//   tffuzz ITERATIONS SEED
+//
+// Each iteration writes random records (every field kind, random integers, long strings of random
+// bytes: invalid UTF-8, controls, quotes; data_loc words pointing anywhere; records cut short)
+// into pages of one to three CPU streams, decodes them with rb_reader/rb_batch in batches of
+// random size, and formats each batch with tf_format() under random plans (valid and invalid ops,
+// widths, precisions, casts, elements, CSV marks), answering every TF_NEED_* with random names
+// (invalid UTF-8 too) and random caller text. tf_put_int() and tf_put_text() also get random
+// arguments directly. Exit 0 with "ok" and a silent sanitizer mean no bug was found.
+#ifdef TF_FUZZ_DRIVER
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringbuf.h"
+#include "textfmt.h"
+
+#define PAGE_SIZE	65536
+#define FIXED_END	77
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	// xorshift64*
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static volatile uint64_t sink;
+static uint64_t n_events, n_bytes, n_plans, n_refused, n_needs;
+
+static void touch(const uint8_t *p, size_t n)
+{
+	uint64_t s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += p[i];
+	sink += s;
+}
+
+// The fields of event id 1 (offsets from the payload start, after the 8 common bytes).
+static const struct rb_field fields[] = {
+	{ .offset = 8, .size = 1, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .is_signed = 1 },
+	{ .offset = 9, .size = 2, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT },
+	{ .offset = 11, .size = 4, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .is_signed = 1 },
+	{ .offset = 15, .size = 8, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT },
+	{ .offset = 23, .size = 8, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .is_signed = 1 },
+	{ .offset = 31, .size = 16, .loc = RB_LOC_FIXED, .kind = RB_KIND_STR },
+	{ .offset = 47, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_STR },
+	{ .offset = 51, .size = 4, .loc = RB_LOC_REL, .kind = RB_KIND_STR },
+	{ .offset = 55, .size = 12, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT_ARRAY, .elem_size = 4 },
+	{ .offset = 67, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_INT_ARRAY, .elem_size = 2,
+	  .is_signed = 1 },
+	{ .offset = 71, .size = 6, .loc = RB_LOC_FIXED, .kind = RB_KIND_BYTES },
+};
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+// Random text: printable ASCII, controls, quotes and backslashes, valid UTF-8, stray high bytes.
+static size_t random_text(uint8_t *p, size_t max)
+{
+	static const char *const pieces[] = { "\"", "\\", ",", "\n", "\t", "\r", "\x7f", "\xc3\xa9",
+					      "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\xa0\x80",
+					      "\xc0\xaf", "\xf4\x90\x80\x80", "\xe2\x82", "%" };
+	size_t n = 0, want = rnd() % 8 ? rnd() % 64 : rnd() % (max + 1);
+
+	while (n < want && n < max) {
+		uint64_t r = rnd() % 10;
+
+		if (r < 4) {
+			p[n++] = (uint8_t)(0x20 + rnd() % 95);
+		} else if (r < 5) {
+			p[n++] = (uint8_t)(rnd() % 32);
+		} else if (r < 6) {
+			p[n++] = (uint8_t)(0x80 + rnd() % 128);
+		} else {
+			const char *s = pieces[rnd() % (sizeof(pieces) / sizeof(pieces[0]))];
+			size_t l = strlen(s);
+
+			if (n + l > max)
+				break;
+			memcpy(p + n, s, l);
+			n += l;
+		}
+	}
+	return n;
+}
+
+// One record's payload into @p (room for PAGE_SIZE / 4 bytes); returns its length.
+static size_t random_payload(uint8_t *p)
+{
+	uint16_t id = (uint16_t)(1 + rnd() % 3);	// 1: all fields, 2: no fields, 3: unknown
+	size_t len = FIXED_END, n;
+
+	memset(p, 0, FIXED_END);
+	put16(p, id);
+	p[2] = (uint8_t)rnd();
+	p[3] = (uint8_t)rnd();
+	put32(p + 4, (uint32_t)(rnd() % 4 ? rnd() % 5000 : rnd()));
+	for (size_t i = 8; i < 31; i++)
+		p[i] = (uint8_t)rnd();
+	random_text(p + 31, 16);
+	// __data_loc string, __rel_loc string, __data_loc s16[]: valid, or anywhere
+	for (int k = 0; k < 3; k++) {
+		size_t at = k == 0 ? 47 : k == 1 ? 51 : 67;
+
+		if (rnd() % 6 == 0) {
+			put32(p + at, (uint32_t)rnd());
+			continue;
+		}
+		if (k == 2) {
+			n = 2 * (rnd() % 40);
+			for (size_t i = 0; i < n; i++)
+				p[len + i] = (uint8_t)rnd();
+		} else {
+			n = random_text(p + len, 6000);
+			if (rnd() % 2)
+				p[len + n++] = 0;
+		}
+		put32(p + at, (uint32_t)n << 16 | (uint32_t)(k == 1 ? len - (51 + 4) : len));
+		len += n;
+	}
+	for (size_t i = 55; i < FIXED_END; i++)
+		p[i] = (uint8_t)rnd();
+	if (id != 1 || rnd() % 10 == 0)
+		len = rnd() % (len + 1);	// short records: fields read as missing
+	return len < 8 ? 8 : len;
+}
+
+// A stream of one to three pages of random records.
+static uint8_t *random_stream(size_t *size)
+{
+	int npages = 1 + (int)(rnd() % 3);
+	uint8_t *data = calloc((size_t)npages, PAGE_SIZE), *payload = malloc(PAGE_SIZE / 4);
+
+	for (int pg = 0; pg < npages; pg++) {
+		uint8_t *page = data + (size_t)pg * PAGE_SIZE;
+		size_t pos = 16;
+		uint64_t ts = 1000000000ULL * (1 + rnd() % 100000) + (uint64_t)pg * 1000000;
+
+		memcpy(page, &ts, 8);
+		while (rnd() % 40) {
+			size_t n = random_payload(payload), padded = (n + 3) & ~(size_t)3;
+			uint32_t delta = (uint32_t)(rnd() % 100000);
+
+			if (pos + 8 + padded > PAGE_SIZE)
+				break;
+			if (padded <= 112) {
+				put32(page + pos, (uint32_t)(padded / 4) | delta << 5);
+				pos += 4;
+			} else {
+				put32(page + pos, delta << 5);
+				put32(page + pos + 4, (uint32_t)padded + 4);
+				pos += 8;
+			}
+			memcpy(page + pos, payload, n);
+			pos += padded;
+		}
+		uint64_t commit = pos - 16;
+
+		memcpy(page + 8, &commit, 8);
+	}
+	free(payload);
+	*size = (size_t)npages * PAGE_SIZE;
+	return data;
+}
+
+static void random_op(struct tf_op *op, uint8_t *lits, size_t *lits_len)
+{
+	static const char letters[] = "doxXs";
+
+	memset(op, 0, sizeof(*op));
+	op->prec = -1;
+	op->letter = 's';
+	if (rnd() % 3 == 0) {
+		op->src = TF_SRC_LIT;
+		op->index = (uint32_t)*lits_len;
+		op->len = (uint32_t)random_text(lits + *lits_len, 40);
+		*lits_len += op->len;
+		if (rnd() % 50 == 0)
+			op->len += 5;	// past the literals: must be refused
+		return;
+	}
+	op->src = (uint8_t)(rnd() % (TF_SRC_MAX + 2));
+	op->conv = (uint8_t)(rnd() % (TF_CONV_MAX + 2));
+	if (rnd() % 16) {	// mostly ops that fit: a field and a conversion of its kind
+		static const uint8_t by_kind[4][4] = {
+			[RB_KIND_INT] = { TF_CONV_INT, TF_CONV_CHAR, TF_CONV_SYM, TF_CONV_INT },
+			[RB_KIND_STR] = { TF_CONV_STR, TF_CONV_RAW, TF_CONV_JSON_STR, TF_CONV_STR },
+			[RB_KIND_BYTES] = { TF_CONV_HEX_BYTES, TF_CONV_JSON_BYTES, TF_CONV_HEX_BYTES,
+					    TF_CONV_JSON_BYTES },
+			[RB_KIND_INT_ARRAY] = { TF_CONV_HEX_LIST, TF_CONV_DEC_LIST, TF_CONV_JSON_LIST,
+						TF_CONV_INT },
+		};
+		size_t j = rnd() % NFIELDS;
+
+		op->field = (uint32_t)j;
+		op->conv = by_kind[fields[j].kind][rnd() % 4];
+		op->src = TF_SRC_FIELD;
+		if (fields[j].kind == RB_KIND_INT_ARRAY && op->conv == TF_CONV_INT)
+			op->src = TF_SRC_ELEM;
+		if (rnd() % 3 == 0) {	// or a header value
+			op->src = (uint8_t)(TF_SRC_COMM + rnd() % 6);
+			static const uint8_t comm_convs[] = { TF_CONV_STR, TF_CONV_RAW, TF_CONV_JSON_STR };
+
+			op->conv = op->src == TF_SRC_COMM ? comm_convs[rnd() % 3] :
+				   (uint8_t)(rnd() % 4 ? TF_CONV_INT : TF_CONV_CHAR);
+		}
+		if (rnd() % 10 == 0)
+			op->src = (uint8_t)(TF_SRC_CELL_BEGIN + rnd() % 3);
+	}
+	op->flags = (uint8_t)(rnd() % 8 ? rnd() % 32 : rnd());
+	op->letter = rnd() % 40 ? letters[rnd() % (sizeof(letters) - 1)] : (char)rnd();
+	op->width = rnd() % 3 ? 0 : (int32_t)(rnd() % 300);
+	op->prec = rnd() % 3 ? -1 : (int32_t)(rnd() % 40);
+	if (rnd() % 100 == 0)
+		op->width = TF_MAX_WIDTH + 1;
+	op->cast_size = (uint8_t)("\0\0\1\2\4\x08\3"[rnd() % 7]);
+	op->cast_signed = (uint8_t)(rnd() % 2);
+	if (rnd() % 30 == 0)
+		op->field = (uint32_t)(rnd() % (NFIELDS + 3));
+	op->index = (uint32_t)(rnd() % 6);
+}
+
+static void random_plan(struct tf_formatter *f, uint16_t id)
+{
+	struct tf_op ops[32];
+	uint8_t lits[32 * 40];
+
+	for (int attempt = 0; attempt < 8; attempt++) {
+		size_t lits_len = 0;
+		uint32_t n = (uint32_t)(rnd() % (rnd() % 4 ? 12 : 32));
+		int kind = rnd() % 10 == 0 ? TF_PLAN_CALLER : rnd() % 10 == 0 ? TF_PLAN_SKIP : TF_PLAN_OPS;
+
+		for (uint32_t k = 0; k < n; k++)
+			random_op(&ops[k], lits, &lits_len);
+		if (!tf_set_plan(f, id, kind, ops, n, lits, lits_len)) {
+			n_plans++;
+			return;
+		}
+		n_refused++;
+	}
+	tf_set_plan(f, id, TF_PLAN_SKIP, NULL, 0, NULL, 0);
+}
+
+static void format_batch(struct tf_formatter *f, const struct rb_batch *batch,
+			 const struct rb_schema *schema)
+{
+	struct tf_input in = { .batch = batch, .schema = schema, .swap = false };
+	struct tf_need need;
+	size_t pos = 0;
+	uint8_t name[300];
+	int status;
+
+	f->out.len = 0;
+	for (int rounds = 0; rounds < 100000; rounds++) {
+		memset(&need, 0, sizeof(need));
+		status = tf_format(f, &in, &pos, &need);
+		if (status == TF_DONE)
+			break;
+		n_needs++;
+		switch (status) {
+		case TF_NEED_PLAN:
+			random_plan(f, need.id);
+			break;
+		case TF_NEED_THREAD:
+			tf_add_thread(f, need.tid, name, random_text(name, sizeof(name)),
+				      (int64_t)rnd() >> (rnd() % 64));
+			break;
+		case TF_NEED_SYMBOL:
+			tf_add_symbol(f, need.tgid, need.addr, need.neg, name,
+				      random_text(name, sizeof(name)));
+			break;
+		case TF_NEED_CALLER:
+			tf_buf_append(&f->out, name, random_text(name, sizeof(name)));
+			pos = need.index + 1;
+			break;
+		case TF_ERR_PLAN:	// (a plan naming a field its event lacks: print it no more)
+			tf_set_plan(f, need.id, TF_PLAN_SKIP, NULL, 0, NULL, 0);
+			break;
+		default:
+			fprintf(stderr, "tf_format failed: %d\n", status);
+			exit(1);
+		}
+	}
+	if (f->out.len > f->out.cap) {
+		fprintf(stderr, "output past its buffer\n");
+		exit(1);
+	}
+	touch(f->out.p, f->out.len);
+	n_events += batch->n;
+	n_bytes += f->out.len;
+}
+
+static void direct_calls(void)
+{
+	struct tf_buf buf = { 0 };
+	uint8_t text[7000];
+	size_t n = random_text(text, sizeof(text));
+
+	tf_put_int(&buf, rnd() % 2, rnd() >> (rnd() % 64), "doxXs"[rnd() % 5], (unsigned int)rnd() % 32,
+		   (int32_t)(rnd() % 200), (int32_t)(rnd() % 50) - 1);
+	tf_put_text(&buf, text, n, (int)(rnd() % 3));
+	touch(buf.p, buf.len);
+	free(buf.p);
+}
+
+int main(int argc, char **argv)
+{
+	struct rb_layout layout = { .long_size = 8, .big_endian = false, .page_size = PAGE_SIZE };
+	struct rb_event_format formats[2] = {
+		{ .id = 1, .nfields = NFIELDS, .fields = fields },
+		{ .id = 2, .nfields = 0, .fields = fields },
+	};
+	static struct rb_schema schema;
+	long iterations;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s ITERATIONS SEED\n", argv[0]);
+		return 2;
+	}
+	iterations = strtol(argv[1], NULL, 0);
+	rng_state = strtoull(argv[2], NULL, 0) | 1;
+	if (rb_schema_init(&schema, formats, 2))
+		return 2;
+
+	for (long it = 0; it < iterations; it++) {
+		struct tf_formatter *f = tf_formatter_new();
+		struct rb_reader reader;
+		struct rb_batch batch;
+		uint8_t *streams[3];
+		size_t sizes[3];
+		int n = 1 + (int)(rnd() % 3);
+
+		if (!f)
+			return 2;
+		for (int i = 0; i < n; i++)
+			streams[i] = random_stream(&sizes[i]);
+		if (rb_reader_init(&reader, &layout, (size_t)n, false) ||
+		    rb_batch_init(&batch, &schema, false))
+			return 2;
+		for (int i = 0; i < n; i++)
+			rb_reader_set_stream(&reader, (size_t)i, i, streams[i], sizes[i]);
+		for (;;) {
+			long got = rb_batch_fill(&batch, &reader, 1 + rnd() % 500);
+
+			if (got <= 0)
+				break;
+			format_batch(f, &batch, &schema);
+			rb_batch_reset(&batch);
+		}
+		rb_batch_deinit(&batch);
+		rb_reader_deinit(&reader);
+		for (int i = 0; i < n; i++)
+			free(streams[i]);
+		tf_formatter_free(f);
+		direct_calls();
+	}
+	printf("ok %ld iterations: %llu events, %llu bytes out, %llu plans (%llu refused), %llu stops\n",
+	       iterations, (unsigned long long)n_events, (unsigned long long)n_bytes,
+	       (unsigned long long)n_plans, (unsigned long long)n_refused, (unsigned long long)n_needs);
+	return 0;
+}
+
+#endif // TF_FUZZ_DRIVER
