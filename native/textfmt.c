@@ -6,6 +6,8 @@
 
 #include "textfmt.h"
 
+#define TF_LIT_SLACK	16	// literals this short are copied as a whole block
+
 // ---- buffers -----------------------------------------------------------------------------------
 
 static int buf_grow(struct tf_buf *b, size_t need)
@@ -96,7 +98,7 @@ static inline unsigned int dec_digits(char *end, uint64_t v)
 }
 
 // The digits of @v in base 8 or 16, written backwards ending at @end; returns how many.
-static unsigned int pow2_digits(char *end, uint64_t v, unsigned int shift, bool upper)
+static inline unsigned int pow2_digits(char *end, uint64_t v, unsigned int shift, bool upper)
 {
 	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	uint64_t mask = (1u << shift) - 1;
@@ -116,7 +118,7 @@ static inline size_t int_room(int32_t width, int32_t prec)
 }
 
 // tf_put_int into room the caller reserved (int_room); returns the bytes written.
-static inline size_t put_int(uint8_t *o, bool neg, uint64_t mag, char letter, unsigned int flags,
+static inline __attribute__((always_inline)) size_t put_int(uint8_t *o, bool neg, uint64_t mag, char letter, unsigned int flags,
 			     int32_t width, int32_t prec)
 {
 	char tmp[24];
@@ -157,6 +159,10 @@ static inline size_t put_int(uint8_t *o, bool neg, uint64_t mag, char letter, un
 		}
 	} else {
 		nd = pow2_digits(tmp + sizeof(tmp), mag, letter == 'o' ? 3 : 4, letter == 'X');
+		if (!neg && !flags && prec < 0 && width <= (int32_t)nd) {	// plain hex
+			memcpy(o, tmp + sizeof(tmp) - nd, nd);
+			return nd;
+		}
 		prefix = letter == 'o' ? "0o" : letter == 'x' ? "0x" : "0X";
 		if (flags & TF_F_ALT)
 			plen = 2;
@@ -640,6 +646,7 @@ int tf_set_plan(struct tf_formatter *f, uint16_t id, int kind, const struct tf_o
 		return TF_ERR_NOMEM;
 	p->kind = (uint8_t)kind;
 	p->nops = nops;
+	p->fixed = TF_LIT_SLACK;	// (short literals are copied TF_LIT_SLACK bytes at a time)
 	p->nhead = plan_head(ops, nops);
 	if (p->nhead)
 		p->fixed += TF_HEAD_MAX;	// (a cached start is copied whole)
@@ -655,7 +662,7 @@ int tf_set_plan(struct tf_formatter *f, uint16_t id, int kind, const struct tf_o
 			p->fixed += int_room(op->width, op->prec);
 	}
 	p->ops = malloc((nops ? nops : 1) * sizeof(*ops));
-	p->lits = malloc(lits_len ? lits_len : 1);
+	p->lits = calloc(1, lits_len + TF_LIT_SLACK);
 	if (!p->ops || !p->lits) {
 		plan_free(p);
 		return TF_ERR_NOMEM;
@@ -1096,7 +1103,17 @@ int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
 			}
 		}
 		for (; k < plan->nops; k++) {
-			ret = run_op(&c, &plan->ops[k]);
+			const struct tf_op *op = &plan->ops[k];
+
+			if (op->src == TF_SRC_LIT) {	// (the room has TF_LIT_SLACK bytes to spare)
+				if (op->len <= TF_LIT_SLACK)
+					memcpy(out->p + out->len, plan->lits + op->index, TF_LIT_SLACK);
+				else
+					memcpy(out->p + out->len, plan->lits + op->index, op->len);
+				out->len += op->len;
+				continue;
+			}
+			ret = run_op(&c, op);
 			if (ret == EMPTY_CELL) {	// (the cell's end, which quotes nothing, comes next)
 				out->len = c.cell;
 				while (k + 1 < plan->nops && plan->ops[k + 1].src != TF_SRC_CELL_END)
