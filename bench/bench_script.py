@@ -13,20 +13,27 @@ event a user prints:
    ``count_char text=+0(%di):string`` and ``hash_u64 seed=%di:x64`` (ints, a string, hex).
 
 Each file is then read by
-- ``probectl script`` (text, perf-script-like lines) in-process, and as a command (with its start-up),
-- ``probectl script --format json`` and ``--format csv`` in-process,
+- ``probectl script`` as a command, as a user runs it (start-up and imports included): text (the
+  default fields), text with every ``-F`` field, ``--format json`` and ``--format csv``;
+- ``write_script`` in-process, text/JSON/CSV, through the native formatter (what the command uses)
+  and through the Python formatter (``native=False``, the reference whose bytes it equals);
+- the same file opened and decoded only (no formatting), to show what formatting adds;
 - the Python batch API (``probectl.read_trace(path).batches()``, touching every field column) and
-  per-event ``Event`` objects,
-- ``trace-cmd report > /dev/null`` (the reference),
+  per-event ``Event`` objects;
+- ``trace-cmd report > /dev/null`` (the reference);
 - ``perf script`` if it can read the file (it cannot: it reads perf.data only; the run says so).
+The command's fixed cost (interpreter, imports, opening a file) is measured once, on the committed
+104-event sample.
 
-All outputs go to /dev/null; the best of ``--runs`` runs counts. Figures are ratios from one run
-on one machine, not absolute targets.
+All outputs go to /dev/null; the best of ``--runs`` runs counts, for wall time and for CPU time
+(user + system) separately: on a machine shared with other work CPU time is the steadier figure.
+Figures are ratios from one run on one machine, not absolute targets.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,18 +47,35 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import probectl  # noqa: E402
 from probectl.record import EventRequest, RecordOptions, Recording  # noqa: E402
-from probectl.script import write_script  # noqa: E402
+from probectl.script import DEFAULT_FIELDS, write_script  # noqa: E402
 from probectl.tracedat import open_trace  # noqa: E402
 from probectl.tracefs import Tracefs  # noqa: E402
 
 
-def best_of(runs: int, fn) -> float:
-    best = float("inf")
+SAMPLE = ROOT / "tests" / "data" / "tracedat" / "sample-v7.dat"
+
+
+def best_of(runs: int, fn) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``fn``, each the best of ``runs``; CPU counts child processes."""
+    wall = cpu = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        r0, c0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time(), time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        t1, c1, r1 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = min(wall, t1 - t0)
+        cpu = min(cpu, c1 - c0 + (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+    return wall, cpu
+
+
+def command(argv: list[str]):
+    def run() -> None:
+        with open(os.devnull, "wb") as null:
+            subprocess.run(argv, stdout=null, stderr=subprocess.DEVNULL, check=True)
+    return run
+
+
+def probectl_script(path: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "probectl", "script", "-i", str(path), *args]
 
 
 def record(tfs: Tracefs, events: list[str], command: list[str], out: Path, buffer_kb: int) -> Path:
@@ -91,24 +115,40 @@ def make_recordings(tmp: Path, getpid: int, rounds: int, buffer_kb: int) -> list
     return files
 
 
-def measure(path: Path, runs: int) -> dict[str, float]:
-    out: dict[str, float] = {}
+def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
     with open_trace(path) as t:
         n = sum(len(b) for b in t.reader().batches())
-    out["events"] = n
+    out["events"] = (n, n)
     null = open(os.devnull, "w")
 
-    def script(kind: str):
+    out["probectl script (command)"] = best_of(runs, command(probectl_script(path)))
+    out["probectl script -F <all> (command)"] = best_of(runs, command(probectl_script(
+        path, "-F", "comm,pid,tid,cpu,time,event,ip,sym,trace")))
+    out["probectl script --format json (cmd)"] = best_of(runs, command(probectl_script(path, "--format", "json")))
+    out["probectl script --format csv (cmd)"] = best_of(runs, command(probectl_script(path, "--format", "csv")))
+
+    def script(kind: str, native: bool):
+        fields = ("time", "cpu", "pid", "tid", "comm", "event", "trace") if kind == "csv" else DEFAULT_FIELDS
+
         def run() -> None:
             with open_trace(path) as t:
-                write_script(t, null, kind)
+                write_script(t, null, kind, fields, native=native)
         return run
 
-    out["probectl script (text)"] = best_of(runs, script("text"))
-    out["probectl script (command)"] = best_of(runs, lambda: subprocess.run(
-        [sys.executable, "-m", "probectl", "script", "-i", str(path)], stdout=null, stderr=null, check=True))
-    out["probectl script --format json"] = best_of(runs, script("json"))
-    out["probectl script --format csv"] = best_of(runs, script("csv"))
+    for kind in ("text", "json", "csv"):
+        out[f"write_script {kind} (native)"] = best_of(runs, script(kind, True))
+    for kind in ("text", "json", "csv"):
+        out[f"write_script {kind} (Python formatter)"] = best_of(max(1, runs // 2), script(kind, False))
+
+    def decode_only() -> None:
+        with open_trace(path) as t:
+            reader = t.reader()
+            while reader._native.scan_ids(1 << 16) is not None:
+                pass
+            reader.close()
+
+    out["open + decode only (no formatting)"] = best_of(runs, decode_only)
 
     def batches() -> None:
         with probectl.read_trace(path) as t:
@@ -130,30 +170,38 @@ def measure(path: Path, runs: int) -> dict[str, float]:
     out["batch API (columns)"] = best_of(runs, batches)
     out["Event objects"] = best_of(max(1, runs // 2), objects)
     if shutil.which("trace-cmd"):
-        out["trace-cmd report"] = best_of(runs, lambda: subprocess.run(
-            ["trace-cmd", "report", str(path)], stdout=null, stderr=null, check=True))
+        out["trace-cmd report"] = best_of(runs, command(["trace-cmd", "report", str(path)]))
     if shutil.which("perf"):
         p = subprocess.run(["perf", "script", "-i", str(path)], capture_output=True, text=True)
         if p.returncode == 0 and "incompatible" not in p.stderr + p.stdout:
-            out["perf script"] = best_of(runs, lambda: subprocess.run(
-                ["perf", "script", "-i", str(path)], stdout=null, stderr=null))
+            out["perf script"] = best_of(runs, command(["perf", "script", "-i", str(path)]))
         else:
-            out["perf script (cannot read trace.dat)"] = float("nan")
+            out["perf script (cannot read trace.dat)"] = (float("nan"), float("nan"))
     null.close()
     return out
 
 
-def report(title: str, path: Path, m: dict[str, float]) -> None:
-    n = m.pop("events")
+def report(title: str, path: Path, m: dict[str, tuple[float, float]]) -> None:
+    n = m.pop("events")[0]
     print(f"\n{title}: {int(n):,} events, {path.stat().st_size / 2**20:.1f} MiB ({path.name})")
-    print(f"  {'reader':34} {'seconds':>8} {'M events/s':>11} {'vs trace-cmd report':>20}")
+    print(f"  {'reader':40} {'wall s':>7} {'cpu s':>7} {'M ev/s':>7} {'vs trace-cmd report':>20}")
+    print(f"  {'':40} {'':>7} {'':>7} {'(wall)':>7} {'wall':>9} {'cpu':>10}")
     ref = m.get("trace-cmd report")
-    for name, secs in m.items():
-        if secs != secs:  # nan
-            print(f"  {name:34} {'-':>8} {'-':>11}")
+    for name, (wall, cpu) in m.items():
+        if wall != wall:  # nan
+            print(f"  {name:40} {'-':>7} {'-':>7} {'-':>7}")
             continue
-        ratio = f"{ref / secs:.2f}x" if ref else "-"
-        print(f"  {name:34} {secs:8.3f} {n / secs / 1e6:11.2f} {ratio:>20}")
+        ratio = f"{ref[0] / wall:8.2f}x {ref[1] / cpu:9.2f}x" if ref else "-"
+        print(f"  {name:40} {wall:7.3f} {cpu:7.3f} {n / wall / 1e6:7.2f} {ratio:>20}")
+
+
+def fixed_cost(runs: int) -> None:
+    """The command's cost that does not grow with the file: interpreter, imports, opening."""
+    wall, cpu = best_of(runs, command(probectl_script(SAMPLE)))
+    bare = best_of(runs, command([sys.executable, "-c", "pass"]))
+    imports = best_of(runs, command([sys.executable, "-c", "import probectl.cli"]))
+    print(f"\nprobectl script's fixed cost: {wall:.3f} s wall, {cpu:.3f} s CPU on the 104-event sample "
+          f"(python -c pass: {bare[0]:.3f} s; import probectl.cli: {imports[0]:.3f} s wall, {imports[1]:.3f} s CPU)")
 
 
 def main() -> None:
@@ -177,6 +225,7 @@ def main() -> None:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 for _, p in files:
                     shutil.copy(p, args.keep / p.name)
+        fixed_cost(args.runs)
         for title, path in files:
             report(title, path, measure(path, args.runs))
 
