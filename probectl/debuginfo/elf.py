@@ -12,14 +12,18 @@ Every failure caused by the file itself (not ELF, truncated, corrupt) raises a `
 from __future__ import annotations
 
 import bisect
+import collections
 import fnmatch
 import functools
+import itertools
 import mmap
+import operator
 import os
 import re
 import stat
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar
@@ -57,6 +61,15 @@ SYMBOL_BINDS = {0: "LOCAL", 1: "GLOBAL", 2: "WEAK", 10: "UNIQUE"}
 _FUNCTION_TYPES = ("FUNC", "IFUNC")
 _BIND_RANK = {"GLOBAL": 0, "WEAK": 1, "UNIQUE": 2, "LOCAL": 3}
 _GLOB_CHARS = re.compile(r"[*?\[]")
+# st_info byte -> 1 for FUNC and IFUNC symbols, else 0 (a bytes.translate table).
+_FUNCTION_INFO = bytes(1 if (info & 0xF) in (2, 10) else 0 for info in range(256))
+_NONZERO = bytes([0] + [1] * 255)  # byte -> 1 if it is not 0
+_NOT = bytes([1, 0] + [0] * 254)  # 0 <-> 1
+# Symbol tables at least this large keep their address order in the cache (vmlinux: 2.8 MB).
+_CACHED_TABLE_BYTES = 1 << 20
+_SYMBOL_INDEX_FORMAT = 1
+# array typecodes by item size
+_TYPECODES = {size: next(c for c in "BHILQ" if array(c).itemsize == size) for size in (1, 2, 4, 8)}
 
 _T = TypeVar("_T")
 
@@ -186,8 +199,11 @@ class ElfFile:
         self._symbols: Optional[list[ElfSymbol]] = None
         self._functions: Optional[list[ElfSymbol]] = None
         self._by_name: Optional[dict[str, list[ElfSymbol]]] = None
-        self._by_address: Optional[tuple[list[int], list[ElfSymbol]]] = None
+        self._by_address: Optional[_AddressIndex] = None
         self._strtabs: dict[int, bytes] = {}
+        self._symbol_columns: dict[int, tuple] = {}
+        self._symbol_names: dict[int, dict[int, str]] = {}
+        self._table_extras: dict[tuple[str, int], object] = {}
 
     # --- opening and headers -------------------------------------------------------------------
 
@@ -350,6 +366,15 @@ class ElfFile:
         return self._section_by_name.get(name)
 
     @_guarded
+    def section_bytes_at(self, sec: Section, offset: int, length: int) -> bytes:
+        """``length`` bytes of the (uncompressed) section ``sec`` from ``offset``, read alone."""
+        if sec.compressed or not sec.has_data:
+            raise DebugInfoError(f"{self.path}: section {sec.name} is compressed or has no data")
+        if offset < 0 or length < 0 or offset + length > sec.size:
+            raise self._corrupt(f"section {sec.name}: 0x{offset:x} (+0x{length:x}) is past its end")
+        return self._bytes(sec.offset + offset, length, f"section {sec.name}")
+
+    @_guarded
     def section_data(self, name: str) -> bytes:
         """The contents of section ``name``, decompressed if it is compressed (SHF_COMPRESSED or .zdebug)."""
         sec = self.section(name)
@@ -482,19 +507,41 @@ class ElfFile:
             self._symbols = self._load_symbols()
         return self._symbols
 
-    def _load_symbols(self, name: Optional[str] = None) -> list[ElfSymbol]:
-        """``symbols()``, or with ``name`` only the symbols called ``name`` (any version), found by
-        searching the string tables for it and decoding only the entries that point there."""
-        symtab = [s for s in self.sections if s.type == SHT_SYMTAB and s.has_data]
-        dynsym = [s for s in self.sections if s.type == SHT_DYNSYM and s.has_data]
+    @_guarded
+    def find_symbols(self, name: str) -> list[ElfSymbol]:
+        """The symbols of any type called ``name`` (every version), as ``symbols()`` has them, in
+        its order; while the table is not loaded only the entries of that name are decoded."""
+        return self.find_symbols_named((name,))[name]
+
+    @_guarded
+    def find_symbols_named(self, names: Iterable[str]) -> dict[str, list[ElfSymbol]]:
+        """``find_symbols`` of each of ``names`` at once (one pass over the tables)."""
+        wanted = set(names)
+        found: dict[str, list[ElfSymbol]] = {name: [] for name in wanted}
+        for sym in (self._symbols if self._symbols is not None else self._load_symbols(wanted)):
+            if sym.name in wanted:
+                found[sym.name].append(sym)
+        return found
+
+    def _symbol_tables(self) -> list[tuple[Section, str]]:
+        """The symbol tables in the order their symbols are merged: .symtab first, then .dynsym."""
+        return ([(s, "symtab") for s in self.sections if s.type == SHT_SYMTAB and s.has_data]
+                + [(s, "dynsym") for s in self.sections if s.type == SHT_DYNSYM and s.has_data])
+
+    def _load_symbols(self, names: Optional[Iterable[str]] = None) -> list[ElfSymbol]:
+        """``symbols()``, or with ``names`` only the symbols with those names (any version), found
+        by searching the string tables for them and decoding only the entries that point there."""
         merged: dict[tuple[str, int], list[ElfSymbol]] = {}
-        for sec, table in [(s, "symtab") for s in symtab] + [(s, "dynsym") for s in dynsym]:
-            only = None
-            if name is not None:
-                only = self._string_offsets(sec, name)
-                if not only:
+        for sec, table in self._symbol_tables():
+            entries = None
+            if names is not None:
+                offsets: set[int] = set()
+                for name in names:
+                    offsets |= self._string_offsets(sec, name)
+                entries = self._entries_named(sec, offsets)
+                if not entries:
                     continue
-            for sym in self._read_symbol_table(sec, table, only):
+            for _i, sym in self._decode_symbols(sec, table, entries):
                 key = (sym.name, sym.value)
                 group = merged.get(key)
                 if group is None:
@@ -529,28 +576,91 @@ class ElfFile:
                 at = strtab.find(pattern, at + 1)
         return found
 
-    def _read_symbol_table(self, sec: Section, table: str, only: Optional[set[int]] = None) -> list[ElfSymbol]:
-        """The symbols of ``sec``; with ``only``, just those whose name starts at one of those
-        string-table offsets."""
+    def _columns(self, sec: Section) -> tuple[array, array, bytes, array]:
+        """(st_name, st_value, st_info, st_shndx) of every entry of symbol table ``sec``, as
+        columns cut from the raw table in C (cached): no per-entry Python work."""
+        cached = self._symbol_columns.get(sec.index)
+        if cached is not None:
+            return cached
+        size = self._entry_size(sec)
+        raw = self._bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
+        swap = not self.little_endian
+        words = _array(4, raw, swap)
+        halves = _array(2, raw, swap)
+        if self.elf_class == 64:  # name:4 info:1 other:1 shndx:2 value:8 size:8
+            columns = (words[0::6], _array(8, raw, swap)[1::3], raw[4::24], halves[3::12])
+        else:  # name:4 value:4 size:4 info:1 other:1 shndx:2
+            columns = (words[0::4], words[1::4], raw[12::16], halves[7::8])
+        self._symbol_columns[sec.index] = columns
+        return columns
+
+    def _entries_named(self, sec: Section, offsets: set[int]) -> list[int]:
+        """Indexes of the entries of ``sec`` whose st_name is one of ``offsets``, in table order."""
+        return self._entries_matching(sec, 0, offsets)
+
+    def _entries_matching(self, sec: Section, column: int, wanted: set[int]) -> list[int]:
+        """Indexes of the entries of ``sec`` whose field ``column`` of ``_columns`` (0: st_name,
+        1: st_value) is one of ``wanted``, in table order: each value's bytes are searched for in
+        the column's bytes (hits at an item's start count), in C."""
+        if not wanted:
+            return []
+        items = self._columns(sec)[column]
+        raw = self._symbol_columns.get((sec.index, column))
+        if raw is None:
+            raw = self._symbol_columns[(sec.index, column)] = items.tobytes()
+        size = items.itemsize
+        found = []
+        misses = 0
+        for value in wanted:
+            needle = array(items.typecode, [value]).tobytes()
+            at = raw.find(needle)
+            while at >= 0:
+                if at % size == 0:
+                    found.append(at // size)
+                else:
+                    misses += 1
+                    if misses > 1000:  # bytes common in the column: one pass over its items instead
+                        return list(itertools.compress(range(len(items)), map(wanted.__contains__, items)))
+                at = raw.find(needle, at + 1)
+        return sorted(found)
+
+    def _entry_size(self, sec: Section) -> int:
+        size = self._sym_struct.size
+        if sec.entsize not in (0, size):
+            raise self._corrupt(f"section {sec.name}: symbol entry size {sec.entsize}, expected {size}")
+        return size
+
+    def _read_symbol_table(self, sec: Section, table: str) -> list[ElfSymbol]:
+        """The named symbols of ``sec``."""
+        return [sym for _i, sym in self._decode_symbols(sec, table)]
+
+    def _decode_symbols(self, sec: Section, table: str,
+                        entries: Optional[Iterable[int]] = None) -> Iterator[tuple[int, ElfSymbol]]:
+        """(entry index, symbol) of the named symbols of ``sec``; with ``entries``, of just those
+        entries, in the order given."""
         sym_struct = self._sym_struct
-        if sec.entsize not in (0, sym_struct.size):
-            raise self._corrupt(f"section {sec.name}: symbol entry size {sec.entsize}, expected {sym_struct.size}")
+        size = self._entry_size(sec)
         strtab = self._string_table(sec)
-        raw = self._bytes(sec.offset, sec.size - sec.size % sym_struct.size, f"section {sec.name}")
+        if entries is None:
+            raw = self._bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
+            rows: Iterable[tuple[int, tuple]] = enumerate(sym_struct.iter_unpack(raw))
+        else:
+            count = sec.size // size
+            data, base = self._data, sec.offset
+            rows = ((i, sym_struct.unpack_from(data, base + i * size)) for i in entries if 0 <= i < count)
         versions = self._versions_for(sec)
         xindex = self._xindex_for(sec)
         is64 = self.elf_class == 64
-        names: dict[int, str] = {}
-        out: list[ElfSymbol] = []
+        names = self._symbol_names.setdefault(sec.index, {})
         new = object.__new__
         find = strtab.find
         types, binds = SYMBOL_TYPES, SYMBOL_BINDS
-        for i, fields in enumerate(sym_struct.iter_unpack(raw)):
+        for i, fields in rows:
             if is64:
                 st_name, st_info, _other, st_shndx, st_value, st_size = fields
             else:
                 st_name, st_value, st_size, st_info, _other, st_shndx = fields
-            if st_name == 0 or (only is not None and st_name not in only):
+            if st_name == 0:
                 continue
             name = names.get(st_name)
             if name is None:
@@ -584,10 +694,15 @@ class ElfFile:
             sym.__dict__.update(name=name, value=st_value, size=st_size,
                                 type=types.get(typ) or f"TYPE{typ}", bind=binds.get(bind) or f"BIND{bind}",
                                 shndx=st_shndx, version=version, default_version=default, table=table)
-            out.append(sym)
-        return out
+            yield i, sym
 
     def _versions_for(self, symsec: Section) -> Optional["_VersionTable"]:
+        key = ("versions", symsec.index)
+        if key not in self._table_extras:
+            self._table_extras[key] = self._read_versions(symsec)
+        return self._table_extras[key]
+
+    def _read_versions(self, symsec: Section) -> Optional["_VersionTable"]:
         versym = next((s for s in self.sections if s.type == SHT_GNU_VERSYM and s.link == symsec.index
                        and s.has_data), None)
         if versym is None:
@@ -649,6 +764,12 @@ class ElfFile:
             pos += nxt
 
     def _xindex_for(self, symsec: Section) -> Optional[tuple[int, ...]]:
+        key = ("xindex", symsec.index)
+        if key not in self._table_extras:
+            self._table_extras[key] = self._read_xindex(symsec)
+        return self._table_extras[key]
+
+    def _read_xindex(self, symsec: Section) -> Optional[tuple[int, ...]]:
         sec = next((s for s in self.sections if s.type == SHT_SYMTAB_SHNDX and s.link == symsec.index
                     and s.has_data), None)
         if sec is None:
@@ -678,7 +799,7 @@ class ElfFile:
             found = [s for s in self.functions() if match(s.name)]
         elif self._symbols is None:
             # One name of a table not loaded yet (vmlinux has 150000 symbols): decode only its entries.
-            found = [s for s in self._load_symbols(name_pat) if s.type in _FUNCTION_TYPES and s.shndx != SHN_UNDEF]
+            found = [s for s in self._load_symbols((name_pat,)) if s.type in _FUNCTION_TYPES and s.shndx != SHN_UNDEF]
         else:
             found = list(self._function_index().get(name_pat, ()))
         if ver_pat is not None:
@@ -696,19 +817,136 @@ class ElfFile:
             self._by_name = index
         return self._by_name
 
-    def _address_index(self) -> tuple[list[int], list[ElfSymbol]]:
+    def _address_index(self) -> "_AddressIndex":
+        """The functions sorted by address (aliases at one address best first), decoded on demand.
+
+        Only the numbers of the symbol tables are read to sort them; names are decoded for the
+        addresses that several symbols share (to merge duplicates and rank aliases) and for the
+        entries asked for. A large table's order is kept in the cache (``indexcache``)."""
         if self._by_address is None:
-            funcs = sorted(self.functions(), key=lambda s: (s.value, _alias_rank(s)))
-            self._by_address = ([s.value for s in funcs], funcs)
+            tables = self._symbol_tables()
+            stored = None
+            if sum(sec.size for sec, _ in tables) >= _CACHED_TABLE_BYTES:
+                from . import indexcache
+
+                key = indexcache.file_key(self.path, self.build_id)
+                fingerprint = self._symbols_fingerprint(tables)
+                stored = indexcache.load("elf-functions", key, fingerprint)
+                if stored is not None:
+                    values, refs = _array(8, stored[0], False), _array(8, stored[1], False)
+                    if len(values) != len(refs):
+                        stored = None
+            if stored is None:
+                values, refs = self._sort_functions(tables)
+                if sum(sec.size for sec, _ in tables) >= _CACHED_TABLE_BYTES:
+                    indexcache.store("elf-functions", key, fingerprint, (values.tobytes(), refs.tobytes()))
+            self._by_address = _AddressIndex(values, refs, self._decode_ref)
         return self._by_address
+
+    def _symbols_fingerprint(self, tables: list[tuple[Section, str]]) -> tuple:
+        return (_SYMBOL_INDEX_FORMAT, self.elf_class, self.little_endian, os.path.getsize(self.path)) + tuple(
+            (sec.index, sec.offset, sec.size, sec.link) for sec, _ in tables)
+
+    def _decode_ref(self, ref: int) -> ElfSymbol:
+        """The symbol of a reference (table number << 32 | entry index) of the address index."""
+        sec, table = self._symbol_tables()[ref >> 32]
+        for _i, sym in self._decode_symbols(sec, table, (ref & 0xFFFFFFFF,)):
+            return sym
+        raise self._corrupt(f"section {sec.name}: symbol {ref & 0xFFFFFFFF} vanished")
+
+    def _sort_functions(self, tables: list[tuple[Section, str]]) -> tuple[array, array]:
+        """(addresses, references) of ``functions()`` in (address, alias rank) order, as
+        ``_address_index`` keeps them, computed from the symbol tables' columns with C-level
+        operations (vmlinux has 120000 symbols): only addresses that several symbols share are
+        decoded, to merge duplicates and rank aliases as ``symbols()``/``functions()`` do."""
+        values_of: list[int] = []  # function entries: address and reference
+        refs_of: list[int] = []
+        others: set[int] = set()  # addresses of every other entry
+        for t, (sec, _table) in enumerate(tables):
+            names, values, _info, _shndx = self._columns(sec)
+            mask = self._function_mask(sec)
+            found = list(itertools.compress(range(len(names)), mask))
+            values_of += map(values.__getitem__, found)
+            refs_of += map((t << 32).__or__, found)
+            others.update(itertools.compress(values, mask.translate(_NOT)))
+        order = sorted(range(len(values_of)), key=values_of.__getitem__)
+        values_sorted = list(map(values_of.__getitem__, order))
+        refs_sorted = list(map(refs_of.__getitem__, order))
+        # Addresses several symbols share, of any type (duplicates are merged across types too).
+        shared = set(itertools.compress(values_sorted, map(others.__contains__, values_sorted)))
+        shared.update(itertools.compress(values_sorted, map(operator.eq, values_sorted, values_sorted[1:])))
+        if not shared:
+            return array(_TYPECODES[8], values_sorted), array(_TYPECODES[8], refs_sorted)
+        # Decode those groups in symbols()'s order, merge and rank them as functions() would be.
+        groups: dict[int, list[tuple[int, ElfSymbol]]] = {}
+        for t, (sec, table) in enumerate(tables):
+            values = self._columns(sec)[1]
+            entries = itertools.compress(range(len(values)), map(shared.__contains__, values))
+            for i, sym in self._decode_symbols(sec, table, entries):
+                groups.setdefault(sym.value, []).append((t << 32 | i, sym))
+        out_values, out_refs = array(_TYPECODES[8]), array(_TYPECODES[8])
+        positions = list(itertools.compress(range(len(values_sorted)), map(shared.__contains__, values_sorted)))
+        done = 0  # values_sorted[:done] are in the output
+        k = 0
+        while k < len(positions):
+            start = positions[k]
+            value = values_sorted[start]
+            end = bisect.bisect_right(values_sorted, value, start)
+            out_values.extend(values_sorted[done:start])
+            out_refs.extend(refs_sorted[done:start])
+            members = groups.get(value, [])
+            ref_of = {id(sym): member_ref for member_ref, sym in members}
+            kept = _ranked_functions([sym for _ref, sym in members])
+            out_values.extend([value] * len(kept))
+            out_refs.extend(ref_of[id(sym)] for sym in kept)
+            done = end
+            k += end - start
+        out_values.extend(values_sorted[done:])
+        out_refs.extend(refs_sorted[done:])
+        return out_values, out_refs
+
+    def _function_mask(self, sec: Section) -> bytes:
+        """One byte per entry of ``sec``: 1 for a named, defined FUNC/IFUNC symbol, else 0."""
+        names, _values, info, shndx = self._columns(sec)
+        count = len(names)
+        if not count:
+            return b""
+        strtab = self._string_table(sec)
+        last = max(names)
+        if last >= len(strtab) or (last > strtab.rfind(b"\0")):
+            i = next(i for i, n in enumerate(names) if n and (n >= len(strtab) or strtab.find(b"\0", n) < 0))
+            raise self._corrupt(f"section {sec.name}: symbol {i} has a name outside its string table")
+        defined = bytearray(map(bool, shndx))
+        if SHN_XINDEX in shndx:
+            xindex = self._xindex_for(sec)
+            if xindex is not None:
+                for i in itertools.compress(range(count), map(SHN_XINDEX.__eq__, shndx)):
+                    if i < len(xindex):
+                        defined[i] = xindex[i] != SHN_UNDEF
+        mask = (int.from_bytes(info.translate(_FUNCTION_INFO), "little")
+                & int.from_bytes(bytes(map(bool, names)), "little")
+                & int.from_bytes(bytes(map(strtab.__getitem__, names)).translate(_NONZERO), "little")
+                & int.from_bytes(defined, "little"))
+        return mask.to_bytes(count, "little")
 
     @_guarded
     def aliases(self, sym: ElfSymbol) -> list[ElfSymbol]:
         """Every function at ``sym.value`` (including ``sym``), the preferred name first."""
-        values, funcs = self._address_index()
-        lo = bisect.bisect_left(values, sym.value)
-        hi = bisect.bisect_right(values, sym.value)
-        return funcs[lo:hi]
+        index = self._address_index()
+        lo = bisect.bisect_left(index.values, sym.value)
+        hi = bisect.bisect_right(index.values, sym.value)
+        return [index[k] for k in range(lo, hi)]
+
+    def _functions_starting_at(self, vaddr: int) -> list[ElfSymbol]:
+        """The functions at exactly ``vaddr``, best first, found without sorting the tables: the
+        entries with that value are searched for in their value columns and merged and ranked as
+        ``_address_index`` does."""
+        members = []
+        for sec, table in self._symbol_tables():
+            entries = self._entries_matching(sec, 1, {vaddr})
+            if entries:
+                members.extend(sym for _i, sym in self._decode_symbols(sec, table, entries))
+        return _ranked_functions(members)
 
     @_guarded
     def symbol_at(self, vaddr: int) -> Optional[ElfSymbol]:
@@ -716,19 +954,27 @@ class ElfFile:
 
         Among aliases the global, default-version name with the fewest leading underscores wins.
         """
-        values, funcs = self._address_index()
+        if self._by_address is None:
+            # A function's own start (a probe on its entry) needs no sorted table: the best of the
+            # functions starting there is the answer the sorted table would give.
+            starting = self._functions_starting_at(vaddr)
+            if starting:
+                return starting[0]
+        index = self._address_index()
+        values = index.values
 
-        def contains(sym: ElfSymbol) -> bool:
+        def contains(k: int) -> bool:
+            sym = index[k]
             return sym.value <= vaddr < sym.value + sym.size or sym.value == vaddr
 
         i = bisect.bisect_right(values, vaddr) - 1
         # Walk back over nearby starts: a large function may enclose a small one that starts later.
         for j in range(i, max(i - 64, -1), -1):
-            if contains(funcs[j]):
+            if contains(j):
                 # Aliases at that start are sorted best first.
-                for k in range(bisect.bisect_left(values, funcs[j].value), j + 1):
-                    if contains(funcs[k]):
-                        return funcs[k]
+                for k in range(bisect.bisect_left(values, values[j]), j + 1):
+                    if contains(k):
+                        return index[k]
         return None
 
     # --- address conversion ---------------------------------------------------------------------
@@ -760,6 +1006,35 @@ class ElfFile:
         return seg.vaddr + (offset - seg.offset)
 
 
+def _array(itemsize: int, raw: bytes, swap: bool) -> array:
+    """``raw`` as an array of unsigned integers of ``itemsize`` bytes (byte-swapped if ``swap``)."""
+    out = array(_TYPECODES[itemsize])
+    out.frombytes(raw[:len(raw) - len(raw) % itemsize])
+    if swap:
+        out.byteswap()
+    return out
+
+
+class _AddressIndex:
+    """The functions of a file sorted by address: ``values`` (an array, for bisecting) and the
+    symbol at each position, decoded from its table entry on first use."""
+
+    def __init__(self, values: array, refs: array, decode: Callable[[int], ElfSymbol]):
+        self.values = values
+        self._refs = refs
+        self._decode = decode
+        self._symbols: dict[int, ElfSymbol] = {}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, k: int) -> ElfSymbol:
+        sym = self._symbols.get(k)
+        if sym is None:
+            sym = self._symbols[k] = self._decode(self._refs[k])
+        return sym
+
+
 class _VersionTable(tuple):
     """The .gnu.version array (one index per dynamic symbol) plus index → (version name, defined here)."""
 
@@ -769,6 +1044,18 @@ class _VersionTable(tuple):
         obj = super().__new__(cls, values)
         obj.names = {}
         return obj
+
+
+def _ranked_functions(symbols: list[ElfSymbol]) -> list[ElfSymbol]:
+    """The functions among ``symbols`` (all the symbols at one address, in ``symbols()``'s table
+    order) after merging duplicates as ``symbols()`` does, best alias first."""
+    merged: dict[str, list[ElfSymbol]] = {}
+    for sym in symbols:
+        merged.setdefault(sym.name, []).append(sym)
+    kept = [sym for group in merged.values()
+            for sym in (group if len(group) == 1 else _merge_duplicates(group)) if sym.is_function]
+    kept.sort(key=_alias_rank)
+    return kept
 
 
 def _merge_duplicates(group: list[ElfSymbol]) -> list[ElfSymbol]:
