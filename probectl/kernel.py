@@ -8,6 +8,8 @@ import lzma
 import os
 import struct
 import subprocess
+import sys
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -104,7 +106,27 @@ class KprobeRules:
 
     @classmethod
     def from_vmlinux(cls, elf: ElfFile) -> Optional["KprobeRules"]:
-        marks = {s.name: s.value for s in elf.symbols() if s.name in _MARK_NAMES}
+        """The rules of the kernel ``elf``, read from a few marker symbols (looked up by name) and the
+        arrays between them, or None without ``_stext``/``_etext``. They are kept in the cache
+        (``indexcache``, keyed by build-id) for the next run."""
+        from .debuginfo import indexcache
+
+        fingerprint = (_RULES_FORMAT, elf.elf_class, elf.little_endian, os.path.getsize(elf.path))
+        key = indexcache.file_key(elf.path, elf.build_id)
+        stored = indexcache.load("kprobe-rules", key, fingerprint)
+        if stored is not None:
+            rules = cls._decode(stored)
+            if rules is not None:
+                return rules if rules.text != (0, 0) else None
+        rules = cls._read(elf)
+        indexcache.store("kprobe-rules", key, fingerprint, cls._encode(rules))
+        return rules
+
+    @classmethod
+    def _read(cls, elf: ElfFile) -> Optional["KprobeRules"]:
+        # The last symbol of each name, as a dict over every symbol in table order would keep it.
+        found = elf.find_symbols_named(_MARK_NAMES)
+        marks = {name: syms[-1].value for name, syms in found.items() if syms}
         if "_stext" not in marks or "_etext" not in marks:
             return None
         areas = tuple((marks[a], marks[b], why) for a, b, why in _AREAS if a in marks and b in marks)
@@ -114,6 +136,24 @@ class KprobeRules:
             blacklisted=frozenset(_address_array(elf, marks, "__start_kprobe_blacklist", "__stop_kprobe_blacklist")),
             ftrace_sites=tuple(sorted(_address_array(elf, marks, "__start_mcount_loc", "__stop_mcount_loc"))),
         )
+
+    @staticmethod
+    def _encode(rules: Optional["KprobeRules"]) -> tuple:
+        if rules is None:  # not a kernel: remembered as such
+            return ((0, 0), (), b"", b"")
+        return (rules.text, rules.areas, array("Q", sorted(rules.blacklisted)).tobytes(),
+                array("Q", rules.ftrace_sites).tobytes())
+
+    @classmethod
+    def _decode(cls, stored: tuple) -> Optional["KprobeRules"]:
+        try:
+            text, areas, blacklisted, sites = stored
+            if len(blacklisted) % 8 or len(sites) % 8:
+                return None
+            return cls(text=tuple(text), areas=tuple(tuple(a) for a in areas),
+                       blacklisted=frozenset(array("Q", blacklisted)), ftrace_sites=tuple(array("Q", sites)))
+        except (TypeError, ValueError):
+            return None
 
     def check(self, address: int, symbol: str, start: int, size: int, notrace_allowed: bool = False) -> None:
         """Raise ResolveError if a kprobe at ``address`` (in function ``symbol`` at ``start``) is refused."""
@@ -139,6 +179,7 @@ _AREAS = (
     ("__noinstr_text_start", "__noinstr_text_end", "noinstr text"),
     ("__entry_text_start", "__entry_text_end", "entry text"),
 )
+_RULES_FORMAT = 1
 _MARK_NAMES = {"_stext", "_etext", "__start_kprobe_blacklist", "__stop_kprobe_blacklist",
                "__start_mcount_loc", "__stop_mcount_loc"} | {n for a, b, _ in _AREAS for n in (a, b)}
 
@@ -150,11 +191,16 @@ def _address_array(elf: ElfFile, marks: dict[str, int], start: str, stop: str) -
     section = next((s for s in elf.sections if s.has_data and s.addr <= marks[start] < s.addr + s.size), None)
     if section is None:
         return []
-    data = elf.section_data(section.name)
     lo = marks[start] - section.addr
-    hi = min(marks[stop] - section.addr, len(data))
-    fmt = "<" if elf.little_endian else ">"
-    return [v for (v,) in struct.iter_unpack(fmt + "Q", data[lo:hi - (hi - lo) % 8])]
+    hi = min(marks[stop] - section.addr, section.size)
+    if section.compressed:
+        data = elf.section_data(section.name)[lo:hi]
+    else:  # only the array, not the whole section
+        data = elf.section_bytes_at(section, lo, hi - lo)
+    values = array("Q", data[:len(data) - len(data) % 8])
+    if elf.little_endian != (sys.byteorder == "little"):
+        values.byteswap()
+    return values.tolist()
 
 
 def module_name(path: Path) -> str:
