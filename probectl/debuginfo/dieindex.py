@@ -14,8 +14,10 @@ Any form this scanner does not know makes it fall back to pyelftools for that CU
 """
 from __future__ import annotations
 
+import bisect
+import os
 import struct
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:
     from .dwarf import DebugInfo
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 _TAG_SUBPROGRAM = 0x2E
 _TAG_VARIABLE = 0x34
 _TAG_NAMESPACE = 0x39
+_TAG_MODULE = 0x1E
 _AT_SIBLING = 0x01
 _AT_NAME = 0x03
 _AT_LOW_PC = 0x11
@@ -112,7 +115,7 @@ def _compiled_table(data: bytes, offset: int, offset_size: int, address_size: in
     are remembered, and a hit is the same bytes from the same start: the same entry."""
     table = {}
     pos = offset
-    wanted_tags = (_TAG_SUBPROGRAM, _TAG_VARIABLE, _TAG_NAMESPACE)
+    wanted_tags = (_TAG_SUBPROGRAM, _TAG_VARIABLE, _TAG_NAMESPACE, _TAG_MODULE)
     while True:
         code = data[pos]
         if code < 0x80:
@@ -335,7 +338,7 @@ class _CUScanner:
                     pos += fixed
                     continue
             pos, attrs = self.read_die(pos, specs, cu_offset, want)
-            if want and tag != _TAG_NAMESPACE:
+            if want and tag != _TAG_NAMESPACE and tag != _TAG_MODULE:
                 name = attrs.get(_AT_NAME)
                 linkage = attrs.get(_AT_LINKAGE_NAME) or attrs.get(_AT_MIPS_LINKAGE_NAME)
                 origin = attrs.get(_AT_ABSTRACT_ORIGIN) or attrs.get(_AT_SPECIFICATION)
@@ -345,7 +348,7 @@ class _CUScanner:
                         tag == _TAG_SUBPROGRAM or _AT_LOCATION in attrs or _AT_EXTERNAL in attrs):
                     records.append((tag == _TAG_SUBPROGRAM, die_offset))
             if children:
-                if tag == _TAG_NAMESPACE:
+                if tag == _TAG_NAMESPACE or tag == _TAG_MODULE:
                     pos = self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
                 elif _AT_SIBLING in attrs:
                     pos = _forward(attrs[_AT_SIBLING], pos)
@@ -489,45 +492,57 @@ def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], l
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
-def _unit_headers(info: bytes, little_endian: bool) -> Optional[list[tuple]]:
+def _unit_headers(info: Optional[bytes], little_endian: bool,
+                  read: Optional[Callable[[int, int], bytes]] = None, size: int = 0) -> Optional[list[tuple]]:
     """(offset, end, first DIE offset, abbrev offset, offset size, address size, version) of each
     compilation/partial unit in ``.debug_info``, read without pyelftools; None when a unit is of
-    a kind (type, skeleton, split units) or shape this reader leaves to pyelftools."""
+    a kind (type, skeleton, split units) or shape this reader leaves to pyelftools.
+
+    Without ``info``, ``read(position, length)`` gives the section's bytes (``size`` of them):
+    only the headers are read, not the units."""
     e = "<" if little_endian else ">"
+    if read is None:
+        assert info is not None
+        data = info
+        size = len(data)
+
+        def read(at: int, length: int) -> bytes:
+            return data[at:at + length]
+
     units = []
     pos = 0
-    size = len(info)
     while pos + 11 <= size:
         start = pos
-        (length,) = struct.unpack_from(e + "I", info, pos)
-        pos += 4
+        head = read(pos, 24)  # the longest header: 64-bit length, version, unit type, sizes, offset
+        (length,) = struct.unpack_from(e + "I", head, 0)
+        at = 4
         offset_size, off_fmt = 4, "I"
         if length == 0xFFFFFFFF:
-            (length,) = struct.unpack_from(e + "Q", info, pos)
-            pos += 8
+            (length,) = struct.unpack_from(e + "Q", head, at)
+            at += 8
             offset_size, off_fmt = 8, "Q"
         elif length >= 0xFFFFFFF0:
             return None
-        end = pos + length
+        end = pos + at + length
         if end > size:
             return None
-        (version,) = struct.unpack_from(e + "H", info, pos)
-        pos += 2
+        (version,) = struct.unpack_from(e + "H", head, at)
+        at += 2
         if version >= 5:
-            unit_type, address_size = info[pos], info[pos + 1]
-            pos += 2
+            unit_type, address_size = head[at], head[at + 1]
+            at += 2
             if unit_type not in (1, 3):  # DW_UT_compile, DW_UT_partial
                 return None
-            (abbrev_offset,) = struct.unpack_from(e + off_fmt, info, pos)
-            pos += offset_size
+            (abbrev_offset,) = struct.unpack_from(e + off_fmt, head, at)
+            at += offset_size
         elif version >= 2:
-            (abbrev_offset,) = struct.unpack_from(e + off_fmt, info, pos)
-            pos += offset_size
-            address_size = info[pos]
-            pos += 1
+            (abbrev_offset,) = struct.unpack_from(e + off_fmt, head, at)
+            at += offset_size
+            address_size = head[at]
+            at += 1
         else:
             return None
-        units.append((start, end, pos, abbrev_offset, offset_size, address_size, version))
+        units.append((start, end, pos + at, abbrev_offset, offset_size, address_size, version))
         pos = end
     return units
 
@@ -537,51 +552,81 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
 
     Each definition is listed under its name and its linkage name, taken from its abstract origin
     or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do)."""
-    dwarf = debuginfo.dwarf
     info = _section_bytes(debuginfo, "debug_info_sec")
-    abbrev = _section_bytes(debuginfo, "debug_abbrev_sec")
-    strtab = _section_bytes(debuginfo, "debug_str_sec")
-    line_strtab = _section_bytes(debuginfo, "debug_line_str_sec")
-    str_offsets = _section_bytes(debuginfo, "debug_str_offsets_sec")
     units = _unit_headers(info, debuginfo.elf.little_endian)
     if units is None:
         units = [(cu.cu_offset, cu.cu_offset + cu.size, cu.cu_die_offset, cu.header["debug_abbrev_offset"],
                   cu.structs.dwarf_format // 8, cu.header["address_size"], cu.header["version"])
                  for cu in debuginfo.compile_units()]
-    tables: dict[tuple, dict] = {}
-    entries: dict[tuple, dict] = {}
+    unit_scanner = _UnitScanner(debuginfo, info)
     funcs: dict = {}
     variables: dict = {}
-    strings: dict[tuple[int, int], str] = {}
-    for cu_offset, end, die_offset, aoff, offset_size, address_size, version in units:
-        records: list[tuple[bool, int]] = []
-        seen: dict[int, tuple] = {}
-        try:
-            fmt = (aoff, offset_size, address_size, version)
-            table = tables.get(fmt)
-            if table is None:
-                shared = entries.setdefault(fmt[1:], {})
-                table = tables[fmt] = _compiled_table(abbrev, aoff, offset_size, address_size, version, shared)
-            scanner = _CUScanner(info, strtab, line_strtab, str_offsets, offset_size, address_size, version,
-                                 strings)
-            scanner.scan(cu_offset, die_offset, end, table, records, seen)
-        except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
-            cu_funcs, cu_vars = _scan_with_pyelftools(debuginfo, dwarf.get_CU_at(cu_offset))
-            for src, dst in ((cu_funcs, funcs), (cu_vars, variables)):
-                for name, refs in src.items():
-                    dst.setdefault(name, []).extend(refs)
-            continue
-        for is_function, offset in records:
-            target = funcs if is_function else variables
-            for name in dict.fromkeys(_names(dwarf, seen, offset)):
-                if name:
-                    target.setdefault(name, []).append((cu_offset, offset))
+    for unit in units:
+        for is_function, name, ref in unit_scanner.definitions(unit):
+            (funcs if is_function else variables).setdefault(name, []).append(ref)
     return funcs, variables
 
 
-def _names(dwarf, seen: dict[int, tuple], offset: int) -> tuple[Optional[str], Optional[str]]:
+class _UnitScanner:
+    """Lists the definitions of one unit after another, as ``build_indexes`` indexes them, sharing
+    compiled abbreviation tables and decoded strings between units.
+
+    ``info`` is the whole ``.debug_info`` (positions are section offsets), or None to read each
+    unit's bytes alone from the section's stream (positions are then unit offsets, translated back)."""
+
+    def __init__(self, debuginfo: "DebugInfo", info: Optional[bytes]):
+        self.debuginfo = debuginfo
+        self.info = info
+        self.abbrev = _section_bytes(debuginfo, "debug_abbrev_sec")
+        self.strtab = _section_bytes(debuginfo, "debug_str_sec")
+        self.line_strtab = _section_bytes(debuginfo, "debug_line_str_sec")
+        self.str_offsets = _section_bytes(debuginfo, "debug_str_offsets_sec")
+        self.tables: dict[tuple, dict] = {}
+        self.entries: dict[tuple, dict] = {}
+        self.strings: dict[tuple[int, int], str] = {}
+
+    def definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
+        """(is a function, name, (CU offset, DIE offset)) of each definition of ``unit`` (a tuple of
+        ``_unit_headers``) under each of its names, in DIE order."""
+        cu_offset, end, die_offset, aoff, offset_size, address_size, version = unit
+        base = 0
+        info = self.info
+        if info is None:  # this unit's bytes, in unit-relative positions
+            stream = self.debuginfo.dwarf.debug_info_sec.stream
+            stream.seek(cu_offset)
+            info = stream.read(end - cu_offset)
+            base, end, die_offset = cu_offset, end - cu_offset, die_offset - cu_offset
+        records: list[tuple[bool, int]] = []
+        seen: dict[int, tuple] = {}
+        dwarf = self.debuginfo.dwarf
+        try:
+            fmt = (aoff, offset_size, address_size, version)
+            table = self.tables.get(fmt)
+            if table is None:
+                shared = self.entries.setdefault(fmt[1:], {})
+                table = self.tables[fmt] = _compiled_table(self.abbrev, aoff, offset_size, address_size, version,
+                                                           shared)
+            scanner = _CUScanner(info, self.strtab, self.line_strtab, self.str_offsets, offset_size, address_size,
+                                 version, self.strings)
+            scanner.scan(cu_offset - base, die_offset, end, table, records, seen)
+        except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
+            cu_funcs, cu_vars = _scan_with_pyelftools(self.debuginfo, dwarf.get_CU_at(cu_offset))
+            found = [(True, name, ref) for name, refs in cu_funcs.items() for ref in refs]
+            found += [(False, name, ref) for name, refs in cu_vars.items() for ref in refs]
+            # in DIE order, as the byte scanner gives them (a name's references stay in order)
+            found.sort(key=lambda f: f[2][1])
+            yield from found
+            return
+        for is_function, offset in records:
+            for name in dict.fromkeys(_names(dwarf, seen, offset, base)):
+                if name:
+                    yield is_function, name, (cu_offset, offset + base)
+
+
+def _names(dwarf, seen: dict[int, tuple], offset: int, base: int = 0) -> tuple[Optional[str], Optional[str]]:
     """(name, linkage name) of a scanned DIE as ``die_name``/``die_linkage_name`` give them: its own
-    attributes, else those of its abstract origin or specification (followed like ``die_attr``)."""
+    attributes, else those of its abstract origin or specification (followed like ``die_attr``).
+    ``base`` is added to the scanned offsets to make them section offsets."""
     name = linkage = None
     ref: object = offset
     for _ in range(9):
@@ -590,7 +635,7 @@ def _names(dwarf, seen: dict[int, tuple], offset: int) -> tuple[Optional[str], O
             from .dwarf import die_linkage_name, die_name
 
             try:
-                die = dwarf.get_DIE_from_refaddr(ref[1] if isinstance(ref, tuple) else ref)
+                die = dwarf.get_DIE_from_refaddr(ref[1] if isinstance(ref, tuple) else ref + base)
                 return name or die_name(die), linkage or die_linkage_name(die)
             except Exception:  # a dangling reference: what was found so far
                 return name, linkage
@@ -603,25 +648,28 @@ def _names(dwarf, seen: dict[int, tuple], offset: int) -> tuple[Optional[str], O
     return name, linkage
 
 
-_TAG_MODULE = 0x1E
-
 
 def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "_CUScanner"]:
-    """``.debug_info``, the CU's compiled abbreviation table and a scanner for it (cached per file)."""
+    """The CU's bytes (from its header on: positions are CU offsets), its compiled abbreviation
+    table (cached per file) and a scanner for it. Only the CU is read, not all of ``.debug_info``."""
     cache = debuginfo._cache.setdefault("top_level_scan", {})
-    if "sections" not in cache:
-        cache["sections"] = (_section_bytes(debuginfo, "debug_info_sec"),
-                             _section_bytes(debuginfo, "debug_abbrev_sec"))
+    if "abbrev" not in cache:
+        cache["abbrev"] = _section_bytes(debuginfo, "debug_abbrev_sec")
         cache["tables"] = {}
         cache["entries"] = {}
-    info, abbrev = cache["sections"]
+        cache["units"] = {}
+    info = cache["units"].get(cu.cu_offset)
+    if info is None:
+        stream = debuginfo.dwarf.debug_info_sec.stream
+        stream.seek(cu.cu_offset)
+        info = cache["units"][cu.cu_offset] = stream.read(cu.size)
     header = cu.header
     offset_size = cu.structs.dwarf_format // 8
     fmt = (header["debug_abbrev_offset"], offset_size, header["address_size"], header["version"])
     table = cache["tables"].get(fmt)
     if table is None:
         shared = cache["entries"].setdefault(fmt[1:], {})
-        table = cache["tables"][fmt] = _compiled_table(abbrev, fmt[0], *fmt[1:], shared)
+        table = cache["tables"][fmt] = _compiled_table(cache["abbrev"], fmt[0], *fmt[1:], shared)
     return info, table, _CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
 
 
@@ -633,14 +681,15 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
         info, table, scanner = _cu_table(debuginfo, cu)
         funcs: list[int] = []
         variables: list[int] = []
-        end = cu.cu_offset + cu.size
-        pos = cu.cu_die_offset
+        end = cu.size
+        pos = cu.cu_die_offset - cu.cu_offset
         code, pos = _uleb(info, pos)
         tag, children, specs = table[code][:3]
-        pos, _ = scanner.read_die(pos, specs, cu.cu_offset, False)
+        pos, _ = scanner.read_die(pos, specs, 0, False)
         if code and children:
-            scanner.collect(pos, end, cu.cu_offset, table, funcs, variables, nested=True)
-        return funcs, variables
+            scanner.collect(pos, end, 0, table, funcs, variables, nested=True)
+        base = cu.cu_offset
+        return [base + off for off in funcs], [base + off for off in variables]
     except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
 
@@ -668,8 +717,8 @@ def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
                         listed.add(code)
         if not listed:
             return False
-        pos = cu.cu_die_offset
-        end = cu.cu_offset + cu.size
+        pos = cu.cu_die_offset - cu.cu_offset
+        end = cu.size
         while pos < end:
             code = info[pos]
             if code < 0x80:
@@ -684,7 +733,7 @@ def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
             if fixed is not None:
                 pos += fixed
             else:
-                pos, _ = scanner.read_die(pos, specs, cu.cu_offset, False)
+                pos, _ = scanner.read_die(pos, specs, 0, False)
         return False
     except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
@@ -709,3 +758,174 @@ def _scan_with_pyelftools(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
             if n:
                 variables.setdefault(n, []).append((cu.cu_offset, die.offset))
     return funcs, variables
+
+
+# --- one name without the full index ----------------------------------------------------------------
+
+# Abbreviation bytes of an abstract origin or specification (0x31, 0x47) that may point into another
+# unit (DW_FORM_ref_addr 0x10, DW_FORM_ref_sig8 0x20) or whose form is only known per DIE
+# (DW_FORM_indirect 0x16): see _foreign_references.
+_FOREIGN_REFERENCES = tuple(bytes([attr, form]) for attr in (0x31, 0x47) for form in (0x10, 0x16, 0x20))
+# Sections whose presence means names may be indirect (string offsets, supplementary files).
+_INDIRECT_NAME_SECTIONS = ("debug_str_offsets_sec", "debug_sup_sec", "gnu_debugaltlink_sec", "debug_types_sec")
+# Beyond these, the search would cost more than indexing every unit once (which then answers
+# every name): a string that lies in many places (a common tail: "size"), a needle found too
+# often, a name many units mention (an inline function of a header used everywhere: "kmalloc").
+_MAX_NEEDLES = 12
+_MAX_HITS = 20000
+_MAX_UNITS = 200
+
+
+class _NameSearch:
+    """Where one name can be defined, found from the bytes instead of by scanning every unit.
+
+    A definition is indexed under a name that is its own DW_AT_name/DW_AT_linkage_name or that of
+    its abstract origin or specification. Every such attribute is, in ``.debug_info``, either the
+    name itself (DW_FORM_string) or the offset of a string ending with it in ``.debug_str`` or
+    ``.debug_line_str`` (DW_FORM_strp, DW_FORM_line_strp); without references into other units,
+    an origin is in the unit of the DIE that uses it. So only the units holding those bytes can
+    define the name: they are found with a few ``find``s over the section (C speed) and scanned as
+    ``build_indexes`` scans every unit, which gives the same references in the same order.
+
+    Not used (None from ``create``) when names or origins may be indirect: string offset tables,
+    supplementary files, type units, references into other units, big-endian files."""
+
+    def __init__(self, debuginfo: "DebugInfo", units: list[tuple], info_buffer, info_base: int, info_size: int):
+        self.debuginfo = debuginfo
+        self.units = units
+        self.unit_starts = [u[0] for u in units]
+        self.info_buffer = info_buffer
+        self.info_base = info_base
+        self.info_size = info_size
+        self.scanner = _UnitScanner(debuginfo, None)
+
+    @classmethod
+    def create(cls, debuginfo: "DebugInfo") -> Optional["_NameSearch"]:
+        dwarf = debuginfo.dwarf
+        if not debuginfo.elf.little_endian or dwarf.debug_info_sec is None or dwarf.debug_abbrev_sec is None:
+            return None
+        if any(getattr(dwarf, name, None) is not None for name in _INDIRECT_NAME_SECTIONS):
+            return None
+        if _foreign_references(_section_bytes(debuginfo, "debug_abbrev_sec")):
+            return None
+        info = dwarf.debug_info_sec
+        buffer, base, size = _searchable(info)
+        if base and info.global_offset is not None and not debuginfo._file.closed:
+            # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
+            fd, start = debuginfo._file.fileno(), info.global_offset
+            units = _unit_headers(None, True, lambda at, length: os.pread(fd, length, start + at), size)
+        else:
+            units = _unit_headers(memoryview(buffer)[base:base + size], True)
+        if not units:
+            return None
+        return cls(debuginfo, units, buffer, base, size)
+
+    def lookup(self, name: str) -> Optional[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+        """(function references, variable references) of ``name`` as ``build_indexes`` lists them,
+        or None if the name is too common a string to search for."""
+        if "\ufffd" in name:  # the index decodes bad UTF-8 so: not the bytes to search for
+            return None
+        key = name.encode("utf-8", "surrogateescape")
+        if not key or b"\0" in key:
+            return [], []
+        dwarf = self.debuginfo.dwarf
+        # Offsets the name's attributes can hold: every place the string (or a string ending with
+        # it: linkers merge tails) lies in the string sections.
+        offsets = set()
+        for sec in (dwarf.debug_str_sec, dwarf.debug_line_str_sec):
+            if sec is None:
+                continue
+            buffer, base, size = _searchable(sec)
+            at = buffer.find(key + b"\0", base, base + size)
+            while at >= 0:
+                offsets.add(at - base)
+                at = buffer.find(key + b"\0", at + 1, base + size)
+        needles = [(key + b"\0", 0)]
+        for offset in sorted(offsets):
+            # The offset's low bytes, up to the last non-zero one; small offsets with their zeros
+            # (a needle of one or two bytes would be everywhere).
+            needle = offset.to_bytes(8, "little").rstrip(b"\0")
+            if len(needle) < 3:
+                needle = offset.to_bytes(4, "little")
+            needles.append((needle, len(needle)))
+        if len(needles) > _MAX_NEEDLES:
+            return None
+        candidates = set()
+        for needle, significant in needles:
+            found = self._units_holding(needle, significant)
+            if found is None:
+                return None
+            candidates |= found
+        if len(candidates) > _MAX_UNITS:
+            return None
+        funcs: list[tuple[int, int]] = []
+        variables: list[tuple[int, int]] = []
+        for k in sorted(candidates):
+            for is_function, found_name, ref in self.scanner.definitions(self.units[k]):
+                if found_name == name:
+                    (funcs if is_function else variables).append(ref)
+        return funcs, variables
+
+    def _units_holding(self, needle: bytes, significant: int) -> Optional[set[int]]:
+        """Indexes of the units whose bytes hold ``needle``; with ``significant``, ``needle`` is the
+        low bytes of an offset, and only hits followed by zeros up to the unit's offset size count."""
+        buffer, base = self.info_buffer, self.info_base
+        end = base + self.info_size
+        units, starts = self.units, self.unit_starts
+        found: set[int] = set()
+        hits = 0
+        at = buffer.find(needle, base, end)
+        while at >= 0:
+            hits += 1
+            if hits > _MAX_HITS:
+                return None
+            pos = at - base
+            k = bisect.bisect_right(starts, pos) - 1
+            if k >= 0 and pos < units[k][1]:
+                width = units[k][4]
+                if not significant or (significant <= width
+                                       and not buffer[at + significant:at + width].strip(b"\0")):
+                    found.add(k)
+            at = buffer.find(needle, at + 1, end)
+        return found
+
+
+def _foreign_references(abbrev: bytes) -> bool:
+    """Whether an abbreviation may give an abstract origin or specification a form that can point
+    into another unit (or an indirect one). The bytes are searched for instead of parsing every
+    table (a kernel has thousands): a hit that starts an entry (its abbreviation code, after the
+    "0 0" that ends the previous entry, and any continuation bytes of the code) is the code and the
+    tag of an entry, not an attribute; any other hit counts, even if it is something else by chance."""
+    for pattern in _FOREIGN_REFERENCES:
+        at = abbrev.find(pattern)
+        while at >= 0:
+            start = at
+            while start > 0 and abbrev[start - 1] >= 0x80:
+                start -= 1
+            if not (start == 0 or (start >= 2 and abbrev[start - 2:start] == b"\0\0")):
+                return True
+            at = abbrev.find(pattern, at + 1)
+    return False
+
+
+def _searchable(sec) -> tuple:
+    """(buffer with ``find``, position of the section in it, section size) for a pyelftools section."""
+    stream = sec.stream
+    base = getattr(stream, "base", None)
+    if base is not None:  # a mapped section (dwarf._SectionMap)
+        return stream, base, sec.size
+    data = section_data(sec)
+    return data, 0, len(data)
+
+
+def lookup_name(debuginfo: "DebugInfo", name: str) -> Optional[tuple[list, list]]:
+    """(functions, variables) references of one exact name, as ``build_indexes`` would list them,
+    without scanning every unit (``_NameSearch``); None when that cannot be done for this file or
+    name (then the full index answers)."""
+    cache = debuginfo._cache
+    if "name_search" not in cache:
+        cache["name_search"] = _NameSearch.create(debuginfo)
+    search = cache["name_search"]
+    if search is None:
+        return None
+    return search.lookup(name)

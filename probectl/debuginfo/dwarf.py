@@ -15,13 +15,18 @@ in ``dieindex.py`` and DIE helpers in ``die.py``.
 
 DWARF sections of executables and shared objects are never relocated
 (``relocate_dwarf_sections=False``): their addresses are final, and relocating costs seconds on
-large libraries. Relocatable objects (kernel modules, ``.o``) are opened with relocation.
+large libraries. Relocatable objects (kernel modules, ``.o``) are opened with relocation. The large
+sections of a file that needs no relocation are not read at open either (pyelftools copies every
+DWARF section into memory, 300 MB for a kernel): they are mapped, and only the pages a question
+touches are read.
 """
 from __future__ import annotations
 
 import bisect
 import fnmatch
+import mmap
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
@@ -29,11 +34,16 @@ from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
+from elftools.dwarf.dwarfinfo import DebugSectionDescriptor
 from elftools.elf.elffile import ELFFile
 
 from ..errors import DebugInfoError, ProbectlError
 from .die import (SCOPE_TAGS, die_attr, die_key, die_linkage_name, die_name, die_origin, die_ref, die_type,  # noqa: F401
                   guarded, is_glob, tail_match)
+
+# From this size of .debug_info on (a kernel's is 160 MB), an exact name is searched for in the
+# bytes instead of indexing every CU first (see DebugInfo._refs).
+SEARCH_NAMES_FROM = 32 << 20
 
 
 @dataclass(eq=False)
@@ -82,6 +92,49 @@ class Function:
         return f"<Function {kind}{self.name}{where} {self.decl_file}:{self.decl_line}>"
 
 
+class _SectionMap(mmap.mmap):
+    """A read-only mapping of one section of a file, read like the in-memory streams pyelftools
+    makes of sections: positions are relative to the section's start, and it ends where the
+    section ends. ``read`` is mmap's own; only ``seek`` and ``tell`` shift positions."""
+
+    base: int
+
+    def __new__(cls, fileno: int, offset: int, size: int) -> "_SectionMap":
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        self = super().__new__(cls, fileno, offset + size - start, access=mmap.ACCESS_READ, offset=start)
+        self.base = offset - start
+        mmap.mmap.seek(self, self.base)
+        return self
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> None:  # type: ignore[override]
+        mmap.mmap.seek(self, pos + self.base if whence == os.SEEK_SET else pos, whence)
+
+    def tell(self) -> int:
+        return mmap.mmap.tell(self) - self.base
+
+    def getvalue(self) -> bytes:
+        """The whole section, as bytes."""
+        return self[self.base:]
+
+
+class _MappedELFFile(ELFFile):
+    """pyelftools' ELFFile, reading the large DWARF sections of a file that needs no relocation
+    through a mapping (``_SectionMap``) instead of copying them into memory when it opens them."""
+
+    MAP_MIN = 1 << 20
+
+    def _read_dwarf_section(self, section, relocate_dwarf_sections: bool) -> DebugSectionDescriptor:
+        if (relocate_dwarf_sections or section.compressed or section.name.startswith(".z")
+                or section["sh_type"] == "SHT_NOBITS" or section["sh_size"] < self.MAP_MIN
+                or self.has_phantom_bytes()):
+            return super()._read_dwarf_section(section, relocate_dwarf_sections)
+        # The mapping outlives the file object (it holds its own descriptor), as the in-memory
+        # copies did: a DebugInfo's DIEs stay readable after close().
+        stream = _SectionMap(self.stream.fileno(), section["sh_offset"], section["sh_size"])
+        return DebugSectionDescriptor(stream=stream, name=section.name, global_offset=section["sh_offset"],
+                                      size=section["sh_size"], address=section["sh_addr"])
+
+
 class DebugInfo:
     """The DWARF of one binary, read from the binary itself or from its separate debug file.
 
@@ -98,7 +151,7 @@ class DebugInfo:
         except OSError as exc:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
-            self.elf = ELFFile(self._file)
+            self.elf = _MappedELFFile(self._file)
             info = self.elf.get_section_by_name(".debug_info") or self.elf.get_section_by_name(".zdebug_info")
             if not self.elf.has_dwarf_info() or info is None or info["sh_type"] == "SHT_NOBITS":
                 raise DebugInfoError(f"{self.path} has no DWARF debug information (.debug_info)",
@@ -120,8 +173,9 @@ class DebugInfo:
         self._cus: Optional[list[CompileUnit]] = None
         self._cu_functions: dict[int, list[DIE]] = {}
         self._cu_variables: dict[int, list[DIE]] = {}
-        self._name_index: Optional[dict[str, list[tuple[int, int]]]] = None
-        self._variable_index: dict[str, list[tuple[int, int]]] = {}
+        self._name_index: Optional[Mapping[str, list[tuple[int, int]]]] = None
+        self._variable_index: Mapping[str, list[tuple[int, int]]] = {}
+        self._lookups: Optional[dict[str, tuple[list, list]]] = None
         self._functions_cache: dict[tuple[int, int], Function] = {}
         self._instances_cache: dict[tuple[int, int], list[Function]] = {}
         self._children: dict[tuple[int, int], list[DIE]] = {}
@@ -439,6 +493,8 @@ class DebugInfo:
         or use ``probe_functions()`` to get code addresses directly.
         """
         glob = is_glob(pattern)
+        if not glob:
+            return self._find_exact(pattern, src)
         found: list[Function] = []
         for cu in self._candidate_cus(pattern, glob):
             for die in self.cu_functions(cu):
@@ -451,18 +507,52 @@ class DebugInfo:
                     break
         return found
 
+    def _find_exact(self, name: str, src: Optional[str]) -> list[Function]:
+        """``find_functions`` of an exact name: the same first match per CU, found by parsing only
+        the DIEs the name index lists (among the CU's ``cu_functions``), not every function of the CU."""
+        by_cu: dict[int, list[int]] = {}
+        for cu_offset, die_offset in self.function_refs(name):
+            by_cu.setdefault(cu_offset, []).append(die_offset)
+        found: list[Function] = []
+        for cu_offset in sorted(by_cu):
+            cu = self.dwarf.get_CU_at(cu_offset)
+            listed = self._cu_function_offsets(cu)
+            for offset in sorted(by_cu[cu_offset]):
+                if offset not in listed:
+                    continue
+                die = cu.get_DIE_from_refaddr(offset)
+                if not self._is_definition(die) or not self._matches(die, name, False):
+                    continue
+                if src is not None and not tail_match(self.decl_file(die), src):
+                    continue
+                found.append(self.function(die))
+                break
+        return found
+
+    def _cu_function_offsets(self, cu: CompileUnit) -> set[int]:
+        """The offsets of ``cu_functions(cu)``, read without parsing those DIEs when possible."""
+        key = ("function_offsets", cu.cu_offset)
+        offsets = self._cache.get(key)
+        if offsets is None:
+            from .dieindex import top_level_dies
+
+            found = top_level_dies(self, cu) if cu.cu_offset not in self._cu_functions else None
+            offsets = set(found[0]) if found is not None else {d.offset for d in self.cu_functions(cu)}
+            self._cache[key] = offsets
+        return offsets
+
     def _candidate_cus(self, pattern: str, glob: bool) -> Iterator[CompileUnit]:
         # Only the CUs the name index says define a matching name are parsed, in CU order.
-        index = self.name_index()
         if glob:
-            refs = [ref for name, found in index.items() if fnmatch.fnmatchcase(name, pattern) for ref in found]
+            index = self.name_index()
+            refs = [ref for name in index if fnmatch.fnmatchcase(name, pattern) for ref in index[name]]
         else:
-            refs = list(index.get(pattern, ()))
+            refs = self.function_refs(pattern)
         for cu_offset in sorted({cu_offset for cu_offset, _ in refs}):
             yield self.dwarf.get_CU_at(cu_offset)
 
     @guarded
-    def name_index(self) -> dict[str, list[tuple[int, int]]]:
+    def name_index(self) -> Mapping[str, list[tuple[int, int]]]:
         """Name (and linkage name) of every top-level function definition → [(CU offset, DIE offset)].
 
         Built once, by walking the top-level DIEs of every CU (``DW_AT_sibling`` skips bodies),
@@ -475,10 +565,56 @@ class DebugInfo:
         return self._name_index
 
     @guarded
-    def variable_index(self) -> dict[str, list[tuple[int, int]]]:
+    def variable_index(self) -> Mapping[str, list[tuple[int, int]]]:
         """Name of every top-level variable with a location (or DW_AT_external) → [(CU offset, DIE offset)]."""
         self.name_index()
         return self._variable_index
+
+    def function_refs(self, name: str) -> list[tuple[int, int]]:
+        """``name_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
+        return self._refs(name)[0]
+
+    def variable_refs(self, name: str) -> list[tuple[int, int]]:
+        """``variable_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
+        return self._refs(name)[1]
+
+    @guarded
+    def _refs(self, name: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The function and variable references of one exact name, as the full indexes list them.
+
+        In a large file (``SEARCH_NAMES_FROM`` bytes of .debug_info: a kernel) without a cached full
+        index, the name is searched for (``dieindex.lookup_name``: seconds less than indexing every
+        CU) and the answer is kept on disk (``indexcache``) for the next run."""
+        if self._name_index is None and self._searches_names():
+            found = self._lookups.get(name) if self._lookups is not None else None
+            if found is None:
+                found = self._search_name(name)
+            if found is not None:
+                return found
+        index = self.name_index()
+        return list(index.get(name, ())), list(self._variable_index.get(name, ()))
+
+    def _searches_names(self) -> bool:
+        info = self.dwarf.debug_info_sec
+        return info is not None and info.size >= SEARCH_NAMES_FROM
+
+    def _search_name(self, name: str) -> Optional[tuple[list, list]]:
+        from . import indexcache
+        from .dieindex import lookup_name
+
+        if self._lookups is None:
+            self._lookups = indexcache.load_lookups(self)
+            if name in self._lookups:
+                return self._lookups[name]
+            full = indexcache.load_names(self)
+            if full is not None:  # a full index made earlier (a glob, `funcs`) answers everything
+                self._name_index, self._variable_index = full
+                return None
+        found = lookup_name(self, name)
+        if found is not None:
+            self._lookups[name] = found
+            indexcache.store_lookups(self, self._lookups)
+        return found
 
     @guarded
     def function_names(self, pattern: str = "*") -> list[str]:

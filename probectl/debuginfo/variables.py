@@ -187,7 +187,7 @@ def find_variable(debuginfo: "DebugInfo", name: str, address: int, scope: Option
     for var in debuginfo.cu_variables(cu):
         if die_name(var) == name:
             return FoundVariable(var, name, "global")
-    for cu_off, die_off in debuginfo.variable_index().get(name, ()):
+    for cu_off, die_off in debuginfo.variable_refs(name):
         var = debuginfo.dwarf.get_DIE_from_refaddr(die_off)
         return FoundVariable(var, name, "global")
     if nameless is not None:
@@ -263,7 +263,7 @@ def _const_value(die: DIE) -> Optional[int]:
 def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
     """For a declaration (``extern int x;``) the DIE of its definition anywhere, if any."""
     name = die_name(var)
-    for _, die_off in debuginfo.variable_index().get(name or "", ()):
+    for _, die_off in debuginfo.variable_refs(name or ""):
         d = debuginfo.dwarf.get_DIE_from_refaddr(die_off)
         if "DW_AT_location" in d.attributes:
             return d
