@@ -17,7 +17,9 @@ Each file is then read by
   default fields), text with every ``-F`` field, ``--format json`` and ``--format csv``;
 - ``write_script`` in-process, text/JSON/CSV, through the native formatter (what the command uses)
   and through the Python formatter (``native=False``, the reference whose bytes it equals);
-- the same file opened and decoded only (no formatting), to show what formatting adds;
+- the same file opened only, and opened and decoded only (no formatting), to show what formatting
+  adds; and ``write_script`` in a fresh interpreter that imports only probectl.script (what the
+  command costs without the imports of the other commands);
 - the Python batch API (``probectl.read_trace(path).batches()``, touching every field column) and
   per-event ``Event`` objects;
 - ``trace-cmd report > /dev/null`` (the reference);
@@ -140,6 +142,15 @@ def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
         out[f"write_script {kind} (native)"] = best_of(runs, script(kind, True))
     for kind in ("text", "json", "csv"):
         out[f"write_script {kind} (Python formatter)"] = best_of(max(1, runs // 2), script(kind, False))
+
+    def open_only() -> None:
+        with open_trace(path):
+            pass
+
+    out["open_trace only (metadata, formats)"] = best_of(runs, open_only)
+    out["fresh python, probectl.script only"] = best_of(runs, command([sys.executable, "-c", (
+        "import sys; from probectl.script import write_script; from probectl.tracedat import open_trace\n"
+        f"with open_trace({str(path)!r}) as t: write_script(t, sys.stdout)")]))
 
     def decode_only() -> None:
         with open_trace(path) as t:

@@ -137,6 +137,7 @@ typedef struct {
 	bool busy;
 	bool finished;
 	unsigned long long short_records;
+	uint64_t serial;		// names the schema for the text formatter (textfmt.h)
 	struct scache_entry *scache;
 } ReaderObject;
 
@@ -340,6 +341,8 @@ static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	if (parse_formats(self, formats) || parse_streams(self, streams, &layout, strict))
 		return -1;
+	static uint64_t schemas;
+	self->serial = ++schemas;	// (under the GIL)
 	if (rb_batch_init(&self->batch, self->schema, raw)) {
 		PyErr_NoMemory();
 		return -1;
@@ -969,6 +972,7 @@ static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject
 		Py_RETURN_NONE;
 	in.batch = &self->batch;
 	in.schema = self->schema;
+	in.serial = self->serial;
 	in.swap = self->reader.swap;
 	tf->f->out.len = 0;
 	Py_INCREF(tf);

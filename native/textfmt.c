@@ -76,11 +76,50 @@ static const char digit_pairs[201] =
 	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
 	"8081828384858687888990919293949596979899";
 
-// The decimal digits of @v, written backwards ending at @end; returns how many.
-static inline unsigned int dec_digits(char *end, uint64_t v)
-{
-	char *p = end;
+static const uint64_t pow10[20] = {
+	1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL,
+	1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+	100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+	1000000000000000000ULL, 10000000000000000000ULL,
+};
 
+// How many digits @v has in the base of @letter (d o x X; s: decimal).
+static inline unsigned int num_len(uint64_t v, char letter)
+{
+	unsigned int bits = 64 - (unsigned int)__builtin_clzll(v | 1), t;
+
+	switch (letter) {
+	case 'x':
+	case 'X':
+		return (bits + 3) / 4;
+	case 'o':
+		return (bits + 2) / 3;
+	}
+	t = (bits * 1233) >> 12;	// about bits * log10(2)
+	return v ? t + (v >= pow10[t]) : 1;
+}
+
+static const char hex_lower[] = "0123456789abcdef", hex_upper[] = "0123456789ABCDEF";
+
+// Write the @nd digits of @v (num_len) in the base of @letter backwards, ending at @end.
+static inline void put_digits(uint8_t *end, uint64_t v, unsigned int nd, char letter)
+{
+	uint8_t *p = end;
+
+	switch (letter) {
+	case 'x':
+	case 'X': {
+		const char *digits = letter == 'x' ? hex_lower : hex_upper;
+
+		for (unsigned int k = 0; k < nd; k++, v >>= 4)
+			*--p = (uint8_t)digits[v & 15];
+		return;
+	}
+	case 'o':
+		for (unsigned int k = 0; k < nd; k++, v >>= 3)
+			*--p = (uint8_t)('0' + (v & 7));
+		return;
+	}
 	while (v >= 100) {
 		unsigned int r = (unsigned int)(v % 100);
 
@@ -92,23 +131,17 @@ static inline unsigned int dec_digits(char *end, uint64_t v)
 		p -= 2;
 		memcpy(p, digit_pairs + 2 * v, 2);
 	} else {
-		*--p = (char)('0' + v);
+		*--p = (uint8_t)('0' + v);
 	}
-	return (unsigned int)(end - p);
 }
 
-// The digits of @v in base 8 or 16, written backwards ending at @end; returns how many.
-static inline unsigned int pow2_digits(char *end, uint64_t v, unsigned int shift, bool upper)
+// @n bytes of @c at @o, where at least 16 bytes are writable.
+static inline void put_fill(uint8_t *o, char c, size_t n)
 {
-	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-	uint64_t mask = (1u << shift) - 1;
-	char *p = end;
-
-	do {
-		*--p = digits[v & mask];
-		v >>= shift;
-	} while (v);
-	return (unsigned int)(end - p);
+	if (n <= 16)
+		memset(o, c, 16);	// (one block; what follows overwrites the rest)
+	else
+		memset(o, c, n);
 }
 
 // The most an integer op writes: sign, prefix and 22 octal digits, or its width or precision.
@@ -118,24 +151,28 @@ static inline size_t int_room(int32_t width, int32_t prec)
 }
 
 // tf_put_int into room the caller reserved (int_room); returns the bytes written.
-static inline __attribute__((always_inline)) size_t put_int(uint8_t *o, bool neg, uint64_t mag, char letter, unsigned int flags,
-			     int32_t width, int32_t prec)
+static inline __attribute__((always_inline)) size_t put_int(uint8_t *o, bool neg, uint64_t mag,
+							    char letter, unsigned int flags,
+							    int32_t width, int32_t prec)
 {
-	char tmp[24];
-	const char *prefix = "";
+	unsigned int nd = num_len(mag, letter == 's' ? 'd' : letter);
 	size_t plen = 0, zeros, len, pad;
-	unsigned int nd;
-	char sign;
 	uint8_t *start = o;
+	char sign;
 
+	if (!neg && prec < 0 && !(flags & ~TF_F_ZERO) && letter != 's') {	// the common case
+		pad = width > (int32_t)nd ? (size_t)width - nd : 0;
+		put_fill(o, flags ? '0' : ' ', pad);
+		put_digits(o + pad + nd, mag, nd, letter);
+		return pad + nd;
+	}
 	if (letter == 's') {	// str(value), cut to the precision, padded; no sign flags, no zeros
-		nd = dec_digits(tmp + sizeof(tmp), mag);
+		uint8_t tmp[24];
+
+		put_digits(tmp + sizeof(tmp), mag, nd, 'd');
 		if (neg)
 			tmp[sizeof(tmp) - ++nd] = '-';
-		if (prec >= 0 && (unsigned int)prec < nd)
-			len = (size_t)prec;
-		else
-			len = nd;
+		len = prec >= 0 && (unsigned int)prec < nd ? (size_t)prec : nd;
 		pad = width > 0 && (size_t)width > len ? (size_t)width - len : 0;
 		if (!(flags & TF_F_LEFT)) {
 			memset(o, ' ', pad);
@@ -149,24 +186,8 @@ static inline __attribute__((always_inline)) size_t put_int(uint8_t *o, bool neg
 		}
 		return (size_t)(o - start);
 	}
-	if (letter == 'd') {
-		nd = dec_digits(tmp + sizeof(tmp), mag);
-		if (!neg && !(flags & ~TF_F_ZERO) && prec < 0) {	// the common case
-			pad = width > (int32_t)nd ? (size_t)width - nd : 0;
-			memset(o, flags ? '0' : ' ', pad);
-			memcpy(o + pad, tmp + sizeof(tmp) - nd, nd);
-			return pad + nd;
-		}
-	} else {
-		nd = pow2_digits(tmp + sizeof(tmp), mag, letter == 'o' ? 3 : 4, letter == 'X');
-		if (!neg && !flags && prec < 0 && width <= (int32_t)nd) {	// plain hex
-			memcpy(o, tmp + sizeof(tmp) - nd, nd);
-			return nd;
-		}
-		prefix = letter == 'o' ? "0o" : letter == 'x' ? "0x" : "0X";
-		if (flags & TF_F_ALT)
-			plen = 2;
-	}
+	if ((flags & TF_F_ALT) && letter != 'd')
+		plen = 2;
 	zeros = prec > (int32_t)nd ? (size_t)prec - nd : 0;
 	sign = neg ? '-' : (flags & TF_F_PLUS) ? '+' : (flags & TF_F_SPACE) ? ' ' : 0;
 	len = (sign != 0) + plen + zeros + nd;
@@ -178,14 +199,14 @@ static inline __attribute__((always_inline)) size_t put_int(uint8_t *o, bool neg
 	if (sign)
 		*o++ = (uint8_t)sign;
 	if (plen) {
-		memcpy(o, prefix, 2);
-		o += 2;
+		*o++ = '0';
+		*o++ = letter == 'o' ? 'o' : letter;
 	}
 	if ((flags & (TF_F_LEFT | TF_F_ZERO)) == TF_F_ZERO)
 		zeros += pad;
 	memset(o, '0', zeros);
 	o += zeros;
-	memcpy(o, tmp + sizeof(tmp) - nd, nd);
+	put_digits(o + nd, mag, nd, letter);
 	o += nd;
 	if (flags & TF_F_LEFT) {
 		memset(o, ' ', pad);
@@ -833,6 +854,7 @@ struct event_ctx {
 	size_t cell;				// where the current CSV cell starts
 	const struct tf_thread *th;		// its thread, once looked up
 	const struct tf_thread *last;		// the previous event's thread
+	bool fits;				// the plan's field ops fit the event's format
 	struct tf_need *need;
 };
 
@@ -853,15 +875,38 @@ static int find_thread(struct event_ctx *c)
 	return 0;
 }
 
+// Does the field op fit format @fmt: a field it has, of a kind the conversion takes?
+static bool op_fits(const struct tf_op *op, const struct rb_event_format *fmt)
+{
+	return fmt && op->field < fmt->nfields &&
+	       (op->src == TF_SRC_FIELD ? conv_fits(op->conv, fmt->fields[op->field].kind) :
+		fmt->fields[op->field].kind == RB_KIND_INT_ARRAY);
+}
+
+// Do all the field ops of @plan fit the format of the event in @c? Remembered per plan.
+static bool plan_fits(struct tf_plan *plan, const struct event_ctx *c)
+{
+	if (c->in->serial && plan->fits_serial == c->in->serial && plan->fits_index == c->fi)
+		return true;
+	for (uint32_t k = 0; k < plan->nops; k++) {
+		const struct tf_op *op = &plan->ops[k];
+
+		if ((op->src == TF_SRC_FIELD || op->src == TF_SRC_ELEM) && !op_fits(op, c->fmt))
+			return false;
+	}
+	plan->fits_serial = c->in->serial;
+	plan->fits_index = c->fi;
+	return true;
+}
+
 // The value of a field or element op; TF_ERR_PLAN when the event's format does not have it.
-static int field_value(struct event_ctx *c, const struct tf_op *op, const struct rb_field **fd,
-		       const struct rb_column **col, struct pyint *v)
+static inline int field_value(struct event_ctx *c, const struct tf_op *op,
+			      const struct rb_field **fd, const struct rb_column **col,
+			      struct pyint *v)
 {
 	const struct rb_event_format *fmt = c->fmt;
 
-	if (!fmt || op->field >= fmt->nfields ||
-	    (op->src == TF_SRC_FIELD ? !conv_fits(op->conv, fmt->fields[op->field].kind) :
-	     fmt->fields[op->field].kind != RB_KIND_INT_ARRAY)) {
+	if (!c->fits && !op_fits(op, fmt)) {
 		c->need->field = op->field;
 		return TF_ERR_PLAN;
 	}
@@ -931,7 +976,7 @@ static int put_span(struct tf_buf *out, const struct tf_op *op, const struct rb_
 // One op of an event: 0, a TF_NEED_* status or a TF_ERR_*. Literals and numbers write into
 // the room reserved for the plan (plan->fixed); everything else reserves its own, then the
 // plan's room again.
-static inline int run_op(struct event_ctx *c, const struct tf_op *op)
+static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, const struct tf_op *op)
 {
 	struct tf_buf *out = &c->f->out;
 	const struct rb_field *fd = NULL;
@@ -1056,7 +1101,7 @@ int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
 
 	for (c.i = *pos; c.i < b->n; c.i++) {
 		uint16_t id = b->id[c.i];
-		const struct tf_plan *plan = f->plans[id];
+		struct tf_plan *plan = f->plans[id];
 		struct tf_head *head = NULL;
 		uint32_t k = 0;
 
@@ -1077,6 +1122,7 @@ int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
 		c.row = b->row[c.i];
 		c.fi = in->schema->index[id];
 		c.fmt = c.fi >= 0 && c.row != UINT32_MAX ? &in->schema->formats[c.fi] : NULL;
+		c.fits = c.fmt && plan_fits(plan, &c);
 		if (reserve(out, plan->fixed))
 			return TF_ERR_NOMEM;
 		if (plan->nhead) {	// the line start, by thread and CPU

@@ -99,6 +99,10 @@ struct tf_plan {
 	uint32_t nops;
 	struct tf_op *ops;
 	uint8_t *lits;
+	// the format its field ops were last found to fit (they are not checked per event then):
+	// tf_input.serial and the format's index in that schema; serial 0: none
+	uint64_t fits_serial;
+	int32_t fits_index;
 };
 
 // thread id -> command name (UTF-8) and thread group id
@@ -178,6 +182,7 @@ struct tf_need {
 struct tf_input {
 	const struct rb_batch *batch;
 	const struct rb_schema *schema;
+	uint64_t serial;	// names the schema: a number no other schema has had (not 0)
 	bool swap;		// byte order of array elements differs from the host's
 };
 

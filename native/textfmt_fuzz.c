@@ -264,9 +264,9 @@ static void random_plan(struct tf_formatter *f, uint16_t id)
 }
 
 static void format_batch(struct tf_formatter *f, const struct rb_batch *batch,
-			 const struct rb_schema *schema)
+			 const struct rb_schema *schema, uint64_t serial)
 {
-	struct tf_input in = { .batch = batch, .schema = schema, .swap = false };
+	struct tf_input in = { .batch = batch, .schema = schema, .serial = serial, .swap = false };
 	struct tf_need need;
 	size_t pos = 0;
 	uint8_t name[300];
@@ -366,7 +366,7 @@ int main(int argc, char **argv)
 
 			if (got <= 0)
 				break;
-			format_batch(f, &batch, &schema);
+			format_batch(f, &batch, &schema, (uint64_t)it % 3);	// (0: no serial)
 			rb_batch_reset(&batch);
 		}
 		rb_batch_deinit(&batch);
