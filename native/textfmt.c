@@ -76,7 +76,7 @@ static const char digit_pairs[201] =
 	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
 	"8081828384858687888990919293949596979899";
 
-static const uint64_t pow10[20] = {
+static const uint64_t powers_of_10[20] = {
 	1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL,
 	1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
 	100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
@@ -96,7 +96,7 @@ static inline unsigned int num_len(uint64_t v, char letter)
 		return (bits + 2) / 3;
 	}
 	t = (bits * 1233) >> 12;	// about bits * log10(2)
-	return v ? t + (v >= pow10[t]) : 1;
+	return v ? t + (v >= powers_of_10[t]) : 1;
 }
 
 static const char hex_lower[] = "0123456789abcdef", hex_upper[] = "0123456789ABCDEF";
@@ -260,8 +260,6 @@ static size_t utf8_len(const uint8_t *p, size_t avail)
 	return n;
 }
 
-static const char hexdig[] = "0123456789abcdef";
-
 long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 {
 	uint8_t *o, *start;
@@ -296,14 +294,14 @@ long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 				*o++ = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : c == '\b' ? 'b' : 'f';
 			} else if (mode == TF_TEXT_JSON) {
 				memcpy(o, "\\u00", 4);
-				o[4] = (uint8_t)hexdig[c >> 4];
-				o[5] = (uint8_t)hexdig[c & 15];
+				o[4] = (uint8_t)hex_lower[c >> 4];
+				o[5] = (uint8_t)hex_lower[c & 15];
 				o += 6;
 			} else {
 				o[0] = '\\';
 				o[1] = 'x';
-				o[2] = (uint8_t)hexdig[c >> 4];
-				o[3] = (uint8_t)hexdig[c & 15];
+				o[2] = (uint8_t)hex_lower[c >> 4];
+				o[3] = (uint8_t)hex_lower[c & 15];
 				o += 4;
 			}
 			ncp += o - e;
@@ -325,8 +323,8 @@ long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 		if (mode != TF_TEXT_RAW)
 			*o++ = '\\';
 		*o++ = 'x';
-		*o++ = (uint8_t)hexdig[c >> 4];
-		*o++ = (uint8_t)hexdig[c & 15];
+		*o++ = (uint8_t)hex_lower[c >> 4];
+		*o++ = (uint8_t)hex_lower[c & 15];
 		ncp += o - e;
 		i++;
 	}
@@ -765,8 +763,8 @@ static int put_hex_bytes(struct tf_buf *out, const uint8_t *p, size_t n)
 		return TF_ERR_NOMEM;
 	o = out->p + out->len;
 	for (size_t k = 0; k < n; k++) {
-		*o++ = (uint8_t)hexdig[p[k] >> 4];
-		*o++ = (uint8_t)hexdig[p[k] & 15];
+		*o++ = (uint8_t)hex_lower[p[k] >> 4];
+		*o++ = (uint8_t)hex_lower[p[k] & 15];
 	}
 	out->len += 2 * n;
 	return 0;

@@ -25,8 +25,7 @@ import pytest
 
 from probectl import _native
 from probectl.formats import EventFormat
-from probectl.ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, LOC_DATA, LOC_REL, EventReader,
-                              PageLayout, field_spec)
+from probectl.ringbuf import KIND_INT, KIND_STR, LOC_DATA, LOC_REL, EventReader, PageLayout, field_spec
 from probectl.script import CsvFormatter, Source, TextFormatter, make_formatter, write_script
 from probectl.script.nativeplan import NotNative, PlanCompiler, csv_text, native_formatter
 from probectl.script.plan import FIELDS

@@ -1,11 +1,16 @@
 """Formatters for recorded events: perf-script-like text, CSV, JSON lines and folded stacks.
 
-The events come from the native decoder in columnar batches (:meth:`EventReader.batches`); a
-formatter never makes a Python call per event field on its hot path. Each event format is compiled
-once into a :class:`~.plan.Plan`: a ``%`` template for a whole output line plus, for each ``%`` slot, the
-column it reads and an optional value conversion. A batch is then formatted format by format with
-``map(template.__mod__, zip(*columns))`` and the lines of several formats are put back in time order
-with one iterator per format (the decoder numbers the rows of a format in event order).
+Each event format is compiled once into a :class:`~.plan.Plan`: a ``%`` template for a whole output
+line plus, for each ``%`` slot, the column it reads and an optional value conversion. The plans are
+the one description of the output; two things run them:
+
+* the native formatter (:mod:`.nativeplan`, ``native/textfmt.c``), which the commands use: each plan
+  compiled into literals and value slots, run in C over the decoder's batches, one bytes buffer per
+  batch, no Python object per event;
+* the Python batch path (:meth:`~.plan.Formatter.format_batch`, and ``write_script(native=False)``),
+  the reference whose output the native one equals byte for byte: a batch formatted format by format
+  with ``map(template.__mod__, zip(*columns))``, the lines of several formats put back in time order
+  with one iterator per format (the decoder numbers the rows of a format in event order).
 
 Text lines follow perf script::
 
@@ -24,7 +29,8 @@ user addresses with the process maps probectl stores in the file (see
 
 The package: :mod:`.symbols` (names and symbols), :mod:`.printfmt` (print formats as templates),
 :mod:`.stacks` (stack records), :mod:`.plan` (the formatter base), :mod:`.formatters` (text, JSON,
-CSV) and :mod:`.folded` (folded stacks); this module drives a file through them.
+CSV), :mod:`.nativeplan` (plans for the native formatter) and :mod:`.folded` (folded stacks); this
+module drives a file through them.
 """
 from __future__ import annotations
 
