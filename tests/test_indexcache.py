@@ -1,0 +1,437 @@
+"""What makes a kernel probe fast, checked against the slow ways it replaces: an exact name searched
+for in the DWARF bytes gives what the full name index gives; symbols found without loading the
+symbol table (by name, by start address, in address order from the table's columns) are the loaded
+table's; kprobe rules read by marker name are a full read's. And the cache that keeps them by
+build-id: the compact name index, stored answers, damaged, foreign or stale files rebuilt."""
+from __future__ import annotations
+
+import bisect
+import functools
+import hashlib
+import io
+import os
+import random
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD_DIR, FIXTURES, _missing, build_fixture
+from probectl.debuginfo import dieindex, dwarf, indexcache
+from probectl.debuginfo.dwarf import DebugInfo, _SectionMap
+from probectl.debuginfo.elf import ElfFile, _alias_rank
+from probectl.debuginfo.indexcache import CompactIndex
+from probectl.kernel import _MARK_NAMES, KprobeRules
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))
+TARGETS = ["dwarf_structs -O2", "dwarf_inline -O0", "dwarf_inline -O2", "static", "libc"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("PROBECTL_NO_CACHE", raising=False)
+    return tmp_path / "cache" / "probectl"
+
+
+def _gcc():
+    if shutil.which("gcc") is None:
+        _missing("gcc is needed to build the fixtures")
+
+
+def _static_pair() -> Path:
+    """dwarf_static_a.c + dwarf_static_b.c as one program: static functions of one name in two CUs."""
+    _gcc()
+    srcs = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
+    key = hashlib.sha1(b"".join(s.read_bytes() for s in srcs)).hexdigest()[:12]
+    out = BUILD_DIR / f"dwarf_static-index-{key}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        subprocess.run(["gcc", "-O2", "-g", "-o", str(tmp), *map(str, srcs)], check=True)
+        tmp.rename(out)
+    return out
+
+
+def _target(name: str) -> Path:
+    if name == "libc":
+        if not LIBC.exists():
+            _missing(f"no libc at {LIBC}")
+        return LIBC
+    if name == "static":
+        return _static_pair()
+    _gcc()
+    base, opt = name.rsplit(" ", 1)
+    return build_fixture(base, opt)
+
+
+def _debuginfo(path: Path) -> DebugInfo:
+    try:
+        return DebugInfo.open(path)
+    except Exception as exc:  # libc without libc6-dbg
+        _missing(str(exc))
+
+
+@functools.lru_cache(maxsize=None)
+def _vmlinux() -> Path | None:
+    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
+    path = Path(out.stdout.strip()) / "vmlinux"
+    return path if out.returncode == 0 and path.is_file() else None
+
+
+@pytest.fixture(scope="module")
+def vmlinux():
+    path = _vmlinux()
+    if path is None:
+        _missing("Debian's cloud vmlinux could not be fetched (tools/kernel-testdata.sh)")
+    return path
+
+
+# --- exact names without the full index -------------------------------------------------------------
+
+
+def _sample(names, n: int, seed: int = 7) -> list[str]:
+    names = sorted(names)
+    return names if len(names) <= n else random.Random(seed).sample(names, n)
+
+
+def _check_search(di: DebugInfo, names: list[str], funcs, variables) -> int:
+    """Each searched name's answer equals the full index; returns how many were searched."""
+    searched = 0
+    for name in names:
+        found = dieindex.lookup_name(di, name)
+        if found is None:  # too common to search for: the full index answers
+            continue
+        searched += 1
+        assert found == (funcs.get(name, []), variables.get(name, [])), name
+    return searched
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_name_search_equals_full_index(name):
+    """Functions, static duplicates in two CUs, inline functions (abstract definitions and concrete
+    copies found through DW_AT_abstract_origin), variables, linkage names; names that exist only
+    as declarations or not at all give nothing."""
+    di = _debuginfo(_target(name))
+    funcs, variables = dieindex.build_indexes(di)
+    names = _sample(set(funcs) | set(variables), 250 if name == "libc" else 2000)
+    extra = ["no_such_name_xyz", "printf", "malloc", "main", "x"]
+    searched = _check_search(di, names + extra, funcs, variables)
+    assert searched >= len(names) // 2
+
+
+def test_name_search_refuses_what_it_cannot_see(monkeypatch):
+    """Type units, string offset tables or supplementary files, references into other units, a
+    bad-UTF-8 name: no answer (None), so the full index is used."""
+    di = _debuginfo(_target("dwarf_structs -O2"))
+    assert dieindex.lookup_name(di, "main") is not None
+    assert dieindex.lookup_name(di, "ma\ufffdin") is None
+    assert dieindex.lookup_name(di, "") == ([], [])
+    for section in dieindex._INDIRECT_NAME_SECTIONS:
+        other = _debuginfo(_target("dwarf_structs -O2"))
+        monkeypatch.setattr(other.dwarf, section, other.dwarf.debug_info_sec)
+        assert dieindex.lookup_name(other, "main") is None
+    monkeypatch.undo()
+    other = _debuginfo(_target("dwarf_structs -O2"))
+    monkeypatch.setattr(dieindex, "_foreign_references", lambda abbrev: True)
+    assert dieindex.lookup_name(other, "main") is None
+
+
+def _abbrev(*entries: tuple[int, int, list[tuple[int, int]]]) -> bytes:
+    def uleb(v: int) -> bytes:
+        out = bytearray()
+        while True:
+            b = v & 0x7F
+            v >>= 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+
+    body = b"".join(uleb(code) + uleb(tag) + b"\0" + b"".join(uleb(a) + uleb(f) for a, f in specs) + b"\0\0"
+                    for code, tag, specs in entries)
+    return body + b"\0"
+
+
+def test_foreign_reference_check():
+    """DW_AT_abstract_origin/DW_AT_specification as DW_FORM_ref_addr, ref_sig8 or indirect are
+    found; the same bytes as an entry's code and tag (code 0x31, DW_TAG_typedef 0x16) are not."""
+    plain = [(1, 0x2E, [(0x03, 0x0E), (0x31, 0x13), (0x3A, 0x0B)]), (2, 0x34, [(0x47, 0x13), (0x02, 0x18)])]
+    assert not dieindex._foreign_references(_abbrev(*plain))
+    for attr in (0x31, 0x47):
+        for form in (0x10, 0x16, 0x20):
+            assert dieindex._foreign_references(_abbrev(*plain, (3, 0x1D, [(0x58, 0x0B), (attr, form)])))
+    codes = [(0x31, 0x16, [(0x03, 0x08)]), (0x47, 0x10, [(0x03, 0x08)]), (0x18B1, 0x20, [(0x03, 0x08)])]
+    assert not dieindex._foreign_references(_abbrev(*codes))
+    assert not dieindex._foreign_references(_abbrev(*codes[:1]))  # the code at the very start
+
+
+def test_debuginfo_searches_and_keeps_answers(private_cache, monkeypatch):
+    """With the search on (a large file), find_functions and variable references equal those of the
+    full index; the answers are kept on disk and the next run asks nothing; a name too common to
+    search for makes the full index, which is cached and then answers instead of searching."""
+    path = _target("libc")
+    reference = _debuginfo(path)
+    funcs, variables = reference.name_index(), reference.variable_index()
+    candidates = _sample(set(funcs) | set(variables), 80, seed=3) + ["malloc", "__libc_malloc", "no_such_xyz"]
+    names = [n for n in candidates if dieindex.lookup_name(reference, n) is not None]
+    common = next(n for n in ("printf", "_exit", "free") if dieindex.lookup_name(reference, n) is None)
+    assert len(names) > 40
+
+    def answers(di: DebugInfo, which) -> dict:
+        return {n: ([f.key for f in di.find_functions(n)], di.variable_refs(n)) for n in which}
+
+    expected = answers(reference, names + [common])
+    shutil.rmtree(private_cache)
+
+    monkeypatch.setattr(dwarf, "SEARCH_NAMES_FROM", 0)
+    searches = []
+    real = dieindex.lookup_name
+    monkeypatch.setattr(dieindex, "lookup_name", lambda di, n: searches.append(n) or real(di, n))
+    built = []
+    real_build = dieindex.build_indexes
+    monkeypatch.setattr(dieindex, "build_indexes", lambda di: built.append(di) or real_build(di))
+    di = _debuginfo(path)
+    assert answers(di, names) == {n: expected[n] for n in names}
+    assert set(searches) == set(names) and built == [] and di._name_index is None
+    (stored,) = private_cache.glob("dwarf-lookups-*")
+    assert stored.name == f"dwarf-lookups-{ElfFile(di.path).build_id}.bin"
+    searches.clear()
+    again = _debuginfo(path)
+    assert answers(again, names) == {n: expected[n] for n in names} and searches == []
+    # a common name: the full index is made (and kept), and answers everything after it
+    assert answers(again, [common]) == {common: expected[common]}
+    assert len(built) == 1 and again._name_index is not None
+    searches.clear()
+    stored.unlink()
+    third = _debuginfo(path)
+    assert answers(third, names[:10]) == {n: expected[n] for n in names[:10]}
+    assert searches == [] and len(built) == 1 and third._name_index is not None
+
+
+@pytest.mark.vmlinux
+def test_name_search_on_the_kernel(vmlinux):
+    """On Debian's vmlinux: functions of every kind the kernel definitions use, static functions
+    defined in several files, variables; the full index built from every unit is the reference."""
+    di = DebugInfo.open(vmlinux)
+    funcs, variables = dieindex.build_indexes(di)
+    names = ["tcp_sendmsg", "tcp_sendmsg_locked", "vfs_read", "do_sys_openat2", "ext4_file_write_iter",
+             "__x64_sys_getpid", "do_execveat_common", "kernel_clone", "handle_mm_fault", "init_net",
+             "tcp_hashinfo", "sysctl_tcp_mem", "jiffies", "kmalloc", "no_such_function_xyz"]
+    names += _sample([n for n, refs in funcs.items() if len({cu for cu, _ in refs}) > 1], 6, seed=1)
+    names += _sample(funcs, 10, seed=2) + _sample(variables, 6, seed=3)
+    assert _check_search(di, names, funcs, variables) >= 15
+
+
+# --- symbols without the symbol table -----------------------------------------------------------
+
+
+def _elf_targets() -> list[Path]:
+    out = [Path("/bin/bash")]
+    if LIBC.exists():
+        out.append(LIBC)
+        debug = Path("/usr/lib/debug/.build-id") / ElfFile(LIBC).build_id[:2] / f"{ElfFile(LIBC).build_id[2:]}.debug"
+        if debug.exists():
+            out.append(debug)
+    if shutil.which("gcc"):
+        out += [build_fixture("uprobe_target", "-O2"), build_fixture("uprobe_target", "-O0", pie=False)]
+    return out
+
+
+def _reference_order(elf: ElfFile):
+    funcs = sorted(elf.functions(), key=lambda s: (s.value, _alias_rank(s)))
+    return [s.value for s in funcs], funcs
+
+
+def _reference_symbol_at(values, funcs, vaddr):
+    def contains(sym):
+        return sym.value <= vaddr < sym.value + sym.size or sym.value == vaddr
+
+    i = bisect.bisect_right(values, vaddr) - 1
+    for j in range(i, max(i - 64, -1), -1):
+        if contains(funcs[j]):
+            for k in range(bisect.bisect_left(values, funcs[j].value), j + 1):
+                if contains(funcs[k]):
+                    return funcs[k]
+    return None
+
+
+def _check_symbols(path: Path, step: int = 1) -> None:
+    values, funcs = _reference_order(ElfFile(path))
+    index = ElfFile(path)._address_index()
+    assert list(index.values) == values
+    assert [index[k] for k in range(len(index))] == funcs
+    lazy = ElfFile(path)
+    for sym in funcs[::step]:
+        lazy._by_address = None  # the start-address path, without the sorted order
+        assert lazy.symbol_at(sym.value) == _reference_symbol_at(values, funcs, sym.value)
+    for sym in funcs[::step]:
+        for vaddr in (sym.value + sym.size // 2, sym.value + max(sym.size, 1) - 1, sym.value + sym.size):
+            assert lazy.symbol_at(vaddr) == _reference_symbol_at(values, funcs, vaddr)
+        lo, hi = bisect.bisect_left(values, sym.value), bisect.bisect_right(values, sym.value)
+        assert lazy.aliases(sym) == funcs[lo:hi]
+    loaded = ElfFile(path)
+    by_name = {}
+    for s in loaded.symbols():
+        by_name.setdefault(s.name, []).append(s)
+    names = _sample(by_name, 300) + ["no_such_symbol_xyz"]
+    fresh = ElfFile(path)
+    assert fresh.find_symbols_named(names) == {n: by_name.get(n, []) for n in names}
+    for n in names[:40]:
+        assert ElfFile(path).find_symbols(n) == by_name.get(n, [])
+        assert ElfFile(path).find_functions(n) == loaded.find_functions(n)
+
+
+@pytest.mark.parametrize("path", _elf_targets(), ids=lambda p: p.name)
+def test_symbols_without_the_table(path):
+    """Address order, symbol_at (own starts and inside), aliases, symbols by name: equal to what the
+    fully loaded table gives (versions, duplicates merged across .symtab and .dynsym, IFUNCs)."""
+    _check_symbols(path)
+
+
+@pytest.mark.vmlinux
+def test_kernel_symbols_without_the_table(vmlinux):
+    _check_symbols(vmlinux, step=251)
+
+
+def test_address_order_is_cached(private_cache, monkeypatch):
+    """A large table's order is kept (by build-id) and read back; a damaged or foreign file is rebuilt."""
+    if not LIBC.exists():
+        _missing(f"no libc at {LIBC}")
+    monkeypatch.setattr("probectl.debuginfo.elf._CACHED_TABLE_BYTES", 0)
+    values, funcs = _reference_order(ElfFile(LIBC))
+    sorts = []
+    real = ElfFile._sort_functions
+    monkeypatch.setattr(ElfFile, "_sort_functions", lambda self, t: sorts.append(1) or real(self, t))
+    ElfFile(LIBC)._address_index()
+    (cached,) = private_cache.glob("elf-functions-*")
+    assert cached.name == f"elf-functions-{ElfFile(LIBC).build_id}.bin" and len(sorts) == 1
+    index = ElfFile(LIBC)._address_index()
+    assert len(sorts) == 1 and [index[k] for k in range(len(index))] == funcs
+    good = cached.read_bytes()
+    for damaged in (b"", good[:-3], good[:40] + bytes([good[40] ^ 1]) + good[41:]):
+        cached.write_bytes(damaged)
+        index = ElfFile(LIBC)._address_index()
+        assert [index[k] for k in range(len(index))] == funcs
+        assert cached.read_bytes() == good
+    assert len(sorts) == 4
+
+
+# --- kprobe rules -------------------------------------------------------------------------------
+
+
+@pytest.mark.vmlinux
+def test_kprobe_rules_by_name_equal_a_full_read(vmlinux, private_cache):
+    elf = ElfFile(vmlinux)
+    marks = {s.name: s.value for s in elf.symbols() if s.name in _MARK_NAMES}
+    rules = KprobeRules.from_vmlinux(ElfFile(vmlinux))
+    assert rules.text == (marks["_stext"], marks["_etext"])
+    assert [a[:2] for a in rules.areas] == [(marks[a], marks[b]) for a, b in (
+        ("__kprobes_text_start", "__kprobes_text_end"), ("__noinstr_text_start", "__noinstr_text_end"),
+        ("__entry_text_start", "__entry_text_end"))]
+
+    def array(start: str, stop: str) -> list[int]:
+        sec = next(s for s in elf.sections if s.has_data and s.addr <= marks[start] < s.addr + s.size)
+        data = elf.section_data(sec.name)[marks[start] - sec.addr:marks[stop] - sec.addr]
+        return [v for (v,) in struct.iter_unpack("<Q", data)]
+
+    assert rules.blacklisted == frozenset(array("__start_kprobe_blacklist", "__stop_kprobe_blacklist"))
+    assert rules.ftrace_sites == tuple(sorted(array("__start_mcount_loc", "__stop_mcount_loc")))
+    (cached,) = private_cache.glob("kprobe-rules-*")
+    assert KprobeRules.from_vmlinux(ElfFile(vmlinux)) == rules
+    cached.write_bytes(cached.read_bytes()[:-1])
+    assert KprobeRules.from_vmlinux(ElfFile(vmlinux)) == rules
+
+
+def test_kprobe_rules_of_a_program_are_none(private_cache):
+    assert KprobeRules.from_vmlinux(ElfFile("/bin/bash")) is None
+    assert KprobeRules.from_vmlinux(ElfFile("/bin/bash")) is None  # remembered as such
+
+
+# --- the cache itself ---------------------------------------------------------------------------
+
+
+def test_compact_index_round_trip():
+    index = {"main": [(0, 11)], "ma": [(0, 12), (40, 50)], "zeta": [], "\u00e9t\u00e9": [(1 << 40, 3)],
+             "a\udcff": [(2, 2)], "": [(9, 9)], "b": [(5, 6)]}
+    compact = CompactIndex.decode(CompactIndex.encode(index))
+    assert compact == index and index == compact and dict(compact.items()) == index
+    assert len(compact) == len(index) and set(compact) == set(index)
+    for name, refs in index.items():
+        assert compact[name] == refs and name in compact and compact.get(name) == refs
+    for missing in ("mai", "mainx", "c", "\u00e9", "zz"):
+        assert missing not in compact and compact.get(missing, ()) == ()
+    empty = CompactIndex.decode(CompactIndex.encode({}))
+    assert len(empty) == 0 and list(empty) == [] and empty.get("x") is None and empty == {}
+    blob, starts, ref_starts, refs = CompactIndex.encode(index)
+    for bad in ([], (blob, starts, ref_starts), (blob, starts[:-8], ref_starts, refs),
+                (blob, starts, ref_starts, refs[:-8]), (blob + b"\0x", starts, ref_starts, refs),
+                (blob, starts, ref_starts, refs + b"\0"), (blob, starts, ref_starts, "refs")):
+        assert CompactIndex.decode(bad) is None
+
+
+def test_store_and_load(private_cache, monkeypatch):
+    assert indexcache.load("kind", "key", (1,)) is None
+    indexcache.store("kind", "key", (1,), ("a", b"b", (3,)))
+    assert indexcache.load("kind", "key", (1,)) == ("a", b"b", (3,))
+    assert indexcache.load("kind", "key", (2,)) is None  # another format or contents
+    assert indexcache.load("other", "key", (1,)) is None
+    path = private_cache / "kind-key.bin"
+    data = path.read_bytes()
+    for damaged in (b"", data[:-1], data[:20], b"x" + data[1:], data[:-1] + bytes([data[-1] ^ 0x40])):
+        path.write_bytes(damaged)
+        assert indexcache.load("kind", "key", (1,)) is None
+    for i in range(indexcache.MAX_FILES + 3):
+        indexcache.store("many", f"{i:04d}", (1,), (i,))
+        os.utime(private_cache / f"many-{i:04d}.bin", (1000 + i, 1000 + i))
+    indexcache.store("kind", "key", (1,), (1,))
+    names = {p.name for p in private_cache.iterdir()}
+    assert len([n for n in names if n.startswith("many-")]) == indexcache.MAX_FILES
+    assert "kind-key.bin" in names  # another kind's files are not counted
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    assert indexcache.load("kind", "key", (1,)) is None
+    indexcache.store("off", "key", (1,), (1,))
+    assert not (private_cache / "off-key.bin").exists()
+    assert indexcache.file_key("/bin/bash", "abc") == "abc"
+    assert indexcache.file_key("/bin/bash", None).startswith("path-")
+
+
+@pytest.mark.parametrize("offset,size", [(0, 5000), (4095, 1), (4097, 70000), (123457, 9000)])
+def test_mapped_sections_read_like_copies(tmp_path, offset, size):
+    """A mapped section reads, seeks and tells like pyelftools' in-memory copy of it, and ends
+    where the section ends."""
+    rng = random.Random(offset)
+    content = bytes(rng.randrange(256) for _ in range(offset + size + 777))
+    (tmp_path / "file").write_bytes(content)
+    raw = content[offset:offset + size]
+    with open(tmp_path / "file", "rb") as f:
+        stream = _SectionMap(f.fileno(), offset, size)
+    copy = io.BytesIO(raw)
+    assert stream.getvalue() == raw
+    for _ in range(200):
+        pos = rng.randrange(len(raw))
+        n = rng.randrange(64)
+        stream.seek(pos)
+        copy.seek(pos)
+        assert stream.read(n) == copy.read(n) and stream.tell() == copy.tell()
+        if stream.tell() + 3 <= size:
+            stream.seek(3, os.SEEK_CUR)
+            copy.seek(3, os.SEEK_CUR)
+            assert stream.tell() == copy.tell()
+    stream.seek(-1, os.SEEK_END)
+    copy.seek(-1, os.SEEK_END)
+    assert stream.read() == copy.read() and stream.read(10) == b"" and stream.tell() == size
+
+
+@pytest.mark.vmlinux
+def test_kernel_dwarf_is_mapped(vmlinux):
+    di = DebugInfo.open(vmlinux)
+    for name in ("debug_info_sec", "debug_abbrev_sec", "debug_str_sec", "debug_line_sec", "debug_loclists_sec"):
+        sec = getattr(di.dwarf, name)
+        assert isinstance(sec.stream, _SectionMap), name
+        stream = sec.stream
+        stream.seek(sec.size - 16)
+        assert stream.read(100) == ElfFile(vmlinux).section_bytes_at(
+            ElfFile(vmlinux).section(sec.name), sec.size - 16, 16)
