@@ -12,7 +12,6 @@ Every failure caused by the file itself (not ELF, truncated, corrupt) raises a `
 from __future__ import annotations
 
 import bisect
-import collections
 import fnmatch
 import functools
 import itertools
