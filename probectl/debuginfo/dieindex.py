@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import struct
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
@@ -840,7 +841,7 @@ class _NameSearch:
             while at >= 0:
                 offsets.add(at - base)
                 at = buffer.find(key + b"\0", at + 1, base + size)
-        needles = [(key + b"\0", 0)]
+        needles = [(key, 0)]  # DW_FORM_string (the NUL after it is checked: a needle ending in NUL is slower)
         for offset in sorted(offsets):
             # The offset's low bytes, up to the last non-zero one; small offsets with their zeros
             # (a needle of one or two bytes would be everywhere).
@@ -867,27 +868,49 @@ class _NameSearch:
         return funcs, variables
 
     def _units_holding(self, needle: bytes, significant: int) -> Optional[set[int]]:
-        """Indexes of the units whose bytes hold ``needle``; with ``significant``, ``needle`` is the
-        low bytes of an offset, and only hits followed by zeros up to the unit's offset size count."""
+        """Indexes of the units whose bytes hold ``needle``: with ``significant``, the low bytes of
+        an offset, followed by zeros up to the unit's offset size; else a name, followed by a NUL."""
         buffer, base = self.info_buffer, self.info_base
         end = base + self.info_size
         units, starts = self.units, self.unit_starts
         found: set[int] = set()
         hits = 0
-        at = buffer.find(needle, base, end)
-        while at >= 0:
+        for at in _occurrences(buffer, needle, base, end):
             hits += 1
             if hits > _MAX_HITS:
                 return None
             pos = at - base
             k = bisect.bisect_right(starts, pos) - 1
             if k >= 0 and pos < units[k][1]:
-                width = units[k][4]
-                if not significant or (significant <= width
-                                       and not buffer[at + significant:at + width].strip(b"\0")):
-                    found.add(k)
-            at = buffer.find(needle, at + 1, end)
+                if not significant:
+                    if buffer[at + len(needle):at + len(needle) + 1] == b"\0":
+                        found.add(k)
+                else:
+                    width = units[k][4]
+                    if significant <= width and not buffer[at + significant:at + width].strip(b"\0"):
+                        found.add(k)
         return found
+
+
+def _occurrences(buffer, needle: bytes, start: int, end: int) -> Iterator[int]:
+    """Every position of ``needle`` in ``buffer[start:end]``, overlapping ones included, in order.
+
+    A short needle is found with ``re``, whose literal search skips to its first byte with memchr
+    (twice as fast as ``find`` over a kernel's 160 MB); the occurrences a match overlaps are looked
+    for right after it."""
+    if len(needle) > 4:
+        at = buffer.find(needle, start, end)
+        while at >= 0:
+            yield at
+            at = buffer.find(needle, at + 1, end)
+        return
+    for match in re.compile(re.escape(needle)).finditer(buffer, start, end):
+        at = match.start()
+        yield at
+        inner = buffer.find(needle, at + 1, min(at + 2 * len(needle) - 1, end))
+        while inner >= 0 and inner < at + len(needle):
+            yield inner
+            inner = buffer.find(needle, inner + 1, min(inner + 2 * len(needle) - 1, end))
 
 
 def _foreign_references(abbrev: bytes) -> bool:
