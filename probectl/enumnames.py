@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .debuginfo.btf import ENUM, ENUM64, load_kernel_btf
-from .debuginfo.dwarf import DebugInfo
 from .errors import ProbectlError
 from .events import EventDefinition
 
@@ -39,6 +37,8 @@ class EnumNames:
 
 def kernel_enumerators() -> dict[str, int]:
     """Every enumerator of the running kernel's BTF (names are unique in C's one enum namespace)."""
+    from .debuginfo.btf import ENUM, ENUM64, load_kernel_btf  # only when a filter needs a name
+
     btf = load_kernel_btf()
     table: dict[str, int] = {}
     for type_id in range(1, len(btf) + 1):
@@ -51,6 +51,8 @@ def kernel_enumerators() -> dict[str, int]:
 
 def dwarf_enumerators(path: str) -> dict[str, int]:
     """Every enumerator of a binary's DWARF (or its separate debug file)."""
+    from .debuginfo.dwarf import DebugInfo  # only when a filter needs a name
+
     table: dict[str, int] = {}
     with DebugInfo.open(path) as debuginfo:
         for cu in debuginfo.compile_units():

@@ -7,6 +7,7 @@ one module per area (probes, recording); this module holds the group and the err
 from __future__ import annotations
 
 import difflib
+import importlib
 import sys
 
 import click
@@ -33,7 +34,28 @@ def notice(message: str) -> None:
     click.echo(message, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Which module defines each command: a command's module is imported only when it runs, so that
+# `probectl script` does not pay for the probe resolver's imports (DWARF, grammars) and vice versa.
+COMMAND_MODULES = {
+    "add": "probes", "del": "probes", "list": "probes", "funcs": "probes", "lines": "probes", "vars": "probes",
+    "record": "recording", "script": "recording", "trace": "recording", "tracepoints": "recording",
+    "fields": "recording", "cleanup": "recording",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands register themselves when their module is first imported."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name not in self.commands and name in COMMAND_MODULES:
+            importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="probectl")
 def cli():
     """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
@@ -41,7 +63,7 @@ def cli():
 
 def rewrite_perf_flags(argv: list[str]) -> list[str]:
     """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone."""
-    if not argv or argv[0] in cli.commands or argv[0] in ("-h", "--help", "--version"):
+    if not argv or argv[0] in COMMAND_MODULES or argv[0] in ("-h", "--help", "--version"):
         return argv
     command = None
     rest: list[str] = []
@@ -69,7 +91,7 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
             rest.append(arg)
         i += 1
     if command is None:
-        if not argv[0].startswith("-") and difflib.get_close_matches(argv[0], list(cli.commands), n=1, cutoff=0.7):
+        if not argv[0].startswith("-") and difflib.get_close_matches(argv[0], list(COMMAND_MODULES), n=1, cutoff=0.7):
             return argv  # a mistyped subcommand: let click say so
         # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
         command = "add"
@@ -96,8 +118,3 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(0)
-
-
-# The command modules register themselves on `cli`; imported last because they import it from here.
-from . import probes  # noqa: E402,F401
-from . import recording  # noqa: E402,F401

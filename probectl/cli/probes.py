@@ -160,7 +160,8 @@ def list_(ctx, patterns, as_json, tracepoints):
     if tracepoints:
         if len(patterns) > 1:
             raise click.UsageError("--tracepoints takes one GLOB")
-        return ctx.invoke(cli.commands["tracepoints"], pattern=patterns[0] if patterns else None, as_json=as_json)
+        return ctx.invoke(cli.get_command(ctx, "tracepoints"), pattern=patterns[0] if patterns else None,
+                          as_json=as_json)
     tfs = _open_tracefs()
     elf_cache: dict = {}
     dwarf_cache: dict = {}

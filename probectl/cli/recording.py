@@ -19,11 +19,9 @@ from ..record import (DEFAULT_OUTPUT, EventRequest, RecordOptions, Recording, Se
                       instance_cpus, parse_cpus, probe_state, select_events)
 from ..script import (DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, CsvFormatter, Source, lost_events, make_formatter,
                       parse_fields, write_script)
-from ..probeset import ProbeSet
 from ..tracedat import open_trace
 from ..tracefs import Tracefs
 from . import cli, notice
-from .probes import make_target
 
 
 def _open_tracefs() -> Tracefs:
@@ -259,6 +257,9 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     tfs = _open_tracefs()
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
+
+    from ..probeset import ProbeSet  # the resolver's imports (DWARF, grammars) only for `trace`
+    from .probes import make_target
 
     probes = ProbeSet.resolve(list(probedefs), make_target(exec_), x_types=tfs.features.x_types,
                               immediates=tfs.features.immediates)
