@@ -1,7 +1,8 @@
 """ProbeSpec + target → ProbePoints: where to put each probe and the kernel fetch text of each argument.
 
-This module holds the symbol-level resolution (ELF symbols for uprobes, kallsyms for kprobes) and the
-rendering of raw fetch arguments; source-level work (lines, variables) is delegated to the DWARF layer.
+This module decides where the answer comes from — symbols (ELF, or kallsyms for the running kernel),
+DWARF (``sourcepoints``) or, for kprobes without DWARF, BTF — renders raw fetch arguments, and drops
+kprobe places the kernel would refuse.
 """
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import spec as S
-from .debuginfo.elf import ElfFile, ElfSymbol
-from .debuginfo.kallsyms import Kallsyms
-from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .debuginfo.btf import KERNEL_BTF, Btf, load_kernel_btf
 from .debuginfo.btfargs import btf_fetch, btf_params, btf_retval_type
 from .debuginfo.dwarf import DebugInfo
+from .debuginfo.elf import ElfFile, ElfSymbol
+from .debuginfo.kallsyms import Kallsyms
 from .debuginfo.variables import VariableNotFound, VariableUnavailable
 from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
+from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .kernel import KprobeRules
 from .sourcepoints import SourceResolver, SourceSite
 from .target import uprobe_group_name
@@ -28,8 +29,6 @@ from .target import uprobe_group_name
 MISSING_ARG_MAGIC = 0xDEADE12D
 # A trailing "@VERSION" that is a symbol version (GLIBC_2.2.5), not a source file.
 _SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
-
-
 # Integer/pointer arguments of the x86-64 System V calling convention, in order (kernel register names).
 SYSV_ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
 

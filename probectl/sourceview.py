@@ -9,7 +9,6 @@ from typing import Optional
 
 from . import spec as S
 from .debuginfo.dwarf import DebugInfo, Function
-from .debuginfo.elf import ElfFile
 from .debuginfo.fetch import ListedVariable, available_variables
 from .debuginfo.lines import line_table, probeable_file_lines, probeable_lines, source_files
 from .debuginfo.source import find_source
