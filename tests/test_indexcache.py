@@ -435,3 +435,39 @@ def test_kernel_dwarf_is_mapped(vmlinux):
         stream.seek(sec.size - 16)
         assert stream.read(100) == ElfFile(vmlinux).section_bytes_at(
             ElfFile(vmlinux).section(sec.name), sec.size - 16, 16)
+
+
+# --- the function at an address ---------------------------------------------------------------------
+
+
+def _function_at_by_parsing(di: DebugInfo, address: int):
+    cu = di.cu_at(address)
+    if cu is None:
+        return None
+    for die in di.cu_functions(cu):
+        if di._has_code(die) and di.die_contains(die, address):
+            return die.offset
+    return None
+
+
+def _check_function_at(path: Path, count: int) -> None:
+    fast, reference = _debuginfo(path), _debuginfo(path)
+    funcs = ElfFile(path).functions() or ElfFile(fast.path).functions()
+    addresses = []
+    for f in random.Random(1).sample(funcs, min(len(funcs), count)):
+        addresses += [f.value, f.value + f.size // 2, f.value + max(f.size, 1) - 1, f.value + f.size]
+    for address in addresses:
+        found = fast.function_at(address)
+        assert (found.die.offset if found else None) == _function_at_by_parsing(reference, address), hex(address)
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_function_at_from_bytes(name):
+    """function_at reads the subprograms' code bounds from the bytes and parses only the DIE it
+    returns (and those with range lists): the same DIE as parsing every function of the CU."""
+    _check_function_at(_target(name), 150)
+
+
+@pytest.mark.vmlinux
+def test_kernel_function_at_from_bytes(vmlinux):
+    _check_function_at(vmlinux, 8)

@@ -289,6 +289,47 @@ class _CUScanner:
                 raise _Unsupported(f"form 0x{form:x}")
         return pos, found
 
+    def read_values(self, pos: int, specs, cu_offset: int, wanted: frozenset) -> tuple[int, dict]:
+        """Decode one DIE's attributes from ``pos``: the position after it and (form, number) of each
+        attribute in ``wanted`` that has a constant, address, reference or offset form."""
+        data = self.info
+        found = {}
+        for attr, form, implicit in specs:
+            if form == _FORM_INDIRECT:
+                form, pos = _uleb(data, pos)
+            size = _FIXED.get(form)
+            if size is not None:
+                if attr in wanted:
+                    found[attr] = (form, implicit if form == 0x21 else int.from_bytes(data[pos:pos + size], "little"))
+                pos += size
+            elif form in _OFFSET_FORMS or (form == 0x10 and self.version <= 2):
+                size = self.offset_size if not (form == 0x10 and self.version <= 2) else self.address_size
+                if attr in wanted:
+                    found[attr] = (form, int.from_bytes(data[pos:pos + size], "little"))
+                pos += size
+            elif form in _LEB_FORMS:
+                if form == 0x0D:
+                    value, pos = _sleb(data, pos)
+                else:
+                    value, pos = _uleb(data, pos)
+                if attr in wanted:
+                    found[attr] = (form, value)
+            elif form == _FORM_ADDR:
+                if attr in wanted:
+                    found[attr] = (form, int.from_bytes(data[pos:pos + self.address_size], "little"))
+                pos += self.address_size
+            elif form == _FORM_STRING:
+                pos = data.index(b"\0", pos) + 1
+            elif form in (_FORM_EXPRLOC, _FORM_BLOCK):
+                length, pos = _uleb(data, pos)
+                pos += length
+            elif form in _BLOCK_FORMS:
+                n = _BLOCK_FORMS[form]
+                pos += n + int.from_bytes(data[pos:pos + n], "little")
+            else:
+                raise _Unsupported(f"form 0x{form:x}")
+        return pos, found
+
     def scan(self, cu_offset: int, die_offset: int, end: int, abbrevs, records: list, seen: dict) -> None:
         """Scan one CU: ``records`` gets (is a function, DIE offset) of each definition to index,
         in DIE order; ``seen`` maps the offset of every function and variable DIE read (declarations
@@ -357,9 +398,10 @@ class _CUScanner:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
         return pos
 
-    def collect(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, nested) -> int:
+    def collect(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, nested, bounds=None) -> int:
         """Offsets of the subprogram/variable DIEs among the children starting at ``pos`` (and,
-        when ``nested``, among the children of namespaces and modules there)."""
+        when ``nested``, among the children of namespaces and modules there); with ``bounds`` (a
+        dict), also each subprogram's code bounds (``_code_bounds``) by offset."""
         data = self.info
         while pos < end:
             die_offset = pos
@@ -373,6 +415,16 @@ class _CUScanner:
             tag, children, specs, fixed, sibling, _want = abbrevs[code]
             if tag == _TAG_SUBPROGRAM:
                 out_funcs.append(die_offset)
+                if bounds is not None:
+                    pos, values = self.read_values(pos, specs, cu_offset, _BOUND_ATTRS)
+                    bounds[die_offset] = _code_bounds(values)
+                    if children:
+                        sib = values.get(_AT_SIBLING)
+                        if sib is not None and (sib[0] in _REF_FORMS or sib[0] == _FORM_REF_UDATA):
+                            pos = _forward(cu_offset + sib[1], pos)
+                        else:
+                            pos = self._skip_children(pos, end, abbrevs, cu_offset)
+                    continue
             elif tag == _TAG_VARIABLE:
                 out_vars.append(die_offset)
             descend = children and nested and (tag == _TAG_NAMESPACE or tag == _TAG_MODULE)
@@ -388,7 +440,7 @@ class _CUScanner:
             pos, attrs = self.read_die(pos, specs, cu_offset, False)
             if children:
                 if descend:
-                    pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False)
+                    pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False, bounds)
                 elif _AT_SIBLING in attrs:
                     pos = _forward(attrs[_AT_SIBLING], pos)
                 else:
@@ -691,6 +743,54 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
             scanner.collect(pos, end, 0, table, funcs, variables, nested=True)
         base = cu.cu_offset
         return [base + off for off in funcs], [base + off for off in variables]
+    except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+
+
+_AT_HIGH_PC = 0x12
+_BOUND_ATTRS = frozenset({_AT_LOW_PC, _AT_HIGH_PC, _AT_RANGES, _AT_ENTRY_PC, _AT_SIBLING})
+_HIGH_PC_OFFSET_FORMS = frozenset({0x0B, 0x05, 0x06, 0x07, 0x0F, 0x21})  # data1 data2 data4 data8 udata implicit_const
+# A subprogram whose code range the byte scanner leaves to pyelftools (DW_AT_ranges, indexed addresses).
+COMPLEX = "complex"
+
+
+def _code_bounds(values: dict):
+    """What ``DebugInfo.die_ranges`` gives a subprogram with these attribute values: (low, high) for
+    one range, ``COMPLEX`` when pyelftools must say (range lists, indexed addresses), None without
+    code ranges (no DW_AT_low_pc or DW_AT_ranges)."""
+    low = values.get(_AT_LOW_PC)
+    high = values.get(_AT_HIGH_PC)
+    if low is not None and high is not None:
+        if low[0] != _FORM_ADDR:
+            return COMPLEX
+        if high[0] == _FORM_ADDR:
+            return low[1], high[1]
+        if high[0] in _HIGH_PC_OFFSET_FORMS:
+            return low[1], low[1] + high[1]
+        return COMPLEX
+    if _AT_RANGES in values:
+        return COMPLEX
+    if low is not None:
+        return (low[1], low[1] + 1) if low[0] == _FORM_ADDR else COMPLEX
+    return None
+
+
+def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, object]]]:
+    """(offset, code bounds) of the CU's ``cu_functions`` subprograms, in the same order, read from
+    the section bytes (see ``_code_bounds``); None when this scanner cannot read the CU."""
+    try:
+        info, table, scanner = _cu_table(debuginfo, cu)
+        funcs: list[int] = []
+        variables: list[int] = []
+        bounds: dict[int, object] = {}
+        pos = cu.cu_die_offset - cu.cu_offset
+        code, pos = _uleb(info, pos)
+        tag, children, specs = table[code][:3]
+        pos, _ = scanner.read_die(pos, specs, 0, False)
+        if code and children:
+            scanner.collect(pos, cu.size, 0, table, funcs, variables, nested=True, bounds=bounds)
+        base = cu.cu_offset
+        return [(base + off, bounds[off]) for off in funcs]
     except (_Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
 

@@ -705,9 +705,29 @@ class DebugInfo:
         cu = self.cu_at(address)
         if cu is None:
             return None
-        for die in self.cu_functions(cu):
-            if self._has_code(die) and self.die_contains(die, address):
-                return self.function(die)
+        key = ("bounds", cu.cu_offset)
+        if key not in self._cache:
+            from .dieindex import function_bounds
+
+            self._cache[key] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
+        bounds = self._cache[key]
+        if bounds is None:
+            for die in self.cu_functions(cu):
+                if self._has_code(die) and self.die_contains(die, address):
+                    return self.function(die)
+            return None
+        # The same first match, parsing only the DIE found (and those pyelftools must judge).
+        from .dieindex import COMPLEX
+
+        for offset, bound in bounds:
+            if bound is None:
+                continue
+            if bound is COMPLEX:
+                die = cu.get_DIE_from_refaddr(offset)
+                if self._has_code(die) and self.die_contains(die, address):
+                    return self.function(die)
+            elif bound[0] <= address < bound[1]:
+                return self.function(cu.get_DIE_from_refaddr(offset))
         return None
 
     @guarded

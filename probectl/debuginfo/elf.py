@@ -565,14 +565,20 @@ class ElfFile:
     def _string_offsets(self, sec: Section, name: str) -> set[int]:
         """Offsets in ``sec``'s string table where a symbol named ``name`` or ``name@VERSION`` starts
         (inside longer strings too: linkers share string tails)."""
-        strtab = self._string_table(sec)
+        if not 0 < sec.link < len(self.sections):
+            raise self._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
+        strsec = self.sections[sec.link]
+        if sec.link in self._strtabs or strsec.compressed or not strsec.has_data:
+            data, start, end = self._string_table(sec), 0, None
+        else:  # searched in place: no copy of a large table for one name
+            data, start, end = self._data, strsec.offset, strsec.offset + strsec.size
         key = name.encode("utf-8", "surrogateescape")
         found: set[int] = set()
         for pattern in (key + b"\0", key + b"@"):
-            at = strtab.find(pattern)
+            at = data.find(pattern, start, end)
             while at >= 0:
-                found.add(at)
-                at = strtab.find(pattern, at + 1)
+                found.add(at - start)
+                at = data.find(pattern, at + 1, end)
         return found
 
     def _columns(self, sec: Section) -> tuple[array, array, bytes, array]:
@@ -600,27 +606,33 @@ class ElfFile:
     def _entries_matching(self, sec: Section, column: int, wanted: set[int]) -> list[int]:
         """Indexes of the entries of ``sec`` whose field ``column`` of ``_columns`` (0: st_name,
         1: st_value) is one of ``wanted``, in table order: each value's bytes are searched for in
-        the column's bytes (hits at an item's start count), in C."""
+        the table (hits at that field of an entry count), in C, without decoding the table."""
         if not wanted:
             return []
-        items = self._columns(sec)[column]
-        raw = self._symbol_columns.get((sec.index, column))
-        if raw is None:
-            raw = self._symbol_columns[(sec.index, column)] = items.tobytes()
-        size = items.itemsize
+        size = self._entry_size(sec)
+        count = sec.size // size
+        is64 = self.elf_class == 64
+        field, fmt = (0, "I") if column == 0 else ((8, "Q") if is64 else (4, "I"))
+        start, end = sec.offset, sec.offset + count * size
+        if end > len(self._data):
+            raise self._corrupt(f"truncated file: section {sec.name} extends past the end of the file")
+        data = self._data
         found = []
         misses = 0
         for value in wanted:
-            needle = array(items.typecode, [value]).tobytes()
-            at = raw.find(needle)
+            if not 0 <= value < 1 << (8 * struct.calcsize(fmt)):
+                continue
+            needle = struct.pack(self._endian + fmt, value)
+            at = data.find(needle, start, end)
             while at >= 0:
-                if at % size == 0:
-                    found.append(at // size)
+                if (at - start) % size == field:
+                    found.append((at - start) // size)
                 else:
                     misses += 1
-                    if misses > 1000:  # bytes common in the column: one pass over its items instead
+                    if misses > 1000:  # bytes common in the table: one pass over the column instead
+                        items = self._columns(sec)[column]
                         return list(itertools.compress(range(len(items)), map(wanted.__contains__, items)))
-                at = raw.find(needle, at + 1)
+                at = data.find(needle, at + 1, end)
         return sorted(found)
 
     def _entry_size(self, sec: Section) -> int:
