@@ -534,12 +534,22 @@ class DebugInfo:
         key = ("function_offsets", cu.cu_offset)
         offsets = self._cache.get(key)
         if offsets is None:
-            from .dieindex import top_level_dies
-
-            found = top_level_dies(self, cu) if cu.cu_offset not in self._cu_functions else None
-            offsets = set(found[0]) if found is not None else {d.offset for d in self.cu_functions(cu)}
+            bounds = self._function_bounds(cu)
+            if bounds is not None:
+                offsets = {offset for offset, _ in bounds}
+            else:
+                offsets = {d.offset for d in self.cu_functions(cu)}
             self._cache[key] = offsets
         return offsets
+
+    def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, object]]]:
+        """``dieindex.function_bounds`` of the CU (cached); None once its functions are parsed anyway."""
+        key = ("bounds", cu.cu_offset)
+        if key not in self._cache:
+            from .dieindex import function_bounds
+
+            self._cache[key] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
+        return self._cache[key]
 
     def _candidate_cus(self, pattern: str, glob: bool) -> Iterator[CompileUnit]:
         # Only the CUs the name index says define a matching name are parsed, in CU order.
@@ -705,12 +715,7 @@ class DebugInfo:
         cu = self.cu_at(address)
         if cu is None:
             return None
-        key = ("bounds", cu.cu_offset)
-        if key not in self._cache:
-            from .dieindex import function_bounds
-
-            self._cache[key] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
-        bounds = self._cache[key]
+        bounds = self._function_bounds(cu)
         if bounds is None:
             for die in self.cu_functions(cu):
                 if self._has_code(die) and self.die_contains(die, address):
