@@ -574,7 +574,10 @@ class ElfFile:
             data, start, end = self._data, strsec.offset, strsec.offset + strsec.size
         key = name.encode("utf-8", "surrogateescape")
         found: set[int] = set()
-        for pattern in (key + b"\0", key + b"@"):
+        versioned = self._table_extras.get(("versioned", sec.link))
+        if versioned is None:  # no '@' at all in the table (a kernel's): no NAME@VERSION to look for
+            versioned = self._table_extras[("versioned", sec.link)] = data.find(b"@", start, end) >= 0
+        for pattern in (key + b"\0", key + b"@") if versioned else (key + b"\0",):
             at = data.find(pattern, start, end)
             while at >= 0:
                 found.add(at - start)
@@ -609,6 +612,9 @@ class ElfFile:
         the table (hits at that field of an entry count), in C, without decoding the table."""
         if not wanted:
             return []
+        if len(wanted) > 3:  # a search per value would cost more than one pass over the column
+            items = self._columns(sec)[column]
+            return list(itertools.compress(range(len(items)), map(wanted.__contains__, items)))
         size = self._entry_size(sec)
         count = sec.size // size
         is64 = self.elf_class == 64
