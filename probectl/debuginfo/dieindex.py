@@ -911,7 +911,8 @@ class _NameSearch:
             return None
         info = dwarf.debug_info_sec
         buffer, base, size = _searchable(info)
-        if base and info.global_offset is not None and not debuginfo._file.closed:
+        if getattr(info.stream, "base", None) is not None and info.global_offset is not None \
+                and not debuginfo._file.closed:
             # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
             fd, start = debuginfo._file.fileno(), info.global_offset
             units = _unit_headers(None, True, lambda at, length: os.pread(fd, length, start + at), size)
