@@ -8,7 +8,12 @@ decoding just the attributes it needs and skipping every subtree through ``DW_AT
 The result maps a name to the CUs that define it; those CUs alone are then parsed by pyelftools.
 Abbreviation entries are decoded once per distinct byte string (a library's CUs repeat them),
 and ``top_level_dies`` gives one CU's functions and variables the same way, so that pyelftools
-parses those DIEs and not the types around them. ``indexcache`` keeps the index on disk.
+parses those DIEs and not the types around them (``function_bounds`` adds their code ranges, for
+``DebugInfo.function_at``). ``indexcache`` keeps the index on disk.
+
+A kernel has 2200 CUs and 160 MB of ``.debug_info``: indexing them all takes seconds. For one
+exact name, ``lookup_name`` finds the few units that can define it from the bytes instead (the
+name's string offsets and inline form, searched for in C) and scans only those (``_NameSearch``).
 
 Any form this scanner does not know makes it fall back to pyelftools for that CU.
 """
