@@ -25,21 +25,33 @@ def _missing(reason: str):
     pytest.skip(reason)
 
 
-def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie: bool = True) -> Path:
-    """Build fixtures/<name>.c with gcc at ``opt`` (cached by source hash and flags); return the binary path."""
-    src = FIXTURES / f"{name}.c"
+def build_program(name: str, sources: list[Path], opt: str = "-O0", extra: tuple[str, ...] = (),
+                  pie: bool = True) -> Path:
+    """Build a program from C sources with gcc at ``opt`` (cached by the sources' paths and contents and
+    the flags: DWARF records the source paths, so a checkout elsewhere gets builds of its own)."""
     flags = [opt, "-g", "-fno-omit-frame-pointer", *extra]
     if not pie:
         flags.append("-no-pie")
-    key = hashlib.sha1(src.read_bytes() + " ".join(flags).encode()).hexdigest()[:12]
+    ident = b"".join(str(src).encode() + b"\0" + src.read_bytes() for src in sources) + " ".join(flags).encode()
+    key = hashlib.sha1(ident).hexdigest()[:12]
     suffix = opt.lstrip("-") + ("" if pie else "-nopie")
     out = BUILD_DIR / f"{name}-{suffix}-{key}"
     if not out.exists():
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), str(src)], check=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, sources)], check=True)
         tmp.rename(out)
     return out
+
+
+def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie: bool = True) -> Path:
+    """Build fixtures/<name>.c; return the binary path."""
+    return build_program(name, [FIXTURES / f"{name}.c"], opt, extra, pie)
+
+
+def build_static_pair(opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
+    """dwarf_static_a.c + dwarf_static_b.c linked into one program: static functions of one name in two CUs."""
+    return build_program("dwarf_static", [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"], opt, extra)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ shared with test_location.py and test_types.py.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -26,27 +25,13 @@ from probectl.errors import DebugInfoError
 from probectl.events import FetchArg
 from probectl.spec import SpecialVar, Variable, parse_probe
 
-from conftest import BUILD_DIR, FIXTURES, build_fixture
+from conftest import FIXTURES, build_fixture, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 OPTS = ("-O0", "-O2")
 
 
 # --- shared helpers ---------------------------------------------------------------------------
-
-
-def build_static_pair(opt: str, extra: tuple[str, ...] = ()) -> Path:
-    """dwarf_static_a.c + dwarf_static_b.c linked into one program."""
-    srcs = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
-    flags = [opt, "-g", "-fno-omit-frame-pointer", *extra]
-    key = hashlib.sha1(b"".join(s.read_bytes() for s in srcs) + " ".join(flags).encode()).hexdigest()[:12]
-    out = BUILD_DIR / f"dwarf_static-{opt.lstrip('-')}-{key}"
-    if not out.exists():
-        BUILD_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, srcs)], check=True)
-        tmp.rename(out)
-    return out
 
 
 class Bins:

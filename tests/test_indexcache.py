@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import io
 import os
 import random
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, FIXTURES, _missing, build_fixture
+from conftest import _missing, build_fixture, build_static_pair
 from probectl.debuginfo import dieindex, dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo, _SectionMap
 from probectl.debuginfo.elf import ElfFile, _alias_rank
@@ -45,15 +44,7 @@ def _gcc():
 def _static_pair() -> Path:
     """dwarf_static_a.c + dwarf_static_b.c as one program: static functions of one name in two CUs."""
     _gcc()
-    srcs = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
-    key = hashlib.sha1(b"".join(s.read_bytes() for s in srcs)).hexdigest()[:12]
-    out = BUILD_DIR / f"dwarf_static-index-{key}"
-    if not out.exists():
-        BUILD_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        subprocess.run(["gcc", "-O2", "-g", "-o", str(tmp), *map(str, srcs)], check=True)
-        tmp.rename(out)
-    return out
+    return build_static_pair("-O2")
 
 
 def _target(name: str) -> Path:

@@ -24,7 +24,7 @@ import pytest
 
 from probectl.events import EventDefinition
 
-from conftest import BUILD_DIR, FIXTURES, build_fixture
+from conftest import build_fixture, build_static_pair
 
 GROUP = f"ptsrc{os.getpid()}"
 
@@ -33,21 +33,6 @@ def probectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
     if check:
         assert out.returncode == 0, out.stderr
-    return out
-
-
-def static_pair(opt: str) -> Path:
-    import hashlib
-
-    srcs = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
-    flags = [opt, "-g", "-fno-omit-frame-pointer"]
-    key = hashlib.sha1(b"".join(s.read_bytes() for s in srcs) + " ".join(flags).encode()).hexdigest()[:12]
-    out = BUILD_DIR / f"dwarf_static-{opt.lstrip('-')}-{key}"
-    if not out.exists():
-        BUILD_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, srcs)], check=True)
-        tmp.rename(out)
     return out
 
 
@@ -297,7 +282,7 @@ def test_inline_instance_and_loop_locals_at_O2(group):
 def test_static_duplicates(group, opt):
     """`helper` probes both static helpers (main calls helper(10), then helper_b_entry(20) calls the
     other one); `helper@dwarf_static_b.c` only the second; helper a returns (x + 1) * 2."""
-    binary = static_pair(opt)
+    binary = build_static_pair(opt)
     rec = record(group, binary, [
         g("both", "helper x"),
         g("onlyb", "helper@dwarf_static_b.c x"),

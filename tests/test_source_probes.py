@@ -32,7 +32,6 @@ import sys
 import time
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
@@ -40,7 +39,7 @@ from probectl.cli import main as cli_main
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from conftest import BUILD_DIR, FIXTURES, build_fixture
+from conftest import build_fixture, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GLOBAL_REF = re.compile(r"@([A-Za-z_][\w.]*)([+-]\d+)")
@@ -61,22 +60,6 @@ def private_cache(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = old
 
 
-def static_pair(opt: str) -> Path:
-    """dwarf_static_a.c + dwarf_static_b.c as one program (the same build as test_dwarf.py's)."""
-    import hashlib
-
-    srcs = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
-    flags = [opt, "-g", "-fno-omit-frame-pointer"]
-    key = hashlib.sha1(b"".join(s.read_bytes() for s in srcs) + " ".join(flags).encode()).hexdigest()[:12]
-    out = BUILD_DIR / f"dwarf_static-{opt.lstrip('-')}-{key}"
-    if not out.exists():
-        BUILD_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, srcs)], check=True)
-        tmp.rename(out)
-    return out
-
-
 def binary(name: str, opt: str) -> str:
     if name == "libc":
         if not os.path.exists(LIBC):
@@ -84,7 +67,7 @@ def binary(name: str, opt: str) -> str:
         return LIBC
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the fixtures")
-    return str(static_pair(opt) if name == "dwarf_static" else build_fixture(name, opt))
+    return str(build_static_pair(opt) if name == "dwarf_static" else build_fixture(name, opt))
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
