@@ -462,3 +462,40 @@ def test_function_at_from_bytes(name):
 @pytest.mark.vmlinux
 def test_kernel_function_at_from_bytes(vmlinux):
     _check_function_at(vmlinux, 8)
+
+
+# --- the full index in two processes ----------------------------------------------------------------
+
+
+def test_full_index_in_two_processes(monkeypatch):
+    """Two processes build the same index as one; a child that fails has its half done by the
+    parent; with other threads running nothing is forked."""
+    import threading
+
+    path = _target("libc")
+    sequential = dieindex._index_units(_debuginfo(path), dieindex._all_units(_debuginfo(path)))
+    monkeypatch.setattr(dieindex, "PARALLEL_FROM", 0)
+    di = _debuginfo(path)
+    assert dieindex._in_two_processes(di, dieindex._all_units(di)) == sequential
+    assert dieindex.build_indexes(_debuginfo(path)) == sequential
+
+    class Broken:
+        @staticmethod
+        def dumps(value):
+            raise ValueError("the child cannot send")
+
+        loads = staticmethod(__import__("marshal").loads)
+
+    monkeypatch.setattr(dieindex, "marshal", Broken)
+    assert dieindex.build_indexes(_debuginfo(path)) == sequential
+    monkeypatch.undo()
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        di = _debuginfo(path)
+        assert dieindex._in_two_processes(di, dieindex._all_units(di)) is None
+    finally:
+        stop.set()
+        thread.join()

@@ -20,9 +20,12 @@ Any form this scanner does not know makes it fall back to pyelftools for that CU
 from __future__ import annotations
 
 import bisect
+import marshal
 import os
 import re
+import signal
 import struct
+import threading
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:
@@ -616,19 +619,103 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)].
 
     Each definition is listed under its name and its linkage name, taken from its abstract origin
-    or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do)."""
-    info = _section_bytes(debuginfo, "debug_info_sec")
-    units = _unit_headers(info, debuginfo.elf.little_endian)
+    or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do).
+    Each unit's bytes are read alone (not all of ``.debug_info`` at once); a large file's units
+    are shared between two processes (``_in_two_processes``)."""
+    units = _all_units(debuginfo)
+    if debuginfo.dwarf.debug_info_sec.size >= PARALLEL_FROM:
+        both = _in_two_processes(debuginfo, units)
+        if both is not None:
+            return both
+    return _index_units(debuginfo, units)
+
+
+# From this size of .debug_info on (a kernel's), the full index is built by two processes.
+PARALLEL_FROM = 32 << 20
+
+
+def _all_units(debuginfo: "DebugInfo") -> list[tuple]:
+    """The unit headers of ``_unit_headers`` (from pyelftools when that reader declines)."""
+    info = debuginfo.dwarf.debug_info_sec
+    units = None
+    if getattr(info.stream, "base", None) is not None and info.global_offset is not None \
+            and not debuginfo._file.closed:
+        # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
+        fd, start = debuginfo._file.fileno(), info.global_offset
+        units = _unit_headers(None, debuginfo.elf.little_endian,
+                              lambda at, length: os.pread(fd, length, start + at), info.size)
+    else:
+        units = _unit_headers(section_data(info), debuginfo.elf.little_endian)
     if units is None:
         units = [(cu.cu_offset, cu.cu_offset + cu.size, cu.cu_die_offset, cu.header["debug_abbrev_offset"],
                   cu.structs.dwarf_format // 8, cu.header["address_size"], cu.header["version"])
                  for cu in debuginfo.compile_units()]
-    unit_scanner = _UnitScanner(debuginfo, info)
+    return units
+
+
+def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict]:
+    unit_scanner = _UnitScanner(debuginfo, None)
     funcs: dict = {}
     variables: dict = {}
     for unit in units:
         for is_function, name, ref in unit_scanner.definitions(unit):
             (funcs if is_function else variables).setdefault(name, []).append(ref)
+    return funcs, variables
+
+
+def _in_two_processes(debuginfo: "DebugInfo", units: list[tuple]) -> Optional[tuple[dict, dict]]:
+    """``_index_units`` of all units, the second half (by size) indexed by a forked child that sends
+    its dicts back through a pipe; the halves are joined in unit order, so the result is the one
+    process's. None when forking is not possible or not safe (threads); a child that fails has its
+    half done here."""
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() != 1 or len(units) < 2:
+        return None
+    middle = (units[0][0] + units[-1][1]) // 2
+    k = max(1, min(len(units) - 1, bisect.bisect_left([u[0] for u in units], middle)))
+    first_half, second_half = units[:k], units[k:]
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:  # the child: index the second half, send it, leave without any clean-up
+        status = 1
+        try:
+            os.close(read_end)
+            data = marshal.dumps(_index_units(debuginfo, second_half))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    reaped = False
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            funcs, variables = _index_units(debuginfo, first_half)
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        if not reaped:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    second = None
+    if status == 0:
+        try:
+            second = marshal.loads(data)
+        except (ValueError, EOFError, TypeError):
+            second = None
+    if not (type(second) is tuple and len(second) == 2 and all(type(d) is dict for d in second)):
+        second = _index_units(debuginfo, second_half)
+    for mine, theirs in ((funcs, second[0]), (variables, second[1])):
+        for name, refs in theirs.items():
+            mine.setdefault(name, []).extend(refs)
     return funcs, variables
 
 
