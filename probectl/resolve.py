@@ -412,7 +412,7 @@ class Resolver:
         sym = self._text_symbol_at(address)
         name, off = (sym.name, address - sym.value) if sym is not None else (function, offset)
         if len(self.elf.find_functions(name)) > 1:
-            text = [s for s in self.elf.symbols() if s.name == "_text"]
+            text = self.elf.find_symbols("_text")
             if text:
                 return f"_text+{address - text[0].value}"
         prefix = f"{self.target.module}:" if self.target.module else ""
