@@ -28,6 +28,8 @@ import struct
 import threading
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
+from .leb128 import read_sleb128, read_uleb128
+
 if TYPE_CHECKING:
     from .dwarf import DebugInfo
 
@@ -82,32 +84,6 @@ class _Unsupported(Exception):
     pass
 
 
-def _uleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _sleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
-
-
 def _compiled_table(data: bytes, offset: int, offset_size: int, address_size: int, version: int,
                     entries: dict[bytes, tuple]) -> dict[int, tuple]:
     """The abbreviation table at ``offset``: code → (tag, has_children, specs, fixed_size, sibling,
@@ -130,7 +106,7 @@ def _compiled_table(data: bytes, offset: int, offset_size: int, address_size: in
         if code < 0x80:
             pos += 1
         else:
-            code, pos = _uleb(data, pos)
+            code, pos = read_uleb128(data, pos)
         if code == 0:
             return table
         stop = data.find(b"\0\0", pos) + 2
@@ -154,7 +130,7 @@ def _parse_entry(data: bytes, pos: int) -> tuple[int, bool, list, int]:
     if b < 0x80:
         tag, pos = b, pos + 1
     else:
-        tag, pos = _uleb(data, pos)
+        tag, pos = read_uleb128(data, pos)
     children = data[pos] != 0
     pos += 1
     specs = []
@@ -163,17 +139,17 @@ def _parse_entry(data: bytes, pos: int) -> tuple[int, bool, list, int]:
         if attr < 0x80:
             pos += 1
         else:
-            attr, pos = _uleb(data, pos)
+            attr, pos = read_uleb128(data, pos)
         form = data[pos]
         if form < 0x80:
             pos += 1
         else:
-            form, pos = _uleb(data, pos)
+            form, pos = read_uleb128(data, pos)
         if attr == 0 and form == 0:
             return tag, children, specs, pos
         value = 0
         if form == 0x21:  # implicit_const
-            value, pos = _sleb(data, pos)
+            value, pos = read_sleb128(data, pos)
         specs.append((attr, form, value))
 
 
@@ -231,7 +207,7 @@ class _CUScanner:
         found = {}
         for attr, form, implicit in specs:
             if form == _FORM_INDIRECT:
-                form, pos = _uleb(data, pos)
+                form, pos = read_uleb128(data, pos)
             size = _FIXED.get(form)
             if size is not None:
                 if want and attr in _WANTED:
@@ -263,9 +239,9 @@ class _CUScanner:
                 pos += size
             elif form in _LEB_FORMS:
                 if form == 0x0D:
-                    value, pos = _sleb(data, pos)
+                    value, pos = read_sleb128(data, pos)
                 else:
-                    value, pos = _uleb(data, pos)
+                    value, pos = read_uleb128(data, pos)
                 if attr in _WANTED and (want or attr == _AT_SIBLING):
                     if form == _FORM_REF_UDATA:
                         found[attr] = cu_offset + value
@@ -283,7 +259,7 @@ class _CUScanner:
                     found[attr] = data[pos:end].decode("utf-8", "replace")
                 pos = end + 1
             elif form in (_FORM_EXPRLOC, _FORM_BLOCK):
-                length, pos = _uleb(data, pos)
+                length, pos = read_uleb128(data, pos)
                 if want and attr in _WANTED:
                     found[attr] = True
                 pos += length
@@ -304,7 +280,7 @@ class _CUScanner:
         found = {}
         for attr, form, implicit in specs:
             if form == _FORM_INDIRECT:
-                form, pos = _uleb(data, pos)
+                form, pos = read_uleb128(data, pos)
             size = _FIXED.get(form)
             if size is not None:
                 if attr in wanted:
@@ -317,9 +293,9 @@ class _CUScanner:
                 pos += size
             elif form in _LEB_FORMS:
                 if form == 0x0D:
-                    value, pos = _sleb(data, pos)
+                    value, pos = read_sleb128(data, pos)
                 else:
-                    value, pos = _uleb(data, pos)
+                    value, pos = read_uleb128(data, pos)
                 if attr in wanted:
                     found[attr] = (form, value)
             elif form == _FORM_ADDR:
@@ -329,7 +305,7 @@ class _CUScanner:
             elif form == _FORM_STRING:
                 pos = data.index(b"\0", pos) + 1
             elif form in (_FORM_EXPRLOC, _FORM_BLOCK):
-                length, pos = _uleb(data, pos)
+                length, pos = read_uleb128(data, pos)
                 pos += length
             elif form in _BLOCK_FORMS:
                 n = _BLOCK_FORMS[form]
@@ -345,7 +321,7 @@ class _CUScanner:
         data = self.info
         pos = die_offset
         # The CU DIE: read DW_AT_str_offsets_base before anything needs strx.
-        code, pos = _uleb(data, pos)
+        code, pos = read_uleb128(data, pos)
         if code == 0:
             return
         tag, children, specs = abbrevs[code][:3]
@@ -374,7 +350,7 @@ class _CUScanner:
             if code < 0x80:
                 pos += 1
             else:
-                code, pos = _uleb(data, pos)
+                code, pos = read_uleb128(data, pos)
             if code == 0:
                 return pos
             tag, children, specs, fixed, sibling, want = abbrevs[code]
@@ -417,7 +393,7 @@ class _CUScanner:
             if code < 0x80:
                 pos += 1
             else:
-                code, pos = _uleb(data, pos)
+                code, pos = read_uleb128(data, pos)
             if code == 0:
                 return pos
             tag, children, specs, fixed, sibling, _want = abbrevs[code]
@@ -463,7 +439,7 @@ class _CUScanner:
             if code < 0x80:
                 pos += 1
             else:
-                code, pos = _uleb(data, pos)
+                code, pos = read_uleb128(data, pos)
             if code == 0:
                 depth -= 1
                 continue
@@ -835,7 +811,7 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
         variables: list[int] = []
         end = cu.size
         pos = cu.cu_die_offset - cu.cu_offset
-        code, pos = _uleb(info, pos)
+        code, pos = read_uleb128(info, pos)
         tag, children, specs = table[code][:3]
         pos, _ = scanner.read_die(pos, specs, 0, False)
         if code and children:
@@ -883,7 +859,7 @@ def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, obje
         variables: list[int] = []
         bounds: dict[int, object] = {}
         pos = cu.cu_die_offset - cu.cu_offset
-        code, pos = _uleb(info, pos)
+        code, pos = read_uleb128(info, pos)
         tag, children, specs = table[code][:3]
         pos, _ = scanner.read_die(pos, specs, 0, False)
         if code and children:
@@ -924,7 +900,7 @@ def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
             if code < 0x80:
                 pos += 1
             else:
-                code, pos = _uleb(info, pos)
+                code, pos = read_uleb128(info, pos)
             if code == 0:
                 continue
             if code in listed:

@@ -28,6 +28,7 @@ from elftools.dwarf.die import DIE
 
 from ..errors import DebugInfoError, ResolveError
 from .dwarf import Function, die_attr, die_name, guarded, tail_match
+from .leb128 import read_sleb128, read_uleb128
 
 if TYPE_CHECKING:
     from .dwarf import DebugInfo
@@ -62,30 +63,6 @@ class LineSharedError(ResolveError):
     def __init__(self, message: str, hint: str, suggestion: tuple[str, int]):
         super().__init__(message, hint)
         self.suggestion = suggestion
-
-
-def _uleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _sleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
 
 
 def _text(value) -> str:
@@ -167,7 +144,7 @@ class LineTable:
                 append(LineRow(address, file, line, column, is_stmt, False, prologue_end))
                 prologue_end = False
             elif op == 0:
-                length, pos = _uleb(data, pos)
+                length, pos = read_uleb128(data, pos)
                 if length == 0:
                     continue
                 sub = data[pos]
@@ -183,15 +160,15 @@ class LineTable:
                 append(LineRow(address, file, line, column, is_stmt, False, prologue_end))
                 prologue_end = False
             elif op == 2:  # advance_pc
-                v, pos = _uleb(data, pos)
+                v, pos = read_uleb128(data, pos)
                 address += v * min_inst
             elif op == 3:  # advance_line
-                v, pos = _sleb(data, pos)
+                v, pos = read_sleb128(data, pos)
                 line += v
             elif op == 4:  # set_file
-                file, pos = _uleb(data, pos)
+                file, pos = read_uleb128(data, pos)
             elif op == 5:  # set_column
-                column, pos = _uleb(data, pos)
+                column, pos = read_uleb128(data, pos)
             elif op == 6:  # negate_stmt
                 is_stmt = not is_stmt
             elif op == 7:  # set_basic_block
@@ -208,7 +185,7 @@ class LineTable:
             else:  # set_isa (12) and unknown standard opcodes: skip their ULEB operands
                 n = std_lengths[op - 1] if op - 1 < len(std_lengths) else 0
                 for _ in range(n):
-                    _, pos = _uleb(data, pos)
+                    _, pos = read_uleb128(data, pos)
         return rows
 
     def file_name(self, index: int) -> Optional[str]:
