@@ -348,7 +348,7 @@ class Resolver:
         name = point.function or ""
         if point.source:
             raise DebugInfoError(f"'{point.text}' names a source file, which needs debug information",
-                                 hint="source-level probing is not available yet")
+                                 hint="install the binary's debug symbols (or build it with -g)")
         symbols = self.elf.find_functions(name)
         if symbols and self.elf.type == "REL":
             symbols = self._module_text_only(name, symbols)
@@ -375,7 +375,7 @@ class Resolver:
         """Functions of the running kernel, when there is no vmlinux to read."""
         if point.source:
             raise DebugInfoError(f"'{point.text}' names a source file, which needs kernel debug information",
-                                 hint="kernel source-level probing is not available yet")
+                                 hint="give a vmlinux with debug information (-k), e.g. from linux-image-*-dbg")
         ksyms = self.kallsyms
         if ksyms.addresses_hidden:
             raise TargetError("kernel symbol addresses are hidden in /proc/kallsyms",
