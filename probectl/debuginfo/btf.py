@@ -466,20 +466,17 @@ class Btf:
 
     def strip_qualifiers(self, type_id: int) -> int:
         """Skip const/volatile/restrict and type tags (``__user``...); 0 is void."""
-        start = type_id
-        for _ in range(MAX_CHAIN):
-            t = self.type(type_id)
-            if t is None or t.kind not in _QUALIFIER_KINDS:
-                return type_id
-            type_id = t.ref
-        raise self._chain_loop(start)
+        return self._skip_kinds(type_id, _QUALIFIER_KINDS)
 
     def strip_typedefs(self, type_id: int) -> int:
         """Skip typedefs, qualifiers and type tags."""
+        return self._skip_kinds(type_id, _TYPEDEF_KINDS)
+
+    def _skip_kinds(self, type_id: int, kinds: frozenset) -> int:
         start = type_id
         for _ in range(MAX_CHAIN):
             t = self.type(type_id)
-            if t is None or t.kind not in _TYPEDEF_KINDS:
+            if t is None or t.kind not in kinds:
                 return type_id
             type_id = t.ref
         raise self._chain_loop(start)
