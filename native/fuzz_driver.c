@@ -9,7 +9,8 @@
 // CORPUS holds whole pages. Each iteration copies one page into an exactly sized heap buffer (so
 // any overread hits a red zone), mutates it (random bytes, commit sizes, record headers, a cut),
 // walks it with rb_page_*, and every few iterations decodes a few mutated pages as CPU streams
-// through rb_reader/rb_batch with a table of every field kind, touching every decoded byte.
+// through rb_reader/rb_batch with a table of every field kind, touching every decoded byte, and
+// walks the same streams for their event ids (rb_stream_ids).
 // Exit 0 and a silent sanitizer mean no bug was found.
 #ifdef RB_FUZZ_DRIVER
 
@@ -142,7 +143,10 @@ static void decode_streams(uint8_t **pages, size_t *lens, int n, const struct rb
 {
 	struct rb_reader reader;
 	struct rb_batch batch;
+	static uint8_t seen[65536 / 8];
 
+	for (int i = 0; i < n; i++)
+		sink += rb_stream_ids(l, pages[i], lens[i], seen);
 	if (rb_reader_init(&reader, l, (size_t)n, rnd() % 2))
 		return;
 	for (int i = 0; i < n; i++)

@@ -2,6 +2,7 @@
 // module.c - the CPython binding probectl._native: the only file that includes Python.h.
 //
 //   parse_page(data, long_size=8, big_endian=False) -> dict     one page, for tests and tools
+//   event_ids(streams, ...) -> [id]                             ids of every record, undecoded
 //   Reader(streams, formats, ...)                               merged, batched decoding
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
@@ -109,6 +110,72 @@ out:
 	Py_XDECREF(events);
 	PyBuffer_Release(&view);
 	return result;
+}
+
+// event_ids(streams, long_size=8, big_endian=False, page_size=4096) -> sorted list of the ids
+// of every record of the streams ((cpu, buffer, offset, size) as Reader takes them), found by
+// walking the pages without decoding: which formats a reader will need.
+static PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "streams", "long_size", "big_endian", "page_size", NULL };
+	PyObject *streams, *seq, *list = NULL;
+	int long_size = 8, big_endian = 0;
+	Py_ssize_t page_size = 4096;
+	struct rb_layout layout;
+	uint8_t *seen;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ipn", kwlist, &streams, &long_size,
+					 &big_endian, &page_size))
+		return NULL;
+	if (get_layout(&layout, long_size, big_endian, page_size))
+		return NULL;
+	seq = PySequence_Fast(streams, "streams must be a sequence of (cpu, buffer, offset, size)");
+	if (!seq)
+		return NULL;
+	seen = PyMem_Calloc(65536 / 8, 1);
+	if (!seen) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+		PyObject *buf;
+		Py_buffer view;
+		Py_ssize_t offset, size;
+		int cpu;
+
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
+				      "iOnn;a stream is (cpu, buffer, offset, size)", &cpu, &buf, &offset,
+				      &size))
+			goto out;
+		if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE))
+			goto out;
+		if (offset < 0 || size < 0 || offset > view.len || size > view.len - offset) {
+			PyErr_Format(PyExc_ValueError,
+				     "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes", cpu,
+				     offset, size, view.len);
+			PyBuffer_Release(&view);
+			goto out;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		rb_stream_ids(&layout, (const uint8_t *)view.buf + offset, (size_t)size, seen);
+		Py_END_ALLOW_THREADS
+		PyBuffer_Release(&view);
+	}
+	list = PyList_New(0);
+	for (unsigned int id = 0; list && id < 65536; id++) {
+		if (seen[id >> 3] & (1U << (id & 7))) {
+			PyObject *v = PyLong_FromLong((long)id);
+
+			if (!v || PyList_Append(list, v))
+				Py_CLEAR(list);
+			Py_XDECREF(v);
+		}
+	}
+out:
+	PyMem_Free(seen);
+	Py_DECREF(seq);
+	return list;
 }
 
 // ---- Reader ----------------------------------------------------------------------------------
@@ -1354,6 +1421,9 @@ static PyTypeObject RecorderType = {
 static PyMethodDef module_methods[] = {
 	{ "parse_page", (PyCFunction)(void (*)(void))parse_page, METH_VARARGS | METH_KEYWORDS,
 	  "parse_page(data, long_size=8, big_endian=False, page_size=len(data)) -> dict" },
+	{ "event_ids", (PyCFunction)(void (*)(void))event_ids, METH_VARARGS | METH_KEYWORDS,
+	  "event_ids(streams, *, long_size=8, big_endian=False, page_size=4096) -> sorted ids "
+	  "of every record" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -202,6 +202,33 @@ int rb_reader_next(struct rb_reader *reader, struct rb_record *rec)
 	return 1;
 }
 
+uint64_t rb_stream_ids(const struct rb_layout *layout, const void *data, size_t size,
+		       uint8_t *seen)
+{
+	const uint8_t *p = data;
+	bool swap = layout->big_endian != HOST_BIG_ENDIAN;
+	uint64_t n = 0;
+	struct rb_page page;
+	struct rb_event ev;
+
+	if (rb_layout_check(layout) || !p)
+		return 0;
+	for (size_t off = 0; off < size; off += layout->page_size) {
+		size_t len = size - off < layout->page_size ? size - off : layout->page_size;
+
+		if (rb_page_load(&page, layout, p + off, len) < 0)
+			continue;
+		while (rb_page_next(&page, &ev) == 1) {
+			// (as rb_batch_fill reads it: 0 for a record too short to hold one)
+			uint16_t id = ev.len >= 2 ? (uint16_t)rb_read_uint(ev.data, 2, swap) : 0;
+
+			seen[id >> 3] |= (uint8_t)(1U << (id & 7));
+			n++;
+		}
+	}
+	return n;
+}
+
 // ---- batches -----------------------------------------------------------------------------------
 
 int rb_batch_init(struct rb_batch *batch, const struct rb_schema *schema, bool want_raw)

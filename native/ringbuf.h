@@ -279,6 +279,19 @@ int rb_reader_next(struct rb_reader *reader, struct rb_record *rec);
 
 void rb_reader_deinit(struct rb_reader *reader);
 
+/**
+ * rb_stream_ids - mark the event id of every data record of a run of pages in a bitmap
+ * @layout: long size, byte order and page size
+ * @data: @size bytes of whole pages (the last one may be cut short)
+ * @seen: 65536 bits, bit (id & 7) of byte id >> 3; set, never cleared
+ *
+ * The pages are walked one by one, without merging or decoding fields: what a reader needs to
+ * know which formats a file uses. A corrupt page is skipped from where it goes wrong (the
+ * reader that decodes the stream reports it). Returns the number of records seen.
+ */
+uint64_t rb_stream_ids(const struct rb_layout *layout, const void *data, size_t size,
+		       uint8_t *seen);
+
 // ---- columnar batches --------------------------------------------------------------------
 
 // One column: integers for RB_KIND_INT, spans otherwise.

@@ -176,9 +176,10 @@ def script(input_, fields, kind, events):
         write_script(trace, sys.stdout, kind, chosen, events=events)
         sys.stdout.flush()
         lost = lost_events(trace)
-        if trace.unparsed_formats:
-            shown = ", ".join(f"{s}: {m}" for s, m in trace.unparsed_formats[:3])
-            notice(f"Warning: {len(trace.unparsed_formats)} event formats could not be read ({shown}); "
+        failed = trace.format_failures()  # (of the events in the file; the others are not parsed)
+        if failed:
+            shown = ", ".join(f"{s}: {m}" for s, m in failed[:3])
+            notice(f"Warning: {len(failed)} event formats could not be read ({shown}); "
                    "their events print as unknown")
     if lost:
         notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")

@@ -139,34 +139,22 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     """
     source = TraceSource(trace)
     formatter = make_formatter(kind, source, fields, long_size=trace.layout.long_size, events=events)
-    formats = list(trace.formats.values())
+    # Only the formats of the events the file holds are parsed (one walk over the pages finds
+    # their ids): a file recorded from tracefs carries some 1,500 formats and uses a few.
+    formats = trace.present_formats()
     formatter.set_formats(formats)
     sids = stack_ids(formats)
     result = ScriptResult()
-
-    # Does the data hold stacks, and (for CSV) which formats occur? One look at the ids (none
-    # when the file has no stack formats and the output no columns to find).
-    present: set[int] = set()
-    scan = kind == "csv"
-    if scan or sids:
-        reader = trace.reader()
-        try:
-            for ids in _native_calls(reader, reader._native.scan_ids, batch_events):
-                present.update(ids)
-                if not scan:
-                    break  # (a recording with -g has stacks from its first event on)
-        finally:
-            reader.close()
-    result.has_stacks = bool(present & set(sids))
+    result.has_stacks = bool(sids)
     formatter.has_stacks = result.has_stacks
     if kind == "folded" and not result.has_stacks:
         raise ProbectlError(f"{trace.where} has no stacks to fold",
                             "record with -g (probectl record -g ...) to get kernel and user stacks")
     if isinstance(formatter, CsvFormatter):
-        formatter.set_present(trace.formats[i] for i in sorted(present) if i in trace.formats)
+        formatter.set_present(formats)
     out.write(formatter.begin())
 
-    reader = trace.reader()
+    reader = trace.reader(formats=formats)
     try:
         if result.has_stacks:
             joiner = StackJoiner(sids)

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from .. import _native
 from ..errors import TraceFileError
-from ..formats import EventFormat, FormatError
+from ..formats import EventFormat
 from ..ringbuf import Buffer, Event, EventReader, PageLayout
 from .compression import MAX_CHUNK, decompress
+from .formattable import FormatTable
 from .metadata import (FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, SECTION_COMPRESSED, V6_FLYRECORD, V6_LATENCY,
                        V6_OPTIONS, Option, clock_name, parse_cmdlines, parse_tgids)
 
@@ -110,8 +112,9 @@ class BufferInfo:
 class TraceFile:
     """A trace.dat file opened for reading (see :func:`open_trace`).
 
-    The metadata is read at once; the pages are mapped and decoded on demand by
-    :meth:`reader` / :meth:`events`. Formats that do not parse are listed in
+    The metadata is read at once; the event formats are parsed when first needed
+    (:meth:`format`, or all of them by :attr:`formats`); the pages are mapped and decoded on
+    demand by :meth:`reader` / :meth:`events`. Formats that do not parse are listed in
     ``unparsed_formats`` and their events come out with ``format`` None.
     """
 
@@ -127,10 +130,8 @@ class TraceFile:
         self.header_page = ""
         self.header_event = ""
         self.layout = PageLayout()
-        self.ftrace_formats: list[EventFormat] = []
-        self.event_formats: list[EventFormat] = []
-        self.unparsed_formats: list[tuple[str, str]] = []  # (system, error message)
         self.format_texts: list[tuple[str, str]] = []  # (system, text) as stored
+        self.format_table = FormatTable(self.format_texts)
         self.kallsyms = b""
         self.printk_formats = b""
         self.cmdlines: dict[int, str] = {}
@@ -145,6 +146,7 @@ class TraceFile:
         self.buffers: list[BufferInfo] = []
         self.latency_text: Optional[str] = None
         self._decompressed: dict[tuple[str, int], bytes] = {}
+        self._event_ids: dict[str, frozenset[int]] = {}
         self._readers: weakref.WeakSet[EventReader] = weakref.WeakSet()  # closed with the file
         try:
             self._file = open(self.path, "rb")
@@ -165,8 +167,46 @@ class TraceFile:
 
     @property
     def formats(self) -> dict[int, EventFormat]:
-        """Every parsed format (ftrace's and the events') by id."""
+        """Every parsed format (ftrace's and the events') by id (every text of the file parsed;
+        :meth:`format` parses only the one asked for)."""
         return {f.id: f for f in (*self.ftrace_formats, *self.event_formats)}
+
+    @property
+    def ftrace_formats(self) -> list[EventFormat]:
+        return self.format_table.parse_all()[0]
+
+    @property
+    def event_formats(self) -> list[EventFormat]:
+        return self.format_table.parse_all()[1]
+
+    @property
+    def unparsed_formats(self) -> list[tuple[str, str]]:
+        """(system, error message) of every format text that does not parse."""
+        return self.format_table.parse_all()[2]
+
+    def format_failures(self) -> list[tuple[str, str]]:
+        """(system, error message) of the format texts parsed so far (by :meth:`format`) that did
+        not parse: those of the events read, without parsing the others."""
+        return self.format_table.failures()
+
+    def format(self, event_id: int) -> Optional[EventFormat]:
+        """The format of one event id (None when the file has none that parses), parsed now."""
+        return self.format_table.get(event_id)
+
+    def event_ids(self, buffer: str = "") -> frozenset[int]:
+        """The ids of the records of a buffer, found by walking its pages without decoding them
+        (corrupt pages are skipped here: a reader reports them)."""
+        got = self._event_ids.get(buffer)
+        if got is None:
+            info = self.buffer(buffer)
+            got = self._event_ids[buffer] = frozenset(_native.event_ids(
+                self._streams(info), long_size=self.layout.long_size, big_endian=self.big_endian,
+                page_size=info.page_size))
+        return got
+
+    def present_formats(self, buffer: str = "") -> list[EventFormat]:
+        """The formats of the events a buffer holds (see :meth:`event_ids`), by id."""
+        return [f for f in map(self.format, sorted(self.event_ids(buffer))) if f is not None]
 
     def buffer(self, name: str = "") -> BufferInfo:
         for b in self.buffers:
@@ -179,6 +219,14 @@ class TraceFile:
                formats: Optional[Sequence[EventFormat]] = None) -> EventReader:
         """An :class:`~probectl.ringbuf.EventReader` over one buffer's pages, merged by time."""
         info = self.buffer(buffer)
+        streams = self._streams(info)
+        layout = PageLayout(self.layout.long_size, self.big_endian, info.page_size)
+        reader = EventReader(streams, list(self.formats.values()) if formats is None else formats,
+                             layout, strict=strict, raw=raw, source=self.where)
+        self._readers.add(reader)
+        return reader
+
+    def _streams(self, info: BufferInfo) -> list[tuple[int, Any, int, int]]:
         streams = []
         for c in info.cpus:
             if not c.size:
@@ -188,11 +236,7 @@ class TraceFile:
                 streams.append((c.cpu, data, 0, len(data)))
             else:
                 streams.append((c.cpu, self._map, c.offset, c.size))
-        layout = PageLayout(self.layout.long_size, self.big_endian, info.page_size)
-        reader = EventReader(streams, list(self.formats.values()) if formats is None else formats,
-                             layout, strict=strict, raw=raw, source=self.where)
-        self._readers.add(reader)
-        return reader
+        return streams
 
     def events(self, *, buffer: str = "", strict: bool = True) -> Iterator[Event]:
         """Every event of a buffer, in time order."""
@@ -258,7 +302,7 @@ class TraceFile:
             self._parse_v6(c)
         else:
             self._parse_v7(c)
-        self._parse_formats()
+        self.format_table = FormatTable(self.format_texts)
 
     def _parse_header_info(self, c: _Cursor) -> None:
         c.expect(b"header_page\0", "'header_page'")
@@ -283,20 +327,6 @@ class TraceFile:
             for _ in range(count):
                 text = c.sized_text("Q", f"a {system} format").decode(errors="replace")
                 self.format_texts.append((system, text))
-
-    def _parse_formats(self) -> None:
-        seen: set[int] = set()
-        for system, text in self.format_texts:
-            try:
-                fmt = EventFormat.parse(text, system)
-            except FormatError as err:
-                self.unparsed_formats.append((system, err.message))
-                continue
-            if fmt.id in seen:
-                self.unparsed_formats.append((system, f"{fmt.name}: id {fmt.id} used twice"))
-                continue
-            seen.add(fmt.id)
-            (self.ftrace_formats if system == "ftrace" else self.event_formats).append(fmt)
 
     def _parse_cmdlines(self, data: bytes) -> None:
         self.cmdlines.update(parse_cmdlines(data.decode(errors="replace")))
