@@ -13,8 +13,10 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "recorder.h"
 #include "ringbuf.h"
@@ -1015,58 +1017,127 @@ static int resolve_need(TextFormatterObject *tf, ReaderObject *reader, int statu
 	return 0;
 }
 
-static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs)
+// Format the n events of the reader's batch into tf->f->out (appended), asking Python for
+// what is missing. 0, or -1 with an exception.
+static int format_batch(ReaderObject *self, TextFormatterObject *tf)
 {
-	static char *kwlist[] = { "formatter", "max_events", NULL };
-	TextFormatterObject *tf;
-	Py_ssize_t max = 1 << 18, n;
 	struct tf_input in;
 	struct tf_need need;
 	size_t pos = 0;
 	int status;
-	PyObject *result = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|n", kwlist, &TextFormatterType, &tf, &max))
-		return NULL;
-	if (!tf->f || tf->busy) {
-		PyErr_SetString(PyExc_RuntimeError, "the formatter is not set up or in use");
-		return NULL;
-	}
-	n = fill(self, max);
-	if (n < 0)
-		return NULL;
-	if (n == 0)
-		Py_RETURN_NONE;
 	in.batch = &self->batch;
 	in.schema = self->schema;
 	in.serial = self->serial;
 	in.swap = self->reader.swap;
-	tf->f->out.len = 0;
-	Py_INCREF(tf);
-	tf->busy = true;
-	self->busy = true;	// (the callbacks must not refill the batch)
 	for (;;) {
 		memset(&need, 0, sizeof(need));
 		Py_BEGIN_ALLOW_THREADS
 		status = tf_format(tf->f, &in, &pos, &need);
 		Py_END_ALLOW_THREADS
 		if (status == TF_DONE)
-			break;
+			return 0;
 		if (status == TF_ERR_NOMEM) {
 			PyErr_NoMemory();
-			goto out;
+			return -1;
 		}
 		if (status == TF_ERR_PLAN) {
 			PyErr_Format(PyExc_ValueError, "the plan of event id %u does not fit its "
 				     "format (field %u)", (unsigned int)need.id, need.field);
-			goto out;
+			return -1;
 		}
 		if (resolve_need(tf, self, status, &need, &pos))
+			return -1;
+	}
+}
+
+#define FORMAT_FLUSH	(1 << 20)	// output written to the fd in chunks of about this size
+
+// Write all of @n bytes to @fd; 0 or an errno value. (EINTR: retried; the caller checks for
+// signals between chunks.)
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int flush_to(int fd, struct tf_buf *out)
+{
+	int err;
+
+	Py_BEGIN_ALLOW_THREADS
+	err = write_all(fd, out->p, out->len);
+	Py_END_ALLOW_THREADS
+	out->len = 0;
+	if (err) {
+		errno = err;
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	return 0;
+}
+
+// format_text(formatter, max_events=262144, fd=-1): with no fd, the next batch of up to
+// max_events events as (count, text bytes), or None at the end; with an fd, every remaining
+// event, batch by batch, the text written to the fd in large chunks, and the count returned.
+static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "formatter", "max_events", "fd", NULL };
+	TextFormatterObject *tf;
+	Py_ssize_t max = 1 << 18, n, total = 0;
+	int fd = -1;
+	PyObject *result = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|n$i", kwlist, &TextFormatterType, &tf,
+					 &max, &fd))
+		return NULL;
+	if (!tf->f || tf->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the formatter is not set up or in use");
+		return NULL;
+	}
+	Py_INCREF(tf);
+	tf->busy = true;
+	tf->f->out.len = 0;
+	for (;;) {
+		n = fill(self, max);
+		if (n < 0)
+			goto out;
+		if (n == 0)
+			break;
+		self->busy = true;	// (the callbacks must not refill the batch)
+		if (format_batch(self, tf)) {
+			self->busy = false;
+			goto out;
+		}
+		self->busy = false;
+		total += n;
+		if (fd < 0)
+			break;
+		if (tf->f->out.len >= FORMAT_FLUSH && flush_to(fd, &tf->f->out))
+			goto out;
+		if (PyErr_CheckSignals())
 			goto out;
 	}
-	result = Py_BuildValue("ny#", n, (const char *)tf->f->out.p, (Py_ssize_t)tf->f->out.len);
+	if (fd >= 0) {
+		if (!flush_to(fd, &tf->f->out))
+			result = PyLong_FromSsize_t(total);
+	} else if (total) {
+		result = Py_BuildValue("ny#", total, (const char *)tf->f->out.p,
+				       (Py_ssize_t)tf->f->out.len);
+	} else {
+		result = Py_NewRef(Py_None);
+	}
 out:
-	self->busy = false;
 	tf->busy = false;
 	Py_DECREF(tf);
 	return result;
@@ -1188,7 +1259,8 @@ static PyMethodDef Reader_methods[] = {
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
 	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },
 	{ "format_text", (PyCFunction)(void (*)(void))Reader_format_text, METH_VARARGS | METH_KEYWORDS,
-	  "format_text(formatter, max_events=262144) -> (events, bytes), or None at the end" },
+	  "format_text(formatter, max_events=262144, *, fd=-1) -> (events, bytes), or None at the "
+	  "end; with an fd: every remaining event written to it, their count returned" },
 	{ "scan_ids", (PyCFunction)(void (*)(void))Reader_scan_ids, METH_VARARGS | METH_KEYWORDS,
 	  "scan_ids(max_events=1048576) -> sorted event ids of the next batch, or None at the end" },
 	{ "stats", (PyCFunction)Reader_stats, METH_NOARGS, "per-stream page and event counts" },

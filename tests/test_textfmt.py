@@ -15,11 +15,12 @@ import random
 import shutil
 import struct
 import subprocess
+import tempfile
 import sys
 import sysconfig
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import pytest
 
@@ -121,12 +122,28 @@ def outputs(formats: Sequence[EventFormat], streams: list, kind: str, fields: Se
             nf = native_formatter(f)
             while (item := reader._native.format_text(nf, batch)) is not None:
                 parts.append(item[1].decode())
+            # the same, every batch written to a file descriptor by the C loop
+            with tempfile.TemporaryFile() as out:
+                fd_reader = EventReader(streams, formats, PAGE)
+                n = fd_reader._native.format_text(native_formatter(f), batch, fd=out.fileno())
+                fd_reader.close()
+                out.seek(0)
+                assert out.read().decode() == "".join(parts[1:])
+                assert n == sum(1 for _ in reader_events(streams, formats))
         else:
             parts += [f.format_batch(b) for b in reader.batches(batch)]
         parts.append(f.end())
         reader.close()
         got.append("".join(parts))
     return got[0], got[1]
+
+
+def reader_events(streams: list, formats: Sequence[EventFormat]) -> Iterator[Any]:
+    reader = EventReader(streams, formats, PAGE)
+    try:
+        yield from reader.events()
+    finally:
+        reader.close()
 
 
 def assert_same(python: str, native: str, what: str = "") -> None:

@@ -5,8 +5,9 @@ line plus, for each ``%`` slot, the column it reads and an optional value conver
 the one description of the output; two things run them:
 
 * the native formatter (:mod:`.nativeplan`, ``native/textfmt.c``), which the commands use: each plan
-  compiled into literals and value slots, run in C over the decoder's batches, one bytes buffer per
-  batch, no Python object per event;
+  compiled into literals and value slots, run in C over the decoder's batches, no Python object per
+  event; the text is written to the output's file descriptor in large chunks by the same C loop
+  (or handed back as one bytes buffer per batch, for a stream without a descriptor);
 * the Python batch path (:meth:`~.plan.Formatter.format_batch`, and ``write_script(native=False)``),
   the reference whose output the native one equals byte for byte: a batch formatted format by format
   with ``map(template.__mod__, zip(*columns))``, the lines of several formats put back in time order
@@ -112,16 +113,35 @@ def _native_calls(reader: EventReader, method: Callable[..., Any], *args: Any) -
         yield got
 
 
-def _byte_writer(out: TextIO) -> Callable[[bytes], Any]:
-    """Write UTF-8 bytes to a text stream: straight to its buffer when it writes UTF-8 (after
-    flushing what it holds), else as the text they are."""
+def _utf8_buffer(out: TextIO) -> Any:
+    """The binary buffer under a text stream that writes UTF-8, or None."""
     buffer = getattr(out, "buffer", None)
     encoding = getattr(out, "encoding", None)
     try:
         utf8 = encoding is not None and codecs.lookup(encoding).name == "utf-8"
     except LookupError:
         utf8 = False
-    if buffer is not None and utf8:
+    return buffer if utf8 else None
+
+
+def _out_fd(out: TextIO) -> int:
+    """The file descriptor under a UTF-8 text stream (flushed), to write to directly; -1: none."""
+    buffer = _utf8_buffer(out)
+    if buffer is None:
+        return -1
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError, AttributeError):  # (io.UnsupportedOperation is an OSError)
+        return -1
+    out.flush()
+    return fd
+
+
+def _byte_writer(out: TextIO) -> Callable[[bytes], Any]:
+    """Write UTF-8 bytes to a text stream: straight to its buffer when it writes UTF-8 (after
+    flushing what it holds), else as the text they are."""
+    buffer = _utf8_buffer(out)
+    if buffer is not None:
         out.flush()
         return buffer.write
     return lambda data: out.write(data.decode(errors="surrogateescape"))
@@ -174,12 +194,20 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
             else:
                 out.write(formatter.format_records(recs))
         elif native:
-            write = _byte_writer(out)
             # (small batches: the columns and the text of one stay in the CPU caches)
-            for n, data in _native_calls(reader, reader._native.format_text, native_formatter(formatter),
-                                         min(batch_events, _NATIVE_BATCH)):
-                result.events += n
-                write(data)
+            size = min(batch_events, _NATIVE_BATCH)
+            fd = _out_fd(out)
+            if fd >= 0:  # every batch formatted and written out in C
+                try:
+                    result.events += reader._native.format_text(native_formatter(formatter), size, fd=fd)
+                except _native.DecodeError as err:
+                    raise _decode_error(err, reader.source) from None
+            else:
+                write = _byte_writer(out)
+                for n, data in _native_calls(reader, reader._native.format_text, native_formatter(formatter),
+                                             size):
+                    result.events += n
+                    write(data)
         else:
             for batch in reader.batches(batch_events):
                 result.events += len(batch)

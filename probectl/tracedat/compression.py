@@ -2,8 +2,6 @@
 standard library, zstd through the system's libzstd."""
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import zlib
 from typing import Any
 
@@ -21,6 +19,8 @@ class _Zstd:
 
     @classmethod
     def decompress(cls, data: bytes, size: int) -> bytes:
+        import ctypes  # (here: ctypes costs its importers 10 ms, and few files are compressed)
+
         lib = cls._load()
         # Check the size the frame declares before allocating what the file claims: a corrupt
         # size must not cost gigabytes.
@@ -39,6 +39,9 @@ class _Zstd:
 
     @classmethod
     def _load(cls) -> Any:
+        import ctypes
+        import ctypes.util
+
         if cls._lib is None:
             name = ctypes.util.find_library("zstd") or "libzstd.so.1"
             try:

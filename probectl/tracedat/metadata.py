@@ -3,7 +3,6 @@ and the magic, versions and option ids of trace-cmd's format that the writer and
 from __future__ import annotations
 
 import os
-import random
 import re
 import struct
 from dataclasses import dataclass, field
@@ -214,5 +213,5 @@ def collect_metadata(instance: Path | str, systems: Iterable[str], *, root: Path
         tgids=optional(root / "saved_tgids"),
         trace_clock=optional(instance / "trace_clock").strip() or "[local]",
         uname=f"{u.sysname} {u.nodename} {u.release} {u.version} {u.machine}",
-        trace_id=random.getrandbits(64),
+        trace_id=int.from_bytes(os.urandom(8), "little"),
     )
