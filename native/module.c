@@ -1087,14 +1087,125 @@ static int flush_to(int fd, struct tf_buf *out)
 	return 0;
 }
 
+// TF_NEED_CALLER in record mode: the held record's text from Python's line(row), appended.
+static int caller_line(ReaderObject *self, TextFormatterObject *tf, struct tf_records *r)
+{
+	PyObject *row, *got, *text;
+	char *p;
+	Py_ssize_t len;
+	int err;
+
+	rb_batch_reset(&self->batch);
+	err = rb_batch_add(&self->batch, &r->rec, self->reader.swap);
+	if (err) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	row = row_tuple(self, 0);
+	if (!row)
+		return -1;
+	got = PyObject_CallFunctionObjArgs(tf->line_fn, row, NULL);
+	Py_DECREF(row);
+	if (!got)
+		return -1;
+	if (PyUnicode_Check(got)) {
+		text = PyUnicode_AsUTF8String(got);
+		Py_DECREF(got);
+		if (!text)
+			return -1;
+		got = text;
+	}
+	if (PyBytes_AsStringAndSize(got, &p, &len)) {
+		Py_DECREF(got);
+		return -1;
+	}
+	err = tf_buf_append(&tf->f->out, p, (size_t)len);
+	Py_DECREF(got);
+	if (err) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	r->pending = false;
+	r->events++;
+	return 0;
+}
+
+// Every remaining record formatted as it is merged (tf_format_records, no columns) and written
+// to @fd in chunks; the count, or NULL with an exception (what came before a corrupt page is
+// written first).
+static PyObject *format_records_to(ReaderObject *self, TextFormatterObject *tf, int fd)
+{
+	struct tf_records r;
+	struct tf_need need;
+	PyObject *result = NULL;
+	int status;
+
+	if (!self->batch_ready) {
+		PyErr_SetString(PyExc_ValueError, "the reader is closed");
+		return NULL;
+	}
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the reader is in use by another thread");
+		return NULL;
+	}
+	if (self->finished)
+		return PyLong_FromLong(0);
+	memset(&r, 0, sizeof(r));
+	r.reader = &self->reader;
+	r.schema = self->schema;
+	r.serial = self->serial;
+	self->busy = true;	// (the callbacks must not use the reader)
+	for (;;) {
+		memset(&need, 0, sizeof(need));
+		Py_BEGIN_ALLOW_THREADS
+		status = tf_format_records(tf->f, &r, FORMAT_FLUSH, &need);
+		Py_END_ALLOW_THREADS
+		if (status == TF_DONE) {
+			if (!flush_to(fd, &tf->f->out))
+				result = PyLong_FromUnsignedLongLong(r.events);
+			self->finished = true;
+			break;
+		}
+		if (status == TF_MORE) {
+			if (flush_to(fd, &tf->f->out) || PyErr_CheckSignals())
+				break;
+			continue;
+		}
+		if (status == TF_ERR_DECODE) {
+			self->finished = true;
+			if (!flush_to(fd, &tf->f->out))
+				raise_decode_error(r.decode_err, self->reader.err_cpu,
+						   self->reader.err_offset, self->reader.err_pos);
+			break;
+		}
+		if (status == TF_ERR_NOMEM) {
+			PyErr_NoMemory();
+			break;
+		}
+		if (status == TF_ERR_PLAN) {
+			PyErr_Format(PyExc_ValueError, "the plan of event id %u does not fit its "
+				     "format (field %u)", (unsigned int)need.id, need.field);
+			break;
+		}
+		if (status == TF_NEED_CALLER ? caller_line(self, tf, &r) :
+		    resolve_need(tf, self, status, &need, NULL))
+			break;
+	}
+	self->short_records += r.short_records + self->batch.short_records;
+	rb_batch_reset(&self->batch);
+	self->busy = false;
+	return result;
+}
+
 // format_text(formatter, max_events=262144, fd=-1): with no fd, the next batch of up to
 // max_events events as (count, text bytes), or None at the end; with an fd, every remaining
-// event, batch by batch, the text written to the fd in large chunks, and the count returned.
+// event formatted as it is merged, the text written to the fd in large chunks, and the count
+// returned.
 static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "formatter", "max_events", "fd", NULL };
 	TextFormatterObject *tf;
-	Py_ssize_t max = 1 << 18, n, total = 0;
+	Py_ssize_t max = 1 << 18, n;
 	int fd = -1;
 	PyObject *result = NULL;
 
@@ -1105,38 +1216,29 @@ static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject
 		PyErr_SetString(PyExc_RuntimeError, "the formatter is not set up or in use");
 		return NULL;
 	}
+	if (max <= 0) {
+		PyErr_SetString(PyExc_ValueError, "max_events must be positive");
+		return NULL;
+	}
 	Py_INCREF(tf);
 	tf->busy = true;
 	tf->f->out.len = 0;
-	for (;;) {
-		n = fill(self, max);
-		if (n < 0)
-			goto out;
-		if (n == 0)
-			break;
-		self->busy = true;	// (the callbacks must not refill the batch)
-		if (format_batch(self, tf)) {
-			self->busy = false;
-			goto out;
-		}
-		self->busy = false;
-		total += n;
-		if (fd < 0)
-			break;
-		if (tf->f->out.len >= FORMAT_FLUSH && flush_to(fd, &tf->f->out))
-			goto out;
-		if (PyErr_CheckSignals())
-			goto out;
-	}
 	if (fd >= 0) {
-		if (!flush_to(fd, &tf->f->out))
-			result = PyLong_FromSsize_t(total);
-	} else if (total) {
-		result = Py_BuildValue("ny#", total, (const char *)tf->f->out.p,
-				       (Py_ssize_t)tf->f->out.len);
-	} else {
-		result = Py_NewRef(Py_None);
+		result = format_records_to(self, tf, fd);
+		goto out;
 	}
+	n = fill(self, max);
+	if (n < 0)
+		goto out;
+	if (n == 0) {
+		result = Py_NewRef(Py_None);
+		goto out;
+	}
+	self->busy = true;	// (the callbacks must not refill the batch)
+	if (!format_batch(self, tf))
+		result = Py_BuildValue("ny#", n, (const char *)tf->f->out.p,
+				       (Py_ssize_t)tf->f->out.len);
+	self->busy = false;
 out:
 	tf->busy = false;
 	Py_DECREF(tf);

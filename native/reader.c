@@ -399,6 +399,29 @@ static int decode_fields(struct rb_batch *b, size_t i, const uint8_t *p, uint32_
 	return RB_OK;
 }
 
+int rb_batch_add(struct rb_batch *batch, const struct rb_record *rec, bool swap)
+{
+	size_t i = batch->n;
+	int ret;
+
+	if (i == batch->cap && batch_grow(batch))
+		return RB_ERR_NOMEM;
+	if (rec->missed && add_lost(batch, i, rec->cpu, rec->missed))
+		return RB_ERR_NOMEM;
+	batch->ts[i] = rec->ts;
+	batch->cpu[i] = rec->cpu;
+	if (batch->want_raw) {
+		batch->raw[i].ptr = rec->data;
+		batch->raw[i].len = rec->len;
+	}
+	decode_common(batch, i, rec->data, rec->len, swap);
+	ret = decode_fields(batch, i, rec->data, rec->len, swap);
+	if (ret < 0)
+		return ret;
+	batch->n++;
+	return RB_OK;
+}
+
 long rb_batch_fill(struct rb_batch *batch, struct rb_reader *reader, size_t max)
 {
 	struct rb_record rec;
@@ -406,8 +429,6 @@ long rb_batch_fill(struct rb_batch *batch, struct rb_reader *reader, size_t max)
 	int ret;
 
 	while ((size_t)added < max) {
-		size_t i = batch->n;
-
 		ret = rb_reader_next(reader, &rec);
 		if (ret < 0) {
 			// Hand out what came before the bad page; the error comes next time.
@@ -417,21 +438,9 @@ long rb_batch_fill(struct rb_batch *batch, struct rb_reader *reader, size_t max)
 		}
 		if (!ret)
 			break;
-		if (i == batch->cap && batch_grow(batch))
-			return RB_ERR_NOMEM;
-		if (rec.missed && add_lost(batch, i, rec.cpu, rec.missed))
-			return RB_ERR_NOMEM;
-		batch->ts[i] = rec.ts;
-		batch->cpu[i] = rec.cpu;
-		if (batch->want_raw) {
-			batch->raw[i].ptr = rec.data;
-			batch->raw[i].len = rec.len;
-		}
-		decode_common(batch, i, rec.data, rec.len, reader->swap);
-		ret = decode_fields(batch, i, rec.data, rec.len, reader->swap);
+		ret = rb_batch_add(batch, &rec, reader->swap);
 		if (ret < 0)
 			return ret;
-		batch->n++;
 		added++;
 	}
 	return added;

@@ -349,6 +349,11 @@ void rb_batch_reset(struct rb_batch *batch);
  */
 long rb_batch_fill(struct rb_batch *batch, struct rb_reader *reader, size_t max);
 
+/**
+ * rb_batch_add - decode one record from rb_reader_next() into @batch (0 or RB_ERR_NOMEM)
+ */
+int rb_batch_add(struct rb_batch *batch, const struct rb_record *rec, bool swap);
+
 void rb_batch_deinit(struct rb_batch *batch);
 
 #endif // PROBECTL_RINGBUF_H

@@ -99,7 +99,22 @@ static inline unsigned int num_len(uint64_t v, char letter)
 	return v ? t + (v >= powers_of_10[t]) : 1;
 }
 
-static const char hex_lower[] = "0123456789abcdef", hex_upper[] = "0123456789ABCDEF";
+static const char hex_lower[] = "0123456789abcdef";
+
+// The two hex digits of every byte, "00" to "ff" (and "FF").
+#define HEX_ROW(h, a, b, c, d, e, f)								\
+	h "0" h "1" h "2" h "3" h "4" h "5" h "6" h "7" h "8" h "9" h a h b h c h d h e h f
+#define HEX_PAIRS(a, b, c, d, e, f)								\
+	HEX_ROW("0", a, b, c, d, e, f) HEX_ROW("1", a, b, c, d, e, f)				\
+	HEX_ROW("2", a, b, c, d, e, f) HEX_ROW("3", a, b, c, d, e, f)				\
+	HEX_ROW("4", a, b, c, d, e, f) HEX_ROW("5", a, b, c, d, e, f)				\
+	HEX_ROW("6", a, b, c, d, e, f) HEX_ROW("7", a, b, c, d, e, f)				\
+	HEX_ROW("8", a, b, c, d, e, f) HEX_ROW("9", a, b, c, d, e, f)				\
+	HEX_ROW(a, a, b, c, d, e, f) HEX_ROW(b, a, b, c, d, e, f)				\
+	HEX_ROW(c, a, b, c, d, e, f) HEX_ROW(d, a, b, c, d, e, f)				\
+	HEX_ROW(e, a, b, c, d, e, f) HEX_ROW(f, a, b, c, d, e, f)
+static const char hex_pairs_lower[513] = HEX_PAIRS("a", "b", "c", "d", "e", "f");
+static const char hex_pairs_upper[513] = HEX_PAIRS("A", "B", "C", "D", "E", "F");
 
 // Write the @nd digits of @v (num_len) in the base of @letter backwards, ending at @end.
 static inline void put_digits(uint8_t *end, uint64_t v, unsigned int nd, char letter)
@@ -109,16 +124,28 @@ static inline void put_digits(uint8_t *end, uint64_t v, unsigned int nd, char le
 	switch (letter) {
 	case 'x':
 	case 'X': {
-		const char *digits = letter == 'x' ? hex_lower : hex_upper;
+		const char *pairs = letter == 'x' ? hex_pairs_lower : hex_pairs_upper;
 
-		for (unsigned int k = 0; k < nd; k++, v >>= 4)
-			*--p = (uint8_t)digits[v & 15];
+		for (; nd >= 2; nd -= 2, v >>= 8) {
+			p -= 2;
+			memcpy(p, pairs + 2 * (v & 0xff), 2);
+		}
+		if (nd)
+			*--p = (uint8_t)pairs[2 * (v & 15) + 1];
 		return;
 	}
 	case 'o':
 		for (unsigned int k = 0; k < nd; k++, v >>= 3)
 			*--p = (uint8_t)('0' + (v & 7));
 		return;
+	}
+	while (v >= 10000) {	// (four digits a step: two independent pairs)
+		unsigned int r = (unsigned int)(v % 10000);
+
+		v /= 10000;
+		p -= 4;
+		memcpy(p, digit_pairs + 2 * (r / 100), 2);
+		memcpy(p + 2, digit_pairs + 2 * (r % 100), 2);
 	}
 	while (v >= 100) {
 		unsigned int r = (unsigned int)(v % 100);
@@ -839,7 +866,8 @@ static int put_named(struct tf_buf *out, const uint8_t *p, size_t n, uint32_t kn
 
 #define EMPTY_CELL	100	// (run_op: empty the CSV cell, skip to its end)
 
-// What the ops of one event share.
+// What the ops of one event share. The field values come from the batch's columns (row), or in
+// record mode (rec set) from the record's bytes.
 struct event_ctx {
 	struct tf_formatter *f;
 	const struct tf_input *in;
@@ -847,7 +875,11 @@ struct event_ctx {
 	const struct rb_event_format *fmt;	// NULL: the event has no decoded fields
 	int32_t fi;
 	uint32_t row;
-	size_t i;				// the event in the batch
+	const uint8_t *rec;			// record mode: the payload
+	uint32_t rec_len;
+	uint64_t ts;
+	int32_t cpu;
+	int32_t pid;
 	size_t line;				// where its line starts
 	size_t cell;				// where the current CSV cell starts
 	const struct tf_thread *th;		// its thread, once looked up
@@ -858,7 +890,7 @@ struct event_ctx {
 
 static int find_thread(struct event_ctx *c)
 {
-	int32_t tid = c->in->batch->pid[c->i];
+	int32_t tid = c->pid;
 
 	if (c->last && c->last->tid == tid) {
 		c->th = c->last;
@@ -897,30 +929,45 @@ static bool plan_fits(struct tf_plan *plan, const struct event_ctx *c)
 	return true;
 }
 
-// The value of a field or element op; TF_ERR_PLAN when the event's format does not have it.
-static inline int field_value(struct event_ctx *c, const struct tf_op *op,
-			      const struct rb_field **fd, const struct rb_column **col,
-			      struct pyint *v)
+// The value of a field or element op (an integer, or the span of a field of another kind);
+// TF_ERR_PLAN when the event's format does not have it.
+static inline __attribute__((always_inline)) int field_value(struct event_ctx *c,
+							     const struct tf_op *op,
+							     const struct rb_field **fd,
+							     struct rb_span *sp, struct pyint *v)
 {
 	const struct rb_event_format *fmt = c->fmt;
+	const struct rb_column *col;
 
 	if (!c->fits && !op_fits(op, fmt)) {
 		c->need->field = op->field;
 		return TF_ERR_PLAN;
 	}
 	*fd = &fmt->fields[op->field];
-	*col = &c->in->batch->rows[c->fi].cols[op->field];
-	if ((*fd)->kind != RB_KIND_INT && !(*col)->spans[c->row].ptr && (op->flags & TF_F_EMPTY_CELL))
+	if ((*fd)->kind == RB_KIND_INT) {
+		int64_t x;
+
+		if (c->rec)
+			rb_field_int(*fd, c->rec, c->rec_len, c->in->swap, &x);
+		else
+			x = c->in->batch->rows[c->fi].cols[op->field].ints[c->row];
+		*v = pyint_of(x, (*fd)->is_signed);
+		return 0;
+	}
+	if (c->rec) {
+		rb_field_span(*fd, c->rec, c->rec_len, c->in->swap, sp);
+	} else {
+		col = &c->in->batch->rows[c->fi].cols[op->field];
+		*sp = col->spans[c->row];
+	}
+	if (!sp->ptr && (op->flags & TF_F_EMPTY_CELL))
 		return EMPTY_CELL;
 	if (op->src == TF_SRC_ELEM) {
-		const struct rb_span *sp = &(*col)->spans[c->row];
 		unsigned int es = (*fd)->elem_size;
 
 		if (sp->ptr && op->index < sp->len / es)
 			*v = pyint_of(rb_read_int(sp->ptr + (size_t)op->index * es, es, (*fd)->is_signed,
 						  c->in->swap), (*fd)->is_signed);
-	} else if ((*fd)->kind == RB_KIND_INT) {
-		*v = pyint_of((*col)->ints[c->row], (*fd)->is_signed);
 	}
 	return 0;
 }
@@ -978,9 +1025,8 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 {
 	struct tf_buf *out = &c->f->out;
 	const struct rb_field *fd = NULL;
-	const struct rb_column *col = NULL;
+	struct rb_span sp = { NULL, 0 };
 	struct pyint v = { false, 0 };
-	const struct rb_batch *b = c->in->batch;
 	int ret = 0;
 
 	switch (op->src) {
@@ -1002,7 +1048,7 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		return 0;
 	case TF_SRC_FIELD:
 	case TF_SRC_ELEM:
-		ret = field_value(c, op, &fd, &col, &v);
+		ret = field_value(c, op, &fd, &sp, &v);
 		if (ret)
 			return ret;
 		break;
@@ -1018,19 +1064,19 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		v = pyint_of(c->th->tgid, true);
 		break;
 	case TF_SRC_TID:
-		v = pyint_of(b->pid[c->i], true);
+		v = pyint_of(c->pid, true);
 		break;
 	case TF_SRC_CPU:
-		v = pyint_of(b->cpu[c->i], true);
+		v = pyint_of(c->cpu, true);
 		break;
 	case TF_SRC_SECS:
-		v.mag = b->ts[c->i] / 1000000000ULL;
+		v.mag = c->ts / 1000000000ULL;
 		break;
 	case TF_SRC_USECS:
-		v.mag = b->ts[c->i] % 1000000000ULL / 1000;
+		v.mag = c->ts % 1000000000ULL / 1000;
 		break;
 	case TF_SRC_NSECS:
-		v.mag = b->ts[c->i] % 1000000000ULL;
+		v.mag = c->ts % 1000000000ULL;
 		break;
 	}
 
@@ -1073,9 +1119,9 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		break;
 	}
 	default:
-		if (!col)	// (tf_check_op lets only fields get here)
+		if (!fd)	// (tf_check_op lets only fields get here)
 			return TF_ERR_PLAN;
-		ret = put_span(out, op, fd, &col->spans[c->row], c->in->swap);
+		ret = put_span(out, op, fd, &sp, c->in->swap);
 	}
 texts:
 	if (ret || reserve(out, c->plan->fixed))
@@ -1089,96 +1135,151 @@ static inline size_t head_slot(uint16_t id, int32_t tid, int32_t cpu)
 	       (TF_HEAD_CACHE - 1);
 }
 
+// Format one event (c's header values, row or record set) by its plan, appending to f->out:
+// 0, or a TF_NEED_* / TF_ERR_* status with the event's partial output left for the caller to
+// remove.
+static inline __attribute__((always_inline)) int format_event(struct event_ctx *c, uint16_t id)
+{
+	struct tf_formatter *f = c->f;
+	struct tf_buf *out = &f->out;
+	struct tf_plan *plan = f->plans[id];
+	struct tf_head *head;
+	uint32_t k = 0;
+	int ret;
+
+	c->line = c->cell = out->len;
+	if (!plan) {
+		c->need->id = id;
+		return TF_NEED_PLAN;
+	}
+	if (plan->kind == TF_PLAN_SKIP)
+		return 0;
+	if (plan->kind == TF_PLAN_CALLER)
+		return TF_NEED_CALLER;
+	c->plan = plan;
+	c->th = NULL;
+	c->fi = c->in->schema->index[id];
+	c->fmt = c->fi >= 0 && (c->rec || c->row != UINT32_MAX) ? &c->in->schema->formats[c->fi] : NULL;
+	c->fits = c->fmt && plan_fits(plan, c);
+	if (reserve(out, plan->fixed))
+		return TF_ERR_NOMEM;
+	if (plan->nhead) {	// the line start, by thread and CPU
+		head = &f->heads[head_slot(id, c->pid, c->cpu)];
+		if (head->len && head->id == id && head->tid == c->pid && head->cpu == c->cpu) {
+			memcpy(out->p + out->len, head->text, TF_HEAD_MAX);
+			out->len += head->len;
+			k = plan->nhead;
+		} else {
+			for (; k < plan->nhead; k++) {
+				ret = run_op(c, &plan->ops[k]);
+				if (ret)
+					return ret;
+			}
+			if (out->len - c->line <= TF_HEAD_MAX) {
+				memcpy(head->text, out->p + c->line, out->len - c->line);
+				head->len = (uint8_t)(out->len - c->line);
+				head->id = id;
+				head->tid = c->pid;
+				head->cpu = c->cpu;
+			}
+		}
+	}
+	for (; k < plan->nops; k++) {
+		const struct tf_op *op = &plan->ops[k];
+
+		if (op->src == TF_SRC_LIT) {	// (the room has TF_LIT_SLACK bytes to spare)
+			if (op->len <= TF_LIT_SLACK)
+				memcpy(out->p + out->len, plan->lits + op->index, TF_LIT_SLACK);
+			else
+				memcpy(out->p + out->len, plan->lits + op->index, op->len);
+			out->len += op->len;
+			continue;
+		}
+		ret = run_op(c, op);
+		if (ret == EMPTY_CELL) {	// (the cell's end, which quotes nothing, comes next)
+			out->len = c->cell;
+			while (k + 1 < plan->nops && plan->ops[k + 1].src != TF_SRC_CELL_END)
+				k++;
+			continue;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
 	      struct tf_need *need)
 {
 	const struct rb_batch *b = in->batch;
-	struct tf_buf *out = &f->out;
 	struct event_ctx c = { .f = f, .in = in, .need = need };
+	size_t i;
 	int ret = 0;
 
-	for (c.i = *pos; c.i < b->n; c.i++) {
-		uint16_t id = b->id[c.i];
-		struct tf_plan *plan = f->plans[id];
-		struct tf_head *head = NULL;
-		uint32_t k = 0;
-
-		c.line = c.cell = out->len;
-		if (!plan) {
-			need->id = id;
-			ret = TF_NEED_PLAN;
+	for (i = *pos; i < b->n; i++) {
+		c.row = b->row[i];
+		c.ts = b->ts[i];
+		c.cpu = b->cpu[i];
+		c.pid = b->pid[i];
+		ret = format_event(&c, b->id[i]);
+		if (ret)
 			goto stop;
-		}
-		if (plan->kind == TF_PLAN_SKIP)
-			continue;
-		if (plan->kind == TF_PLAN_CALLER) {
-			ret = TF_NEED_CALLER;
-			goto stop;
-		}
-		c.plan = plan;
-		c.th = NULL;
-		c.row = b->row[c.i];
-		c.fi = in->schema->index[id];
-		c.fmt = c.fi >= 0 && c.row != UINT32_MAX ? &in->schema->formats[c.fi] : NULL;
-		c.fits = c.fmt && plan_fits(plan, &c);
-		if (reserve(out, plan->fixed))
-			return TF_ERR_NOMEM;
-		if (plan->nhead) {	// the line start, by thread and CPU
-			int32_t tid = b->pid[c.i], cpu = b->cpu[c.i];
-
-			head = &f->heads[head_slot(id, tid, cpu)];
-			if (head->len && head->id == id && head->tid == tid && head->cpu == cpu) {
-				memcpy(out->p + out->len, head->text, TF_HEAD_MAX);
-				out->len += head->len;
-				k = plan->nhead;
-			} else {
-				for (; k < plan->nhead; k++) {
-					ret = run_op(&c, &plan->ops[k]);
-					if (ret)
-						goto fail;
-				}
-				if (out->len - c.line <= TF_HEAD_MAX) {
-					memcpy(head->text, out->p + c.line, out->len - c.line);
-					head->len = (uint8_t)(out->len - c.line);
-					head->id = id;
-					head->tid = tid;
-					head->cpu = cpu;
-				}
-			}
-		}
-		for (; k < plan->nops; k++) {
-			const struct tf_op *op = &plan->ops[k];
-
-			if (op->src == TF_SRC_LIT) {	// (the room has TF_LIT_SLACK bytes to spare)
-				if (op->len <= TF_LIT_SLACK)
-					memcpy(out->p + out->len, plan->lits + op->index, TF_LIT_SLACK);
-				else
-					memcpy(out->p + out->len, plan->lits + op->index, op->len);
-				out->len += op->len;
-				continue;
-			}
-			ret = run_op(&c, op);
-			if (ret == EMPTY_CELL) {	// (the cell's end, which quotes nothing, comes next)
-				out->len = c.cell;
-				while (k + 1 < plan->nops && plan->ops[k + 1].src != TF_SRC_CELL_END)
-					k++;
-				continue;
-			}
-			if (ret)
-				goto fail;
-		}
 	}
-	*pos = c.i;
+	*pos = i;
 	return TF_DONE;
-fail:
+stop:
 	if (ret == TF_ERR_NOMEM)
 		return ret;
 	if (ret == TF_ERR_PLAN)
-		need->id = b->id[c.i];
-stop:
+		need->id = b->id[i];
 	// (the event's partial output goes: it is made again when the caller resumes)
-	out->len = c.line;
-	need->index = c.i;
-	*pos = c.i;
+	f->out.len = c.line;
+	need->index = i;
+	*pos = i;
 	return ret;
+}
+
+int tf_format_records(struct tf_formatter *f, struct tf_records *r, size_t max_bytes,
+		      struct tf_need *need)
+{
+	struct tf_input in = { .batch = NULL, .schema = r->schema, .serial = r->serial,
+			       .swap = r->reader->swap };
+	struct event_ctx c = { .f = f, .in = &in, .need = need };
+	struct rb_record *rec = &r->rec;
+	uint16_t id;
+	int ret;
+
+	while (f->out.len < max_bytes) {
+		if (!r->pending) {
+			ret = rb_reader_next(r->reader, rec);
+			if (ret < 0) {
+				r->decode_err = ret;
+				return TF_ERR_DECODE;
+			}
+			if (!ret)
+				return TF_DONE;
+			r->pending = true;
+			if (rec->len < 8)
+				r->short_records++;
+		}
+		// the common header, as rb_batch_fill reads it
+		id = rec->len >= 2 ? (uint16_t)rb_read_uint(rec->data, 2, in.swap) : 0;
+		c.pid = rec->len >= 8 ? (int32_t)rb_read_int(rec->data + 4, 4, true, in.swap) : -1;
+		c.ts = rec->ts;
+		c.cpu = rec->cpu;
+		c.rec = rec->data;
+		c.rec_len = rec->len;
+		c.row = 0;
+		ret = format_event(&c, id);
+		if (ret) {
+			if (ret == TF_ERR_NOMEM)
+				return ret;
+			need->id = id;
+			f->out.len = c.line;
+			return ret;
+		}
+		r->pending = false;
+		r->events++;
+	}
+	return TF_MORE;
 }

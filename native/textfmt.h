@@ -164,8 +164,10 @@ enum tf_status {
 	TF_NEED_SYMBOL = 3,	// need.tgid/addr/neg is not in the symbol table: tf_add_symbol()
 	TF_NEED_CALLER = 4,	// the event at need.index has a TF_PLAN_CALLER plan: append its
 				// text to out and resume at need.index + 1
+	TF_MORE = 5,		// tf_format_records: the output reached its size: write it out
 	TF_ERR_NOMEM = -1,
 	TF_ERR_PLAN = -2,	// a plan names a field its event does not have, or of another kind
+	TF_ERR_DECODE = -3,	// tf_format_records: the reader failed (tf_records.decode_err)
 };
 
 struct tf_need {
@@ -184,6 +186,18 @@ struct tf_input {
 	const struct rb_schema *schema;
 	uint64_t serial;	// names the schema: a number no other schema has had (not 0)
 	bool swap;		// byte order of array elements differs from the host's
+};
+
+// The records of a reader, formatted one at a time as they are merged (no columns).
+struct tf_records {
+	struct rb_reader *reader;
+	const struct rb_schema *schema;
+	uint64_t serial;	// names the schema (as tf_input.serial)
+	struct rb_record rec;	// the record being formatted, held over a TF_NEED_*
+	bool pending;		// rec is taken from the reader and not formatted yet
+	int decode_err;		// TF_ERR_DECODE: the rb_error (the position is in the reader)
+	uint64_t events;	// records formatted (or skipped by their plan)
+	uint64_t short_records;	// records too short for their common header
 };
 
 struct tf_formatter *tf_formatter_new(void);
@@ -225,6 +239,17 @@ int tf_buf_append(struct tf_buf *buf, const void *p, size_t n);
  */
 int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
 	      struct tf_need *need);
+
+/**
+ * tf_format_records - format the reader's records in time order, appending to f->out, until
+ * the output holds @max_bytes or more (TF_MORE), the records end (TF_DONE), or a record needs
+ * something: a TF_NEED_* status with the record held in r->rec (r->pending; its partial output
+ * removed) and @need filled. TF_NEED_CALLER: append the record's text to f->out, clear
+ * r->pending and count it in r->events, then call again. The output equals tf_format()'s over
+ * the same records decoded into batches.
+ */
+int tf_format_records(struct tf_formatter *f, struct tf_records *r, size_t max_bytes,
+		      struct tf_need *need);
 
 /**
  * tf_put_int - append an integer as Python's "%<flags><width>.<prec><letter>" % value prints it

@@ -12,7 +12,9 @@
 // into pages of one to three CPU streams, decodes them with rb_reader/rb_batch in batches of
 // random size, and formats each batch with tf_format() under random plans (valid and invalid ops,
 // widths, precisions, casts, elements, CSV marks), answering every TF_NEED_* with random names
-// (invalid UTF-8 too) and random caller text. tf_put_int() and tf_put_text() also get random
+// (invalid UTF-8 too) and random caller text; then formats the same streams record by record
+// with tf_format_records() (output taken in chunks of random size), given the same answers, and
+// checks that both print the same bytes. tf_put_int() and tf_put_text() also get random
 // arguments directly. Exit 0 with "ok" and a silent sanitizer mean no bug was found.
 #ifdef TF_FUZZ_DRIVER
 
@@ -263,13 +265,66 @@ static void random_plan(struct tf_formatter *f, uint16_t id)
 	tf_set_plan(f, id, TF_PLAN_SKIP, NULL, 0, NULL, 0);
 }
 
+// The answer to a TF_NEED_* (or TF_ERR_PLAN), random but a function of what is asked (and of
+// @ordinal, the event's position in the stream, for caller text), so that the batch and the
+// record paths get the same answers. 0, or -1 for a status that is not a need.
+static uint64_t answer_seed;
+
+static int answer(struct tf_formatter *f, int status, const struct tf_need *need, uint64_t ordinal)
+{
+	uint64_t saved = rng_state, key = (uint64_t)status * 0x9e3779b97f4a7c15ULL;
+	uint8_t name[300];
+	int ret = 0;
+
+	switch (status) {
+	case TF_NEED_PLAN:
+	case TF_ERR_PLAN:
+		key ^= need->id;
+		break;
+	case TF_NEED_THREAD:
+		key ^= (uint32_t)need->tid;
+		break;
+	case TF_NEED_SYMBOL:
+		key ^= need->addr * 31 + (uint64_t)need->tgid * 7 + need->neg;
+		break;
+	case TF_NEED_CALLER:
+		key ^= ordinal;
+		break;
+	}
+	rng_state = (answer_seed ^ key) * 0xff51afd7ed558ccdULL | 1;
+	switch (status) {
+	case TF_NEED_PLAN:
+		random_plan(f, need->id);
+		break;
+	case TF_NEED_THREAD:
+		tf_add_thread(f, need->tid, name, random_text(name, sizeof(name)),
+			      (int64_t)rnd() >> (rnd() % 64));
+		break;
+	case TF_NEED_SYMBOL:
+		tf_add_symbol(f, need->tgid, need->addr, need->neg, name,
+			      random_text(name, sizeof(name)));
+		break;
+	case TF_NEED_CALLER:
+		tf_buf_append(&f->out, name, random_text(name, sizeof(name)));
+		break;
+	case TF_ERR_PLAN:	// (a plan naming a field its event lacks: print it no more)
+		tf_set_plan(f, need->id, TF_PLAN_SKIP, NULL, 0, NULL, 0);
+		break;
+	default:
+		ret = -1;
+	}
+	rng_state = saved;
+	return ret;
+}
+
+// Format a batch (its events are at @base on in the stream), appending the text to @all.
 static void format_batch(struct tf_formatter *f, const struct rb_batch *batch,
-			 const struct rb_schema *schema, uint64_t serial)
+			 const struct rb_schema *schema, uint64_t serial, uint64_t base,
+			 struct tf_buf *all)
 {
 	struct tf_input in = { .batch = batch, .schema = schema, .serial = serial, .swap = false };
 	struct tf_need need;
 	size_t pos = 0;
-	uint8_t name[300];
 	int status;
 
 	f->out.len = 0;
@@ -279,37 +334,67 @@ static void format_batch(struct tf_formatter *f, const struct rb_batch *batch,
 		if (status == TF_DONE)
 			break;
 		n_needs++;
-		switch (status) {
-		case TF_NEED_PLAN:
-			random_plan(f, need.id);
-			break;
-		case TF_NEED_THREAD:
-			tf_add_thread(f, need.tid, name, random_text(name, sizeof(name)),
-				      (int64_t)rnd() >> (rnd() % 64));
-			break;
-		case TF_NEED_SYMBOL:
-			tf_add_symbol(f, need.tgid, need.addr, need.neg, name,
-				      random_text(name, sizeof(name)));
-			break;
-		case TF_NEED_CALLER:
-			tf_buf_append(&f->out, name, random_text(name, sizeof(name)));
-			pos = need.index + 1;
-			break;
-		case TF_ERR_PLAN:	// (a plan naming a field its event lacks: print it no more)
-			tf_set_plan(f, need.id, TF_PLAN_SKIP, NULL, 0, NULL, 0);
-			break;
-		default:
+		if (answer(f, status, &need, base + need.index)) {
 			fprintf(stderr, "tf_format failed: %d\n", status);
 			exit(1);
 		}
+		if (status == TF_NEED_CALLER)
+			pos = need.index + 1;
 	}
 	if (f->out.len > f->out.cap) {
 		fprintf(stderr, "output past its buffer\n");
 		exit(1);
 	}
 	touch(f->out.p, f->out.len);
+	tf_buf_append(all, f->out.p, f->out.len);
 	n_events += batch->n;
 	n_bytes += f->out.len;
+}
+
+// The same streams through tf_format_records (output taken in random chunks), appended to @all.
+static void format_records(const struct rb_layout *layout, uint8_t **streams, size_t *sizes,
+			   int n, const struct rb_schema *schema, uint64_t serial, struct tf_buf *all)
+{
+	struct tf_formatter *f = tf_formatter_new();
+	struct rb_reader reader;
+	struct tf_records r = { .schema = schema, .serial = serial };
+	struct tf_need need;
+	int status;
+
+	if (!f || rb_reader_init(&reader, layout, (size_t)n, false))
+		exit(2);
+	for (int i = 0; i < n; i++)
+		rb_reader_set_stream(&reader, (size_t)i, i, streams[i], sizes[i]);
+	r.reader = &reader;
+	for (long rounds = 0; rounds < 10000000; rounds++) {
+		memset(&need, 0, sizeof(need));
+		status = tf_format_records(f, &r, 1 + rnd() % 3000, &need);
+		if (status == TF_DONE || status == TF_MORE) {
+			if (f->out.len > f->out.cap) {
+				fprintf(stderr, "output past its buffer\n");
+				exit(1);
+			}
+			tf_buf_append(all, f->out.p, f->out.len);
+			f->out.len = 0;
+			if (status == TF_DONE)
+				break;
+			continue;
+		}
+		if (status == TF_NEED_CALLER && !r.pending) {
+			fprintf(stderr, "a caller's record that is not held\n");
+			exit(1);
+		}
+		if (answer(f, status, &need, r.events)) {
+			fprintf(stderr, "tf_format_records failed: %d\n", status);
+			exit(1);
+		}
+		if (status == TF_NEED_CALLER) {
+			r.pending = false;
+			r.events++;
+		}
+	}
+	rb_reader_deinit(&reader);
+	tf_formatter_free(f);
 }
 
 static void direct_calls(void)
@@ -333,6 +418,7 @@ int main(int argc, char **argv)
 		{ .id = 2, .nfields = 0, .fields = fields },
 	};
 	static struct rb_schema schema;
+	struct tf_buf by_batch = { 0 }, by_record = { 0 };
 	long iterations;
 
 	if (argc != 3) {
@@ -340,7 +426,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	iterations = strtol(argv[1], NULL, 0);
-	rng_state = strtoull(argv[2], NULL, 0) | 1;
+	rng_state = strtoull(argv[2], NULL, 0) << 1 | 1;
 	if (rb_schema_init(&schema, formats, 2))
 		return 2;
 
@@ -361,21 +447,33 @@ int main(int argc, char **argv)
 			return 2;
 		for (int i = 0; i < n; i++)
 			rb_reader_set_stream(&reader, (size_t)i, i, streams[i], sizes[i]);
-		for (;;) {
+		answer_seed = rnd();
+		for (uint64_t base = 0;;) {
 			long got = rb_batch_fill(&batch, &reader, 1 + rnd() % 500);
 
 			if (got <= 0)
 				break;
-			format_batch(f, &batch, &schema, (uint64_t)it % 3);	// (0: no serial)
+			format_batch(f, &batch, &schema, (uint64_t)it % 3, base, &by_batch);	// (0: no serial)
+			base += batch.n;
 			rb_batch_reset(&batch);
 		}
 		rb_batch_deinit(&batch);
 		rb_reader_deinit(&reader);
+		// the record path prints the same bytes
+		format_records(&layout, streams, sizes, n, &schema, (uint64_t)it % 3, &by_record);
+		if (by_batch.len != by_record.len || memcmp(by_batch.p, by_record.p, by_batch.len)) {
+			fprintf(stderr, "iteration %ld: the record path printed %zu bytes, the batches %zu, "
+				"not the same\n", it, by_record.len, by_batch.len);
+			return 1;
+		}
+		by_batch.len = by_record.len = 0;
 		for (int i = 0; i < n; i++)
 			free(streams[i]);
 		tf_formatter_free(f);
 		direct_calls();
 	}
+	free(by_batch.p);
+	free(by_record.p);
 	printf("ok %ld iterations: %llu events, %llu bytes out, %llu plans (%llu refused), %llu stops\n",
 	       iterations, (unsigned long long)n_events, (unsigned long long)n_bytes,
 	       (unsigned long long)n_plans, (unsigned long long)n_refused, (unsigned long long)n_needs);
