@@ -69,3 +69,35 @@ def test_a_pipe_reader_that_goes_away_is_a_broken_pipe():
     finally:
         os.close(w)
         reader.close()
+
+
+def test_what_comes_before_a_corrupt_page_is_written_then_the_error_raised(tmp_path):
+    """A strict reader stops at a corrupt page: the events before it are printed (as a reader of
+    the good pages alone prints them), then DecodeError."""
+    from probectl import _native
+
+    formats, streams = random_events(6, nevents=3000)
+    assert len(streams) == 2
+    cpu, data, _, size = streams[1]
+    bad = bytearray(PAGE.page_size)
+    bad[8:16] = (PAGE.page_size * 4).to_bytes(8, "little")  # a commit size past the page
+    broken = [streams[0], (cpu, data + bytes(bad), 0, size + len(bad))]
+
+    def fmt() -> object:
+        f = make_formatter("text", Names())
+        f.set_formats(formats)
+        fake_symbols(f)
+        return native_formatter(f)
+
+    good = EventReader(streams, formats, PAGE)
+    want = b"".join(item[1] for item in iter(lambda: good._native.format_text(fmt(), 100000), None))
+    good.close()
+    reader = EventReader(broken, formats, PAGE)
+    with open(tmp_path / "out", "wb") as out:
+        with pytest.raises(_native.DecodeError):
+            reader._native.format_text(fmt(), 512, fd=out.fileno())
+    reader.close()
+    got = (tmp_path / "out").read_bytes()
+    assert got and want.startswith(got)
+    # (the stream of cpu 1 ends with the bad page: every event of cpu 0 before its time is out)
+    assert len(got) >= len(want) // 3
