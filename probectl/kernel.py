@@ -4,16 +4,15 @@ by build-id), and where its BTF is when there is no vmlinux.
 from __future__ import annotations
 
 import bisect
-import lzma
 import os
 import struct
-import subprocess
 import sys
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .cachedir import cache_dir as probectl_cache_dir
 from .debuginfo.elf import ElfFile
 from .errors import ProbectlError, ResolveError, TargetError
 
@@ -254,15 +253,32 @@ def _module_by_name(name: str) -> Path:
     return root / rel
 
 
+def _scratch_dir() -> Path:
+    """A directory of this run's own, removed at exit (for unpacked modules when caching is off)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="probectl-modules-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def _unpacked(path: Path, cache_dir: Optional[Path]) -> Path:
     """Compressed modules are unpacked once into the cache (ELF readers need the plain file)."""
     if path.suffix not in (".xz", ".zst"):
         return path
-    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "probectl" / "modules"
+    if cache_dir is None:
+        base = probectl_cache_dir()
+        cache_dir = base / "modules" if base is not None else _scratch_dir()
+    cache = cache_dir
     stat = path.stat()
     out = cache / f"{path.name[:-len(path.suffix)]}-{stat.st_size}-{int(stat.st_mtime)}"
     if out.is_file():
         return out
+    import lzma  # only for compressed modules: not imported by every command
+    import subprocess
+
     try:
         if path.suffix == ".xz":
             plain = lzma.decompress(path.read_bytes())

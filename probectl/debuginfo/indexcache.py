@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
 
+from ..cachedir import cache_dir
 from ..errors import ProbectlError
 
 if TYPE_CHECKING:
@@ -51,19 +52,6 @@ _LOOKUPS = "dwarf-lookups"
 MAX_LOOKUPS = 512
 
 Index = Mapping[str, list[tuple[int, int]]]
-
-
-def cache_dir() -> Optional[Path]:
-    """Where cache files live, or None when caching is turned off."""
-    if os.environ.get("PROBECTL_NO_CACHE") == "1":
-        return None
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base or not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if home == "~":
-            return None
-        base = os.path.join(home, ".cache")
-    return Path(base) / "probectl"
 
 
 def file_key(path: os.PathLike | str, build_id: Optional[str]) -> str:

@@ -9,7 +9,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..errors import ProbeSyntaxError
-from ..grammars import caret_line, check_characters, grammar_path
+from ..grammars import caret_line, check_characters, load_parser
 from .tree import And, CpuList, Node, Not, Or, Predicate, StringValue, Term, Terms, Value
 
 MAX_NESTING = 100         # parentheses and '!' (the kernel takes more, nobody writes more)
@@ -18,7 +18,7 @@ _WHITESPACE_CONTROLS = frozenset("\t\n\r")
 
 @lru_cache(maxsize=None)
 def _parser() -> Lark:
-    return Lark(grammar_path("filter.lark").read_text(), parser="lalr", lexer="contextual")
+    return load_parser("filter.lark", lexer="contextual")
 
 
 def parse_filter(text: str) -> Node:

@@ -63,7 +63,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import LarkError, UnexpectedInput, VisitError
 
 from ..errors import ProbectlError, ProbeSyntaxError
-from ..grammars import caret_line, check_characters, grammar_path
+from ..grammars import caret_line, check_characters, grammar_path, load_parser
 from .builder import Builder
 from .checks import check_nesting, reject_sdt
 from .syntax_errors import syntax_error
@@ -99,9 +99,8 @@ _WHITESPACE_CONTROLS = frozenset("\t\n\v\f\r")
 
 @lru_cache(maxsize=None)
 def _parser() -> Lark:
-    return Lark(
-        grammar_path("probe.lark").read_text(),
-        parser="lalr",
+    return load_parser(
+        "probe.lark",
         lexer="contextual",
         start=["probe", "line_range"],
         propagate_positions=True,
