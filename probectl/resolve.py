@@ -10,11 +10,9 @@ import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import spec as S
-from .debuginfo.btf import KERNEL_BTF, Btf, load_kernel_btf
-from .debuginfo.btfargs import btf_fetch, btf_params, btf_retval_type
 from .debuginfo.dwarf import DebugInfo
 from .debuginfo.elf import ElfFile, ElfSymbol
 from .debuginfo.kallsyms import Kallsyms
@@ -22,8 +20,11 @@ from .debuginfo.variables import VariableNotFound, VariableUnavailable
 from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
 from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .kernel import KprobeRules
+from .points import ProbePoint, ResolvedArg, Target, is_untyped_retval
 from .sourcepoints import SourceResolver, SourceSite
-from .target import uprobe_group_name
+
+if TYPE_CHECKING:
+    from .debuginfo.btf import Btf
 
 # perf's filler for an argument that exists at some places of a multi-place event but not at others.
 MISSING_ARG_MAGIC = 0xDEADE12D
@@ -31,46 +32,6 @@ MISSING_ARG_MAGIC = 0xDEADE12D
 _SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
 # Integer/pointer arguments of the x86-64 System V calling convention, in order (kernel register names).
 SYSV_ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
-
-
-@dataclass(frozen=True)
-class Target:
-    """What definitions are resolved against: a user binary (uprobes) or the running kernel (kprobes)."""
-
-    kind: str  # "uprobe" or "kprobe"
-    path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
-    module: str | None = None
-
-    @property
-    def is_uprobe(self) -> bool:
-        return self.kind == "uprobe"
-
-    @property
-    def default_group(self) -> str:
-        return uprobe_group_name(self.path) if self.is_uprobe else "probe"
-
-
-@dataclass(frozen=True)
-class ResolvedArg:
-    """One fetch argument: ``name`` is empty when the kernel should name it (argN), as perf leaves it."""
-
-    fetch: str
-    type: str = ""
-    name: str = ""
-    text: str = ""
-
-
-@dataclass(frozen=True)
-class ProbePoint:
-    """One resolved probe location with its arguments."""
-
-    function: str  # the real function (symbol) name at the place
-    offset: int  # bytes from the function's start
-    address: int  # virtual address in the target (kernel address for kprobes)
-    place: str  # the kernel's place text: "/path:0x1139" or "sym+off"
-    is_return: bool = False
-    args: tuple[ResolvedArg, ...] = ()
-    line: int | None = None  # relative line of FUNC:RLN, for naming
 
 
 @dataclass
@@ -85,7 +46,7 @@ class Resolver:
     source_dir: str | None = None  # where to find sources for lazy patterns
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # which debug information was used, for the user
-    _btf: Btf | None = None
+    _btf: "Btf | None" = None
     _elf: ElfFile | None = None
     _kallsyms: Kallsyms | None = None
     _source_resolver: SourceResolver | None = None
@@ -154,8 +115,8 @@ class Resolver:
             at_entry = offset == 0 and not probe.point.is_return
             args = []
             for arg in probe.args:
-                resolved = self._render_arg(arg, address, at_entry)
-                if retval_source is not None and _is_untyped_retval(arg):
+                resolved = self.render_arg(arg, address, at_entry)
+                if retval_source is not None and is_untyped_retval(arg):
                     resolved = replace(resolved, type=self._retval_type(retval_source, address))
                 args.append(resolved)
             points.append(
@@ -163,7 +124,7 @@ class Resolver:
                     function=function,
                     offset=offset,
                     address=address,
-                    place=self._place(function, address, offset),
+                    place=self.place(function, address, offset),
                     is_return=probe.point.is_return,
                     args=tuple(args),
                 )
@@ -181,43 +142,19 @@ class Resolver:
         return pt.function is not None and pt.source is None and pt.line is None and pt.lazy is None
 
     @property
-    def btf(self) -> Btf:
+    def btf(self) -> "Btf":
         if self._btf is None:
+            from .debuginfo.btf import KERNEL_BTF, load_kernel_btf
+
             self._btf = load_kernel_btf(self.target.path if self.target.path is not None else None)
             where = f"the .BTF section of {self.target.path}" if self.target.path else str(KERNEL_BTF)
             self.notes.append(f"C arguments from BTF ({where})")
         return self._btf
 
     def _resolve_btf(self, probe: S.ProbeSpec) -> list[ProbePoint]:
-        point = probe.point
-        points = []
-        for function, address, offset in self.symbol_sites(point):
-            if offset:
-                raise ResolveError(f"'{probe.text}': BTF describes a function's arguments at its entry and "
-                                   "return only, not at an offset",
-                                   hint="give a vmlinux with debug information (-k) for other places")
-            name = re.split(r"[.]", function, maxsplit=1)[0]
-            args: list[ResolvedArg] = []
-            for arg in probe.args:
-                if isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"):
-                    for param in btf_params(self.btf, name, at_return=point.is_return,
-                                            args_at_return=self.retprobe_args):
-                        found = btf_fetch(self.btf, name, S.Variable(param), None, at_return=point.is_return,
-                                          x_types=self.x_types, args_at_return=self.retprobe_args)
-                        args.append(ResolvedArg(found.fetch, found.type, found.default_name, arg.text))
-                elif arg.is_c_expr:
-                    found = btf_fetch(self.btf, name, arg.expr, arg.type, at_return=point.is_return,
-                                      x_types=self.x_types, args_at_return=self.retprobe_args, user_access=arg.user)
-                    args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text))
-                else:
-                    resolved = self._render_arg(arg, address, not point.is_return)
-                    if _is_untyped_retval(arg):
-                        resolved = replace(resolved, type=btf_retval_type(self.btf, name, self.x_types))
-                    args.append(resolved)
-            points.append(ProbePoint(function=function, offset=offset, address=address,
-                                     place=self._place(function, address, offset), is_return=point.is_return,
-                                     args=tuple(args)))
-        return points
+        from .btfpoints import resolve_btf_points
+
+        return resolve_btf_points(self, probe)
 
     def source(self, required: bool) -> SourceResolver | None:
         """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
@@ -258,8 +195,8 @@ class Resolver:
             row: list[ResolvedArg | VariableUnavailable | VariableNotFound] = []
             for arg in probe.args:
                 if not _needs_debuginfo(arg):
-                    resolved = self._render_arg(arg, site.address, site.at_entry and not point.is_return)
-                    if _is_untyped_retval(arg):
+                    resolved = self.render_arg(arg, site.address, site.at_entry and not point.is_return)
+                    if is_untyped_retval(arg):
                         resolved = replace(resolved, type=source.retval_type(site))
                     row.append(resolved)
                     continue
@@ -278,7 +215,7 @@ class Resolver:
             fn = site.function
             offset = site.address - fn.entry if fn.entry is not None and site.address >= fn.entry else 0
             points.append(ProbePoint(function=fn.name, offset=offset, address=site.address,
-                                     place=self._place(fn.name, site.address, offset),
+                                     place=self.place(fn.name, site.address, offset),
                                      is_return=point.is_return, args=tuple(args), line=site.line))
         return points
 
@@ -390,7 +327,8 @@ class Resolver:
             unique.setdefault(sym.address, sym.name)
         return [(name, addr, 0) for addr, name in sorted(unique.items())]
 
-    def _place(self, function: str, address: int, offset: int) -> str:
+    def place(self, function: str, address: int, offset: int) -> str:
+        """The kernel's place text of a probe: ``/path:0xFILEOFF`` (uprobe) or ``[MOD:]SYM+OFF``."""
         if self.target.is_uprobe:
             return f"{self.target.path}:0x{self.elf.vaddr_to_offset(address):x}"
         if function.startswith("abs_"):
@@ -437,7 +375,8 @@ class Resolver:
 
     # -- arguments ---------------------------------------------------------------------------
 
-    def _render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
+    def render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
+        """A fetch argument that needs no debug information (registers, $retval, $argN, @sym...)."""
         fetch = self._render_fetch(arg.expr, address, at_entry)
         if (isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is not None
                 and arg.type.base in ("string", "ustring")):
@@ -507,12 +446,8 @@ def _needs_debuginfo(arg: S.ArgSpec) -> bool:
     return arg.is_c_expr or (isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"))
 
 
-def _is_untyped_retval(arg: S.ArgSpec) -> bool:
-    return isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is None
-
-
 def _wants_retval_type(probe: S.ProbeSpec) -> bool:
-    return probe.point.is_return and any(_is_untyped_retval(a) for a in probe.args)
+    return probe.point.is_return and any(is_untyped_retval(a) for a in probe.args)
 
 
 def _with_symbol_version(probe: S.ProbeSpec) -> S.ProbeSpec:

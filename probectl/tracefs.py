@@ -9,9 +9,6 @@ command and caret). Concurrent probectl runs serialise on :meth:`Tracefs.lock`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import difflib
 import errno
 import fcntl
 import fnmatch
@@ -199,6 +196,8 @@ def find_mount(mounts: str) -> Optional[Path]:
 
 def _mount_tracefs(target: Path) -> None:
     """mount(2) tracefs on ``target``; raises TracefsError saying why it could not."""
+    import ctypes.util  # only to mount tracefs: not imported by every command
+
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     if libc.mount(b"nodev", os.fsencode(target), b"tracefs", 0, None) == 0:
         return
@@ -372,7 +371,9 @@ class Tracefs:
     def _unknown_event(self, group: str, event: str) -> UnknownEventError:
         wanted = f"{group}:{event}"
         known = [f"{g}:{e}" for g, e in self.event_names()]
-        close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.7)
+        from difflib import get_close_matches
+
+        close = get_close_matches(wanted, known, n=3, cutoff=0.7)
         hint = f"did you mean {' or '.join(close)}?" if close else "'probectl list' shows the events"
         return UnknownEventError(f"no event {wanted}", hint)
 

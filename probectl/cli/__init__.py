@@ -6,7 +6,6 @@ one module per area (probes, recording); this module holds the group and the err
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 import sys
 
@@ -91,7 +90,9 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
             rest.append(arg)
         i += 1
     if command is None:
-        if not argv[0].startswith("-") and difflib.get_close_matches(argv[0], list(COMMAND_MODULES), n=1, cutoff=0.7):
+        from difflib import get_close_matches
+
+        if not argv[0].startswith("-") and get_close_matches(argv[0], list(COMMAND_MODULES), n=1, cutoff=0.7):
             return argv  # a mistyped subcommand: let click say so
         # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
         command = "add"

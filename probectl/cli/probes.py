@@ -8,15 +8,9 @@ from pathlib import Path
 
 import click
 
-from ..debuginfo.elf import ElfFile
-from ..debuginfo.kallsyms import Kallsyms
 from ..errors import ProbectlError, ProbePointNotFound, TracefsError
-from ..listing import describe, select_events
-from ..probeset import ProbeSet
-from ..resolve import Resolver, Target
-from ..sourceview import list_btf_variables, list_lines, list_variables, point_title
-from ..spec import parse_line_range, parse_point
 from ..kernel import check_vmlinux, find_module, find_running_vmlinux
+from ..points import Target
 from ..target import find_target
 from ..tracefs import Tracefs
 from . import cli, notice
@@ -67,6 +61,8 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
+    from ..probeset import ProbeSet
+
     texts = list(added) + list(probedefs)
     if not texts:
         raise click.UsageError("no probe definition given")
@@ -134,6 +130,8 @@ def _print_added(named, target: Target) -> None:
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed.")
 def delete(patterns, exec_, dry_run):
     """Remove probe events matching [GROUP:]EVENT globs (no GROUP matches any group)."""
+    from ..listing import select_events
+
     tfs = _open_tracefs()
     binary = str(find_target(exec_)) if exec_ else None
     with tfs.lock():
@@ -157,6 +155,8 @@ def delete(patterns, exec_, dry_run):
 @click.pass_context
 def list_(ctx, patterns, as_json, tracepoints):
     """List probe events (kprobes and uprobes, whoever added them)."""
+    from ..listing import describe, select_events
+
     if tracepoints:
         if len(patterns) > 1:
             raise click.UsageError("--tracepoints takes one GLOB")
@@ -179,6 +179,9 @@ def list_(ctx, patterns, as_json, tracepoints):
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
 def funcs(pattern, exec_, vmlinux, module, as_json):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
+    from ..debuginfo.elf import ElfFile
+    from ..debuginfo.kallsyms import Kallsyms
+
     if exec_ or vmlinux or module:
         elf = ElfFile(make_target(exec_, vmlinux, module).path)
         rows = {}
@@ -214,6 +217,10 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
+    from ..resolve import Resolver
+    from ..sourceview import list_lines
+    from ..spec import parse_line_range
+
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
     listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
     if as_json:
@@ -232,6 +239,10 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
 @click.option("--btf", "use_btf", is_flag=True, help="Kernel functions: parameters from BTF, not DWARF.")
 def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     """Show the variables that can be fetched at a probe point (perf -V)."""
+    from ..resolve import Resolver
+    from ..sourceview import list_btf_variables, list_variables, point_title
+    from ..spec import parse_point
+
     point = parse_point(probepoint)
     resolver = Resolver(make_target(exec_, vmlinux, module), use_btf=use_btf)
     try:
