@@ -781,8 +781,7 @@ def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "_CUScanner"]:
     """The CU's bytes (from its header on: positions are CU offsets), its compiled abbreviation
     table (cached per file) and a scanner for it. Only the CU is read, not all of ``.debug_info``."""
     cache = debuginfo._cache.setdefault("top_level_scan", {})
-    if "abbrev" not in cache:
-        cache["abbrev"] = _section_bytes(debuginfo, "debug_abbrev_sec")
+    if "tables" not in cache:
         cache["tables"] = {}
         cache["entries"] = {}
         cache["units"] = {}
@@ -797,8 +796,28 @@ def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "_CUScanner"]:
     table = cache["tables"].get(fmt)
     if table is None:
         shared = cache["entries"].setdefault(fmt[1:], {})
-        table = cache["tables"][fmt] = _compiled_table(cache["abbrev"], fmt[0], *fmt[1:], shared)
+        table = cache["tables"][fmt] = _abbrev_table(debuginfo, fmt[0], fmt[1:], shared)
     return info, table, _CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
+
+
+def _abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
+    """``_compiled_table`` of the table at ``offset``, read from a window of the section after it
+    (a kernel's .debug_abbrev is 5 MB, one CU's table a few KB); the whole section only for a
+    table that does not fit in the window."""
+    sec = debuginfo.dwarf.debug_abbrev_sec
+    whole = debuginfo._cache.get("section_bytes", {}).get("debug_abbrev_sec")
+    if whole is None and sec is not None and 0 <= offset < sec.size:
+        sec.stream.seek(offset)
+        window = sec.stream.read(min(_ABBREV_WINDOW, sec.size - offset))
+        try:
+            return _compiled_table(window, 0, *fmt, shared)
+        except IndexError:
+            if offset + len(window) >= sec.size:
+                raise
+    return _compiled_table(_section_bytes(debuginfo, "debug_abbrev_sec"), offset, *fmt, shared)
+
+
+_ABBREV_WINDOW = 64 << 10
 
 
 def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:

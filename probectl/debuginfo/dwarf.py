@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import functools
 import mmap
 import os
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ from elftools.dwarf.dwarfinfo import DebugSectionDescriptor
 from elftools.elf.elffile import ELFFile
 
 from ..errors import DebugInfoError, ProbectlError
+from .forms import accelerate
 from .die import (SCOPE_TAGS, die_attr, die_key, die_linkage_name, die_name, die_origin, die_ref, die_type,  # noqa: F401
                   guarded, is_glob, tail_match)
 
@@ -59,7 +61,7 @@ class Function:
     name: str
     die: DIE
     cu: CompileUnit
-    decl_file: Optional[str]
+    debuginfo: "DebugInfo" = field(repr=False)
     decl_line: int
     entry: Optional[int]
     ranges: tuple[tuple[int, int], ...]
@@ -74,6 +76,11 @@ class Function:
     @property
     def key(self) -> tuple[int, int]:
         return die_key(self.die)
+
+    @functools.cached_property
+    def decl_file(self) -> Optional[str]:
+        """The file that declares it; read on first use (it needs the CU's line-table header)."""
+        return self.debuginfo.decl_file(self.die)
 
     @property
     def low(self) -> Optional[int]:
@@ -158,6 +165,7 @@ class DebugInfo:
                                      hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
             relocate = self.elf["e_type"] == "ET_REL"
             self.dwarf = self.elf.get_dwarf_info(relocate_dwarf_sections=relocate)
+            accelerate(self.dwarf)
             self.machine = self.elf["e_machine"]
             self.address_size = self.elf.elfclass // 8
         except ProbectlError:
@@ -371,6 +379,7 @@ class DebugInfo:
 
     # --- files ------------------------------------------------------------------------------
 
+    @guarded
     def decl_file(self, die: DIE) -> Optional[str]:
         index = die_attr(die, "DW_AT_decl_file")
         if index is None:
@@ -455,8 +464,7 @@ class DebugInfo:
             inlined = die.tag == "DW_TAG_inlined_subroutine"
             call_line = die.attributes["DW_AT_call_line"].value if "DW_AT_call_line" in die.attributes else 0
             fn = Function(
-                name=name, die=die, cu=die.cu,
-                decl_file=self.decl_file(die),
+                name=name, die=die, cu=die.cu, debuginfo=self,
                 decl_line=die_attr(die, "DW_AT_decl_line") or 0,
                 entry=entry, ranges=ranges,
                 linkage_name=die_linkage_name(die),
@@ -712,6 +720,13 @@ class DebugInfo:
     @guarded
     def function_at(self, address: int) -> Optional[Function]:
         """The out-of-line function (DW_TAG_subprogram with code) containing ``address``."""
+        # Usually the function a probe was just placed in: found among the few parsed so far
+        # without reading the CU's address table and function bounds.
+        if len(self._functions_cache) <= 64:
+            for fn in self._functions_cache.values():
+                if (fn.die.tag == "DW_TAG_subprogram" and fn.ranges
+                        and any(lo <= address < hi for lo, hi in fn.ranges)):
+                    return fn
         cu = self.cu_at(address)
         if cu is None:
             return None
