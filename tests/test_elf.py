@@ -651,3 +651,32 @@ def test_other_classes_and_byte_orders(tmp_path, elf_class, little):
     if shutil.which("readelf"):
         out = subprocess.run(["readelf", "-Ws", str(path)], capture_output=True, text=True).stdout
         assert "tiny_func" in out and "tiny_obj" in out
+
+
+def test_single_name_and_address_searches_equal_the_whole_table(libc, libc_debug):
+    """find_functions(NAME) and symbol_at(START) on a fresh file search one field of the symbol
+    table for the name's string offsets / the address (``_field_bytes``); the answers must be the
+    ones the fully decoded table gives, for names sharing string tails and aliases too."""
+    for path in (libc, libc_debug, Path("/usr/bin/bash")):
+        whole = ElfFile(path)
+        functions = whole.functions()
+        names = sorted({s.name for s in functions})
+        picked = random.Random(4).sample(names, 150) + ["malloc", "memcpy", "free", "__libc_malloc"]
+        for name in picked:
+            fresh = ElfFile(path)
+            assert fresh.find_functions(name) == whole.find_functions(name), (path, name)
+            fresh.close()
+        for sym in random.Random(5).sample(functions, 150):
+            fresh = ElfFile(path)
+            assert fresh.symbol_at(sym.value) == whole.symbol_at(sym.value), (path, sym)
+            fresh.close()
+        whole.close()
+
+
+@pytest.mark.parametrize("elf_class,little", [(64, True), (64, False), (32, True), (32, False)])
+def test_single_searches_in_other_classes_and_byte_orders(tmp_path, elf_class, little):
+    path = tmp_path / "tiny"
+    path.write_bytes(_tiny_elf(elf_class, little))
+    assert [s.name for s in ElfFile(path).find_functions("tiny_func")] == ["tiny_func"]
+    assert ElfFile(path).symbol_at(0x401000).name == "tiny_func"
+    assert ElfFile(path).find_functions("tiny_obj") == []
