@@ -877,3 +877,32 @@ def test_load_kernel_btf_errors(tmp_path):
     elf = Path(sys.executable).resolve()
     with pytest.raises(DebugInfoError, match="no .BTF section"):
         load_kernel_btf(elf)
+
+
+def test_record_offsets_are_cached_by_content(tmp_path, monkeypatch):
+    """A kernel's record offsets and name offsets come back from the cache equal to a walk of the
+    records; a damaged cache file or other BTF bytes are never read as this BTF's."""
+    if not B.KERNEL_BTF.exists():
+        _missing(f"this kernel has no {B.KERNEL_BTF}")
+    data = B.KERNEL_BTF.read_bytes()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    walked = Btf(data)
+    walked_names = walked._record_names(walked._words, walked._offsets)
+    (stored,) = list((tmp_path / "probectl").glob("btf-records-sha1-*.bin"))
+    cached = Btf(data)
+    assert cached._name_offs is not None, "the second read takes the name offsets from the cache"
+    assert cached._offsets == walked._offsets and cached._name_offs == walked_names
+    assert cached.function("vfs_read").name == "vfs_read"
+    # Damage the file: it is rebuilt, not read.
+    raw = bytearray(stored.read_bytes())
+    raw[-5] ^= 0xFF
+    stored.write_bytes(bytes(raw))
+    again = Btf(data)
+    assert again._offsets == walked._offsets and again._name_offs == walked_names
+    assert stored.read_bytes() != bytes(raw), "the walk's offsets replaced the damaged file"
+    # Other bytes, another key: a BTF differing in one type record does not take these offsets.
+    other = bytearray(data)
+    hdr_len, type_off = struct.unpack_from("<I", data, 4)[0], struct.unpack_from("<I", data, 8)[0]
+    struct.pack_into("<I", other, hdr_len + type_off, 0)  # type 1 loses its name
+    assert Btf(bytes(other))._offsets == walked._offsets
+    assert len(list((tmp_path / "probectl").glob("btf-records-*.bin"))) == 2
