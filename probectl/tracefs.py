@@ -84,11 +84,7 @@ class Features:
     def detect(cls, readme: str, files: Iterable[str] = ()) -> "Features":
         """Features from the README text and the names of the files at the top of tracefs."""
         present = set(files)
-        lines = readme.splitlines()
-        found = {
-            flag: any(fnmatch.fnmatchcase(line, _glob_escape(pattern)) for line in lines)
-            for flag, pattern in cls._PATTERNS.items()
-        }
+        found = {flag: _readme_line(pattern).search(readme) is not None for flag, pattern in cls._PATTERNS.items()}
         return cls(
             uprobe_events="uprobe_events" in present,
             kprobe_events="kprobe_events" in present,
@@ -98,9 +94,10 @@ class Features:
         )
 
 
-def _glob_escape(pattern: str) -> str:
-    """Keep ``[`` and ``]`` literal in a README pattern (only ``*`` is a wildcard there)."""
-    return "".join("[[]" if c == "[" else "[]]" if c == "]" else c for c in pattern)
+def _readme_line(pattern: str) -> re.Pattern:
+    """A regex finding a README line that matches ``pattern`` whole, where ``*`` is the only
+    wildcard (any characters within the line) and everything else is literal, ``[`` and ``\\`` too."""
+    return re.compile("^" + ".*".join(map(re.escape, pattern.split("*"))) + "$", re.MULTILINE)
 
 
 # --------------------------------------------------------------------------------------------
