@@ -300,10 +300,15 @@ long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 	while (i < n) {
 		uint8_t c = s[i];
 
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-			*o++ = c;
-			i++;
-			ncp++;
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {	// a run of plain characters
+			size_t j = i + 1;
+
+			while (j < n && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '"' && s[j] != '\\')
+				j++;
+			memcpy(o, s + i, j - i);
+			o += j - i;
+			ncp += (long)(j - i);
+			i = j;
 			continue;
 		}
 		if (c < 0x80) {
@@ -947,8 +952,10 @@ static inline __attribute__((always_inline)) int field_value(struct event_ctx *c
 	if ((*fd)->kind == RB_KIND_INT) {
 		int64_t x;
 
-		if (c->rec)
-			rb_field_int(*fd, c->rec, c->rec_len, c->in->swap, &x);
+		if (c->rec)	// (rb_field_int, inline)
+			x = (*fd)->offset <= c->rec_len && (*fd)->size <= c->rec_len - (*fd)->offset ?
+			    rb_read_int(c->rec + (*fd)->offset, (*fd)->size, (*fd)->is_signed,
+					c->in->swap) : 0;
 		else
 			x = c->in->batch->rows[c->fi].cols[op->field].ints[c->row];
 		*v = pyint_of(x, (*fd)->is_signed);
@@ -1074,6 +1081,17 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		break;
 	case TF_SRC_USECS:
 		v.mag = c->ts % 1000000000ULL / 1000;
+		if (op->conv == TF_CONV_INT && op->letter == 'd' && op->width == 6 && op->prec < 0 &&
+		    (op->flags & TF_F_SPEC) == TF_F_ZERO && !op->cast_size) {	// "%06d": the usual
+			uint8_t *o = out->p + out->len;
+			unsigned int u = (unsigned int)v.mag;
+
+			memcpy(o, digit_pairs + 2 * (u / 10000), 2);
+			memcpy(o + 2, digit_pairs + 2 * (u / 100 % 100), 2);
+			memcpy(o + 4, digit_pairs + 2 * (u % 100), 2);
+			out->len += 6;
+			return 0;
+		}
 		break;
 	case TF_SRC_NSECS:
 		v.mag = c->ts % 1000000000ULL;
