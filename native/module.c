@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "recorder.h"
@@ -114,6 +115,25 @@ out:
 	return result;
 }
 
+// Map in the pages of a buffer at once (a file mapping is otherwise faulted in a few pages at a
+// time as the walk reaches them: a tenth of the time of reading a large file). Best effort.
+static void prefault(const void *p, size_t size)
+{
+#ifdef MADV_POPULATE_READ
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t start, end;
+
+	if (page <= 0 || !size)
+		return;
+	start = (uintptr_t)p & ~((uintptr_t)page - 1);
+	end = (uintptr_t)p + size;
+	madvise((void *)start, end - start, MADV_POPULATE_READ);
+#else
+	(void)p;
+	(void)size;
+#endif
+}
+
 // event_ids(streams, long_size=8, big_endian=False, page_size=4096) -> sorted list of the ids
 // of every record of the streams ((cpu, buffer, offset, size) as Reader takes them), found by
 // walking the pages without decoding: which formats a reader will need.
@@ -160,6 +180,7 @@ static PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs)
 			goto out;
 		}
 		Py_BEGIN_ALLOW_THREADS
+		prefault((const uint8_t *)view.buf + offset, (size_t)size);
 		rb_stream_ids(&layout, (const uint8_t *)view.buf + offset, (size_t)size, seen);
 		Py_END_ALLOW_THREADS
 		PyBuffer_Release(&view);
