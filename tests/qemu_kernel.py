@@ -79,6 +79,8 @@ class GuestResult:
     rejected: list[str] = field(default_factory=list)  # definitions refused, in the order of ``errors``
     kprobe_events: list[str] = field(default_factory=list)  # the kernel's listing after the writes
     enable_errors: list[str] = field(default_factory=list)  # "group/event: why" (+ error_log) per failure
+    loaded: list[str] = field(default_factory=list)  # the modules insmod loaded (file names)
+    load_errors: list[str] = field(default_factory=list)  # "module.ko: insmod's message" per failure
     workload_status: int = 0
     workload_output: str = ""
     seconds: float = 0.0  # qemu start to exit
@@ -208,6 +210,7 @@ class Cpio:
 
 # The init script.  Inputs are files next to it, read with `read -r` so that nothing in a definition,
 # filter or workload is ever interpreted by this shell.  Output markers on fd 3 (the results port):
+#   @@insmod N ok | @@insmod N fail, then insmod's message up to @@end (modules, in order)
 #   @@def N ok | @@def N fail, then the error_log up to @@end
 #   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
 #   @@kprobe_events / @@trace / @@workload STATUS ... @@end, and finally @@done
@@ -224,6 +227,16 @@ T=/sys/kernel/tracing
 cd $T
 : > error_log
 echo '@@begin' >&3
+n=0
+for ko in /probe/modules/*.ko; do
+    [ -e "$ko" ] || continue
+    n=$((n+1))
+    if insmod "$ko" 2>/tmp/insmod.err; then
+        echo "@@insmod $n ok" >&3
+    else
+        echo "@@insmod $n fail" >&3; cat /tmp/insmod.err >&3; echo '@@end' >&3
+    fi
+done
 n=0
 while IFS= read -r def; do
     n=$((n+1))
@@ -272,7 +285,7 @@ exec poweroff -f
 
 
 def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enable: EnableSpec,
-                    busybox: Path) -> None:
+                    busybox: Path, modules: Sequence[Path] = ()) -> None:
     for d in definitions:
         if "\n" in d:
             raise ValueError(f"a definition is one line: {d!r}")
@@ -296,6 +309,9 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
     if enable is None:
         archive.file("probe/enable-all", b"")
     archive.file("probe/workload", workload.encode(), 0o755)
+    archive.directory("probe/modules")
+    for i, module in enumerate(modules):  # numbered: insmod takes them in this order (dependencies first)
+        archive.file(f"probe/modules/{i:02d}-{module.name}", module.read_bytes())
     path.write_bytes(archive.finish())
 
 
@@ -303,13 +319,14 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
 
 def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workload: str, *,
                  enable: EnableSpec = None, timeout: float = 180.0, memory: str = "512M",
-                 kernel_args: str = "") -> GuestResult:
+                 kernel_args: str = "", modules: Sequence[Path] = ()) -> GuestResult:
     """Boot ``kernel_dir/vmlinuz``, write ``definitions`` to kprobe_events, trace ``workload``, power off.
 
     ``enable``: None enables every kprobe event the kernel lists after the writes; a sequence of
     "group/event" names enables just those; a mapping "group/event" -> filter also sets each filter
     (None or "" for none); an empty sequence enables nothing.  ``workload`` is shell text run by busybox
     sh in /tmp with stdin /dev/null.  ``kernel_args`` are appended to KERNEL_ARGS (e.g. "loglevel=7").
+    ``modules`` (loadable .ko files, dependencies first) are insmod'ed before the definitions are written.
     Raises GuestError when the guest does not report back within ``timeout`` seconds.
     """
     kernel = Path(kernel_dir) / "vmlinuz"
@@ -319,7 +336,7 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
         tmpdir = Path(tmp)
         initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
-        build_initramfs(initrd, definitions, workload, enable, busybox)
+        build_initramfs(initrd, definitions, workload, enable, busybox, modules)
         cmd = [QEMU, "-kernel", str(kernel), "-initrd", str(initrd),
                "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
                "-m", memory, "-smp", "1", "-no-reboot", "-nodefaults", "-no-user-config",
@@ -336,7 +353,7 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     if "@@done" not in results:
         raise GuestError(f"the guest stopped before reporting back (qemu exit {proc.returncode}"
                          f"{': ' + proc.stderr.strip() if proc.stderr.strip() else ''})", console)
-    result = parse_results(results, definitions)
+    result = parse_results(results, definitions, modules)
     result.console = console
     result.seconds = seconds
     return result
@@ -349,7 +366,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def parse_results(text: str, definitions: Sequence[str]) -> GuestResult:
+def parse_results(text: str, definitions: Sequence[str], modules: Sequence[Path] = ()) -> GuestResult:
     """Read the marker-framed report of the init script (see INIT) back into a GuestResult."""
     result = GuestResult(accepted=[], errors=[], trace_lines=[], console="")
     lines = text.replace("\r\n", "\n").split("\n")
@@ -368,7 +385,13 @@ def parse_results(text: str, definitions: Sequence[str]) -> GuestResult:
         words = line.split()
         if not words:
             continue
-        if words[0] == "@@def":
+        if words[0] == "@@insmod":
+            module = modules[int(words[1]) - 1].name
+            if words[2] == "ok":
+                result.loaded.append(module)
+            else:
+                result.load_errors.append(f"{module}: " + "\n".join(block()).strip("\n"))
+        elif words[0] == "@@def":
             definition = definitions[int(words[1]) - 1]
             if words[2] == "ok":
                 result.accepted.append(definition)

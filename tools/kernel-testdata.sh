@@ -19,25 +19,42 @@ fi
 [ -n "$abi" ] || { echo "kernel-testdata: cannot tell which cloud kernel to use" >&2; exit 1; }
 
 dir=$cache/$abi
-# A few modules' debug objects, for -m tests (perf -m PATH is the oracle).
+# A few modules: their debug objects in modules/ (for -m tests; perf -m PATH is the oracle) and their
+# loadable objects in modules/loadable/ (insmod'ed in the qemu live test).
 modules="fs/fat/vfat.ko fs/fat/fat.ko net/ipv4/tcp_diag.ko fs/overlayfs/overlay.ko"
-if [ ! -s "$dir/vmlinux" ] || [ ! -s "$dir/vmlinuz" ] || [ ! -s "$dir/modules/vfat.ko" ]; then
+
+# fetch PACKAGE-SUFFIX... : download those packages of the ABI into $dir/tmp and unpack the wanted paths.
+fetch() {
     rm -rf "$dir/tmp"
-    mkdir -p "$dir/tmp" "$dir/modules"
+    mkdir -p "$dir/tmp" "$dir/modules/loadable"
     (
         cd "$dir/tmp"
-        apt-get download "linux-image-$abi-dbg" "linux-image-$abi-unsigned" >&2
+        for suffix in "$@"; do apt-get download "linux-image-$abi-$suffix" >&2; done
         wanted=('./usr/lib/debug/boot/*' './boot/vmlinuz-*' './boot/config-*' './boot/System.map-*')
-        for m in $modules; do wanted+=("./usr/lib/debug/lib/modules/$abi/kernel/$m"); done
+        for m in $modules; do
+            wanted+=("./usr/lib/debug/lib/modules/$abi/kernel/$m" "./lib/modules/$abi/kernel/$m")
+        done
         for deb in ./*.deb; do
             dpkg-deb --fsys-tarfile "$deb" | tar -x --wildcards "${wanted[@]}" 2>/dev/null || true
         done
     )
+    for m in $modules; do
+        if [ -f "$dir/tmp/lib/modules/$abi/kernel/$m" ]; then
+            mv "$dir/tmp/lib/modules/$abi/kernel/$m" "$dir/modules/loadable/"
+        fi
+    done
+}
+
+if [ ! -s "$dir/vmlinux" ] || [ ! -s "$dir/vmlinuz" ] || [ ! -s "$dir/modules/vfat.ko" ]; then
+    fetch dbg unsigned
     mv "$dir/tmp/usr/lib/debug/boot/vmlinux-$abi" "$dir/vmlinux"
     mv "$dir/tmp/boot/vmlinuz-$abi" "$dir/vmlinuz"
     mv "$dir/tmp/boot/config-$abi" "$dir/config" 2>/dev/null || true
     mv "$dir/tmp/boot/System.map-$abi" "$dir/System.map" 2>/dev/null || true
     for m in $modules; do mv "$dir/tmp/usr/lib/debug/lib/modules/$abi/kernel/$m" "$dir/modules/"; done
+    rm -rf "$dir/tmp"
+elif [ ! -s "$dir/modules/loadable/overlay.ko" ]; then
+    fetch unsigned  # a cache made before the loadable modules were kept
     rm -rf "$dir/tmp"
 fi
 echo "$dir"
