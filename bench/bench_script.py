@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of `probectl script` and the batch API against `trace-cmd report`, in events/s.
 
-    sudo .venv/bin/python bench/bench_script.py [--getpid 1000000] [--uprobe-rounds 100000] [--runs 3]
+    sudo .venv/bin/python bench/bench_script.py [--getpid 5000000] [--uprobe-rounds 1500000] [--runs 3]
     .venv/bin/python bench/bench_script.py --input FILE.dat          # an existing recording
 
 Two recordings are made with `probectl record` (root needed), so the figures cover both kinds of
@@ -26,6 +26,14 @@ Each file is then read by
 - ``perf script`` if it can read the file (it cannot: it reads perf.data only; the run says so).
 The command's fixed cost (interpreter, imports, opening a file) is measured once, on the committed
 104-event sample.
+
+The default sizes (5M tracepoint events, 4.5M uprobe events) are files a ``trace-cmd report`` user
+has; ``--getpid``/``--uprobe-rounds`` make smaller ones (the command's fixed cost weighs more there).
+
+probectl runs as an installed program would: with its bytecode cached (``PYTHONPYCACHEPREFIX`` in a
+temporary directory, compiled by an untimed first run), even when the environment sets
+``PYTHONDONTWRITEBYTECODE``; ``--no-bytecode-cache`` measures without it. Before timing, the
+command's text output is checked to be the Python formatter's, byte for byte.
 
 All outputs go to /dev/null; the best of ``--runs`` runs counts, for wall time and for CPU time
 (user + system) separately: on a machine shared with other work CPU time is the steadier figure.
@@ -69,11 +77,25 @@ def best_of(runs: int, fn) -> tuple[float, float]:
     return wall, cpu
 
 
+ENV = dict(os.environ)  # the environment of the commands timed (see main)
+
+
 def command(argv: list[str]):
     def run() -> None:
         with open(os.devnull, "wb") as null:
-            subprocess.run(argv, stdout=null, stderr=subprocess.DEVNULL, check=True)
+            subprocess.run(argv, stdout=null, stderr=subprocess.DEVNULL, check=True, env=ENV)
     return run
+
+
+def check_output(path: Path) -> None:
+    """The command prints what the Python formatter prints (and, untimed, compiles its bytecode)."""
+    got = subprocess.run(probectl_script(path), capture_output=True, check=True, env=ENV).stdout
+    with open_trace(path) as t, tempfile.TemporaryFile("w+", encoding="utf-8") as ref:
+        write_script(t, ref, native=False)
+        ref.seek(0)
+        want = ref.buffer.read()
+    if got != want:
+        sys.exit(f"bench_script: probectl script's output differs from the Python formatter's on {path}")
 
 
 def probectl_script(path: Path, *args: str) -> list[str]:
@@ -108,12 +130,12 @@ def make_recordings(tmp: Path, getpid: int, rounds: int, buffer_kb: int) -> list
     defs = [f"{group}:add=add_ints a=%di:s32 b=%si:s32", f"{group}:cnt=count_char text=+0(%di):string",
             f"{group}:hash=hash_u64 seed=%di:x64"]
     subprocess.run([sys.executable, "-m", "probectl", "add", "-x", str(binary), *defs], check=True,
-                   capture_output=True)
+                   capture_output=True, env=ENV)
     try:
         files.append(("uprobes (ints, string, hex)",
                       record(tfs, [f"{group}:*"], [str(binary), str(rounds)], tmp / "uprobes.dat", buffer_kb)))
     finally:
-        subprocess.run([sys.executable, "-m", "probectl", "del", f"{group}:*"], capture_output=True)
+        subprocess.run([sys.executable, "-m", "probectl", "del", f"{group}:*"], capture_output=True, env=ENV)
     return files
 
 
@@ -122,6 +144,7 @@ def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
     with open_trace(path) as t:
         n = sum(len(b) for b in t.reader().batches())
     out["events"] = (n, n)
+    check_output(path)
     null = open(os.devnull, "w")
 
     out["probectl script (command)"] = best_of(runs, command(probectl_script(path)))
@@ -148,9 +171,7 @@ def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
             pass
 
     out["open_trace only (metadata, formats)"] = best_of(runs, open_only)
-    out["fresh python, probectl.script only"] = best_of(runs, command([sys.executable, "-c", (
-        "import sys; from probectl.script import write_script; from probectl.tracedat import open_trace\n"
-        f"with open_trace({str(path)!r}) as t: write_script(t, sys.stdout)")]))
+    out["fresh python, probectl.script only"] = best_of(runs, command(_fresh_script(path)))
 
     def decode_only() -> None:
         with open_trace(path) as t:
@@ -211,20 +232,38 @@ def fixed_cost(runs: int) -> None:
     wall, cpu = best_of(runs, command(probectl_script(SAMPLE)))
     bare = best_of(runs, command([sys.executable, "-c", "pass"]))
     imports = best_of(runs, command([sys.executable, "-c", "import probectl.cli"]))
+    module = best_of(runs, command([sys.executable, "-c", "import probectl.cli.recording"]))
+    alone = best_of(runs, command(_fresh_script(SAMPLE)))
     print(f"\nprobectl script's fixed cost: {wall:.3f} s wall, {cpu:.3f} s CPU on the 104-event sample "
-          f"(python -c pass: {bare[0]:.3f} s; import probectl.cli: {imports[0]:.3f} s wall, {imports[1]:.3f} s CPU)")
+          f"(python -c pass: {bare[0]:.3f} s; import probectl.cli: {imports[0]:.3f} s wall, {imports[1]:.3f} s CPU; "
+          f"import probectl.cli.recording, the script command's module: {module[0]:.3f} s; "
+          f"probectl.script alone, no command line: {alone[0]:.3f} s)")
+
+
+def _fresh_script(path: Path) -> list[str]:
+    return [sys.executable, "-c", ("import sys; from probectl.script import write_script; "
+                                   "from probectl.tracedat import open_trace\n"
+                                   f"with open_trace({str(path)!r}) as t: write_script(t, sys.stdout)")]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--input", type=Path, action="append", help="measure this trace.dat (repeatable); no recording")
-    ap.add_argument("--getpid", type=int, default=1_000_000, help="getpid() calls of the tracepoint recording")
-    ap.add_argument("--uprobe-rounds", type=int, default=100_000, help="rounds of the fixture (3 events each)")
+    ap.add_argument("--getpid", type=int, default=5_000_000, help="getpid() calls of the tracepoint recording")
+    ap.add_argument("--uprobe-rounds", type=int, default=1_500_000, help="rounds of the fixture (3 events each)")
     ap.add_argument("--buffer-kb", type=int, default=16384, help="ring buffer per CPU while recording")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="keep the recordings in this directory")
+    ap.add_argument("--no-bytecode-cache", action="store_true",
+                    help="run probectl without cached bytecode (as with PYTHONDONTWRITEBYTECODE=1)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="probectl-bench-") as tmp:
+        if args.no_bytecode_cache:
+            ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        subprocess.run(probectl_script(SAMPLE), capture_output=True, env=ENV)  # (bytecode compiled)
         if args.input:
             files = [(p.name, p) for p in args.input]
         else:
