@@ -33,6 +33,8 @@ PROBES = [
     ("tcp_v4_connect", "tcp_v4_connect sk addr_len uaddr->sa_family"),
     ("tcp_set_state", "tcp_set_state sk state"),
     ("vfs_write", "vfs_write count"),
+    # A __user string: gcc-built kernels do not say so in DWARF or BTF, so it is asked for with :ustring.
+    ("do_sys_openat2", "do_sys_openat2 filename:ustring"),
 ]
 PREFIX = {"perf": "", "probectl": "pc_"}
 BAD = "p:probe/bad tcp_sendmsg+0 x=%zz"
@@ -159,6 +161,12 @@ def test_connect_arguments_and_state_changes(guest, source):
 def test_vfs_write_counts(guest, source):
     counts = {e.int_arg("count") for e in guest.events(PREFIX[source] + "vfs_write") if e.comm == "nc"}
     assert set(SIZES) <= counts
+
+
+def test_user_strings_are_the_paths_opened(guest, source):
+    opened = {e.args["filename_ustring"].strip('"') for e in guest.events(PREFIX[source] + "do_sys_openat2")
+              if e.comm in ("nc", "sh")}
+    assert {f"payload{size}" for size in SIZES} <= opened
 
 
 def test_rejected_definition_shows_the_kernel_error_log(guest):
