@@ -210,6 +210,7 @@ _ABBREV_WINDOW = 64 << 10
 
 
 def _abbrev_decls(data: bytes) -> dict[int, AbbrevDecl]:
+    """code → AbbrevDecl of the table at the start of ``data`` (IndexError: it runs past the end)."""
     decls: dict[int, AbbrevDecl] = {}
     pos = 0
     while True:
