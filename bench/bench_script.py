@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of `probectl script` and the batch API against `trace-cmd report`, in events/s.
 
-    sudo .venv/bin/python bench/bench_script.py [--getpid 5000000] [--uprobe-rounds 1500000] [--runs 3]
+    sudo .venv/bin/python bench/bench_script.py [--getpid 5000000] [--uprobe-rounds 1000000] [--runs 3]
     .venv/bin/python bench/bench_script.py --input FILE.dat          # an existing recording
 
 Two recordings are made with `probectl record` (root needed), so the figures cover both kinds of
@@ -27,7 +27,7 @@ Each file is then read by
 The command's fixed cost (interpreter, imports, opening a file) is measured once, on the committed
 104-event sample.
 
-The default sizes (5M tracepoint events, 4.5M uprobe events) are files a ``trace-cmd report`` user
+The default sizes (5M tracepoint events, 3M uprobe events) are files a ``trace-cmd report`` user
 has; ``--getpid``/``--uprobe-rounds`` make smaller ones (the command's fixed cost weighs more there).
 
 probectl runs as an installed program would: with its bytecode cached (``PYTHONPYCACHEPREFIX`` in a
@@ -250,7 +250,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--input", type=Path, action="append", help="measure this trace.dat (repeatable); no recording")
     ap.add_argument("--getpid", type=int, default=5_000_000, help="getpid() calls of the tracepoint recording")
-    ap.add_argument("--uprobe-rounds", type=int, default=1_500_000, help="rounds of the fixture (3 events each)")
+    ap.add_argument("--uprobe-rounds", type=int, default=1_000_000, help="rounds of the fixture (3 events each; it takes at most 1,000,000)")
     ap.add_argument("--buffer-kb", type=int, default=16384, help="ring buffer per CPU while recording")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="keep the recordings in this directory")
