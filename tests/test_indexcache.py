@@ -20,8 +20,9 @@ import pytest
 from conftest import _missing, build_fixture, build_static_pair
 from probectl.debuginfo import dieindex, dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo, _SectionMap
-from probectl.debuginfo.elf import ElfFile, _alias_rank
+from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.indexcache import CompactIndex
+from probectl.debuginfo.symtab import SymbolTables, _alias_rank
 from probectl.kernel import _MARK_NAMES, KprobeRules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,12 +252,12 @@ def _reference_symbol_at(values, funcs, vaddr):
 
 def _check_symbols(path: Path, step: int = 1) -> None:
     values, funcs = _reference_order(ElfFile(path))
-    index = ElfFile(path)._address_index()
+    index = ElfFile(path).symbol_tables._address_index()
     assert list(index.values) == values
     assert [index[k] for k in range(len(index))] == funcs
     lazy = ElfFile(path)
     for sym in funcs[::step]:
-        lazy._by_address = None  # the start-address path, without the sorted order
+        lazy.symbol_tables._by_address = None  # the start-address path, without the sorted order
         assert lazy.symbol_at(sym.value) == _reference_symbol_at(values, funcs, sym.value)
     for sym in funcs[::step]:
         for vaddr in (sym.value + sym.size // 2, sym.value + max(sym.size, 1) - 1, sym.value + sym.size):
@@ -291,20 +292,20 @@ def test_address_order_is_cached(private_cache, monkeypatch):
     """A large table's order is kept (by build-id) and read back; a damaged or foreign file is rebuilt."""
     if not LIBC.exists():
         _missing(f"no libc at {LIBC}")
-    monkeypatch.setattr("probectl.debuginfo.elf._CACHED_TABLE_BYTES", 0)
+    monkeypatch.setattr("probectl.debuginfo.symtab._CACHED_TABLE_BYTES", 0)
     values, funcs = _reference_order(ElfFile(LIBC))
     sorts = []
-    real = ElfFile._sort_functions
-    monkeypatch.setattr(ElfFile, "_sort_functions", lambda self, t: sorts.append(1) or real(self, t))
-    ElfFile(LIBC)._address_index()
+    real = SymbolTables._sort_functions
+    monkeypatch.setattr(SymbolTables, "_sort_functions", lambda self, t: sorts.append(1) or real(self, t))
+    ElfFile(LIBC).symbol_tables._address_index()
     (cached,) = private_cache.glob("elf-functions-*")
     assert cached.name == f"elf-functions-{ElfFile(LIBC).build_id}.bin" and len(sorts) == 1
-    index = ElfFile(LIBC)._address_index()
+    index = ElfFile(LIBC).symbol_tables._address_index()
     assert len(sorts) == 1 and [index[k] for k in range(len(index))] == funcs
     good = cached.read_bytes()
     for damaged in (b"", good[:-3], good[:40] + bytes([good[40] ^ 1]) + good[41:]):
         cached.write_bytes(damaged)
-        index = ElfFile(LIBC)._address_index()
+        index = ElfFile(LIBC).symbol_tables._address_index()
         assert [index[k] for k in range(len(index))] == funcs
         assert cached.read_bytes() == good
     assert len(sorts) == 4

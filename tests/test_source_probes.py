@@ -793,4 +793,4 @@ def test_symbol_lookup_by_one_name_matches_the_full_table(name, opt):
         for pattern in patterns:
             with ElfFile(file) as fresh:
                 assert fresh.find_functions(pattern) == full.find_functions(pattern), pattern
-                assert fresh._symbols is None
+                assert fresh.symbol_tables._symbols is None
