@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import _missing, build_fixture, build_static_pair
-from probectl.debuginfo import dieindex, dwarf, indexcache
+from probectl.debuginfo import dieindex, dwarf, indexcache, namesearch
 from probectl.debuginfo.dwarf import DebugInfo, _SectionMap
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.indexcache import CompactIndex
@@ -94,7 +94,7 @@ def _check_search(di: DebugInfo, names: list[str], funcs, variables) -> int:
     """Each searched name's answer equals the full index; returns how many were searched."""
     searched = 0
     for name in names:
-        found = dieindex.lookup_name(di, name)
+        found = namesearch.lookup_name(di, name)
         if found is None:  # too common to search for: the full index answers
             continue
         searched += 1
@@ -119,17 +119,17 @@ def test_name_search_refuses_what_it_cannot_see(monkeypatch):
     """Type units, string offset tables or supplementary files, references into other units, a
     bad-UTF-8 name: no answer (None), so the full index is used."""
     di = _debuginfo(_target("dwarf_structs -O2"))
-    assert dieindex.lookup_name(di, "main") is not None
-    assert dieindex.lookup_name(di, "ma\ufffdin") is None
-    assert dieindex.lookup_name(di, "") == ([], [])
-    for section in dieindex._INDIRECT_NAME_SECTIONS:
+    assert namesearch.lookup_name(di, "main") is not None
+    assert namesearch.lookup_name(di, "ma\ufffdin") is None
+    assert namesearch.lookup_name(di, "") == ([], [])
+    for section in namesearch._INDIRECT_NAME_SECTIONS:
         other = _debuginfo(_target("dwarf_structs -O2"))
         monkeypatch.setattr(other.dwarf, section, other.dwarf.debug_info_sec)
-        assert dieindex.lookup_name(other, "main") is None
+        assert namesearch.lookup_name(other, "main") is None
     monkeypatch.undo()
     other = _debuginfo(_target("dwarf_structs -O2"))
-    monkeypatch.setattr(dieindex, "_foreign_references", lambda abbrev: True)
-    assert dieindex.lookup_name(other, "main") is None
+    monkeypatch.setattr(namesearch, "_foreign_references", lambda abbrev: True)
+    assert namesearch.lookup_name(other, "main") is None
 
 
 def _abbrev(*entries: tuple[int, int, list[tuple[int, int]]]) -> bytes:
@@ -151,13 +151,13 @@ def test_foreign_reference_check():
     """DW_AT_abstract_origin/DW_AT_specification as DW_FORM_ref_addr, ref_sig8 or indirect are
     found; the same bytes as an entry's code and tag (code 0x31, DW_TAG_typedef 0x16) are not."""
     plain = [(1, 0x2E, [(0x03, 0x0E), (0x31, 0x13), (0x3A, 0x0B)]), (2, 0x34, [(0x47, 0x13), (0x02, 0x18)])]
-    assert not dieindex._foreign_references(_abbrev(*plain))
+    assert not namesearch._foreign_references(_abbrev(*plain))
     for attr in (0x31, 0x47):
         for form in (0x10, 0x16, 0x20):
-            assert dieindex._foreign_references(_abbrev(*plain, (3, 0x1D, [(0x58, 0x0B), (attr, form)])))
+            assert namesearch._foreign_references(_abbrev(*plain, (3, 0x1D, [(0x58, 0x0B), (attr, form)])))
     codes = [(0x31, 0x16, [(0x03, 0x08)]), (0x47, 0x10, [(0x03, 0x08)]), (0x18B1, 0x20, [(0x03, 0x08)])]
-    assert not dieindex._foreign_references(_abbrev(*codes))
-    assert not dieindex._foreign_references(_abbrev(*codes[:1]))  # the code at the very start
+    assert not namesearch._foreign_references(_abbrev(*codes))
+    assert not namesearch._foreign_references(_abbrev(*codes[:1]))  # the code at the very start
 
 
 def test_debuginfo_searches_and_keeps_answers(private_cache, monkeypatch):
@@ -168,8 +168,8 @@ def test_debuginfo_searches_and_keeps_answers(private_cache, monkeypatch):
     reference = _debuginfo(path)
     funcs, variables = reference.name_index(), reference.variable_index()
     candidates = _sample(set(funcs) | set(variables), 80, seed=3) + ["malloc", "__libc_malloc", "no_such_xyz"]
-    names = [n for n in candidates if dieindex.lookup_name(reference, n) is not None]
-    common = next(n for n in ("printf", "_exit", "free") if dieindex.lookup_name(reference, n) is None)
+    names = [n for n in candidates if namesearch.lookup_name(reference, n) is not None]
+    common = next(n for n in ("printf", "_exit", "free") if namesearch.lookup_name(reference, n) is None)
     assert len(names) > 40
 
     def answers(di: DebugInfo, which) -> dict:
@@ -180,8 +180,8 @@ def test_debuginfo_searches_and_keeps_answers(private_cache, monkeypatch):
 
     monkeypatch.setattr(dwarf, "SEARCH_NAMES_FROM", 0)
     searches = []
-    real = dieindex.lookup_name
-    monkeypatch.setattr(dieindex, "lookup_name", lambda di, n: searches.append(n) or real(di, n))
+    real = namesearch.lookup_name
+    monkeypatch.setattr(namesearch, "lookup_name", lambda di, n: searches.append(n) or real(di, n))
     built = []
     real_build = dieindex.build_indexes
     monkeypatch.setattr(dieindex, "build_indexes", lambda di: built.append(di) or real_build(di))

@@ -736,7 +736,7 @@ def test_byte_scanners_match_pyelftools(name, opt):
 def test_abbreviation_entries_shared_only_when_equal():
     """Entries are remembered by their bytes up to the first "0 0"; an implicit constant of 0 or
     an empty attribute list ends an entry elsewhere, and must not be confused with another."""
-    from probectl.debuginfo.dieindex import _compiled_table, _parse_entry
+    from probectl.debuginfo.diescan import _parse_entry, compiled_table
 
     def uleb(n):
         out = bytearray()
@@ -763,7 +763,7 @@ def test_abbreviation_entries_shared_only_when_equal():
     shared: dict = {}
     for raw in tables * 2:
         data = b"\x99" + raw
-        got = _compiled_table(data, 1, 4, 8, 5, shared)
+        got = compiled_table(data, 1, 4, 8, 5, shared)
         pos, want = 1, {}
         while data[pos]:
             code = data[pos]

@@ -618,7 +618,7 @@ class DebugInfo:
 
     def _search_name(self, name: str) -> Optional[tuple[list, list]]:
         from . import indexcache
-        from .dieindex import lookup_name
+        from .namesearch import lookup_name
 
         if self._lookups is None:
             self._lookups = indexcache.load_lookups(self)

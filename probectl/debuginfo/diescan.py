@@ -1,0 +1,463 @@
+"""DIEs read straight from ``.debug_info`` bytes: compiled abbreviation tables and ``CUScanner``.
+
+pyelftools parses each DIE through ``construct``, which takes seconds on a library such as libc.
+This scanner decodes only the attributes the indexes need and skips every subtree it does not
+want through ``DW_AT_sibling`` or the fixed size of its attributes; abbreviation entries are
+compiled once per distinct byte string (a library's CUs repeat them). It is apart from
+``dieindex``, which decides what a unit's definitions are and builds the index of all units,
+because it is the hot loop: what it reads, and how fast, is all it is about.
+
+Any form it does not know raises ``Unsupported``; the caller then reads that unit with pyelftools.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+from .leb128 import read_sleb128, read_uleb128
+
+# DW_TAG / DW_AT / DW_FORM numbers used by the scanner and the indexes built with it.
+TAG_SUBPROGRAM = 0x2E
+TAG_VARIABLE = 0x34
+TAG_FORMAL_PARAMETER = 0x05
+TAG_NAMESPACE = 0x39
+TAG_MODULE = 0x1E
+AT_SIBLING = 0x01
+AT_NAME = 0x03
+AT_LOW_PC = 0x11
+AT_EXTERNAL = 0x3F
+AT_DECLARATION = 0x3C
+AT_LOCATION = 0x02
+AT_RANGES = 0x55
+AT_ENTRY_PC = 0x52
+AT_ABSTRACT_ORIGIN = 0x31
+AT_SPECIFICATION = 0x47
+AT_LINKAGE_NAME = 0x6E
+AT_MIPS_LINKAGE_NAME = 0x2007
+AT_STR_OFFSETS_BASE = 0x72
+AT_HIGH_PC = 0x12
+_WANTED = {AT_SIBLING, AT_NAME, AT_LOW_PC, AT_EXTERNAL, AT_DECLARATION, AT_LOCATION, AT_RANGES,
+           AT_ENTRY_PC, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION, AT_LINKAGE_NAME, AT_MIPS_LINKAGE_NAME}
+
+# Fixed sizes; None = variable, 'off' = offset size, 'addr' = address size.
+_FIXED = {
+    0x0B: 1, 0x11: 1, 0x0C: 1, 0x25: 1, 0x29: 1,  # data1 ref1 flag strx1 addrx1
+    0x05: 2, 0x12: 2, 0x26: 2, 0x2A: 2,  # data2 ref2 strx2 addrx2
+    0x27: 3, 0x2B: 3,  # strx3 addrx3
+    0x06: 4, 0x13: 4, 0x28: 4, 0x2C: 4, 0x1C: 4,  # data4 ref4 strx4 addrx4 ref_sup4
+    0x07: 8, 0x14: 8, 0x20: 8, 0x24: 8,  # data8 ref8 ref_sig8 ref_sup8
+    0x1E: 16,  # data16
+    0x19: 0, 0x21: 0,  # flag_present implicit_const
+}
+_OFFSET_FORMS = {0x0E, 0x1F, 0x17, 0x10, 0x1D, 0x1F20, 0x1F21}  # strp line_strp sec_offset ref_addr strp_sup GNU alt
+_LEB_FORMS = {0x0D, 0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}  # sdata udata ref_udata strx addrx loclistx rnglistx
+FORM_ADDR = 0x01
+FORM_STRING = 0x08
+FORM_STRP = 0x0E
+FORM_LINE_STRP = 0x1F
+FORM_STRX = 0x1A
+_STRX_FIXED = {0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4}
+_BLOCK_FORMS = {0x0A: 1, 0x03: 2, 0x04: 4}  # block1 block2 block4 (length prefix size)
+FORM_BLOCK = 0x09
+FORM_EXPRLOC = 0x18
+FORM_INDIRECT = 0x16
+_REF_FORMS = {0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8}
+FORM_REF_UDATA = 0x15
+FORM_SEC_OFFSET, FORM_LOCLISTX, FORM_DATA4, FORM_DATA8 = 0x17, 0x22, 0x06, 0x07
+# The attributes of a subprogram's code range (CUScanner.collect reads them for function_bounds).
+BOUND_ATTRS = frozenset({AT_LOW_PC, AT_HIGH_PC, AT_RANGES, AT_ENTRY_PC, AT_SIBLING})
+
+
+class Unsupported(Exception):
+    """A form or shape this scanner does not read: the caller falls back to pyelftools for that unit."""
+
+
+def compiled_table(data: bytes, offset: int, offset_size: int, address_size: int, version: int,
+                   entries: dict[bytes, tuple]) -> dict[int, tuple]:
+    """The abbreviation table at ``offset``: code → (tag, has_children, specs, fixed_size, sibling,
+    wanted), where specs are (attribute, form, implicit value) triples, ``fixed_size`` the size of
+    the DIE's attributes when every form has a fixed size (else None), ``sibling`` the (position,
+    size) of a fixed-size DW_AT_sibling reference preceded only by fixed-size attributes (else
+    None) and ``wanted`` whether the scanner reads the DIE.
+
+    ``entries`` (raw entry bytes → compiled entry, for one format) is shared by all tables: the
+    tables of a library's CUs repeat the same entries under other codes. An entry's bytes run
+    from its tag to its "0 0"
+    terminator; the first "0 0" is the terminator unless an implicit constant or an empty
+    attribute list comes first, so only entries whose real end was checked by parsing them
+    are remembered, and a hit is the same bytes from the same start: the same entry."""
+    table = {}
+    pos = offset
+    wanted_tags = (TAG_SUBPROGRAM, TAG_VARIABLE, TAG_NAMESPACE, TAG_MODULE)
+    while True:
+        code = data[pos]
+        if code < 0x80:
+            pos += 1
+        else:
+            code, pos = read_uleb128(data, pos)
+        if code == 0:
+            return table
+        stop = data.find(b"\0\0", pos) + 2
+        if stop < 2:
+            raise IndexError("abbreviation table without terminator")
+        raw = data[pos:stop]
+        entry = entries.get(raw)
+        if entry is None:
+            tag, children, specs, end = _parse_entry(data, pos)
+            entry = (tag, children, specs, *_plan(specs, offset_size, address_size, version), tag in wanted_tags)
+            if end == stop:
+                entries[raw] = entry
+            stop = end
+        table[code] = entry
+        pos = stop
+
+
+def _parse_entry(data: bytes, pos: int) -> tuple[int, bool, list, int]:
+    """One abbreviation after its code: (tag, has_children, specs, position after it)."""
+    b = data[pos]
+    if b < 0x80:
+        tag, pos = b, pos + 1
+    else:
+        tag, pos = read_uleb128(data, pos)
+    children = data[pos] != 0
+    pos += 1
+    specs = []
+    while True:
+        attr = data[pos]
+        if attr < 0x80:
+            pos += 1
+        else:
+            attr, pos = read_uleb128(data, pos)
+        form = data[pos]
+        if form < 0x80:
+            pos += 1
+        else:
+            form, pos = read_uleb128(data, pos)
+        if attr == 0 and form == 0:
+            return tag, children, specs, pos
+        value = 0
+        if form == 0x21:  # implicit_const
+            value, pos = read_sleb128(data, pos)
+        specs.append((attr, form, value))
+
+
+def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Optional[int], Optional[tuple]]:
+    size = 0
+    sibling = None
+    for attr, form, _ in specs:
+        if form in _FIXED:
+            n = _FIXED[form]
+        elif form in _OFFSET_FORMS:
+            n = address_size if (form == 0x10 and version <= 2) else offset_size
+        elif form == FORM_ADDR:
+            n = address_size
+        else:
+            return None, sibling
+        if attr == AT_SIBLING and form in _REF_FORMS and sibling is None:
+            sibling = (size, n)
+        size += n
+    return size, sibling
+
+
+class CUScanner:
+    """Reads the DIEs of one unit from its bytes with a compiled abbreviation table (``compiled_table``):
+    ``scan`` lists the definitions to index, ``collect`` the top-level functions and variables.
+
+    The DIE loops (``_scan_children``, ``collect``, ``_skip_children``) share their first steps (read
+    the code, skip a DIE by its sibling reference or fixed size) but are written out each time: they
+    run once per DIE of a library, and a shared helper would cost a call per DIE."""
+
+    def __init__(self, info: bytes, strtab: bytes, line_strtab: bytes, str_offsets: bytes,
+                 offset_size: int, address_size: int, version: int, strings: Optional[dict] = None):
+        self.info = info
+        self.strtab = strtab
+        self.line_strtab = line_strtab
+        self.str_offsets = str_offsets
+        self.offset_size = offset_size
+        self.address_size = address_size
+        self.version = version
+        self.str_offsets_base: Optional[int] = None
+        self.off_fmt = "<I" if offset_size == 4 else "<Q"
+        self._strings: dict[tuple[int, int], str] = strings if strings is not None else {}
+
+    def _cstr(self, table: bytes, off: int) -> str:
+        key = (id(table), off)
+        s = self._strings.get(key)
+        if s is None:
+            end = table.find(b"\0", off)
+            s = self._strings[key] = table[off:end if end >= 0 else len(table)].decode("utf-8", "replace")
+        return s
+
+    def _strx(self, index: int) -> Optional[str]:
+        if self.str_offsets_base is None or not self.str_offsets:
+            return None
+        at = self.str_offsets_base + index * self.offset_size
+        (off,) = struct.unpack_from(self.off_fmt, self.str_offsets, at)
+        return self._cstr(self.strtab, off)
+
+    def read_die(self, pos: int, specs, cu_offset: int, want: bool) -> tuple[int, dict]:
+        """Decode one DIE's attributes from ``pos``; return the position after it and, when
+        ``want``, the interesting attributes (strings, flags, references made absolute)."""
+        data = self.info
+        found = {}
+        for attr, form, implicit in specs:
+            if form == FORM_INDIRECT:
+                form, pos = read_uleb128(data, pos)
+            size = _FIXED.get(form)
+            if size is not None:
+                if want and attr in _WANTED:
+                    if form in _REF_FORMS:
+                        found[attr] = cu_offset + int.from_bytes(data[pos:pos + size], "little")
+                    elif form in _STRX_FIXED:
+                        found[attr] = self._strx(int.from_bytes(data[pos:pos + size], "little"))
+                    elif form == 0x21:
+                        found[attr] = implicit
+                    elif form == 0x0C:
+                        found[attr] = data[pos] != 0
+                    else:
+                        found[attr] = True
+                elif attr == AT_SIBLING and form in _REF_FORMS:
+                    found[attr] = cu_offset + int.from_bytes(data[pos:pos + size], "little")
+                pos += size
+            elif form in _OFFSET_FORMS or (form == 0x10 and self.version <= 2):
+                size = self.offset_size if not (form == 0x10 and self.version <= 2) else self.address_size
+                if want and attr in _WANTED:
+                    value = int.from_bytes(data[pos:pos + size], "little")
+                    if form == FORM_STRP:
+                        found[attr] = self._cstr(self.strtab, value)
+                    elif form == FORM_LINE_STRP:
+                        found[attr] = self._cstr(self.line_strtab, value)
+                    elif form == 0x10:
+                        found[attr] = ("ref_addr", value)
+                    else:
+                        found[attr] = True
+                pos += size
+            elif form in _LEB_FORMS:
+                if form == 0x0D:
+                    value, pos = read_sleb128(data, pos)
+                else:
+                    value, pos = read_uleb128(data, pos)
+                if attr in _WANTED and (want or attr == AT_SIBLING):
+                    if form == FORM_REF_UDATA:
+                        found[attr] = cu_offset + value
+                    elif form == FORM_STRX:
+                        found[attr] = self._strx(value)
+                    else:
+                        found[attr] = True
+            elif form == FORM_ADDR:
+                if want and attr in _WANTED:
+                    found[attr] = True
+                pos += self.address_size
+            elif form == FORM_STRING:
+                end = data.index(b"\0", pos)
+                if want and attr in _WANTED:
+                    found[attr] = data[pos:end].decode("utf-8", "replace")
+                pos = end + 1
+            elif form in (FORM_EXPRLOC, FORM_BLOCK):
+                length, pos = read_uleb128(data, pos)
+                if want and attr in _WANTED:
+                    found[attr] = True
+                pos += length
+            elif form in _BLOCK_FORMS:
+                n = _BLOCK_FORMS[form]
+                length = int.from_bytes(data[pos:pos + n], "little")
+                pos += n + length
+                if want and attr in _WANTED:
+                    found[attr] = True
+            else:
+                raise Unsupported(f"form 0x{form:x}")
+        return pos, found
+
+    def read_values(self, pos: int, specs, cu_offset: int, wanted: frozenset) -> tuple[int, dict]:
+        """Decode one DIE's attributes from ``pos``: the position after it and (form, number) of each
+        attribute in ``wanted`` that has a constant, address, reference or offset form."""
+        data = self.info
+        found = {}
+        for attr, form, implicit in specs:
+            if form == FORM_INDIRECT:
+                form, pos = read_uleb128(data, pos)
+            size = _FIXED.get(form)
+            if size is not None:
+                if attr in wanted:
+                    found[attr] = (form, implicit if form == 0x21 else int.from_bytes(data[pos:pos + size], "little"))
+                pos += size
+            elif form in _OFFSET_FORMS or (form == 0x10 and self.version <= 2):
+                size = self.offset_size if not (form == 0x10 and self.version <= 2) else self.address_size
+                if attr in wanted:
+                    found[attr] = (form, int.from_bytes(data[pos:pos + size], "little"))
+                pos += size
+            elif form in _LEB_FORMS:
+                if form == 0x0D:
+                    value, pos = read_sleb128(data, pos)
+                else:
+                    value, pos = read_uleb128(data, pos)
+                if attr in wanted:
+                    found[attr] = (form, value)
+            elif form == FORM_ADDR:
+                if attr in wanted:
+                    found[attr] = (form, int.from_bytes(data[pos:pos + self.address_size], "little"))
+                pos += self.address_size
+            elif form == FORM_STRING:
+                pos = data.index(b"\0", pos) + 1
+            elif form in (FORM_EXPRLOC, FORM_BLOCK):
+                length, pos = read_uleb128(data, pos)
+                pos += length
+            elif form in _BLOCK_FORMS:
+                n = _BLOCK_FORMS[form]
+                pos += n + int.from_bytes(data[pos:pos + n], "little")
+            else:
+                raise Unsupported(f"form 0x{form:x}")
+        return pos, found
+
+    def scan(self, cu_offset: int, die_offset: int, end: int, abbrevs, records: list, seen: dict) -> None:
+        """Scan one CU: ``records`` gets (is a function, DIE offset) of each definition to index,
+        in DIE order; ``seen`` maps the offset of every function and variable DIE read (declarations
+        too) to its (DW_AT_name, DW_AT_linkage_name, abstract origin or specification)."""
+        data = self.info
+        pos = die_offset
+        # The CU DIE: read DW_AT_str_offsets_base before anything needs strx.
+        code, pos = read_uleb128(data, pos)
+        if code == 0:
+            return
+        tag, children, specs = abbrevs[code][:3]
+        for attr, form, _ in specs:
+            if attr == AT_STR_OFFSETS_BASE:
+                break
+        else:
+            attr = None
+        if attr is not None:
+            p = pos
+            for a, form, implicit in specs:
+                if a == AT_STR_OFFSETS_BASE:
+                    self.str_offsets_base = int.from_bytes(data[p:p + self.offset_size], "little")
+                    break
+                p, _ = self.read_die(p, [(a, form, implicit)], cu_offset, False)
+        pos, _ = self.read_die(pos, specs, cu_offset, False)
+        if not children:
+            return
+        self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
+
+    def _scan_children(self, pos, end, cu_offset, abbrevs, records, seen) -> int:
+        data = self.info
+        while pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                return pos
+            tag, children, specs, fixed, sibling, want = abbrevs[code]
+            if not want:
+                if children:
+                    if sibling is not None:
+                        at, n = sibling
+                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        continue
+                elif fixed is not None:
+                    pos += fixed
+                    continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, want)
+            if want and tag != TAG_NAMESPACE and tag != TAG_MODULE:
+                name = attrs.get(AT_NAME)
+                linkage = attrs.get(AT_LINKAGE_NAME) or attrs.get(AT_MIPS_LINKAGE_NAME)
+                origin = attrs.get(AT_ABSTRACT_ORIGIN) or attrs.get(AT_SPECIFICATION)
+                seen[die_offset] = (name if isinstance(name, str) else None,
+                                    linkage if isinstance(linkage, str) else None, origin)
+                if not attrs.get(AT_DECLARATION) and (
+                        tag == TAG_SUBPROGRAM or AT_LOCATION in attrs or AT_EXTERNAL in attrs):
+                    records.append((tag == TAG_SUBPROGRAM, die_offset))
+            if children:
+                if tag == TAG_NAMESPACE or tag == TAG_MODULE:
+                    pos = self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
+                elif AT_SIBLING in attrs:
+                    pos = _forward(attrs[AT_SIBLING], pos)
+                else:
+                    pos = self._skip_children(pos, end, abbrevs, cu_offset)
+        return pos
+
+    def collect(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, nested, bounds=None) -> int:
+        """Offsets of the subprogram/variable DIEs among the children starting at ``pos`` (and,
+        when ``nested``, among the children of namespaces and modules there); with ``bounds`` (a
+        dict), also each subprogram's code-range attributes (``read_values`` of ``BOUND_ATTRS``) by offset."""
+        data = self.info
+        while pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                return pos
+            tag, children, specs, fixed, sibling, _want = abbrevs[code]
+            if tag == TAG_SUBPROGRAM:
+                out_funcs.append(die_offset)
+                if bounds is not None:
+                    pos, values = self.read_values(pos, specs, cu_offset, BOUND_ATTRS)
+                    bounds[die_offset] = values
+                    if children:
+                        sib = values.get(AT_SIBLING)
+                        if sib is not None and (sib[0] in _REF_FORMS or sib[0] == FORM_REF_UDATA):
+                            pos = _forward(cu_offset + sib[1], pos)
+                        else:
+                            pos = self._skip_children(pos, end, abbrevs, cu_offset)
+                    continue
+            elif tag == TAG_VARIABLE:
+                out_vars.append(die_offset)
+            descend = children and nested and (tag == TAG_NAMESPACE or tag == TAG_MODULE)
+            if not descend:
+                if children:
+                    if sibling is not None:
+                        at, n = sibling
+                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        continue
+                elif fixed is not None:
+                    pos += fixed
+                    continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, False)
+            if children:
+                if descend:
+                    pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False, bounds)
+                elif AT_SIBLING in attrs:
+                    pos = _forward(attrs[AT_SIBLING], pos)
+                else:
+                    pos = self._skip_children(pos, end, abbrevs, cu_offset)
+        return pos
+
+    def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
+        data = self.info
+        depth = 1
+        while pos < end and depth:
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                depth -= 1
+                continue
+            tag, children, specs, fixed, sibling, _want = abbrevs[code]
+            if children:
+                if sibling is not None:
+                    at, n = sibling
+                    pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                    continue
+            elif fixed is not None:
+                pos += fixed
+                continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, False)
+            if children:
+                if AT_SIBLING in attrs:
+                    pos = _forward(attrs[AT_SIBLING], pos)
+                else:
+                    depth += 1
+        return pos
+
+
+def _forward(target: int, pos: int) -> int:
+    # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF.
+    if target <= pos:
+        raise Unsupported(f"DW_AT_sibling 0x{target:x} points backwards")
+    return target
