@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// module.c - the CPython binding probectl._native: the only file that includes Python.h.
+// module.c - the CPython binding probectl._native (with textout.c; pyglue.h is what they share).
 //
 //   parse_page(data, long_size=8, big_endian=False) -> dict     one page, for tests and tools
 //   event_ids(streams, ...) -> [id]                             ids of every record, undecoded
@@ -8,26 +8,23 @@
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   DecodeError(ValueError)                                     a corrupt page
 //
-// Decoding runs without the GIL (it touches no Python object); Python objects are made per
-// batch from the C columns. probectl/ringbuf.py is the documented interface on top of this.
+// native/textout.c holds event_ids() and Reader.format_text. Decoding runs without the GIL (it
+// touches no Python object); Python objects are made per batch from the C columns.
+// probectl/ringbuf.py is the documented interface on top of this.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "pyglue.h"
 #include "recorder.h"
-#include "ringbuf.h"
-#include "textfmt.h"
 
-static PyObject *DecodeError;
+PyObject *DecodeError;
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-static int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size)
+int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size)
 {
 	if (page_size < 0)
 		page_size = 0;
@@ -44,7 +41,7 @@ static int get_layout(struct rb_layout *layout, int long_size, int big_endian, P
 	return 0;
 }
 
-static PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos)
+PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos)
 {
 	PyObject *exc;
 
@@ -115,121 +112,7 @@ out:
 	return result;
 }
 
-// Map in the pages of a buffer at once (a file mapping is otherwise faulted in a few pages at a
-// time as the walk reaches them: a tenth of the time of reading a large file). Best effort.
-static void prefault(const void *p, size_t size)
-{
-#ifdef MADV_POPULATE_READ
-	long page = sysconf(_SC_PAGESIZE);
-	uintptr_t start, end;
-
-	if (page <= 0 || !size)
-		return;
-	start = (uintptr_t)p & ~((uintptr_t)page - 1);
-	end = (uintptr_t)p + size;
-	madvise((void *)start, end - start, MADV_POPULATE_READ);
-#else
-	(void)p;
-	(void)size;
-#endif
-}
-
-// event_ids(streams, long_size=8, big_endian=False, page_size=4096) -> sorted list of the ids
-// of every record of the streams ((cpu, buffer, offset, size) as Reader takes them), found by
-// walking the pages without decoding: which formats a reader will need.
-static PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-	static char *kwlist[] = { "streams", "long_size", "big_endian", "page_size", NULL };
-	PyObject *streams, *seq, *list = NULL;
-	int long_size = 8, big_endian = 0;
-	Py_ssize_t page_size = 4096;
-	struct rb_layout layout;
-	uint8_t *seen;
-
-	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ipn", kwlist, &streams, &long_size,
-					 &big_endian, &page_size))
-		return NULL;
-	if (get_layout(&layout, long_size, big_endian, page_size))
-		return NULL;
-	seq = PySequence_Fast(streams, "streams must be a sequence of (cpu, buffer, offset, size)");
-	if (!seq)
-		return NULL;
-	seen = PyMem_Calloc(65536 / 8, 1);
-	if (!seen) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-		PyObject *buf;
-		Py_buffer view;
-		Py_ssize_t offset, size;
-		int cpu;
-
-		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
-				      "iOnn;a stream is (cpu, buffer, offset, size)", &cpu, &buf, &offset,
-				      &size))
-			goto out;
-		if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE))
-			goto out;
-		if (offset < 0 || size < 0 || offset > view.len || size > view.len - offset) {
-			PyErr_Format(PyExc_ValueError,
-				     "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes", cpu,
-				     offset, size, view.len);
-			PyBuffer_Release(&view);
-			goto out;
-		}
-		Py_BEGIN_ALLOW_THREADS
-		prefault((const uint8_t *)view.buf + offset, (size_t)size);
-		rb_stream_ids(&layout, (const uint8_t *)view.buf + offset, (size_t)size, seen);
-		Py_END_ALLOW_THREADS
-		PyBuffer_Release(&view);
-	}
-	list = PyList_New(0);
-	for (unsigned int id = 0; list && id < 65536; id++) {
-		if (seen[id >> 3] & (1U << (id & 7))) {
-			PyObject *v = PyLong_FromLong((long)id);
-
-			if (!v || PyList_Append(list, v))
-				Py_CLEAR(list);
-			Py_XDECREF(v);
-		}
-	}
-out:
-	PyMem_Free(seen);
-	Py_DECREF(seq);
-	return list;
-}
-
 // ---- Reader ----------------------------------------------------------------------------------
-
-#define SCACHE_SIZE	4096
-#define SCACHE_MAX_LEN	256
-
-struct scache_entry {
-	uint64_t hash;
-	uint32_t len;
-	uint8_t *key;
-	PyObject *obj;
-};
-
-typedef struct {
-	PyObject_HEAD
-	struct rb_reader reader;
-	bool reader_ready;
-	struct rb_schema *schema;
-	struct rb_event_format *formats;
-	struct rb_field *fields;
-	struct rb_batch batch;
-	bool batch_ready;
-	Py_buffer *views;
-	size_t nviews;
-	bool busy;
-	bool finished;
-	unsigned long long short_records;
-	uint64_t serial;		// names the schema for the text formatter (textfmt.h)
-	struct scache_entry *scache;
-} ReaderObject;
 
 static void reader_release(ReaderObject *self)
 {
@@ -526,7 +409,7 @@ static PyObject *field_value(ReaderObject *self, const struct rb_field *f,
 }
 
 // Decode the next batch into self->batch; returns events decoded, 0 at the end, -1 with an error.
-static Py_ssize_t fill(ReaderObject *self, Py_ssize_t max)
+Py_ssize_t reader_fill(ReaderObject *self, Py_ssize_t max)
 {
 	long n;
 
@@ -595,7 +478,7 @@ static PyObject *Reader_read_columns(ReaderObject *self, PyObject *args, PyObjec
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n", kwlist, &max))
 		return NULL;
-	n = fill(self, max);
+	n = reader_fill(self, max);
 	if (n < 0)
 		return NULL;
 	if (n == 0)
@@ -679,7 +562,7 @@ static bool set_item(PyObject *tuple, Py_ssize_t i, PyObject *item)
 }
 
 // The row tuple (ts, cpu, id, pid, flags, preempt, values[, raw]) of event @i of the batch.
-static PyObject *row_tuple(ReaderObject *self, Py_ssize_t i)
+PyObject *reader_row_tuple(ReaderObject *self, Py_ssize_t i)
 {
 	struct rb_batch *b = &self->batch;
 	uint32_t row = b->row[i];
@@ -730,20 +613,6 @@ static PyObject *row_tuple(ReaderObject *self, Py_ssize_t i)
 }
 
 // ---- TextFormatter ---------------------------------------------------------------------------
-
-// The plans and tables of native/textfmt.c, and the Python callables that fill them on demand:
-//   plan(id) -> None (not printed), True (each event through line()), or a sequence of ops,
-//               each bytes (a literal) or (src, conv, flags, letter, cast_size, cast_signed,
-//               width, prec, field, index) (see textfmt.h)
-//   thread(tid) -> (comm as UTF-8 bytes, tgid)
-//   symbol(tgid, addr) -> name as UTF-8 bytes
-//   line(row) -> the text of one event (str or bytes) from its read_rows() tuple
-typedef struct {
-	PyObject_HEAD
-	struct tf_formatter *f;
-	PyObject *plan_fn, *thread_fn, *symbol_fn, *line_fn;
-	bool busy;
-} TextFormatterObject;
 
 static int TextFormatter_traverse(TextFormatterObject *self, visitproc visit, void *arg)
 {
@@ -928,7 +797,7 @@ static PyMethodDef TextFormatter_methods[] = {
 	{ NULL, NULL, 0, NULL },
 };
 
-static PyTypeObject TextFormatterType = {
+PyTypeObject TextFormatterType = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "probectl._native.TextFormatter",
 	.tp_basicsize = sizeof(TextFormatterObject),
@@ -944,8 +813,8 @@ static PyTypeObject TextFormatterType = {
 };
 
 // Resolve what tf_format() stopped for by asking Python; 0, or -1 with an exception.
-static int resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
-			const struct tf_need *need, size_t *pos)
+int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
+			   const struct tf_need *need, size_t *pos)
 {
 	PyObject *got;
 	int err = 0;
@@ -1001,7 +870,7 @@ static int resolve_need(TextFormatterObject *tf, ReaderObject *reader, int statu
 		break;
 	}
 	case TF_NEED_CALLER: {
-		PyObject *row = row_tuple(reader, (Py_ssize_t)need->index), *text = NULL;
+		PyObject *row = reader_row_tuple(reader, (Py_ssize_t)need->index), *text = NULL;
 		char *p;
 		Py_ssize_t len;
 
@@ -1038,234 +907,6 @@ static int resolve_need(TextFormatterObject *tf, ReaderObject *reader, int statu
 	return 0;
 }
 
-// Format the n events of the reader's batch into tf->f->out (appended), asking Python for
-// what is missing. 0, or -1 with an exception.
-static int format_batch(ReaderObject *self, TextFormatterObject *tf)
-{
-	struct tf_input in;
-	struct tf_need need;
-	size_t pos = 0;
-	int status;
-
-	in.batch = &self->batch;
-	in.schema = self->schema;
-	in.serial = self->serial;
-	in.swap = self->reader.swap;
-	for (;;) {
-		memset(&need, 0, sizeof(need));
-		Py_BEGIN_ALLOW_THREADS
-		status = tf_format(tf->f, &in, &pos, &need);
-		Py_END_ALLOW_THREADS
-		if (status == TF_DONE)
-			return 0;
-		if (status == TF_ERR_NOMEM) {
-			PyErr_NoMemory();
-			return -1;
-		}
-		if (status == TF_ERR_PLAN) {
-			PyErr_Format(PyExc_ValueError, "the plan of event id %u does not fit its "
-				     "format (field %u)", (unsigned int)need.id, need.field);
-			return -1;
-		}
-		if (resolve_need(tf, self, status, &need, &pos))
-			return -1;
-	}
-}
-
-#define FORMAT_FLUSH	(1 << 20)	// output written to the fd in chunks of about this size
-
-// Write all of @n bytes to @fd; 0 or an errno value. (EINTR: retried; the caller checks for
-// signals between chunks.)
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int flush_to(int fd, struct tf_buf *out)
-{
-	int err;
-
-	Py_BEGIN_ALLOW_THREADS
-	err = write_all(fd, out->p, out->len);
-	Py_END_ALLOW_THREADS
-	out->len = 0;
-	if (err) {
-		errno = err;
-		PyErr_SetFromErrno(PyExc_OSError);
-		return -1;
-	}
-	return 0;
-}
-
-// TF_NEED_CALLER in record mode: the held record's text from Python's line(row), appended.
-static int caller_line(ReaderObject *self, TextFormatterObject *tf, struct tf_records *r)
-{
-	PyObject *row, *got, *text;
-	char *p;
-	Py_ssize_t len;
-	int err;
-
-	rb_batch_reset(&self->batch);
-	err = rb_batch_add(&self->batch, &r->rec, self->reader.swap);
-	if (err) {
-		PyErr_NoMemory();
-		return -1;
-	}
-	row = row_tuple(self, 0);
-	if (!row)
-		return -1;
-	got = PyObject_CallFunctionObjArgs(tf->line_fn, row, NULL);
-	Py_DECREF(row);
-	if (!got)
-		return -1;
-	if (PyUnicode_Check(got)) {
-		text = PyUnicode_AsUTF8String(got);
-		Py_DECREF(got);
-		if (!text)
-			return -1;
-		got = text;
-	}
-	if (PyBytes_AsStringAndSize(got, &p, &len)) {
-		Py_DECREF(got);
-		return -1;
-	}
-	err = tf_buf_append(&tf->f->out, p, (size_t)len);
-	Py_DECREF(got);
-	if (err) {
-		PyErr_NoMemory();
-		return -1;
-	}
-	r->pending = false;
-	r->events++;
-	return 0;
-}
-
-// Every remaining record formatted as it is merged (tf_format_records, no columns) and written
-// to @fd in chunks; the count, or NULL with an exception (what came before a corrupt page is
-// written first).
-static PyObject *format_records_to(ReaderObject *self, TextFormatterObject *tf, int fd)
-{
-	struct tf_records r;
-	struct tf_need need;
-	PyObject *result = NULL;
-	int status;
-
-	if (!self->batch_ready) {
-		PyErr_SetString(PyExc_ValueError, "the reader is closed");
-		return NULL;
-	}
-	if (self->busy) {
-		PyErr_SetString(PyExc_RuntimeError, "the reader is in use by another thread");
-		return NULL;
-	}
-	if (self->finished)
-		return PyLong_FromLong(0);
-	memset(&r, 0, sizeof(r));
-	r.reader = &self->reader;
-	r.schema = self->schema;
-	r.serial = self->serial;
-	self->busy = true;	// (the callbacks must not use the reader)
-	for (;;) {
-		memset(&need, 0, sizeof(need));
-		Py_BEGIN_ALLOW_THREADS
-		status = tf_format_records(tf->f, &r, FORMAT_FLUSH, &need);
-		Py_END_ALLOW_THREADS
-		if (status == TF_DONE) {
-			if (!flush_to(fd, &tf->f->out))
-				result = PyLong_FromUnsignedLongLong(r.events);
-			self->finished = true;
-			break;
-		}
-		if (status == TF_MORE) {
-			if (flush_to(fd, &tf->f->out) || PyErr_CheckSignals())
-				break;
-			continue;
-		}
-		if (status == TF_ERR_DECODE) {
-			self->finished = true;
-			if (!flush_to(fd, &tf->f->out))
-				raise_decode_error(r.decode_err, self->reader.err_cpu,
-						   self->reader.err_offset, self->reader.err_pos);
-			break;
-		}
-		if (status == TF_ERR_NOMEM) {
-			PyErr_NoMemory();
-			break;
-		}
-		if (status == TF_ERR_PLAN) {
-			PyErr_Format(PyExc_ValueError, "the plan of event id %u does not fit its "
-				     "format (field %u)", (unsigned int)need.id, need.field);
-			break;
-		}
-		if (status == TF_NEED_CALLER ? caller_line(self, tf, &r) :
-		    resolve_need(tf, self, status, &need, NULL))
-			break;
-	}
-	self->short_records += r.short_records + self->batch.short_records;
-	rb_batch_reset(&self->batch);
-	self->busy = false;
-	return result;
-}
-
-// format_text(formatter, max_events=262144, fd=-1): with no fd, the next batch of up to
-// max_events events as (count, text bytes), or None at the end; with an fd, every remaining
-// event formatted as it is merged, the text written to the fd in large chunks, and the count
-// returned.
-static PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs)
-{
-	static char *kwlist[] = { "formatter", "max_events", "fd", NULL };
-	TextFormatterObject *tf;
-	Py_ssize_t max = 1 << 18, n;
-	int fd = -1;
-	PyObject *result = NULL;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|n$i", kwlist, &TextFormatterType, &tf,
-					 &max, &fd))
-		return NULL;
-	if (!tf->f || tf->busy) {
-		PyErr_SetString(PyExc_RuntimeError, "the formatter is not set up or in use");
-		return NULL;
-	}
-	if (max <= 0) {
-		PyErr_SetString(PyExc_ValueError, "max_events must be positive");
-		return NULL;
-	}
-	Py_INCREF(tf);
-	tf->busy = true;
-	tf->f->out.len = 0;
-	if (fd >= 0) {
-		result = format_records_to(self, tf, fd);
-		goto out;
-	}
-	n = fill(self, max);
-	if (n < 0)
-		goto out;
-	if (n == 0) {
-		result = Py_NewRef(Py_None);
-		goto out;
-	}
-	self->busy = true;	// (the callbacks must not refill the batch)
-	if (!format_batch(self, tf))
-		result = Py_BuildValue("ny#", n, (const char *)tf->f->out.p,
-				       (Py_ssize_t)tf->f->out.len);
-	self->busy = false;
-out:
-	tf->busy = false;
-	Py_DECREF(tf);
-	return result;
-}
-
 static PyObject *Reader_scan_ids(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "max_events", NULL };
@@ -1275,7 +916,7 @@ static PyObject *Reader_scan_ids(ReaderObject *self, PyObject *args, PyObject *k
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n", kwlist, &max))
 		return NULL;
-	n = fill(self, max);
+	n = reader_fill(self, max);
 	if (n < 0)
 		return NULL;
 	if (n == 0)
@@ -1305,7 +946,7 @@ static PyObject *Reader_read_rows(ReaderObject *self, PyObject *args, PyObject *
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n", kwlist, &max))
 		return NULL;
-	n = fill(self, max);
+	n = reader_fill(self, max);
 	if (n < 0)
 		return NULL;
 	if (n == 0)
@@ -1314,7 +955,7 @@ static PyObject *Reader_read_rows(ReaderObject *self, PyObject *args, PyObject *
 	if (!rows)
 		return NULL;
 	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *t = row_tuple(self, i);
+		PyObject *t = reader_row_tuple(self, i);
 
 		if (!t)
 			goto fail;

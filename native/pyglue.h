@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+// pyglue.h - what the CPython glue files (module.c, textout.c) share: the Reader and
+// TextFormatter objects and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
+#ifndef PROBECTL_PYGLUE_H
+#define PROBECTL_PYGLUE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdbool.h>
+
+#include "ringbuf.h"
+#include "textfmt.h"
+
+#define SCACHE_SIZE	4096
+#define SCACHE_MAX_LEN	256
+
+struct scache_entry {
+	uint64_t hash;
+	uint32_t len;
+	uint8_t *key;
+	PyObject *obj;
+};
+
+typedef struct {
+	PyObject_HEAD
+	struct rb_reader reader;
+	bool reader_ready;
+	struct rb_schema *schema;
+	struct rb_event_format *formats;
+	struct rb_field *fields;
+	struct rb_batch batch;
+	bool batch_ready;
+	Py_buffer *views;
+	size_t nviews;
+	bool busy;
+	bool finished;
+	unsigned long long short_records;
+	uint64_t serial;		// names the schema for the text formatter (textfmt.h)
+	struct scache_entry *scache;
+} ReaderObject;
+
+// The plans and tables of native/textfmt.c, and the Python callables that fill them on demand:
+//   plan(id) -> None (not printed), True (each event through line()), or a sequence of ops,
+//               each bytes (a literal) or (src, conv, flags, letter, cast_size, cast_signed,
+//               width, prec, field, index) (see textfmt.h)
+//   thread(tid) -> (comm as UTF-8 bytes, tgid)
+//   symbol(tgid, addr) -> name as UTF-8 bytes
+//   line(row) -> the text of one event (str or bytes) from its read_rows() tuple
+typedef struct {
+	PyObject_HEAD
+	struct tf_formatter *f;
+	PyObject *plan_fn, *thread_fn, *symbol_fn, *line_fn;
+	bool busy;
+} TextFormatterObject;
+
+extern PyObject *DecodeError;
+extern PyTypeObject TextFormatterType;
+
+int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
+PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
+
+// The next batch of up to @max events into self->batch: the count (0 at the end), or -1.
+Py_ssize_t reader_fill(ReaderObject *self, Py_ssize_t max);
+
+// The read_rows() tuple of event @i of self->batch.
+PyObject *reader_row_tuple(ReaderObject *self, Py_ssize_t i);
+
+// Resolve what tf_format() stopped for by asking Python; 0, or -1 with an exception.
+int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
+			   const struct tf_need *need, size_t *pos);
+
+// textout.c
+PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs);
+
+#endif // PROBECTL_PYGLUE_H
