@@ -6,7 +6,8 @@ notes, address conversion) because they are a second idea with its own machinery
 150000 symbols, so a single name or address is found by searching that field's bytes of the table
 in C (``_entries_matching``) and decoding only the entries that match, and the functions are put in
 address order from the tables' number columns alone (``_sort_functions``), an order a large table
-keeps in the cache (``indexcache``). The whole table is decoded only when every symbol is asked for.
+keeps in the cache (``indexcache``). The whole table is decoded only when all of it is listed
+(``symbols``, ``functions``, a glob).
 """
 from __future__ import annotations
 
