@@ -2,7 +2,8 @@
 // textfmt_fuzz.c - a standalone driver that runs random plans over random events (for ASan/UBSan).
 //
 // Built only with -DTF_FUZZ_DRIVER (tests/test_textfmt.py does it with -fsanitize=address,undefined,
-// together with ringbuf.c, reader.c and textfmt.c); in the extension build this file is empty.
+// together with ringbuf.c, reader.c, textfmt.c and textfmt_run.c); in the extension build this
+// file is empty.
 // Usage:
 //
 //   tffuzz ITERATIONS SEED

@@ -640,8 +640,8 @@ def test_formatter_under_address_sanitizer(tmp_path):
     exe = tmp_path / "tffuzz"
     build = subprocess.run(
         [gcc, *SANITIZE, "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-DTF_FUZZ_DRIVER",
-         f"-I{ROOT / 'native'}", *(str(ROOT / "native" / n) for n in ("textfmt_fuzz.c", "textfmt.c", "ringbuf.c",
-                                                                       "reader.c")), "-o", str(exe)],
+         f"-I{ROOT / 'native'}", *(str(ROOT / "native" / n) for n in ("textfmt_fuzz.c", "textfmt.c", "textfmt_run.c",
+                                                                       "ringbuf.c", "reader.c")), "-o", str(exe)],
         capture_output=True, text=True)
     _skip_without_runtime(build)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
