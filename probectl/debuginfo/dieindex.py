@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, FORM_ADDR, FORM_DATA4, FORM_DATA8,
                       FORM_INDIRECT, FORM_LOCLISTX, FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE,
                       CUScanner, Unsupported, compiled_table)
+from .forms import parse_abbrev_window
 from .leb128 import read_uleb128
 
 if TYPE_CHECKING:
@@ -369,22 +370,12 @@ def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "CUScanner"]:
 
 def _abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
     """``compiled_table`` of the table at ``offset``, read from a window of the section after it
-    (a kernel's .debug_abbrev is 5 MB, one CU's table a few KB); the whole section only for a
-    table that does not fit in the window."""
+    (``forms.parse_abbrev_window``), or from the whole section when it is already in memory."""
     sec = debuginfo.dwarf.debug_abbrev_sec
     whole = debuginfo._cache.get("section_bytes", {}).get("debug_abbrev_sec")
     if whole is None and sec is not None and 0 <= offset < sec.size:
-        sec.stream.seek(offset)
-        window = sec.stream.read(min(_ABBREV_WINDOW, sec.size - offset))
-        try:
-            return compiled_table(window, 0, *fmt, shared)
-        except IndexError:
-            if offset + len(window) >= sec.size:
-                raise
+        return parse_abbrev_window(sec.stream, offset, sec.size, lambda data: compiled_table(data, 0, *fmt, shared))
     return compiled_table(section_bytes(debuginfo, "debug_abbrev_sec"), offset, *fmt, shared)
-
-
-_ABBREV_WINDOW = 64 << 10
 
 
 def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:

@@ -11,7 +11,8 @@
 Line tables live in ``lines.py`` (lazy patterns in ``source.py``), variable lookup in
 ``variables.py``, fetch arguments and listings in ``fetch.py``, location expressions in
 ``location.py``, types in ``types.py``, call-frame information in ``cfi.py``, the raw name index
-in ``dieindex.py`` and DIE helpers in ``die.py``.
+in ``dieindex.py`` (its byte scanner in ``diescan.py``, one-name searches in ``namesearch.py``), the
+plain form readers in ``forms.py`` and DIE helpers in ``die.py``.
 
 DWARF sections of executables and shared objects are never relocated
 (``relocate_dwarf_sections=False``): their addresses are final, and relocating costs seconds on
@@ -601,7 +602,7 @@ class DebugInfo:
         """The function and variable references of one exact name, as the full indexes list them.
 
         In a large file (``SEARCH_NAMES_FROM`` bytes of .debug_info: a kernel) without a cached full
-        index, the name is searched for (``dieindex.lookup_name``: seconds less than indexing every
+        index, the name is searched for (``namesearch.lookup_name``: seconds less than indexing every
         CU) and the answer is kept on disk (``indexcache``) for the next run."""
         if self._name_index is None and self._searches_names():
             found = self._lookups.get(name) if self._lookups is not None else None

@@ -140,7 +140,7 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
                 size = T.byte_size(pointee)
                 if pointee is None or size is None:
                     raise T.TypeError_(f"'{owner}' points to {T.type_name(pointee) or 'void'}, which has no size "
-                                       f"to index by", hint=f"cast it, or use a member chain")
+                                       "to index by", hint="cast it, or use a member chain")
                 place = Memory(_value_of(place, owner).plus(acc.index * size), opts.user_access)
                 cur_type = pointee
             else:

@@ -10,7 +10,7 @@ Everything here is an optimisation: with a pyelftools that lacks the hooks used,
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, TypeVar
 
 from elftools.construct.core import FieldError
 from elftools.dwarf.abbrevtable import AbbrevDecl, AbbrevTable
@@ -187,26 +187,34 @@ def die_structs(structs) -> DIEStructs:
 
 def read_abbrev_table(structs, stream, offset: int, size: Optional[int] = None) -> AbbrevTable:
     """The abbreviation table at ``offset`` of a section of ``size`` bytes, equal to pyelftools'
-    ``AbbrevTable`` for it. It is read from a window after ``offset`` (a kernel's section is 5 MB,
-    one CU's table a few KB), and again from the whole rest of the section if it is longer."""
+    ``AbbrevTable`` for it."""
     table = AbbrevTable.__new__(AbbrevTable)
     table.structs, table.stream, table.offset = structs, stream, offset
-    stream.seek(offset)
-    data = stream.read(_ABBREV_WINDOW if size is None else min(_ABBREV_WINDOW, size - offset))
     try:
-        table._abbrev_map = _abbrev_decls(data)
+        table._abbrev_map = parse_abbrev_window(stream, offset, size, _abbrev_decls)
     except IndexError:
-        if len(data) < _ABBREV_WINDOW:
-            raise FieldError(f"abbreviation table at 0x{offset:x} runs past the end of the section") from None
-        stream.seek(offset)
-        try:
-            table._abbrev_map = _abbrev_decls(stream.read() if size is None else stream.read(size - offset))
-        except IndexError:
-            raise FieldError(f"abbreviation table at 0x{offset:x} runs past the end of the section") from None
+        raise FieldError(f"abbreviation table at 0x{offset:x} runs past the end of the section") from None
     return table
 
 
-_ABBREV_WINDOW = 64 << 10
+ABBREV_WINDOW = 64 << 10
+_T = TypeVar("_T")
+
+
+def parse_abbrev_window(stream, offset: int, size: Optional[int], parse: Callable[[bytes], _T]) -> _T:
+    """``parse`` of the abbreviation table at ``offset``, given the section's bytes from there on:
+    first a window of them (a kernel's section is 5 MB, one CU's table a few KB), then all of them
+    when ``parse`` ran past the window (IndexError); IndexError when it runs past the section."""
+    rest = None if size is None else size - offset
+    stream.seek(offset)
+    data = stream.read(ABBREV_WINDOW if rest is None else min(ABBREV_WINDOW, rest))
+    try:
+        return parse(data)
+    except IndexError:
+        if len(data) < ABBREV_WINDOW:
+            raise
+    stream.seek(offset)
+    return parse(stream.read() if rest is None else stream.read(rest))
 
 
 def _abbrev_decls(data: bytes) -> dict[int, AbbrevDecl]:

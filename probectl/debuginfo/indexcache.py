@@ -11,7 +11,7 @@ milliseconds by the next run. The kinds are:
   a compact form (``CompactIndex``: sorted names in one string, offsets and references in arrays)
   that is looked up by bisection without building a dict of a hundred thousand names;
 - ``dwarf-lookups``: the answers for single names found without the full index
-  (``dieindex.lookup_name``), so a repeated probe of the same function does not search again;
+  (``namesearch.lookup_name``), so a repeated probe of the same function does not search again;
 - ``elf-functions``: a symbol table's functions in address order (``ElfFile.symbol_at``);
 - ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (``kernel.KprobeRules``).
 

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 # Abbreviation bytes of an abstract origin or specification (0x31, 0x47) that may point into another
 # unit (DW_FORM_ref_addr 0x10, DW_FORM_ref_sig8 0x20) or whose form is only known per DIE
 # (DW_FORM_indirect 0x16): see _foreign_references.
-_FOREIGN_REFERENCES = tuple(bytes([attr, form]) for attr in (0x31, 0x47) for form in (0x10, 0x16, 0x20))
 _MERGE_FOREIGN = bytes(0x31 if b == 0x47 else 0x10 if b in (0x16, 0x20) else b for b in range(256))
 # Sections whose presence means names may be indirect (string offsets, supplementary files).
 _INDIRECT_NAME_SECTIONS = ("debug_str_offsets_sec", "debug_sup_sec", "gnu_debugaltlink_sec", "debug_types_sec")
