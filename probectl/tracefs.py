@@ -18,11 +18,13 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
 from .errors import EventExistsError, ProbectlError, TracefsError
 from .events import EventDefinition
-from .formats import EventFormat
+
+if TYPE_CHECKING:
+    from .formats import EventFormat
 
 DEFAULT_MOUNT = Path("/sys/kernel/tracing")
 DEBUGFS_TRACING = Path("/sys/kernel/debug/tracing")
@@ -352,7 +354,7 @@ class Tracefs:
                 result.append((system, event))
         return sorted(result)
 
-    def event_format(self, group: str, event: str) -> EventFormat:
+    def event_format(self, group: str, event: str) -> "EventFormat":
         """The parsed ``events/<group>/<event>/format``."""
         path = self.root / "events" / group / event / "format"
         try:
@@ -363,6 +365,8 @@ class Tracefs:
             raise self._unknown_event(group, event) from None
         except OSError as err:
             raise os_error(err, "read the format of", f"{group}:{event}") from None
+        from .formats import EventFormat  # adding probes does not read formats
+
         return EventFormat.parse(text, group)
 
     def _unknown_event(self, group: str, event: str) -> UnknownEventError:

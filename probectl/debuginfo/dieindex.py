@@ -17,9 +17,7 @@ from __future__ import annotations
 import bisect
 import marshal
 import os
-import signal
 import struct
-import threading
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, FORM_ADDR, FORM_DATA4, FORM_DATA8,
@@ -212,6 +210,9 @@ def _in_two_processes(debuginfo: "DebugInfo", units: list[tuple]) -> Optional[tu
     its dicts back through a pipe; the halves are joined in unit order, so the result is the one
     process's. None when forking is not possible or not safe (threads); a child that fails has its
     half done here."""
+    import signal  # only for building a full index: not imported by every command
+    import threading
+
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() != 1 or len(units) < 2:
         return None
     middle = (units[0][0] + units[-1][1]) // 2
