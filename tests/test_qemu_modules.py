@@ -15,7 +15,9 @@ import pytest
 
 from conftest import _missing
 from qemu_kernel import GuestResult, run_in_guest
-from test_qemu_kprobes import _run_oracle, kernel_dir  # noqa: F401  (kernel_dir: the module fixture)
+# kernel_dir: the kernel data (or a skip); source: each test once for perf's definitions, once for
+# probectl's (it reads this module's ``definitions``).
+from test_qemu_kprobes import PREFIX, _run_oracle, kernel_dir, source  # noqa: F401
 
 pytestmark = pytest.mark.qemu
 
@@ -23,7 +25,6 @@ PROBES = [
     ("ovl_lookup", "ovl_lookup dentry->d_name.name:string"),
     ("ovl_create_object", "ovl_create_object dentry->d_name.name:string mode"),  # static, in overlay.ko
 ]
-PREFIX = {"perf": "", "probectl": "pc_"}
 
 WORKLOAD = """
 mkdir /tmp/ov && mount -t tmpfs tmpfs /tmp/ov && cd /tmp/ov && mkdir lower upper work merged || exit 1
@@ -58,8 +59,8 @@ def definitions(module_paths) -> dict[str, object]:
              *(f"probectl:pc_{func}={probe}" for func, probe in PROBES)], ("XDG_CACHE_HOME",))
     except RuntimeError as exc:
         found["probectl"] = exc
-    for source, defs in found.items():
-        assert not isinstance(defs, list) or len(defs) == len(PROBES), (source, defs)
+    for who, defs in found.items():
+        assert not isinstance(defs, list) or len(defs) == len(PROBES), (who, defs)
     return found
 
 
@@ -67,16 +68,6 @@ def definitions(module_paths) -> dict[str, object]:
 def guest(kernel_dir, module_paths, definitions) -> GuestResult:  # noqa: F811
     defs = [d for found in definitions.values() if isinstance(found, list) for d in found]
     return run_in_guest(kernel_dir, defs, WORKLOAD, modules=[module_paths[1]], timeout=300)
-
-
-@pytest.fixture(params=list(PREFIX))
-def source(request, definitions):
-    found = definitions[request.param]
-    if found is None:
-        _missing("perf (apt linux-perf) is not installed")
-    if isinstance(found, Exception):
-        pytest.fail(str(found))
-    return request.param
 
 
 def test_module_definitions_name_the_module(definitions, source):

@@ -46,17 +46,7 @@ class ULeb128:
     __slots__ = ()
 
     def parse_stream(self, stream) -> int:
-        value = shift = 0
-        read = stream.read
-        while True:
-            b = read(1)
-            if not b:
-                raise FieldError("LEB128 number runs past the end of the data")
-            byte = b[0]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
+        return _read_leb128(stream, signed=False)
 
 
 class SLeb128:
@@ -65,17 +55,21 @@ class SLeb128:
     __slots__ = ()
 
     def parse_stream(self, stream) -> int:
-        value = shift = 0
-        read = stream.read
-        while True:
-            b = read(1)
-            if not b:
-                raise FieldError("LEB128 number runs past the end of the data")
-            byte = b[0]
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value - (1 << shift) if byte & 0x40 else value
+        return _read_leb128(stream, signed=True)
+
+
+def _read_leb128(stream, signed: bool) -> int:
+    value = shift = 0
+    read = stream.read
+    while True:
+        b = read(1)
+        if not b:
+            raise FieldError("LEB128 number runs past the end of the data")
+        byte = b[0]
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value - (1 << shift) if signed and byte & 0x40 else value
 
 
 class CString:
