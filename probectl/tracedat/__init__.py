@@ -20,7 +20,6 @@ and :mod:`.compression`.
 from .metadata import (FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, Option, TraceMetadata, clock_name, collect_metadata,
                        instance_cpus, parse_cmdlines, parse_tgids, read_cpustats)
 from .reader import BufferInfo, CpuData, TraceFile, open_trace
-from .writer import write_tracedat
 
 __all__ = [
     "BufferInfo",
@@ -40,3 +39,11 @@ __all__ = [
     "read_cpustats",
     "write_tracedat",
 ]
+
+
+def __getattr__(name: str):
+    if name == "write_tracedat":  # (imported on first use: readers, like `probectl script`, never write)
+        from .writer import write_tracedat
+
+        return write_tracedat
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
