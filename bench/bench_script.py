@@ -42,6 +42,7 @@ Figures are ratios from one run on one machine, not absolute targets.
 from __future__ import annotations
 
 import argparse
+import filecmp
 import os
 import resource
 import shutil
@@ -88,14 +89,19 @@ def command(argv: list[str]):
 
 
 def check_output(path: Path) -> None:
-    """The command prints what the Python formatter prints (and, untimed, compiles its bytecode)."""
-    got = subprocess.run(probectl_script(path), capture_output=True, check=True, env=ENV).stdout
-    with open_trace(path) as t, tempfile.TemporaryFile("w+", encoding="utf-8") as ref:
-        write_script(t, ref, native=False)
-        ref.seek(0)
-        want = ref.buffer.read()
-    if got != want:
-        sys.exit(f"bench_script: probectl script's output differs from the Python formatter's on {path}")
+    """The command prints what the Python formatter prints (and, untimed, compiles its bytecode).
+    Both run in child processes writing to files: holding the text here would grow this process,
+    and a large parent slows the processes it starts (and so every figure after it)."""
+    reference = ("import sys; from probectl.script import write_script; from probectl.tracedat import open_trace\n"
+                 "with open_trace(sys.argv[1]) as t, open(sys.argv[2], 'w', encoding='utf-8') as out:\n"
+                 "    write_script(t, out, native=False)")
+    with tempfile.TemporaryDirectory(prefix="probectl-bench-check-") as tmp:
+        got, want = Path(tmp) / "command.txt", Path(tmp) / "python.txt"
+        with open(got, "wb") as out:
+            subprocess.run(probectl_script(path), stdout=out, check=True, env=ENV)
+        subprocess.run([sys.executable, "-c", reference, str(path), str(want)], check=True, env=ENV)
+        if not filecmp.cmp(got, want, shallow=False):
+            sys.exit(f"bench_script: probectl script's output differs from the Python formatter's on {path}")
 
 
 def probectl_script(path: Path, *args: str) -> list[str]:
@@ -142,7 +148,7 @@ def make_recordings(tmp: Path, getpid: int, rounds: int, buffer_kb: int) -> list
 def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
     with open_trace(path) as t:
-        n = sum(len(b) for b in t.reader().batches())
+        n = sum(len(b) for b in t.reader().batches(1 << 16))  # (small batches: this process stays small)
     out["events"] = (n, n)
     check_output(path)
     null = open(os.devnull, "w")
@@ -152,6 +158,9 @@ def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
         path, "-F", "comm,pid,tid,cpu,time,event,ip,sym,trace")))
     out["probectl script --format json (cmd)"] = best_of(runs, command(probectl_script(path, "--format", "json")))
     out["probectl script --format csv (cmd)"] = best_of(runs, command(probectl_script(path, "--format", "csv")))
+    out["fresh python, probectl.script only"] = best_of(runs, command(_fresh_script(path)))
+    if shutil.which("trace-cmd"):  # (measured before this process holds decoded data)
+        out["trace-cmd report"] = best_of(runs, command(["trace-cmd", "report", str(path)]))
 
     def script(kind: str, native: bool):
         fields = ("time", "cpu", "pid", "tid", "comm", "event", "trace") if kind == "csv" else DEFAULT_FIELDS
@@ -171,7 +180,6 @@ def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
             pass
 
     out["open_trace only (metadata, formats)"] = best_of(runs, open_only)
-    out["fresh python, probectl.script only"] = best_of(runs, command(_fresh_script(path)))
 
     def decode_only() -> None:
         with open_trace(path) as t:
@@ -201,8 +209,6 @@ def measure(path: Path, runs: int) -> dict[str, tuple[float, float]]:
 
     out["batch API (columns)"] = best_of(runs, batches)
     out["Event objects"] = best_of(max(1, runs // 2), objects)
-    if shutil.which("trace-cmd"):
-        out["trace-cmd report"] = best_of(runs, command(["trace-cmd", "report", str(path)]))
     if shutil.which("perf"):
         p = subprocess.run(["perf", "script", "-i", str(path)], capture_output=True, text=True)
         if p.returncode == 0 and "incompatible" not in p.stderr + p.stdout:
