@@ -51,7 +51,8 @@ from .processes import (MAX_MAPS_PIDS, OPTION_PROC_MAPS, ProcessWatch, decode_pr
 from .ringbuf import EventReader, PageLayout, Recorder
 from .selection import EventRequest, SelectedEvent, select_events
 from .session import CleanupSteps, Terminated, notice_stderr, signals_held, stop_signals
-from .tracedat import collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats, write_tracedat
+from .tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
+                       write_tracedat)
 from .tracefs import Tracefs, os_error
 from .workload import Workload
 
@@ -86,7 +87,7 @@ __all__ = [
     "synthesize_maps",
 ]
 
-DEFAULT_OUTPUT = Path("probectl.dat")
+DEFAULT_OUTPUT = DEFAULT_FILE
 
 
 # ---- tracefs files and CPU lists ---------------------------------------------------------------

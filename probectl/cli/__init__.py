@@ -37,7 +37,7 @@ def notice(message: str) -> None:
 # `probectl script` does not pay for the probe resolver's imports (DWARF, grammars) and vice versa.
 COMMAND_MODULES = {
     "add": "probes", "del": "probes", "list": "probes", "funcs": "probes", "lines": "probes", "vars": "probes",
-    "record": "recording", "script": "recording", "trace": "recording", "tracepoints": "recording",
+    "record": "recording", "script": "scripting", "trace": "recording", "tracepoints": "recording",
     "fields": "recording", "cleanup": "recording",
 }
 

@@ -7,21 +7,21 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
-from ..enumnames import EnumNames
 from ..errors import ProbectlError
-from ..filters import compile_filter
-from ..livestream import LiveStream
-from ..record import (DEFAULT_OUTPUT, EventRequest, RecordOptions, Recording, SelectedEvent, cleanup_stale,
-                      instance_cpus, parse_cpus, probe_state, select_events)
-from ..script import (DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, CsvFormatter, Source, lost_events, make_formatter,
-                      parse_fields, write_script)
-from ..tracedat import open_trace
+from ..tracedat import DEFAULT_FILE
+from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, parse_fields
 from ..tracefs import Tracefs
 from . import cli, notice
+
+if TYPE_CHECKING:
+    from ..record import EventRequest
+
+# The recorder, filters (their grammar) and live stream are imported by the commands that use them,
+# so that `tracepoints`, `fields` and `cleanup` start quickly.
 
 
 def _open_tracefs() -> Tracefs:
@@ -58,6 +58,8 @@ class _SplitCommand(_OrderedCommand):
 
 def event_requests(order: list[str], events: tuple[str, ...], filters: tuple[str, ...]) -> list[EventRequest]:
     """Pair each ``--filter`` with the ``-e`` before it (an ``-e a,b`` names two events)."""
+    from ..record import EventRequest
+
     groups: list[list[Any]] = []
     ei = fi = 0
     for name in order:
@@ -114,7 +116,7 @@ def _human(size: int) -> str:
 @click.option("-C", "--cpu", "cpus", metavar="CPUS", help="Only these CPUs: 0-3,6.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads and children too).")
 @click.option("-g", "--call-graph", "stacks", is_flag=True, help="Kernel and user stack with each event.")
-@click.option("-o", "--output", default=str(DEFAULT_OUTPUT), show_default=True, metavar="FILE",
+@click.option("-o", "--output", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               help="The trace.dat file to write.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Stop after this long.")
@@ -131,6 +133,8 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
 
         probectl record -e 'probe_libc:malloc' --filter 'size > 4k' -g -- make
     """
+    from ..record import RecordOptions, Recording, instance_cpus, parse_cpus
+
     requests = event_requests(ctx.meta.get("probectl.order", []), events, filters)
     if not requests:
         raise click.UsageError("no event to record: name one with -e GROUP:EVENT")
@@ -155,34 +159,6 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
         per_cpu = ", ".join(f"cpu{c}: {n:,}" for c, n in sorted(result.lost_by_cpu.items()) if n)
         notice(f"Warning: the kernel lost {result.lost:,} events ({per_cpu}); record with a bigger buffer "
                f"(-m KB, now {buffer_kb or 'the default'}) or filter more")
-
-
-# ---- script ---------------------------------------------------------------------------------------
-
-
-@cli.command()
-@click.option("-i", "--input", "input_", default=str(DEFAULT_OUTPUT), show_default=True, metavar="FILE",
-              help="trace.dat file (probectl's or trace-cmd's).")
-@click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
-@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
-              help="text (perf script), csv, json (one object a line), folded (stacks, for flamegraph.pl).")
-@click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
-def script(input_, fields, kind, events):
-    """Print the events of a trace.dat file."""
-    chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
-    if kind == "csv" and not fields:
-        chosen = ("time", "cpu", "pid", "tid", "comm", "event", "trace")
-    with open_trace(input_) as trace:
-        write_script(trace, sys.stdout, kind, chosen, events=events)
-        sys.stdout.flush()
-        lost = lost_events(trace)
-        failed = trace.format_failures()  # (of the events in the file; the others are not parsed)
-        if failed:
-            shown = ", ".join(f"{s}: {m}" for s, m in failed[:3])
-            notice(f"Warning: {len(failed)} event formats could not be read ({shown}); "
-                   "their events print as unknown")
-    if lost:
-        notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
 
 
 # ---- trace ----------------------------------------------------------------------------------------
@@ -254,6 +230,8 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     command = ctx.meta.get("probectl.command", [])
     if not probedefs and not events:
         raise click.UsageError("give probe definitions to add, or existing events with -e")
+    from ..cleanup import cleanup_stale, probe_state
+
     chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
     tfs = _open_tracefs()
     for what in cleanup_stale(tfs, notice):
@@ -284,6 +262,11 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
 def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Optional[str], command: list[str],
                   pids: list[int], system_wide: bool, fields: tuple[str, ...], kind: str,
                   buffer_kb: Optional[int]) -> None:
+    from ..enumnames import EnumNames
+    from ..filters import compile_filter
+    from ..livestream import LiveStream
+    from ..record import SelectedEvent, select_events
+
     names = list(dict.fromkeys((d.group, d.event) for d in defs))
     selected: list[SelectedEvent] = []
     for g, e in names:
@@ -400,6 +383,8 @@ def fields(event, as_json, show_common):
 @cli.command()
 def cleanup():
     """Remove what killed probectl runs left behind: their tracefs instances and 'trace' probes."""
+    from ..cleanup import cleanup_stale
+
     tfs = _open_tracefs()
     removed = cleanup_stale(tfs, notice)
     if not removed:

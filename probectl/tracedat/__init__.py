@@ -17,12 +17,18 @@ Everything read is checked against the file: a truncated or corrupt file raises
 The package: :mod:`.metadata` (what a file holds besides the pages), :mod:`.writer`, :mod:`.reader`
 and :mod:`.compression`.
 """
+from pathlib import Path
+
 from .metadata import (FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, Option, TraceMetadata, clock_name, collect_metadata,
                        instance_cpus, parse_cmdlines, parse_tgids, read_cpustats)
 from .reader import BufferInfo, CpuData, TraceFile, open_trace
 
+# What `probectl record` writes and `probectl script` reads when no file is named.
+DEFAULT_FILE = Path("probectl.dat")
+
 __all__ = [
     "BufferInfo",
+    "DEFAULT_FILE",
     "CpuData",
     "FILE_VERSIONS",
     "MAGIC",

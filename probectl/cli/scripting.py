@@ -1,0 +1,36 @@
+"""The `script` command: print a trace.dat file (perf script). Its own module, so that printing a
+file imports only the reader and the formatters — not the recorder, filters or grammars."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..script import DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, lost_events, parse_fields, write_script
+from ..tracedat import DEFAULT_FILE, open_trace
+from . import cli, notice
+
+
+@cli.command()
+@click.option("-i", "--input", "input_", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
+              help="trace.dat file (probectl's or trace-cmd's).")
+@click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
+@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
+              help="text (perf script), csv, json (one object a line), folded (stacks, for flamegraph.pl).")
+@click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
+def script(input_, fields, kind, events):
+    """Print the events of a trace.dat file."""
+    chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
+    if kind == "csv" and not fields:
+        chosen = ("time", "cpu", "pid", "tid", "comm", "event", "trace")
+    with open_trace(input_) as trace:
+        write_script(trace, sys.stdout, kind, chosen, events=events)
+        sys.stdout.flush()
+        lost = lost_events(trace)
+        failed = trace.format_failures()  # (of the events in the file; the others are not parsed)
+        if failed:
+            shown = ", ".join(f"{s}: {m}" for s, m in failed[:3])
+            notice(f"Warning: {len(failed)} event formats could not be read ({shown}); "
+                   "their events print as unknown")
+    if lost:
+        notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
