@@ -13,18 +13,19 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from . import spec as S
-from .debuginfo.dwarf import DebugInfo
 from .debuginfo.elf import ElfFile, ElfSymbol
 from .debuginfo.kallsyms import Kallsyms
-from .debuginfo.variables import VariableNotFound, VariableUnavailable
 from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
 from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .kernel import KprobeRules
 from .points import ProbePoint, ResolvedArg, Target, is_untyped_retval
-from .sourcepoints import SourceResolver, SourceSite
 
 if TYPE_CHECKING:
     from .debuginfo.btf import Btf
+    from .sourcepoints import SourceResolver
+
+# The DWARF side (sourcepoints, debuginfo.dwarf/variables, pyelftools) is imported when a definition
+# needs it: probes by symbol with register or BTF arguments do not pay for it.
 
 # perf's filler for an argument that exists at some places of a multi-place event but not at others.
 MISSING_ARG_MAGIC = 0xDEADE12D
@@ -49,7 +50,7 @@ class Resolver:
     _btf: "Btf | None" = None
     _elf: ElfFile | None = None
     _kallsyms: Kallsyms | None = None
-    _source_resolver: SourceResolver | None = None
+    _source_resolver: "SourceResolver | None" = None
     _kprobe_rules: KprobeRules | bool | None = None
 
     @property
@@ -156,7 +157,7 @@ class Resolver:
 
         return resolve_btf_points(self, probe)
 
-    def source(self, required: bool) -> SourceResolver | None:
+    def source(self, required: bool) -> "SourceResolver | None":
         """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
         if self._source_resolver is None:
             if self.target.path is None:
@@ -167,6 +168,9 @@ class Resolver:
                         hint="install the kernel's debug package (Debian: linux-image-$(uname -r)-dbg) or "
                              "give one with -k/--vmlinux")
                 return None
+            from .debuginfo.dwarf import DebugInfo
+            from .sourcepoints import SourceResolver
+
             try:
                 debuginfo = DebugInfo.open(self.target.path)
             except DebugInfoError:
@@ -180,13 +184,17 @@ class Resolver:
         return self._source_resolver
 
     @staticmethod
-    def _retval_type(source: SourceResolver, address: int) -> str:
+    def _retval_type(source: "SourceResolver", address: int) -> str:
+        from .sourcepoints import SourceSite
+
         fn = source.debuginfo.function_at(address)
         if fn is None or fn.entry != address:
             return ""
         return source.retval_type(SourceSite(address, fn, True))
 
-    def _resolve_source(self, probe: S.ProbeSpec, source: SourceResolver) -> list[ProbePoint]:
+    def _resolve_source(self, probe: S.ProbeSpec, source: "SourceResolver") -> list[ProbePoint]:
+        from .debuginfo.fetchresult import VariableNotFound, VariableUnavailable
+
         point = probe.point
         wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
         sites = source.sites(point, wants_variables)
@@ -222,6 +230,8 @@ class Resolver:
     def _fill_missing(self, per_site, sites) -> list[list[ResolvedArg]]:
         """An argument missing at some points of a multi-point event gets perf's magic immediate
         there (with a warning); missing everywhere, it is an error that says where it is available."""
+        from .debuginfo.fetchresult import VariableNotFound, VariableUnavailable
+
         width = max((len(row) for row in per_site), default=0)
         if any(len(row) != width for row in per_site):
             raise ResolveError("the variables ($vars/$params) differ between the places of this definition",

@@ -37,9 +37,8 @@ from typing import Callable, Optional, Sequence, TypeVar, Union
 
 from ..errors import DebugInfoError, ProbectlError, ResolveError
 from .btf import (AGGREGATE_KINDS, ARRAY, EM_X86_64, ENUM, ENUM64, FLOAT, FWD, INT, PTR, Btf, BtfType)
-from .fetch import ListedVariable, default_name
+from .fetchresult import FetchResult, ListedVariable, VariableNotFound, VariableUnavailable, default_name
 from .types import Bitfield, TypeError_
-from .variables import FetchResult, VariableNotFound, VariableUnavailable
 
 __all__ = ["ParamLocation", "btf_fetch", "btf_params", "btf_param_locations", "btf_retval", "btf_retval_type",
            "btf_vars_listing", "GP_REGISTERS"]

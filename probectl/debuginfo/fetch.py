@@ -18,20 +18,17 @@ from elftools.dwarf.die import DIE
 from ..errors import ResolveError
 from . import types as T
 from .dwarf import die_name, guarded
+from .fetchresult import (FetchResult, ListedVariable, VariableNotFound, VariableUnavailable, cast_text, default_name,
+                          is_member)
 from .location import (Computed, Deref, LocationError, Memory, Place, Reg, Register, RenderOptions, Slice, Value,
                        register_name, render_memory, render_value)
-from .variables import (FetchResult, VariableNotFound, VariableUnavailable,
-                        find_variable, variable_place)
+from .variables import find_variable, variable_place
 
 if TYPE_CHECKING:
     from .dwarf import DebugInfo
 
 _STRING_CASTS = ("string", "ustring")
 _SIZE_CASTS = ("u", "s", "x")
-
-
-def _is_member(acc) -> bool:
-    return hasattr(acc, "arrow")
 
 
 def _value_of(place: Place, what: str) -> Value:
@@ -57,27 +54,6 @@ def _member_place(place: Place, offset: int, agg_size: Optional[int], owner: str
         raise LocationError(f"'{owner}' is a structure held in registers, larger than one register",
                             "register", hint="probe a line where it is in memory")
     return Slice(value, offset * 8)
-
-
-def _cast_text(cast) -> str:
-    text = getattr(cast, "text", None)
-    if text is not None:
-        return text
-    return str(cast)
-
-
-def default_name(variable, cast=None) -> str:
-    """The argument name perf gives a C expression: the last member of a chain (indices do not
-    count), else the variable, with ``_<cast>`` appended when there is no member chain."""
-    accessors = tuple(getattr(variable, "accessors", ()))
-    members = [a.name for a in accessors if _is_member(a)]
-    if members:
-        return members[-1]
-    if accessors:
-        return variable.name
-    if cast is not None:
-        return f"{variable.name}_{_cast_text(cast).replace(':', '_')}"
-    return variable.name
 
 
 @guarded
@@ -111,7 +87,7 @@ def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int
 def _expr_text(variable) -> str:
     out = variable.name
     for a in getattr(variable, "accessors", ()):
-        out += (("->" if a.arrow else ".") + a.name) if _is_member(a) else f"[{a.index}]"
+        out += (("->" if a.arrow else ".") + a.name) if is_member(a) else f"[{a.index}]"
     return out
 
 
@@ -126,7 +102,7 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
             raise T.TypeError_(f"'{owner}' has no type information")
         if bitfield is not None:
             raise T.TypeError_(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
-        if not _is_member(acc):
+        if not is_member(acc):
             if real.tag == "DW_TAG_array_type":
                 info = T.array_info(real)
                 if info.element_size is None:
@@ -200,7 +176,7 @@ def _final(place: Place, cur_type: Optional[DIE], bitfield: Optional[T.Bitfield]
             fetch = render_memory(place.address, opts, place.user)
         return FetchResult(fetch=fetch, type=base, bits=0, **common)
     if base is not None and base not in _STRING_CASTS and (base not in _SIZE_CASTS or getattr(cast, "bits", None)):
-        return FetchResult(fetch=_scalar_fetch(place, None, opts), type=_cast_text(cast),
+        return FetchResult(fetch=_scalar_fetch(place, None, opts), type=cast_text(cast),
                            bits=getattr(cast, "bits", None) or 0, **common)
     if bitfield is not None:
         if isinstance(place, Slice):
@@ -288,16 +264,6 @@ def expand_variables(debuginfo: "DebugInfo", scope, address: int, params_only: b
         if name and name not in names and _fetchable(debuginfo, var, address):
             names.append(name)
     return names
-
-
-@dataclass(frozen=True)
-class ListedVariable:
-    """One line of a variable listing."""
-
-    c_type: str
-    name: str
-    kind: str  # "param", "local", "global"
-    ranges: tuple[tuple[int, int], ...] = ()
 
 
 @guarded

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from elftools.dwarf.die import DIE
+if TYPE_CHECKING:
+    from elftools.dwarf.die import DIE
 
 from ..errors import ResolveError
 

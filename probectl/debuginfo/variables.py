@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from elftools.dwarf.die import DIE
 
 from ..errors import ResolveError
+from .fetchresult import VariableNotFound, VariableUnavailable
 from . import types as T
 from .cfi import CallFrames
 from .dwarf import die_attr, die_key, die_name, guarded
@@ -34,49 +35,6 @@ if TYPE_CHECKING:
 _VAR_TAGS = ("DW_TAG_variable", "DW_TAG_formal_parameter")
 _STRING_CASTS = ("string", "ustring")
 _SIZE_CASTS = ("u", "s", "x")
-
-
-class VariableNotFound(ResolveError):
-    """No variable of that name is visible at the address."""
-
-
-class VariableUnavailable(ResolveError):
-    """A variable exists but cannot be fetched at the address (optimized out there, or kept in a
-    form probe events cannot read). ``ranges`` are the address ranges where it can be fetched,
-    ``lines`` the (file, line) pairs of those ranges, ``reason`` a LocationError reason or
-    ``optimized_out``."""
-
-    def __init__(self, message: str, hint: str, name: str, address: int,
-                 ranges: list[tuple[int, int]], lines: list[tuple[str, int]], reason: str):
-        super().__init__(message, hint)
-        self.name = name
-        self.address = address
-        self.ranges = ranges
-        self.lines = lines
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """How to read one C expression at a probe address.
-
-    ``fetch``: the kernel fetch text (``-20(%bp)``, ``+16(+0(%di))``, ``%si``, ``@counter+0``);
-    ``type``: the kernel type (``s32``, ``x64``, ``string``, ``b3@5/32``; "" when perf gives none);
-    ``default_name``: the argument name perf would give; ``c_type``: the C type as perf ``-V``
-    writes it. ``signed``: the C type is signed (bitfield types read unsigned: sign-extend
-    ``bits`` bits when decoding); ``enumerators``: (name, value) of an enum type, for symbolic
-    filters; ``size``: bytes of the C type when known.
-    """
-
-    fetch: str
-    type: str
-    default_name: str
-    c_type: str
-    signed: bool = False
-    bits: int = 0
-    enumerators: tuple[tuple[str, int], ...] = ()
-    size: Optional[int] = None
-    variable: str = ""
 
 
 @dataclass(frozen=True)

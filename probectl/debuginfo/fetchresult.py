@@ -1,0 +1,88 @@
+"""What resolving a C expression gives, whichever debug information answered it (DWARF through
+``fetch``/``variables``, or BTF through ``btfargs``): the fetch result, a variable listing line,
+the two ways a variable can be missing, and perf's default argument name. Kept apart from the
+DWARF code so that BTF resolution does not import pyelftools."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import ResolveError
+
+
+class VariableNotFound(ResolveError):
+    """No variable of that name is visible at the address."""
+
+
+class VariableUnavailable(ResolveError):
+    """A variable exists but cannot be fetched at the address (optimized out there, or kept in a
+    form probe events cannot read). ``ranges`` are the address ranges where it can be fetched,
+    ``lines`` the (file, line) pairs of those ranges, ``reason`` a LocationError reason or
+    ``optimized_out``."""
+
+    def __init__(self, message: str, hint: str, name: str, address: int,
+                 ranges: list[tuple[int, int]], lines: list[tuple[str, int]], reason: str):
+        super().__init__(message, hint)
+        self.name = name
+        self.address = address
+        self.ranges = ranges
+        self.lines = lines
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """How to read one C expression at a probe address.
+
+    ``fetch``: the kernel fetch text (``-20(%bp)``, ``+16(+0(%di))``, ``%si``, ``@counter+0``);
+    ``type``: the kernel type (``s32``, ``x64``, ``string``, ``b3@5/32``; "" when perf gives none);
+    ``default_name``: the argument name perf would give; ``c_type``: the C type as perf ``-V``
+    writes it. ``signed``: the C type is signed (bitfield types read unsigned: sign-extend
+    ``bits`` bits when decoding); ``enumerators``: (name, value) of an enum type, for symbolic
+    filters; ``size``: bytes of the C type when known.
+    """
+
+    fetch: str
+    type: str
+    default_name: str
+    c_type: str
+    signed: bool = False
+    bits: int = 0
+    enumerators: tuple[tuple[str, int], ...] = ()
+    size: Optional[int] = None
+    variable: str = ""
+
+
+@dataclass(frozen=True)
+class ListedVariable:
+    """One line of a variable listing."""
+
+    c_type: str
+    name: str
+    kind: str  # "param", "local", "global"
+    ranges: tuple[tuple[int, int], ...] = ()
+
+
+def is_member(acc) -> bool:
+    return hasattr(acc, "arrow")
+
+
+def cast_text(cast) -> str:
+    text = getattr(cast, "text", None)
+    if text is not None:
+        return text
+    return str(cast)
+
+
+def default_name(variable, cast=None) -> str:
+    """The argument name perf gives a C expression: the last member of a chain (indices do not
+    count), else the variable, with ``_<cast>`` appended when there is no member chain."""
+    accessors = tuple(getattr(variable, "accessors", ()))
+    members = [a.name for a in accessors if is_member(a)]
+    if members:
+        return members[-1]
+    if accessors:
+        return variable.name
+    if cast is not None:
+        return f"{variable.name}_{cast_text(cast).replace(':', '_')}"
+    return variable.name
