@@ -1,8 +1,8 @@
 """ProbeSpec + target → ProbePoints: where to put each probe and the kernel fetch text of each argument.
 
 This module decides where the answer comes from — symbols (ELF, or kallsyms for the running kernel),
-DWARF (``sourcepoints``) or, for kprobes without DWARF, BTF — renders raw fetch arguments, and drops
-kprobe places the kernel would refuse.
+DWARF (``sourcepoints``) or, for kprobes without DWARF, BTF (``btfpoints``) — renders raw fetch
+arguments, and drops kprobe places the kernel would refuse.
 """
 from __future__ import annotations
 

@@ -1,0 +1,56 @@
+"""What each command imports: a command pays at start-up for every module it loads (a small
+definition resolves in ~40 ms, Python imports take several times that), so the heavy libraries are
+loaded only by the commands and definitions that use them. Each case runs in a fresh interpreter."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, _missing, build_fixture
+
+# Runs probectl's command line in this interpreter, then prints the top-level packages loaded.
+_RUN = """
+import json, runpy, sys
+sys.argv = ["probectl"] + json.loads(sys.argv[1])
+try:
+    runpy.run_module("probectl", run_name="__main__")
+except SystemExit as exit:
+    if exit.code not in (0, None):
+        raise
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules} | {n for n in sys.modules if n.startswith("probectl.")})))
+"""
+
+
+def loaded(*args: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", _RUN, json.dumps(list(args))], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_probes_by_symbol_do_not_load_dwarf():
+    binary = build_fixture("uprobe_target")
+    modules = loaded("add", "-D", "-x", str(binary), "add_ints%return ret=$retval:s32", "add_ints a=%di:s32")
+    assert "elftools" not in modules and "probectl.sourcepoints" not in modules
+
+
+def test_definitions_with_c_expressions_load_dwarf():
+    binary = build_fixture("uprobe_target")
+    modules = loaded("add", "-D", "-x", str(binary), "add_ints a b")
+    assert {"elftools", "probectl.sourcepoints"} <= modules
+
+
+def test_btf_arguments_do_not_load_dwarf():
+    from probectl.debuginfo.btf import KERNEL_BTF
+
+    if not KERNEL_BTF.exists():
+        _missing(f"this kernel has no {KERNEL_BTF} (--btf has nothing to read)")
+    modules = loaded("add", "-D", "--btf", "vfs_read count file->f_pos")
+    assert "elftools" not in modules and "probectl.debuginfo.dwarf" not in modules
+    assert "probectl.btfpoints" in modules
+
+
+def test_script_loads_neither_grammars_nor_dwarf():
+    modules = loaded("script", "-i", str(ROOT / "tests" / "data" / "tracedat" / "sample-v7.dat"))
+    assert not modules & {"lark", "elftools", "probectl.filters", "probectl.record", "probectl.resolve"}
