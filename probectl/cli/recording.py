@@ -13,7 +13,8 @@ import click
 
 from ..errors import ProbectlError
 from ..tracedat import DEFAULT_FILE
-from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, parse_fields
+from ..script import (DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields,
+                      stream_events)
 from ..tracefs import Tracefs
 from . import cli, notice
 
@@ -293,9 +294,10 @@ def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Op
     out.write(formatter.begin())
     out.flush()
 
+    native = native_formatter(formatter)
+
     def on_pages(reader) -> None:
-        for batch in reader.batches():
-            out.write(formatter.format_batch(batch))
+        stream_events(reader, native, out)
         out.flush()
 
     # (the caller removes the probes once the instance is gone)

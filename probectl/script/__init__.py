@@ -73,10 +73,12 @@ __all__ = [
     "is_kernel_address",
     "lost_events",
     "make_formatter",
+    "native_formatter",
     "parse_fields",
     "split_print_fmt",
     "stack_addresses",
     "stack_ids",
+    "stream_events",
     "trace_template",
     "write_script",
 ]
@@ -147,6 +149,18 @@ def _byte_writer(out: TextIO) -> Callable[[bytes], Any]:
     return lambda data: out.write(data.decode(errors="surrogateescape"))
 
 
+def stream_events(reader: EventReader, native: Any, out: TextIO, batch_events: int = _NATIVE_BATCH) -> int:
+    """Print the events ``reader`` holds to ``out`` with ``native``, a :func:`native_formatter` (kept
+    from one reader to the next of a live stream: its plans and thread names stay compiled); the
+    number of events decoded."""
+    write = _byte_writer(out)
+    count = 0
+    for n, data in _native_calls(reader, reader._native.format_text, native, batch_events):
+        count += n
+        write(data)
+    return count
+
+
 def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[str] = DEFAULT_FIELDS, *,
                  events: Sequence[str] = (), batch_events: int = 1 << 18, native: bool = True) -> ScriptResult:
     """Print every event of an open :class:`~probectl.tracedat.TraceFile` to ``out``.
@@ -203,11 +217,7 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
                 except _native.DecodeError as err:
                     raise _decode_error(err, reader.source) from None
             else:
-                write = _byte_writer(out)
-                for n, data in _native_calls(reader, reader._native.format_text, native_formatter(formatter),
-                                             size):
-                    result.events += n
-                    write(data)
+                result.events += stream_events(reader, native_formatter(formatter), out, size)
         else:
             for batch in reader.batches(batch_events):
                 result.events += len(batch)
