@@ -870,29 +870,14 @@ int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int st
 		break;
 	}
 	case TF_NEED_CALLER: {
-		PyObject *row = reader_row_tuple(reader, (Py_ssize_t)need->index), *text = NULL;
-		char *p;
-		Py_ssize_t len;
+		PyObject *row = reader_row_tuple(reader, (Py_ssize_t)need->index);
 
 		if (!row)
 			return -1;
-		got = PyObject_CallFunctionObjArgs(tf->line_fn, row, NULL);
+		err = tf_append_line(tf, row);
 		Py_DECREF(row);
-		if (!got)
+		if (err)
 			return -1;
-		if (PyUnicode_Check(got)) {
-			text = PyUnicode_AsUTF8String(got);
-			Py_DECREF(got);
-			if (!text)
-				return -1;
-			got = text;
-		}
-		if (PyBytes_AsStringAndSize(got, &p, &len)) {
-			Py_DECREF(got);
-			return -1;
-		}
-		err = tf_buf_append(&tf->f->out, p, (size_t)len);
-		Py_DECREF(got);
 		*pos = need->index + 1;
 		break;
 	}

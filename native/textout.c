@@ -169,25 +169,16 @@ static int flush_to(int fd, struct tf_buf *out)
 	return 0;
 }
 
-// TF_NEED_CALLER in record mode: the held record's text from Python's line(row), appended.
-static int caller_line(ReaderObject *self, TextFormatterObject *tf, struct tf_records *r)
+// line(row) of the formatter's Python side, appended to its output as UTF-8; 0, or -1 with
+// the Python error set. (For the events the native plans leave to Python: TF_NEED_CALLER.)
+int tf_append_line(TextFormatterObject *tf, PyObject *row)
 {
-	PyObject *row, *got, *text;
+	PyObject *got, *text;
 	char *p;
 	Py_ssize_t len;
 	int err;
 
-	rb_batch_reset(&self->batch);
-	err = rb_batch_add(&self->batch, &r->rec, self->reader.swap);
-	if (err) {
-		PyErr_NoMemory();
-		return -1;
-	}
-	row = reader_row_tuple(self, 0);
-	if (!row)
-		return -1;
 	got = PyObject_CallFunctionObjArgs(tf->line_fn, row, NULL);
-	Py_DECREF(row);
 	if (!got)
 		return -1;
 	if (PyUnicode_Check(got)) {
@@ -207,6 +198,28 @@ static int caller_line(ReaderObject *self, TextFormatterObject *tf, struct tf_re
 		PyErr_NoMemory();
 		return -1;
 	}
+	return 0;
+}
+
+// TF_NEED_CALLER in record mode: the held record's text from Python's line(row), appended.
+static int caller_line(ReaderObject *self, TextFormatterObject *tf, struct tf_records *r)
+{
+	PyObject *row;
+	int err;
+
+	rb_batch_reset(&self->batch);
+	err = rb_batch_add(&self->batch, &r->rec, self->reader.swap);
+	if (err) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	row = reader_row_tuple(self, 0);
+	if (!row)
+		return -1;
+	err = tf_append_line(tf, row);
+	Py_DECREF(row);
+	if (err)
+		return -1;
 	r->pending = false;
 	r->events++;
 	return 0;
