@@ -18,29 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzzing.h"
 #include "ringbuf.h"
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	// xorshift64*
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static volatile uint64_t sink;
-
-static void touch(const uint8_t *p, size_t n)
-{
-	uint64_t s = 0;
-
-	for (size_t i = 0; i < n; i++)
-		s += p[i];
-	sink += s;
-}
 
 static void put32(uint8_t *p, uint32_t v, bool be)
 {

@@ -897,7 +897,6 @@ static PyObject *Reader_scan_ids(ReaderObject *self, PyObject *args, PyObject *k
 	static char *kwlist[] = { "max_events", NULL };
 	Py_ssize_t max = 1 << 20, n;
 	uint8_t seen[65536 / 8];
-	PyObject *list;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n", kwlist, &max))
 		return NULL;
@@ -909,17 +908,7 @@ static PyObject *Reader_scan_ids(ReaderObject *self, PyObject *args, PyObject *k
 	memset(seen, 0, sizeof(seen));
 	for (Py_ssize_t i = 0; i < n; i++)
 		seen[self->batch.id[i] >> 3] |= (uint8_t)(1u << (self->batch.id[i] & 7));
-	list = PyList_New(0);
-	for (unsigned int id = 0; list && id < 65536; id++) {
-		if (seen[id >> 3] & (1u << (id & 7))) {
-			PyObject *v = PyLong_FromLong((long)id);
-
-			if (!v || PyList_Append(list, v))
-				Py_CLEAR(list);
-			Py_XDECREF(v);
-		}
-	}
-	return list;
+	return id_list(seen);
 }
 
 static PyObject *Reader_read_rows(ReaderObject *self, PyObject *args, PyObject *kwargs)

@@ -23,34 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzzing.h"
 #include "ringbuf.h"
 #include "textfmt.h"
 
 #define PAGE_SIZE	65536
 #define FIXED_END	77
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	// xorshift64*
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static volatile uint64_t sink;
 static uint64_t n_events, n_bytes, n_plans, n_refused, n_needs;
-
-static void touch(const uint8_t *p, size_t n)
-{
-	uint64_t s = 0;
-
-	for (size_t i = 0; i < n; i++)
-		s += p[i];
-	sink += s;
-}
 
 // The fields of event id 1 (offsets from the payload start, after the 8 common bytes).
 static const struct rb_field fields[] = {

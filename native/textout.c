@@ -30,6 +30,23 @@ static void prefault(const void *p, size_t size)
 #endif
 }
 
+// The ids set in a 65536-bit map, ascending, as a list of ints (NULL with the Python error set).
+PyObject *id_list(const uint8_t *seen)
+{
+	PyObject *list = PyList_New(0);
+
+	for (unsigned int id = 0; list && id < 65536; id++) {
+		if (seen[id >> 3] & (1U << (id & 7))) {
+			PyObject *v = PyLong_FromLong((long)id);
+
+			if (!v || PyList_Append(list, v))
+				Py_CLEAR(list);
+			Py_XDECREF(v);
+		}
+	}
+	return list;
+}
+
 // event_ids(streams, long_size=8, big_endian=False, page_size=4096) -> sorted list of the ids
 // of every record of the streams ((cpu, buffer, offset, size) as Reader takes them), found by
 // walking the pages without decoding: which formats a reader will need.
@@ -81,16 +98,7 @@ PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs)
 		Py_END_ALLOW_THREADS
 		PyBuffer_Release(&view);
 	}
-	list = PyList_New(0);
-	for (unsigned int id = 0; list && id < 65536; id++) {
-		if (seen[id >> 3] & (1U << (id & 7))) {
-			PyObject *v = PyLong_FromLong((long)id);
-
-			if (!v || PyList_Append(list, v))
-				Py_CLEAR(list);
-			Py_XDECREF(v);
-		}
-	}
+	list = id_list(seen);
 out:
 	PyMem_Free(seen);
 	Py_DECREF(seq);
