@@ -5,11 +5,13 @@ A test that needs something this machine lacks is skipped with the reason; with 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -23,6 +25,33 @@ def _missing(reason: str):
     if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
         pytest.fail(f"required in CI but missing: {reason}")
     pytest.skip(reason)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_testdata() -> tuple[Optional[Path], str]:
+    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return None, out.stderr.strip()[-200:] or f"exit status {out.returncode}"
+    return Path(lines[-1]), ""
+
+
+def kernel_testdata_dir() -> Optional[Path]:
+    """The kernel test data directory (tools/kernel-testdata.sh: Debian's cloud kernel with its DWARF
+    vmlinux, bootable image and a few modules, downloaded and cached on first use), or None."""
+    return _kernel_testdata()[0]
+
+
+def kernel_testdata(*parts: str) -> Path:
+    """A file of the kernel test data (``kernel_testdata("vmlinux")``); a skip (a failure in CI) when
+    the data cannot be fetched or lacks it."""
+    directory, why = _kernel_testdata()
+    if directory is None:
+        _missing(f"no kernel test data (tools/kernel-testdata.sh failed: {why})")
+    path = directory.joinpath(*parts)
+    if not path.exists():
+        _missing(f"{path} is missing (tools/kernel-testdata.sh)")
+    return path
 
 
 def build_program(name: str, sources: list[Path], opt: str = "-O0", extra: tuple[str, ...] = (),

@@ -38,7 +38,7 @@ from probectl.debuginfo.variables import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
 
-from conftest import ROOT, _missing
+from conftest import _missing, kernel_testdata
 
 
 # --- a BTF writer for synthetic data ----------------------------------------------------------------------
@@ -513,14 +513,7 @@ def test_fuzzed_btf_gives_debuginfo_errors_only():
 
 @pytest.fixture(scope="session")
 def cloud_vmlinux() -> Path:
-    script = ROOT / "tools" / "kernel-testdata.sh"
-    out = subprocess.run([str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if out.returncode != 0 or not out.stdout.strip():
-        _missing(f"no kernel test data (tools/kernel-testdata.sh failed: {out.stderr.strip()[-200:]})")
-    path = Path(out.stdout.strip().splitlines()[-1]) / "vmlinux"
-    if not path.is_file():
-        _missing(f"{path} is missing")
-    return path
+    return kernel_testdata("vmlinux")
 
 
 @pytest.fixture(scope="session")

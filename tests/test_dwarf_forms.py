@@ -24,8 +24,7 @@ from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.forms import DIEStructs, die_structs, form_readers, read_abbrev_table
 from probectl.errors import DebugInfoError
 
-from conftest import build_fixture
-from test_kernel_definitions import vmlinux
+from conftest import build_fixture, kernel_testdata_dir
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 STRUCTS = [DWARFStructs(little_endian=le, dwarf_format=fmt, address_size=addr, dwarf_version=version)
@@ -87,9 +86,9 @@ def _debug_files() -> list[tuple[Path, int]]:
         files.append((Path(DebugInfo.open(LIBC).path), 20000))
     except DebugInfoError:
         pass
-    kernel = vmlinux()
+    kernel = kernel_testdata_dir()
     if kernel is not None:
-        files.append((kernel, 20000))
+        files.append((kernel / "vmlinux", 20000))
     return files
 
 

@@ -6,18 +6,16 @@ build-id: the compact name index, stored answers, damaged, foreign or stale file
 from __future__ import annotations
 
 import bisect
-import functools
 import io
 import os
 import random
 import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture, build_static_pair
+from conftest import _missing, build_fixture, build_static_pair, kernel_testdata
 from probectl.debuginfo import dieindex, dwarf, indexcache, namesearch
 from probectl.debuginfo.dwarf import DebugInfo, _SectionMap
 from probectl.debuginfo.elf import ElfFile
@@ -67,19 +65,9 @@ def _debuginfo(path: Path) -> DebugInfo:
         _missing(str(exc))
 
 
-@functools.lru_cache(maxsize=None)
-def _vmlinux() -> Path | None:
-    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
-    path = Path(out.stdout.strip()) / "vmlinux"
-    return path if out.returncode == 0 and path.is_file() else None
-
-
 @pytest.fixture(scope="module")
 def vmlinux():
-    path = _vmlinux()
-    if path is None:
-        _missing("Debian's cloud vmlinux could not be fetched (tools/kernel-testdata.sh)")
-    return path
+    return kernel_testdata("vmlinux")
 
 
 # --- exact names without the full index -------------------------------------------------------------

@@ -4,7 +4,6 @@ strings, inline functions. Where perf fails, the test says why and checks probec
 """
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 from pathlib import Path
@@ -18,7 +17,7 @@ from probectl.naming import assign_events
 from probectl.resolve import Resolver, Target
 from probectl.spec import parse_probe
 
-from conftest import ROOT, _missing
+from conftest import _missing, kernel_testdata
 
 pytestmark = pytest.mark.vmlinux
 
@@ -68,19 +67,9 @@ AGREED = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
-def vmlinux() -> Path:
-    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
-    path = Path(out.stdout.strip()) / "vmlinux"
-    return path if out.returncode == 0 and path.is_file() else None
-
-
 @pytest.fixture(scope="module")
 def kernel():
-    path = vmlinux()
-    if path is None:
-        _missing("Debian's cloud vmlinux could not be fetched (tools/kernel-testdata.sh)")
-    return path
+    return kernel_testdata("vmlinux")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from probectl.kernel import find_module, module_name
 
-from conftest import ROOT, _missing
+from conftest import kernel_testdata
 
 pytestmark = pytest.mark.vmlinux
 
@@ -29,11 +29,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def modules_dir() -> Path:
-    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
-    path = Path(out.stdout.strip()) / "modules"
-    if out.returncode != 0 or not (path / "vfat.ko").is_file():
-        _missing("the cloud kernel's module debug objects could not be fetched (tools/kernel-testdata.sh)")
-    return path
+    return kernel_testdata("modules", "vfat.ko").parent
 
 
 def probectl(*args: str) -> subprocess.CompletedProcess:
