@@ -150,6 +150,19 @@ class UnknownEventError(TracefsError):
     """An event that does not exist in tracefs (with a did-you-mean when one is close)."""
 
 
+def write_once(path: Path, data: bytes, append: bool) -> None:
+    """``data`` in one write() to a tracefs control file, which takes each write as one command:
+    appended, or replacing what the file holds (``append`` False truncates). OSError as the kernel
+    gives it, or EIO for a short write."""
+    fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
+    try:
+        written = os.write(fd, data)
+    finally:
+        os.close(fd)
+    if written != len(data):
+        raise OSError(errno.EIO, f"short write ({written} of {len(data)} bytes)")
+
+
 def os_error(err: OSError, action: str, path: Path | str = "") -> TracefsError:
     """Turn an OSError from a tracefs access into a TracefsError that says what to do."""
     where = f" ({path})" if path else ""
@@ -393,15 +406,8 @@ class Tracefs:
                            f"use a kernel built with {config}=y")
 
     def _write(self, name: str, text: str) -> None:
-        """One write() of one command line, appended (never truncating: that would clear all events)."""
-        data = (text + "\n").encode()
-        fd = os.open(self.root / name, os.O_WRONLY | os.O_APPEND)
-        try:
-            written = os.write(fd, data)
-        finally:
-            os.close(fd)
-        if written != len(data):
-            raise OSError(errno.EIO, f"short write ({written} of {len(data)} bytes)")
+        """One command line, appended (never truncating: that would clear all events)."""
+        write_once(self.root / name, (text + "\n").encode(), append=True)
 
     def add(self, defs: Sequence[EventDefinition]) -> None:
         """Create every event of ``defs``, or none of them.

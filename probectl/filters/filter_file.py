@@ -3,11 +3,10 @@ and caret when it still refuses one."""
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 from ..errors import TracefsError
-from ..tracefs import os_error
+from ..tracefs import os_error, write_once
 from .tree import Filter
 
 
@@ -20,14 +19,7 @@ def _filter_path(instance_events_dir: Path, group: str, event: str) -> Path:
 
 
 def _write(path: Path, text: str) -> None:
-    data = text.encode()
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        written = os.write(fd, data)
-    finally:
-        os.close(fd)
-    if written != len(data):
-        raise OSError(errno.EIO, f"short write ({written} of {len(data)} bytes)")
+    write_once(path, text.encode(), append=False)
 
 
 _KERNEL_HINTS = {
