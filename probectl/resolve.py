@@ -6,7 +6,6 @@ arguments, and drops kprobe places the kernel would refuse.
 """
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, field, replace
@@ -14,18 +13,18 @@ from typing import TYPE_CHECKING
 
 from . import spec as S
 from .debuginfo.elf import ElfFile, ElfSymbol
-from .debuginfo.kallsyms import Kallsyms
-from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
 from .errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .kernel import KprobeRules
 from .points import ProbePoint, ResolvedArg, Target, is_untyped_retval
 
 if TYPE_CHECKING:
     from .debuginfo.btf import Btf
+    from .debuginfo.kallsyms import Kallsyms
     from .sourcepoints import SourceResolver
 
 # The DWARF side (sourcepoints, debuginfo.dwarf/variables, pyelftools) is imported when a definition
-# needs it: probes by symbol with register or BTF arguments do not pay for it.
+# needs it: probes by symbol with register or BTF arguments do not pay for it. So are kallsyms, the
+# instruction decoder and difflib, which only some definitions (or errors) need.
 
 # perf's filler for an argument that exists at some places of a multi-place event but not at others.
 MISSING_ARG_MAGIC = 0xDEADE12D
@@ -49,7 +48,7 @@ class Resolver:
     notes: list[str] = field(default_factory=list)  # which debug information was used, for the user
     _btf: "Btf | None" = None
     _elf: ElfFile | None = None
-    _kallsyms: Kallsyms | None = None
+    _kallsyms: "Kallsyms | None" = None
     _source_resolver: "SourceResolver | None" = None
     _kprobe_rules: KprobeRules | bool | None = None
 
@@ -60,8 +59,10 @@ class Resolver:
         return self._elf
 
     @property
-    def kallsyms(self) -> Kallsyms:
+    def kallsyms(self) -> "Kallsyms":
         if self._kallsyms is None:
+            from .debuginfo.kallsyms import Kallsyms
+
             self._kallsyms = Kallsyms()
         return self._kallsyms
 
@@ -281,6 +282,8 @@ class Resolver:
 
     def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
         """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
+        from .debuginfo.x86insn import InstructionDecodeError, check_boundary, check_probe_offset
+
         try:
             if self.elf.type == "REL":  # a module: .text functions, addressed by their section offset
                 text = self.elf.section_data(".text")
@@ -378,7 +381,9 @@ class Resolver:
 
     @staticmethod
     def _function_hint(name: str, candidates: list[str]) -> str:
-        close = difflib.get_close_matches(name, sorted(set(candidates)), n=3)
+        from difflib import get_close_matches
+
+        close = get_close_matches(name, sorted(set(candidates)), n=3)
         if close:
             return "did you mean " + ", ".join(close) + "?"
         return "list the probe-able functions with 'probectl funcs'"

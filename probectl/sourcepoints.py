@@ -7,18 +7,17 @@ SourceSites and ArgSpecs into ResolvedArgs with the debuginfo layer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from difflib import get_close_matches
 from typing import Callable, Optional
 
 from . import spec as S
 from .debuginfo.dwarf import DebugInfo, Function, tail_match
 from .debuginfo.elf import ElfFile
 from .debuginfo.fetch import expand_variables, fetch_variable, retval_type
-from .debuginfo.lines import function_line, line_table, skip_prologue, source_line
-from .debuginfo.source import lazy_points
 from .debuginfo.variables import best_scope
-from .debuginfo.x86insn import InstructionDecodeError, check_probe_offset
 from .errors import ProbePointNotFound, ProbeSemanticError, ResolveError
+
+# Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
+# errors that use them: a probe at a function's entry needs none of them.
 
 @dataclass(frozen=True)
 class SourceSite:
@@ -58,6 +57,8 @@ class SourceResolver:
                 sites.append(site)
 
         if point.line is not None:
+            from .debuginfo.lines import function_line
+
             definitions = self.debuginfo.find_functions(point.function, point.source) or functions
             for fn in definitions:
                 for lp in function_line(self.debuginfo, fn, point.line):
@@ -68,6 +69,8 @@ class SourceResolver:
             return sites
         for fn in functions:
             if point.lazy is not None:
+                from .debuginfo.source import lazy_points
+
                 for lp in lazy_points(self.debuginfo, point.lazy, scope=fn, source_dir=self.source_dir):
                     add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
                 continue
@@ -80,6 +83,8 @@ class SourceResolver:
                 raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
                                    hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
             if point.offset:
+                from .debuginfo.x86insn import InstructionDecodeError, check_probe_offset
+
                 try:
                     check_probe_offset(self.elf, fn.name, fn.entry,
                                        fn.high - fn.entry if fn.high is not None else 0, point.offset)
@@ -88,6 +93,8 @@ class SourceResolver:
             address = fn.entry + (point.offset or 0)
             if (wants_variables and self.is_uprobe and not point.offset and not point.is_return
                     and not fn.inlined and not self.debuginfo.cu_is_optimized(fn.cu)):
+                from .debuginfo.lines import skip_prologue
+
                 skipped = skip_prologue(self.debuginfo, fn)
                 if skipped != address:
                     self.warn("Target program is compiled without optimization. Skipping prologue.\n"
@@ -110,12 +117,17 @@ class SourceResolver:
             if fn is not None and fn.entry == sym.value and all(f.entry != fn.entry for f in found):
                 found.append(fn)
         if not found:
+            from difflib import get_close_matches
+
             close = get_close_matches(point.function, self.debuginfo.function_names(), n=3)
             hint = ("did you mean " + ", ".join(close) + "?") if close else "list the functions with 'probectl funcs'"
             raise ProbePointNotFound(point.text, hint=hint)
         return found
 
     def _file_sites(self, point: S.PointSpec) -> list[SourceSite]:
+        from .debuginfo.lines import line_table, source_line
+        from .debuginfo.source import lazy_points
+
         if point.lazy is not None:
             points = []
             for cu in self.debuginfo.compile_units():

@@ -10,9 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import struct
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -61,7 +59,9 @@ def find_target(name: str) -> Path:
             return _checked_elf(path, name)
         except TargetError as exc:
             rejected.append(f"./{name}: {exc.message}")
-    found = shutil.which(name)
+    from shutil import which  # (shutil, and subprocess below, load ~5 ms of modules a kprobe never needs)
+
+    found = which(name)
     if found:
         try:
             return _checked_elf(Path(found), name)
@@ -319,7 +319,10 @@ def _cstring_at(data: bytes, offset: int) -> Optional[str]:
 
 
 def _ldconfig_p() -> list[tuple[str, str]]:
-    exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
+    import subprocess
+    from shutil import which
+
+    exe = which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
     if exe is None:
         return []
     try:

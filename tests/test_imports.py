@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, _missing, build_fixture
+import pytest
+
+from conftest import ROOT, _missing, build_fixture, kernel_testdata
 
 # Runs probectl's command line in this interpreter, then prints the top-level packages loaded.
 _RUN = """
@@ -39,6 +41,17 @@ def test_definitions_with_c_expressions_load_dwarf():
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints a b")
     assert {"elftools", "probectl.sourcepoints"} <= modules
+
+
+@pytest.mark.vmlinux
+def test_kernel_entry_probe_loads_only_what_it_uses():
+    """A C-expression probe at a kernel function's entry (the README's first example) reads DWARF,
+    but needs no line tables, lazy patterns, call frames, kallsyms, instruction decoder or
+    subprocess (-x lookups): those are imported by the definitions that use them."""
+    modules = loaded("add", "-D", "-k", str(kernel_testdata("vmlinux")), "tcp_sendmsg size sk->__sk_common.skc_state")
+    assert "probectl.sourcepoints" in modules
+    assert not modules & {"subprocess", "probectl.debuginfo.lines", "probectl.debuginfo.source",
+                          "probectl.debuginfo.cfi", "probectl.debuginfo.kallsyms", "probectl.debuginfo.x86insn"}
 
 
 def test_btf_arguments_do_not_load_dwarf():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from pathlib import Path
 
@@ -14,6 +13,13 @@ from ..points import Target
 from ..target import find_target
 from ..tracefs import Tracefs
 from . import cli, notice
+
+
+def _json_text(value) -> str:
+    """``--json`` output (json is imported for the listings that print it, not by every add)."""
+    import json
+
+    return json.dumps(value, indent=2)
 
 
 def _open_tracefs() -> Tracefs:
@@ -167,7 +173,7 @@ def list_(ctx, patterns, as_json, tracepoints):
     dwarf_cache: dict = {}
     listings = [describe(d, elf_cache, dwarf_cache) for d in select_events(tfs.definitions(), list(patterns))]
     if as_json:
-        click.echo(json.dumps([entry.as_json() for entry in listings], indent=2))
+        click.echo(_json_text([entry.as_json() for entry in listings]))
         return
     for entry in listings:
         click.echo(entry.line())
@@ -200,7 +206,7 @@ def funcs(pattern, exec_, vmlinux, module, as_json):
         names = [n for n in rows if not n.startswith("_") and not n.endswith("@plt")]
     names.sort()
     if as_json:
-        click.echo(json.dumps([{"name": n, "address": rows[n][0], "size": rows[n][1]} for n in names], indent=2))
+        click.echo(_json_text([{"name": n, "address": rows[n][0], "size": rows[n][1]} for n in names]))
         return
     for name in names:
         click.echo(name)
@@ -224,7 +230,7 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
     listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
     if as_json:
-        click.echo(json.dumps([listing.as_json() for listing in listings], indent=2))
+        click.echo(_json_text([listing.as_json() for listing in listings]))
         return
     for listing in listings:
         for line in listing.render():
@@ -256,7 +262,7 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
         _tracepoint_hint(point.function or "")
         raise
     if as_json:
-        click.echo(json.dumps({"point": point.text, "places": [p.as_json() for p in places]}, indent=2))
+        click.echo(_json_text({"point": point.text, "places": [p.as_json() for p in places]}))
         return
     click.echo(f"Available variables at {point_title(point)}")
     for place in places:

@@ -7,7 +7,6 @@ one of the DWARF standard, stated next to the code.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -366,8 +365,10 @@ def find_member(agg: DIE, name: str) -> Optional[MemberRef]:
 
 def unknown_member_error(owner: str, agg: DIE, name: str) -> TypeError_:
     """"<owner> (type: struct X) has no member 'name'", with a did-you-mean from its members."""
+    from difflib import get_close_matches  # (an error path: not imported by every run)
+
     names = members(agg)
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    close = get_close_matches(name, names, n=3, cutoff=0.6)
     tname = type_name(agg) or "?"
     hint = ""
     if close:

@@ -23,13 +23,13 @@ from elftools.dwarf.die import DIE
 from ..errors import ResolveError
 from .fetchresult import VariableNotFound, VariableUnavailable
 from . import types as T
-from .cfi import CallFrames
 from .dwarf import die_attr, die_key, die_name, guarded
 from .location import (Computed, EvalContext, LocationError, Memory, Place, Reg, Register, RenderOptions,
                        Symbol, Value, evaluate, expression_at, location_entries, render_memory, render_value,
                        single_expression)
 
 if TYPE_CHECKING:
+    from .cfi import CallFrames
     from .dwarf import DebugInfo
 
 _VAR_TAGS = ("DW_TAG_variable", "DW_TAG_formal_parameter")
@@ -56,12 +56,14 @@ def _has_storage(die: DIE) -> bool:
     return "DW_AT_location" in a or "DW_AT_const_value" in a or bool(die_attr(die, "DW_AT_external", False))
 
 
-def call_frames(debuginfo: "DebugInfo") -> CallFrames:
+def call_frames(debuginfo: "DebugInfo") -> "CallFrames":
     """The (cached) CFI of the binary: ``.eh_frame`` from the runtime binary, ``.debug_frame``
     from the debug file."""
     cf = debuginfo._cache.get("cfi")
-    if cf is None:
+    if cf is None:  # (only frame bases computed from the CFA need it: imported then)
         from elftools.elf.elffile import ELFFile
+
+        from .cfi import CallFrames
 
         if debuginfo.binary_path != debuginfo.path:
             try:
