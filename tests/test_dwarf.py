@@ -268,10 +268,10 @@ def test_dwarf4_and_compressed_sections(fixture_bins):
     for extra in (("-gdwarf-4",), ("-gz",), ("-gz=zlib-gnu",)):
         di = fixture_bins.di("dwarf_structs", "-O2", extra)
         if extra == ("-gz",):
-            sec = di.elf.get_section_by_name(".debug_info")
+            sec = di.elffile.get_section_by_name(".debug_info")
             assert sec["sh_flags"] & 0x800, "gcc -gz should produce SHF_COMPRESSED sections"
         elif extra == ("-gz=zlib-gnu",):
-            assert di.elf.get_section_by_name(".zdebug_info") is not None
+            assert di.elffile.get_section_by_name(".zdebug_info") is not None
         else:
             assert di.compile_units()[0].header.version == 4
         for name in ("paint", "vla_sum", "main"):

@@ -17,7 +17,8 @@ import pytest
 
 from conftest import _missing, build_fixture, build_static_pair, kernel_testdata
 from probectl.debuginfo import dieindex, dwarf, indexcache, namesearch
-from probectl.debuginfo.dwarf import DebugInfo, _SectionMap
+from probectl.debuginfo.dwarf import DebugInfo
+from probectl.debuginfo.dwarfsections import SectionMap
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.indexcache import CompactIndex
 from probectl.debuginfo.symtab import SymbolTables, _alias_rank
@@ -387,7 +388,7 @@ def test_mapped_sections_read_like_copies(tmp_path, offset, size):
     (tmp_path / "file").write_bytes(content)
     raw = content[offset:offset + size]
     with open(tmp_path / "file", "rb") as f:
-        stream = _SectionMap(f.fileno(), offset, size)
+        stream = SectionMap(f.fileno(), offset, size)
     copy = io.BytesIO(raw)
     assert stream.getvalue() == raw
     for _ in range(200):
@@ -410,7 +411,7 @@ def test_kernel_dwarf_is_mapped(vmlinux):
     di = DebugInfo.open(vmlinux)
     for name in ("debug_info_sec", "debug_abbrev_sec", "debug_str_sec", "debug_line_sec", "debug_loclists_sec"):
         sec = getattr(di.dwarf, name)
-        assert isinstance(sec.stream, _SectionMap), name
+        assert isinstance(sec.stream, SectionMap), name
         stream = sec.stream
         stream.seek(sec.size - 16)
         assert stream.read(100) == ElfFile(vmlinux).section_bytes_at(

@@ -180,9 +180,9 @@ def read_unit_headers(debuginfo: "DebugInfo", info=None) -> Optional[list[tuple]
             and not debuginfo._file.closed:
         # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
         fd, start = debuginfo._file.fileno(), sec.global_offset
-        return _unit_headers(None, debuginfo.elf.little_endian,
+        return _unit_headers(None, debuginfo.little_endian,
                              lambda at, length: os.pread(fd, length, start + at), sec.size)
-    return _unit_headers(section_data(sec) if info is None else info, debuginfo.elf.little_endian)
+    return _unit_headers(section_data(sec) if info is None else info, debuginfo.little_endian)
 
 
 def _all_units(debuginfo: "DebugInfo") -> list[tuple]:

@@ -14,35 +14,34 @@ Line tables live in ``lines.py`` (lazy patterns in ``source.py``), variable look
 in ``dieindex.py`` (its byte scanner in ``diescan.py``, one-name searches in ``namesearch.py``), the
 plain form readers in ``forms.py`` and DIE helpers in ``die.py``.
 
-DWARF sections of executables and shared objects are never relocated
-(``relocate_dwarf_sections=False``): their addresses are final, and relocating costs seconds on
-large libraries. Relocatable objects (kernel modules, ``.o``) are opened with relocation. The large
-sections of a file that needs no relocation are not read at open either (pyelftools copies every
-DWARF section into memory, 300 MB for a kernel): they are mapped, and only the pages a question
-touches are read.
+DWARF sections of executables and shared objects are never relocated: their addresses are final,
+and relocating costs seconds on large libraries. Relocatable objects (kernel modules, ``.o``) are
+opened with relocation. How the sections are opened (mapped, and without pyelftools' ELFFile where
+it is not needed) is in ``dwarfsections.py``.
 """
 from __future__ import annotations
 
 import bisect
 import fnmatch
 import functools
-import mmap
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
-from elftools.dwarf.dwarfinfo import DebugSectionDescriptor
-from elftools.elf.elffile import ELFFile
 
 from ..errors import DebugInfoError, ProbectlError
+from .dwarfsections import open_dwarf
 from .forms import accelerate
 from .die import (SCOPE_TAGS, die_attr, die_key, die_linkage_name, die_name, die_origin, die_ref, die_type,  # noqa: F401
                   guarded, is_glob, tail_match)
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 # From this size of .debug_info on (a kernel's is 160 MB), an exact name is searched for in the
 # bytes instead of indexing every CU first (see DebugInfo._refs).
@@ -100,49 +99,6 @@ class Function:
         return f"<Function {kind}{self.name}{where} {self.decl_file}:{self.decl_line}>"
 
 
-class _SectionMap(mmap.mmap):
-    """A read-only mapping of one section of a file, read like the in-memory streams pyelftools
-    makes of sections: positions are relative to the section's start, and it ends where the
-    section ends. ``read`` is mmap's own; only ``seek`` and ``tell`` shift positions."""
-
-    base: int
-
-    def __new__(cls, fileno: int, offset: int, size: int) -> "_SectionMap":
-        start = offset - offset % mmap.ALLOCATIONGRANULARITY
-        self = super().__new__(cls, fileno, offset + size - start, access=mmap.ACCESS_READ, offset=start)
-        self.base = offset - start
-        mmap.mmap.seek(self, self.base)
-        return self
-
-    def seek(self, pos: int, whence: int = os.SEEK_SET) -> None:  # type: ignore[override]
-        mmap.mmap.seek(self, pos + self.base if whence == os.SEEK_SET else pos, whence)
-
-    def tell(self) -> int:
-        return mmap.mmap.tell(self) - self.base
-
-    def getvalue(self) -> bytes:
-        """The whole section, as bytes."""
-        return self[self.base:]
-
-
-class _MappedELFFile(ELFFile):
-    """pyelftools' ELFFile, reading the large DWARF sections of a file that needs no relocation
-    through a mapping (``_SectionMap``) instead of copying them into memory when it opens them."""
-
-    MAP_MIN = 1 << 20
-
-    def _read_dwarf_section(self, section, relocate_dwarf_sections: bool) -> DebugSectionDescriptor:
-        if (relocate_dwarf_sections or section.compressed or section.name.startswith(".z")
-                or section["sh_type"] == "SHT_NOBITS" or section["sh_size"] < self.MAP_MIN
-                or self.has_phantom_bytes()):
-            return super()._read_dwarf_section(section, relocate_dwarf_sections)
-        # The mapping outlives the file object (it holds its own descriptor), as the in-memory
-        # copies did: a DebugInfo's DIEs stay readable after close().
-        stream = _SectionMap(self.stream.fileno(), section["sh_offset"], section["sh_size"])
-        return DebugSectionDescriptor(stream=stream, name=section.name, global_offset=section["sh_offset"],
-                                      size=section["sh_size"], address=section["sh_addr"])
-
-
 class DebugInfo:
     """The DWARF of one binary, read from the binary itself or from its separate debug file.
 
@@ -159,16 +115,8 @@ class DebugInfo:
         except OSError as exc:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
-            self.elf = _MappedELFFile(self._file)
-            info = self.elf.get_section_by_name(".debug_info") or self.elf.get_section_by_name(".zdebug_info")
-            if not self.elf.has_dwarf_info() or info is None or info["sh_type"] == "SHT_NOBITS":
-                raise DebugInfoError(f"{self.path} has no DWARF debug information (.debug_info)",
-                                     hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
-            relocate = self.elf["e_type"] == "ET_REL"
-            self.dwarf = self.elf.get_dwarf_info(relocate_dwarf_sections=relocate)
+            self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size = open_dwarf(self._file)
             accelerate(self.dwarf)
-            self.machine = self.elf["e_machine"]
-            self.address_size = self.elf.elfclass // 8
         except ProbectlError:
             self._file.close()
             raise
@@ -189,6 +137,16 @@ class DebugInfo:
         self._instances_cache: dict[tuple[int, int], list[Function]] = {}
         self._children: dict[tuple[int, int], list[DIE]] = {}
         self._cache: dict = {}
+
+    @property
+    def elffile(self) -> "ELFFile":
+        """pyelftools' ELFFile of the file (call-frame information reads its sections); opened on
+        first use when the DWARF was read without it."""
+        if self._elffile is None:
+            from .mappedelf import MappedELFFile
+
+            self._elffile = MappedELFFile(self._file)
+        return self._elffile
 
     @classmethod
     def open(cls, binary: os.PathLike | str, debug_file: Optional[os.PathLike | str] = None,
@@ -246,7 +204,7 @@ class DebugInfo:
             if sec is not None:
                 from .dieindex import parse_aranges, section_data
 
-                self._aranges = parse_aranges(section_data(sec), self.elf.little_endian)
+                self._aranges = parse_aranges(section_data(sec), self.little_endian)
         return self._aranges
 
     def _aranges_cu_offset(self, address: int) -> Optional[int]:

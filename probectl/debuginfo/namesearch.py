@@ -59,7 +59,7 @@ class _NameSearch:
     @classmethod
     def create(cls, debuginfo: "DebugInfo") -> Optional["_NameSearch"]:
         dwarf = debuginfo.dwarf
-        if not debuginfo.elf.little_endian or dwarf.debug_info_sec is None or dwarf.debug_abbrev_sec is None:
+        if not debuginfo.little_endian or dwarf.debug_info_sec is None or dwarf.debug_abbrev_sec is None:
             return None
         if any(getattr(dwarf, name, None) is not None for name in _INDIRECT_NAME_SECTIONS):
             return None
@@ -187,7 +187,7 @@ def _searchable(sec) -> tuple:
     """(buffer with ``find``, position of the section in it, section size) for a pyelftools section."""
     stream = sec.stream
     base = getattr(stream, "base", None)
-    if base is not None:  # a mapped section (dwarf._SectionMap)
+    if base is not None:  # a mapped section (dwarfsections.SectionMap)
         return stream, base, sec.size
     data = section_data(sec)
     return data, 0, len(data)

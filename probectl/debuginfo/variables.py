@@ -69,11 +69,11 @@ def call_frames(debuginfo: "DebugInfo") -> "CallFrames":
             try:
                 f = open(debuginfo.binary_path, "rb")
                 debuginfo._cache["binary_file"] = f
-                cf = CallFrames(ELFFile(f), debuginfo.elf)
+                cf = CallFrames(ELFFile(f), debuginfo.elffile)
             except OSError:
-                cf = CallFrames(debuginfo.elf)
+                cf = CallFrames(debuginfo.elffile)
         else:
-            cf = CallFrames(debuginfo.elf)
+            cf = CallFrames(debuginfo.elffile)
         debuginfo._cache["cfi"] = cf
     return cf
 
