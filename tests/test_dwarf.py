@@ -383,6 +383,37 @@ def test_address_to_line_round_trip(fixture_bins):
     assert L.address_to_line(di, fn.entry) == (fn.decl_file, fn.decl_line)
 
 
+def _same_sections(path) -> None:
+    """probectl's own opening of a file's DWARF gives pyelftools' sections, byte for byte, and its config."""
+    from probectl.debuginfo.dieindex import section_data
+    from probectl.debuginfo.dwarfsections import DWARF_SECTIONS, open_dwarf
+    from probectl.debuginfo.mappedelf import MappedELFFile
+
+    with open(path, "rb") as f:
+        mine = open_dwarf(f)
+        assert mine.elffile is None, "an x86-64 file with plain sections is opened without ELFFile"
+        theirs = MappedELFFile(f).get_dwarf_info(relocate_dwarf_sections=False)
+        assert mine.dwarf.config == theirs.config
+        for arg in DWARF_SECTIONS:
+            a, b = getattr(mine.dwarf, arg), getattr(theirs, arg)
+            assert (a is None) == (b is None), arg
+            if a is not None:
+                assert (a.name, a.size, a.global_offset, a.address) == (b.name, b.size, b.global_offset, b.address)
+                assert section_data(a) == section_data(b), arg
+
+
+@pytest.mark.parametrize("opt", OPTS)
+def test_dwarf_sections_opened_without_elffile_equal_elffiles(opt):
+    _same_sections(build_fixture("dwarf_structs", opt))
+
+
+@pytest.mark.vmlinux
+def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
+    from conftest import kernel_testdata
+
+    _same_sections(kernel_testdata("vmlinux"))
+
+
 # --- separate debug files ---------------------------------------------------------------------------
 
 

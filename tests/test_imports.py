@@ -20,7 +20,7 @@ try:
 except SystemExit as exit:
     if exit.code not in (0, None):
         raise
-print(json.dumps(sorted({name.split(".")[0] for name in sys.modules} | {n for n in sys.modules if n.startswith("probectl.")})))
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules} | {n for n in sys.modules if n.startswith(("probectl.", "elftools."))})))
 """
 
 
@@ -46,10 +46,11 @@ def test_definitions_with_c_expressions_load_dwarf():
 @pytest.mark.vmlinux
 def test_kernel_entry_probe_loads_only_what_it_uses():
     """A C-expression probe at a kernel function's entry (the README's first example) reads DWARF,
-    but needs no line tables, lazy patterns, call frames, kallsyms, instruction decoder or
-    subprocess (-x lookups): those are imported by the definitions that use them."""
+    but needs no line tables, lazy patterns, call frames, kallsyms, instruction decoder,
+    subprocess (-x lookups) or pyelftools' ELFFile: those are imported by the definitions that use them."""
     modules = loaded("add", "-D", "-k", str(kernel_testdata("vmlinux")), "tcp_sendmsg size sk->__sk_common.skc_state")
     assert "probectl.sourcepoints" in modules
+    assert "elftools.elf.elffile" not in modules, "the DWARF of a vmlinux is opened without pyelftools' ELFFile"
     assert not modules & {"subprocess", "probectl.debuginfo.lines", "probectl.debuginfo.source",
                           "probectl.debuginfo.cfi", "probectl.debuginfo.kallsyms", "probectl.debuginfo.x86insn"}
 
