@@ -206,6 +206,40 @@ def test_name_search_on_the_kernel(vmlinux):
     assert _check_search(di, names, funcs, variables) >= 15
 
 
+def _first_definitions_per_cu(di: DebugInfo, name: str) -> list[int]:
+    """find_functions(name) the slow way: every subprogram ``cu_functions`` lists in each CU the
+    index names, the first matching definition per CU (what find_functions did before it
+    trusted the index's DIE offsets)."""
+    found = []
+    for cu_offset in sorted({cu for cu, _ in di.function_refs(name)}):
+        cu = di.dwarf.get_CU_at(cu_offset)
+        found += [d.offset for d in di.cu_functions(cu) if di._is_definition(d) and di._matches(d, name, False)][:1]
+    return found
+
+
+def _check_exact_finds(di: DebugInfo, names: list[str]) -> None:
+    for name in names:
+        assert [f.die.offset for f in di.find_functions(name)] == _first_definitions_per_cu(di, name), name
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_exact_names_find_what_every_subprogram_walk_finds(name):
+    di = _debuginfo(_target(name))
+    _check_exact_finds(di, _sample(di.name_index(), 300, seed=5))
+
+
+@pytest.mark.vmlinux
+def test_exact_kernel_names_find_what_every_subprogram_walk_finds(vmlinux):
+    """On the kernel: names with static definitions in several files, and a sample of the rest."""
+    di = DebugInfo.open(vmlinux)
+    elf = ElfFile(vmlinux)
+    functions = sorted({s.name for s in elf.functions()})
+    names = ["tcp_sendmsg", "vfs_read", "do_sys_openat2", "kernel_clone", "handle_mm_fault", "kmalloc",
+             "perf_trace_sched_switch", "nr_free_pages"]  # (a static one, and others)
+    names += _sample(functions, 25, seed=11)
+    _check_exact_finds(di, names)
+
+
 # --- symbols without the symbol table -----------------------------------------------------------
 
 

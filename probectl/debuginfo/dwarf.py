@@ -476,17 +476,16 @@ class DebugInfo:
 
     def _find_exact(self, name: str, src: Optional[str]) -> list[Function]:
         """``find_functions`` of an exact name: the same first match per CU, found by parsing only
-        the DIEs the name index lists (among the CU's ``cu_functions``), not every function of the CU."""
+        the DIEs the name index lists, not every function of the CU. (The index holds top-level
+        definitions, found as ``cu_functions`` finds subprograms: a test checks that both ways
+        give the same functions.)"""
         by_cu: dict[int, list[int]] = {}
         for cu_offset, die_offset in self.function_refs(name):
             by_cu.setdefault(cu_offset, []).append(die_offset)
         found: list[Function] = []
         for cu_offset in sorted(by_cu):
             cu = self.dwarf.get_CU_at(cu_offset)
-            listed = self._cu_function_offsets(cu)
             for offset in sorted(by_cu[cu_offset]):
-                if offset not in listed:
-                    continue
                 die = cu.get_DIE_from_refaddr(offset)
                 if not self._is_definition(die) or not self._matches(die, name, False):
                     continue
@@ -495,19 +494,6 @@ class DebugInfo:
                 found.append(self.function(die))
                 break
         return found
-
-    def _cu_function_offsets(self, cu: CompileUnit) -> set[int]:
-        """The offsets of ``cu_functions(cu)``, read without parsing those DIEs when possible."""
-        key = ("function_offsets", cu.cu_offset)
-        offsets = self._cache.get(key)
-        if offsets is None:
-            bounds = self._function_bounds(cu)
-            if bounds is not None:
-                offsets = {offset for offset, _ in bounds}
-            else:
-                offsets = {d.offset for d in self.cu_functions(cu)}
-            self._cache[key] = offsets
-        return offsets
 
     def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, object]]]:
         """``dieindex.function_bounds`` of the CU (cached); None once its functions are parsed anyway."""
@@ -577,7 +563,6 @@ class DebugInfo:
 
     def _search_name(self, name: str) -> Optional[tuple[list, list]]:
         from . import indexcache
-        from .namesearch import lookup_name
 
         if self._lookups is None:
             self._lookups = indexcache.load_lookups(self)
@@ -587,6 +572,8 @@ class DebugInfo:
             if full is not None:  # a full index made earlier (a glob, `funcs`) answers everything
                 self._name_index, self._variable_index = full
                 return None
+        from .namesearch import lookup_name  # (a name answered by the cache needs no search)
+
         found = lookup_name(self, name)
         if found is not None:
             self._lookups[name] = found
