@@ -110,6 +110,33 @@ static size_t utf8_len(const uint8_t *p, size_t avail)
 	return n;
 }
 
+#define BYTES_01	0x0101010101010101ULL
+#define BYTES_80	0x8080808080808080ULL
+
+// Has one of the 8 bytes of @x the value @b? Below @b (at most 0x80)? (Exact as yes/no answers.)
+static inline uint64_t has_byte(uint64_t x, uint8_t b)
+{
+	uint64_t v = x ^ (BYTES_01 * b);
+
+	return (v - BYTES_01) & ~v & BYTES_80;
+}
+
+static inline uint64_t has_below(uint64_t x, uint8_t b)
+{
+	return (x - BYTES_01 * b) & ~x & BYTES_80;
+}
+
+// Are the 8 bytes at @s printable ASCII other than quote and backslash (copied as they are in
+// every mode)?
+static inline bool plain8(const uint8_t *s)
+{
+	uint64_t x;
+
+	memcpy(&x, s, 8);
+	return !((x & BYTES_80) | has_below(x, 0x20) | has_byte(x, 0x7f) | has_byte(x, '"') |
+		 has_byte(x, '\\'));
+}
+
 long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 {
 	uint8_t *o, *start;
@@ -121,17 +148,17 @@ long tf_put_text(struct tf_buf *out, const uint8_t *s, size_t n, int mode)
 		return TF_ERR_NOMEM;
 	o = start = out->p + out->len;
 	while (i < n) {
-		uint8_t c = s[i];
+		uint8_t c;
 
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {	// a run of plain characters
-			size_t j = i + 1;
-
-			while (j < n && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '"' && s[j] != '\\')
-				j++;
-			memcpy(o, s + i, j - i);
-			o += j - i;
-			ncp += (long)(j - i);
-			i = j;
+		for (; n - i >= 8 && plain8(s + i); i += 8, o += 8, ncp += 8)
+			memcpy(o, s + i, 8);	// (room: 6 bytes for each of these 8)
+		if (i == n)
+			break;
+		c = s[i];
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			*o++ = c;
+			ncp++;
+			i++;
 			continue;
 		}
 		if (c < 0x80) {
@@ -230,11 +257,26 @@ int tf_pad_text(struct tf_buf *out, size_t from, size_t ncp, const struct tf_op 
 // its quotes doubled.
 int tf_csv_quote(struct tf_buf *out, size_t from)
 {
-	size_t quotes = 0, n = out->len - from;
+	size_t quotes = 0, n = out->len - from, i = from;
 	bool need = false;
 	uint8_t *src, *dst;
 
-	for (size_t i = from; i < out->len; i++) {
+	for (; out->len - i >= 8; i += 8) {	// (most cells need nothing: look 8 bytes at a time)
+		uint64_t x;
+
+		memcpy(&x, out->p + i, 8);
+		if (has_byte(x, ',') | has_byte(x, '"') | has_byte(x, '\n'))
+			break;
+	}
+	for (; i < out->len; i++) {
+		uint8_t c = out->p[i];
+
+		if (c == ',' || c == '"' || c == '\n')
+			break;
+	}
+	if (i == out->len)
+		return 0;
+	for (i = from; i < out->len; i++) {
 		uint8_t c = out->p[i];
 
 		if (c == '"') {
@@ -475,20 +517,110 @@ int tf_check_op(const struct tf_op *op)
 	return 0;
 }
 
-// How many leading ops depend only on the thread and the CPU (0 unless two of them are values).
-static uint32_t plan_head(const struct tf_op *ops, uint32_t nops)
+static bool thread_value(uint8_t src)
 {
-	uint32_t k, values = 0;
+	return src == TF_SRC_COMM || src == TF_SRC_TGID || src == TF_SRC_TID || src == TF_SRC_CPU;
+}
 
-	for (k = 0; k < nops; k++) {
-		uint8_t src = ops[k].src;
+// The thread part of a plan (see struct tf_plan): the first run of ops that print only
+// literals, thread and CPU values (two or more) and whole CSV cells of them, so that its
+// output, cached per event id, thread and CPU, is the same wherever the line starts. A cell
+// end whose cell starts before the run would quote bytes outside it: the run stops there.
+// Nor does it start where a missing value's empty cell skips to its end (the skip must not
+// pass over the part). Literals after its last value join it while short (long ones are copied
+// cheaply anyway, and would make the part too long to cache).
+static void plan_head(struct tf_plan *p)
+{
+	uint32_t begin = 0, values = 0, end = 0, k;
+	bool in_run = false, cell = false, skip = false;
+	size_t trail;
 
-		if (src == TF_SRC_COMM || src == TF_SRC_TGID || src == TF_SRC_TID || src == TF_SRC_CPU)
+	for (k = 0; k < p->nops; k++) {
+		uint8_t src = p->ops[k].src;
+		bool member = src == TF_SRC_LIT || src == TF_SRC_CELL_BEGIN || thread_value(src) ||
+			      (src == TF_SRC_CELL_END && in_run && cell);
+
+		if (!member || (!in_run && skip)) {
+			if (end)
+				break;
+			in_run = false;
+			if (p->ops[k].flags & TF_F_EMPTY_CELL)
+				skip = true;
+			else if (src == TF_SRC_CELL_END)
+				skip = false;
+			continue;
+		}
+		if (!in_run) {
+			in_run = true;
+			begin = k;
+			values = 0;
+			cell = false;
+		}
+		if (src == TF_SRC_CELL_BEGIN)
+			cell = true;
+		else if (thread_value(src))
 			values++;
-		else if (src != TF_SRC_LIT && src != TF_SRC_CELL_BEGIN && src != TF_SRC_CELL_END)
+		if (values >= 2 && src != TF_SRC_LIT && src != TF_SRC_CELL_BEGIN)
+			end = k + 1;
+	}
+	if (!end)
+		return;
+	for (trail = 0; end < p->nops && p->ops[end].src == TF_SRC_LIT; end++) {
+		trail += p->ops[end].len;
+		if (trail > TF_LIT_SLACK)
 			break;
 	}
-	return values >= 2 ? k : 0;
+	p->head_begin = begin;
+	p->head_end = end;
+}
+
+// An integer value printed as a number (the marks have conversion 0 too).
+static bool int_value(const struct tf_op *op)
+{
+	return op->conv == TF_CONV_INT && op->src != TF_SRC_LIT && op->src != TF_SRC_CELL_BEGIN &&
+	       op->src != TF_SRC_CELL_END && op->src != TF_SRC_EMPTY_QUOTE &&
+	       op->src != TF_SRC_COMM;
+}
+
+// Does every byte an op prints keep a CSV cell free of quotes? (Integers print digits, signs,
+// spaces and 0x/0o prefixes only.)
+static bool plain_in_cell(const struct tf_op *op, const uint8_t *lits)
+{
+	if (op->src == TF_SRC_LIT) {
+		for (uint32_t i = 0; i < op->len; i++) {
+			uint8_t c = lits[op->index + i];
+
+			if (c == ',' || c == '"' || c == '\n')
+				return false;
+		}
+		return true;
+	}
+	return int_value(op);
+}
+
+// Precompute what a plan's ops can know before any event: "%s" of an integer is "%d" (Python's
+// %s ignores the sign, alternate and zero flags), and a CSV cell of plain ops is never quoted.
+static void plan_simplify(struct tf_plan *p)
+{
+	for (uint32_t k = 0; k < p->nops; k++) {
+		struct tf_op *op = &p->ops[k];
+
+		if (int_value(op) && op->letter == 's' && op->prec < 0) {
+			op->letter = 'd';
+			op->flags &= TF_F_LEFT | TF_F_EMPTY_CELL;
+		}
+		if (op->src != TF_SRC_CELL_BEGIN)
+			continue;
+		for (uint32_t j = k + 1; j < p->nops; j++) {
+			struct tf_op *end = &p->ops[j];
+
+			if (end->src == TF_SRC_CELL_END)
+				end->flags |= TF_F_PLAIN_CELL;
+			if (end->src == TF_SRC_CELL_END || end->src == TF_SRC_CELL_BEGIN ||
+			    !plain_in_cell(end, p->lits))
+				break;
+		}
+	}
 }
 
 int tf_set_plan(struct tf_formatter *f, uint16_t id, int kind, const struct tf_op *ops,
@@ -512,10 +644,7 @@ int tf_set_plan(struct tf_formatter *f, uint16_t id, int kind, const struct tf_o
 		return TF_ERR_NOMEM;
 	p->kind = (uint8_t)kind;
 	p->nops = nops;
-	p->fixed = TF_LIT_SLACK;	// (short literals are copied TF_LIT_SLACK bytes at a time)
-	p->nhead = plan_head(ops, nops);
-	if (p->nhead)
-		p->fixed += TF_HEAD_MAX;	// (a cached start is copied whole)
+	p->fixed = TF_LIT_SLACK;	// (literals are copied TF_LIT_SLACK bytes at a time)
 	for (uint32_t k = 0; k < nops; k++) {
 		const struct tf_op *op = &ops[k];
 
@@ -537,6 +666,10 @@ int tf_set_plan(struct tf_formatter *f, uint16_t id, int kind, const struct tf_o
 		memcpy(p->ops, ops, nops * sizeof(*ops));
 	if (lits_len)
 		memcpy(p->lits, lits, lits_len);
+	plan_simplify(p);
+	plan_head(p);
+	if (p->head_end)
+		p->fixed += TF_HEAD_MAX;	// (a cached thread part is copied whole)
 	plan_free(f->plans[id]);
 	f->plans[id] = p;
 	memset(f->heads, 0, sizeof(f->heads));

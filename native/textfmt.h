@@ -70,8 +70,8 @@ enum tf_conv {
 #define TF_F_SPEC	0x1f	// the flags of the % spec
 
 #define TF_MAX_WIDTH	(1 << 20)	// widths and precisions above this are refused
-#define TF_HEAD_MAX	64		// line starts up to this long are cached
-#define TF_HEAD_CACHE	4096		// entries of the line start cache (a power of two)
+#define TF_HEAD_MAX	128		// thread parts up to this long are cached
+#define TF_HEAD_CACHE	4096		// entries of the thread part cache (a power of two)
 
 struct tf_op {
 	uint8_t src;		// enum tf_src
@@ -97,7 +97,10 @@ enum tf_plan_kind {
 struct tf_plan {
 	uint8_t kind;		// enum tf_plan_kind
 	size_t fixed;		// bytes enough for every op but the texts (reserved once per event)
-	uint32_t nhead;		// leading ops that depend only on the thread and CPU (0: none)
+	// the thread part: ops [head_begin, head_end) depend only on the thread and the CPU, and
+	// their output is cached (head_end 0: none). Text has it at the line start; JSON and CSV
+	// print the time first, so it is found wherever it is.
+	uint32_t head_begin, head_end;
 	uint32_t nops;
 	struct tf_op *ops;
 	uint8_t *lits;
@@ -128,10 +131,11 @@ struct tf_symbol {
 	uint32_t name_ncp;
 };
 
-// The output of a plan's head ops for one event id, thread and CPU (len 0: empty entry).
+// The output of a plan's thread part for one event id, thread and CPU (len 0: empty entry).
 struct tf_head {
 	uint16_t id;
 	uint8_t len;
+	uint8_t cell;		// where its last CSV cell starts (0xff: it starts none)
 	int32_t tid;
 	int32_t cpu;
 	uint8_t text[TF_HEAD_MAX];
@@ -154,7 +158,7 @@ struct tf_formatter {
 	struct tf_symbol *symbols;
 	size_t nsymbols, symbols_cap;
 	struct tf_pool pool;		// comm and symbol bytes
-	struct tf_head heads[TF_HEAD_CACHE];	// line starts by (event id, thread, CPU)
+	struct tf_head heads[TF_HEAD_CACHE];	// thread parts by (event id, thread, CPU)
 	struct tf_buf out;		// the output of the last tf_format() calls
 };
 

@@ -168,22 +168,30 @@ static uint8_t *random_stream(size_t *size)
 	return data;
 }
 
+static void lit_op(struct tf_op *op, uint8_t *lits, size_t *lits_len)
+{
+	memset(op, 0, sizeof(*op));
+	op->prec = -1;
+	op->letter = 's';
+	op->src = TF_SRC_LIT;
+	op->index = (uint32_t)*lits_len;
+	op->len = (uint32_t)random_text(lits + *lits_len, 40);
+	*lits_len += op->len;
+	if (rnd() % 50 == 0)
+		op->len += 5;	// past the literals: must be refused
+}
+
 static void random_op(struct tf_op *op, uint8_t *lits, size_t *lits_len)
 {
 	static const char letters[] = "doxXs";
 
+	if (rnd() % 3 == 0) {
+		lit_op(op, lits, lits_len);
+		return;
+	}
 	memset(op, 0, sizeof(*op));
 	op->prec = -1;
 	op->letter = 's';
-	if (rnd() % 3 == 0) {
-		op->src = TF_SRC_LIT;
-		op->index = (uint32_t)*lits_len;
-		op->len = (uint32_t)random_text(lits + *lits_len, 40);
-		*lits_len += op->len;
-		if (rnd() % 50 == 0)
-			op->len += 5;	// past the literals: must be refused
-		return;
-	}
 	op->src = (uint8_t)(rnd() % (TF_SRC_MAX + 2));
 	op->conv = (uint8_t)(rnd() % (TF_CONV_MAX + 2));
 	if (rnd() % 16) {	// mostly ops that fit: a field and a conversion of its kind
@@ -225,17 +233,84 @@ static void random_op(struct tf_op *op, uint8_t *lits, size_t *lits_len)
 	op->index = (uint32_t)(rnd() % 6);
 }
 
+static void mark_op(struct tf_op *op, uint8_t src)
+{
+	memset(op, 0, sizeof(*op));
+	op->src = src;
+	op->letter = 's';
+	op->prec = -1;
+}
+
+// The start of a plan shaped like a JSON or CSV line: the time, then a thread part (thread and
+// CPU values, literals, CSV cells of them, stray cell ends) in the middle of the line, then an
+// integer cell that empties when its value is missing (and maybe another before the thread
+// part, with no cell end before it). Returns the ops written (at most 33).
+static uint32_t shaped_ops(struct tf_op *ops, uint8_t *lits, size_t *lits_len)
+{
+	static const uint8_t values[] = { TF_SRC_CPU, TF_SRC_TGID, TF_SRC_TID, TF_SRC_COMM };
+	static const uint8_t comm_convs[] = { TF_CONV_STR, TF_CONV_RAW, TF_CONV_JSON_STR };
+	uint32_t n = 0, nvalues = 2 + (uint32_t)(rnd() % 4);
+
+	mark_op(&ops[n], TF_SRC_SECS);
+	ops[n++].letter = 'd';
+	lit_op(&ops[n++], lits, lits_len);
+	mark_op(&ops[n], TF_SRC_NSECS);
+	ops[n].letter = 'd';
+	ops[n].flags = TF_F_ZERO;
+	ops[n++].width = rnd() % 4 ? 9 : (int32_t)(rnd() % 12);
+	if (rnd() % 4 == 0) {	// (a missing value whose empty cell ends after the thread values)
+		mark_op(&ops[n], TF_SRC_ELEM);
+		ops[n].field = 9;
+		ops[n++].flags = TF_F_EMPTY_CELL;
+	}
+	for (uint32_t v = 0; v < nvalues; v++) {
+		bool cell = rnd() % 3 == 0;
+		struct tf_op *op;
+
+		if (rnd() % 2)
+			lit_op(&ops[n++], lits, lits_len);
+		if (rnd() % 8 == 0)	// (a cell end that quotes from before the part)
+			mark_op(&ops[n++], TF_SRC_CELL_END);
+		if (cell)
+			mark_op(&ops[n++], TF_SRC_CELL_BEGIN);
+		op = &ops[n++];
+		mark_op(op, values[rnd() % 4]);
+		op->conv = op->src == TF_SRC_COMM ? comm_convs[rnd() % 3] : TF_CONV_INT;
+		op->letter = "sd"[rnd() % 2];
+		if (rnd() % 4 == 0)
+			op->flags = (uint8_t)(rnd() % 32);
+		if (rnd() % 4 == 0)
+			op->width = (int32_t)(rnd() % 20);
+		if (cell)
+			mark_op(&ops[n++], TF_SRC_CELL_END);
+	}
+	if (rnd() % 3)	// (or the empty cell starts where the last cell started)
+		mark_op(&ops[n++], TF_SRC_CELL_BEGIN);
+	lit_op(&ops[n++], lits, lits_len);
+	mark_op(&ops[n], rnd() % 2 ? TF_SRC_ELEM : TF_SRC_FIELD);
+	ops[n].field = ops[n].src == TF_SRC_ELEM ? 9 : (uint32_t)(rnd() % 5);
+	ops[n].index = (uint32_t)(rnd() % 4);
+	ops[n].letter = "sdx"[rnd() % 3];
+	ops[n++].flags = TF_F_EMPTY_CELL;
+	mark_op(&ops[n++], TF_SRC_CELL_END);
+	return n;
+}
+
 static void random_plan(struct tf_formatter *f, uint16_t id)
 {
-	struct tf_op ops[32];
-	uint8_t lits[32 * 40];
+	struct tf_op ops[64];
+	uint8_t lits[64 * 40];
 
 	for (int attempt = 0; attempt < 8; attempt++) {
 		size_t lits_len = 0;
-		uint32_t n = (uint32_t)(rnd() % (rnd() % 4 ? 12 : 32));
+		uint32_t n = (uint32_t)(rnd() % (rnd() % 4 ? 12 : 32)), k = 0;
 		int kind = rnd() % 10 == 0 ? TF_PLAN_CALLER : rnd() % 10 == 0 ? TF_PLAN_SKIP : TF_PLAN_OPS;
 
-		for (uint32_t k = 0; k < n; k++)
+		if (rnd() % 3 == 0) {	// (then a few random ops: each may be refused)
+			k = shaped_ops(ops, lits, &lits_len);
+			n = k + (uint32_t)(rnd() % 4);
+		}
+		for (; k < n; k++)
 			random_op(&ops[k], lits, &lits_len);
 		if (!tf_set_plan(f, id, kind, ops, n, lits, lits_len)) {
 			n_plans++;
@@ -333,8 +408,11 @@ static void format_batch(struct tf_formatter *f, const struct rb_batch *batch,
 }
 
 // The same streams through tf_format_records (output taken in random chunks), appended to @all.
+// @uncached: with the plans' thread parts turned off (each op run for every event), which the
+// cached parts must print the same as.
 static void format_records(const struct rb_layout *layout, uint8_t **streams, size_t *sizes,
-			   int n, const struct rb_schema *schema, uint64_t serial, struct tf_buf *all)
+			   int n, const struct rb_schema *schema, uint64_t serial, struct tf_buf *all,
+			   bool uncached)
 {
 	struct tf_formatter *f = tf_formatter_new();
 	struct rb_reader reader;
@@ -349,7 +427,11 @@ static void format_records(const struct rb_layout *layout, uint8_t **streams, si
 	r.reader = &reader;
 	for (long rounds = 0; rounds < 10000000; rounds++) {
 		memset(&need, 0, sizeof(need));
-		status = tf_format_records(f, &r, 1 + rnd() % 3000, &need);
+		for (uint16_t id = 0; uncached && id <= 3; id++)	// (random_payload's ids)
+			if (f->plans[id])
+				f->plans[id]->head_end = 0;
+		status = tf_format_records(f, &r, uncached ? f->out.len + 1 : 1 + rnd() % 3000,
+					   &need);
 		if (status == TF_DONE || status == TF_MORE) {
 			if (f->out.len > f->out.cap) {
 				fprintf(stderr, "output past its buffer\n");
@@ -440,14 +522,20 @@ int main(int argc, char **argv)
 		}
 		rb_batch_deinit(&batch);
 		rb_reader_deinit(&reader);
-		// the record path prints the same bytes
-		format_records(&layout, streams, sizes, n, &schema, (uint64_t)it % 3, &by_record);
-		if (by_batch.len != by_record.len || memcmp(by_batch.p, by_record.p, by_batch.len)) {
-			fprintf(stderr, "iteration %ld: the record path printed %zu bytes, the batches %zu, "
-				"not the same\n", it, by_record.len, by_batch.len);
-			return 1;
+		// the record path prints the same bytes, with and without the cached thread parts
+		for (int uncached = 0; uncached < 2; uncached++) {
+			format_records(&layout, streams, sizes, n, &schema, (uint64_t)it % 3,
+				       &by_record, uncached);
+			if (by_batch.len != by_record.len ||
+			    memcmp(by_batch.p, by_record.p, by_batch.len)) {
+				fprintf(stderr, "iteration %ld: the record path%s printed %zu bytes, "
+					"the batches %zu, not the same\n", it,
+					uncached ? " (uncached)" : "", by_record.len, by_batch.len);
+				return 1;
+			}
+			by_record.len = 0;
 		}
-		by_batch.len = by_record.len = 0;
+		by_batch.len = 0;
 		for (int i = 0; i < n; i++)
 			free(streams[i]);
 		tf_formatter_free(f);

@@ -11,7 +11,8 @@
 
 #include "textfmt.h"
 
-#define TF_LIT_SLACK	16	// literals this short are copied as a whole block
+#define TF_LIT_SLACK	16	// literals are copied in blocks of this size
+#define TF_F_PLAIN_CELL	0x40	// (set by tf_set_plan on a TF_SRC_CELL_END) the cell never needs quotes
 
 int tf_buf_grow(struct tf_buf *b, size_t need);
 

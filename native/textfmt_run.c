@@ -325,6 +325,8 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		c->cell = out->len;
 		return 0;
 	case TF_SRC_CELL_END:
+		if (op->flags & TF_F_PLAIN_CELL)
+			return 0;
 		ret = tf_csv_quote(out, c->cell);
 		goto texts;
 	case TF_SRC_EMPTY_QUOTE:
@@ -375,6 +377,19 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		break;
 	case TF_SRC_NSECS:
 		v.mag = c->ts % 1000000000ULL;
+		if (op->conv == TF_CONV_INT && op->letter == 'd' && op->width == 9 && op->prec < 0 &&
+		    (op->flags & TF_F_SPEC) == TF_F_ZERO && !op->cast_size) {	// "%09d": the usual
+			uint8_t *o = out->p + out->len;
+			unsigned int u = (unsigned int)v.mag, hi = u / 10000, lo = u % 10000;
+
+			o[0] = (uint8_t)('0' + hi / 10000);
+			memcpy(o + 1, digit_pairs + 2 * (hi / 100 % 100), 2);
+			memcpy(o + 3, digit_pairs + 2 * (hi % 100), 2);
+			memcpy(o + 5, digit_pairs + 2 * (lo / 100), 2);
+			memcpy(o + 7, digit_pairs + 2 * (lo % 100), 2);
+			out->len += 9;
+			return 0;
+		}
 		break;
 	}
 
@@ -433,6 +448,73 @@ static inline size_t head_slot(uint16_t id, int32_t tid, int32_t cpu)
 	       (TF_HEAD_CACHE - 1);
 }
 
+// Ops [from, to) of the event's plan: 0, or a TF_NEED_* / TF_ERR_* status.
+static inline __attribute__((always_inline)) int run_ops(struct event_ctx *c, uint32_t from,
+							 uint32_t to)
+{
+	const struct tf_plan *plan = c->plan;
+	struct tf_buf *out = &c->f->out;
+	int ret;
+
+	for (uint32_t k = from; k < to; k++) {
+		const struct tf_op *op = &plan->ops[k];
+
+		if (op->src == TF_SRC_LIT) {	// (the room and the literals have a block to spare)
+			uint8_t *o = out->p + out->len;
+			const uint8_t *l = plan->lits + op->index;
+
+			memcpy(o, l, TF_LIT_SLACK);
+			for (uint32_t i = TF_LIT_SLACK; i < op->len; i += TF_LIT_SLACK)
+				memcpy(o + i, l + i, TF_LIT_SLACK);
+			out->len += op->len;
+			continue;
+		}
+		ret = run_op(c, op);
+		if (ret == EMPTY_CELL) {	// (the cell's end, which quotes nothing, comes next)
+			out->len = c->cell;
+			while (k + 1 < to && plan->ops[k + 1].src != TF_SRC_CELL_END)
+				k++;
+			continue;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+// The plan's thread part, from the cache or made (and cached): 0 or a status as run_ops.
+static inline __attribute__((always_inline)) int put_head(struct event_ctx *c, uint16_t id)
+{
+	const struct tf_plan *plan = c->plan;
+	struct tf_buf *out = &c->f->out;
+	struct tf_head *head = &c->f->heads[head_slot(id, c->pid, c->cpu)];
+	size_t start = out->len, cell = c->cell;
+	int ret;
+
+	if (head->len && head->id == id && head->tid == c->pid && head->cpu == c->cpu) {
+		memcpy(out->p + start, head->text, TF_HEAD_MAX);
+		out->len += head->len;
+		if (head->cell != 0xff)
+			c->cell = start + head->cell;
+		return 0;
+	}
+	c->cell = SIZE_MAX;	// (plan_head: no cell end in the part quotes from before it)
+	ret = run_ops(c, plan->head_begin, plan->head_end);
+	if (ret)
+		return ret;
+	if (out->len - start <= TF_HEAD_MAX) {
+		memcpy(head->text, out->p + start, out->len - start);
+		head->len = (uint8_t)(out->len - start);
+		head->cell = c->cell == SIZE_MAX ? 0xff : (uint8_t)(c->cell - start);
+		head->id = id;
+		head->tid = c->pid;
+		head->cpu = c->cpu;
+	}
+	if (c->cell == SIZE_MAX)
+		c->cell = cell;
+	return 0;
+}
+
 // Format one event (c's header values, row or record set) by its plan, appending to f->out:
 // 0, or a TF_NEED_* / TF_ERR_* status with the event's partial output left for the caller to
 // remove.
@@ -441,8 +523,6 @@ static inline __attribute__((always_inline)) int format_event(struct event_ctx *
 	struct tf_formatter *f = c->f;
 	struct tf_buf *out = &f->out;
 	struct tf_plan *plan = f->plans[id];
-	struct tf_head *head;
-	uint32_t k = 0;
 	int ret;
 
 	c->line = c->cell = out->len;
@@ -461,49 +541,14 @@ static inline __attribute__((always_inline)) int format_event(struct event_ctx *
 	c->fits = c->fmt && plan_fits(plan, c);
 	if (reserve(out, plan->fixed))
 		return TF_ERR_NOMEM;
-	if (plan->nhead) {	// the line start, by thread and CPU
-		head = &f->heads[head_slot(id, c->pid, c->cpu)];
-		if (head->len && head->id == id && head->tid == c->pid && head->cpu == c->cpu) {
-			memcpy(out->p + out->len, head->text, TF_HEAD_MAX);
-			out->len += head->len;
-			k = plan->nhead;
-		} else {
-			for (; k < plan->nhead; k++) {
-				ret = run_op(c, &plan->ops[k]);
-				if (ret)
-					return ret;
-			}
-			if (out->len - c->line <= TF_HEAD_MAX) {
-				memcpy(head->text, out->p + c->line, out->len - c->line);
-				head->len = (uint8_t)(out->len - c->line);
-				head->id = id;
-				head->tid = c->pid;
-				head->cpu = c->cpu;
-			}
-		}
-	}
-	for (; k < plan->nops; k++) {
-		const struct tf_op *op = &plan->ops[k];
-
-		if (op->src == TF_SRC_LIT) {	// (the room has TF_LIT_SLACK bytes to spare)
-			if (op->len <= TF_LIT_SLACK)
-				memcpy(out->p + out->len, plan->lits + op->index, TF_LIT_SLACK);
-			else
-				memcpy(out->p + out->len, plan->lits + op->index, op->len);
-			out->len += op->len;
-			continue;
-		}
-		ret = run_op(c, op);
-		if (ret == EMPTY_CELL) {	// (the cell's end, which quotes nothing, comes next)
-			out->len = c->cell;
-			while (k + 1 < plan->nops && plan->ops[k + 1].src != TF_SRC_CELL_END)
-				k++;
-			continue;
-		}
-		if (ret)
-			return ret;
-	}
-	return 0;
+	if (!plan->head_end)
+		return run_ops(c, 0, plan->nops);
+	ret = run_ops(c, 0, plan->head_begin);
+	if (!ret)
+		ret = put_head(c, id);
+	if (!ret)
+		ret = run_ops(c, plan->head_end, plan->nops);
+	return ret;
 }
 
 int tf_format(struct tf_formatter *f, const struct tf_input *in, size_t *pos,
