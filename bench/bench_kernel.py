@@ -75,10 +75,10 @@ def main() -> None:
         btf = best([timed(probectl + ["--btf"] + opts.definitions, env) for _ in range(opts.runs)])
     cold_s = best(cold)
     print(f"definitions: {opts.definitions}{' (source only, no bytecode)' if opts.source_only else ''}")
-    print(f"{'':22} {'wall':>7}   {'ratio':>5}      {'cpu':>7}   {'ratio':>5}")
+    print(f"{'':22} {'wall':>7}   {'ratio':>6}      {'cpu':>7}   {'ratio':>6}")
     for label, (wall, cpu) in (("perf probe -D", perf_s), ("probectl cold", cold_s), ("probectl warm", warm),
                                ("probectl --btf (warm)", btf)):
-        print(f"{label:22} {wall:7.2f} s {wall / perf_s[0]:5.2f}x    {cpu:7.2f} s {cpu / perf_s[1]:5.2f}x")
+        print(f"{label:22} {wall:7.3f} s {wall / perf_s[0]:6.3f}x    {cpu:7.3f} s {cpu / perf_s[1]:6.3f}x")
 
 
 if __name__ == "__main__":
