@@ -1,4 +1,5 @@
-"""The symbol tables of an ELF file: ``.symtab`` and ``.dynsym`` with their versions, searched in place.
+"""The symbol tables of an ELF file: ``.symtab`` and ``.dynsym`` with their versions (read by
+``symversions.py``), searched in place.
 
 An ``ElfFile`` owns one ``SymbolTables`` and its symbol methods (``symbols``, ``find_functions``,
 ``symbol_at``, …) delegate here. They are apart from the file's structure (headers, sections,
@@ -24,10 +25,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 if TYPE_CHECKING:
     from .elf import ElfFile, Section
+    from .symversions import VersionTable
 
 # sh_type of the symbol tables and of the sections that complete them
 SHT_SYMTAB, SHT_DYNSYM, SHT_SYMTAB_SHNDX = 2, 11, 18
-SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 # special section indexes
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
 # version indexes
@@ -337,72 +338,13 @@ class SymbolTables:
                                 shndx=st_shndx, version=version, default_version=default, table=table)
             yield i, sym
 
-    def _versions_for(self, symsec: Section) -> Optional["_VersionTable"]:
+    def _versions_for(self, symsec: Section) -> Optional["VersionTable"]:
         key = ("versions", symsec.index)
         if key not in self._table_extras:
-            self._table_extras[key] = self._read_versions(symsec)
+            from .symversions import read_versions  # (only user binaries' tables have versions)
+
+            self._table_extras[key] = read_versions(self.elf, symsec)
         return self._table_extras[key]
-
-    def _read_versions(self, symsec: Section) -> Optional["_VersionTable"]:
-        versym = next((s for s in self.elf.sections if s.type == SHT_GNU_VERSYM and s.link == symsec.index
-                       and s.has_data), None)
-        if versym is None:
-            return None
-        raw = self.elf._bytes(versym.offset, versym.size - versym.size % 2, "section .gnu.version")
-        table = _VersionTable(struct.unpack(f"{self.elf._endian}{len(raw) // 2}H", raw))
-        for sec in self.elf.sections:
-            if sec.type == SHT_GNU_VERDEF and sec.has_data:
-                self._read_verdef(sec, table.names)
-            elif sec.type == SHT_GNU_VERNEED and sec.has_data:
-                self._read_verneed(sec, table.names)
-        return table
-
-    def _version_strings(self, sec: Section) -> bytes:
-        if not 0 < sec.link < len(self.elf.sections) or not self.elf.sections[sec.link].has_data:
-            raise self.elf._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
-        return self.elf._section_bytes(self.elf.sections[sec.link])
-
-    def _read_verdef(self, sec: Section, names: dict[int, tuple[str, bool]]) -> None:
-        strtab = self._version_strings(sec)
-        data = self.elf._bytes(sec.offset, sec.size, f"section {sec.name}")
-        verdef = struct.Struct(self.elf._endian + "HHHHIII")
-        verdaux = struct.Struct(self.elf._endian + "II")
-        pos = 0
-        for _ in range(sec.info or 0x10000):
-            if pos + verdef.size > len(data):
-                raise self.elf._corrupt(f"section {sec.name} is truncated")
-            _ver, flags, ndx, cnt, _hash, aux, nxt = verdef.unpack_from(data, pos)
-            if cnt and pos + aux + verdaux.size <= len(data):
-                vda_name, _ = verdaux.unpack_from(data, pos + aux)
-                # The base definition (VER_FLG_BASE) is the file's own soname, not a symbol version.
-                if not flags & 1:
-                    names[ndx] = (cstring(strtab, vda_name), True)
-            if nxt == 0:
-                break
-            pos += nxt
-
-    def _read_verneed(self, sec: Section, names: dict[int, tuple[str, bool]]) -> None:
-        strtab = self._version_strings(sec)
-        data = self.elf._bytes(sec.offset, sec.size, f"section {sec.name}")
-        verneed = struct.Struct(self.elf._endian + "HHIII")
-        vernaux = struct.Struct(self.elf._endian + "IHHII")
-        pos = 0
-        for _ in range(sec.info or 0x10000):
-            if pos + verneed.size > len(data):
-                raise self.elf._corrupt(f"section {sec.name} is truncated")
-            _ver, cnt, _file, aux, nxt = verneed.unpack_from(data, pos)
-            apos = pos + aux
-            for _ in range(cnt):
-                if apos + vernaux.size > len(data):
-                    raise self.elf._corrupt(f"section {sec.name} is truncated")
-                _hash, _flags, other, vna_name, anext = vernaux.unpack_from(data, apos)
-                names[other & ~VERSYM_HIDDEN] = (cstring(strtab, vna_name), False)
-                if anext == 0:
-                    break
-                apos += anext
-            if nxt == 0:
-                break
-            pos += nxt
 
     def _xindex_for(self, symsec: Section) -> Optional[tuple[int, ...]]:
         key = ("xindex", symsec.index)
@@ -642,17 +584,6 @@ class _AddressIndex:
         if sym is None:
             sym = self._symbols[k] = self._decode(self._refs[k])
         return sym
-
-
-class _VersionTable(tuple):
-    """The .gnu.version array (one index per dynamic symbol) plus index → (version name, defined here)."""
-
-    names: dict[int, tuple[str, bool]]
-
-    def __new__(cls, values: Iterable[int]):
-        obj = super().__new__(cls, values)
-        obj.names = {}
-        return obj
 
 
 def _ranked_functions(symbols: list[ElfSymbol]) -> list[ElfSymbol]:
