@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-// pyglue.h - what the CPython glue files (module.c, textout.c) share: the Reader and
-// TextFormatter objects and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
+// pyglue.h - what the CPython glue files (module.c, pyreader.c, pyformatter.c, pyrecorder.c,
+// textout.c) share: the Reader and TextFormatter objects, the types, and a few helpers. Not part
+// of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
 #define PROBECTL_PYGLUE_H
 
@@ -54,7 +55,7 @@ typedef struct {
 } TextFormatterObject;
 
 extern PyObject *DecodeError;
-extern PyTypeObject TextFormatterType;
+extern PyTypeObject ReaderType, TextFormatterType, RecorderType;
 
 int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
 PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
