@@ -19,6 +19,7 @@ from .errors import ProbePointNotFound, ProbeSemanticError, ResolveError
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.
 
+
 @dataclass(frozen=True)
 class SourceSite:
     """One address a source-level point resolved to, with the function it belongs to."""

@@ -101,21 +101,21 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
     reading (relocation, decompression) or the machine is not x86-64 (ELFFile names the others)."""
     if elf.type == "REL" or elf.machine != EM_X86_64 or elf.section(".zdebug_info") is not None:
         return None
+    found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
+    if any(sec is not None and sec.compressed for sec in found.values()):
+        return None
     sections: dict[str, Optional[DebugSectionDescriptor]] = {}
-    for arg, name in DWARF_SECTIONS.items():
-        sec = elf.section(name)
+    for arg, sec in found.items():
         if sec is None:
             sections[arg] = None
             continue
-        if sec.compressed:
-            return None
         if not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
             stream = SectionMap(fileno, sec.offset, sec.size)
         else:
-            stream = io.BytesIO(elf.section_data(name))
-        sections[arg] = DebugSectionDescriptor(stream=stream, name=name, global_offset=sec.offset,
+            stream = io.BytesIO(elf.section_data(sec.name))
+        sections[arg] = DebugSectionDescriptor(stream=stream, name=sec.name, global_offset=sec.offset,
                                                size=sec.size, address=sec.addr)
     config = DwarfConfig(little_endian=elf.little_endian, machine_arch="x64", default_address_size=elf.elf_class // 8)
     return DWARFInfo(config=config, **sections)
