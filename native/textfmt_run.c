@@ -305,9 +305,9 @@ static int put_span(struct tf_buf *out, const struct tf_op *op, const struct rb_
 	}
 }
 
-// One op of an event: 0, a TF_NEED_* status or a TF_ERR_*. Literals and numbers write into
-// the room reserved for the plan (plan->fixed); everything else reserves its own, then the
-// plan's room again.
+// One op of an event other than a literal (run_ops copies those): 0, a TF_NEED_* status or a
+// TF_ERR_*. Numbers write into the room reserved for the plan (plan->fixed); everything else
+// reserves its own, then the plan's room again.
 static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, const struct tf_op *op)
 {
 	struct tf_buf *out = &c->f->out;
@@ -317,10 +317,6 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 	int ret = 0;
 
 	switch (op->src) {
-	case TF_SRC_LIT:
-		memcpy(out->p + out->len, c->plan->lits + op->index, op->len);
-		out->len += op->len;
-		return 0;
 	case TF_SRC_CELL_BEGIN:
 		c->cell = out->len;
 		return 0;
