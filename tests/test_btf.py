@@ -31,10 +31,10 @@ import pytest
 
 from probectl.debuginfo import btf as B
 from probectl.debuginfo.btf import Btf, BtfFunctionNotFound, load_kernel_btf
-from probectl.debuginfo.btfargs import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
+from probectl.resolve.btf_fetch import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
                                         btf_vars_listing)
-from probectl.debuginfo.types import TypeError_
-from probectl.debuginfo.variables import VariableNotFound, VariableUnavailable
+from probectl.debuginfo.dwarf.types import TypeError_
+from probectl.debuginfo.dwarf.variables import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
 
@@ -735,7 +735,7 @@ def kernel_dwarf(cloud_vmlinux):
 def test_struct_layouts_equal_dwarf(cloud_btf, kernel_dwarf):
     """Every member (anonymous members flattened) of structs used above: offset, bitfield placement and
     type name as the DWARF path computes them. These structs hold over a hundred bitfields."""
-    from probectl.debuginfo import types as T
+    from probectl.debuginfo.dwarf import types as T
 
     names = {"sock", "sock_common", "sk_buff", "task_struct", "file", "inode", "page", "msghdr", "net_device",
              "tcp_sock", "inet_sock", "request_sock"}
@@ -765,7 +765,7 @@ RETURN_FUNCTIONS = ["tcp_sendmsg", "tcp_recvmsg", "inet_csk_accept", "__dev_queu
 
 @pytest.mark.vmlinux
 def test_return_and_parameter_types_equal_dwarf(cloud_btf, kernel_dwarf):
-    from probectl.debuginfo import types as T
+    from probectl.debuginfo.dwarf import types as T
 
     for fn in RETURN_FUNCTIONS:
         die = kernel_dwarf.function(fn)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from probectl.debuginfo import lines as L
+from probectl.debuginfo.dwarf import lines as L
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.fetch import expand_variables, fetch_variable
-from probectl.debuginfo.variables import best_scope
+from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
+from probectl.debuginfo.dwarf.variables import best_scope
 from probectl.errors import DebugInfoError
 from probectl.events import FetchArg
 from probectl.spec import SpecialVar, Variable, parse_probe
@@ -385,9 +385,9 @@ def test_address_to_line_round_trip(fixture_bins):
 
 def _same_sections(path) -> None:
     """probectl's own opening of a file's DWARF gives pyelftools' sections, byte for byte, and its config."""
-    from probectl.debuginfo.dieindex import section_data
-    from probectl.debuginfo.dwarfsections import DWARF_SECTIONS, open_dwarf
-    from probectl.debuginfo.mappedelf import MappedELFFile
+    from probectl.debuginfo.dwarf.dieindex import section_data
+    from probectl.debuginfo.dwarf.sections import DWARF_SECTIONS, open_dwarf
+    from probectl.debuginfo.dwarf.mappedelf import MappedELFFile
 
     with open(path, "rb") as f:
         mine = open_dwarf(f)
@@ -458,7 +458,7 @@ def test_missing_debug_info_lists_what_was_tried(tmp_path):
 @pytest.mark.perf
 @pytest.mark.parametrize("opt", OPTS)
 def test_lazy_patterns_match_perf(fixture_bins, perf_oracle, opt):
-    from probectl.debuginfo.source import lazy_points
+    from probectl.debuginfo.dwarf.sources import lazy_points
 
     binary = fixture_bins.path("dwarf_inline", opt)
     di = fixture_bins.di("dwarf_inline", opt)
@@ -476,7 +476,7 @@ def test_lazy_patterns_match_perf(fixture_bins, perf_oracle, opt):
 
 
 def test_lazy_pattern_needs_the_source(fixture_bins, tmp_path):
-    from probectl.debuginfo.source import lazy_match, lazy_points
+    from probectl.debuginfo.dwarf.sources import lazy_match, lazy_points
 
     assert lazy_match("\trq = cpu_rq(cpu);", "rq=*") and not lazy_match("\tfoo(rq);", "rq=*")
     di = fixture_bins.di("dwarf_inline", "-O0")
@@ -498,7 +498,7 @@ def test_corrupt_dwarf_gives_errors_not_crashes(fixture_bins, tmp_path):
 
     from elftools.elf.elffile import ELFFile
 
-    from probectl.debuginfo.fetch import available_variables
+    from probectl.resolve.dwarf_fetch import available_variables
     from probectl.errors import ProbectlError
 
     source = fixture_bins.path("dwarf_inline", "-O2")

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probectl.debuginfo.dwarf import DebugInfo
-from probectl.debuginfo.forms import DIEStructs, die_structs, form_readers, read_abbrev_table
+from probectl.debuginfo.dwarf.forms import DIEStructs, die_structs, form_readers, read_abbrev_table
 from probectl.errors import DebugInfoError
 
 from conftest import build_fixture, kernel_testdata_dir
@@ -115,7 +115,8 @@ def test_truncated_abbreviation_table_is_an_error():
 # readers, or with them turned off — so the two runs share no pyelftools state.
 _DUMP = """
 import json, sys
-from probectl.debuginfo import dwarf, forms
+from probectl.debuginfo import dwarf
+from probectl.debuginfo.dwarf import forms
 if sys.argv[2] == "plain":
     forms.accelerate = lambda dwarfinfo: None
     dwarf.accelerate = forms.accelerate

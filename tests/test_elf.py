@@ -18,7 +18,7 @@ import pytest
 from conftest import _missing, build_fixture
 from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file
 from probectl.errors import DebugInfoError, ProbectlError, TargetError
-from probectl.target import uprobe_group_name
+from probectl.target.binary import uprobe_group_name
 
 LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))
 FIXTURE_FUNCTIONS = ["add_ints", "scale_long", "mix_unsigned", "hash_u64", "count_char", "sum_record",

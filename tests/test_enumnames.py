@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from probectl.enumnames import dwarf_enumerators, kernel_enumerators
-from probectl.selection import EventRequest, select_events
+from probectl.record.enumnames import dwarf_enumerators, kernel_enumerators
+from probectl.record.selection import EventRequest, select_events
 from probectl.tracefs import Tracefs
 
 from conftest import _missing, build_fixture

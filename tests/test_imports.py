@@ -34,13 +34,13 @@ def loaded(*args: str) -> set[str]:
 def test_probes_by_symbol_do_not_load_dwarf():
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints%return ret=$retval:s32", "add_ints a=%di:s32")
-    assert "elftools" not in modules and "probectl.sourcepoints" not in modules
+    assert "elftools" not in modules and "probectl.resolve.dwarf" not in modules
 
 
 def test_definitions_with_c_expressions_load_dwarf():
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints a b")
-    assert {"elftools", "probectl.sourcepoints"} <= modules
+    assert {"elftools", "probectl.resolve.dwarf"} <= modules
 
 
 @pytest.mark.vmlinux
@@ -49,10 +49,10 @@ def test_kernel_entry_probe_loads_only_what_it_uses():
     but needs no line tables, lazy patterns, call frames, kallsyms, instruction decoder,
     subprocess (-x lookups) or pyelftools' ELFFile: those are imported by the definitions that use them."""
     modules = loaded("add", "-D", "-k", str(kernel_testdata("vmlinux")), "tcp_sendmsg size sk->__sk_common.skc_state")
-    assert "probectl.sourcepoints" in modules
+    assert "probectl.resolve.dwarf" in modules
     assert "elftools.elf.elffile" not in modules, "the DWARF of a vmlinux is opened without pyelftools' ELFFile"
-    assert not modules & {"subprocess", "probectl.debuginfo.lines", "probectl.debuginfo.source",
-                          "probectl.debuginfo.cfi", "probectl.debuginfo.kallsyms", "probectl.debuginfo.x86insn"}
+    assert not modules & {"subprocess", "probectl.debuginfo.dwarf.lines", "probectl.debuginfo.dwarf.sources",
+                          "probectl.debuginfo.dwarf.cfi", "probectl.debuginfo.kallsyms", "probectl.arch.x86_insn"}
 
 
 def test_btf_arguments_do_not_load_dwarf():
@@ -62,7 +62,7 @@ def test_btf_arguments_do_not_load_dwarf():
         _missing(f"this kernel has no {KERNEL_BTF} (--btf has nothing to read)")
     modules = loaded("add", "-D", "--btf", "vfs_read count file->f_pos")
     assert "elftools" not in modules and "probectl.debuginfo.dwarf" not in modules
-    assert "probectl.btfpoints" in modules
+    assert "probectl.resolve.btf" in modules
 
 
 def test_script_loads_neither_grammars_nor_dwarf():

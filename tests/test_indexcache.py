@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from conftest import _missing, build_fixture, build_static_pair, kernel_testdata
-from probectl.debuginfo import dieindex, dwarf, indexcache, namesearch
+from probectl.debuginfo.dwarf import dieindex, namesearch
+from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
-from probectl.debuginfo.dwarfsections import SectionMap
+from probectl.debuginfo.dwarf.sections import SectionMap
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.indexcache import CompactIndex
 from probectl.debuginfo.symtab import SymbolTables, _alias_rank
-from probectl.kernel import _MARK_NAMES, KprobeRules
+from probectl.target.kernel import _MARK_NAMES, KprobeRules
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))

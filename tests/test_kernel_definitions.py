@@ -13,7 +13,7 @@ import pytest
 from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ProbectlError
 from probectl.events import EventDefinition
-from probectl.naming import assign_events
+from probectl.probes.naming import assign_events
 from probectl.resolve import Resolver, Target
 from probectl.spec import parse_probe
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from probectl.kernel import find_module, module_name
+from probectl.target.kernel import find_module, module_name
 
 from conftest import kernel_testdata
 

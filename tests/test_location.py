@@ -15,14 +15,14 @@ import pytest
 from elftools.dwarf.structs import DWARFStructs
 from elftools.elf.elffile import ELFFile
 
-from probectl.debuginfo import lines as L
-from probectl.debuginfo.cfi import CallFrames, CfaRule
+from probectl.debuginfo.dwarf import lines as L
+from probectl.debuginfo.dwarf.cfi import CallFrames, CfaRule
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.fetch import expand_variables, fetch_variable
-from probectl.debuginfo.location import (Computed, EvalContext, LocationError, Memory, Reg, Register,
+from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
+from probectl.debuginfo.dwarf.location import (Computed, EvalContext, LocationError, Memory, Reg, Register,
                                          RenderOptions, Value, evaluate, expression_at, parse_expression,
                                          register_name, render_memory, render_value)
-from probectl.debuginfo.variables import VariableNotFound, VariableUnavailable, best_scope, find_variable
+from probectl.debuginfo.dwarf.variables import VariableNotFound, VariableUnavailable, best_scope, find_variable
 from probectl.spec import TypeSpec, Variable, parse_probe
 
 from test_dwarf import fixture_bins, perf_oracle, probe_points, probectl_definitions, render  # noqa: F401
@@ -126,7 +126,7 @@ def test_globals_in_kprobe_and_uprobe_syntax():
     place = evaluate(ops(0x03, 0x10, 0x40, 0, 0, 0, 0, 0, 0), EvalContext(symbol_name="counter"))
     assert fetch_of(place) == "@counter+0"
     assert fetch_of(place, RenderOptions(symbol_base=0)) == "@+0x4010"
-    deref = Memory(Value(__import__("probectl.debuginfo.location", fromlist=["Deref"]).Deref(place.address), 8))
+    deref = Memory(Value(__import__("probectl.debuginfo.dwarf.location", fromlist=["Deref"]).Deref(place.address), 8))
     assert fetch_of(deref) == "+8(@counter+0)"
 
 
@@ -410,7 +410,7 @@ def test_constant_values_and_implicit_pointers(constants_binary, perf_oracle):
         fetch_variable(di, fn, fn.entry, Variable("k"), immediates=False)
     # p = &target with target kept only in a register: DW_OP_implicit_pointer. perf: "Sorry, we
     # don't support this variable location yet."; we say why.
-    from probectl.debuginfo.location import location_entries
+    from probectl.debuginfo.dwarf.location import location_entries
 
     address = location_entries(di, find_variable(di, "p", fn.entry, fn.die).die)[0].low
     with pytest.raises(VariableUnavailable) as exc:

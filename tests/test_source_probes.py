@@ -623,7 +623,8 @@ def _debuginfo(path: str):
 def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
     """The name index read back from the cache equals the one built; a damaged, foreign or
     unreadable cache file is rebuilt (or ignored) without changing results; caching can be off."""
-    from probectl.debuginfo import dieindex, indexcache
+    from probectl.debuginfo.dwarf import dieindex
+    from probectl.debuginfo import indexcache
 
     path = binary("dwarf_structs", "-O2")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -703,7 +704,7 @@ def _cu_sample(di, limit: int = 60):
 def test_byte_scanners_match_pyelftools(name, opt):
     """.debug_aranges, each CU's top-level functions/variables and the name index, read from the
     section bytes, against pyelftools' own parse of the same DWARF."""
-    from probectl.debuginfo.dieindex import _scan_with_pyelftools, top_level_dies
+    from probectl.debuginfo.dwarf.dieindex import _scan_with_pyelftools, top_level_dies
 
     path = binary(name, opt)
     try:
@@ -736,7 +737,7 @@ def test_byte_scanners_match_pyelftools(name, opt):
 def test_abbreviation_entries_shared_only_when_equal():
     """Entries are remembered by their bytes up to the first "0 0"; an implicit constant of 0 or
     an empty attribute list ends an entry elsewhere, and must not be confused with another."""
-    from probectl.debuginfo.diescan import _parse_entry, compiled_table
+    from probectl.debuginfo.dwarf.diescan import _parse_entry, compiled_table
 
     def uleb(n):
         out = bytearray()

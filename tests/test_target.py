@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import _missing, build_fixture
-from probectl import target as target_mod
+from probectl.target import binary as target_mod
 from probectl.errors import TargetError
-from probectl.target import (find_library, find_target, library_name_matches, mapped_libraries,
+from probectl.target.binary import (find_library, find_target, library_name_matches, mapped_libraries,
                              parse_ld_so_cache, read_ld_so_cache, uprobe_group_name)
 
 

@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
-from probectl.debuginfo import types as T
+from probectl.debuginfo.dwarf import types as T
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.fetch import available_variables, fetch_variable, retval_type
+from probectl.resolve.dwarf_fetch import available_variables, fetch_variable, retval_type
 from probectl.spec import TypeSpec, parse_probe
 
 from conftest import BUILD_DIR, FIXTURES
@@ -301,7 +301,7 @@ def test_live_values_equal_the_programs(fixture_bins, live_tracefs, opt, extra):
     """Fetch the fixture's values with uprobes built from our fetch arguments (bitfields, packed
     bitfields, a struct in a register, globals via @+OFFSET, strings) and compare them with
     the EXPECT lines the program prints."""
-    from probectl.debuginfo import lines as L
+    from probectl.debuginfo.dwarf import lines as L
 
     binary = fixture_bins.path("dwarf_structs", opt, extra)
     di = fixture_bins.di("dwarf_structs", opt, extra)

@@ -28,7 +28,7 @@ import pytest
 
 from conftest import _missing, build_fixture
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.x86insn import (BoundaryError, InstructionDecodeError, check_boundary,
+from probectl.arch.x86_insn import (BoundaryError, InstructionDecodeError, check_boundary,
                                         check_probe_offset, insn_length, instruction_starts)
 from probectl.errors import ProbectlError, ResolveError
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from ..errors import ProbectlError, ProbePointNotFound, TracefsError
-from ..kernel import check_vmlinux, find_module, find_running_vmlinux
-from ..points import Target
-from ..target import find_target
+from ..target.kernel import check_vmlinux, find_module, find_running_vmlinux
+from ..resolve.points import Target
+from ..target.binary import find_target
 from ..tracefs import Tracefs
 from . import cli, notice
 
@@ -67,7 +67,7 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
-    from ..probeset import ProbeSet
+    from ..probes import ProbeSet
 
     texts = list(added) + list(probedefs)
     if not texts:
@@ -136,7 +136,7 @@ def _print_added(named, target: Target) -> None:
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed.")
 def delete(patterns, exec_, dry_run):
     """Remove probe events matching [GROUP:]EVENT globs (no GROUP matches any group)."""
-    from ..listing import select_events
+    from ..probes.listing import select_events
 
     tfs = _open_tracefs()
     binary = str(find_target(exec_)) if exec_ else None
@@ -161,7 +161,7 @@ def delete(patterns, exec_, dry_run):
 @click.pass_context
 def list_(ctx, patterns, as_json, tracepoints):
     """List probe events (kprobes and uprobes, whoever added them)."""
-    from ..listing import describe, select_events
+    from ..probes.listing import describe, select_events
 
     if tracepoints:
         if len(patterns) > 1:
@@ -224,7 +224,7 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
     from ..resolve import Resolver
-    from ..sourceview import list_lines
+    from ..probes.show import list_lines
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
@@ -246,7 +246,7 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
 def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     """Show the variables that can be fetched at a probe point (perf -V)."""
     from ..resolve import Resolver
-    from ..sourceview import list_btf_variables, list_variables, point_title
+    from ..probes.show import list_btf_variables, list_variables, point_title
     from ..spec import parse_point
 
     point = parse_point(probepoint)

@@ -231,14 +231,14 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     command = ctx.meta.get("probectl.command", [])
     if not probedefs and not events:
         raise click.UsageError("give probe definitions to add, or existing events with -e")
-    from ..cleanup import cleanup_stale, probe_state
+    from ..record.cleanup import cleanup_stale, probe_state
 
     chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
     tfs = _open_tracefs()
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
 
-    from ..probeset import ProbeSet  # the resolver's imports (DWARF, grammars) only for `trace`
+    from ..probes import ProbeSet  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target
 
     probes = ProbeSet.resolve(list(probedefs), make_target(exec_), x_types=tfs.features.x_types,
@@ -263,9 +263,9 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
 def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Optional[str], command: list[str],
                   pids: list[int], system_wide: bool, fields: tuple[str, ...], kind: str,
                   buffer_kb: Optional[int]) -> None:
-    from ..enumnames import EnumNames
+    from ..record.enumnames import EnumNames
     from ..filters import compile_filter
-    from ..livestream import LiveStream
+    from ..record.livestream import LiveStream
     from ..record import SelectedEvent, select_events
 
     names = list(dict.fromkeys((d.group, d.event) for d in defs))
@@ -385,7 +385,7 @@ def fields(event, as_json, show_common):
 @cli.command()
 def cleanup():
     """Remove what killed probectl runs left behind: their tracefs instances and 'trace' probes."""
-    from ..cleanup import cleanup_stale
+    from ..record.cleanup import cleanup_stale
 
     tfs = _open_tracefs()
     removed = cleanup_stale(tfs, notice)

@@ -175,7 +175,7 @@ def load_names(debuginfo: "DebugInfo") -> Optional[tuple[Index, Index]]:
 
 def load_or_build(debuginfo: "DebugInfo") -> tuple[Index, Index]:
     """(functions, variables) name indexes of ``debuginfo``: from the cache, else built and cached."""
-    from .dieindex import build_indexes
+    from .dwarf.dieindex import build_indexes
 
     if cache_dir() is None:
         return build_indexes(debuginfo)

@@ -1,0 +1,1 @@
+"""Machine facts: x86-64 instruction lengths (:mod:`.x86_insn`)."""

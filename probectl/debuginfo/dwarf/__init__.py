@@ -1,0 +1,739 @@
+"""DWARF debug information of one binary: compilation units, functions, inline instances and scopes.
+
+``DebugInfo`` wraps pyelftools' ``DWARFInfo`` for the questions a probe resolver asks, the way
+``perf probe`` answers them (``probe-finder.c``/``dwarf-aux.c``), and caches every answer:
+
+- which compilation unit holds an address (``.debug_aranges``, parsing nothing else);
+- which functions a name or glob means, in every CU (same-named static functions included),
+  and the inline instances of an inline function;
+- the nested scopes (function, inline instances, lexical blocks) at an address.
+
+Line tables live in ``lines.py`` (lazy patterns in ``source.py``), variable lookup in
+``variables.py``, fetch arguments and listings in ``fetch.py``, location expressions in
+``location.py``, types in ``types.py``, call-frame information in ``cfi.py``, the raw name index
+in ``dieindex.py`` (its byte scanner in ``diescan.py``, one-name searches in ``namesearch.py``), the
+plain form readers in ``forms.py`` and DIE helpers in ``die.py``.
+
+DWARF sections of executables and shared objects are never relocated: their addresses are final,
+and relocating costs seconds on large libraries. Relocatable objects (kernel modules, ``.o``) are
+opened with relocation. How the sections are opened (mapped, and without pyelftools' ELFFile where
+it is not needed) is in ``dwarfsections.py``.
+"""
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+
+from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
+from elftools.construct import ConstructError
+from elftools.dwarf.compileunit import CompileUnit
+from elftools.dwarf.die import DIE
+
+from ...errors import DebugInfoError, ProbectlError
+from .sections import open_dwarf
+from .forms import accelerate
+from .die import (SCOPE_TAGS, die_attr, die_key, die_linkage_name, die_name, die_origin, die_ref, die_type,  # noqa: F401
+                  guarded, is_glob, tail_match)
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
+
+# From this size of .debug_info on (a kernel's is 160 MB), an exact name is searched for in the
+# bytes instead of indexing every CU first (see DebugInfo._refs).
+SEARCH_NAMES_FROM = 32 << 20
+
+
+@dataclass(eq=False)
+class Function:
+    """A function definition (``DW_TAG_subprogram``) or one instance of it.
+
+    An out-of-line function has code: ``entry`` and ``ranges`` are set. An inline function's
+    abstract definition has none (``abstract`` is True); its instances are other ``Function``
+    objects with ``inlined`` True (``DW_TAG_inlined_subroutine``) carrying the call site, or
+    out-of-line concrete copies (``DW_TAG_subprogram`` with an abstract origin).
+    """
+
+    name: str
+    die: DIE
+    cu: CompileUnit
+    debuginfo: "DebugInfo" = field(repr=False)
+    decl_line: int
+    entry: Optional[int]
+    ranges: tuple[tuple[int, int], ...]
+    linkage_name: Optional[str] = None
+    inlined: bool = False
+    call_file: Optional[str] = None
+    call_line: int = 0
+    external: bool = False
+    abstract: bool = False
+    caller: Optional["Function"] = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return die_key(self.die)
+
+    @functools.cached_property
+    def decl_file(self) -> Optional[str]:
+        """The file that declares it; read on first use (it needs the CU's line-table header)."""
+        return self.debuginfo.decl_file(self.die)
+
+    @property
+    def low(self) -> Optional[int]:
+        return min((lo for lo, _ in self.ranges), default=None)
+
+    @property
+    def high(self) -> Optional[int]:
+        return max((hi for _, hi in self.ranges), default=None)
+
+    def contains(self, address: int) -> bool:
+        return any(lo <= address < hi for lo, hi in self.ranges)
+
+    def __repr__(self) -> str:
+        kind = "inline " if self.inlined else "abstract " if self.abstract else ""
+        where = f"@0x{self.entry:x}" if self.entry is not None else ""
+        return f"<Function {kind}{self.name}{where} {self.decl_file}:{self.decl_line}>"
+
+
+class DebugInfo:
+    """The DWARF of one binary, read from the binary itself or from its separate debug file.
+
+    :param path: the file that holds the DWARF sections
+    :param binary: the runtime binary (for ``.eh_frame`` when the debug file only has NOBITS
+        copies of the loaded sections); defaults to ``path``
+    """
+
+    def __init__(self, path: os.PathLike | str, binary: Optional[os.PathLike | str] = None):
+        self.path = str(path)
+        self.binary_path = str(binary) if binary is not None else self.path
+        try:
+            self._file = open(self.path, "rb")
+        except OSError as exc:
+            raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
+        try:
+            self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size = open_dwarf(self._file)
+            accelerate(self.dwarf)
+        except ProbectlError:
+            self._file.close()
+            raise
+        except (ELFError, ELFParseError, DWARFError, ConstructError, ValueError) as exc:
+            self._file.close()
+            raise DebugInfoError(f"{self.path}: unreadable ELF/DWARF ({exc})",
+                                 hint="check that the file is a complete ELF file with debug information") from None
+        self._cu_index: Optional[list[tuple[int, int, int]]] = None
+        self._aranges: Optional[tuple[list[int], list[int], list[int]]] = None
+        self._aranges_loaded = False
+        self._cus: Optional[list[CompileUnit]] = None
+        self._cu_functions: dict[int, list[DIE]] = {}
+        self._cu_variables: dict[int, list[DIE]] = {}
+        self._name_index: Optional[Mapping[str, list[tuple[int, int]]]] = None
+        self._variable_index: Mapping[str, list[tuple[int, int]]] = {}
+        self._lookups: Optional[dict[str, tuple[list, list]]] = None
+        self._functions_cache: dict[tuple[int, int], Function] = {}
+        self._instances_cache: dict[tuple[int, int], list[Function]] = {}
+        self._children: dict[tuple[int, int], list[DIE]] = {}
+        self._cache: dict = {}
+
+    @property
+    def elffile(self) -> "ELFFile":
+        """pyelftools' ELFFile of the file (call-frame information reads its sections); opened on
+        first use when the DWARF was read without it."""
+        if self._elffile is None:
+            from .mappedelf import MappedELFFile
+
+            self._elffile = MappedELFFile(self._file)
+        return self._elffile
+
+    @classmethod
+    def open(cls, binary: os.PathLike | str, debug_file: Optional[os.PathLike | str] = None,
+             extra_dirs: Iterable[os.PathLike | str] = ()) -> "DebugInfo":
+        """DWARF for ``binary``: from ``debug_file`` if given, the binary itself if it has
+        ``.debug_info``, else its separate debug file (build-id, ``.gnu_debuglink``).
+
+        A missing debug file raises DebugInfoError listing every path tried.
+        """
+        if debug_file is not None:
+            return cls(debug_file, binary)
+        from ..elf import ElfFile, find_debug_file
+
+        with ElfFile(binary) as elf:
+            if elf.has_dwarf:
+                return cls(binary, binary)
+            found, tried = find_debug_file(elf, extra_dirs)
+        if found is None:
+            lines = "\n".join(f"  {t}" for t in tried)
+            raise DebugInfoError(
+                f"{binary} has no debug information, and no separate debug file was found; tried:\n{lines}",
+                hint="install the debug symbols (Debian: the -dbg or -dbgsym package of the binary's package, "
+                     "e.g. libc6-dbg for libc), or pass the debug file explicitly")
+        return cls(found, binary)
+
+    def close(self) -> None:
+        self._file.close()
+        extra = self._cache.get("binary_file")
+        if extra is not None:
+            extra.close()
+
+    def __enter__(self) -> "DebugInfo":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<DebugInfo {self.path}>"
+
+    # --- compilation units ------------------------------------------------------------------
+
+    @guarded
+    def compile_units(self) -> list[CompileUnit]:
+        """Every CU, in section order (headers only are parsed)."""
+        if self._cus is None:
+            self._cus = list(self.dwarf.iter_CUs())
+        return self._cus
+
+    def _get_aranges(self) -> Optional[tuple[list[int], list[int], list[int]]]:
+        """``.debug_aranges`` as sorted (starts, ends, CU offsets), or None without the section."""
+        if not self._aranges_loaded:
+            self._aranges_loaded = True
+            sec = self.dwarf.debug_aranges_sec
+            if sec is not None:
+                from .dieindex import parse_aranges, section_data
+
+                self._aranges = parse_aranges(section_data(sec), self.little_endian)
+        return self._aranges
+
+    def _aranges_cu_offset(self, address: int) -> Optional[int]:
+        """The offset of the CU that ``.debug_aranges`` says holds ``address`` (None if none does)."""
+        table = self._get_aranges()
+        if table is None or not table[0]:
+            return None
+        starts, ends, offsets = table
+        i = bisect.bisect_right(starts, address) - 1
+        if i >= 0 and address < ends[i]:
+            return offsets[i]
+        return None
+
+    @guarded
+    def cu_at(self, address: int) -> Optional[CompileUnit]:
+        """The CU whose code contains ``address``: through ``.debug_aranges`` when it has the
+        address, else through each CU's own DW_AT_low_pc/high_pc/ranges."""
+        offset = self._aranges_cu_offset(address)
+        if offset is not None:
+            return self.dwarf.get_CU_at(offset)
+        for lo, hi, offset in self._cu_ranges():
+            if lo <= address < hi:
+                return self.dwarf.get_CU_at(offset)
+        return None
+
+    def _cu_ranges(self) -> list[tuple[int, int, int]]:
+        # Fallback for CUs missing from .debug_aranges (clang emits none by default): parse
+        # every CU's top DIE once.
+        if self._cu_index is None:
+            index = []
+            for cu in self.compile_units():
+                for lo, hi in self.die_ranges(cu.get_top_DIE()):
+                    index.append((lo, hi, cu.cu_offset))
+            index.sort()
+            self._cu_index = index
+        return self._cu_index
+
+    def cu_name(self, cu: CompileUnit) -> str:
+        return die_name(cu.get_top_DIE()) or ""
+
+    def comp_dir(self, cu: CompileUnit) -> str:
+        value = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
+        return value.value.decode("utf-8", "replace") if value is not None and isinstance(value.value, bytes) else ""
+
+    def cu_base(self, cu: CompileUnit) -> int:
+        top = cu.get_top_DIE()
+        low = top.attributes.get("DW_AT_low_pc")
+        return low.value if low is not None else 0
+
+    def cu_is_optimized(self, cu: CompileUnit) -> bool:
+        """perf's ``die_is_optimized_target``: some variable of the CU uses a location list."""
+        key = ("optimized", cu.cu_offset)
+        if key not in self._cache:
+            from .dieindex import uses_location_lists
+
+            found = uses_location_lists(self, cu)
+            if found is None:  # a CU the byte scanner cannot read: ask pyelftools
+                found = False
+                version = cu.header.version
+                for die in cu.iter_DIEs():
+                    if die.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
+                        loc = die.attributes.get("DW_AT_location")
+                        if loc is not None and (loc.form in ("DW_FORM_sec_offset", "DW_FORM_loclistx")
+                                                or (version < 4 and loc.form in ("DW_FORM_data4", "DW_FORM_data8"))):
+                            found = True
+                            break
+            self._cache[key] = found
+        return self._cache[key]
+
+    # --- addresses of DIEs ------------------------------------------------------------------
+
+    @guarded
+    def die_ranges(self, die: DIE) -> list[tuple[int, int]]:
+        """The address ranges of a DIE in DW_AT_ranges order (low_pc/high_pc gives one range)."""
+        attrs = die.attributes
+        low = attrs.get("DW_AT_low_pc")
+        high = attrs.get("DW_AT_high_pc")
+        if low is not None and high is not None:
+            if high.form.startswith("DW_FORM_addr"):
+                return [(low.value, high.value)]
+            return [(low.value, low.value + high.value)]
+        rng = attrs.get("DW_AT_ranges")
+        if rng is None and low is not None:
+            return [(low.value, low.value + 1)]
+        if rng is None:
+            return []
+        lists = self.dwarf.range_lists()
+        if lists is None:
+            return []
+        cu = die.cu
+        if cu.header.version < 5 and rng.form not in ("DW_FORM_sec_offset", "DW_FORM_data4", "DW_FORM_data8"):
+            return []
+        offset = rng.value
+        if die.tag != "DW_TAG_compile_unit" and cu.header.version < 5:
+            base_attr = cu.get_top_DIE().attributes.get("DW_AT_ranges_base")
+            if base_attr is not None and rng.form != "DW_FORM_sec_offset":
+                offset += base_attr.value
+        entries = lists.get_range_list_at_offset(offset, cu=cu)
+        base = self.cu_base(cu)
+        out = []
+        for e in entries:
+            if hasattr(e, "base_address"):
+                base = e.base_address
+                continue
+            lo, hi = e.begin_offset, e.end_offset
+            if not getattr(e, "is_absolute", False):
+                lo, hi = lo + base, hi + base
+            if hi > lo:
+                out.append((lo, hi))
+        return out
+
+    def die_entry(self, die: DIE) -> Optional[int]:
+        """perf's ``die_entrypc``: DW_AT_entry_pc, else DW_AT_low_pc, else the first DW_AT_ranges entry."""
+        attrs = die.attributes
+        entry = attrs.get("DW_AT_entry_pc")
+        if entry is not None:
+            if entry.form.startswith("DW_FORM_addr"):
+                return entry.value
+            ranges = self.die_ranges(die)
+            if ranges:
+                base = attrs["DW_AT_low_pc"].value if "DW_AT_low_pc" in attrs else ranges[0][0]
+                return base + entry.value
+        low = attrs.get("DW_AT_low_pc")
+        if low is not None:
+            return low.value
+        ranges = self.die_ranges(die)
+        return ranges[0][0] if ranges else None
+
+    def die_contains(self, die: DIE, address: int) -> bool:
+        return any(lo <= address < hi for lo, hi in self.die_ranges(die))
+
+    # --- files ------------------------------------------------------------------------------
+
+    @guarded
+    def decl_file(self, die: DIE) -> Optional[str]:
+        index = die_attr(die, "DW_AT_decl_file")
+        if index is None:
+            return None
+        return self.file_name(die.cu, index)
+
+    def call_file(self, die: DIE) -> Optional[str]:
+        index = die.attributes.get("DW_AT_call_file")
+        return self.file_name(die.cu, index.value) if index is not None else None
+
+    def file_name(self, cu: CompileUnit, index: int) -> Optional[str]:
+        """The path of file ``index`` of the CU's line table, absolute as elfutils builds it."""
+        from .lines import line_table
+
+        return line_table(self, cu).file_name(index)
+
+    # --- children, cached -------------------------------------------------------------------
+
+    def children(self, die: DIE) -> list[DIE]:
+        """The children of a DIE (cached); a corrupt sibling chain that does not move forward
+        raises DebugInfoError instead of looping."""
+        key = die_key(die)
+        kids = self._children.get(key)
+        if kids is None:
+            kids = []
+            if die.has_children:
+                last = die.offset
+                for child in die.iter_children():
+                    if child.offset <= last:
+                        raise DebugInfoError(f"{self.path}: corrupt DWARF (DIE 0x{die.offset:x} has a child "
+                                             f"list that loops)", hint="the debug information is damaged")
+                    last = child.offset
+                    kids.append(child)
+            self._children[key] = kids
+        return kids
+
+    def cu_functions(self, cu: CompileUnit) -> list[DIE]:
+        """Top-level DW_TAG_subprogram DIEs of a CU, in DIE order."""
+        dies = self._cu_functions.get(cu.cu_offset)
+        if dies is None:
+            from .dieindex import top_level_dies
+
+            found = top_level_dies(self, cu)
+            if found is not None:
+                # Only these DIEs are parsed, not the types and declarations around them.
+                self._cu_functions[cu.cu_offset] = [cu.get_DIE_from_refaddr(off) for off in found[0]]
+                self._cu_variables[cu.cu_offset] = [cu.get_DIE_from_refaddr(off) for off in found[1]]
+                return self._cu_functions[cu.cu_offset]
+            dies = []
+            variables = []
+            for die in self.children(cu.get_top_DIE()):
+                if die.tag == "DW_TAG_subprogram":
+                    dies.append(die)
+                elif die.tag == "DW_TAG_variable":
+                    variables.append(die)
+                elif die.tag == "DW_TAG_namespace" or die.tag == "DW_TAG_module":
+                    for sub in self.children(die):
+                        if sub.tag == "DW_TAG_subprogram":
+                            dies.append(sub)
+                        elif sub.tag == "DW_TAG_variable":
+                            variables.append(sub)
+            self._cu_functions[cu.cu_offset] = dies
+            self._cu_variables[cu.cu_offset] = variables
+        return dies
+
+    def cu_variables(self, cu: CompileUnit) -> list[DIE]:
+        """Top-level DW_TAG_variable DIEs of a CU (globals, file statics, declarations)."""
+        self.cu_functions(cu)
+        return self._cu_variables[cu.cu_offset]
+
+    # --- functions --------------------------------------------------------------------------
+
+    def function(self, die: DIE) -> Function:
+        """The Function for a DW_TAG_subprogram or DW_TAG_inlined_subroutine DIE (cached)."""
+        key = die_key(die)
+        fn = self._functions_cache.get(key)
+        if fn is None:
+            origin = die_origin(die)
+            name = die_name(die) or ""
+            ranges = tuple(self.die_ranges(die))
+            entry = self.die_entry(die) if ranges or "DW_AT_entry_pc" in die.attributes else None
+            inlined = die.tag == "DW_TAG_inlined_subroutine"
+            call_line = die.attributes["DW_AT_call_line"].value if "DW_AT_call_line" in die.attributes else 0
+            fn = Function(
+                name=name, die=die, cu=die.cu, debuginfo=self,
+                decl_line=die_attr(die, "DW_AT_decl_line") or 0,
+                entry=entry, ranges=ranges,
+                linkage_name=die_linkage_name(die),
+                inlined=inlined,
+                call_file=self.call_file(die) if inlined else None,
+                call_line=call_line,
+                external=bool(die_attr(die, "DW_AT_external")),
+                abstract=(not ranges and entry is None and ("DW_AT_inline" in origin.attributes
+                                                            or "DW_AT_inline" in die.attributes)),
+            )
+            self._functions_cache[key] = fn
+        return fn
+
+    @staticmethod
+    def _is_definition(die: DIE) -> bool:
+        # perf's die_is_func_def: a subprogram that is not a declaration.
+        return die.tag == "DW_TAG_subprogram" and "DW_AT_declaration" not in die.attributes
+
+    def _matches(self, die: DIE, pattern: str, glob: bool) -> bool:
+        names = (die_name(die), die_linkage_name(die))
+        if glob:
+            return any(n is not None and fnmatch.fnmatchcase(n, pattern) for n in names)
+        return pattern in names
+
+    @guarded
+    def find_functions(self, pattern: str, src: Optional[str] = None) -> list[Function]:
+        """Function definitions named ``pattern`` (DW_AT_name or DW_AT_linkage_name; a glob if it
+        has ``*?[``), in every CU, as perf finds them.
+
+        With an exact name, the first matching definition of each CU is taken (so a static
+        function defined in several CUs gives one Function per CU); a glob takes every match.
+        ``src`` keeps the definitions whose DW_AT_decl_file ends with it (``FUNC@SRC``).
+        Inline functions come back as abstract definitions: expand them with ``instances()``,
+        or use ``probe_functions()`` to get code addresses directly.
+        """
+        glob = is_glob(pattern)
+        if not glob:
+            return self._find_exact(pattern, src)
+        found: list[Function] = []
+        for cu in self._candidate_cus(pattern, glob):
+            for die in self.cu_functions(cu):
+                if not self._is_definition(die) or not self._matches(die, pattern, glob):
+                    continue
+                if src is not None and not tail_match(self.decl_file(die), src):
+                    continue
+                found.append(self.function(die))
+                if not glob:
+                    break
+        return found
+
+    def _find_exact(self, name: str, src: Optional[str]) -> list[Function]:
+        """``find_functions`` of an exact name: the same first match per CU, found by parsing only
+        the DIEs the name index lists, not every function of the CU. (The index holds top-level
+        definitions, found as ``cu_functions`` finds subprograms: a test checks that both ways
+        give the same functions.)"""
+        by_cu: dict[int, list[int]] = {}
+        for cu_offset, die_offset in self.function_refs(name):
+            by_cu.setdefault(cu_offset, []).append(die_offset)
+        found: list[Function] = []
+        for cu_offset in sorted(by_cu):
+            cu = self.dwarf.get_CU_at(cu_offset)
+            for offset in sorted(by_cu[cu_offset]):
+                die = cu.get_DIE_from_refaddr(offset)
+                if not self._is_definition(die) or not self._matches(die, name, False):
+                    continue
+                if src is not None and not tail_match(self.decl_file(die), src):
+                    continue
+                found.append(self.function(die))
+                break
+        return found
+
+    def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, object]]]:
+        """``dieindex.function_bounds`` of the CU (cached); None once its functions are parsed anyway."""
+        key = ("bounds", cu.cu_offset)
+        if key not in self._cache:
+            from .dieindex import function_bounds
+
+            self._cache[key] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
+        return self._cache[key]
+
+    def _candidate_cus(self, pattern: str, glob: bool) -> Iterator[CompileUnit]:
+        # Only the CUs the name index says define a matching name are parsed, in CU order.
+        if glob:
+            index = self.name_index()
+            refs = [ref for name in index if fnmatch.fnmatchcase(name, pattern) for ref in index[name]]
+        else:
+            refs = self.function_refs(pattern)
+        for cu_offset in sorted({cu_offset for cu_offset, _ in refs}):
+            yield self.dwarf.get_CU_at(cu_offset)
+
+    @guarded
+    def name_index(self) -> Mapping[str, list[tuple[int, int]]]:
+        """Name (and linkage name) of every top-level function definition → [(CU offset, DIE offset)].
+
+        Built once, by walking the top-level DIEs of every CU (``DW_AT_sibling`` skips bodies),
+        and kept on disk for the next run (``indexcache``).
+        """
+        if self._name_index is None:
+            from ..indexcache import load_or_build
+
+            self._name_index, self._variable_index = load_or_build(self)
+        return self._name_index
+
+    @guarded
+    def variable_index(self) -> Mapping[str, list[tuple[int, int]]]:
+        """Name of every top-level variable with a location (or DW_AT_external) → [(CU offset, DIE offset)]."""
+        self.name_index()
+        return self._variable_index
+
+    def function_refs(self, name: str) -> list[tuple[int, int]]:
+        """``name_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
+        return self._refs(name)[0]
+
+    def variable_refs(self, name: str) -> list[tuple[int, int]]:
+        """``variable_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
+        return self._refs(name)[1]
+
+    @guarded
+    def _refs(self, name: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The function and variable references of one exact name, as the full indexes list them.
+
+        In a large file (``SEARCH_NAMES_FROM`` bytes of .debug_info: a kernel) without a cached full
+        index, the name is searched for (``namesearch.lookup_name``: seconds less than indexing every
+        CU) and the answer is kept on disk (``indexcache``) for the next run."""
+        if self._name_index is None and self._searches_names():
+            found = self._lookups.get(name) if self._lookups is not None else None
+            if found is None:
+                found = self._search_name(name)
+            if found is not None:
+                return found
+        index = self.name_index()
+        return list(index.get(name, ())), list(self._variable_index.get(name, ()))
+
+    def _searches_names(self) -> bool:
+        info = self.dwarf.debug_info_sec
+        return info is not None and info.size >= SEARCH_NAMES_FROM
+
+    def _search_name(self, name: str) -> Optional[tuple[list, list]]:
+        from .. import indexcache
+
+        if self._lookups is None:
+            self._lookups = indexcache.load_lookups(self)
+            if name in self._lookups:
+                return self._lookups[name]
+            full = indexcache.load_names(self)
+            if full is not None:  # a full index made earlier (a glob, `funcs`) answers everything
+                self._name_index, self._variable_index = full
+                return None
+        from .namesearch import lookup_name  # (a name answered by the cache needs no search)
+
+        found = lookup_name(self, name)
+        if found is not None:
+            self._lookups[name] = found
+            indexcache.store_lookups(self, self._lookups)
+        return found
+
+    @guarded
+    def function_names(self, pattern: str = "*") -> list[str]:
+        """Sorted names of the functions defined with code (perf ``-F``), filtered by a glob."""
+        names = set()
+        for name, refs in self.name_index().items():
+            if fnmatch.fnmatchcase(name, pattern):
+                names.add(name)
+        return sorted(names)
+
+    @guarded
+    def instances(self, func: Function, skip_redundant: bool = True) -> list[Function]:
+        """The concrete instances of an inline function in its CU (perf's ``die_walk_instances``):
+        every DW_TAG_inlined_subroutine and out-of-line DW_TAG_subprogram whose abstract origin is
+        ``func``, in DIE order. perf skips "redundant" inline instances, whose call site is the
+        function's own declaration line; ``skip_redundant`` does the same.
+        """
+        origin = die_origin(func.die)
+        key = (die_key(origin), skip_redundant)
+        cached = self._instances_cache.get(key)
+        if cached is not None:
+            return cached
+        found: list[Function] = []
+        target = origin.offset
+
+        def walk(die: DIE, caller: Optional[Function]) -> None:
+            for child in self.children(die):
+                tag = child.tag
+                if tag in ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine"):
+                    here = caller
+                    ao = child.attributes.get("DW_AT_abstract_origin")
+                    if ao is not None and ao.form != "DW_FORM_ref_addr":
+                        if ao.value + child.cu.cu_offset == target and self._has_code(child):
+                            inst = self.function(child)
+                            if tag == "DW_TAG_inlined_subroutine":
+                                inst.caller = caller
+                            if not (skip_redundant and self._redundant(child, origin)):
+                                found.append(inst)
+                    if self._has_code(child):
+                        here = self.function(child)
+                    walk(child, here)
+                elif tag in ("DW_TAG_lexical_block", "DW_TAG_namespace", "DW_TAG_module"):
+                    walk(child, caller)
+
+        walk(func.cu.get_top_DIE(), None)
+        self._instances_cache[key] = found
+        return found
+
+    def _has_code(self, die: DIE) -> bool:
+        # perf's die_is_func_instance: an entry pc or DW_AT_ranges.
+        a = die.attributes
+        return "DW_AT_low_pc" in a or "DW_AT_entry_pc" in a or "DW_AT_ranges" in a
+
+    def _redundant(self, inst: DIE, origin: DIE) -> bool:
+        if inst.tag != "DW_TAG_inlined_subroutine":
+            return False
+        call_line = inst.attributes.get("DW_AT_call_line")
+        call_file = inst.attributes.get("DW_AT_call_file")
+        decl_line = origin.attributes.get("DW_AT_decl_line")
+        decl_file = origin.attributes.get("DW_AT_decl_file")
+        return (call_line is not None and decl_line is not None and call_line.value == decl_line.value
+                and call_file is not None and decl_file is not None and call_file.value == decl_file.value)
+
+    @guarded
+    def probe_functions(self, pattern: str, src: Optional[str] = None, inlines: bool = True) -> list[Function]:
+        """The code instances a ``FUNC[@SRC]`` probe point means, in perf's order: each matching
+        definition that has code, and (unless ``inlines`` is False) each instance of a matching
+        inline function. Instances without an entry address are dropped (perf: "has no entry PC").
+        """
+        out: list[Function] = []
+        seen: set[int] = set()
+        for fn in self.find_functions(pattern, src):
+            cands = [fn] if self._has_code(fn.die) else (self.instances(fn) if inlines else [])
+            for c in cands:
+                if c.entry is None or c.entry == 0:
+                    continue
+                if c.entry in seen:
+                    continue
+                seen.add(c.entry)
+                out.append(c)
+        return out
+
+    # --- what is at an address --------------------------------------------------------------
+
+    @guarded
+    def function_at(self, address: int) -> Optional[Function]:
+        """The out-of-line function (DW_TAG_subprogram with code) containing ``address``."""
+        # Usually the function a probe was just placed in: found among the few parsed so far
+        # without reading the CU's address table and function bounds.
+        if len(self._functions_cache) <= 64:
+            for fn in self._functions_cache.values():
+                if (fn.die.tag == "DW_TAG_subprogram" and fn.ranges
+                        and any(lo <= address < hi for lo, hi in fn.ranges)):
+                    return fn
+        cu = self.cu_at(address)
+        if cu is None:
+            return None
+        bounds = self._function_bounds(cu)
+        if bounds is None:
+            for die in self.cu_functions(cu):
+                if self._has_code(die) and self.die_contains(die, address):
+                    return self.function(die)
+            return None
+        # The same first match, parsing only the DIE found (and those pyelftools must judge).
+        from .dieindex import COMPLEX
+
+        for offset, bound in bounds:
+            if bound is None:
+                continue
+            if bound is COMPLEX:
+                die = cu.get_DIE_from_refaddr(offset)
+                if self._has_code(die) and self.die_contains(die, address):
+                    return self.function(die)
+            elif bound[0] <= address < bound[1]:
+                return self.function(cu.get_DIE_from_refaddr(offset))
+        return None
+
+    @guarded
+    def scope_chain(self, address: int, top: Optional[DIE] = None) -> list[DIE]:
+        """The DIEs whose code contains ``address``, outermost first: the subprogram, then each
+        inline instance and lexical block inside it down to the innermost one.
+
+        ``top`` starts the walk at that DIE instead of the subprogram.
+        """
+        if top is None:
+            fn = self.function_at(address)
+            if fn is None:
+                return []
+            top = fn.die
+        chain = [top]
+        die = top
+        while True:
+            inner = None
+            for child in self.children(die):
+                if child.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block"):
+                    if self._scope_contains(child, address):
+                        inner = child
+                        break
+            if inner is None:
+                return chain
+            chain.append(inner)
+            die = inner
+
+    def _scope_contains(self, die: DIE, address: int) -> bool:
+        if any(lo <= address < hi for lo, hi in self.die_ranges(die)):
+            return True
+        # gcc leaves holes in a lexical block's ranges where the code of a function inlined in
+        # it lies (and emits blocks without addresses): such a block still encloses the address
+        # if one of its nested scopes does, as perf's walks (which descend everywhere) find.
+        if die.tag == "DW_TAG_lexical_block":
+            return any(self._scope_contains(c, address) for c in self.children(die)
+                       if c.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block"))
+        return False
+
+    @guarded
+    def inline_chain(self, address: int) -> list[Function]:
+        """The function containing ``address`` and each inline instance it is inside, outermost first."""
+        return [self.function(d) for d in self.scope_chain(address) if d.tag != "DW_TAG_lexical_block"]

@@ -1,0 +1,121 @@
+"""Small helpers over pyelftools DIEs: attributes through abstract origins, names, references,
+and the error guard every DWARF entry point uses."""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Callable, Optional, TypeVar
+
+from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
+from elftools.construct import ConstructError
+from elftools.dwarf.die import DIE
+
+from ...errors import DebugInfoError, ProbectlError
+
+_T = TypeVar("_T")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+# Tags of DIEs that own code and variables.
+SCOPE_TAGS = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine", "DW_TAG_lexical_block")
+# Attributes that may be inherited from an abstract origin or a declaration.
+_INTEGRATE = ("DW_AT_abstract_origin", "DW_AT_specification")
+
+
+def guarded(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Turn a pyelftools parse failure into a DebugInfoError naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except ProbectlError:
+            raise
+        except (DWARFError, ELFError, ELFParseError, ConstructError, KeyError, IndexError,
+                ValueError, AssertionError, UnicodeError, NotImplementedError, RecursionError) as exc:
+            path = getattr(self, "path", None) or getattr(getattr(self, "debuginfo", None), "path", "?")
+            raise DebugInfoError(f"{path}: corrupt or unsupported DWARF ({exc.__class__.__name__}: {exc})",
+                                 hint="rebuild the binary with a supported compiler, or check the debug file "
+                                      "belongs to it") from None
+
+    return wrapper
+
+
+# --- DIE helpers ------------------------------------------------------------------------------
+
+
+def die_ref(die: DIE, attr: str) -> Optional[DIE]:
+    """The DIE an attribute of reference class points at, or None."""
+    if attr not in die.attributes:
+        return None
+    return die.get_DIE_from_attribute(attr)
+
+
+def die_attr(die: DIE, attr: str, integrate: bool = True):
+    """An attribute's value, following DW_AT_abstract_origin/DW_AT_specification when ``integrate``."""
+    seen = 0
+    while die is not None and seen < 8:
+        a = die.attributes.get(attr)
+        if a is not None:
+            return a.value
+        if not integrate:
+            return None
+        nxt = None
+        for link in _INTEGRATE:
+            if link in die.attributes:
+                nxt = die.get_DIE_from_attribute(link)
+                break
+        die = nxt
+        seen += 1
+    return None
+
+
+def die_name(die: DIE) -> Optional[str]:
+    """DW_AT_name (from the origin for concrete instances), decoded."""
+    value = die_attr(die, "DW_AT_name")
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def die_linkage_name(die: DIE) -> Optional[str]:
+    value = die_attr(die, "DW_AT_linkage_name") or die_attr(die, "DW_AT_MIPS_linkage_name")
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def die_origin(die: DIE) -> DIE:
+    """The abstract origin of a concrete instance (the DIE itself when it has none)."""
+    seen = 0
+    while "DW_AT_abstract_origin" in die.attributes and seen < 8:
+        die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
+        seen += 1
+    return die
+
+
+def die_type(die: DIE) -> Optional[DIE]:
+    """The DW_AT_type DIE, from the origin if the DIE has none."""
+    seen = 0
+    while die is not None and seen < 8:
+        if "DW_AT_type" in die.attributes:
+            return die.get_DIE_from_attribute("DW_AT_type")
+        nxt = None
+        for link in _INTEGRATE:
+            if link in die.attributes:
+                nxt = die.get_DIE_from_attribute(link)
+                break
+        die = nxt
+        seen += 1
+    return None
+
+
+def die_key(die: DIE) -> tuple[int, int]:
+    return (die.cu.cu_offset, die.offset)
+
+
+def is_glob(pattern: str) -> bool:
+    return bool(_GLOB_CHARS.search(pattern))
+
+
+def tail_match(path: Optional[str], tail: str) -> bool:
+    """perf's ``strtailcmp``: ``tail`` equals the end of ``path`` (whole path components not required)."""
+    if not path:
+        return False
+    return path.endswith(tail) or os.path.normpath(path).endswith(os.path.normpath(tail))

@@ -1,0 +1,508 @@
+"""A fast index of the functions and global variables defined at the top level of every CU.
+
+Finding a function by name means looking at every compilation unit: perf walks all of them
+(``dwarf_getfuncs``), and gcc emits no name index (``.debug_names``/``.debug_pubnames``) by
+default. This module lists each unit's definitions from its top-level DIEs, read straight from
+the section bytes by ``diescan.CUScanner`` (seconds less than pyelftools on libc), under their
+own names or those of their abstract origin or specification; ``build_indexes`` maps each name to
+the CUs that define it, and those CUs alone are then parsed by pyelftools. ``top_level_dies``
+gives one CU's functions and variables the same way, so that pyelftools parses those DIEs and not
+the types around them (``function_bounds`` adds their code ranges, for ``DebugInfo.function_at``).
+``indexcache`` keeps the index on disk; ``namesearch`` answers one exact name without it.
+
+A unit the scanner cannot read (``diescan.Unsupported``) is read with pyelftools instead.
+"""
+from __future__ import annotations
+
+import bisect
+import marshal
+import os
+import struct
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
+
+from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, FORM_ADDR, FORM_DATA4, FORM_DATA8,
+                      FORM_INDIRECT, FORM_LOCLISTX, FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE,
+                      CUScanner, Unsupported, compiled_table)
+from .forms import parse_abbrev_window
+from .leb128 import read_uleb128
+
+if TYPE_CHECKING:
+    from . import DebugInfo
+
+
+def section_data(sec) -> bytes:
+    """The bytes of a pyelftools DWARF section (already decompressed by pyelftools)."""
+    if sec is None:
+        return b""
+    stream = sec.stream
+    if hasattr(stream, "getvalue"):
+        return stream.getvalue()
+    stream.seek(0)
+    return stream.read()
+
+
+def section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:
+    """A DWARF section's bytes; the small ones (abbreviations, strings) are read once per file."""
+    if name == "debug_info_sec":
+        return section_data(debuginfo.dwarf.debug_info_sec)
+    cache = debuginfo._cache.setdefault("section_bytes", {})
+    data = cache.get(name)
+    if data is None:
+        data = cache[name] = section_data(getattr(debuginfo.dwarf, name, None))
+    return data
+
+
+def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], list[int], list[int]]:
+    """``.debug_aranges`` → (starts, ends, CU offsets), sorted by start, for bisecting.
+
+    Zero-length ranges are left out; a unit with segment selectors or an odd address size is
+    skipped; a truncated section keeps the ranges read before the damage.
+    """
+    e = "<" if little_endian else ">"
+    rows: list[tuple[int, int, int]] = []
+    pos = 0
+    size = len(data)
+    try:
+        while pos + 4 <= size:
+            (length,) = struct.unpack_from(e + "I", data, pos)
+            pos += 4
+            off_fmt = "I"
+            if length == 0xFFFFFFFF:
+                (length,) = struct.unpack_from(e + "Q", data, pos)
+                pos += 8
+                off_fmt = "Q"
+            end = pos + length
+            if length < 4 or end > size:
+                break
+            pos += 2  # version
+            (cu_offset,) = struct.unpack_from(e + off_fmt, data, pos)
+            pos += struct.calcsize(off_fmt)
+            address_size, segment_size = data[pos], data[pos + 1]
+            pos += 2
+            if address_size not in (4, 8) or segment_size:
+                pos = end
+                continue
+            pair = 2 * address_size
+            pos += (-pos) % pair  # tuples start at a multiple of their size in the section
+            usable = end - max(0, end - pos) % pair
+            fmt = e + ("QQ" if address_size == 8 else "II")
+            for start, span in struct.iter_unpack(fmt, data[pos:usable]):
+                if start == 0 and span == 0:
+                    break
+                if span:
+                    rows.append((start, start + span, cu_offset))
+            pos = end
+    except (struct.error, IndexError):
+        pass
+    rows.sort()
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def _unit_headers(info: Optional[bytes], little_endian: bool,
+                  read: Optional[Callable[[int, int], bytes]] = None, size: int = 0) -> Optional[list[tuple]]:
+    """(offset, end, first DIE offset, abbrev offset, offset size, address size, version) of each
+    compilation/partial unit in ``.debug_info``, read without pyelftools; None when a unit is of
+    a kind (type, skeleton, split units) or shape this reader leaves to pyelftools.
+
+    Without ``info``, ``read(position, length)`` gives the section's bytes (``size`` of them):
+    only the headers are read, not the units."""
+    e = "<" if little_endian else ">"
+    if read is None:
+        assert info is not None
+        data = info
+        size = len(data)
+
+        def read(at: int, length: int) -> bytes:
+            return data[at:at + length]
+
+    units = []
+    pos = 0
+    while pos + 11 <= size:
+        start = pos
+        head = read(pos, 24)  # the longest header: 64-bit length, version, unit type, sizes, offset
+        (length,) = struct.unpack_from(e + "I", head, 0)
+        at = 4
+        offset_size, off_fmt = 4, "I"
+        if length == 0xFFFFFFFF:
+            (length,) = struct.unpack_from(e + "Q", head, at)
+            at += 8
+            offset_size, off_fmt = 8, "Q"
+        elif length >= 0xFFFFFFF0:
+            return None
+        end = pos + at + length
+        if end > size:
+            return None
+        (version,) = struct.unpack_from(e + "H", head, at)
+        at += 2
+        if version >= 5:
+            unit_type, address_size = head[at], head[at + 1]
+            at += 2
+            if unit_type not in (1, 3):  # DW_UT_compile, DW_UT_partial
+                return None
+            (abbrev_offset,) = struct.unpack_from(e + off_fmt, head, at)
+            at += offset_size
+        elif version >= 2:
+            (abbrev_offset,) = struct.unpack_from(e + off_fmt, head, at)
+            at += offset_size
+            address_size = head[at]
+            at += 1
+        else:
+            return None
+        units.append((start, end, pos + at, abbrev_offset, offset_size, address_size, version))
+        pos = end
+    return units
+
+
+def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
+    """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)].
+
+    Each definition is listed under its name and its linkage name, taken from its abstract origin
+    or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do).
+    Each unit's bytes are read alone (not all of ``.debug_info`` at once); a large file's units
+    are shared between two processes (``_in_two_processes``)."""
+    units = _all_units(debuginfo)
+    if debuginfo.dwarf.debug_info_sec.size >= PARALLEL_FROM:
+        both = _in_two_processes(debuginfo, units)
+        if both is not None:
+            return both
+    return _index_units(debuginfo, units)
+
+
+# From this size of .debug_info on (a kernel's), the full index is built by two processes.
+PARALLEL_FROM = 32 << 20
+
+
+def read_unit_headers(debuginfo: "DebugInfo", info=None) -> Optional[list[tuple]]:
+    """``_unit_headers`` of the file's ``.debug_info``: read with pread when the section is mapped
+    from the open file, else from ``info`` (the section's bytes; read here when not given)."""
+    sec = debuginfo.dwarf.debug_info_sec
+    if getattr(sec.stream, "base", None) is not None and sec.global_offset is not None \
+            and not debuginfo._file.closed:
+        # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
+        fd, start = debuginfo._file.fileno(), sec.global_offset
+        return _unit_headers(None, debuginfo.little_endian,
+                             lambda at, length: os.pread(fd, length, start + at), sec.size)
+    return _unit_headers(section_data(sec) if info is None else info, debuginfo.little_endian)
+
+
+def _all_units(debuginfo: "DebugInfo") -> list[tuple]:
+    """The unit headers of ``_unit_headers`` (from pyelftools when that reader declines)."""
+    units = read_unit_headers(debuginfo)
+    if units is None:
+        units = [(cu.cu_offset, cu.cu_offset + cu.size, cu.cu_die_offset, cu.header["debug_abbrev_offset"],
+                  cu.structs.dwarf_format // 8, cu.header["address_size"], cu.header["version"])
+                 for cu in debuginfo.compile_units()]
+    return units
+
+
+def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict]:
+    unit_scanner = UnitScanner(debuginfo, None)
+    funcs: dict = {}
+    variables: dict = {}
+    for unit in units:
+        for is_function, name, ref in unit_scanner.definitions(unit):
+            (funcs if is_function else variables).setdefault(name, []).append(ref)
+    return funcs, variables
+
+
+def _in_two_processes(debuginfo: "DebugInfo", units: list[tuple]) -> Optional[tuple[dict, dict]]:
+    """``_index_units`` of all units, the second half (by size) indexed by a forked child that sends
+    its dicts back through a pipe; the halves are joined in unit order, so the result is the one
+    process's. None when forking is not possible or not safe (threads); a child that fails has its
+    half done here."""
+    import signal  # only for building a full index: not imported by every command
+    import threading
+
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() != 1 or len(units) < 2:
+        return None
+    middle = (units[0][0] + units[-1][1]) // 2
+    k = max(1, min(len(units) - 1, bisect.bisect_left([u[0] for u in units], middle)))
+    first_half, second_half = units[:k], units[k:]
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:  # the child: index the second half, send it, leave without any clean-up
+        status = 1
+        try:
+            os.close(read_end)
+            data = marshal.dumps(_index_units(debuginfo, second_half))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    reaped = False
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            funcs, variables = _index_units(debuginfo, first_half)
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        if not reaped:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    second = None
+    if status == 0:
+        try:
+            second = marshal.loads(data)
+        except (ValueError, EOFError, TypeError):
+            second = None
+    if not (type(second) is tuple and len(second) == 2 and all(type(d) is dict for d in second)):
+        second = _index_units(debuginfo, second_half)
+    for mine, theirs in ((funcs, second[0]), (variables, second[1])):
+        for name, refs in theirs.items():
+            mine.setdefault(name, []).extend(refs)
+    return funcs, variables
+
+
+class UnitScanner:
+    """Lists the definitions of one unit after another, as ``build_indexes`` indexes them, sharing
+    compiled abbreviation tables and decoded strings between units.
+
+    ``info`` is the whole ``.debug_info`` (positions are section offsets), or None to read each
+    unit's bytes alone from the section's stream (positions are then unit offsets, translated back)."""
+
+    def __init__(self, debuginfo: "DebugInfo", info: Optional[bytes]):
+        self.debuginfo = debuginfo
+        self.info = info
+        self.abbrev = section_bytes(debuginfo, "debug_abbrev_sec")
+        self.strtab = section_bytes(debuginfo, "debug_str_sec")
+        self.line_strtab = section_bytes(debuginfo, "debug_line_str_sec")
+        self.str_offsets = section_bytes(debuginfo, "debug_str_offsets_sec")
+        self.tables: dict[tuple, dict] = {}
+        self.entries: dict[tuple, dict] = {}
+        self.strings: dict[tuple[int, int], str] = {}
+
+    def definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
+        """(is a function, name, (CU offset, DIE offset)) of each definition of ``unit`` (a tuple of
+        ``_unit_headers``) under each of its names, in DIE order."""
+        cu_offset, end, die_offset, aoff, offset_size, address_size, version = unit
+        base = 0
+        info = self.info
+        if info is None:  # this unit's bytes, in unit-relative positions
+            stream = self.debuginfo.dwarf.debug_info_sec.stream
+            stream.seek(cu_offset)
+            info = stream.read(end - cu_offset)
+            base, end, die_offset = cu_offset, end - cu_offset, die_offset - cu_offset
+        records: list[tuple[bool, int]] = []
+        seen: dict[int, tuple] = {}
+        dwarf = self.debuginfo.dwarf
+        try:
+            fmt = (aoff, offset_size, address_size, version)
+            table = self.tables.get(fmt)
+            if table is None:
+                shared = self.entries.setdefault(fmt[1:], {})
+                table = self.tables[fmt] = compiled_table(self.abbrev, aoff, offset_size, address_size, version,
+                                                           shared)
+            scanner = CUScanner(info, self.strtab, self.line_strtab, self.str_offsets, offset_size, address_size,
+                                 version, self.strings)
+            scanner.scan(cu_offset - base, die_offset, end, table, records, seen)
+        except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+            cu_funcs, cu_vars = _scan_with_pyelftools(self.debuginfo, dwarf.get_CU_at(cu_offset))
+            found = [(True, name, ref) for name, refs in cu_funcs.items() for ref in refs]
+            found += [(False, name, ref) for name, refs in cu_vars.items() for ref in refs]
+            # in DIE order, as the byte scanner gives them (a name's references stay in order)
+            found.sort(key=lambda f: f[2][1])
+            yield from found
+            return
+        for is_function, offset in records:
+            for name in dict.fromkeys(_names(dwarf, seen, offset, base)):
+                if name:
+                    yield is_function, name, (cu_offset, offset + base)
+
+
+def _names(dwarf, seen: dict[int, tuple], offset: int, base: int = 0) -> tuple[Optional[str], Optional[str]]:
+    """(name, linkage name) of a scanned DIE as ``die_name``/``die_linkage_name`` give them: its own
+    attributes, else those of its abstract origin or specification (followed like ``die_attr``).
+    ``base`` is added to the scanned offsets to make them section offsets."""
+    name = linkage = None
+    ref: object = offset
+    for _ in range(9):
+        entry = seen.get(ref) if isinstance(ref, int) else None
+        if entry is None:  # an origin outside the scanned DIEs (another CU, a nested DIE)
+            from . import die_linkage_name, die_name
+
+            try:
+                die = dwarf.get_DIE_from_refaddr(ref[1] if isinstance(ref, tuple) else ref + base)
+                return name or die_name(die), linkage or die_linkage_name(die)
+            except Exception:  # a dangling reference: what was found so far
+                return name, linkage
+        own_name, own_linkage, origin = entry
+        name = name or own_name
+        linkage = linkage or own_linkage
+        if (name and linkage) or origin is None:
+            break
+        ref = origin
+    return name, linkage
+
+
+
+def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "CUScanner"]:
+    """The CU's bytes (from its header on: positions are CU offsets), its compiled abbreviation
+    table (cached per file) and a scanner for it. Only the CU is read, not all of ``.debug_info``."""
+    cache = debuginfo._cache.setdefault("top_level_scan", {})
+    if "tables" not in cache:
+        cache["tables"] = {}
+        cache["entries"] = {}
+        cache["units"] = {}
+    info = cache["units"].get(cu.cu_offset)
+    if info is None:
+        stream = debuginfo.dwarf.debug_info_sec.stream
+        stream.seek(cu.cu_offset)
+        info = cache["units"][cu.cu_offset] = stream.read(cu.size)
+    header = cu.header
+    offset_size = cu.structs.dwarf_format // 8
+    fmt = (header["debug_abbrev_offset"], offset_size, header["address_size"], header["version"])
+    table = cache["tables"].get(fmt)
+    if table is None:
+        shared = cache["entries"].setdefault(fmt[1:], {})
+        table = cache["tables"][fmt] = _abbrev_table(debuginfo, fmt[0], fmt[1:], shared)
+    return info, table, CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
+
+
+def _abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
+    """``compiled_table`` of the table at ``offset``, read from a window of the section after it
+    (``forms.parse_abbrev_window``), or from the whole section when it is already in memory."""
+    sec = debuginfo.dwarf.debug_abbrev_sec
+    whole = debuginfo._cache.get("section_bytes", {}).get("debug_abbrev_sec")
+    if whole is None and sec is not None and 0 <= offset < sec.size:
+        return parse_abbrev_window(sec.stream, offset, sec.size, lambda data: compiled_table(data, 0, *fmt, shared))
+    return compiled_table(section_bytes(debuginfo, "debug_abbrev_sec"), offset, *fmt, shared)
+
+
+def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:
+    """Offsets of the DW_TAG_subprogram and DW_TAG_variable DIEs among a CU's top-level DIEs and
+    the children of its top-level namespaces and modules, in DIE order, read from the section
+    bytes (declarations included); None when this scanner cannot read the CU."""
+    try:
+        info, table, scanner = _cu_table(debuginfo, cu)
+        funcs: list[int] = []
+        variables: list[int] = []
+        end = cu.size
+        pos = cu.cu_die_offset - cu.cu_offset
+        code, pos = read_uleb128(info, pos)
+        tag, children, specs = table[code][:3]
+        pos, _ = scanner.read_die(pos, specs, 0, False)
+        if code and children:
+            scanner.collect(pos, end, 0, table, funcs, variables, nested=True)
+        base = cu.cu_offset
+        return [base + off for off in funcs], [base + off for off in variables]
+    except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+
+
+_HIGH_PC_OFFSET_FORMS = frozenset({0x0B, 0x05, 0x06, 0x07, 0x0F, 0x21})  # data1 data2 data4 data8 udata implicit_const
+# A subprogram whose code range the byte scanner leaves to pyelftools (DW_AT_ranges, indexed addresses).
+COMPLEX = "complex"
+
+
+def _code_bounds(values: dict):
+    """What ``DebugInfo.die_ranges`` gives a subprogram with these attribute values: (low, high) for
+    one range, ``COMPLEX`` when pyelftools must say (range lists, indexed addresses), None without
+    code ranges (no DW_AT_low_pc or DW_AT_ranges)."""
+    low = values.get(AT_LOW_PC)
+    high = values.get(AT_HIGH_PC)
+    if low is not None and high is not None:
+        if low[0] != FORM_ADDR:
+            return COMPLEX
+        if high[0] == FORM_ADDR:
+            return low[1], high[1]
+        if high[0] in _HIGH_PC_OFFSET_FORMS:
+            return low[1], low[1] + high[1]
+        return COMPLEX
+    if AT_RANGES in values:
+        return COMPLEX
+    if low is not None:
+        return (low[1], low[1] + 1) if low[0] == FORM_ADDR else COMPLEX
+    return None
+
+
+def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, object]]]:
+    """(offset, code bounds) of the CU's ``cu_functions`` subprograms, in the same order, read from
+    the section bytes (see ``_code_bounds``); None when this scanner cannot read the CU."""
+    try:
+        info, table, scanner = _cu_table(debuginfo, cu)
+        funcs: list[int] = []
+        variables: list[int] = []
+        bounds: dict[int, object] = {}
+        pos = cu.cu_die_offset - cu.cu_offset
+        code, pos = read_uleb128(info, pos)
+        tag, children, specs = table[code][:3]
+        pos, _ = scanner.read_die(pos, specs, 0, False)
+        if code and children:
+            scanner.collect(pos, cu.size, 0, table, funcs, variables, nested=True, bounds=bounds)
+        base = cu.cu_offset
+        return [(base + off, _code_bounds(bounds[off])) for off in funcs]
+    except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+
+
+def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
+    """Whether some DW_TAG_variable or DW_TAG_formal_parameter of the CU has a location list
+    (DW_AT_location as sec_offset/loclistx, or data4/data8 before DWARF 4), read from the
+    section bytes: the abbreviation table says which entries would, and the DIEs are walked
+    until one of them is used. None when this scanner cannot read the CU."""
+    try:
+        info, table, scanner = _cu_table(debuginfo, cu)
+        version = cu.header["version"]
+        forms = {FORM_SEC_OFFSET, FORM_LOCLISTX} | ({FORM_DATA4, FORM_DATA8} if version < 4 else set())
+        listed = set()
+        for code, (tag, _children, specs, *_rest) in table.items():
+            if tag in (TAG_VARIABLE, TAG_FORMAL_PARAMETER):
+                for attr, form, _ in specs:
+                    if attr == AT_LOCATION and form == FORM_INDIRECT:
+                        return None
+                    if attr == AT_LOCATION and form in forms:
+                        listed.add(code)
+        if not listed:
+            return False
+        pos = cu.cu_die_offset - cu.cu_offset
+        end = cu.size
+        while pos < end:
+            code = info[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(info, pos)
+            if code == 0:
+                continue
+            if code in listed:
+                return True
+            _tag, _children, specs, fixed, *_rest = table[code]
+            if fixed is not None:
+                pos += fixed
+            else:
+                pos, _ = scanner.read_die(pos, specs, 0, False)
+        return False
+    except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+
+
+def _scan_with_pyelftools(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
+    from . import die_linkage_name, die_name
+
+    funcs: dict = {}
+    variables: dict = {}
+    for die in debuginfo.cu_functions(cu):
+        if "DW_AT_declaration" in die.attributes:
+            continue
+        for n in {die_name(die), die_linkage_name(die)}:
+            if n:
+                funcs.setdefault(n, []).append((cu.cu_offset, die.offset))
+    for die in debuginfo.cu_variables(cu):
+        a = die.attributes
+        if "DW_AT_declaration" in a or not ("DW_AT_location" in a or "DW_AT_external" in a):
+            continue
+        for n in {die_name(die), die_linkage_name(die)}:
+            if n:
+                variables.setdefault(n, []).append((cu.cu_offset, die.offset))
+    return funcs, variables

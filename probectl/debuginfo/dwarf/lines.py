@@ -1,0 +1,575 @@
+"""Line tables, and the line rules of ``perf probe``.
+
+A CU's line program is decoded here straight from ``.debug_line`` (pyelftools parses the header;
+decoding the opcodes ourselves is several times faster than its per-row state copies) and sorted
+by address the way elfutils sorts it (stable, end-of-sequence rows first at equal addresses),
+because perf's choices depend on that order.
+
+The rules follow ``perf probe`` (``dwarf-aux.c``/``probe-finder.c``):
+
+- ``walk_lines`` is ``die_walk_lines``: the ``is_stmt`` rows of a CU, or of one function without the
+  bodies of functions inlined into it (but with their call sites), plus declaration lines and
+  inline call sites that the line table lacks;
+- ``reverse_line`` is ``cu_find_lineinfo``: the line an address maps back to;
+- ``line_addresses`` is ``FUNC:RLN``/``SRC:ALN``: every address of a line in a CU, rejecting a line
+  whose address maps back to another line of the same file ("sharing the address");
+- ``probeable_lines`` is what ``perf probe -L`` numbers;
+- ``skip_prologue`` is ``die_skip_prologue``.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
+
+from elftools.dwarf.compileunit import CompileUnit
+from elftools.dwarf.die import DIE
+
+from ...errors import DebugInfoError, ResolveError
+from . import Function, die_attr, die_name, guarded, tail_match
+from .leb128 import read_sleb128, read_uleb128
+
+if TYPE_CHECKING:
+    from . import DebugInfo
+
+
+class LineRow(NamedTuple):
+    """One row of a line table."""
+
+    address: int
+    file: int
+    line: int
+    column: int
+    is_stmt: bool
+    end_sequence: bool
+    prologue_end: bool
+
+
+@dataclass(frozen=True)
+class LinePoint:
+    """An address a source line was resolved to."""
+
+    address: int
+    file: str
+    line: int
+
+
+class LineSharedError(ResolveError):
+    """A line whose code address maps back to another line of the same file (perf: "This line is
+    sharing the address with other lines."). ``suggestion`` is the line to probe instead,
+    ``(function, relative line)`` or ``(file, absolute line)``."""
+
+    def __init__(self, message: str, hint: str, suggestion: tuple[str, int]):
+        super().__init__(message, hint)
+        self.suggestion = suggestion
+
+
+def _text(value) -> str:
+    # pyelftools gives None for a string whose offset is outside the string section.
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
+class LineTable:
+    """The line table of one CU, sorted by address, with its file names.
+
+    The file names come from the header at once; the rows are decoded on first use (naming a
+    declaration's file needs only the header)."""
+
+    def __init__(self, debuginfo: "DebugInfo", cu: CompileUnit):
+        self.cu = cu
+        self.version = 0
+        self._files: list[Optional[str]] = []
+        self._rows: Optional[list[LineRow]] = []
+        self._addresses: Optional[list[int]] = []
+        program = debuginfo.dwarf.line_program_for_CU(cu)
+        if program is None:
+            return
+        header = program.header
+        self.version = header["version"]
+        comp_dir = debuginfo.comp_dir(cu)
+        dirs = [_text(d) for d in header["include_directory"]]
+        if self.version < 5:
+            dirs = [comp_dir] + dirs
+        for entry in header["file_entry"]:
+            name = _text(entry.name)
+            if not os.path.isabs(name):
+                d = dirs[entry.dir_index] if entry.dir_index < len(dirs) else ""
+                if d and not os.path.isabs(d):
+                    d = os.path.join(comp_dir, d)
+                name = os.path.join(d, name) if d else name
+            self._files.append(name)
+        self._program = (debuginfo.dwarf.debug_line_sec.stream, program, debuginfo.address_size)
+        self._rows = self._addresses = None
+
+    @property
+    def rows(self) -> list[LineRow]:
+        if self._rows is None:
+            stream, program, address_size = self._program
+            stream.seek(program.program_start_offset)
+            data = stream.read(program.program_end_offset - program.program_start_offset)
+            rows = self._decode(data, program.header, address_size)
+            rows.sort(key=lambda r: (r.address, not r.end_sequence))
+            self._rows = rows
+        return self._rows
+
+    @property
+    def addresses(self) -> list[int]:
+        if self._addresses is None:
+            self._addresses = [r.address for r in self.rows]
+        return self._addresses
+
+    @staticmethod
+    def _decode(data: bytes, header, address_size: int) -> list[LineRow]:
+        min_inst = header["minimum_instruction_length"]
+        line_base = header["line_base"]
+        line_range = header["line_range"]
+        opcode_base = header["opcode_base"]
+        default_is_stmt = bool(header["default_is_stmt"])
+        std_lengths = list(header["standard_opcode_lengths"])
+        rows: list[LineRow] = []
+        append = rows.append
+        pos = 0
+        end = len(data)
+
+        address, file, line, column = 0, 1, 1, 0
+        is_stmt, prologue_end = default_is_stmt, False
+        while pos < end:
+            op = data[pos]
+            pos += 1
+            if op >= opcode_base:
+                adj = op - opcode_base
+                address += (adj // line_range) * min_inst
+                line += line_base + adj % line_range
+                append(LineRow(address, file, line, column, is_stmt, False, prologue_end))
+                prologue_end = False
+            elif op == 0:
+                length, pos = read_uleb128(data, pos)
+                if length == 0:
+                    continue
+                sub = data[pos]
+                nxt = pos + length
+                if sub == 1:  # DW_LNE_end_sequence
+                    append(LineRow(address, file, line, column, is_stmt, True, prologue_end))
+                    address, file, line, column = 0, 1, 1, 0
+                    is_stmt, prologue_end = default_is_stmt, False
+                elif sub == 2:  # DW_LNE_set_address
+                    address = int.from_bytes(data[pos + 1:nxt], "little")
+                pos = nxt
+            elif op == 1:  # DW_LNS_copy
+                append(LineRow(address, file, line, column, is_stmt, False, prologue_end))
+                prologue_end = False
+            elif op == 2:  # advance_pc
+                v, pos = read_uleb128(data, pos)
+                address += v * min_inst
+            elif op == 3:  # advance_line
+                v, pos = read_sleb128(data, pos)
+                line += v
+            elif op == 4:  # set_file
+                file, pos = read_uleb128(data, pos)
+            elif op == 5:  # set_column
+                column, pos = read_uleb128(data, pos)
+            elif op == 6:  # negate_stmt
+                is_stmt = not is_stmt
+            elif op == 7:  # set_basic_block
+                pass
+            elif op == 8:  # const_add_pc
+                address += ((255 - opcode_base) // line_range) * min_inst
+            elif op == 9:  # fixed_advance_pc
+                address += int.from_bytes(data[pos:pos + 2], "little")
+                pos += 2
+            elif op == 10:  # set_prologue_end
+                prologue_end = True
+            elif op == 11:  # set_epilogue_begin
+                pass
+            else:  # set_isa (12) and unknown standard opcodes: skip their ULEB operands
+                n = std_lengths[op - 1] if op - 1 < len(std_lengths) else 0
+                for _ in range(n):
+                    _, pos = read_uleb128(data, pos)
+        return rows
+
+    def file_name(self, index: int) -> Optional[str]:
+        """The path of file ``index`` as DW_AT_decl_file/DW_AT_call_file and rows number it."""
+        i = index if self.version >= 5 else index - 1
+        if 0 <= i < len(self._files):
+            return self._files[i]
+        return None
+
+    def files(self) -> list[str]:
+        """Every file name of the table, in order (DWARF 5 tables list the primary file twice)."""
+        return [f for f in self._files if f is not None]
+
+    def row_at(self, address: int) -> Optional[LineRow]:
+        """The row perf's ``cu_getsrc_die`` picks for ``address``: among the rows at the
+        greatest address not above it, the first ``is_stmt`` one (rows at exactly ``address``
+        are searched from the lowest), or None if no statement row starts there."""
+        rows = self.rows
+        i = bisect.bisect_right(self.addresses, address) - 1
+        if i < 0:
+            return None
+        # Back to the first row at exactly this address (perf never returns row 0).
+        while True:
+            i -= 1
+            if i < 0:
+                return None
+            if rows[i].address != address:
+                break
+        i += 1
+        while i < len(rows):
+            row = rows[i]
+            i += 1
+            if row.address > address:
+                return None
+            if row.is_stmt:
+                return row
+        return None
+
+
+def line_table(debuginfo: "DebugInfo", cu: CompileUnit) -> LineTable:
+    """The (cached) line table of ``cu``."""
+    key = ("lines", cu.cu_offset)
+    table = debuginfo._cache.get(key)
+    if table is None:
+        try:
+            table = LineTable(debuginfo, cu)
+        except (TypeError, AttributeError) as exc:
+            # pyelftools hands back None or bytes where a corrupt line-program header has garbage.
+            raise DebugInfoError(f"{debuginfo.path}: corrupt line table of CU 0x{cu.cu_offset:x} ({exc})",
+                                 hint="the debug information is damaged") from None
+        debuginfo._cache[key] = table
+    return table
+
+
+# --- perf's line walks -----------------------------------------------------------------------
+
+
+def _innermost_inline(debuginfo: "DebugInfo", die: DIE, address: int) -> Optional[DIE]:
+    # perf's die_find_inlinefunc: any inlined_subroutine below ``die`` containing the address,
+    # then again inside it, down to the innermost.
+    found = None
+    current = die
+    while True:
+        nxt = _find_inline_below(debuginfo, current, address)
+        if nxt is None:
+            return found
+        found = current = nxt
+
+
+def _find_inline_below(debuginfo: "DebugInfo", die: DIE, address: int) -> Optional[DIE]:
+    for child in debuginfo.children(die):
+        if child.tag == "DW_TAG_inlined_subroutine" and debuginfo.die_contains(child, address):
+            return child
+        if child.has_children:
+            hit = _find_inline_below(debuginfo, child, address)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _funclines(debuginfo: "DebugInfo", sp: DIE, recursive: bool) -> Iterator[tuple[str, int, int]]:
+    # perf's __die_walk_funclines: the declaration line at the entry address, then inline
+    # call sites (and, when recursive, the declaration lines of the inlined functions).
+    fname = debuginfo.decl_file(sp)
+    line = die_attr(sp, "DW_AT_decl_line")
+    entry = debuginfo.die_entry(sp)
+    if fname and line is not None and entry is not None:
+        yield fname, line, entry
+
+    def walk(die: DIE) -> Iterator[tuple[str, int, int]]:
+        for child in debuginfo.children(die):
+            addr = 0
+            if child.tag == "DW_TAG_inlined_subroutine":
+                cfile = debuginfo.call_file(child)
+                cline = child.attributes.get("DW_AT_call_line")
+                cline = cline.value if cline is not None else 0
+                entry = debuginfo.die_entry(child)
+                if cfile and cline > 0 and entry is not None:
+                    addr = entry
+                    yield cfile, cline, entry
+                if not recursive:
+                    continue
+            if addr:
+                dfile = debuginfo.decl_file(child)
+                dline = die_attr(child, "DW_AT_decl_line")
+                if dfile and dline is not None:
+                    yield dfile, dline, addr
+            if child.has_children:
+                yield from walk(child)
+
+    yield from walk(sp)
+
+
+def walk_lines(debuginfo: "DebugInfo", scope: Optional[Function | DIE], cu: Optional[CompileUnit] = None
+               ) -> Iterator[tuple[str, int, int]]:
+    """(file, line, address) for each ``is_stmt`` row of ``cu`` (``scope`` None) or of a
+    function, as perf's ``die_walk_lines`` visits them."""
+    if isinstance(scope, Function):
+        scope = scope.die
+    if cu is None:
+        assert scope is not None
+        cu = scope.cu
+    table = line_table(debuginfo, cu)
+    if scope is None:
+        for row in table.rows:
+            if row.end_sequence or not row.is_stmt:
+                continue
+            fname = table.file_name(row.file)
+            if fname:
+                yield fname, row.line, row.address
+        for sp in debuginfo.cu_functions(cu):
+            yield from _funclines(debuginfo, sp, True)
+        return
+
+    decl_file = debuginfo.decl_file(scope)
+    decl_line = die_attr(scope, "DW_AT_decl_line") or 0
+    if not decl_file:
+        return
+    decl_index = die_attr(scope, "DW_AT_decl_file")
+    for row in table.rows:
+        if row.end_sequence or not row.is_stmt:
+            continue
+        if not debuginfo.die_contains(scope, row.address):
+            continue
+        inl = _innermost_inline(debuginfo, scope, row.address)
+        if inl is not None:
+            call_file = debuginfo.call_file(inl)
+            call_line = inl.attributes.get("DW_AT_call_line")
+            if not (call_file == decl_file and call_line is not None and call_line.value == row.line):
+                # Keep only a recursive inline of the function itself.
+                if (die_attr(inl, "DW_AT_decl_line") != decl_line
+                        or die_attr(inl, "DW_AT_decl_file") != decl_index):
+                    continue
+        fname = table.file_name(row.file)
+        if fname:
+            yield fname, row.line, row.address
+    yield from _funclines(debuginfo, scope, False)
+
+
+def reverse_line(debuginfo: "DebugInfo", cu: CompileUnit, address: int) -> Optional[tuple[str, int]]:
+    """The (file, line) an address maps back to (perf's ``cu_find_lineinfo``): the declaration
+    line when it is a function's entry, else the line table row covering it."""
+    for sp in debuginfo.cu_functions(cu):
+        if debuginfo._has_code(sp) and debuginfo.die_contains(sp, address):
+            if debuginfo.die_entry(sp) == address:
+                f = debuginfo.decl_file(sp)
+                ln = die_attr(sp, "DW_AT_decl_line")
+                if f and ln:
+                    return f, ln
+            break
+    table = line_table(debuginfo, cu)
+    row = table.row_at(address)
+    if row is None:
+        return None
+    fname = table.file_name(row.file)
+    if not fname or not row.line:
+        return None
+    return fname, row.line
+
+
+@guarded
+def address_to_line(debuginfo: "DebugInfo", address: int) -> Optional[tuple[str, int]]:
+    """The (file, line) of an address, anywhere in the binary."""
+    cu = debuginfo.cu_at(address)
+    return reverse_line(debuginfo, cu, address) if cu is not None else None
+
+
+def _line_points(debuginfo: "DebugInfo", cu: CompileUnit, fname: str, line: int,
+                 function: Optional[str]) -> list[LinePoint]:
+    points: list[LinePoint] = []
+    seen: set[int] = set()
+    for f, ln, addr in walk_lines(debuginfo, None, cu):
+        if ln != line or not tail_match(f, fname):
+            continue
+        back = reverse_line(debuginfo, cu, addr)
+        if back is not None and back[0] == f and back[1] != ln:
+            raise _shared_error(debuginfo, cu, f, ln, addr, back, function)
+        if addr in seen:
+            continue
+        seen.add(addr)
+        points.append(LinePoint(addr, f, ln))
+    return points
+
+
+def _shared_error(debuginfo: "DebugInfo", cu: CompileUnit, fname: str, line: int, addr: int,
+                  back: tuple[str, int], function: Optional[str]) -> LineSharedError:
+    target: tuple[str, int] = (os.path.basename(back[0]), back[1])
+    if function is not None:
+        for fn in reversed(debuginfo.inline_chain(addr)):
+            if fn.name == function and fn.decl_line:
+                target = (function, back[1] - fn.decl_line)
+                break
+    where = f"{function}:{line - _decl_line_of(debuginfo, cu, function)}" if function else \
+        f"{os.path.basename(fname)}:{line}"
+    return LineSharedError(
+        f"line {where} has no code of its own: its address 0x{addr:x} belongs to line "
+        f"{os.path.basename(back[0])}:{back[1]}",
+        hint=f"probe {target[0]}:{target[1]} instead", suggestion=target)
+
+
+def _decl_line_of(debuginfo: "DebugInfo", cu: CompileUnit, function: Optional[str]) -> int:
+    for sp in debuginfo.cu_functions(cu):
+        if die_name(sp) == function and "DW_AT_decl_line" in sp.attributes:
+            return sp.attributes["DW_AT_decl_line"].value
+    return 0
+
+
+@guarded
+def function_line(debuginfo: "DebugInfo", func: Function, relative_line: int) -> list[LinePoint]:
+    """Addresses of ``FUNC:RLN``: line ``decl_line + relative_line`` of the function's file,
+    searched in its whole CU (so inlined copies in that CU count), every ``is_stmt`` address of
+    it, each address once. Raises LineSharedError as perf refuses such lines; an empty list
+    means the line has no code."""
+    if not func.decl_file:
+        raise DebugInfoError(f"function '{func.name}' has no DW_AT_decl_file")
+    return _line_points(debuginfo, func.cu, func.decl_file, func.decl_line + relative_line, func.name)
+
+
+@guarded
+def source_line(debuginfo: "DebugInfo", src: str, line: int) -> list[LinePoint]:
+    """Addresses of ``SRC:ALN`` in every CU whose line table has a file ending with ``src``."""
+    points: list[LinePoint] = []
+    seen: set[int] = set()
+    for cu in debuginfo.compile_units():
+        table = line_table(debuginfo, cu)
+        real = next((f for f in table.files() if tail_match(f, src)), None)
+        if real is None:
+            continue
+        for p in _line_points(debuginfo, cu, real, line, None):
+            if p.address not in seen:
+                seen.add(p.address)
+                points.append(p)
+    return points
+
+
+@guarded
+def source_files(debuginfo: "DebugInfo", src: str) -> list[str]:
+    """Full paths of the line-table files that end with ``src`` (for SRC:ALN and -L SRC)."""
+    found: list[str] = []
+    for cu in debuginfo.compile_units():
+        for f in line_table(debuginfo, cu).files():
+            if tail_match(f, src) and f not in found:
+                found.append(f)
+    return found
+
+
+@guarded
+def probeable_lines(debuginfo: "DebugInfo", func: Function) -> list[int]:
+    """Absolute line numbers of ``func``'s file that perf ``-L FUNC`` numbers: lines with an
+    ``is_stmt`` address in the function (its inline instances for an inline function) that maps
+    back to the same line."""
+    scopes = [func] if func.ranges else debuginfo.instances(func)
+    lines: set[int] = set()
+    for scope in scopes:
+        for f, ln, addr in walk_lines(debuginfo, scope):
+            if not func.decl_file or not tail_match(f, func.decl_file):
+                continue
+            back = reverse_line(debuginfo, scope.cu, addr)
+            if back is not None and (back[1] != ln or back[0] != f):
+                continue
+            lines.add(ln)
+    return sorted(lines)
+
+
+@guarded
+def probeable_file_lines(debuginfo: "DebugInfo", src: str, start: int = 1, end: int = 1 << 30
+                         ) -> dict[str, list[int]]:
+    """For ``-L SRC[:A-B]``: full path → probe-able line numbers in [start, end] of each
+    matching file."""
+    out: dict[str, set[int]] = {}
+    for cu in debuginfo.compile_units():
+        table = line_table(debuginfo, cu)
+        real = next((f for f in table.files() if tail_match(f, src)), None)
+        if real is None:
+            continue
+        for f, ln, addr in walk_lines(debuginfo, None, cu):
+            if f != real or not start <= ln <= end:
+                continue
+            back = reverse_line(debuginfo, cu, addr)
+            if back is not None and (back[1] != ln or back[0] != f):
+                continue
+            out.setdefault(real, set()).add(ln)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@guarded
+def skip_prologue(debuginfo: "DebugInfo", func: Function) -> int:
+    """The address after the prologue, as perf's ``die_skip_prologue`` computes it for
+    unoptimized user code: the line-table row after the one at the entry address (or the
+    entry row itself if it carries ``prologue_end``), staying below DW_AT_high_pc.
+    Functions described by DW_AT_ranges have no high_pc, so they keep their entry (as in perf).
+
+    Whether to skip at all (uprobe, unoptimized CU, plain ``FUNC`` with variables) is the
+    caller's decision: see ``DebugInfo.cu_is_optimized``.
+    """
+    entry = func.entry
+    assert entry is not None
+    die = func.die
+    if "DW_AT_high_pc" not in die.attributes or "DW_AT_low_pc" not in die.attributes:
+        return entry
+    high = func.ranges[0][1]
+    table = line_table(debuginfo, func.cu)
+    idx = bisect.bisect_left(table.addresses, entry)
+    if idx >= len(table.rows) or table.rows[idx].address != entry:
+        return entry
+    first = table.rows[idx]
+    if first.prologue_end:
+        return entry
+    if idx + 1 >= len(table.rows):
+        return entry
+    nxt = table.rows[idx + 1]
+    return nxt.address if nxt.address < high else entry
+
+
+@dataclass(frozen=True)
+class SourcePoint:
+    """An address described the way ``perf probe -l`` shows it: ``function:line@file`` with a
+    line relative to the function's declaration, or ``function+offset`` when no line fits."""
+
+    function: Optional[str]
+    line: Optional[int]
+    offset: Optional[int]
+    file: Optional[str]
+
+
+@guarded
+def source_point(debuginfo: "DebugInfo", address: int) -> Optional[SourcePoint]:
+    """perf's ``debuginfo__find_probe_point``: the function (an inline function when the address
+    is inside an inlined body), the line relative to its declaration (the call-site line when
+    the address is an inline instance's entry), and the file; None outside any CU."""
+    cu = debuginfo.cu_at(address)
+    if cu is None:
+        return None
+    back = reverse_line(debuginfo, cu, address)
+    fname, lineno = back if back is not None else (None, 0)
+    fn = debuginfo.function_at(address)
+    if fn is None:
+        return SourcePoint(None, lineno or None, None, fname)
+    func = base_func = fn.name
+    base_addr = fn.entry
+    baseline = fn.decl_line
+    if not func or base_addr is None or not baseline:
+        return SourcePoint(func, None, address - (base_addr or address), fname)
+    fname = fn.decl_file
+    scope = fn.die
+    if address == base_addr:
+        lineno = baseline
+    else:
+        while True:
+            inner = _find_inline_below(debuginfo, scope, address)
+            if inner is None:
+                break
+            if debuginfo.die_entry(inner) == address:
+                call_line = inner.attributes.get("DW_AT_call_line")
+                lineno = call_line.value if call_line is not None else 0
+                fname = debuginfo.call_file(inner)
+                break
+            name = die_name(inner)
+            decl = die_attr(inner, "DW_AT_decl_line")
+            if not name or decl is None:
+                break
+            func, baseline, scope = name, decl, inner
+        if debuginfo.decl_file(scope) != fname:
+            lineno = 0
+    if lineno:
+        return SourcePoint(func, lineno - baseline, None, fname)
+    return SourcePoint(base_func, None, address - base_addr, fname)

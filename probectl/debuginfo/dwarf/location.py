@@ -1,0 +1,506 @@
+"""DWARF location expressions → where a value is, in terms the kernel's fetch arguments can read.
+
+A location expression is evaluated *symbolically*: registers stay registers, memory reads stay
+reads, so ``DW_OP_breg5 8; DW_OP_deref`` becomes "the 8-byte value at (the value at %di+8)",
+which renders as the kernel fetch text ``+0(+8(%di))``. The result is a ``Place``:
+
+- ``Memory(address)``: the object is in memory at ``address`` (a ``Value``);
+- ``Register(regno)``: the object is held in a register;
+- ``Computed(value)``: the expression computes the object's value (``DW_OP_stack_value``,
+  ``DW_OP_implicit_value``, ``DW_AT_const_value``);
+- ``Slice(value, bit_offset)``: part of a register-held aggregate (a struct passed in a register).
+
+Anything the kernel cannot read (arithmetic on registers, values that exist only in the caller
+``DW_OP_entry_value``, objects split in ``DW_OP_piece``s, ``DW_OP_implicit_pointer``, TLS) raises
+``LocationError`` saying so. perf reads only the first operation of an expression, so it turns
+``breg5 0; deref`` into ``+0(%di)`` and ``breg3 0; shl 32; shra 32; stack_value`` into ``+0(%bx)``,
+silently fetching wrong values; we are exact or refuse.
+
+Registers are named as kprobe/uprobe fetch arguments name them (``%ax``, ``%di``, ``%r8``...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Union
+
+from elftools.dwarf.dwarf_expr import DWARFExprParser
+from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
+
+from ...errors import ResolveError
+
+# DWARF register numbers → kernel fetch names (x86-64 psABI numbering; 16 is the return address).
+X86_64_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",
+                    "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%ip")
+_X86_64_DWARF_NAMES = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp")
+# Registers gcc uses for the first integer arguments (System V x86-64 ABI).
+X86_64_ARGUMENT_REGISTERS = (5, 4, 1, 2, 8, 9)
+
+
+class LocationError(ResolveError):
+    """A location the kernel's fetch arguments cannot express; ``reason`` classifies it:
+    ``entry_value``, ``piece``, ``implicit_pointer``, ``computed``, ``tls``, ``register``,
+    ``frame_base``, ``empty``, ``unsupported``."""
+
+    def __init__(self, message: str, reason: str, hint: str = ""):
+        super().__init__(message, hint)
+        self.reason = reason
+
+
+def register_name(regno: int, machine: str = "EM_X86_64") -> str:
+    """The fetch-argument name of DWARF register ``regno``."""
+    if machine == "EM_X86_64" and 0 <= regno < len(X86_64_REGISTERS):
+        return X86_64_REGISTERS[regno]
+    what = "an SSE/x87/vector register" if machine == "EM_X86_64" and 17 <= regno <= 66 else "a register"
+    raise LocationError(f"the value is in DWARF register {regno} ({what}), which probe events cannot read",
+                        "register")
+
+
+# --- symbolic values ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reg:
+    """The contents of a register."""
+
+    regno: int
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """The link-time address of a global object (``address`` None when only the name is known)."""
+
+    address: Optional[int]
+    name: Optional[str]
+
+
+@dataclass(frozen=True)
+class Deref:
+    """The ``size``-byte value in memory at ``address`` (user-space memory when ``user``)."""
+
+    address: "Value"
+    size: int = 8
+    user: bool = False
+
+
+@dataclass(frozen=True)
+class Value:
+    """``base + offset``, of which only the low ``bits`` bits are meaningful (sign-extended
+    when ``signed``); ``base`` None makes it the constant ``offset``. ``shl`` is a pending
+    left shift (the first half of gcc's sign-extension idiom)."""
+
+    base: Union[Reg, Deref, Symbol, None]
+    offset: int = 0
+    bits: int = 64
+    signed: bool = False
+    shl: int = 0
+
+    @property
+    def is_const(self) -> bool:
+        return self.base is None
+
+    def plus(self, k: int) -> "Value":
+        if self.bits != 64 or self.shl:
+            raise LocationError("the address is computed from a truncated value", "computed")
+        return replace(self, offset=self.offset + k)
+
+
+@dataclass(frozen=True)
+class Memory:
+    address: Value
+    user: bool = False
+
+
+@dataclass(frozen=True)
+class Register:
+    regno: int
+
+
+@dataclass(frozen=True)
+class Computed:
+    value: Value
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Bits ``bit_offset``.. of an aggregate held in a register (or computed into one)."""
+
+    value: Value
+    bit_offset: int
+
+
+Place = Union[Memory, Register, Computed, Slice]
+
+
+# --- rendering -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to write what cannot be written one way only.
+
+    ``symbol_base``: None writes globals as perf does, ``@name+off`` (kprobe syntax); an integer
+    writes uprobe syntax ``@+FILEOFFSET`` where FILEOFFSET = address - symbol_base (the probed
+    binary's text-segment ``vaddr - offset``).
+    """
+
+    machine: str = "EM_X86_64"
+    symbol_base: Optional[int] = None
+    immediates: bool = True
+    user_access: bool = False
+
+
+def _offset_text(off: int) -> str:
+    return f"+{off}" if off >= 0 else f"-{-off}"
+
+
+def render_memory(address: Value, opts: RenderOptions, user: bool = False) -> str:
+    """The fetch text reading the memory at ``address`` (``+u`` user-memory syntax if ``user``)."""
+    if address.bits != 64 or address.shl:
+        raise LocationError("the address is computed from a truncated value", "computed")
+    base = address.base
+    if isinstance(base, Symbol):
+        if opts.symbol_base is not None:
+            if base.address is None:
+                raise LocationError(f"the address of '{base.name}' is unknown", "unsupported")
+            return f"@+0x{base.address + address.offset - opts.symbol_base:x}"
+        if base.name:
+            return f"@{base.name}{_offset_text(address.offset)}"
+        if base.address is None:
+            raise LocationError("a global object without name or address", "unsupported")
+        return f"@0x{base.address + address.offset:x}"
+    if base is None:
+        raise LocationError(f"the object is at the fixed address 0x{address.offset:x}, which a probe "
+                            f"cannot read portably", "unsupported")
+    off = _offset_text(address.offset)
+    if user:
+        off = off[0] + "u" + off[1:]
+    return f"{off}({render_value(Value(base), opts)})"
+
+
+def render_value(value: Value, opts: RenderOptions) -> str:
+    """The fetch text producing ``value`` itself."""
+    if value.shl:
+        raise LocationError("the value is computed with DW_OP_shl", "computed")
+    base = value.base
+    if base is None:
+        if not opts.immediates:
+            raise LocationError("the value is a constant, and this kernel has no immediate fetch "
+                                "arguments", "computed")
+        return f"\\{value.offset}"
+    if value.offset:
+        raise LocationError(f"the value is computed (a register or memory value plus {value.offset})",
+                            "computed", hint="probe events can read registers and memory but cannot add")
+    if isinstance(base, Reg):
+        return register_name(base.regno, opts.machine)
+    if isinstance(base, Deref):
+        return render_memory(base.address, opts, base.user)
+    raise LocationError(f"the value is the address of '{base.name}', which a probe event cannot produce",
+                        "computed", hint="fetch the object itself instead of its address")
+
+
+# --- evaluation -----------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalContext:
+    """What an expression may refer to outside itself."""
+
+    frame_base: Optional[Callable[[], Value]] = None
+    cfa: Optional[Callable[[], Value]] = None
+    at_entry: bool = False
+    object_size: Optional[int] = None
+    address_index: Optional[Callable[[int], int]] = None
+    symbol_name: Optional[str] = None
+    address_size: int = 8
+
+
+_CONST_OPS = {"DW_OP_const1u", "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u",
+              "DW_OP_const4s", "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts"}
+_MASK64 = (1 << 64) - 1
+_parsers: dict[int, DWARFExprParser] = {}
+
+
+def parse_expression(expr, structs) -> list:
+    """Decode expression bytes with pyelftools (parsers cached per structs)."""
+    parser = _parsers.get(id(structs))
+    if parser is None:
+        parser = _parsers[id(structs)] = DWARFExprParser(structs)
+    return parser.parse_expr(expr)
+
+
+def _fold(op: str, a: int, b: int) -> int:
+    if op == "DW_OP_and":
+        return a & b
+    if op == "DW_OP_or":
+        return a | b
+    if op == "DW_OP_xor":
+        return a ^ b
+    if op == "DW_OP_mul":
+        return (a * b) & _MASK64
+    if op == "DW_OP_div":
+        if b == 0:
+            raise LocationError("the expression divides by zero", "computed")
+        return int(a / b)
+    if op == "DW_OP_mod":
+        if b == 0:
+            raise LocationError("the expression divides by zero", "computed")
+        return a % b
+    if op == "DW_OP_shl":
+        return (a << b) & _MASK64
+    if op == "DW_OP_shr":
+        return (a & _MASK64) >> b
+    if op == "DW_OP_shra":
+        return a >> b
+    raise LocationError(f"unsupported operation {op}", "unsupported")
+
+
+def evaluate(ops: list, ctx: EvalContext) -> Place:
+    """Evaluate parsed location-expression operations into a Place (see the module docstring)."""
+    stack: list[Value] = []
+    register: Optional[int] = None
+
+    def pop(op: str) -> Value:
+        if not stack:
+            raise LocationError(f"malformed location expression ({op} on an empty stack)", "unsupported")
+        return stack.pop()
+
+    n = len(ops)
+    for i, op in enumerate(ops):
+        name = op.op_name
+        args = op.args
+        if register is not None and name not in ("DW_OP_piece", "DW_OP_bit_piece"):
+            raise LocationError(f"malformed location expression ({name} after a register location)",
+                                "unsupported")
+        if name.startswith("DW_OP_lit"):
+            stack.append(Value(None, op.op - 0x30))
+        elif name in _CONST_OPS:
+            stack.append(Value(None, args[0]))
+        elif name == "DW_OP_addr":
+            stack.append(Value(Symbol(args[0], ctx.symbol_name)))
+        elif name in ("DW_OP_addrx", "DW_OP_GNU_addr_index", "DW_OP_constx", "DW_OP_GNU_const_index"):
+            if ctx.address_index is None:
+                raise LocationError(f"{name} without an address table", "unsupported")
+            addr = ctx.address_index(args[0])
+            stack.append(Value(Symbol(addr, ctx.symbol_name)) if "addr" in name else Value(None, addr))
+        elif name.startswith("DW_OP_breg"):
+            stack.append(Value(Reg(op.op - 0x70), args[0]))
+        elif name == "DW_OP_bregx":
+            stack.append(Value(Reg(args[0]), args[1]))
+        elif name.startswith("DW_OP_reg") and name != "DW_OP_regx" and name != "DW_OP_regval_type":
+            register = op.op - 0x50
+        elif name == "DW_OP_regx":
+            register = args[0]
+        elif name == "DW_OP_fbreg":
+            if ctx.frame_base is None:
+                raise LocationError("DW_OP_fbreg outside a function with a frame base", "frame_base")
+            stack.append(ctx.frame_base().plus(args[0]))
+        elif name == "DW_OP_call_frame_cfa":
+            if ctx.cfa is None:
+                raise LocationError("the frame address (CFA) is unknown here", "frame_base")
+            stack.append(ctx.cfa())
+        elif name in ("DW_OP_deref", "DW_OP_deref_size", "DW_OP_GNU_deref_type", "DW_OP_deref_type"):
+            if name in ("DW_OP_GNU_deref_type", "DW_OP_deref_type"):
+                raise LocationError(f"the value is read with a typed dereference ({name})", "unsupported")
+            size = args[0] if name == "DW_OP_deref_size" else ctx.address_size
+            addr = pop(name)
+            if addr.is_const:
+                raise LocationError(f"the value is read from the fixed address 0x{addr.offset:x}", "unsupported")
+            stack.append(Value(Deref(addr, size), bits=size * 8 if size < 8 else 64))
+        elif name == "DW_OP_plus_uconst":
+            stack.append(pop(name).plus(args[0]))
+        elif name in ("DW_OP_plus", "DW_OP_minus"):
+            b = pop(name)
+            a = pop(name)
+            if b.is_const:
+                stack.append(a.plus(b.offset if name == "DW_OP_plus" else -b.offset))
+            elif a.is_const and name == "DW_OP_plus":
+                stack.append(b.plus(a.offset))
+            else:
+                raise LocationError(f"the value is computed from two registers or memory values ({name})",
+                                    "computed")
+        elif name in ("DW_OP_neg", "DW_OP_not", "DW_OP_abs"):
+            a = pop(name)
+            if not a.is_const:
+                raise LocationError(f"the value is computed with {name}", "computed")
+            v = -a.offset if name == "DW_OP_neg" else (~a.offset if name == "DW_OP_not" else abs(a.offset))
+            stack.append(Value(None, v))
+        elif name in ("DW_OP_and", "DW_OP_or", "DW_OP_xor", "DW_OP_mul", "DW_OP_div", "DW_OP_mod",
+                      "DW_OP_shl", "DW_OP_shr", "DW_OP_shra"):
+            b = pop(name)
+            a = pop(name)
+            if a.is_const and b.is_const:
+                stack.append(Value(None, _fold(name, a.offset, b.offset)))
+            elif b.is_const and name == "DW_OP_shl" and a.offset == 0 and not a.shl and 0 < b.offset < 64:
+                stack.append(replace(a, shl=b.offset))
+            elif b.is_const and name in ("DW_OP_shr", "DW_OP_shra") and a.shl and a.shl == b.offset:
+                # (x << k) >> k: the low 64-k bits of x, zero- or sign-extended.
+                bits = min(a.bits, 64 - a.shl)
+                stack.append(replace(a, shl=0, bits=bits, signed=(name == "DW_OP_shra")))
+            elif (b.is_const and name == "DW_OP_and" and a.offset == 0 and not a.shl
+                  and b.offset > 0 and (b.offset & (b.offset + 1)) == 0):
+                # x & (2^k - 1): the low k bits of x.
+                stack.append(replace(a, bits=min(a.bits, b.offset.bit_length()), signed=False))
+            else:
+                raise LocationError(f"the value is computed with {name}", "computed",
+                                    hint="probe events can read registers and memory but cannot compute")
+        elif name == "DW_OP_dup":
+            v = pop(name)
+            stack += [v, v]
+        elif name == "DW_OP_drop":
+            pop(name)
+        elif name == "DW_OP_swap":
+            b = pop(name)
+            a = pop(name)
+            stack += [b, a]
+        elif name == "DW_OP_over":
+            if len(stack) < 2:
+                raise LocationError("malformed location expression (DW_OP_over)", "unsupported")
+            stack.append(stack[-2])
+        elif name == "DW_OP_nop":
+            pass
+        elif name == "DW_OP_stack_value":
+            if i != n - 1 and ops[i + 1].op_name not in ("DW_OP_piece", "DW_OP_bit_piece"):
+                raise LocationError("malformed location expression (operations after DW_OP_stack_value)",
+                                    "unsupported")
+            value = pop(name)
+            if value.shl:
+                raise LocationError("the value is computed with DW_OP_shl", "computed")
+            if _single_piece_rest(ops, i + 1, ctx):
+                return Computed(value)
+            raise _piece_error()
+        elif name in ("DW_OP_implicit_value",):
+            blob = bytes(args[1]) if len(args) > 1 else bytes(args[0])
+            if len(blob) > 8:
+                raise LocationError(f"the value is a {len(blob)}-byte constant, too large to fetch", "computed")
+            if not _single_piece_rest(ops, i + 1, ctx):
+                raise _piece_error()
+            return Computed(Value(None, int.from_bytes(blob, "little")))
+        elif name in ("DW_OP_piece", "DW_OP_bit_piece"):
+            if _single_piece_rest(ops, i, ctx) and (register is not None or stack):
+                break
+            raise _piece_error()
+        elif name in ("DW_OP_entry_value", "DW_OP_GNU_entry_value"):
+            sub = args[0] if args else []
+            if (ctx.at_entry and len(sub) == 1 and sub[0].op_name.startswith("DW_OP_reg")
+                    and sub[0].op_name not in ("DW_OP_regval_type",)):
+                regno = sub[0].args[0] if sub[0].op_name == "DW_OP_regx" else sub[0].op - 0x50
+                stack.append(Value(Reg(regno)))
+            else:
+                raise LocationError("its value here is only known as the value it had when the function "
+                                    "was entered (DW_OP_entry_value)", "entry_value",
+                                    hint="probe the function entry, or a line where it is still live")
+        elif name in ("DW_OP_implicit_pointer", "DW_OP_GNU_implicit_pointer"):
+            raise LocationError("it is a pointer to an object that was optimized out (DW_OP_implicit_pointer)",
+                                "implicit_pointer")
+        elif name in ("DW_OP_form_tls_address", "DW_OP_GNU_push_tls_address"):
+            raise LocationError("it is a thread-local variable, which probe events cannot address", "tls")
+        elif name in ("DW_OP_GNU_parameter_ref",):
+            raise LocationError("its value is only known in the caller (DW_OP_GNU_parameter_ref)", "entry_value")
+        else:
+            raise LocationError(f"its location uses {name}, which probe events cannot express", "unsupported")
+    if register is not None:
+        return Register(register)
+    if not stack:
+        raise LocationError("it has an empty location here (optimized out)", "empty")
+    return Memory(stack[-1])
+
+
+def _single_piece_rest(ops: list, start: int, ctx: EvalContext) -> bool:
+    """True if ops[start:] is nothing, or one DW_OP_piece that covers the whole object."""
+    rest = ops[start:]
+    if not rest:
+        return True
+    if len(rest) == 1 and rest[0].op_name == "DW_OP_piece":
+        size = ctx.object_size
+        return size is not None and rest[0].args[0] >= size
+    return False
+
+
+def _piece_error() -> LocationError:
+    return LocationError("it is split into pieces held in different places (DW_OP_piece)", "piece",
+                         hint="fetch its members separately where they are in memory")
+
+
+# --- location attributes -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocationRange:
+    """One entry of a location list: ``expr`` holds in [low, high)."""
+
+    low: int
+    high: int
+    expr: list
+
+
+def location_entries(debuginfo, die, attr_name: str = "DW_AT_location") -> Optional[list[LocationRange]]:
+    """The location list of a DIE attribute as absolute ranges, or None if the attribute is a
+    single expression (or absent: see ``single_expression``). Cached per DIE."""
+    key = ("loclist", die.cu.cu_offset, die.offset, attr_name)
+    cache = debuginfo._cache
+    if key in cache:
+        return cache[key]
+    attr = die.attributes.get(attr_name)
+    result = None
+    if attr is not None and not _is_exprloc(attr):
+        parser = _location_parser(debuginfo)
+        entries = parser.parse_from_attribute(attr, die.cu.header.version, die)
+        result = []
+        if not isinstance(entries, LocationExpr):
+            base = debuginfo.cu_base(die.cu)
+            for e in entries:
+                if hasattr(e, "base_address"):
+                    base = e.base_address
+                    continue
+                if not isinstance(e, LocationEntry):
+                    continue
+                lo, hi = e.begin_offset, e.end_offset
+                if lo == -1 and hi == -1:  # DW_LLE_default_location
+                    lo, hi = 0, 1 << 64
+                elif not e.is_absolute:
+                    lo, hi = lo + base, hi + base
+                if hi >= lo:
+                    result.append(LocationRange(lo, hi, parse_expression(e.loc_expr, die.cu.structs)))
+    cache[key] = result
+    return result
+
+
+def single_expression(die, attr_name: str = "DW_AT_location") -> Optional[list]:
+    """The parsed operations of an exprloc/block attribute, or None."""
+    attr = die.attributes.get(attr_name)
+    if attr is None or not _is_exprloc(attr):
+        return None
+    return parse_expression(attr.value, die.cu.structs)
+
+
+def _is_exprloc(attr) -> bool:
+    # DWARF 2/3 location-list offsets are data4/data8; blocks and exprloc are single expressions.
+    return attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4", "DW_FORM_block")
+
+
+def _location_parser(debuginfo) -> LocationParser:
+    parser = debuginfo._cache.get("locparser")
+    if parser is None:
+        parser = debuginfo._cache["locparser"] = LocationParser(debuginfo.dwarf.location_lists())
+    return parser
+
+
+def expression_at(debuginfo, die, address: int, attr_name: str = "DW_AT_location") -> Optional[list]:
+    """The operations describing ``die``'s location at ``address`` (the first location-list
+    entry covering it, as elfutils' ``dwarf_getlocation_addr``), or None if none covers it."""
+    ops = single_expression(die, attr_name)
+    if ops is not None:
+        return ops
+    entries = location_entries(debuginfo, die, attr_name)
+    if not entries:
+        return None
+    for e in entries:
+        if e.low <= address < e.high:
+            return e.expr
+    # gcc's location views give some entries an empty address range: the location holds at that
+    # address between two views (e.g. an inlined parameter at the inline entry), which is what a
+    # probe there sees.
+    for e in entries:
+        if e.low == e.high == address:
+            return e.expr
+    return None

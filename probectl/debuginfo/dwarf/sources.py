@@ -1,0 +1,91 @@
+"""Source files named by DWARF, and lazy line patterns (``FUNC;PTN``, ``SRC;PTN``).
+
+perf matches a lazy pattern against the text of the source file (``find_lazy_match_lines``): a
+line matches when the glob pattern matches the whole line with all whitespace ignored
+(``strlazymatch``), so ``rq=*`` matches ``\\trq = cpu_rq(cpu);``. The matching lines' statement
+addresses in the function (or the whole CU for ``SRC;PTN``) are the probe points.
+The file is found the way perf's ``find_source_path`` looks for it: under ``--source`` DIR
+(the DWARF path appended, then with leading directories dropped one by one), else relative to
+the CU's ``DW_AT_comp_dir``, else as written.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from ...errors import DebugInfoError
+from .die import guarded, tail_match
+from . import Function
+from .lines import LinePoint, walk_lines
+
+if TYPE_CHECKING:
+    from elftools.dwarf.compileunit import CompileUnit
+
+    from . import DebugInfo
+
+_SPACES = re.compile(r"\s+")
+
+
+def source_candidates(path: str, comp_dir: str = "", source_dir: Optional[str] = None) -> list[Path]:
+    """Where the source file ``path`` (as DWARF names it) may be, in the order perf tries."""
+    if source_dir:
+        rel = path.lstrip("/")
+        parts = Path(rel).parts
+        return [Path(source_dir, *parts[i:]) for i in range(len(parts))]
+    if not os.path.isabs(path) and comp_dir:
+        return [Path(comp_dir, path)]
+    return [Path(path)]
+
+
+def find_source(path: str, comp_dir: str = "", source_dir: Optional[str] = None) -> Path:
+    """The readable source file for ``path``; DebugInfoError listing the places tried."""
+    tried = source_candidates(path, comp_dir, source_dir)
+    for p in tried:
+        if p.is_file():
+            return p
+    listing = "\n".join(f"  {p}" for p in tried)
+    raise DebugInfoError(f"source file {path} not found; tried:\n{listing}",
+                         hint="point at the source tree with --source DIR")
+
+
+def lazy_match(line: str, pattern: str) -> bool:
+    """perf's ``strlazymatch``: glob match of the whole line, whitespace ignored on both sides."""
+    return fnmatch.fnmatchcase(_SPACES.sub("", line), _SPACES.sub("", pattern))
+
+
+def matching_lines(path: Path, pattern: str) -> list[int]:
+    """1-based numbers of the lines of ``path`` that ``pattern`` matches lazily."""
+    out = []
+    with open(path, "r", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if lazy_match(line.rstrip("\n"), pattern):
+                out.append(number)
+    return out
+
+
+@guarded
+def lazy_points(debuginfo: "DebugInfo", pattern: str, scope: Optional[Function] = None,
+                cu: Optional["CompileUnit"] = None, file: Optional[str] = None,
+                source_dir: Optional[str] = None) -> list[LinePoint]:
+    """Probe points of a lazy pattern: in function ``scope`` (``FUNC;PTN``, one instance; for an
+    inline function call it on each instance), or in ``file`` of ``cu`` (``SRC;PTN``).
+    Each address once, in line-table order; an empty list when no matching line has code."""
+    if scope is not None:
+        cu = scope.cu
+        file = scope.decl_file
+    if cu is None or not file:
+        raise DebugInfoError("a lazy pattern needs a function or a source file with debug information")
+    source = find_source(file, debuginfo.comp_dir(cu), source_dir)
+    wanted = set(matching_lines(source, pattern))
+    points: list[LinePoint] = []
+    seen: set[int] = set()
+    if not wanted:
+        return points
+    for fname, line, address in walk_lines(debuginfo, scope, cu):
+        if line in wanted and tail_match(fname, file) and address not in seen:
+            seen.add(address)
+            points.append(LinePoint(address, fname, line))
+    return points

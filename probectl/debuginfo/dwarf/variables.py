@@ -1,0 +1,380 @@
+"""Variables at an address, and the fetch arguments that read them.
+
+``fetch_variable`` turns a C variable with a member chain (``w->corner->y``, ``arr[2]``,
+``fl.mode``) at a code address into the kernel's fetch text and type, the way ``perf probe``
+does (``probe-finder.c``: ``find_variable``, ``convert_variable_location``,
+``convert_variable_fields``, ``convert_variable_type``), and correctly where perf is not:
+multi-operation locations, DWARF 4 and 5 bitfields, values computed by the compiler, structs
+held in registers.
+
+Variables are looked up from the innermost scope at the address outwards (C's rule; perf
+searches depth-first from the function and can pick a shadowed outer variable), then in
+functions inlined at the address, then among the CU's globals, then among all globals.
+"""
+from __future__ import annotations
+
+import os
+import bisect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from elftools.dwarf.die import DIE
+
+from ...errors import ResolveError
+from ...resolve.fetchresult import VariableNotFound, VariableUnavailable
+from . import types as T
+from . import die_attr, die_key, die_name, guarded
+from .location import (Computed, EvalContext, LocationError, Memory, Place, Reg, Register, RenderOptions,
+                       Symbol, Value, evaluate, expression_at, location_entries, render_memory, render_value,
+                       single_expression)
+
+if TYPE_CHECKING:
+    from .cfi import CallFrames
+    from . import DebugInfo
+
+_VAR_TAGS = ("DW_TAG_variable", "DW_TAG_formal_parameter")
+_STRING_CASTS = ("string", "ustring")
+_SIZE_CASTS = ("u", "s", "x")
+
+
+@dataclass(frozen=True)
+class FoundVariable:
+    """A variable DIE found by name, with where it was found."""
+
+    die: DIE
+    name: str
+    kind: str  # "param", "local", "global"
+
+
+def _is_var(die: DIE) -> bool:
+    return die.tag in _VAR_TAGS
+
+
+def _has_storage(die: DIE) -> bool:
+    # perf's __die_find_variable_cb condition.
+    a = die.attributes
+    return "DW_AT_location" in a or "DW_AT_const_value" in a or bool(die_attr(die, "DW_AT_external", False))
+
+
+def call_frames(debuginfo: "DebugInfo") -> "CallFrames":
+    """The (cached) CFI of the binary: ``.eh_frame`` from the runtime binary, ``.debug_frame``
+    from the debug file."""
+    cf = debuginfo._cache.get("cfi")
+    if cf is None:  # (only frame bases computed from the CFA need it: imported then)
+        from elftools.elf.elffile import ELFFile
+
+        from .cfi import CallFrames
+
+        if debuginfo.binary_path != debuginfo.path:
+            try:
+                f = open(debuginfo.binary_path, "rb")
+                debuginfo._cache["binary_file"] = f
+                cf = CallFrames(ELFFile(f), debuginfo.elffile)
+            except OSError:
+                cf = CallFrames(debuginfo.elffile)
+        else:
+            cf = CallFrames(debuginfo.elffile)
+        debuginfo._cache["cfi"] = cf
+    return cf
+
+
+# --- scopes ---------------------------------------------------------------------------------------
+
+
+def _own_scopes(debuginfo: "DebugInfo", address: int, scope: DIE) -> tuple[list[DIE], list[DIE]]:
+    """(scopes of ``scope``'s own body containing the address, innermost first; scopes of
+    functions inlined into it there, innermost first)."""
+    chain = debuginfo.scope_chain(address, top=scope)
+    own: list[DIE] = []
+    inlined: list[DIE] = []
+    for d in chain:
+        if inlined or (d is not scope and d.tag == "DW_TAG_inlined_subroutine"):
+            inlined.append(d)
+        else:
+            own.append(d)
+    return own[::-1], inlined[::-1]
+
+
+def best_scope(debuginfo: "DebugInfo", address: int, function: Optional[str] = None,
+               file: Optional[str] = None, line: Optional[int] = None) -> Optional[DIE]:
+    """perf's ``find_best_scope``: among the function and inline instances at ``address``
+    (outermost first), the one named ``function``; else the one declared nearest before
+    ``line``; else the innermost. ``file`` keeps only those declared in that file."""
+    chain = [d for d in debuginfo.scope_chain(address) if d.tag != "DW_TAG_lexical_block"]
+    if not chain:
+        return None
+    best = None
+    diff = 1 << 62
+    for d in chain:
+        if file is not None and debuginfo.decl_file(d) != file:
+            continue
+        if function is not None:
+            if function in (die_name(d), die_attr(d, "DW_AT_linkage_name")):
+                return d
+        elif line is not None:
+            lno = die_attr(d, "DW_AT_decl_line") or 0
+            if lno < line and diff > line - lno:
+                diff = line - lno
+                best = d
+    return best if best is not None else chain[-1]
+
+
+def _match(die: DIE, name: str) -> bool:
+    return _is_var(die) and die_name(die) == name
+
+
+@guarded
+def find_variable(debuginfo: "DebugInfo", name: str, address: int, scope: Optional[DIE] = None
+                  ) -> FoundVariable:
+    """The variable ``name`` visible at ``address`` inside ``scope`` (a function or inline
+    instance DIE; default: the function containing the address). Raises VariableNotFound."""
+    if scope is None:
+        fn = debuginfo.function_at(address)
+        if fn is None:
+            raise VariableNotFound(f"no function contains address 0x{address:x}")
+        scope = fn.die
+    own, inlined = _own_scopes(debuginfo, address, scope)
+    nameless = None
+    for group in (own, inlined):
+        for s in group:
+            for child in debuginfo.children(s):
+                if _match(child, name):
+                    kind = "param" if child.tag == "DW_TAG_formal_parameter" else "local"
+                    if _has_storage(child):
+                        return FoundVariable(child, name, kind)
+                    nameless = nameless or FoundVariable(child, name, kind)
+    cu = scope.cu
+    for var in debuginfo.cu_variables(cu):
+        if die_name(var) == name:
+            return FoundVariable(var, name, "global")
+    for cu_off, die_off in debuginfo.variable_refs(name):
+        var = debuginfo.dwarf.get_DIE_from_refaddr(die_off)
+        return FoundVariable(var, name, "global")
+    if nameless is not None:
+        return nameless
+    where = die_name(scope) or f"0x{address:x}"
+    raise VariableNotFound(f"no variable '{name}' in {where} at this address",
+                           hint=f"list the variables there with 'probectl vars {where}'")
+
+
+# --- places ---------------------------------------------------------------------------------------
+
+
+def _frame_die(debuginfo: "DebugInfo", address: int) -> Optional[DIE]:
+    fn = debuginfo.function_at(address)
+    return fn.die if fn is not None else None
+
+
+def _context(debuginfo: "DebugInfo", address: int, frame: Optional[DIE], var: Optional[DIE]) -> EvalContext:
+    cfa_cache: dict[str, Value] = {}
+
+    def cfa() -> Value:
+        if "v" not in cfa_cache:
+            rule = call_frames(debuginfo).cfa_at(address)
+            if rule is None:
+                raise LocationError(f"no call-frame information (CFI) describes address 0x{address:x}",
+                                    "frame_base", hint="the binary's .eh_frame/.debug_frame lacks this code")
+            cfa_cache["v"] = Value(Reg(rule.register), rule.offset)
+        return cfa_cache["v"]
+
+    def frame_base() -> Value:
+        if frame is None:
+            raise LocationError("no enclosing function gives a frame base", "frame_base")
+        ops = expression_at(debuginfo, frame, address, "DW_AT_frame_base")
+        if ops is None:
+            raise LocationError("the function's frame base is unknown at this address", "frame_base")
+        place = evaluate(ops, EvalContext(cfa=cfa, address_size=debuginfo.address_size))
+        if isinstance(place, Register):
+            return Value(Reg(place.regno))
+        if isinstance(place, Memory):
+            return place.address
+        if isinstance(place, Computed):
+            return place.value
+        raise LocationError("the function's frame base is not an address", "frame_base")
+
+    entry = debuginfo.die_entry(frame) if frame is not None else None
+    size = T.byte_size(T.type_of(var)) if var is not None else None
+
+    def addrx(index: int) -> int:
+        return debuginfo.dwarf.get_addr(var.cu if var is not None else frame.cu, index)
+
+    return EvalContext(frame_base=frame_base, cfa=cfa, at_entry=(entry == address), object_size=size,
+                       address_index=addrx, symbol_name=die_name(var) if var is not None else None,
+                       address_size=debuginfo.address_size)
+
+
+def _const_value(die: DIE) -> Optional[int]:
+    a = die.attributes.get("DW_AT_const_value")
+    if a is None:
+        return None
+    v = a.value
+    if isinstance(v, int):
+        if a.form in ("DW_FORM_data1", "DW_FORM_data2", "DW_FORM_data4", "DW_FORM_data8") \
+                and T.is_signed(T.type_of(die)):
+            bits = {"DW_FORM_data1": 8, "DW_FORM_data2": 16, "DW_FORM_data4": 32, "DW_FORM_data8": 64}[a.form]
+            if v >= 1 << (bits - 1):
+                v -= 1 << bits
+        return v
+    if isinstance(v, (list, bytes)) and len(v) <= 8:
+        return int.from_bytes(bytes(v), "little")
+    return None
+
+
+def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
+    """For a declaration (``extern int x;``) the DIE of its definition anywhere, if any."""
+    name = die_name(var)
+    for _, die_off in debuginfo.variable_refs(name or ""):
+        d = debuginfo.dwarf.get_DIE_from_refaddr(die_off)
+        if "DW_AT_location" in d.attributes:
+            return d
+    return None
+
+
+@guarded
+def variable_place(debuginfo: "DebugInfo", var: DIE, address: int) -> Place:
+    """Where variable ``var`` is at ``address``. Raises VariableUnavailable (optimized out
+    here, with the ranges where it is available) or LocationError."""
+    name = die_name(var) or "?"
+    frame = _frame_die(debuginfo, address)
+    if "DW_AT_location" not in var.attributes:
+        const = _const_value(var)
+        if const is not None:
+            return Computed(Value(None, const))
+        if var.attributes.get("DW_AT_declaration") or die_attr(var, "DW_AT_external", False):
+            definition = _global_definition(debuginfo, var)
+            if definition is not None and definition is not var:
+                return variable_place(debuginfo, definition, address)
+            if die_attr(var, "DW_AT_external", False):
+                return Memory(Value(Symbol(None, name)))
+        raise _unavailable(debuginfo, var, address, frame, "optimized_out")
+    ops = expression_at(debuginfo, var, address)
+    if ops is None:
+        raise _unavailable(debuginfo, var, address, frame, "optimized_out")
+    ctx = _context(debuginfo, address, frame, var)
+    try:
+        return evaluate(ops, ctx)
+    except LocationError as exc:
+        raise _unavailable(debuginfo, var, address, frame, exc.reason, exc) from None
+
+
+def fetchable_ranges(debuginfo: "DebugInfo", var: DIE) -> list[tuple[int, int]]:
+    """Address ranges where ``var``'s location can be read by a probe event: the location-list
+    entries whose expressions evaluate (assuming a frame and CFA exist), or its scope's ranges
+    for a single location expression."""
+    entries = location_entries(debuginfo, var)
+    if entries is None:
+        if single_expression(var) is None and _const_value(var) is None:
+            return []
+        parent = _parent_scope(debuginfo, var)
+        return debuginfo.die_ranges(parent) if parent is not None else []
+    out = []
+    for e in entries:
+        frame = _frame_die(debuginfo, e.low)
+        ctx = _context(debuginfo, e.low, frame, var)
+        try:
+            place = evaluate(e.expr, ctx)
+            _check_renderable(place)
+        except (LocationError, ResolveError):
+            continue
+        out.append((e.low, max(e.high, e.low + 1)))
+    return _merge(out)
+
+
+def _check_renderable(place: Place) -> None:
+    opts = RenderOptions()
+    if isinstance(place, Memory):
+        if place.address.base is not None and not isinstance(place.address.base, Symbol):
+            render_memory(place.address, opts)
+    elif isinstance(place, Computed):
+        render_value(place.value, opts)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _parent_scope(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
+    key = ("parent", die_key(var))
+    if key in debuginfo._cache:
+        return debuginfo._cache[key]
+    found = None
+
+    def walk(die: DIE) -> bool:
+        nonlocal found
+        for c in debuginfo.children(die):
+            if c.offset == var.offset:
+                found = die
+                return True
+            if c.has_children and c.tag in ("DW_TAG_subprogram", "DW_TAG_lexical_block",
+                                             "DW_TAG_inlined_subroutine", "DW_TAG_namespace"):
+                if walk(c):
+                    return True
+        return False
+
+    walk(var.cu.get_top_DIE())
+    debuginfo._cache[key] = found
+    return found
+
+
+def ranges_to_lines(debuginfo: "DebugInfo", cu, ranges: Iterable[tuple[int, int]]) -> list[tuple[str, int]]:
+    """The source lines whose statement addresses fall in ``ranges`` (and map back to them)."""
+    from .lines import line_table, reverse_line
+
+    table = line_table(debuginfo, cu)
+    found: list[tuple[str, int]] = []
+    for lo, hi in ranges:
+        i = bisect.bisect_left(table.addresses, lo)
+        while i < len(table.rows) and table.rows[i].address < hi:
+            row = table.rows[i]
+            i += 1
+            if row.end_sequence or not row.is_stmt:
+                continue
+            fname = table.file_name(row.file)
+            back = reverse_line(debuginfo, cu, row.address)
+            if fname and back == (fname, row.line) and (fname, row.line) not in found:
+                found.append((fname, row.line))
+    return sorted(found)
+
+
+def format_lines(lines: list[tuple[str, int]]) -> str:
+    """``a.c:10-12, 15, b.c:3`` style: runs of consecutive lines joined, the file named once."""
+    parts: list[str] = []
+    shown_file = None
+    i = 0
+    while i < len(lines):
+        fname, first = lines[i]
+        last = first
+        while i + 1 < len(lines) and lines[i + 1] == (fname, last + 1):
+            i += 1
+            last += 1
+        run = str(first) if first == last else f"{first}-{last}"
+        parts.append(run if fname == shown_file else f"{os.path.basename(fname)}:{run}")
+        shown_file = fname
+        i += 1
+    return ", ".join(parts)
+
+
+def _unavailable(debuginfo: "DebugInfo", var: DIE, address: int, frame: Optional[DIE], reason: str,
+                 exc: Optional[LocationError] = None) -> VariableUnavailable:
+    name = die_name(var) or "?"
+    ranges = fetchable_ranges(debuginfo, var)
+    lines = ranges_to_lines(debuginfo, var.cu, ranges) if ranges else []
+    if exc is not None:
+        why = f"'{name}' cannot be fetched at 0x{address:x}: {exc.message}"
+    elif ranges or "DW_AT_location" in var.attributes:
+        why = f"'{name}' is optimized out at 0x{address:x}"
+    else:
+        why = f"'{name}' is optimized out everywhere (it has no location)"
+    if lines:
+        hint = f"it can be fetched at {format_lines(lines)}"
+    elif ranges:
+        hint = "it can be fetched at " + ", ".join(f"0x{lo:x}-0x{hi:x}" for lo, hi in ranges)
+    else:
+        hint = exc.hint if exc is not None and exc.hint else "no address in the program holds it"
+    return VariableUnavailable(why, hint, name, address, ranges, lines, reason)

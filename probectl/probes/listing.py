@@ -1,0 +1,136 @@
+"""Describing existing events for `list`: each definition mapped back to a readable place.
+
+tracefs is the source of truth; the place is rebuilt from the definition itself (file offset → symbol
+through the ELF symbol table), so events added by other tools are described as well as probectl's own.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..debuginfo.dwarf import DebugInfo
+from ..debuginfo.elf import ElfFile
+from ..debuginfo.dwarf.lines import source_point
+from ..errors import ProbectlError
+from ..events import EventDefinition
+
+
+@dataclass(frozen=True)
+class EventListing:
+    """One probe of one event, described for people (``where``) and for scripts (the rest)."""
+
+    definition: EventDefinition
+    where: str  # "add+4 in /tmp/t", "tcp_sendmsg%return"
+    arg_names: tuple[str, ...]
+
+    def line(self) -> str:
+        text = f"  {self.definition.full_name:<20} (on {self.where}"
+        if self.arg_names:
+            text += " with " + " ".join(self.arg_names)
+        return text + ")"
+
+    def as_json(self) -> dict:
+        d = self.definition
+        out = {
+            "group": d.group,
+            "event": d.event,
+            "type": "uprobe" if d.is_uprobe else "kprobe",
+            "return": d.kind == "r",
+            "place": d.place,
+            "on": self.where,
+            "args": [{"name": n, "fetch": a.fetch, "type": a.type} for n, a in zip(self.arg_names, d.args)],
+            "definition": d.render(),
+        }
+        if d.is_uprobe:
+            out["path"] = d.uprobe_path
+            out["offset"] = d.uprobe_offset
+        return out
+
+
+def kernel_arg_names(defn: EventDefinition) -> tuple[str, ...]:
+    """The field names the kernel gives the arguments (unnamed ones become argN, N counting from 1)."""
+    return tuple(arg.name or f"arg{i}" for i, arg in enumerate(defn.args, 1))
+
+
+def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
+             dwarf_cache: dict[str, DebugInfo | None] | None = None) -> EventListing:
+    """Map a definition's place back to FUNC[+OFF|:RLN|%return][@SRC] (and ` in PATH` for uprobes):
+    through DWARF when the binary has debug information, else through its symbol table."""
+    ret = "%return" if defn.kind == "r" else ""
+    if not defn.is_uprobe:
+        where = defn.place
+        if where.endswith("+0"):
+            where = where[:-2]
+        return EventListing(defn, where + ret, kernel_arg_names(defn))
+    path = defn.uprobe_path
+    elf = elf_cache.get(path, False)
+    if elf is False:
+        try:
+            elf = ElfFile(Path(path))
+        except (ProbectlError, OSError):
+            elf = None
+        elf_cache[path] = elf
+    where = f"0x{defn.uprobe_offset:x}"
+    if elf is not None:
+        try:
+            vaddr = elf.offset_to_vaddr(defn.uprobe_offset)
+            sym = elf.symbol_at(vaddr)
+        except ProbectlError:
+            vaddr, sym = None, None
+        if sym is not None:
+            off = vaddr - sym.value
+            where = sym.name + (f"+{off}" if off else "")
+        source = _source_place(path, vaddr, dwarf_cache) if vaddr is not None and dwarf_cache is not None else None
+        if source is not None:
+            where = source if not ret else source.replace("@", ret + "@", 1)
+            ret = ""
+    return EventListing(defn, f"{where}{ret} in {path}", kernel_arg_names(defn))
+
+
+def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> str | None:
+    """perf -l's ``FUNC[:RLN|+OFF]@FILE`` (FILE cut to its last ~30 characters at a '/')."""
+    if path not in cache:
+        try:
+            cache[path] = DebugInfo.open(path)
+        except (ProbectlError, OSError):
+            cache[path] = None
+    debuginfo = cache[path]
+    if debuginfo is None:
+        return None
+    try:
+        sp = source_point(debuginfo, vaddr)
+    except ProbectlError:
+        return None
+    if sp is None or not sp.function:
+        return None
+    text = sp.function
+    if sp.line:
+        text += f":{sp.line}"
+    elif sp.offset:
+        text += f"+{sp.offset}"
+    if sp.file:
+        name = sp.file
+        if len(name) > 30:
+            cut = name.find("/", len(name) - 30)
+            name = name[cut + 1:] if cut >= 0 else name[len(name) - 30:]
+        text += f"@{name}"
+    return text
+
+
+def select_events(defs: list[EventDefinition], patterns: list[str], binary: str | None = None) -> list[EventDefinition]:
+    """Definitions whose ``group:event`` matches one of the ``[GROUP:]EVENT`` globs (no group = any group)."""
+    chosen = []
+    for d in defs:
+        if binary is not None and (not d.is_uprobe or d.uprobe_path != binary):
+            continue
+        if not patterns or any(_matches(d, p) for p in patterns):
+            chosen.append(d)
+    return chosen
+
+
+def _matches(defn: EventDefinition, pattern: str) -> bool:
+    group, _, event = pattern.rpartition(":")
+    if not fnmatch.fnmatchcase(defn.event, event):
+        return False
+    return not group or fnmatch.fnmatchcase(defn.group, group)

@@ -1,0 +1,97 @@
+"""Event naming as perf probe does it: ProbePoints of one definition → EventDefinitions with free names.
+
+Group: the user's, else ``probe`` / ``probe_<binary>``. Event: the user's, else the function (``FUNC_L<N>``
+for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
+unless --force, which picks ``_1``, ``_2``...; on kernels that can append probes to an event (README
+"Create/append"), every point of one definition shares its event, otherwise the extra points get suffixes.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import EventExistsError, ProbeSemanticError
+from ..events import EventDefinition, FetchArg
+from ..resolve import ProbePoint
+from ..spec import ProbeSpec
+
+MAX_EVENT_NAME_LEN = 64
+MAX_EVENT_INDEX = 1024
+_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
+    """The event name before any ``__return`` or ``_N`` suffix."""
+    if probe.event:
+        return probe.event
+    pt = probe.point
+    if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
+        base = pt.function
+    else:
+        base = point.function
+    base = re.split(r"[.@]", base.lstrip("."), maxsplit=1)[0]
+    base = re.sub(r"[^A-Za-z0-9_]+", "_", base) or "probe"
+    if pt.line is not None and pt.function and pt.lazy is None and pt.offset is None:
+        base = f"{base}_L{pt.line}"
+    if base[0].isdigit():
+        base = "_" + base
+    return base
+
+
+def assign_events(
+    probe: ProbeSpec,
+    points: list[ProbePoint],
+    *,
+    group: str,
+    taken: set[tuple[str, str]],
+    force: bool,
+    multiprobe: bool,
+    is_uprobe: bool,
+) -> list[EventDefinition]:
+    """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names."""
+    group = probe.group or group
+    if not _C_NAME.fullmatch(group) or len(group) >= MAX_EVENT_NAME_LEN:
+        raise ProbeSemanticError(f"{group} is bad for group name -it must follow C symbol-naming rule.")
+    defs: list[EventDefinition] = []
+    shared: dict[str, str] = {}  # base name → event name already chosen in this definition
+    for point in points:
+        base = event_base_name(probe, point)
+        if point.is_return:
+            base += "__return"
+        if multiprobe and base in shared:
+            event = shared[base]
+        else:
+            allow_suffix = force or (bool(defs) and not multiprobe)
+            event = _free_name(group, base, taken, allow_suffix)
+            shared[base] = event
+            taken.add((group, event))
+        defs.append(
+            EventDefinition(
+                kind="r" if point.is_return else "p",
+                group=group,
+                event=event,
+                place=point.place,
+                args=tuple(FetchArg(fetch=a.fetch, name=a.name, type=a.type) for a in point.args),
+                is_uprobe=is_uprobe,
+            )
+        )
+    return defs
+
+
+def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix: bool) -> str:
+    if len(base) >= MAX_EVENT_NAME_LEN:
+        raise ProbeSemanticError(f"the event name '{base}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
+                                 hint="give a shorter name with EVENT=...")
+    if (group, base) not in taken:
+        return base
+    if not allow_suffix:
+        raise EventExistsError(
+            f'event "{group}:{base}" already exists.',
+            hint="remove it with 'probectl del', or add a duplicate with -f/--force",
+        )
+    for i in range(1, MAX_EVENT_INDEX):
+        name = f"{base}_{i}"
+        if (group, name) not in taken:
+            if len(name) >= MAX_EVENT_NAME_LEN:
+                break
+            return name
+    raise EventExistsError(f"too many events named {group}:{base}_N", hint="remove some with 'probectl del'")

@@ -1,0 +1,198 @@
+"""What `lines` and `vars` show (perf probe -L and -V): the probe-able source lines of a function or
+a file range, and the variables that can be fetched at each address of a probe point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .. import spec as S
+from ..debuginfo.dwarf import DebugInfo, Function
+from ..resolve.dwarf_fetch import ListedVariable, available_variables
+from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
+from ..debuginfo.dwarf.sources import find_source
+from ..errors import DebugInfoError, ProbePointNotFound
+from ..resolve.btf_fetch import btf_vars_listing
+from ..resolve import Resolver
+from ..resolve.dwarf import SourceResolver
+
+# perf shows this many lines after the last probe-able one when a range has no end.
+ADDITIONAL_LINES = 2
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    number: int  # absolute line number in the file
+    text: str
+    probeable: bool
+
+
+@dataclass
+class LineListing:
+    """One `lines` block: a header like perf's ``<func@/path.c:0>`` and the lines under it."""
+
+    path: str
+    function: Optional[str]
+    start: int  # as shown in the header: relative to the function, or absolute
+    offset: int  # what is subtracted from absolute numbers to show them (the function's decl line)
+    lines: list[SourceLine] = field(default_factory=list)
+
+    def header(self) -> str:
+        if self.function:
+            return f"<{self.function}@{self.path}:{self.start}>"
+        return f"<{self.path}:{self.start}>"
+
+    def render(self) -> list[str]:
+        out = [self.header()]
+        for ln in self.lines:
+            if ln.probeable:
+                out.append(f"{ln.number - self.offset:7d}  {ln.text}")
+            else:
+                out.append(f"         {ln.text}")
+        return out
+
+    def as_json(self) -> dict:
+        return {
+            "function": self.function,
+            "file": self.path,
+            "lines": [{"line": ln.number, "relative": ln.number - self.offset if self.function else None,
+                       "probeable": ln.probeable, "text": ln.text} for ln in self.lines],
+        }
+
+
+def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Optional[str] = None) -> list[LineListing]:
+    """The listings of a LINEDESC: one per matching function (static duplicates) or source file."""
+    if line_range.function:
+        functions = debuginfo.find_functions(line_range.function, line_range.source)
+        if not functions:
+            raise ProbePointNotFound(line_range.function, hint="list the functions with 'probectl funcs'")
+        return [_function_listing(debuginfo, fn, line_range, source_dir) for fn in functions]
+    files = source_files(debuginfo, line_range.source)
+    if not files:
+        raise ProbePointNotFound(line_range.source, hint="no compilation unit has a source file of that name")
+    start = line_range.start or 1
+    end = line_range.end if line_range.end is not None else 1 << 30
+    listings = []
+    for path, numbers in probeable_file_lines(debuginfo, line_range.source, start, end).items():
+        cu = next(cu for cu in debuginfo.compile_units() if path in _cu_files(debuginfo, cu))
+        text = _read_source(path, debuginfo.comp_dir(cu), source_dir)
+        listing = LineListing(path, None, line_range.start or 0, 0)
+        last = len(text) if line_range.end is None else min(line_range.end, len(text))
+        probe = set(numbers)
+        for n in range(start, last + 1):
+            listing.lines.append(SourceLine(n, text[n - 1], n in probe))
+        listings.append(listing)
+    return listings
+
+
+def _cu_files(debuginfo: DebugInfo, cu) -> list[str]:
+    return line_table(debuginfo, cu).files()
+
+
+def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRange,
+                      source_dir: Optional[str]) -> LineListing:
+    if not fn.decl_file:
+        raise DebugInfoError(f"function '{fn.name}' has no source file in its debug information")
+    text = _read_source(fn.decl_file, debuginfo.comp_dir(fn.cu), source_dir)
+    probe = set(probeable_lines(debuginfo, fn))
+    rel_start = line_range.start or 0
+    first = fn.decl_line + rel_start
+    if line_range.end is not None:
+        last = fn.decl_line + line_range.end
+    else:
+        numbered = [n for n in probe if n >= first]
+        last = (max(numbered) if numbered else first) + 1 + ADDITIONAL_LINES
+    listing = LineListing(fn.decl_file, fn.name, rel_start, fn.decl_line)
+    for n in range(max(first, 1), min(last, len(text)) + 1):
+        listing.lines.append(SourceLine(n, text[n - 1], n in probe))
+    return listing
+
+
+def _read_source(path: str, comp_dir: str, source_dir: Optional[str]) -> list[str]:
+    found = find_source(path, comp_dir, source_dir)
+    try:
+        return Path(found).read_text(errors="replace").splitlines()
+    except OSError as err:
+        raise DebugInfoError(f"cannot read the source file {found}: {err.strerror}",
+                             hint="point --source at the source tree") from err
+
+
+@dataclass(frozen=True)
+class VariablePlace:
+    """The variables available at one address of a probe point (one ``@<sym+off>`` block)."""
+
+    symbol: str
+    offset: int
+    address: int
+    variables: tuple[ListedVariable, ...]
+
+    def render(self) -> list[str]:
+        out = [f"\t@<{self.symbol}+{self.offset}>"]
+        if not self.variables:
+            out.append("\t\t(No matched variables)")
+        out.extend(f"\t\t{v.c_type}\t{v.name}" for v in self.variables)
+        return out
+
+    def as_json(self) -> dict:
+        return {"at": f"{self.symbol}+{self.offset}", "address": self.address,
+                "variables": [{"type": v.c_type, "name": v.name, "kind": v.kind} for v in self.variables]}
+
+
+def list_variables(source: SourceResolver, point: S.PointSpec, externs: bool = False) -> list[VariablePlace]:
+    """perf -V: each address of the point, with the variables fetchable there (a return probe lists
+    the function's entry, where its parameters still are)."""
+    entry_point = S.PointSpec(**{**point.__dict__, "is_return": False}) if point.is_return else point
+    places = []
+    for site in source.sites(entry_point, wants_variables=False):
+        scope = source.scope(site, point)
+        listed = available_variables(source.debuginfo, scope, site.address, externs)
+        symbol, offset = _symbol_offset(source, site.address, site.function)
+        places.append(VariablePlace(symbol, offset, site.address, tuple(listed)))
+    return places
+
+
+def _symbol_offset(source: SourceResolver, address: int, function: Function) -> tuple[str, int]:
+    """perf names a place after the DWARF function containing it (``@<__libc_malloc+0>``), else the symbol."""
+    real = source.debuginfo.function_at(address)
+    if real is not None and real.entry is not None and real.entry <= address:
+        return real.name, address - real.entry
+    sym = source.elf.symbol_at(address)
+    if sym is not None:
+        return sym.name, address - sym.value
+    entry = function.entry if function.entry is not None else address
+    return function.name, address - entry
+
+
+def point_title(point: S.PointSpec) -> str:
+    """A probe point as perf prints it in `-V` headers: ``FUNC[+OFF|:LINE|%return][@FILE][:LINE]``, the
+    file cut to its last 30 characters at a '/', a lazy pattern left out."""
+    text = point.function or ""
+    if point.function:
+        if point.offset:
+            text += f"+{point.offset}"
+        elif point.line is not None:
+            text += f":{point.line}"
+        elif point.is_return:
+            text += "%return"
+    if point.source:
+        name = point.source
+        if len(name) > 30:
+            cut = name.find("/", len(name) - 30)
+            name = name[cut + 1:] if cut >= 0 else name[len(name) - 30:]
+        text += f"@{name}"
+        if not point.function and point.line is not None:
+            text += f":{point.line}"
+    return text
+
+
+def list_btf_variables(resolver: Resolver, point: S.PointSpec) -> list[VariablePlace]:
+    """`vars` for a kernel function from BTF (no DWARF): its parameters at the entry (and, where the
+    kernel reads $argN at return probes, at the return)."""
+    places = []
+    for function, address, _offset in resolver.symbol_sites(point):
+        name = function.split(".", 1)[0]
+        listed = btf_vars_listing(resolver.btf, name, at_return=point.is_return,
+                                  args_at_return=resolver.retprobe_args)
+        places.append(VariablePlace(function, 0, address, tuple(listed)))
+    return places

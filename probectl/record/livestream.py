@@ -1,0 +1,154 @@
+"""Events of a private instance as they arrive, for ``probectl trace``: no file, the pages of every
+CPU read and decoded as the kernel writes them."""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+from ..formats import EventFormat
+from .processes import ProcessWatch, traced_tids
+from . import Instance, lost_of
+from ..ringbuf import EventReader, PageLayout
+from .selection import SelectedEvent
+from .teardown import CleanupSteps, Terminated, notice_stderr, signals_held, stop_signals
+from ..tracedat import instance_cpus
+from ..tracefs import Tracefs, os_error
+from .workload import Workload
+
+
+class LiveStream:
+    """Events of a private instance as they arrive, for ``probectl trace``.
+
+    Every ``interval`` seconds the pages of each CPU are read (``read()`` returns the partial page
+    the kernel is still writing, so nothing waits for a page to fill) and decoded together, merged
+    by time, into an :class:`EventReader` handed to ``on_pages``.
+    """
+
+    def __init__(self, tfs: Tracefs, selected: Sequence[SelectedEvent], *, command: Sequence[str] = (),
+                 pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
+                 interval: float = 0.1, notice: Callable[[str], None] = notice_stderr):
+        self.tfs = tfs
+        self.selected = list(selected)
+        self.command = list(command)
+        self.pids = list(pids)
+        self.system_wide = system_wide
+        self.buffer_kb = buffer_kb
+        self.interval = interval
+        self.notice = notice
+        self.formats: list[EventFormat] = [e.format for e in self.selected]
+        self.watch = ProcessWatch()
+        self.lost = 0
+        self.events = 0
+        self.stopped_by = ""
+        self.command_status: Optional[int] = None
+        self.streaming = False
+
+    def run(self, on_pages: Callable[[EventReader], None]) -> None:
+        """Stream until the command ends, Ctrl-C or SIGTERM; then remove the instance."""
+        workload = Workload(self.command) if self.command else None
+        inst = Instance(self.tfs)
+        fds: dict[int, int] = {}
+        cpus = list(range(instance_cpus(self.tfs.root)))
+        try:
+            try:
+                with stop_signals():
+                    self._stream(inst, cpus, fds, workload, on_pages)
+            except BaseException:
+                with signals_held():
+                    self._teardown(inst, cpus, fds, workload, None, quiet=True)
+                raise
+            with signals_held():
+                self._teardown(inst, cpus, fds, workload, on_pages, quiet=False)
+        finally:
+            if workload is not None:
+                workload.stop()
+                self.command_status = workload.status
+
+    def _stream(self, inst: Instance, cpus: list[int], fds: dict[int, int], workload: Optional[Workload],
+                on_pages: Callable[[EventReader], None]) -> None:
+        try:
+            inst.create()
+            command = workload.pid if workload is not None and not self.system_wide else None
+            pids = traced_tids(self.pids, command)
+            inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0)
+            self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
+            for cpu in cpus:
+                path = inst.path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
+                try:
+                    fds[cpu] = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                except OSError as err:
+                    raise os_error(err, "read the recording instance", path) from None
+            inst.enable(self.selected)
+            inst.tracing(True)
+            self.streaming = True
+            if workload is not None:
+                workload.release()
+            next_look = 0.0
+            while True:
+                done = workload is not None and workload.poll() is not None
+                now = time.monotonic()
+                if pids and now >= next_look:  # names of the traced processes, while they live
+                    self.watch.look(inst.traced_pids(), maps=False)
+                    next_look = now + 0.5
+                self._drain(fds, on_pages)
+                if done:
+                    self.stopped_by = "command"
+                    return
+                time.sleep(self.interval)
+        except KeyboardInterrupt:
+            if not self.streaming:
+                raise
+            self.stopped_by = "SIGINT"
+        except Terminated:
+            if not self.streaming:
+                raise KeyboardInterrupt from None
+            self.stopped_by = "SIGTERM"
+
+    def _teardown(self, inst: Instance, cpus: list[int], fds: dict[int, int], workload: Optional[Workload],
+                  on_pages: Optional[Callable[[EventReader], None]], *, quiet: bool) -> None:
+        step = CleanupSteps()
+        if inst.created:
+            step(lambda: inst.tracing(False))
+            step(lambda: inst.write("events/enable", "0"))
+            if on_pages is not None and fds:
+                step(lambda: self._drain(fds, on_pages))
+            self.lost = sum(lost_of(st) for st in inst.stats(cpus).values())
+        for fd in fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        fds.clear()
+        if workload is not None:
+            workload.stop()
+        step(inst.remove)
+        step.finish(quiet, self.notice)
+
+    def _drain(self, fds: dict[int, int], on_pages: Callable[[EventReader], None]) -> None:
+        page = self.layout.page_size
+        streams = []
+        for cpu, fd in fds.items():
+            chunks = []
+            while True:
+                try:
+                    data = os.read(fd, page)
+                except BlockingIOError:
+                    break
+                except OSError as err:
+                    if err.errno == errno.EINTR:
+                        continue
+                    raise os_error(err, "read the recording instance") from None
+                if not data:
+                    break
+                chunks.append(data.ljust(page, b"\0"))
+            if chunks:
+                blob = b"".join(chunks)
+                streams.append((cpu, blob, 0, len(blob)))
+        if not streams:
+            return
+        reader = EventReader(streams, self.formats, self.layout, source="the live trace")
+        try:
+            on_pages(reader)
+        finally:
+            reader.close()

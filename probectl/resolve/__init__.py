@@ -1,0 +1,487 @@
+"""ProbeSpec + target → ProbePoints: where to put each probe and the kernel fetch text of each argument.
+
+This module decides where the answer comes from — symbols (ELF, or kallsyms for the running kernel),
+DWARF (``sourcepoints``) or, for kprobes without DWARF, BTF (``btfpoints``) — renders raw fetch
+arguments, and drops kprobe places the kernel would refuse.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from .. import spec as S
+from ..debuginfo.elf import ElfFile, ElfSymbol
+from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
+from ..target.kernel import KprobeRules
+from .points import ProbePoint, ResolvedArg, Target, is_untyped_retval
+
+if TYPE_CHECKING:
+    from ..debuginfo.btf import Btf
+    from ..debuginfo.kallsyms import Kallsyms
+    from .dwarf import SourceResolver
+
+# The DWARF side (sourcepoints, debuginfo.dwarf/variables, pyelftools) is imported when a definition
+# needs it: probes by symbol with register or BTF arguments do not pay for it. So are kallsyms, the
+# instruction decoder and difflib, which only some definitions (or errors) need.
+
+# perf's filler for an argument that exists at some places of a multi-place event but not at others.
+MISSING_ARG_MAGIC = 0xDEADE12D
+# A trailing "@VERSION" that is a symbol version (GLIBC_2.2.5), not a source file.
+_SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
+# Integer/pointer arguments of the x86-64 System V calling convention, in order (kernel register names).
+SYSV_ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
+
+
+@dataclass
+class Resolver:
+    """Resolves ProbeSpecs against one target; ``warnings`` collects perf-style notices for the user."""
+
+    target: Target
+    x_types: bool = True  # the kernel has x8..x64 types (tracefs README)
+    retprobe_args: bool = False  # kernel return probes can read $argN (tracefs README)
+    use_btf: bool = False  # kprobe arguments from BTF even when a vmlinux with DWARF is there
+    immediates: bool = True  # the kernel takes \\IMM arguments
+    source_dir: str | None = None  # where to find sources for lazy patterns
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # which debug information was used, for the user
+    _btf: "Btf | None" = None
+    _elf: ElfFile | None = None
+    _kallsyms: "Kallsyms | None" = None
+    _source_resolver: "SourceResolver | None" = None
+    _kprobe_rules: KprobeRules | bool | None = None
+
+    @property
+    def elf(self) -> ElfFile:
+        if self._elf is None:
+            self._elf = ElfFile(self.target.path)
+        return self._elf
+
+    @property
+    def kallsyms(self) -> "Kallsyms":
+        if self._kallsyms is None:
+            from ..debuginfo.kallsyms import Kallsyms
+
+            self._kallsyms = Kallsyms()
+        return self._kallsyms
+
+    def resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        """All probe points of one definition (several for globs, static duplicates, inline
+        instances or lines the compiler split)."""
+        points = self._resolve(_with_symbol_version(probe))
+        if self.target.is_uprobe or self.target.path is None:
+            return points
+        return self._allowed_kprobes(points)
+
+    def _allowed_kprobes(self, points: list[ProbePoint]) -> list[ProbePoint]:
+        """Drop the places the kernel would refuse (perf: "... is blacklisted function, skip it."),
+        with a warning each; when none is left, the first reason is the error."""
+        if self._kprobe_rules is None:
+            self._kprobe_rules = KprobeRules.from_vmlinux(self.elf) or False
+        rules = self._kprobe_rules
+        if not rules:
+            return points
+        allowed, refused = [], []
+        for point in points:
+            sym = self.elf.symbol_at(point.address)
+            start, size, name = (sym.value, sym.size, sym.name) if sym else (point.address, 0, point.function)
+            try:
+                rules.check(point.address, name, start, size)
+                allowed.append(point)
+            except ResolveError as err:
+                refused.append(err)
+        if not allowed:
+            raise refused[0]
+        self.warnings.extend(f"{err.message}; skipped it" for err in refused)
+        return allowed
+
+    def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.needs_dwarf:
+            if self.btf_describes(probe.point):
+                return self._resolve_btf(probe)
+            return self._resolve_source(probe, self.source(required=True))
+        try:
+            sites = self.symbol_sites(probe.point)
+        except ProbePointNotFound:
+            # Names that only DWARF knows: functions that exist only inlined, or without a symbol.
+            source = self.source(required=False) if probe.point.address is None else None
+            if source is None:
+                raise
+            return self._resolve_source(probe, source)
+        if _wants_retval_type(probe) and self.btf_describes(probe.point):
+            return self._resolve_btf(probe)
+        retval_source = self.source(required=False) if _wants_retval_type(probe) else None
+        points = []
+        for function, address, offset in sites:
+            at_entry = offset == 0 and not probe.point.is_return
+            args = []
+            for arg in probe.args:
+                resolved = self.render_arg(arg, address, at_entry)
+                if retval_source is not None and is_untyped_retval(arg):
+                    resolved = replace(resolved, type=self._retval_type(retval_source, address))
+                args.append(resolved)
+            points.append(
+                ProbePoint(
+                    function=function,
+                    offset=offset,
+                    address=address,
+                    place=self.place(function, address, offset),
+                    is_return=probe.point.is_return,
+                    args=tuple(args),
+                )
+            )
+        return points
+
+    # -- BTF (kernels without DWARF) ---------------------------------------------------------
+
+    def btf_describes(self, point: S.PointSpec) -> bool:
+        """Kprobes at a function's entry or return take their C arguments from BTF when there is no
+        vmlinux with DWARF (or when asked to with use_btf)."""
+        pt = point
+        if self.target.is_uprobe or not (self.use_btf or self.target.path is None):
+            return False
+        return pt.function is not None and pt.source is None and pt.line is None and pt.lazy is None
+
+    @property
+    def btf(self) -> "Btf":
+        if self._btf is None:
+            from ..debuginfo.btf import KERNEL_BTF, load_kernel_btf
+
+            self._btf = load_kernel_btf(self.target.path if self.target.path is not None else None)
+            where = f"the .BTF section of {self.target.path}" if self.target.path else str(KERNEL_BTF)
+            self.notes.append(f"C arguments from BTF ({where})")
+        return self._btf
+
+    def _resolve_btf(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        from .btf import resolve_btf_points
+
+        return resolve_btf_points(self, probe)
+
+    def source(self, required: bool) -> "SourceResolver | None":
+        """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
+        if self._source_resolver is None:
+            if self.target.path is None:
+                if required:
+                    raise DebugInfoError(
+                        "kernel source-level probes need the kernel's debug information, and no vmlinux "
+                        "matching the running kernel was found",
+                        hint="install the kernel's debug package (Debian: linux-image-$(uname -r)-dbg) or "
+                             "give one with -k/--vmlinux")
+                return None
+            from ..debuginfo.dwarf import DebugInfo
+            from .dwarf import SourceResolver
+
+            try:
+                debuginfo = DebugInfo.open(self.target.path)
+            except DebugInfoError:
+                if required:
+                    raise
+                return None
+            self._source_resolver = SourceResolver(
+                debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
+                x_types=self.x_types, immediates=self.immediates,
+                source_dir=self.source_dir, warn=self.warnings.append)
+        return self._source_resolver
+
+    @staticmethod
+    def _retval_type(source: "SourceResolver", address: int) -> str:
+        from .dwarf import SourceSite
+
+        fn = source.debuginfo.function_at(address)
+        if fn is None or fn.entry != address:
+            return ""
+        return source.retval_type(SourceSite(address, fn, True))
+
+    def _resolve_source(self, probe: S.ProbeSpec, source: "SourceResolver") -> list[ProbePoint]:
+        from .fetchresult import VariableNotFound, VariableUnavailable
+
+        point = probe.point
+        wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
+        sites = source.sites(point, wants_variables)
+        per_site: list[list[ResolvedArg | VariableUnavailable | VariableNotFound]] = []
+        for site in sites:
+            row: list[ResolvedArg | VariableUnavailable | VariableNotFound] = []
+            for arg in probe.args:
+                if not _needs_debuginfo(arg):
+                    resolved = self.render_arg(arg, site.address, site.at_entry and not point.is_return)
+                    if is_untyped_retval(arg):
+                        resolved = replace(resolved, type=source.retval_type(site))
+                    row.append(resolved)
+                    continue
+                for var in source.variable_args(site, arg, point):
+                    try:
+                        found = source.fetch(site, var.variable, var.cast, arg.user, point)
+                    except (VariableUnavailable, VariableNotFound) as missing:
+                        row.append(missing)
+                        continue
+                    row.append(ResolvedArg(fetch=found.fetch, type=found.type,
+                                           name=var.name or found.default_name, text=arg.text))
+            per_site.append(row)
+        per_site = self._fill_missing(per_site, sites)
+        points = []
+        for site, args in zip(sites, per_site):
+            fn = site.function
+            offset = site.address - fn.entry if fn.entry is not None and site.address >= fn.entry else 0
+            points.append(ProbePoint(function=fn.name, offset=offset, address=site.address,
+                                     place=self.place(fn.name, site.address, offset),
+                                     is_return=point.is_return, args=tuple(args), line=site.line))
+        return points
+
+    def _fill_missing(self, per_site, sites) -> list[list[ResolvedArg]]:
+        """An argument missing at some points of a multi-point event gets perf's magic immediate
+        there (with a warning); missing everywhere, it is an error that says where it is available."""
+        from .fetchresult import VariableNotFound, VariableUnavailable
+
+        width = max((len(row) for row in per_site), default=0)
+        if any(len(row) != width for row in per_site):
+            raise ResolveError("the variables ($vars/$params) differ between the places of this definition",
+                               hint="name the variables explicitly")
+        for col in range(width):
+            column = [row[col] for row in per_site]
+            present = [c for c in column if isinstance(c, ResolvedArg)]
+            if not present:
+                raise next((c for c in column if isinstance(c, VariableUnavailable)), column[0])
+            for row, site in zip(per_site, sites):
+                missing = row[col]
+                if isinstance(missing, (VariableUnavailable, VariableNotFound)):
+                    self.warnings.append(
+                        f"{missing.message}; that event records {MISSING_ARG_MAGIC:#x} for it at 0x{site.address:x}")
+                    row[col] = replace(present[0], fetch=f"\\{MISSING_ARG_MAGIC:#x}")
+        return per_site
+
+    # -- places ------------------------------------------------------------------------------
+
+    def symbol_sites(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        """(function name, address, offset) for a point given by symbol or absolute address."""
+        if point.address is not None:
+            return [(f"abs_{point.address:x}", point.address, 0)]
+        if self.target.path is not None:
+            symbols = self._elf_functions(point)
+        else:
+            symbols = self._kallsyms_functions(point)
+        offset = point.offset or 0
+        sites = []
+        for name, address, size in symbols:
+            if offset and size and offset >= size:
+                raise ResolveError(f"Offset {offset} is bigger than the size of {name}",
+                                   hint=f"{name} is {size} bytes long")
+            if offset and self.target.path is not None:
+                self._check_boundary(name, address, size, offset)
+            sites.append((name, address + offset, offset))
+        return sites
+
+    def _module_text_only(self, name: str, symbols: list[ElfSymbol]) -> list[ElfSymbol]:
+        text = self.elf.section(".text")
+        kept = [s for s in symbols if text is not None and s.shndx == text.index]
+        if not kept:
+            where = self.elf.sections[symbols[0].shndx].name if symbols[0].shndx < len(self.elf.sections) else "?"
+            raise ResolveError(f"{name} is in the module's {where} section; only its .text functions can be probed",
+                               hint="init and exit code is freed once the module is loaded")
+        return kept
+
+    def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
+        """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
+        from ..arch.x86_insn import InstructionDecodeError, check_boundary, check_probe_offset
+
+        try:
+            if self.elf.type == "REL":  # a module: .text functions, addressed by their section offset
+                text = self.elf.section_data(".text")
+                check_boundary(text[address:address + (size or offset + 16)], offset, name)
+            else:
+                check_probe_offset(self.elf, name, address, size, offset)
+        except InstructionDecodeError as err:
+            self.warnings.append(str(err))
+
+    def _elf_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        """Functions from the symbol table of the target file (a user binary, or an offline vmlinux)."""
+        name = point.function or ""
+        if point.source:
+            raise DebugInfoError(f"'{point.text}' names a source file, which needs debug information",
+                                 hint="install the binary's debug symbols (or build it with -g)")
+        symbols = self.elf.find_functions(name)
+        if symbols and self.elf.type == "REL":
+            symbols = self._module_text_only(name, symbols)
+        if not symbols:
+            raise ProbePointNotFound(point.text or name,
+                                     hint=self._function_hint(name, [s.name for s in self.elf.functions()]))
+        if "@" not in name and any(s.version for s in symbols):
+            # An unversioned name means the default version, as the dynamic linker binds it.
+            symbols = [s for s in symbols if not s.version or s.default_version] or symbols
+        chosen: dict[int, ElfSymbol] = {}
+        for sym in symbols:
+            best = chosen.get(sym.value)
+            if best is None or _alias_rank(sym, name) < _alias_rank(best, name):
+                chosen[sym.value] = sym
+        for sym in chosen.values():
+            if sym.type == "IFUNC":
+                self.warnings.append(
+                    f"The probe function ({sym.name}) is a GNU indirect function.\n"
+                    "Consider identifying the final function used at run time and set the probe directly on that."
+                )
+        return [(s.name, s.value, s.size) for s in sorted(chosen.values(), key=lambda s: s.value)]
+
+    def _kallsyms_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
+        """Functions of the running kernel, when there is no vmlinux to read."""
+        if point.source:
+            raise DebugInfoError(f"'{point.text}' names a source file, which needs kernel debug information",
+                                 hint="give a vmlinux with debug information (-k), e.g. from linux-image-*-dbg")
+        ksyms = self.kallsyms
+        if ksyms.addresses_hidden:
+            raise TargetError("kernel symbol addresses are hidden in /proc/kallsyms",
+                              hint="run as root, or check /proc/sys/kernel/kptr_restrict")
+        found = ksyms.find_functions(point.function or "", module=self.target.module)
+        if not found:
+            raise ProbePointNotFound(point.text or point.function,
+                                     hint=self._function_hint(point.function or "",
+                                                        [s.name for s in ksyms.symbols if s.is_function]))
+        unique: dict[int, str] = {}
+        for sym in found:
+            unique.setdefault(sym.address, sym.name)
+        return [(name, addr, 0) for addr, name in sorted(unique.items())]
+
+    def place(self, function: str, address: int, offset: int) -> str:
+        """The kernel's place text of a probe: ``/path:0xFILEOFF`` (uprobe) or ``[MOD:]SYM+OFF``."""
+        if self.target.is_uprobe:
+            return f"{self.target.path}:0x{self.elf.vaddr_to_offset(address):x}"
+        if function.startswith("abs_"):
+            return f"0x{address:x}"
+        if self.target.path is not None:
+            return self._vmlinux_place(function, address, offset)
+        names = [s for s in self.kallsyms.find_functions(function) if s.module == (self.target.module or "")]
+        if len(names) > 1:
+            # A name the kernel cannot resolve uniquely: anchor on _text instead.
+            text = self.kallsyms.find_functions("_text")
+            if text:
+                return f"_text+{address - text[0].address}"
+        prefix = f"{self.target.module}:" if self.target.module else ""
+        return f"{prefix}{function}+{offset}"
+
+    def _vmlinux_place(self, function: str, address: int, offset: int) -> str:
+        """``SYMBOL+OFF`` with the ELF symbol at the address (``.isra``/``.constprop`` names included);
+        a name that is not unique in the kernel is anchored on ``_text`` instead."""
+        sym = self._text_symbol_at(address)
+        name, off = (sym.name, address - sym.value) if sym is not None else (function, offset)
+        if len(self.elf.find_functions(name)) > 1:
+            text = self.elf.find_symbols("_text")
+            if text:
+                return f"_text+{address - text[0].value}"
+        prefix = f"{self.target.module}:" if self.target.module else ""
+        return f"{prefix}{name}+{off}"
+
+    def _text_symbol_at(self, address: int) -> ElfSymbol | None:
+        """The function at an address; in a module (a relocatable object every section of which starts
+        at 0) only .text is addressable, so only its symbols count."""
+        if self.elf.type != "REL":
+            return self.elf.symbol_at(address)
+        text = self.elf.section(".text")
+        found = [s for s in self.elf.functions()
+                 if text is not None and s.shndx == text.index and s.value <= address < s.value + max(s.size, 1)]
+        return min(found, key=lambda s: (s.bind != "GLOBAL", s.name)) if found else None
+
+    @staticmethod
+    def _function_hint(name: str, candidates: list[str]) -> str:
+        from difflib import get_close_matches
+
+        close = get_close_matches(name, sorted(set(candidates)), n=3)
+        if close:
+            return "did you mean " + ", ".join(close) + "?"
+        return "list the probe-able functions with 'probectl funcs'"
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
+        """A fetch argument that needs no debug information (registers, $retval, $argN, @sym...)."""
+        fetch = self._render_fetch(arg.expr, address, at_entry)
+        if (isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is not None
+                and arg.type.base in ("string", "ustring")):
+            # A string is read from memory: $retval:string means the string $retval points at
+            # (the kernel refuses the bare form with "String accepts only memory argument").
+            fetch = f"+0({fetch})"
+        typ = ""
+        if arg.type is not None:
+            typ = arg.type.text
+            if arg.type.base in ("s", "u", "x") and arg.type.bits is None:
+                typ = f"{arg.type.base}64"  # registers and raw fetches are machine words
+        return ResolvedArg(fetch=fetch, type=typ, name=arg.name or "", text=arg.text)
+
+    def _render_fetch(self, expr, address: int, at_entry: bool) -> str:
+        if isinstance(expr, S.Register):
+            return f"%{expr.name}"
+        if isinstance(expr, S.SpecialVar):
+            if expr.name == "stack":
+                return "$stack" if expr.index is None else f"$stack{expr.index}"
+            if expr.name == "arg":
+                return self._render_argn(expr.index, at_entry)
+            return f"${expr.name}"
+        if isinstance(expr, S.SymbolRef):
+            return self._render_symbol(expr, address)
+        if isinstance(expr, S.AddressRef):
+            return f"@{'+' if expr.relative else ''}0x{expr.address:x}"
+        if isinstance(expr, S.Deref):
+            sign = "-" if expr.offset < 0 else "+"
+            user = "u" if expr.user else ""
+            return f"{sign}{user}{abs(expr.offset)}({self._render_fetch(expr.inner, address, at_entry)})"
+        if isinstance(expr, S.Immediate):
+            if isinstance(expr.value, str):
+                return '\\"' + expr.value + '"'
+            return f"\\{expr.value}"
+        if isinstance(expr, S.Variable):
+            raise ResolveError(f"'{S.render_expr(expr)}': a C variable inside a raw fetch is not supported",
+                               hint="fetch the variable on its own, or use registers (+8(%di))")
+        raise ProbeSemanticError(f"unsupported argument {expr!r}")
+
+    def _render_argn(self, index: int, at_entry: bool) -> str:
+        """$argN: kprobes fetch it themselves; uprobes cannot, so use the x86-64 SysV argument register."""
+        if not self.target.is_uprobe:
+            return f"$arg{index}"
+        if not at_entry:
+            raise ResolveError(f"$arg{index} is only known at a function entry",
+                               hint="probe the function itself (no +OFFS, no %return), or fetch a register")
+        if not 1 <= index <= len(SYSV_ARG_REGISTERS):
+            raise ResolveError(f"$arg{index} is not passed in a register on x86-64 (only $arg1..$arg6 are)",
+                               hint=f"read it from the stack, e.g. +{8 * (index - 6)}(%sp)")
+        return "%" + SYSV_ARG_REGISTERS[index - 1]
+
+    def _render_symbol(self, ref: S.SymbolRef, address: int) -> str:
+        """@SYM: kprobes take it as is; uprobes need '@+OFFSET', relative to the probed file's mapping."""
+        if not self.target.is_uprobe:
+            sign = "-" if ref.offset < 0 else "+"
+            return f"@{ref.name}{sign}{abs(ref.offset)}"
+        matches = [s for s in self.elf.symbols() if s.name == ref.name and s.shndx != 0]
+        if not matches:
+            raise ResolveError(f"symbol '{ref.name}' not found in {self.target.path}",
+                               hint=self._function_hint(ref.name, [s.name for s in self.elf.symbols()]))
+        # The kernel computes base = probe address - probe file offset, then reads base + OFFSET.
+        probe_delta = address - self.elf.vaddr_to_offset(address)
+        return f"@+0x{matches[0].value + ref.offset - probe_delta:x}"
+
+
+def _needs_debuginfo(arg: S.ArgSpec) -> bool:
+    return arg.is_c_expr or (isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"))
+
+
+def _wants_retval_type(probe: S.ProbeSpec) -> bool:
+    return probe.point.is_return and any(is_untyped_retval(a) for a in probe.args)
+
+
+def _with_symbol_version(probe: S.ProbeSpec) -> S.ProbeSpec:
+    """Read ``FUNC@GLIBC_2.2.5`` as a symbol version, not a source file.
+
+    perf wants ``malloc\\@GLIBC_2.2.5``; a version-shaped suffix cannot be a source file, so accept it bare.
+    """
+    pt = probe.point
+    if not (pt.function and pt.source and _SYMBOL_VERSION.fullmatch(pt.source)):
+        return probe
+    if pt.line is not None or pt.lazy is not None:
+        return probe
+    point = replace(pt, function=f"{pt.function}@{pt.source}", source=None)
+    return replace(probe, point=point)
+
+
+def _alias_rank(sym: ElfSymbol, wanted: str) -> tuple:
+    """Order aliases at one address: the name asked for, then global, default-version, fewer underscores."""
+    exact = sym.name != wanted and sym.versioned_name != wanted
+    glob_miss = not fnmatch.fnmatchcase(sym.name, wanted)
+    return (exact and glob_miss, sym.bind != "GLOBAL", not sym.default_version,
+            len(sym.name) - len(sym.name.lstrip("_")), sym.name)

@@ -1,0 +1,645 @@
+"""Fetch arguments from BTF at a kernel function's entry or return, for kernels without DWARF.
+
+BTF gives a function's prototype -- parameter names and types, return type -- but no
+locations. At the entry of a function (a kprobe at ``FUNC+0``, before the function has run an
+instruction of its own) the x86-64 System V calling convention says where each parameter is:
+
+- Each parameter is classified by its type: integers, pointers and enums up to 8 bytes take
+  the next general-purpose register (``%di %si %dx %cx %r8 %r9``); a 16-byte integer takes two
+  (or goes to the stack whole if two are not left); ``float``/``double`` take SSE registers,
+  which probes cannot read; a struct or union of up to 16 bytes is split into eightbytes, each
+  INTEGER (in a general register) unless it holds only floating-point fields; larger or
+  unaligned aggregates and ``long double`` are passed in memory, on the stack.
+- A function returning a struct in memory gets its address as a hidden first argument (``%di``).
+- Stack arguments start 8 bytes above the stack pointer (the return address is at ``0(%sp)``),
+  each at an 8-byte aligned slot (16 for 16-byte aligned types), as perf writes them from DWARF
+  (``+8(%sp)``) and the kernel reads ``$argN`` (``regs_get_kernel_argument``).
+
+From the parameter's place, member chains (``->``, ``.``, ``[N]``), bitfields, ``:string`` casts
+and the kernel type follow the rules of the DWARF path (:mod:`probectl.resolve.dwarf_fetch`: perf's
+``convert_variable_fields``/``convert_variable_type``), so the same definition resolves to the
+same fetch argument from either source. A struct passed in registers can be read member by
+member (``b<bits>@<offset>/64`` of its register), as the DWARF path reads a struct held in a
+register. Types tagged ``__user`` in BTF (``btf_type_tag("user")``, kernels built with clang)
+are dereferenced as user memory (``+u0(...)``) and read as ``ustring``.
+
+At a return probe the registers that held the parameters have been reused. Kernels whose
+tracefs README says "kernel return probes support: $retval, $arg<N>, $comm" save the entry
+registers and let a return probe read ``$argN``; with ``args_at_return`` the parameter is fetched
+that way (N counts argument slots: registers, then 8-byte stack slots), else it is refused.
+"""
+from __future__ import annotations
+
+import functools
+import struct
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, TypeVar, Union
+
+from ..errors import DebugInfoError, ProbectlError, ResolveError
+from ..debuginfo.btf import (AGGREGATE_KINDS, ARRAY, EM_X86_64, ENUM, ENUM64, FLOAT, FWD, INT, PTR, Btf, BtfType)
+from .fetchresult import FetchResult, ListedVariable, VariableNotFound, VariableUnavailable, default_name
+from ..debuginfo.dwarf.types import Bitfield, TypeError_
+
+__all__ = ["ParamLocation", "btf_fetch", "btf_params", "btf_param_locations", "btf_retval", "btf_retval_type",
+           "btf_vars_listing", "GP_REGISTERS"]
+
+GP_REGISTERS = ("%di", "%si", "%dx", "%cx", "%r8", "%r9")
+_SSE_REGISTERS = 8
+_STACK_START = 8        # the return address is at 0(%sp) at a function's first instruction
+_STRING_CASTS = ("string", "ustring")
+_SIZE_CASTS = ("u", "s", "x")
+
+# Eightbyte classes (x86-64 psABI 3.2.3).
+_NONE, _INTEGER, _SSE = "none", "integer", "sse"
+_MEMORY = "memory"      # the whole value is passed on the stack
+
+
+_T = TypeVar("_T")
+
+
+def _guarded(func: Callable[..., _T]) -> Callable[..., _T]:
+    """Damaged BTF that gets past the reader's checks still ends as a DebugInfoError."""
+
+    @functools.wraps(func)
+    def wrapper(btf: Btf, *args, **kwargs):
+        try:
+            return func(btf, *args, **kwargs)
+        except ProbectlError:
+            raise
+        except (IndexError, ValueError, KeyError, OverflowError, UnicodeError, RecursionError,
+                struct.error) as exc:
+            raise DebugInfoError(f"{btf.source}: corrupt BTF ({exc.__class__.__name__}: {exc})",
+                                 hint="the BTF data is damaged; use the kernel's vmlinux with DWARF") from None
+
+    return wrapper
+
+
+# --- where parameters are ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamLocation:
+    """Where a parameter is at function entry: ``registers`` (indices into
+    :data:`GP_REGISTERS`, one per eightbyte) or ``stack`` (offset from ``%sp``); ``slots``: the
+    kernel's ``$argN`` numbers of its eightbytes; ``problem``: why it cannot be fetched ("" if it
+    can)."""
+
+    name: str
+    type: int
+    registers: tuple[int, ...] = ()
+    stack: Optional[int] = None
+    slots: Sequence[int] = ()
+    problem: str = ""
+
+
+class _Unclassifiable(Exception):
+    """A type the calling convention cannot place (declared only, void, a function...)."""
+
+
+def _alignment(btf: Btf, type_id: int, depth: int = 0, memo: Optional[dict[int, int]] = None) -> int:
+    """Natural alignment of a type (1 for aggregates whose members are not naturally aligned,
+    i.e. packed ones)."""
+    if depth > 32:
+        raise DebugInfoError(f"{btf.source}: corrupt BTF: types nest too deep (a loop?)")
+    if memo is None:
+        memo = {}
+    if type_id in memo:
+        return memo[type_id]
+    memo[type_id] = align = _natural_alignment(btf, type_id, depth, memo)
+    return align
+
+
+def _natural_alignment(btf: Btf, type_id: int, depth: int, memo: dict[int, int]) -> int:
+    t = btf.real(type_id)
+    if t is None:
+        raise _Unclassifiable("void")
+    if t.kind in (INT, ENUM, ENUM64, FLOAT):
+        return max(1, min(t.size or 1, 16))
+    if t.kind == PTR:
+        return btf.pointer_size
+    if t.kind == ARRAY:
+        return _alignment(btf, btf.array_info(t)[0], depth + 1, memo)
+    if t.kind in AGGREGATE_KINDS:
+        align = 1
+        for m in btf.members(t):
+            if m.bitfield_size:
+                continue
+            a = _alignment(btf, m.type, depth + 1, memo)
+            if m.bit_offset % (8 * a):
+                return 1
+            align = max(align, a)
+        if t.size % align:
+            return 1
+        return align
+    raise _Unclassifiable(btf.type_name(type_id) or t.kind_name)
+
+
+def _classify(btf: Btf, type_id: int) -> Union[str, list[str]]:
+    """The classes of the eightbytes of a value of ``type_id``, or ``_MEMORY``."""
+    t = btf.real(type_id)
+    if t is None:
+        raise _Unclassifiable("void")
+    if t.kind in (INT, ENUM, ENUM64, PTR):
+        size = btf.byte_size(t.id) or 0
+        if 0 < size <= 8:
+            return [_INTEGER]
+        if size == 16:
+            return [_INTEGER, _INTEGER]
+        raise _Unclassifiable(f"a {size}-byte integer")
+    if t.kind == FLOAT:
+        return [_SSE] if t.size in (4, 8) else _MEMORY    # long double: x87, in memory
+    if t.kind in AGGREGATE_KINDS:
+        size = t.size or 0
+        if size == 0:
+            return []
+        if size > 16:
+            return _MEMORY
+        classes = [_NONE] * ((size + 7) // 8)
+        if t.vlen == 0:
+            # BTF without the members (pahole writes transparent unions so): kernel aggregates
+            # hold integers and pointers, so take the eightbytes as INTEGER.
+            return [_INTEGER] * len(classes)
+        if not _classify_fields(btf, t.id, 0, classes, 0):
+            return _MEMORY
+        if _NONE in classes:
+            raise _Unclassifiable(f"{btf.type_name(t.id)}, which has an eightbyte of padding only")
+        return classes
+    raise _Unclassifiable(btf.type_name(type_id) or t.kind_name)
+
+
+_CLASSIFY_BUDGET = 100_000  # fields visited for one parameter before calling the data damaged
+
+
+def _classify_fields(btf: Btf, type_id: int, base_bits: int, classes: list[str], depth: int,
+                     budget: Optional[list[int]] = None) -> bool:
+    """Merge the class of every scalar inside ``type_id`` (at ``base_bits``) into ``classes``;
+    False if a field is not naturally aligned (the aggregate then goes to memory)."""
+    if budget is None:
+        budget = [_CLASSIFY_BUDGET]
+    budget[0] -= 1
+    if depth > 32 or budget[0] < 0:
+        raise DebugInfoError(f"{btf.source}: corrupt BTF: an aggregate of at most 16 bytes has too many "
+                             f"fields or nests too deep (a loop?)")
+    t = btf.real(type_id)
+    if t is None:
+        raise _Unclassifiable("void")
+    if t.kind in AGGREGATE_KINDS:
+        for m in btf.members(t):
+            if base_bits + m.bit_offset >= len(classes) * 64:
+                continue    # past the end of the aggregate (damaged data)
+            bits = m.bitfield_size
+            mt = btf.real(m.type)
+            if not bits and mt is not None and mt.kind == INT:
+                _enc, int_off, int_bits = btf.int_encoding(mt)
+                if int_bits != (mt.size or 0) * 8 or int_off:
+                    bits = int_bits
+            if bits:
+                start = base_bits + m.bit_offset
+                for eb in range(start // 64, (start + bits - 1) // 64 + 1):
+                    if eb < len(classes):
+                        classes[eb] = _INTEGER
+                continue
+            if not _classify_fields(btf, m.type, base_bits + m.bit_offset, classes, depth + 1, budget):
+                return False
+        return True
+    if t.kind == ARRAY:
+        elem, count = btf.array_info(t)
+        esize = btf.byte_size(elem) or 0
+        for n in range(count if esize else 0):
+            if base_bits + n * esize * 8 >= len(classes) * 64:
+                break       # an aggregate of at most 16 bytes: the rest is past its end (damaged data)
+            if not _classify_fields(btf, elem, base_bits + n * esize * 8, classes, depth + 1, budget):
+                return False
+        return True
+    size = btf.byte_size(t.id)
+    if size is None:
+        raise _Unclassifiable(btf.type_name(t.id) or t.kind_name)
+    if base_bits % (8 * _alignment(btf, t.id)):
+        return False
+    cls = _SSE if t.kind == FLOAT else _INTEGER
+    if t.kind == FLOAT and size > 8:
+        return False
+    for eb in range(base_bits // 64, (base_bits + size * 8 - 1) // 64 + 1):
+        if eb < len(classes) and classes[eb] != _INTEGER:
+            classes[eb] = cls
+    return True
+
+
+def _returns_in_memory(btf: Btf, ret: int) -> bool:
+    if ret == 0:
+        return False
+    try:
+        return _classify(btf, ret) == _MEMORY and btf.real(ret).kind in AGGREGATE_KINDS
+    except _Unclassifiable:
+        return False
+
+
+@_guarded
+def btf_param_locations(btf: Btf, function: str) -> list[ParamLocation]:
+    """Where each named or unnamed parameter of ``function`` is at its entry (x86-64 SysV)."""
+    _check_machine(btf)
+    key = ("param_locations", function)
+    cached = btf.cache.get(key)
+    if cached is None:
+        cached = btf.cache[key] = _param_locations(btf, btf.function(function).proto)
+    return list(cached)
+
+
+def _param_locations(btf: Btf, proto: BtfType) -> tuple[ParamLocation, ...]:
+    params, _variadic = btf.params(proto)
+    gp = 1 if _returns_in_memory(btf, proto.ref) else 0
+    sse = 0
+    stack = 0           # bytes of stack arguments so far
+    lost = ""           # a parameter whose place is unknown hides the places of those after it
+    out = []
+    for p in params:
+        if lost:
+            out.append(ParamLocation(p.name, p.type, problem=f"where it is depends on '{lost}', whose type "
+                                                             f"the calling convention cannot place"))
+            continue
+        try:
+            classes = _classify(btf, p.type)
+        except _Unclassifiable as exc:
+            lost = p.name or "?"
+            out.append(ParamLocation(p.name, p.type, problem=f"its type ({exc}) cannot be placed by the "
+                                                             f"calling convention"))
+            continue
+        if classes != _MEMORY:
+            n_int = classes.count(_INTEGER)
+            n_sse = classes.count(_SSE)
+            if gp + n_int <= len(GP_REGISTERS) and sse + n_sse <= _SSE_REGISTERS:
+                regs = []
+                for c in classes:
+                    if c == _INTEGER:
+                        regs.append(gp)
+                        gp += 1
+                sse += n_sse
+                problem = ""
+                if n_sse:
+                    problem = ("it is passed in an SSE register (%xmm), which probe arguments cannot read" if not n_int
+                               else "part of it is passed in an SSE register (%xmm), which probe arguments "
+                                    "cannot read")
+                elif not classes:
+                    problem = "it is an empty aggregate, passed nowhere"
+                out.append(ParamLocation(p.name, p.type, registers=tuple(regs),
+                                         slots=tuple(r + 1 for r in regs), problem=problem))
+                continue
+        # In memory: on the stack, at the next slot aligned for it.
+        size = btf.byte_size(p.type) or 0
+        try:
+            align = max(8, _alignment(btf, p.type))
+        except _Unclassifiable:
+            align = 8
+        stack = (stack + align - 1) // align * align
+        first_slot = len(GP_REGISTERS) + 1 + stack // 8
+        nslots = max(1, (size + 7) // 8)
+        out.append(ParamLocation(p.name, p.type, stack=_STACK_START + stack,
+                                 slots=range(first_slot, first_slot + nslots)))
+        stack += nslots * 8
+    return tuple(out)
+
+
+def _check_machine(btf: Btf) -> None:
+    if btf.machine is not None and btf.machine != EM_X86_64:
+        raise DebugInfoError(f"{btf.source} describes a kernel for ELF machine {btf.machine}; fetching "
+                             f"arguments from BTF knows only the x86-64 calling convention",
+                             hint="use a vmlinux with DWARF, or $argN where the kernel supports it")
+
+
+# --- places ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Address:
+    """``base + offset``: ``base`` is fetch text producing a value (``%di``, ``+8(%di)``)."""
+
+    base: str
+    offset: int = 0
+
+    def plus(self, n: int) -> "_Address":
+        return _Address(self.base, self.offset + n)
+
+
+@dataclass(frozen=True)
+class _Memory:
+    address: _Address
+    user: bool = False
+
+
+@dataclass(frozen=True)
+class _Registers:
+    """A value in one or more 8-byte registers (or saved argument slots): their fetch texts."""
+
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """Bits ``bit_offset``.. of a register holding (part of) an aggregate."""
+
+    value: str
+    bit_offset: int
+
+
+_Place = Union[_Memory, _Registers, _Slice]
+
+
+def _render_memory(address: _Address, user: bool = False) -> str:
+    off = address.offset
+    sign = "+" if off >= 0 else "-"
+    return f"{sign}{'u' if user else ''}{abs(off)}({address.base})"
+
+
+def _value_of(place: _Place, owner: str) -> _Address:
+    """The pointer held at ``place``, as an address to dereference."""
+    if isinstance(place, _Memory):
+        return _Address(_render_memory(place.address, place.user))
+    if isinstance(place, _Registers):
+        if len(place.values) != 1:
+            raise _unavailable(owner, f"'{owner}' is held in {len(place.values)} registers, not a pointer")
+        return _Address(place.values[0])
+    if place.bit_offset == 0:
+        return _Address(place.value)
+    raise _unavailable(owner, f"'{owner}' is part of a register and cannot be dereferenced")
+
+
+def _member_place(place: _Place, offset: int, owner: str) -> _Place:
+    if isinstance(place, _Memory):
+        return _Memory(place.address.plus(offset), place.user)
+    if isinstance(place, _Slice):
+        return _Slice(place.value, place.bit_offset + offset * 8)
+    index, within = divmod(offset, 8)
+    if index >= len(place.values):
+        raise _unavailable(owner, f"a member of '{owner}' lies beyond the registers that hold it")
+    return _Slice(place.values[index], within * 8)
+
+
+def _unavailable(name: str, message: str, hint: str = "") -> VariableUnavailable:
+    return VariableUnavailable(message, hint, name, 0, [], [], "register")
+
+
+# --- fetching --------------------------------------------------------------------------------------------
+
+
+def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_return: bool
+                 ) -> tuple[ParamLocation, _Place]:
+    locations = btf_param_locations(btf, function)
+    positions = sorted({n for proto in btf.function(function).protos
+                        for n, p in enumerate(btf.params(proto)[0]) if p.name == name})
+    if len(positions) > 1:
+        raise VariableNotFound(f"'{name}' names different parameters of the functions called '{function}' in "
+                               f"{btf.source}", hint="BTF does not say which symbol is which; use a vmlinux with "
+                                                     "DWARF, or $argN")
+    if positions:
+        loc = locations[positions[0]]
+    else:
+        names = [p.name for p in locations if p.name]
+        raise VariableNotFound(f"'{function}' has no parameter '{name}' in {btf.source}",
+                               hint=(f"its parameters are: {', '.join(names)}" if names else
+                                     f"'{function}' takes no named parameters") +
+                               "; BTF describes parameters only (no locals, no globals): use a vmlinux with "
+                               "DWARF for those")
+    if loc.problem:
+        raise _unavailable(name, f"parameter '{name}' of '{function}' cannot be fetched: {loc.problem}")
+    if at_return:
+        if not args_at_return:
+            raise _unavailable(name, f"parameter '{name}' is not available at the return of '{function}': the "
+                                     f"registers that held it have been reused",
+                               hint="probe the function's entry, or use a kernel whose return probes support "
+                                    "$arg<N> (tracefs README: 'kernel return probes support: $retval, $arg<N>, "
+                                    "$comm')")
+        return loc, _Registers(tuple(f"$arg{n}" for n in loc.slots))
+    if loc.stack is not None:
+        return loc, _Memory(_Address("%sp", loc.stack))
+    return loc, _Registers(tuple(GP_REGISTERS[r] for r in loc.registers))
+
+
+def _expr_text(variable) -> str:
+    out = variable.name
+    for a in getattr(variable, "accessors", ()):
+        out += (("->" if a.arrow else ".") + a.name) if hasattr(a, "arrow") else f"[{a.index}]"
+    return out
+
+
+@_guarded
+def btf_fetch(btf: Btf, function: str, variable, cast=None, *, at_return: bool = False, x_types: bool = True,
+              args_at_return: bool = False, user_access: bool = False) -> FetchResult:
+    """The fetch argument reading ``variable`` (a ``spec.Variable``: a parameter of ``function``
+    with its member chain) at the entry of ``function`` (``at_return``: at its return), with an
+    optional ``spec.TypeSpec`` cast, from BTF alone.
+
+    ``x_types``: the kernel supports ``x<bits>`` types. ``args_at_return``: the kernel's return
+    probes can read ``$argN``. ``user_access`` (``@user``): every dereference reads user memory.
+
+    Raises VariableNotFound (not a parameter), VariableUnavailable (a parameter in an SSE
+    register, of an unplaceable type, or at a return probe), ``types.TypeError_`` for member
+    chain and cast mistakes, BtfFunctionNotFound, DebugInfoError for damaged BTF.
+    """
+    loc, place = _param_place(btf, function, variable.name, at_return, args_at_return)
+    return _convert(btf, loc.type, place, variable, cast, x_types, user_access)
+
+
+def _convert(btf: Btf, cur: int, place: _Place, variable, cast, x_types: bool, user_access: bool) -> FetchResult:
+    owner = variable.name
+    bitfield: Optional[Bitfield] = None
+    user = user_access
+    for acc in getattr(variable, "accessors", ()):
+        real = btf.real(cur)
+        if real is None:
+            raise TypeError_(f"'{owner}' has no type (void)")
+        if bitfield is not None:
+            raise TypeError_(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
+        if not hasattr(acc, "arrow"):
+            if real.kind == ARRAY:
+                elem, _count = btf.array_info(real)
+                esize = btf.byte_size(elem)
+                if esize is None:
+                    raise TypeError_(f"the elements of '{owner}' have no known size")
+                if not isinstance(place, _Memory):
+                    raise _unavailable(owner, f"'{owner}' is an array that is not in memory")
+                place = _Memory(place.address.plus(acc.index * esize), place.user)
+                cur = elem
+            elif real.kind == PTR:
+                size = btf.byte_size(real.ref)
+                if real.ref == 0 or size is None:
+                    raise TypeError_(f"'{owner}' points to {btf.type_name(real.ref) or 'void'}, which has no size "
+                                     f"to index by", hint="cast it, or use a member chain")
+                user = user or btf.has_tag(real.ref, "user")
+                place = _Memory(_value_of(place, owner).plus(acc.index * size), user)
+                cur = real.ref
+            else:
+                raise TypeError_(f"'{owner}' ({btf.type_name(cur)}) is not a pointer nor an array, so it cannot "
+                                 f"be indexed")
+            owner = f"{owner}[{acc.index}]"
+            continue
+        if real.kind == PTR:
+            if not acc.arrow:
+                raise TypeError_(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
+                                 hint=f"write {owner}->{acc.name}")
+            agg = btf.real(real.ref)
+            if agg is not None and agg.kind == FWD:
+                raise TypeError_(f"'{owner}' points to {btf.type_name(agg.id)}, which BTF only declares (its "
+                                 f"members are not described)", hint="use a vmlinux with DWARF")
+            if agg is None or agg.kind not in AGGREGATE_KINDS:
+                raise TypeError_(f"'{owner}' is not a pointer to a struct or union ({btf.type_name(cur)})")
+            user = user or btf.has_tag(real.ref, "user")
+            place = _Memory(_value_of(place, owner), user)
+        elif real.kind in AGGREGATE_KINDS:
+            if acc.arrow:
+                raise TypeError_(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
+                                 hint=f"write {owner}.{acc.name}")
+            agg = real
+        else:
+            raise TypeError_(f"'{owner}' ({btf.type_name(cur)}) is not a struct or union")
+        member = btf.find_member(agg.id, acc.name)
+        if member is None:
+            raise btf.unknown_member_error(owner, agg.id, acc.name)
+        place = _member_place(place, member.offset, owner)
+        bitfield = member.bitfield
+        cur = member.type
+        owner = f"{owner}{'->' if acc.arrow else '.'}{acc.name}"
+    return _final(btf, place, cur, bitfield, variable, cast, owner, x_types, user_access)
+
+
+def _cast_text(cast) -> str:
+    text = getattr(cast, "text", None)
+    return text if text is not None else str(cast)
+
+
+def _final(btf: Btf, place: _Place, cur: int, bitfield: Optional[Bitfield], variable, cast, owner: str,
+           x_types: bool, user_access: bool) -> FetchResult:
+    real = btf.real(cur)
+    c_type = btf.type_name(cur) or "(unknown_type)"
+    size = btf.byte_size(cur)
+    common = dict(default_name=default_name(variable, cast), c_type=c_type, signed=btf.is_signed(cur),
+                  enumerators=tuple(btf.enumerators(cur)), size=size, variable=variable.name)
+    base = getattr(cast, "base", None)
+    if base in _STRING_CASTS:
+        if real is None or real.kind not in (PTR, ARRAY):
+            raise TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
+                             hint="':string' needs a char array or a char pointer")
+        elem = real.ref if real.kind == PTR else btf.array_info(real)[0]
+        if not btf.char_element(elem):
+            raise TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * or a "
+                             f"char array")
+        stype = base
+        if real.kind == PTR:
+            # A __user char pointer: the string is in user memory (``ustring``); with @user every
+            # dereference already says so (``+u0(...)``), as the DWARF path writes it.
+            fetch = _render_memory(_value_of(place, owner), user_access)
+            if base == "string" and not user_access and btf.has_tag(real.ref, "user"):
+                stype = "ustring"
+        else:
+            if not isinstance(place, _Memory):
+                raise _unavailable(owner, f"'{owner}' is an array that is not in memory")
+            fetch = _render_memory(place.address, place.user)
+        return FetchResult(fetch=fetch, type=stype, bits=0, **common)
+    if base is not None and (base not in _SIZE_CASTS or getattr(cast, "bits", None)):
+        return FetchResult(fetch=_scalar_fetch(place, owner), type=_cast_text(cast),
+                           bits=getattr(cast, "bits", None) or 0, **common)
+    if bitfield is not None:
+        if isinstance(place, _Slice):
+            bf = Bitfield(0, place.bit_offset + bitfield.shift, bitfield.bits, 64, bitfield.signed)
+            if bf.shift + bf.bits > 64:
+                raise _unavailable(owner, f"'{owner}' straddles two registers")
+            fetch = place.value
+        else:
+            bf = bitfield
+            fetch = _scalar_fetch(place, owner)
+        return FetchResult(fetch=fetch, type=bf.fetch_type, bits=bf.bits, **common)
+    if isinstance(place, _Slice):
+        if size is None or size > 8 or place.bit_offset + size * 8 > 64:
+            raise _unavailable(owner, f"'{owner}' is part of a register and has no fetchable size")
+        return FetchResult(fetch=place.value, type=f"b{size * 8}@{place.bit_offset}/64", bits=size * 8, **common)
+    ktype = btf.kernel_type(cur, base if base in _SIZE_CASTS else None, x_types)
+    bits = int(ktype[1:]) if ktype else 0
+    return FetchResult(fetch=_scalar_fetch(place, owner), type=ktype, bits=bits, **common)
+
+
+def _scalar_fetch(place: _Place, owner: str) -> str:
+    if isinstance(place, _Memory):
+        return _render_memory(place.address, place.user)
+    if isinstance(place, _Registers):
+        if len(place.values) != 1:
+            raise _unavailable(owner, f"'{owner}' is held in {len(place.values)} registers "
+                                      f"({', '.join(place.values)}), which one argument cannot read",
+                               hint="fetch its members, or each register")
+        return place.values[0]
+    raise _unavailable(owner, "a part of a register cannot be fetched with this type")
+
+
+# --- $retval, $params, listings ------------------------------------------------------------------------
+
+
+@_guarded
+def btf_retval(btf: Btf, function: str, x_types: bool = True) -> FetchResult:
+    """``$retval`` of ``function``: its kernel type, C type, signedness and enumerators from the
+    return type. Raises VariableUnavailable for void functions and values not returned in
+    ``%ax`` alone (floating point, 16-byte values, structs returned in memory)."""
+    _check_machine(btf)
+    ret = btf.function(function).proto.ref
+    if ret == 0:
+        raise _unavailable("$retval", f"'{function}' returns void: $retval has no value",
+                           hint="probe the return without $retval, or fetch something else")
+    tname = btf.type_name(ret) or "(unknown_type)"
+    try:
+        classes = _classify(btf, ret)
+    except _Unclassifiable as exc:
+        raise _unavailable("$retval", f"the return type of '{function}' ({exc}) cannot be placed") from None
+    if classes == _MEMORY:
+        raise _unavailable("$retval", f"'{function}' returns {tname} in memory ($retval holds its address)",
+                           hint="fetch $retval:x64 for the address")
+    if classes != [_INTEGER]:
+        where = "an SSE register" if _SSE in classes else "two registers (%ax, %dx)"
+        raise _unavailable("$retval", f"'{function}' returns {tname} in {where}, which $retval cannot read")
+    ktype = btf.kernel_type(ret, None, x_types)
+    size = btf.byte_size(ret)
+    return FetchResult(fetch="$retval", type=ktype, default_name="arg1", c_type=tname, signed=btf.is_signed(ret),
+                       bits=int(ktype[1:]) if ktype else 0, enumerators=tuple(btf.enumerators(ret)), size=size,
+                       variable="$retval")
+
+
+@_guarded
+def btf_retval_type(btf: Btf, function: str, x_types: bool = True) -> str:
+    """The kernel type of ``$retval`` of ``function`` (``s32``, ``x64``...)."""
+    return btf_retval(btf, function, x_types).type
+
+
+def _fetchable(btf: Btf, function: str, name: str, at_return: bool, args_at_return: bool) -> bool:
+    try:
+        _loc, place = _param_place(btf, function, name, at_return, args_at_return)
+        _convert(btf, _loc.type, place, _Plain(name), None, True, False)
+        return True
+    except ResolveError:
+        return False
+
+
+@dataclass(frozen=True)
+class _Plain:
+    name: str
+    accessors: tuple = ()
+
+
+@_guarded
+def btf_params(btf: Btf, function: str, *, at_return: bool = False, args_at_return: bool = False) -> list[str]:
+    """``$params``: the names of the parameters of ``function`` that can be fetched there, in
+    order."""
+    out = []
+    for loc in btf_param_locations(btf, function):
+        if loc.name and loc.name not in out and _fetchable(btf, function, loc.name, at_return, args_at_return):
+            out.append(loc.name)
+    return out
+
+
+@_guarded
+def btf_vars_listing(btf: Btf, function: str, *, at_return: bool = False, args_at_return: bool = False
+                     ) -> list[ListedVariable]:
+    """The ``vars`` listing of ``function`` from BTF: each fetchable parameter with its C type as
+    ``perf probe -V`` writes it, sorted as perf prints them."""
+    seen: dict[str, ListedVariable] = {}
+    for loc in btf_param_locations(btf, function):
+        if not loc.name or not _fetchable(btf, function, loc.name, at_return, args_at_return):
+            continue
+        item = ListedVariable(btf.type_name(loc.type) or "(unknown_type)", loc.name, "param")
+        seen.setdefault(f"{item.c_type}\t{loc.name}", item)
+    return [seen[k] for k in sorted(seen)]

@@ -1,0 +1,200 @@
+"""Source-level resolution through DWARF (perf's probe-finder): probe points for functions, inline
+instances, lines and lazy patterns, and fetch arguments for C expressions at each of them.
+
+``resolve.Resolver`` decides when DWARF is needed; this module only turns a PointSpec into
+SourceSites and ArgSpecs into ResolvedArgs with the debuginfo layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from .. import spec as S
+from ..debuginfo.dwarf import DebugInfo, Function, tail_match
+from ..debuginfo.elf import ElfFile
+from .dwarf_fetch import expand_variables, fetch_variable, retval_type
+from ..debuginfo.dwarf.variables import best_scope
+from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError
+
+# Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
+# errors that use them: a probe at a function's entry needs none of them.
+
+
+@dataclass(frozen=True)
+class SourceSite:
+    """One address a source-level point resolved to, with the function it belongs to."""
+
+    address: int
+    function: Function  # the matched function, or the instance (inline or out-of-line) the address is in
+    at_entry: bool  # the address is the function's entry (for $argN)
+    line: Optional[int] = None
+
+
+@dataclass
+class SourceResolver:
+    """Resolves points and C arguments of one target's DWARF."""
+
+    debuginfo: DebugInfo
+    elf: ElfFile
+    is_uprobe: bool
+    x_types: bool = True
+    immediates: bool = True
+    source_dir: Optional[str] = None
+    warn: Callable[[str], None] = lambda message: None
+
+    # -- points ---------------------------------------------------------------------------------
+
+    def sites(self, point: S.PointSpec, wants_variables: bool) -> list[SourceSite]:
+        """Every address of ``point``; ``wants_variables`` enables perf's prologue skip."""
+        if point.function is None:
+            return self._file_sites(point)
+        functions = self._functions(point)
+        sites: list[SourceSite] = []
+        seen: set[int] = set()
+
+        def add(site: SourceSite) -> None:
+            if site.address not in seen:
+                seen.add(site.address)
+                sites.append(site)
+
+        if point.line is not None:
+            from ..debuginfo.dwarf.lines import function_line
+
+            definitions = self.debuginfo.find_functions(point.function, point.source) or functions
+            for fn in definitions:
+                for lp in function_line(self.debuginfo, fn, point.line):
+                    add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line))
+            if not sites:
+                raise ProbePointNotFound(point.text, hint="that line has no code; see the probe-able lines with "
+                                                          f"'probectl lines {point.function}'")
+            return sites
+        for fn in functions:
+            if point.lazy is not None:
+                from ..debuginfo.dwarf.sources import lazy_points
+
+                for lp in lazy_points(self.debuginfo, point.lazy, scope=fn, source_dir=self.source_dir):
+                    add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
+                continue
+            if fn.entry is None:
+                continue
+            if point.is_return and fn.inlined:
+                raise ResolveError(f'Failed to find "{point.function}%return", because {fn.name} is an inlined '
+                                   "function and has no return point.")
+            if point.offset and fn.high is not None and fn.entry + point.offset >= fn.high:
+                raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
+                                   hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
+            if point.offset:
+                from ..arch.x86_insn import InstructionDecodeError, check_probe_offset
+
+                try:
+                    check_probe_offset(self.elf, fn.name, fn.entry,
+                                       fn.high - fn.entry if fn.high is not None else 0, point.offset)
+                except InstructionDecodeError as err:
+                    self.warn(str(err))
+            address = fn.entry + (point.offset or 0)
+            if (wants_variables and self.is_uprobe and not point.offset and not point.is_return
+                    and not fn.inlined and not self.debuginfo.cu_is_optimized(fn.cu)):
+                from ..debuginfo.dwarf.lines import skip_prologue
+
+                skipped = skip_prologue(self.debuginfo, fn)
+                if skipped != address:
+                    self.warn("Target program is compiled without optimization. Skipping prologue.\n"
+                              f"Probe on address 0x{address:x} to force probing at the function entry.")
+                    address = skipped
+            add(SourceSite(address, fn, address == fn.entry))
+        if not sites:
+            raise ProbePointNotFound(point.text, hint="no line matches the pattern" if point.lazy else "")
+        return sites
+
+    def _functions(self, point: S.PointSpec) -> list[Function]:
+        functions = self.debuginfo.probe_functions(point.function, point.source)
+        if functions:
+            return functions
+        # perf's find_alternative_probe_point: a symbol (an alias such as malloc) mapped to the
+        # DWARF function at its address (__libc_malloc).
+        found = []
+        for sym in self.elf.find_functions(point.function):
+            fn = self.debuginfo.function_at(sym.value)
+            if fn is not None and fn.entry == sym.value and all(f.entry != fn.entry for f in found):
+                found.append(fn)
+        if not found:
+            from difflib import get_close_matches
+
+            close = get_close_matches(point.function, self.debuginfo.function_names(), n=3)
+            hint = ("did you mean " + ", ".join(close) + "?") if close else "list the functions with 'probectl funcs'"
+            raise ProbePointNotFound(point.text, hint=hint)
+        return found
+
+    def _file_sites(self, point: S.PointSpec) -> list[SourceSite]:
+        from ..debuginfo.dwarf.lines import line_table, source_line
+        from ..debuginfo.dwarf.sources import lazy_points
+
+        if point.lazy is not None:
+            points = []
+            for cu in self.debuginfo.compile_units():
+                real = next((f for f in line_table(self.debuginfo, cu).files() if tail_match(f, point.source)), None)
+                if real is not None:
+                    points.extend(lazy_points(self.debuginfo, point.lazy, cu=cu, file=real,
+                                              source_dir=self.source_dir))
+        else:
+            points = source_line(self.debuginfo, point.source, point.line)
+        sites = []
+        for lp in points:
+            fn = self.debuginfo.function_at(lp.address)
+            if fn is None:
+                continue
+            sites.append(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
+        if not sites:
+            raise ProbePointNotFound(point.text,
+                                     hint=f"see the probe-able lines with 'probectl lines {point.source}'")
+        return sites
+
+    def _function_at(self, address: int, fallback: Function) -> Function:
+        fn = self.debuginfo.function_at(address)
+        return fn if fn is not None else fallback
+
+    # -- arguments ------------------------------------------------------------------------------
+
+    def variable_args(self, site: SourceSite, arg: S.ArgSpec, point: S.PointSpec) -> list["VariableArg"]:
+        """The C variables an argument names at a site: one, or the expansion of $params/$vars."""
+        if isinstance(arg.expr, S.SpecialVar):
+            scope = self.scope(site, point)
+            names = expand_variables(self.debuginfo, scope, site.address, params_only=arg.expr.name == "params")
+            return [VariableArg(S.Variable(name), None, None) for name in names]
+        return [VariableArg(arg.expr, arg.name, arg.type)]
+
+    def fetch(self, site: SourceSite, var: S.Variable, cast: Optional[S.TypeSpec], user: bool,
+              point: S.PointSpec):
+        """FetchResult of a C expression at a site (raises VariableUnavailable/VariableNotFound)."""
+        if point.is_return:
+            raise ProbeSemanticError(f"'{S.render_expr(var)}': variables cannot be read at a return probe",
+                                     hint="their registers and stack slots are gone; probe a line before "
+                                          "the return, or read $retval")
+        symbol_base = None
+        if self.is_uprobe:
+            seg = self.elf.segment_for(site.address)
+            symbol_base = seg.vaddr - seg.offset
+        return fetch_variable(self.debuginfo, self.scope(site, point), site.address, var, cast,
+                              x_types=self.x_types, immediates=self.immediates, symbol_base=symbol_base,
+                              user_access=user and not self.is_uprobe)
+
+    def retval_type(self, site: SourceSite) -> str:
+        return retval_type(self.debuginfo, site.function, self.x_types)[0]
+
+    def scope(self, site: SourceSite, point: S.PointSpec):
+        """The function or inline-instance DIE whose variables are visible at a site (perf's best scope)."""
+        if point.line is None and point.lazy is None and point.function is not None:
+            # A function's own instance, even when its entry pc lies outside its ranges (perf's
+            # probe_point_inline_cb looks variables up from the instance DIE itself).
+            return site.function.die
+        scope = best_scope(self.debuginfo, site.address, function=point.function or site.function.name)
+        return scope if scope is not None else site.function.die
+
+
+@dataclass(frozen=True)
+class VariableArg:
+    """A C variable to fetch, with the user's name and cast for it (None for $vars expansions)."""
+
+    variable: S.Variable
+    name: Optional[str]
+    cast: Optional[S.TypeSpec]

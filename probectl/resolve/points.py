@@ -1,0 +1,54 @@
+"""What resolution produces: the target a definition is resolved against, and the resolved probe
+points with their fetch arguments (plain data shared by the DWARF, symbol and BTF resolvers)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import spec as S
+from ..target.binary import uprobe_group_name
+
+
+@dataclass(frozen=True)
+class Target:
+    """What definitions are resolved against: a user binary (uprobes) or the running kernel (kprobes)."""
+
+    kind: str  # "uprobe" or "kprobe"
+    path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
+    module: str | None = None
+
+    @property
+    def is_uprobe(self) -> bool:
+        return self.kind == "uprobe"
+
+    @property
+    def default_group(self) -> str:
+        return uprobe_group_name(self.path) if self.is_uprobe else "probe"
+
+
+@dataclass(frozen=True)
+class ResolvedArg:
+    """One fetch argument: ``name`` is empty when the kernel should name it (argN), as perf leaves it."""
+
+    fetch: str
+    type: str = ""
+    name: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ProbePoint:
+    """One resolved probe location with its arguments."""
+
+    function: str  # the real function (symbol) name at the place
+    offset: int  # bytes from the function's start
+    address: int  # virtual address in the target (kernel address for kprobes)
+    place: str  # the kernel's place text: "/path:0x1139" or "sym+off"
+    is_return: bool = False
+    args: tuple[ResolvedArg, ...] = ()
+    line: int | None = None  # relative line of FUNC:RLN, for naming
+
+
+def is_untyped_retval(arg: S.ArgSpec) -> bool:
+    """``$retval`` without a type: its type comes from the function's return type, if known."""
+    return isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is None
