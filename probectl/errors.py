@@ -52,6 +52,27 @@ class ProbePointNotFound(ResolveError):
         self.point = point
 
 
+class VariableNotFound(ResolveError):
+    """No variable of that name is visible at the address (raised from the debug information the
+    resolvers read, so it lives here rather than in either)."""
+
+
+class VariableUnavailable(ResolveError):
+    """A variable exists but cannot be fetched at the address (optimized out there, or kept in a
+    form probe events cannot read). ``ranges`` are the address ranges where it can be fetched,
+    ``lines`` the (file, line) pairs of those ranges, ``reason`` a LocationError reason or
+    ``optimized_out``."""
+
+    def __init__(self, message: str, hint: str, name: str, address: int,
+                 ranges: list[tuple[int, int]], lines: list[tuple[str, int]], reason: str):
+        super().__init__(message, hint)
+        self.name = name
+        self.address = address
+        self.ranges = ranges
+        self.lines = lines
+        self.reason = reason
+
+
 class TracefsError(ProbectlError):
     """tracefs is missing, not writable, or rejected a write; ``kernel_log`` holds error_log lines."""
 

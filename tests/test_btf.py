@@ -29,12 +29,13 @@ from typing import Optional
 
 import pytest
 
-from probectl.debuginfo import btf as B
-from probectl.debuginfo.btf import Btf, BtfFunctionNotFound, load_kernel_btf
+from probectl.debuginfo.btf import format as B
+from probectl.debuginfo.btf import Btf, load_kernel_btf
+from probectl.debuginfo.btf.types import BtfFunctionNotFound
 from probectl.resolve.btf_fetch import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
                                         btf_vars_listing)
-from probectl.debuginfo.dwarf.types import TypeError_
-from probectl.debuginfo.dwarf.variables import VariableNotFound, VariableUnavailable
+from probectl.debuginfo.typemodel import TypeMismatchError
+from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
 
@@ -269,11 +270,11 @@ def test_user_tags_strings_and_casts():
     assert (r.type, r.default_name, r.c_type, r.signed, r.size) == ("s64", "n", "long int", True, 8)
     assert btf_fetch(btf, "f", _v("path"), x_types=False).type == "u64"
     assert btf_fetch(btf, "f", _v("path"), TypeSpec("string")).default_name == "path_string"
-    with pytest.raises(TypeError_, match="not a pointer nor an array"):
+    with pytest.raises(TypeMismatchError, match="not a pointer nor an array"):
         btf_fetch(btf, "f", _v("n"), TypeSpec("string"))
-    with pytest.raises(TypeError_, match=r"must be referred by '->'"):
+    with pytest.raises(TypeMismatchError, match=r"must be referred by '->'"):
         btf_fetch(btf, "f", _v("k.len"))
-    with pytest.raises(TypeError_, match="has no member 'lne'") as exc:
+    with pytest.raises(TypeMismatchError, match="has no member 'lne'") as exc:
         btf_fetch(btf, "f", _v("k->lne"))
     assert "did you mean 'len'" in exc.value.hint
     with pytest.raises(VariableNotFound, match="no parameter 'x'") as exc:
@@ -832,7 +833,7 @@ def test_host_btf_gives_well_formed_arguments(definition, host_btf):
     for arg in spec.args:
         try:
             text = _btf_args(host_btf, f"{fn} {arg.text}")
-        except (TypeError_, VariableNotFound) as exc:   # a member or parameter renamed since 6.1
+        except (TypeMismatchError, VariableNotFound) as exc:   # a member or parameter renamed since 6.1
             assert exc.message
             continue
         for item in text:

@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probectl.errors import ProbectlError, ProbeSyntaxError, TracefsError
+from probectl.record.filter_file import FilterRejectedError, apply_filter, clear_filter
 from probectl.filters import (
-    And, CpuList, Filter, FilterError, FilterRejectedError, MAX_FILTER_BYTES, Not, Or, Predicate,
-    StringValue, Term, Terms, apply_filter, clear_filter, compile_filter, parse_filter, print_fmt_symbols,
+    And, CpuList, Filter, FilterError, MAX_FILTER_BYTES, Not, Or, Predicate,
+    StringValue, Term, Terms, compile_filter, parse_filter, print_fmt_symbols,
 )
 from probectl.formats import EventFormat
 

@@ -56,7 +56,7 @@ def test_kernel_entry_probe_loads_only_what_it_uses():
 
 
 def test_btf_arguments_do_not_load_dwarf():
-    from probectl.debuginfo.btf import KERNEL_BTF
+    from probectl.debuginfo.btf.format import KERNEL_BTF
 
     if not KERNEL_BTF.exists():
         _missing(f"this kernel has no {KERNEL_BTF} (--btf has nothing to read)")

@@ -19,11 +19,12 @@ from conftest import _missing, build_fixture, build_static_pair, kernel_testdata
 from probectl.debuginfo.dwarf import dieindex, namesearch
 from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
-from probectl.debuginfo.dwarf.sections import SectionMap
+from probectl.debuginfo.dwarf.sectionmap import SectionMap
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.indexcache import CompactIndex
+from probectl.debuginfo.dwarf.nameindex import CompactIndex
 from probectl.debuginfo.symtab import SymbolTables, _alias_rank
-from probectl.target.kernel import _MARK_NAMES, KprobeRules
+from probectl.resolve.kprobe_rules import _MARK_NAMES
+from probectl.resolve.kprobe_rules import KprobeRules
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))

@@ -14,7 +14,8 @@ from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ProbectlError
 from probectl.events import EventDefinition
 from probectl.probes.naming import assign_events
-from probectl.resolve import Resolver, Target
+from probectl.resolve import Resolver
+from probectl.target import Target
 from probectl.spec import parse_probe
 
 from conftest import _missing, kernel_testdata

@@ -22,7 +22,8 @@ from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
 from probectl.debuginfo.dwarf.location import (Computed, EvalContext, LocationError, Memory, Reg, Register,
                                          RenderOptions, Value, evaluate, expression_at, parse_expression,
                                          register_name, render_memory, render_value)
-from probectl.debuginfo.dwarf.variables import VariableNotFound, VariableUnavailable, best_scope, find_variable
+from probectl.debuginfo.dwarf.variables import best_scope, find_variable
+from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.spec import TypeSpec, Variable, parse_probe
 
 from test_dwarf import fixture_bins, perf_oracle, probe_points, probectl_definitions, render  # noqa: F401

@@ -7,7 +7,7 @@ import pytest
 
 from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ResolveError
-from probectl.target.kernel import KprobeRules
+from probectl.resolve.kprobe_rules import KprobeRules
 
 from qemu_kernel import run_in_guest
 from test_qemu_kprobes import kernel_dir  # noqa: F401  (the module fixture: the kernel data, or a skip)

@@ -12,7 +12,7 @@ import pytest
 from conftest import _missing, build_fixture
 from probectl.target import binary as target_mod
 from probectl.errors import TargetError
-from probectl.target.binary import (find_library, find_target, library_name_matches, mapped_libraries,
+from probectl.target.binary import (find_library, find_binary, library_name_matches, mapped_libraries,
                              parse_ld_so_cache, read_ld_so_cache, uprobe_group_name)
 
 
@@ -29,58 +29,58 @@ def test_program_on_path():
     bash = shutil.which("bash")
     if not bash:
         _missing("bash is not installed")
-    assert find_target("bash") == Path(bash).resolve()
-    assert find_target("bash") == Path("/usr/bin/bash").resolve()
+    assert find_binary("bash") == Path(bash).resolve()
+    assert find_binary("bash") == Path("/usr/bin/bash").resolve()
 
 
 @pytest.mark.parametrize("name", ["libc", "libc.so", "libc.so.6", "c"])
 def test_libc_short_names(name):
-    assert find_target(name) == _loaded_libc()
+    assert find_binary(name) == _loaded_libc()
 
 
 def test_other_library_names():
     cache = {soname for soname, _p in read_ld_so_cache()[0]}
     if "libpthread.so.0" not in cache:
         _missing("libpthread.so.0 is not in the ld.so cache")
-    lib = find_target("libpthread")
+    lib = find_binary("libpthread")
     assert lib.name.startswith("libpthread.so")
-    assert find_target("pthread") == lib == find_target("libpthread.so.0")
+    assert find_binary("pthread") == lib == find_binary("libpthread.so.0")
 
 
 def test_absolute_and_relative_paths(tmp_path, monkeypatch):
     binary = build_fixture("uprobe_target")
-    assert find_target(str(binary)) == binary.resolve()
+    assert find_binary(str(binary)) == binary.resolve()
     link = tmp_path / "my-app"
     link.symlink_to(binary)
     monkeypatch.chdir(tmp_path)
-    assert find_target("./my-app") == binary.resolve()
-    assert find_target("my-app") == binary.resolve(), "a file in the current directory, as perf takes it"
+    assert find_binary("./my-app") == binary.resolve()
+    assert find_binary("my-app") == binary.resolve(), "a file in the current directory, as perf takes it"
     sub = tmp_path / "sub"
     sub.mkdir()
     monkeypatch.chdir(sub)
-    assert find_target("../my-app") == binary.resolve()
+    assert find_binary("../my-app") == binary.resolve()
 
 
 def test_missing_name_says_what_was_searched():
     with pytest.raises(TargetError) as err:
-        find_target("no-such-program-or-lib-xyz")
+        find_binary("no-such-program-or-lib-xyz")
     msg = str(err.value)
     assert "cannot find a program or library called 'no-such-program-or-lib-xyz'" in msg
     assert "$PATH" in msg and "ld.so cache" in msg and "/proc/*/maps" in msg
     assert err.value.hint
     with pytest.raises(TargetError, match="no such file"):
-        find_target("/nonexistent/dir/prog")
+        find_binary("/nonexistent/dir/prog")
     with pytest.raises(TargetError, match="no target"):
-        find_target("")
+        find_binary("")
 
 
 def test_non_elf_files(tmp_path, monkeypatch):
     text = tmp_path / "data.txt"
     text.write_text("not a program\n")
     with pytest.raises(TargetError, match="not an ELF file"):
-        find_target(str(text))
+        find_binary(str(text))
     with pytest.raises(TargetError, match="directory"):
-        find_target(str(tmp_path))
+        find_binary(str(tmp_path))
     # A script on $PATH: the error says it is a script and for which interpreter.
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -89,7 +89,7 @@ def test_non_elf_files(tmp_path, monkeypatch):
     script.chmod(0o755)
     monkeypatch.setenv("PATH", str(bindir))
     with pytest.raises(TargetError) as err:
-        find_target("myscript")
+        find_binary("myscript")
     assert "script for /usr/bin/python3" in str(err.value)
 
 
@@ -98,7 +98,7 @@ def test_object_file_is_refused(tmp_path):
     src = Path(__file__).resolve().parent.parent / "fixtures" / "uprobe_target.c"
     subprocess.run(["gcc", "-c", "-o", str(obj), str(src)], check=True)
     with pytest.raises(TargetError, match="REL"):
-        find_target(str(obj))
+        find_binary(str(obj))
 
 
 def test_library_name_matching():
@@ -148,15 +148,15 @@ def test_ambiguous_library_lists_candidates(tmp_path, monkeypatch):
     monkeypatch.setattr(target_mod, "library_dirs", lambda: [])
     monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [])
     with pytest.raises(TargetError) as err:
-        find_target("libprobectltest")
+        find_binary("libprobectltest")
     assert "several libraries" in str(err.value)
     assert str(one) in str(err.value) and str(two) in str(err.value)
     assert "soname" in err.value.hint
     # The exact soname is not ambiguous.
-    assert find_target("libprobectltest.so.2") == two
+    assert find_binary("libprobectltest.so.2") == two
     # The one running processes have loaded wins.
     monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [two])
-    assert find_target("probectltest") == two
+    assert find_binary("probectltest") == two
 
 
 def test_library_found_only_in_process_maps(tmp_path, monkeypatch):
@@ -174,8 +174,8 @@ def test_library_in_standard_dir_but_not_in_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(target_mod, "read_ld_so_cache", lambda: ([], "test"))
     monkeypatch.setattr(target_mod, "library_dirs", lambda: [str(tmp_path)])
     monkeypatch.setattr(target_mod, "mapped_libraries", lambda: [])
-    assert find_target("probectldir") == lib
-    assert find_target("libprobectldir.so") == lib
+    assert find_binary("probectldir") == lib
+    assert find_binary("libprobectldir.so") == lib
 
 
 @pytest.mark.parametrize("path,group", [

@@ -115,7 +115,7 @@ def _layout(fixture_bins) -> dict[str, int]:
 def test_member_chain_errors(fixture_bins, text, message, hint):
     di = fixture_bins.di("dwarf_structs", "-O0")
     (fn,) = di.find_functions("paint")
-    with pytest.raises(T.TypeError_) as exc:
+    with pytest.raises(T.TypeMismatchError) as exc:
         fetch_variable(di, fn, fn.entry, expr(text))
     assert message in exc.value.message and hint in exc.value.hint
 
@@ -128,7 +128,7 @@ def test_member_chain_errors(fixture_bins, text, message, hint):
 def test_string_cast_errors(fixture_bins, text, cast, message):
     di = fixture_bins.di("dwarf_structs", "-O0")
     (fn,) = di.find_functions("paint")
-    with pytest.raises(T.TypeError_, match=message):
+    with pytest.raises(T.TypeMismatchError, match=message):
         fetch_variable(di, fn, fn.entry, expr(text), TypeSpec(cast))
 
 

@@ -28,8 +28,9 @@ import pytest
 
 from conftest import _missing, build_fixture
 from probectl.debuginfo.elf import ElfFile
+from probectl.resolve.boundary import check_probe_offset
 from probectl.arch.x86_insn import (BoundaryError, InstructionDecodeError, check_boundary,
-                                        check_probe_offset, insn_length, instruction_starts)
+                                        insn_length, instruction_starts)
 from probectl.errors import ProbectlError, ResolveError
 
 LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))

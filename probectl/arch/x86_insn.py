@@ -24,8 +24,8 @@ Entry points:
 - ``instruction_starts(code, start_address)``: every instruction start of a linear decode;
 - ``check_boundary(code, offset, function)``: raise ``BoundaryError`` when ``offset`` is inside an
   instruction (``code`` starts at the function's first byte);
-- ``check_probe_offset(elf, function, address, size, offset)``: the same for a function of an ELF
-  file, reading its bytes from the file; a no-op for files that are not x86-64.
+
+:func:`probectl.resolve.boundary.check_probe_offset` applies the check to a function of an ELF file.
 
 ``BoundaryError`` is a user error (the probe would crash the program); ``InstructionDecodeError``
 means the check could not be made (bytes that are not code, or an encoding this decoder lacks), and
@@ -33,15 +33,10 @@ a caller turns it into a warning.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..errors import ResolveError
 
-if TYPE_CHECKING:
-    from ..debuginfo.elf import ElfFile
-
-EM_X86_64 = 62
-_SHF_ALLOC = 2
 MAX_INSN_LENGTH = 15
 
 
@@ -438,41 +433,3 @@ def check_boundary(code, offset: int, function: str = "") -> None:
             hint="make sure the offset starts an instruction (objdump -d lists them)") from None
     if pos != offset:
         raise BoundaryError(function, offset, previous, pos)
-
-
-def check_probe_offset(elf: "ElfFile", function: str, address: int, size: int, offset: int) -> None:
-    """Check that ``function+offset`` of an ELF file is an instruction start.
-
-    ``address`` is the function's virtual address (its symbol value or DWARF entry pc), ``size`` its
-    length in bytes (0 when unknown). Does nothing for offset 0 and for files that are not x86-64.
-    Raises ``BoundaryError`` when the offset is inside an instruction, and ``InstructionDecodeError``
-    when the check cannot be made (the caller may report that as a warning and go on).
-    """
-    if offset <= 0 or elf.machine != EM_X86_64 or elf.elf_class != 64:
-        return
-    name = function or f"0x{address:x}"
-    seg = elf.segment_for(address)
-    if seg is None:
-        raise InstructionDecodeError(
-            f"cannot check that {name}+{offset} is on an instruction boundary: address 0x{address:x} "
-            f"is in no loadable part of {elf.path}", 0, "no file-backed segment")
-    for sec in elf.sections:
-        if sec.flags & _SHF_ALLOC and sec.addr <= address < sec.addr + sec.size and sec.size:
-            if not sec.has_data:
-                raise InstructionDecodeError(
-                    f"cannot check that {name}+{offset} is on an instruction boundary: {elf.path} holds no "
-                    f"code for {sec.name} (a separate debug file?)", 0, "no code bytes")
-            break
-    want = offset + MAX_INSN_LENGTH
-    if size and size < want:
-        want = size
-    available = seg.vaddr + seg.filesz - address
-    want = min(want, available)
-    try:
-        with open(elf.path, "rb") as f:
-            f.seek(seg.offset + (address - seg.vaddr))
-            code = f.read(want)
-    except OSError as exc:
-        raise InstructionDecodeError(f"cannot check {name}+{offset}: cannot read {elf.path} "
-                                     f"({exc.strerror or exc})", 0, "unreadable") from None
-    check_boundary(code, offset, name)

@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from pathlib import Path
 
 import click
 
 from ..errors import ProbectlError, ProbePointNotFound, TracefsError
-from ..target.kernel import check_vmlinux, find_module, find_running_vmlinux
-from ..resolve.points import Target
-from ..target.binary import find_target
+from ..target import Target, find_binary, find_target
 from ..tracefs import Tracefs
 from . import cli, notice
 
@@ -27,20 +24,10 @@ def _open_tracefs() -> Tracefs:
 
 
 def make_target(exec_: str | None, vmlinux: str | None = None, module: str | None = None) -> Target:
-    """-x BINARY: uprobes; else kprobes, described by -k VMLINUX or the running kernel's own vmlinux
-    (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none;
-    -m NAME|PATH: kprobes in a module (MOD:SYMBOL+OFF), described by its object file."""
-    if exec_:
-        if vmlinux or module:
-            raise click.UsageError("-x cannot be used with -k or -m")
-        return Target(kind="uprobe", path=find_target(exec_))
-    if module:
-        path, name = find_module(module)
-        return Target(kind="kprobe", path=path, module=name)
-    if vmlinux:
-        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)), module=module)
-    found, _tried = find_running_vmlinux()
-    return Target(kind="kprobe", path=found, module=module)
+    """The target of -x/-k/-m (see :func:`probectl.target.find_target`); -x excludes the other two."""
+    if exec_ and (vmlinux or module):
+        raise click.UsageError("-x cannot be used with -k or -m")
+    return find_target(exec_, vmlinux, module)
 
 
 def target_options(func):
@@ -139,7 +126,7 @@ def delete(patterns, exec_, dry_run):
     from ..probes.listing import select_events
 
     tfs = _open_tracefs()
-    binary = str(find_target(exec_)) if exec_ else None
+    binary = str(find_binary(exec_)) if exec_ else None
     with tfs.lock():
         defs = tfs.definitions()
         for pattern in patterns:

@@ -7,8 +7,9 @@ filtering")::
     prev_pid == 1 && !(next_comm ~ "kworker*") || call_site.function == ksys_read
 
 ``grammar/filter.lark`` parses it, :func:`compile_filter` checks every predicate against the
-event's format and renders the text to write, and :func:`apply_filter` writes it and, if the
-kernel still refuses it, shows the kernel's own message and caret.
+event's format and renders the text to write; a recording writes it
+(:func:`probectl.record.filter_file.apply_filter`) and, if the kernel still refuses it, shows the
+kernel's own message and caret. This package itself reads and writes nothing.
 
 What this kernel (6.18) accepts, found by writing filters to a private instance:
 
@@ -49,8 +50,8 @@ What probectl adds, always rendered to plain kernel syntax (the kernel never see
   filter silently never matches, so probectl adds the suffix.
 
 The package: :mod:`.tree` (the syntax tree), :mod:`.syntax` (text → tree), :mod:`.fields` (what
-each field can be filtered on), :mod:`.symbols` (names from print formats), :mod:`.checker`
-(predicates against fields, rendered for the kernel) and :mod:`.filter_file` (writing to tracefs).
+each field can be filtered on), :mod:`.symbols` (names from print formats) and
+:mod:`.checker` (predicates against fields, rendered for the kernel).
 """
 from __future__ import annotations
 
@@ -58,7 +59,6 @@ from typing import Optional
 
 from ..formats import EventFormat
 from .checker import MAX_STRING_BYTES, Checker, Enums, FilterError
-from .filter_file import FilterRejectedError, apply_filter, clear_filter
 from .symbols import print_fmt_symbols
 from .syntax import parse_filter
 from .tree import And, CpuList, Filter, Not, Or, Predicate, StringValue, Term, Terms
@@ -68,7 +68,6 @@ __all__ = [
     "CpuList",
     "Filter",
     "FilterError",
-    "FilterRejectedError",
     "MAX_FILTER_BYTES",
     "MAX_STRING_BYTES",
     "Not",
@@ -77,8 +76,6 @@ __all__ = [
     "StringValue",
     "Term",
     "Terms",
-    "apply_filter",
-    "clear_filter",
     "compile_filter",
     "parse_filter",
     "print_fmt_symbols",

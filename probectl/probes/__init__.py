@@ -7,7 +7,8 @@ from typing import Optional
 
 from ..events import EventDefinition
 from .naming import assign_events
-from ..resolve import ProbePoint, Resolver, Target
+from ..resolve import ProbePoint, Resolver
+from ..target import Target
 from ..spec import ProbeSpec, parse_probe
 
 

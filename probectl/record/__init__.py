@@ -44,10 +44,10 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from ..errors import ProbectlError
-from ..filters import apply_filter
+from .filter_file import apply_filter
 from ..formats import EventFormat
-from .processes import (MAX_MAPS_PIDS, OPTION_PROC_MAPS, ProcessWatch, decode_proc_maps, encode_proc_maps, pid_alive,
-                        proc_comm, read_maps, synthesize_maps, traced_tids)
+from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
+from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps, traced_tids
 from ..ringbuf import EventReader, PageLayout, Recorder
 from .selection import EventRequest, SelectedEvent, select_events
 from .teardown import CleanupSteps, Terminated, notice_stderr, signals_held, stop_signals

@@ -37,7 +37,8 @@ class EnumNames:
 
 def kernel_enumerators() -> dict[str, int]:
     """Every enumerator of the running kernel's BTF (names are unique in C's one enum namespace)."""
-    from ..debuginfo.btf import ENUM, ENUM64, load_kernel_btf  # only when a filter needs a name
+    from ..debuginfo.btf import load_kernel_btf  # only when a filter needs a name
+    from ..debuginfo.btf.format import ENUM, ENUM64
 
     btf = load_kernel_btf()
     table: dict[str, int] = {}

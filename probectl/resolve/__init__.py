@@ -12,10 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S
+from ..arch.x86_64 import ARGUMENT_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
-from ..target.kernel import KprobeRules
-from .points import ProbePoint, ResolvedArg, Target, is_untyped_retval
+from .kprobe_rules import KprobeRules
+from .points import ProbePoint, ResolvedArg, is_untyped_retval
+from ..target import Target
 
 if TYPE_CHECKING:
     from ..debuginfo.btf import Btf
@@ -30,8 +32,6 @@ if TYPE_CHECKING:
 MISSING_ARG_MAGIC = 0xDEADE12D
 # A trailing "@VERSION" that is a symbol version (GLIBC_2.2.5), not a source file.
 _SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
-# Integer/pointer arguments of the x86-64 System V calling convention, in order (kernel register names).
-SYSV_ARG_REGISTERS = ("di", "si", "dx", "cx", "r8", "r9")
 
 
 @dataclass
@@ -146,7 +146,8 @@ class Resolver:
     @property
     def btf(self) -> "Btf":
         if self._btf is None:
-            from ..debuginfo.btf import KERNEL_BTF, load_kernel_btf
+            from ..debuginfo.btf import load_kernel_btf
+            from ..debuginfo.btf.format import KERNEL_BTF
 
             self._btf = load_kernel_btf(self.target.path if self.target.path is not None else None)
             where = f"the .BTF section of {self.target.path}" if self.target.path else str(KERNEL_BTF)
@@ -194,7 +195,7 @@ class Resolver:
         return source.retval_type(SourceSite(address, fn, True))
 
     def _resolve_source(self, probe: S.ProbeSpec, source: "SourceResolver") -> list[ProbePoint]:
-        from .fetchresult import VariableNotFound, VariableUnavailable
+        from ..errors import VariableNotFound, VariableUnavailable
 
         point = probe.point
         wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
@@ -231,7 +232,7 @@ class Resolver:
     def _fill_missing(self, per_site, sites) -> list[list[ResolvedArg]]:
         """An argument missing at some points of a multi-point event gets perf's magic immediate
         there (with a warning); missing everywhere, it is an error that says where it is available."""
-        from .fetchresult import VariableNotFound, VariableUnavailable
+        from ..errors import VariableNotFound, VariableUnavailable
 
         width = max((len(row) for row in per_site), default=0)
         if any(len(row) != width for row in per_site):
@@ -282,7 +283,8 @@ class Resolver:
 
     def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
         """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
-        from ..arch.x86_insn import InstructionDecodeError, check_boundary, check_probe_offset
+        from ..arch.x86_insn import InstructionDecodeError, check_boundary
+        from .boundary import check_probe_offset
 
         try:
             if self.elf.type == "REL":  # a module: .text functions, addressed by their section offset
@@ -438,10 +440,10 @@ class Resolver:
         if not at_entry:
             raise ResolveError(f"$arg{index} is only known at a function entry",
                                hint="probe the function itself (no +OFFS, no %return), or fetch a register")
-        if not 1 <= index <= len(SYSV_ARG_REGISTERS):
+        if not 1 <= index <= len(ARGUMENT_REGISTERS):
             raise ResolveError(f"$arg{index} is not passed in a register on x86-64 (only $arg1..$arg6 are)",
                                hint=f"read it from the stack, e.g. +{8 * (index - 6)}(%sp)")
-        return "%" + SYSV_ARG_REGISTERS[index - 1]
+        return ARGUMENT_REGISTERS[index - 1]
 
     def _render_symbol(self, ref: S.SymbolRef, address: int) -> str:
         """@SYM: kprobes take it as is; uprobes need '@+OFFSET', relative to the probed file's mapping."""

@@ -36,15 +36,16 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, TypeVar, Union
 
 from ..errors import DebugInfoError, ProbectlError, ResolveError
-from ..debuginfo.btf import (AGGREGATE_KINDS, ARRAY, EM_X86_64, ENUM, ENUM64, FLOAT, FWD, INT, PTR, Btf, BtfType)
-from .fetchresult import FetchResult, ListedVariable, VariableNotFound, VariableUnavailable, default_name
-from ..debuginfo.dwarf.types import Bitfield, TypeError_
+from ..debuginfo.btf import Btf
+from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS
+from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, FWD, INT, PTR, BtfType
+from ..errors import VariableNotFound, VariableUnavailable
+from .fetchresult import FetchResult, ListedVariable, default_name
+from ..debuginfo.typemodel import Bitfield, TypeMismatchError
 
 __all__ = ["ParamLocation", "btf_fetch", "btf_params", "btf_param_locations", "btf_retval", "btf_retval_type",
-           "btf_vars_listing", "GP_REGISTERS"]
+           "btf_vars_listing"]
 
-GP_REGISTERS = ("%di", "%si", "%dx", "%cx", "%r8", "%r9")
-_SSE_REGISTERS = 8
 _STACK_START = 8        # the return address is at 0(%sp) at a function's first instruction
 _STRING_CASTS = ("string", "ustring")
 _SIZE_CASTS = ("u", "s", "x")
@@ -80,7 +81,7 @@ def _guarded(func: Callable[..., _T]) -> Callable[..., _T]:
 @dataclass(frozen=True)
 class ParamLocation:
     """Where a parameter is at function entry: ``registers`` (indices into
-    :data:`GP_REGISTERS`, one per eightbyte) or ``stack`` (offset from ``%sp``); ``slots``: the
+    :data:`ARGUMENT_REGISTERS`, one per eightbyte) or ``stack`` (offset from ``%sp``); ``slots``: the
     kernel's ``$argN`` numbers of its eightbytes; ``problem``: why it cannot be fetched ("" if it
     can)."""
 
@@ -267,7 +268,7 @@ def _param_locations(btf: Btf, proto: BtfType) -> tuple[ParamLocation, ...]:
         if classes != _MEMORY:
             n_int = classes.count(_INTEGER)
             n_sse = classes.count(_SSE)
-            if gp + n_int <= len(GP_REGISTERS) and sse + n_sse <= _SSE_REGISTERS:
+            if gp + n_int <= len(ARGUMENT_REGISTERS) and sse + n_sse <= SSE_ARGUMENT_REGISTERS:
                 regs = []
                 for c in classes:
                     if c == _INTEGER:
@@ -291,7 +292,7 @@ def _param_locations(btf: Btf, proto: BtfType) -> tuple[ParamLocation, ...]:
         except _Unclassifiable:
             align = 8
         stack = (stack + align - 1) // align * align
-        first_slot = len(GP_REGISTERS) + 1 + stack // 8
+        first_slot = len(ARGUMENT_REGISTERS) + 1 + stack // 8
         nslots = max(1, (size + 7) // 8)
         out.append(ParamLocation(p.name, p.type, stack=_STACK_START + stack,
                                  slots=range(first_slot, first_slot + nslots)))
@@ -411,7 +412,7 @@ def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_re
         return loc, _Registers(tuple(f"$arg{n}" for n in loc.slots))
     if loc.stack is not None:
         return loc, _Memory(_Address("%sp", loc.stack))
-    return loc, _Registers(tuple(GP_REGISTERS[r] for r in loc.registers))
+    return loc, _Registers(tuple(ARGUMENT_REGISTERS[r] for r in loc.registers))
 
 
 def _expr_text(variable) -> str:
@@ -432,7 +433,7 @@ def btf_fetch(btf: Btf, function: str, variable, cast=None, *, at_return: bool =
     probes can read ``$argN``. ``user_access`` (``@user``): every dereference reads user memory.
 
     Raises VariableNotFound (not a parameter), VariableUnavailable (a parameter in an SSE
-    register, of an unplaceable type, or at a return probe), ``types.TypeError_`` for member
+    register, of an unplaceable type, or at a return probe), ``types.TypeMismatchError`` for member
     chain and cast mistakes, BtfFunctionNotFound, DebugInfoError for damaged BTF.
     """
     loc, place = _param_place(btf, function, variable.name, at_return, args_at_return)
@@ -446,15 +447,15 @@ def _convert(btf: Btf, cur: int, place: _Place, variable, cast, x_types: bool, u
     for acc in getattr(variable, "accessors", ()):
         real = btf.real(cur)
         if real is None:
-            raise TypeError_(f"'{owner}' has no type (void)")
+            raise TypeMismatchError(f"'{owner}' has no type (void)")
         if bitfield is not None:
-            raise TypeError_(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
+            raise TypeMismatchError(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
         if not hasattr(acc, "arrow"):
             if real.kind == ARRAY:
                 elem, _count = btf.array_info(real)
                 esize = btf.byte_size(elem)
                 if esize is None:
-                    raise TypeError_(f"the elements of '{owner}' have no known size")
+                    raise TypeMismatchError(f"the elements of '{owner}' have no known size")
                 if not isinstance(place, _Memory):
                     raise _unavailable(owner, f"'{owner}' is an array that is not in memory")
                 place = _Memory(place.address.plus(acc.index * esize), place.user)
@@ -462,35 +463,35 @@ def _convert(btf: Btf, cur: int, place: _Place, variable, cast, x_types: bool, u
             elif real.kind == PTR:
                 size = btf.byte_size(real.ref)
                 if real.ref == 0 or size is None:
-                    raise TypeError_(f"'{owner}' points to {btf.type_name(real.ref) or 'void'}, which has no size "
+                    raise TypeMismatchError(f"'{owner}' points to {btf.type_name(real.ref) or 'void'}, which has no size "
                                      f"to index by", hint="cast it, or use a member chain")
                 user = user or btf.has_tag(real.ref, "user")
                 place = _Memory(_value_of(place, owner).plus(acc.index * size), user)
                 cur = real.ref
             else:
-                raise TypeError_(f"'{owner}' ({btf.type_name(cur)}) is not a pointer nor an array, so it cannot "
+                raise TypeMismatchError(f"'{owner}' ({btf.type_name(cur)}) is not a pointer nor an array, so it cannot "
                                  f"be indexed")
             owner = f"{owner}[{acc.index}]"
             continue
         if real.kind == PTR:
             if not acc.arrow:
-                raise TypeError_(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
+                raise TypeMismatchError(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
                                  hint=f"write {owner}->{acc.name}")
             agg = btf.real(real.ref)
             if agg is not None and agg.kind == FWD:
-                raise TypeError_(f"'{owner}' points to {btf.type_name(agg.id)}, which BTF only declares (its "
+                raise TypeMismatchError(f"'{owner}' points to {btf.type_name(agg.id)}, which BTF only declares (its "
                                  f"members are not described)", hint="use a vmlinux with DWARF")
             if agg is None or agg.kind not in AGGREGATE_KINDS:
-                raise TypeError_(f"'{owner}' is not a pointer to a struct or union ({btf.type_name(cur)})")
+                raise TypeMismatchError(f"'{owner}' is not a pointer to a struct or union ({btf.type_name(cur)})")
             user = user or btf.has_tag(real.ref, "user")
             place = _Memory(_value_of(place, owner), user)
         elif real.kind in AGGREGATE_KINDS:
             if acc.arrow:
-                raise TypeError_(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
+                raise TypeMismatchError(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
                                  hint=f"write {owner}.{acc.name}")
             agg = real
         else:
-            raise TypeError_(f"'{owner}' ({btf.type_name(cur)}) is not a struct or union")
+            raise TypeMismatchError(f"'{owner}' ({btf.type_name(cur)}) is not a struct or union")
         member = btf.find_member(agg.id, acc.name)
         if member is None:
             raise btf.unknown_member_error(owner, agg.id, acc.name)
@@ -516,11 +517,11 @@ def _final(btf: Btf, place: _Place, cur: int, bitfield: Optional[Bitfield], vari
     base = getattr(cast, "base", None)
     if base in _STRING_CASTS:
         if real is None or real.kind not in (PTR, ARRAY):
-            raise TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
+            raise TypeMismatchError(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
                              hint="':string' needs a char array or a char pointer")
         elem = real.ref if real.kind == PTR else btf.array_info(real)[0]
         if not btf.char_element(elem):
-            raise TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * or a "
+            raise TypeMismatchError(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * or a "
                              f"char array")
         stype = base
         if real.kind == PTR:

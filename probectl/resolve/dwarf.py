@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .. import spec as S
-from ..debuginfo.dwarf import DebugInfo, Function, tail_match
+from ..debuginfo.dwarf import DebugInfo, Function
+from ..debuginfo.dwarf.die import tail_match
 from ..debuginfo.elf import ElfFile
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
 from ..debuginfo.dwarf.variables import best_scope
@@ -84,7 +85,8 @@ class SourceResolver:
                 raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
                                    hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
             if point.offset:
-                from ..arch.x86_insn import InstructionDecodeError, check_probe_offset
+                from ..arch.x86_insn import InstructionDecodeError
+                from .boundary import check_probe_offset
 
                 try:
                     check_probe_offset(self.elf, fn.name, fn.entry,

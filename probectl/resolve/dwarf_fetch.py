@@ -17,9 +17,9 @@ from elftools.dwarf.die import DIE
 
 from ..errors import ResolveError
 from ..debuginfo.dwarf import types as T
-from ..debuginfo.dwarf import die_name, guarded
-from .fetchresult import (FetchResult, ListedVariable, VariableNotFound, VariableUnavailable, cast_text, default_name,
-                          is_member)
+from ..debuginfo.dwarf.die import die_name, guarded
+from ..errors import VariableNotFound, VariableUnavailable
+from .fetchresult import FetchResult, ListedVariable, cast_text, default_name, is_member
 from ..debuginfo.dwarf.location import (Computed, Deref, LocationError, Memory, Place, Reg, Register, RenderOptions, Slice, Value,
                        register_name, render_memory, render_value)
 from ..debuginfo.dwarf.variables import find_variable, variable_place
@@ -70,7 +70,7 @@ def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int
     every dereference through a pointer reads user memory (``+u0(...)``), as perf writes it.
 
     Raises VariableNotFound, VariableUnavailable (with the lines where it can be fetched),
-    ``types.TypeError_`` for chain/cast mistakes.
+    ``types.TypeMismatchError`` for chain/cast mistakes.
     """
     scope = getattr(function, "die", function)
     found = find_variable(debuginfo, variable.name, address, scope)
@@ -99,14 +99,14 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
     for acc in getattr(variable, "accessors", ()):
         real = T.strip_typedefs(cur_type)
         if real is None:
-            raise T.TypeError_(f"'{owner}' has no type information")
+            raise T.TypeMismatchError(f"'{owner}' has no type information")
         if bitfield is not None:
-            raise T.TypeError_(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
+            raise T.TypeMismatchError(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
         if not is_member(acc):
             if real.tag == "DW_TAG_array_type":
                 info = T.array_info(real)
                 if info.element_size is None:
-                    raise T.TypeError_(f"the elements of '{owner}' have no known size")
+                    raise T.TypeMismatchError(f"the elements of '{owner}' have no known size")
                 if not isinstance(place, Memory):
                     raise LocationError(f"'{owner}' is an array that is not in memory", "register")
                 place = Memory(place.address.plus(acc.index * info.element_size), place.user)
@@ -115,31 +115,31 @@ def _convert(debuginfo: "DebugInfo", var: DIE, place: Place, variable, cast, opt
                 pointee = T.type_of(real)
                 size = T.byte_size(pointee)
                 if pointee is None or size is None:
-                    raise T.TypeError_(f"'{owner}' points to {T.type_name(pointee) or 'void'}, which has no size "
+                    raise T.TypeMismatchError(f"'{owner}' points to {T.type_name(pointee) or 'void'}, which has no size "
                                        "to index by", hint="cast it, or use a member chain")
                 place = Memory(_value_of(place, owner).plus(acc.index * size), opts.user_access)
                 cur_type = pointee
             else:
-                raise T.TypeError_(f"'{owner}' ({T.type_name(cur_type)}) is not a pointer nor an array, "
+                raise T.TypeMismatchError(f"'{owner}' ({T.type_name(cur_type)}) is not a pointer nor an array, "
                                    f"so it cannot be indexed")
             owner = f"{owner}[{acc.index}]"
             continue
         if real.tag == "DW_TAG_pointer_type":
             if not acc.arrow:
-                raise T.TypeError_(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
+                raise T.TypeMismatchError(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
                                    hint=f"write {owner}->{acc.name}")
             agg = T.strip_typedefs(T.type_of(real))
             if agg is None or agg.tag not in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
-                raise T.TypeError_(f"'{owner}' is not a pointer to a struct or union "
+                raise T.TypeMismatchError(f"'{owner}' is not a pointer to a struct or union "
                                    f"({T.type_name(cur_type)})")
             place = Memory(_value_of(place, owner), opts.user_access)
         elif real.tag in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
             if acc.arrow:
-                raise T.TypeError_(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
+                raise T.TypeMismatchError(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
                                    hint=f"write {owner}.{acc.name}")
             agg = real
         else:
-            raise T.TypeError_(f"'{owner}' ({T.type_name(cur_type)}) is not a struct or union")
+            raise T.TypeMismatchError(f"'{owner}' ({T.type_name(cur_type)}) is not a struct or union")
         member = T.find_member(agg, acc.name)
         if member is None:
             raise T.unknown_member_error(owner, agg, acc.name)
@@ -163,10 +163,10 @@ def _final(place: Place, cur_type: Optional[DIE], bitfield: Optional[T.Bitfield]
                   variable=variable.name)
     if base in _STRING_CASTS:
         if real is None or real.tag not in ("DW_TAG_pointer_type", "DW_TAG_array_type"):
-            raise T.TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
+            raise T.TypeMismatchError(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
                                hint="':string' needs a char array or a char pointer")
         if not T.char_element(T.type_of(real)):
-            raise T.TypeError_(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * "
+            raise T.TypeMismatchError(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * "
                                f"or a char array")
         if real.tag == "DW_TAG_pointer_type":
             fetch = render_memory(_value_of(place, owner), opts, opts.user_access)

@@ -1,33 +1,12 @@
 """What resolving a C expression gives, whichever debug information answered it (DWARF through
-``fetch``/``variables``, or BTF through ``btfargs``): the fetch result, a variable listing line,
-the two ways a variable can be missing, and perf's default argument name. Kept apart from the
+:mod:`.dwarf_fetch`, or BTF through :mod:`.btf_fetch`): the fetch result, a variable listing line,
+and perf's default argument name. Kept apart from the
 DWARF code so that BTF resolution does not import pyelftools."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import ResolveError
-
-
-class VariableNotFound(ResolveError):
-    """No variable of that name is visible at the address."""
-
-
-class VariableUnavailable(ResolveError):
-    """A variable exists but cannot be fetched at the address (optimized out there, or kept in a
-    form probe events cannot read). ``ranges`` are the address ranges where it can be fetched,
-    ``lines`` the (file, line) pairs of those ranges, ``reason`` a LocationError reason or
-    ``optimized_out``."""
-
-    def __init__(self, message: str, hint: str, name: str, address: int,
-                 ranges: list[tuple[int, int]], lines: list[tuple[str, int]], reason: str):
-        super().__init__(message, hint)
-        self.name = name
-        self.address = address
-        self.ranges = ranges
-        self.lines = lines
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,10 @@
-"""What resolution produces: the target a definition is resolved against, and the resolved probe
-points with their fetch arguments (plain data shared by the DWARF, symbol and BTF resolvers)."""
+"""What resolution produces: the resolved probe points with their fetch arguments (plain data shared
+by the DWARF, symbol and BTF resolvers)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import spec as S
-from ..target.binary import uprobe_group_name
-
-
-@dataclass(frozen=True)
-class Target:
-    """What definitions are resolved against: a user binary (uprobes) or the running kernel (kprobes)."""
-
-    kind: str  # "uprobe" or "kprobe"
-    path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
-    module: str | None = None
-
-    @property
-    def is_uprobe(self) -> bool:
-        return self.kind == "uprobe"
-
-    @property
-    def default_group(self) -> str:
-        return uprobe_group_name(self.path) if self.is_uprobe else "probe"
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from .. import _native
 from ..errors import ProbectlError
 from ..ringbuf import EventReader, _decode_error
-from ..record.processes import Mapping
+from ..tracedat.procmaps import Mapping
 from .folded import FoldedPlanner, FoldedStacks
 from .formatters import CsvFormatter, JsonFormatter, TextFormatter
 from .nativeplan import native_formatter

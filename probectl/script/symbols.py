@@ -6,7 +6,7 @@ import bisect
 from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
-from ..record.processes import OPTION_PROC_MAPS, Mapping, decode_proc_maps
+from ..tracedat.procmaps import OPTION_PROC_MAPS, Mapping, decode_proc_maps
 
 UNKNOWN_SYMBOL = "[unknown]"
 

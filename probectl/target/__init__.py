@@ -1,1 +1,49 @@
-"""What is probed: user binaries and libraries (:mod:`.binary`), the kernel and its modules (:mod:`.kernel`)."""
+"""What is probed: a user binary or library (uprobes), or the kernel and its modules (kprobes).
+
+:class:`Target` is what definitions are resolved against; :func:`find_target` turns what a perf
+user types (``-x BINARY``, ``-k VMLINUX``, ``-m MODULE``, or nothing: the running kernel) into one.
+Finding the files is done by :mod:`.binary` (paths, ``$PATH``, the ld.so cache, mapped libraries)
+and :mod:`.kernel` (the running kernel's vmlinux checked by build-id, modules, unpacking ``.ko.xz``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .binary import find_binary, uprobe_group_name
+from .kernel import check_vmlinux, find_module, find_running_vmlinux
+
+
+@dataclass(frozen=True)
+class Target:
+    """What definitions are resolved against: a user binary (uprobes) or the running kernel (kprobes)."""
+
+    kind: str  # "uprobe" or "kprobe"
+    path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
+    module: str | None = None
+
+    @property
+    def is_uprobe(self) -> bool:
+        return self.kind == "uprobe"
+
+    @property
+    def default_group(self) -> str:
+        return uprobe_group_name(self.path) if self.is_uprobe else "probe"
+
+
+def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, module: Optional[str] = None) -> Target:
+    """-x BINARY: uprobes; else kprobes, described by -k VMLINUX or the running kernel's own vmlinux
+    (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none;
+    -m NAME|PATH: kprobes in a module (MOD:SYMBOL+OFF), described by its object file.
+
+    The command line refuses -x together with -k or -m before it asks."""
+    if exec_:
+        return Target(kind="uprobe", path=find_binary(exec_))
+    if module:
+        path, name = find_module(module)
+        return Target(kind="kprobe", path=path, module=name)
+    if vmlinux:
+        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)), module=module)
+    found, _tried = find_running_vmlinux()
+    return Target(kind="kprobe", path=found, module=module)

@@ -1,6 +1,6 @@
 """Finding the user-space binary or shared library to probe, and the uprobe group perf would give it.
 
-``find_target`` accepts what a perf user types after ``-x``: a path, a program name found on
+``find_binary`` accepts what a perf user types after ``-x``: a path, a program name found on
 ``$PATH``, or a library short name (``libc``, ``libc.so.6``, ``c`` as in ``-lc``). Libraries come
 from the ld.so cache, the standard library directories and the libraries running processes have
 mapped; when several files match, the one the running system has loaded wins.
@@ -41,7 +41,7 @@ def uprobe_group_name(path: os.PathLike | str) -> str:
     return group
 
 
-def find_target(name: str) -> Path:
+def find_binary(name: str) -> Path:
     """The real path of the ELF file to probe for ``name`` (a path, a command, or a library name).
 
     Raises TargetError when nothing matches, when the file is not ELF, or when a library name is

@@ -3,18 +3,14 @@ by build-id), and where its BTF is when there is no vmlinux.
 """
 from __future__ import annotations
 
-import bisect
 import os
 import struct
-import sys
-from array import array
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..cachedir import cache_dir as probectl_cache_dir
 from ..debuginfo.elf import ElfFile
-from ..errors import ProbectlError, ResolveError, TargetError
+from ..errors import ProbectlError, TargetError
 
 NOTES = Path("/sys/kernel/notes")
 SYS_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -84,122 +80,6 @@ def check_vmlinux(path: Path) -> Path:
             raise TargetError(f"{path} has no debug information",
                               hint="use the vmlinux of the kernel's debug package (Debian: linux-image-*-dbg)")
     return path.resolve()
-
-
-@dataclass(frozen=True)
-class KprobeRules:
-    """Where the kernel refuses kprobes, read offline from a vmlinux, so a definition fails before it is
-    written with the reason instead of the kernel's bare EINVAL:
-
-    - outside ``_stext.._etext``;
-    - the areas the kernel blacklists whole (``__kprobes`` text, ``noinstr`` text, x86 entry text);
-    - functions listed by ``NOKPROBE_SYMBOL`` (the ``_kprobe_blacklist`` array);
-    - notrace functions (no ``__fentry__`` call site in ``__mcount_loc``), which kprobe events refuse
-      unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE.
-    """
-
-    text: tuple[int, int]
-    areas: tuple[tuple[int, int, str], ...]
-    blacklisted: frozenset[int]
-    ftrace_sites: tuple[int, ...]
-
-    @classmethod
-    def from_vmlinux(cls, elf: ElfFile) -> Optional["KprobeRules"]:
-        """The rules of the kernel ``elf``, read from a few marker symbols (looked up by name) and the
-        arrays between them, or None without ``_stext``/``_etext``. They are kept in the cache
-        (``indexcache``, keyed by build-id) for the next run."""
-        from ..debuginfo import indexcache
-
-        fingerprint = (_RULES_FORMAT, elf.elf_class, elf.little_endian, os.path.getsize(elf.path))
-        key = indexcache.file_key(elf.path, elf.build_id)
-        stored = indexcache.load("kprobe-rules", key, fingerprint)
-        if stored is not None:
-            rules = cls._decode(stored)
-            if rules is not None:
-                return rules if rules.text != (0, 0) else None
-        rules = cls._read(elf)
-        indexcache.store("kprobe-rules", key, fingerprint, cls._encode(rules))
-        return rules
-
-    @classmethod
-    def _read(cls, elf: ElfFile) -> Optional["KprobeRules"]:
-        # The last symbol of each name, as a dict over every symbol in table order would keep it.
-        found = elf.find_symbols_named(_MARK_NAMES)
-        marks = {name: syms[-1].value for name, syms in found.items() if syms}
-        if "_stext" not in marks or "_etext" not in marks:
-            return None
-        areas = tuple((marks[a], marks[b], why) for a, b, why in _AREAS if a in marks and b in marks)
-        return cls(
-            text=(marks["_stext"], marks["_etext"]),
-            areas=areas,
-            blacklisted=frozenset(_address_array(elf, marks, "__start_kprobe_blacklist", "__stop_kprobe_blacklist")),
-            ftrace_sites=tuple(sorted(_address_array(elf, marks, "__start_mcount_loc", "__stop_mcount_loc"))),
-        )
-
-    @staticmethod
-    def _encode(rules: Optional["KprobeRules"]) -> tuple:
-        if rules is None:  # not a kernel: remembered as such
-            return ((0, 0), (), b"", b"")
-        return (rules.text, rules.areas, array("Q", sorted(rules.blacklisted)).tobytes(),
-                array("Q", rules.ftrace_sites).tobytes())
-
-    @classmethod
-    def _decode(cls, stored: tuple) -> Optional["KprobeRules"]:
-        try:
-            text, areas, blacklisted, sites = stored
-            if len(blacklisted) % 8 or len(sites) % 8:
-                return None
-            return cls(text=tuple(text), areas=tuple(tuple(a) for a in areas),
-                       blacklisted=frozenset(array("Q", blacklisted)), ftrace_sites=tuple(array("Q", sites)))
-        except (TypeError, ValueError):
-            return None
-
-    def check(self, address: int, symbol: str, start: int, size: int, notrace_allowed: bool = False) -> None:
-        """Raise ResolveError if a kprobe at ``address`` (in function ``symbol`` at ``start``) is refused."""
-        where = f"{symbol}+{address - start}"
-        if not self.text[0] <= address < self.text[1]:
-            raise ResolveError(f"{where} is out of .text; kprobes can only be put on kernel text",
-                               hint="init and exit code is gone after boot")
-        for lo, hi, why in self.areas:
-            if lo <= address < hi:
-                raise ResolveError(f"{symbol} is in the {why}, where the kernel does not allow kprobes")
-        if start in self.blacklisted:
-            raise ResolveError(f"{symbol} is blacklisted for kprobes (NOKPROBE_SYMBOL)",
-                               hint="kprobes there could recurse into the kprobe handler; probe a caller instead")
-        if not notrace_allowed and self.ftrace_sites and size:
-            i = bisect.bisect_left(self.ftrace_sites, start)
-            if i == len(self.ftrace_sites) or self.ftrace_sites[i] >= start + size:
-                raise ResolveError(f"{symbol} is a notrace function; kprobe events refuse those",
-                                   hint="the kernel needs CONFIG_KPROBE_EVENTS_ON_NOTRACE=y; probe a caller instead")
-
-
-_AREAS = (
-    ("__kprobes_text_start", "__kprobes_text_end", "__kprobes text"),
-    ("__noinstr_text_start", "__noinstr_text_end", "noinstr text"),
-    ("__entry_text_start", "__entry_text_end", "entry text"),
-)
-_RULES_FORMAT = 1
-_MARK_NAMES = {"_stext", "_etext", "__start_kprobe_blacklist", "__stop_kprobe_blacklist",
-               "__start_mcount_loc", "__stop_mcount_loc"} | {n for a, b, _ in _AREAS for n in (a, b)}
-
-
-def _address_array(elf: ElfFile, marks: dict[str, int], start: str, stop: str) -> list[int]:
-    """The unsigned longs between two marker symbols (arrays the linker collects in a section)."""
-    if start not in marks or stop not in marks or marks[stop] <= marks[start]:
-        return []
-    section = next((s for s in elf.sections if s.has_data and s.addr <= marks[start] < s.addr + s.size), None)
-    if section is None:
-        return []
-    lo = marks[start] - section.addr
-    hi = min(marks[stop] - section.addr, section.size)
-    if section.compressed:
-        data = elf.section_data(section.name)[lo:hi]
-    else:  # only the array, not the whole section
-        data = elf.section_bytes_at(section, lo, hi - lo)
-    values = array("Q", data[:len(data) - len(data) % 8])
-    if elf.little_endian != (sys.byteorder == "little"):
-        values.byteswap()
-    return values.tolist()
 
 
 def module_name(path: Path) -> str:

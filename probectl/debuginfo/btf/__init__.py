@@ -48,17 +48,11 @@ from array import array
 from pathlib import Path
 from typing import Iterator, Optional
 
+from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, ProbectlError, TargetError
-# The kind numbers and records are re-exported: callers write btf.PTR, btf.BtfType.
-from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_BOOL, BTF_INT_CHAR, BTF_INT_SIGNED, BTF_MAGIC,
-                        BtfMember, BtfMemberRef, BtfParam, BtfType, CONST, DAMAGED_HINT, DATASEC,
-                        DECL_TAG, EM_X86_64, ENUM, ENUM64, FIXED_WORDS, FLOAT, FUNC, FUNC_PROTO, FWD,
-                        INT, KERNEL_BTF, KIND_NAMES, PTR, RESTRICT, SCANS_BEFORE_INDEX, SIZED_KINDS,
-                        STRUCT, TYPEDEF, TYPE_TAG, UNION, VAR, VLEN_WORDS, VOLATILE, guarded)  # noqa: F401
-from .types import BtfFunction, BtfFunctionNotFound, BtfTypeModel
-
-__all__ = ["Btf", "BtfFunction", "BtfFunctionNotFound", "BtfMember", "BtfMemberRef", "BtfParam", "BtfType",
-           "EM_X86_64", "KERNEL_BTF", "KIND_NAMES", "load_kernel_btf"]
+from .format import (ARRAY, BTF_MAGIC, BtfMember, BtfParam, BtfType, DAMAGED_HINT, DATASEC, ENUM,
+                    ENUM64, FIXED_WORDS, FWD, KERNEL_BTF, SCANS_BEFORE_INDEX, SIZED_KINDS, VLEN_WORDS, guarded)
+from .types import BtfTypeModel
 
 # From this size of type section on (a kernel's is ~4 MB, a module's some KB), record offsets are cached.
 _CACHED_TYPES_BYTES = 1 << 20

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 from ...errors import DebugInfoError, ProbectlError
-from ..dwarf.types import Bitfield
+from ..typemodel import Bitfield
 
 BTF_MAGIC = 0xEB9F
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
-EM_X86_64 = 62
 
 # Kinds (btf.h BTF_KIND_*).
 INT, PTR, ARRAY, STRUCT, UNION, ENUM, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FUNC_PROTO, VAR, \
@@ -37,7 +36,6 @@ AGGREGATE_KINDS = frozenset((STRUCT, UNION))
 MAX_CHAIN = 64          # qualifier/typedef/array links followed before calling a chain a loop
 MAX_NESTING = 32        # anonymous struct/union members looked through
 MEMBER_BUDGET = 1_000_000  # members looked at for one lookup before calling the data damaged
-MAX_BASIC_TYPE_BITS = 64
 SCANS_BEFORE_INDEX = 32  # lookups by name answered by scanning before all names are indexed
 DAMAGED_HINT = "the BTF data is truncated or damaged; check the file, or use the kernel's vmlinux with DWARF"
 

@@ -12,10 +12,10 @@ from typing import Optional
 
 from ...errors import DebugInfoError
 from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_SIGNED, BtfMember, BtfMemberRef, BtfType, ENUM,
-                        ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_BASIC_TYPE_BITS, MAX_CHAIN, MAX_NESTING,
+                        ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_CHAIN, MAX_NESTING,
                         MEMBER_BUDGET, PTR, QUALIFIER_KINDS, SIZED_KINDS, STRUCT, TYPEDEF_KINDS,
                         TYPE_TAG, UNION, guarded)
-from ..dwarf.types import Bitfield, TypeError_
+from ..typemodel import Bitfield, TypeMismatchError, scalar_fetch_type
 
 
 class BtfTypeModel:
@@ -144,15 +144,7 @@ class BtfTypeModel:
         """perf's ``convert_variable_type`` for a value of ``type_id`` (as
         :func:`probectl.debuginfo.dwarf.types.kernel_type`): ``s<bits>`` if signed, else ``x<bits>``
         (``u<bits>`` without kernel x-types), width from the size capped at 64, "" for arrays."""
-        size = self.perf_byte_size(type_id)
-        if size is None or size <= 0:
-            return ""
-        bits = min(size * 8, MAX_BASIC_TYPE_BITS)
-        if prefix == "x" and not x_types:
-            prefix = None
-        if prefix is None:
-            prefix = "s" if self.is_signed(type_id) else ("x" if x_types else "u")
-        return f"{prefix}{bits}"
+        return scalar_fetch_type(self.perf_byte_size(type_id), self.is_signed(type_id), prefix, x_types)
 
     def enumerators(self, type_id: int) -> list[tuple[str, int]]:
         """(name, value) of an enum type, through typedefs ([] for anything else)."""
@@ -185,7 +177,7 @@ class BtfTypeModel:
         for size in (8, 16, 32, 64):
             if shift + bits <= size:
                 return Bitfield(byte, shift, bits, size, signed)
-        raise TypeError_(f"bitfield '{name}' spans more than 64 bits from its first byte and cannot be "
+        raise TypeMismatchError(f"bitfield '{name}' spans more than 64 bits from its first byte and cannot be "
                          f"fetched in one read")
 
     def _member_ref(self, m: BtfMember) -> BtfMemberRef:
@@ -258,7 +250,7 @@ class BtfTypeModel:
                 out.extend(self.member_names(m.type, _depth + 1, _budget))
         return out
 
-    def unknown_member_error(self, owner: str, agg_id: int, name: str) -> TypeError_:
+    def unknown_member_error(self, owner: str, agg_id: int, name: str) -> TypeMismatchError:
         """"'owner' (struct X) has no member 'name'", with a did-you-mean from its members."""
         names = self.member_names(agg_id)
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
@@ -268,7 +260,7 @@ class BtfTypeModel:
             hint = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
         elif names:
             hint = f"{tname} has: " + ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
-        return TypeError_(f"'{owner}' ({tname}) has no member '{name}'", hint=hint)
+        return TypeMismatchError(f"'{owner}' ({tname}) has no member '{name}'", hint=hint)
 
     # --- functions -------------------------------------------------------------------------------
 

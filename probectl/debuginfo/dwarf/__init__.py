@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
-import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
@@ -37,8 +36,8 @@ from elftools.dwarf.die import DIE
 from ...errors import DebugInfoError, ProbectlError
 from .sections import open_dwarf
 from .forms import accelerate
-from .die import (SCOPE_TAGS, die_attr, die_key, die_linkage_name, die_name, die_origin, die_ref, die_type,  # noqa: F401
-                  guarded, is_glob, tail_match)
+from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
+from .function import Function
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
@@ -46,57 +45,6 @@ if TYPE_CHECKING:
 # From this size of .debug_info on (a kernel's is 160 MB), an exact name is searched for in the
 # bytes instead of indexing every CU first (see DebugInfo._refs).
 SEARCH_NAMES_FROM = 32 << 20
-
-
-@dataclass(eq=False)
-class Function:
-    """A function definition (``DW_TAG_subprogram``) or one instance of it.
-
-    An out-of-line function has code: ``entry`` and ``ranges`` are set. An inline function's
-    abstract definition has none (``abstract`` is True); its instances are other ``Function``
-    objects with ``inlined`` True (``DW_TAG_inlined_subroutine``) carrying the call site, or
-    out-of-line concrete copies (``DW_TAG_subprogram`` with an abstract origin).
-    """
-
-    name: str
-    die: DIE
-    cu: CompileUnit
-    debuginfo: "DebugInfo" = field(repr=False)
-    decl_line: int
-    entry: Optional[int]
-    ranges: tuple[tuple[int, int], ...]
-    linkage_name: Optional[str] = None
-    inlined: bool = False
-    call_file: Optional[str] = None
-    call_line: int = 0
-    external: bool = False
-    abstract: bool = False
-    caller: Optional["Function"] = field(default=None, repr=False)
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return die_key(self.die)
-
-    @functools.cached_property
-    def decl_file(self) -> Optional[str]:
-        """The file that declares it; read on first use (it needs the CU's line-table header)."""
-        return self.debuginfo.decl_file(self.die)
-
-    @property
-    def low(self) -> Optional[int]:
-        return min((lo for lo, _ in self.ranges), default=None)
-
-    @property
-    def high(self) -> Optional[int]:
-        return max((hi for _, hi in self.ranges), default=None)
-
-    def contains(self, address: int) -> bool:
-        return any(lo <= address < hi for lo, hi in self.ranges)
-
-    def __repr__(self) -> str:
-        kind = "inline " if self.inlined else "abstract " if self.abstract else ""
-        where = f"@0x{self.entry:x}" if self.entry is not None else ""
-        return f"<Function {kind}{self.name}{where} {self.decl_file}:{self.decl_line}>"
 
 
 class DebugInfo:
@@ -519,10 +467,10 @@ class DebugInfo:
         """Name (and linkage name) of every top-level function definition → [(CU offset, DIE offset)].
 
         Built once, by walking the top-level DIEs of every CU (``DW_AT_sibling`` skips bodies),
-        and kept on disk for the next run (``indexcache``).
+        and kept on disk for the next run (``nameindex``).
         """
         if self._name_index is None:
-            from ..indexcache import load_or_build
+            from .nameindex import load_or_build
 
             self._name_index, self._variable_index = load_or_build(self)
         return self._name_index
@@ -547,7 +495,7 @@ class DebugInfo:
 
         In a large file (``SEARCH_NAMES_FROM`` bytes of .debug_info: a kernel) without a cached full
         index, the name is searched for (``namesearch.lookup_name``: seconds less than indexing every
-        CU) and the answer is kept on disk (``indexcache``) for the next run."""
+        CU) and the answer is kept on disk (``nameindex``) for the next run."""
         if self._name_index is None and self._searches_names():
             found = self._lookups.get(name) if self._lookups is not None else None
             if found is None:
@@ -562,13 +510,13 @@ class DebugInfo:
         return info is not None and info.size >= SEARCH_NAMES_FROM
 
     def _search_name(self, name: str) -> Optional[tuple[list, list]]:
-        from .. import indexcache
+        from . import nameindex
 
         if self._lookups is None:
-            self._lookups = indexcache.load_lookups(self)
+            self._lookups = nameindex.load_lookups(self)
             if name in self._lookups:
                 return self._lookups[name]
-            full = indexcache.load_names(self)
+            full = nameindex.load_names(self)
             if full is not None:  # a full index made earlier (a glob, `funcs`) answers everything
                 self._name_index, self._variable_index = full
                 return None
@@ -577,7 +525,7 @@ class DebugInfo:
         found = lookup_name(self, name)
         if found is not None:
             self._lookups[name] = found
-            indexcache.store_lookups(self, self._lookups)
+            nameindex.store_lookups(self, self._lookups)
         return found
 
     @guarded

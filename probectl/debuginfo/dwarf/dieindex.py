@@ -329,7 +329,7 @@ def _names(dwarf, seen: dict[int, tuple], offset: int, base: int = 0) -> tuple[O
     for _ in range(9):
         entry = seen.get(ref) if isinstance(ref, int) else None
         if entry is None:  # an origin outside the scanned DIEs (another CU, a nested DIE)
-            from . import die_linkage_name, die_name
+            from .die import die_linkage_name, die_name
 
             try:
                 die = dwarf.get_DIE_from_refaddr(ref[1] if isinstance(ref, tuple) else ref + base)
@@ -488,7 +488,7 @@ def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
 
 
 def _scan_with_pyelftools(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
-    from . import die_linkage_name, die_name
+    from .die import die_linkage_name, die_name
 
     funcs: dict = {}
     variables: dict = {}

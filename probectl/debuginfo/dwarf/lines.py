@@ -27,7 +27,8 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
 from ...errors import DebugInfoError, ResolveError
-from . import Function, die_attr, die_name, guarded, tail_match
+from .die import die_attr, die_name, guarded, tail_match
+from .function import Function
 from .leb128 import read_sleb128, read_uleb128
 
 if TYPE_CHECKING:

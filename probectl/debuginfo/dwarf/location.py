@@ -26,14 +26,9 @@ from typing import Callable, Optional, Union
 from elftools.dwarf.dwarf_expr import DWARFExprParser
 from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
 
+from ...arch.x86_64 import DWARF_REGISTERS, DWARF_VECTOR_REGISTERS
 from ...errors import ResolveError
 
-# DWARF register numbers → kernel fetch names (x86-64 psABI numbering; 16 is the return address).
-X86_64_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",
-                    "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%ip")
-_X86_64_DWARF_NAMES = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp")
-# Registers gcc uses for the first integer arguments (System V x86-64 ABI).
-X86_64_ARGUMENT_REGISTERS = (5, 4, 1, 2, 8, 9)
 
 
 class LocationError(ResolveError):
@@ -48,9 +43,9 @@ class LocationError(ResolveError):
 
 def register_name(regno: int, machine: str = "EM_X86_64") -> str:
     """The fetch-argument name of DWARF register ``regno``."""
-    if machine == "EM_X86_64" and 0 <= regno < len(X86_64_REGISTERS):
-        return X86_64_REGISTERS[regno]
-    what = "an SSE/x87/vector register" if machine == "EM_X86_64" and 17 <= regno <= 66 else "a register"
+    if machine == "EM_X86_64" and 0 <= regno < len(DWARF_REGISTERS):
+        return DWARF_REGISTERS[regno]
+    what = "an SSE/x87/vector register" if machine == "EM_X86_64" and regno in DWARF_VECTOR_REGISTERS else "a register"
     raise LocationError(f"the value is in DWARF register {regno} ({what}), which probe events cannot read",
                         "register")
 

@@ -1,7 +1,7 @@
 """pyelftools' ELFFile with the large DWARF sections of a file that needs no relocation mapped
-(:class:`~.dwarfsections.SectionMap`) instead of copied into memory when it opens them.
+(:class:`~.sectionmap.SectionMap`) instead of copied into memory when it opens them.
 
-Used for the files :mod:`.dwarfsections` does not open itself (relocatable objects, compressed
+Used for the files :mod:`.sections` does not open itself (relocatable objects, compressed
 sections, machines other than x86-64) and for call-frame information, which reads ``.eh_frame``
 and ``.debug_frame`` through ELFFile.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor
 from elftools.elf.elffile import ELFFile
 
-from .sections import MAP_MIN, SectionMap
+from .sectionmap import MAP_MIN, SectionMap
 
 
 class MappedELFFile(ELFFile):

@@ -187,7 +187,7 @@ def _searchable(sec) -> tuple:
     """(buffer with ``find``, position of the section in it, section size) for a pyelftools section."""
     stream = sec.stream
     base = getattr(stream, "base", None)
-    if base is not None:  # a mapped section (dwarfsections.SectionMap)
+    if base is not None:  # a mapped section (sectionmap.SectionMap)
         return stream, base, sec.size
     data = section_data(sec)
     return data, 0, len(data)

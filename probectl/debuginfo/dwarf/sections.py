@@ -12,19 +12,18 @@ instead of copied: pyelftools copies every DWARF section into memory, 300 MB for
 from __future__ import annotations
 
 import io
-import mmap
-import os
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DWARFInfo, DwarfConfig
 
+from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
+from .sectionmap import MAP_MIN, SectionMap
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
 
-EM_X86_64 = 62
 # DWARFInfo's section arguments and the sections they take, as ELFFile.get_dwarf_info passes them.
 DWARF_SECTIONS = {
     "debug_info_sec": ".debug_info", "debug_aranges_sec": ".debug_aranges", "debug_abbrev_sec": ".debug_abbrev",
@@ -36,35 +35,6 @@ DWARF_SECTIONS = {
     "debug_rnglists_sec": ".debug_rnglists", "debug_sup_sec": ".debug_sup",
     "gnu_debugaltlink_sec": ".gnu_debugaltlink", "debug_types_sec": ".debug_types",
 }
-# From this size on a section is mapped rather than copied.
-MAP_MIN = 1 << 20
-
-
-class SectionMap(mmap.mmap):
-    """A read-only mapping of one section of a file, read like the in-memory streams pyelftools
-    makes of sections: positions are relative to the section's start, and it ends where the
-    section ends. ``read`` is mmap's own; only ``seek`` and ``tell`` shift positions."""
-
-    base: int
-
-    def __new__(cls, fileno: int, offset: int, size: int) -> "SectionMap":
-        start = offset - offset % mmap.ALLOCATIONGRANULARITY
-        self = super().__new__(cls, fileno, offset + size - start, access=mmap.ACCESS_READ, offset=start)
-        self.base = offset - start
-        mmap.mmap.seek(self, self.base)
-        return self
-
-    def seek(self, pos: int, whence: int = os.SEEK_SET) -> None:  # type: ignore[override]
-        mmap.mmap.seek(self, pos + self.base if whence == os.SEEK_SET else pos, whence)
-
-    def tell(self) -> int:
-        return mmap.mmap.tell(self) - self.base
-
-    def getvalue(self) -> bytes:
-        """The whole section, as bytes."""
-        return self[self.base:]
-
-
 class OpenedDwarf(NamedTuple):
     """A file's DWARF and what the resolver needs to know of the file around it."""
 

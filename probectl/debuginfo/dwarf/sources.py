@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ...errors import DebugInfoError
 from .die import guarded, tail_match
-from . import Function
+from .function import Function
 from .lines import LinePoint, walk_lines
 
 if TYPE_CHECKING:

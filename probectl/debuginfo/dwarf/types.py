@@ -13,18 +13,13 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from elftools.dwarf.die import DIE
 
-from ...errors import ResolveError
+from ..typemodel import Bitfield, TypeMismatchError, scalar_fetch_type
 
 # DW_ATE encodings perf treats as signed (die_is_signed_type).
 _SIGNED_ENCODINGS = (0x05, 0x06, 0x0D)  # signed, signed_char, signed_fixed
 _QUALIFIERS = ("DW_TAG_const_type", "DW_TAG_volatile_type", "DW_TAG_restrict_type",
                "DW_TAG_shared_type", "DW_TAG_atomic_type", "DW_TAG_immutable_type")
 _AGGREGATES = ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type")
-MAX_BASIC_TYPE_BITS = 64
-
-
-class TypeError_(ResolveError):
-    """A member chain, cast or type that does not fit the variable's C type."""
 
 
 def _ref(die: DIE, attr: str = "DW_AT_type") -> Optional[DIE]:
@@ -219,23 +214,6 @@ def variable_type_name(var: DIE) -> str:
 
 
 @dataclass(frozen=True)
-class Bitfield:
-    """Where a bitfield lives, as the kernel reads it: ``bits`` wide, ``shift`` bits above the
-    lowest bit of a ``container``-bit little-endian word starting ``byte_offset`` bytes into
-    the enclosing struct."""
-
-    byte_offset: int
-    shift: int
-    bits: int
-    container: int
-    signed: bool
-
-    @property
-    def fetch_type(self) -> str:
-        return f"b{self.bits}@{self.shift}/{self.container}"
-
-
-@dataclass(frozen=True)
 class MemberRef:
     """A member found by name: its DIE, byte offset from the start of the outer aggregate
     (anonymous members looked through and their offsets added), and bitfield placement."""
@@ -264,7 +242,7 @@ def member_offset(member: DIE) -> Optional[int]:
                 return value
     if len(ops) == 1 and 0x30 <= ops[0] <= 0x4F:  # DW_OP_lit0..31
         return ops[0] - 0x30
-    raise TypeError_(f"member '{_name(member)}' has a computed location (DW_AT_data_member_location "
+    raise TypeMismatchError(f"member '{_name(member)}' has a computed location (DW_AT_data_member_location "
                      f"is an expression), which cannot be fetched",
                      hint="this happens with C++ virtual bases; fetch the field with an explicit offset")
 
@@ -312,7 +290,7 @@ def bitfield_of(member: DIE, base_offset: int, little_endian: bool = True) -> Op
     for size in (8, 16, 32, 64):
         if shift + bits <= size:
             return Bitfield(base_offset + byte, shift, bits, size, signed)
-    raise TypeError_(f"bitfield '{_name(member)}' spans more than 64 bits from its first byte and "
+    raise TypeMismatchError(f"bitfield '{_name(member)}' spans more than 64 bits from its first byte and "
                      f"cannot be fetched in one read")
 
 
@@ -363,7 +341,7 @@ def find_member(agg: DIE, name: str) -> Optional[MemberRef]:
     return None
 
 
-def unknown_member_error(owner: str, agg: DIE, name: str) -> TypeError_:
+def unknown_member_error(owner: str, agg: DIE, name: str) -> TypeMismatchError:
     """"<owner> (type: struct X) has no member 'name'", with a did-you-mean from its members."""
     from difflib import get_close_matches  # (an error path: not imported by every run)
 
@@ -376,7 +354,7 @@ def unknown_member_error(owner: str, agg: DIE, name: str) -> TypeError_:
     elif names:
         shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
         hint = f"{tname} has: {shown}"
-    return TypeError_(f"'{owner}' ({tname}) has no member '{name}'", hint=hint)
+    return TypeMismatchError(f"'{owner}' ({tname}) has no member '{name}'", hint=hint)
 
 
 def enumerators(t: Optional[DIE]) -> list[tuple[str, int]]:
@@ -413,12 +391,4 @@ def kernel_type(t: Optional[DIE], prefix: Optional[str] = None, x_types: bool = 
     forces u/s/x. The width is DW_AT_byte_size (capped at 64 bits); a type without one
     (arrays) gets no type at all ("")."""
     real = strip_typedefs(t)
-    size = perf_byte_size(real)
-    if size is None or size <= 0:
-        return ""
-    bits = min(size * 8, MAX_BASIC_TYPE_BITS)
-    if prefix == "x" and not x_types:
-        prefix = None
-    if prefix is None:
-        prefix = "s" if is_signed(real) else ("x" if x_types else "u")
-    return f"{prefix}{bits}"
+    return scalar_fetch_type(perf_byte_size(real), is_signed(real), prefix, x_types)

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from elftools.dwarf.die import DIE
 
 from ...errors import ResolveError
-from ...resolve.fetchresult import VariableNotFound, VariableUnavailable
+from ...errors import VariableNotFound, VariableUnavailable
 from . import types as T
-from . import die_attr, die_key, die_name, guarded
+from .die import die_attr, die_key, die_name, guarded
 from .location import (Computed, EvalContext, LocationError, Memory, Place, Reg, Register, RenderOptions,
                        Symbol, Value, evaluate, expression_at, location_entries, render_memory, render_value,
                        single_expression)

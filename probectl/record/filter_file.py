@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import TracefsError
 from ..tracefs import os_error, write_once
-from .tree import Filter
+from ..filters.tree import Filter
 
 
 class FilterRejectedError(TracefsError):

@@ -1,0 +1,15 @@
+"""x86-64 facts every layer may need: the ELF machine number, the registers of the System V calling
+convention, and the kernel's fetch-argument names of the DWARF register numbers."""
+from __future__ import annotations
+
+EM_X86_64 = 62  # e_machine of x86-64 ELF files
+
+# Integer and pointer arguments of the System V calling convention, in order, as the kernel's fetch
+# arguments name them ($arg1..$arg6 at a function's entry).
+ARGUMENT_REGISTERS = ("%di", "%si", "%dx", "%cx", "%r8", "%r9")
+SSE_ARGUMENT_REGISTERS = 8  # %xmm0..%xmm7, which probe events cannot read
+
+# DWARF register numbers -> kernel fetch names (x86-64 psABI numbering; 16 is the return address).
+DWARF_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",
+                   "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%ip")
+DWARF_VECTOR_REGISTERS = range(17, 67)  # SSE, x87 and MMX registers in the DWARF numbering

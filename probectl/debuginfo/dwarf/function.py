@@ -1,0 +1,66 @@
+"""A function as DWARF describes it: a definition with code, an inline function's abstract
+definition, or one inline instance (what ``DebugInfo`` finds by name and the line rules walk)."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from elftools.dwarf.compileunit import CompileUnit
+from elftools.dwarf.die import DIE
+
+from .die import die_key
+
+if TYPE_CHECKING:
+    from . import DebugInfo
+
+
+@dataclass(eq=False)
+class Function:
+    """A function definition (``DW_TAG_subprogram``) or one instance of it.
+
+    An out-of-line function has code: ``entry`` and ``ranges`` are set. An inline function's
+    abstract definition has none (``abstract`` is True); its instances are other ``Function``
+    objects with ``inlined`` True (``DW_TAG_inlined_subroutine``) carrying the call site, or
+    out-of-line concrete copies (``DW_TAG_subprogram`` with an abstract origin).
+    """
+
+    name: str
+    die: DIE
+    cu: CompileUnit
+    debuginfo: "DebugInfo" = field(repr=False)
+    decl_line: int
+    entry: Optional[int]
+    ranges: tuple[tuple[int, int], ...]
+    linkage_name: Optional[str] = None
+    inlined: bool = False
+    call_file: Optional[str] = None
+    call_line: int = 0
+    external: bool = False
+    abstract: bool = False
+    caller: Optional["Function"] = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return die_key(self.die)
+
+    @functools.cached_property
+    def decl_file(self) -> Optional[str]:
+        """The file that declares it; read on first use (it needs the CU's line-table header)."""
+        return self.debuginfo.decl_file(self.die)
+
+    @property
+    def low(self) -> Optional[int]:
+        return min((lo for lo, _ in self.ranges), default=None)
+
+    @property
+    def high(self) -> Optional[int]:
+        return max((hi for _, hi in self.ranges), default=None)
+
+    def contains(self, address: int) -> bool:
+        return any(lo <= address < hi for lo, hi in self.ranges)
+
+    def __repr__(self) -> str:
+        kind = "inline " if self.inlined else "abstract " if self.abstract else ""
+        where = f"@0x{self.entry:x}" if self.entry is not None else ""
+        return f"<Function {kind}{self.name}{where} {self.decl_file}:{self.decl_line}>"

@@ -1,0 +1,181 @@
+"""The DWARF name index kept on disk (:mod:`probectl.debuginfo.indexcache`, keyed by build-id):
+
+- ``dwarf-names``: the full name index of functions and variables (``dieindex.build_indexes``), in
+  a compact form (``CompactIndex``: sorted names in one string, offsets and references in arrays)
+  that is looked up by bisection without building a dict of a hundred thousand names;
+- ``dwarf-lookups``: the answers for single names found without the full index
+  (``namesearch.lookup_name``), so a repeated probe of the same function does not search again.
+"""
+from __future__ import annotations
+
+import bisect
+import marshal
+import sys
+from array import array
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Iterator, Optional
+
+from ...cachedir import cache_dir
+from ...errors import ProbectlError
+from ..elf import ElfFile
+from ..indexcache import file_key, load, store
+
+if TYPE_CHECKING:
+    from . import DebugInfo
+
+# Bump when the content of the name index changes (dieindex's rules), so older files are not trusted.
+FORMAT = 4
+_NAMES = "dwarf-names"
+_LOOKUPS = "dwarf-lookups"
+MAX_LOOKUPS = 512
+
+Index = Mapping[str, list[tuple[int, int]]]
+
+
+def debuginfo_key(debuginfo: "DebugInfo") -> str:
+    key = debuginfo._cache.get("index_key")
+    if key is None:
+        build_id = None
+        try:
+            with ElfFile(debuginfo.path) as elf:
+                build_id = elf.build_id
+        except ProbectlError:
+            pass
+        key = debuginfo._cache["index_key"] = file_key(debuginfo.path, build_id)
+    return key
+
+
+def debuginfo_fingerprint(debuginfo: "DebugInfo") -> tuple:
+    """What an index of ``debuginfo`` depends on besides its key: formats and section sizes."""
+    dwarf = debuginfo.dwarf
+    return (FORMAT, marshal.version, sys.version_info[:2]) + tuple(
+        sec.size if sec is not None else 0
+        for sec in (dwarf.debug_info_sec, dwarf.debug_abbrev_sec, dwarf.debug_str_sec))
+
+
+def load_names(debuginfo: "DebugInfo") -> Optional[tuple[Index, Index]]:
+    """(functions, variables) from a cached full name index of ``debuginfo``, or None."""
+    stored = load(_NAMES, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo))
+    if stored is None or len(stored) != 2:
+        return None
+    indexes = [CompactIndex.decode(part) for part in stored]
+    if indexes[0] is None or indexes[1] is None:
+        return None
+    return indexes[0], indexes[1]
+
+
+def load_or_build(debuginfo: "DebugInfo") -> tuple[Index, Index]:
+    """(functions, variables) name indexes of ``debuginfo``: from the cache, else built and cached."""
+    from .dieindex import build_indexes  # (not needed when the cache answers)
+
+    if cache_dir() is None:
+        return build_indexes(debuginfo)
+    cached = load_names(debuginfo)
+    if cached is not None:
+        return cached
+    funcs, variables = build_indexes(debuginfo)
+    store(_NAMES, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo),
+          (CompactIndex.encode(funcs), CompactIndex.encode(variables)))
+    return funcs, variables
+
+
+def load_lookups(debuginfo: "DebugInfo") -> dict[str, tuple[list, list]]:
+    """The single names looked up in ``debuginfo`` by earlier runs: name → (functions, variables)."""
+    if cache_dir() is None:
+        return {}
+    stored = load(_LOOKUPS, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo))
+    if stored is None or len(stored) != 1 or type(stored[0]) is not dict:
+        return {}
+    return stored[0]
+
+
+def store_lookups(debuginfo: "DebugInfo", lookups: dict[str, tuple[list, list]]) -> None:
+    """Keep the names looked up (the ``MAX_LOOKUPS`` most recent ones)."""
+    if cache_dir() is None:
+        return
+    kept = dict(list(lookups.items())[-MAX_LOOKUPS:])
+    store(_LOOKUPS, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo), (kept,))
+
+
+class CompactIndex(Mapping):
+    """A name index (name → [(CU offset, DIE offset)]) kept as it is stored: the names sorted and
+    joined by NULs, the start of each name, where each name's references start, and the references
+    as pairs of 64-bit numbers. A name is found by bisection; nothing is decoded up front."""
+
+    def __init__(self, blob: bytes, starts: array, ref_starts: array, refs: array):
+        self._blob = blob
+        self._starts = starts
+        self._ref_starts = ref_starts
+        self._refs = refs
+        self._order = range(len(starts))
+
+    @staticmethod
+    def encode(index: Mapping[str, list[tuple[int, int]]]) -> tuple[bytes, bytes, bytes, bytes]:
+        names = sorted((name.encode("utf-8", "surrogateescape"), name) for name in index)
+        starts, ref_starts, refs = array("Q"), array("Q", [0]), array("Q")
+        pos = 0
+        for raw, name in names:
+            starts.append(pos)
+            pos += len(raw) + 1
+            for cu, die in index[name]:
+                refs.append(cu)
+                refs.append(die)
+            ref_starts.append(len(refs) // 2)
+        return b"\0".join(raw for raw, _ in names), starts.tobytes(), ref_starts.tobytes(), refs.tobytes()
+
+    @classmethod
+    def decode(cls, part) -> Optional["CompactIndex"]:
+        """The index stored as ``part`` (what ``encode`` made), or None if it is not one."""
+        if type(part) is not tuple or len(part) != 4 or any(type(p) is not bytes for p in part):
+            return None
+        blob, *numbers = part
+        if any(len(p) % 8 for p in numbers):
+            return None
+        starts, ref_starts, refs = (array("Q", p) for p in numbers)
+        if len(ref_starts) != len(starts) + 1 or len(refs) != 2 * ref_starts[-1] \
+                or (starts and starts[-1] > len(blob)) or blob.count(b"\0") + bool(starts) != len(starts):
+            return None
+        return cls(blob, starts, ref_starts, refs)
+
+    def _raw_name(self, k: int) -> bytes:
+        starts = self._starts
+        end = starts[k + 1] - 1 if k + 1 < len(starts) else len(self._blob)
+        return self._blob[starts[k]:end]
+
+    def _refs_of(self, k: int) -> list[tuple[int, int]]:
+        refs = self._refs
+        return [(refs[2 * j], refs[2 * j + 1]) for j in range(self._ref_starts[k], self._ref_starts[k + 1])]
+
+    def __getitem__(self, name: str) -> list[tuple[int, int]]:
+        key = name.encode("utf-8", "surrogateescape")
+        k = bisect.bisect_left(self._order, key, key=self._raw_name)
+        if k < len(self._starts) and self._raw_name(k) == key:
+            return self._refs_of(k)
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._starts:
+            return iter(())
+        return (raw.decode("utf-8", "surrogateescape") for raw in self._blob.split(b"\0"))
+
+    def items(self):
+        return [(name, self._refs_of(k)) for k, name in enumerate(self)]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]

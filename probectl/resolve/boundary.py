@@ -1,0 +1,47 @@
+"""Whether a probe offset starts an instruction, checked on the bytes of the probed file (x86-64):
+a uprobe inside an instruction crashes the traced program, and perf does not check it."""
+from __future__ import annotations
+
+from ..arch.x86_64 import EM_X86_64
+from ..arch.x86_insn import MAX_INSN_LENGTH, InstructionDecodeError, check_boundary
+from ..debuginfo.elf import ElfFile
+
+_SHF_ALLOC = 2
+
+
+def check_probe_offset(elf: ElfFile, function: str, address: int, size: int, offset: int) -> None:
+    """Check that ``function+offset`` of an ELF file is an instruction start.
+
+    ``address`` is the function's virtual address (its symbol value or DWARF entry pc), ``size`` its
+    length in bytes (0 when unknown). Does nothing for offset 0 and for files that are not x86-64.
+    Raises ``BoundaryError`` when the offset is inside an instruction, and ``InstructionDecodeError``
+    when the check cannot be made (the caller may report that as a warning and go on).
+    """
+    if offset <= 0 or elf.machine != EM_X86_64 or elf.elf_class != 64:
+        return
+    name = function or f"0x{address:x}"
+    seg = elf.segment_for(address)
+    if seg is None:
+        raise InstructionDecodeError(
+            f"cannot check that {name}+{offset} is on an instruction boundary: address 0x{address:x} "
+            f"is in no loadable part of {elf.path}", 0, "no file-backed segment")
+    for sec in elf.sections:
+        if sec.flags & _SHF_ALLOC and sec.addr <= address < sec.addr + sec.size and sec.size:
+            if not sec.has_data:
+                raise InstructionDecodeError(
+                    f"cannot check that {name}+{offset} is on an instruction boundary: {elf.path} holds no "
+                    f"code for {sec.name} (a separate debug file?)", 0, "no code bytes")
+            break
+    want = offset + MAX_INSN_LENGTH
+    if size and size < want:
+        want = size
+    available = seg.vaddr + seg.filesz - address
+    want = min(want, available)
+    try:
+        with open(elf.path, "rb") as f:
+            f.seek(seg.offset + (address - seg.vaddr))
+            code = f.read(want)
+    except OSError as exc:
+        raise InstructionDecodeError(f"cannot check {name}+{offset}: cannot read {elf.path} "
+                                     f"({exc.strerror or exc})", 0, "unreadable") from None
+    check_boundary(code, offset, name)
