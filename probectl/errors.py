@@ -52,6 +52,17 @@ class ProbePointNotFound(ResolveError):
         self.point = point
 
 
+class LocationError(ResolveError):
+    """A place the kernel's fetch arguments cannot express (found by the DWARF location evaluator,
+    the member-chain walker or the renderer); ``reason`` classifies it:
+    ``entry_value``, ``piece``, ``implicit_pointer``, ``computed``, ``tls``, ``register``,
+    ``frame_base``, ``empty``, ``unsupported``."""
+
+    def __init__(self, message: str, reason: str, hint: str = ""):
+        super().__init__(message, hint)
+        self.reason = reason
+
+
 class VariableNotFound(ResolveError):
     """No variable of that name is visible at the address (raised from the debug information the
     resolvers read, so it lives here rather than in either)."""

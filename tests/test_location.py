@@ -19,9 +19,10 @@ from probectl.debuginfo.dwarf import lines as L
 from probectl.debuginfo.dwarf.cfi import CallFrames, CfaRule
 from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
-from probectl.debuginfo.dwarf.location import (Computed, EvalContext, LocationError, Memory, Reg, Register,
-                                         RenderOptions, Value, evaluate, expression_at, parse_expression,
-                                         register_name, render_memory, render_value)
+from probectl.debuginfo.dwarf.location import EvalContext, evaluate, expression_at, parse_expression
+from probectl.debuginfo.place import Computed, Memory, Reg, Register, Value
+from probectl.errors import LocationError
+from probectl.resolve.render import RenderOptions, register_name, render_memory, render_value
 from probectl.debuginfo.dwarf.variables import best_scope, find_variable
 from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.spec import TypeSpec, Variable, parse_probe
@@ -127,7 +128,7 @@ def test_globals_in_kprobe_and_uprobe_syntax():
     place = evaluate(ops(0x03, 0x10, 0x40, 0, 0, 0, 0, 0, 0), EvalContext(symbol_name="counter"))
     assert fetch_of(place) == "@counter+0"
     assert fetch_of(place, RenderOptions(symbol_base=0)) == "@+0x4010"
-    deref = Memory(Value(__import__("probectl.debuginfo.dwarf.location", fromlist=["Deref"]).Deref(place.address), 8))
+    deref = Memory(Value(__import__("probectl.debuginfo.place", fromlist=["Deref"]).Deref(place.address), 8))
     assert fetch_of(deref) == "+8(@counter+0)"
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 EM_X86_64 = 62  # e_machine of x86-64 ELF files
 
-# Integer and pointer arguments of the System V calling convention, in order, as the kernel's fetch
-# arguments name them ($arg1..$arg6 at a function's entry).
-ARGUMENT_REGISTERS = ("%di", "%si", "%dx", "%cx", "%r8", "%r9")
-SSE_ARGUMENT_REGISTERS = 8  # %xmm0..%xmm7, which probe events cannot read
-
 # DWARF register numbers -> kernel fetch names (x86-64 psABI numbering; 16 is the return address).
 DWARF_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",
                    "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%ip")
 DWARF_VECTOR_REGISTERS = range(17, 67)  # SSE, x87 and MMX registers in the DWARF numbering
+STACK_POINTER = 7  # %sp
+
+# Integer and pointer arguments of the System V calling convention, in order ($arg1..$arg6 at a
+# function's entry), as DWARF register numbers: %di, %si, %dx, %cx, %r8, %r9.
+ARGUMENT_REGISTERS = (5, 4, 1, 2, 8, 9)
+SSE_ARGUMENT_REGISTERS = 8  # %xmm0..%xmm7, which probe events cannot read

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S
-from ..arch.x86_64 import ARGUMENT_REGISTERS
+from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
 from .kprobe_rules import KprobeRules
@@ -443,7 +443,7 @@ class Resolver:
         if not 1 <= index <= len(ARGUMENT_REGISTERS):
             raise ResolveError(f"$arg{index} is not passed in a register on x86-64 (only $arg1..$arg6 are)",
                                hint=f"read it from the stack, e.g. +{8 * (index - 6)}(%sp)")
-        return ARGUMENT_REGISTERS[index - 1]
+        return DWARF_REGISTERS[ARGUMENT_REGISTERS[index - 1]]
 
     def _render_symbol(self, ref: S.SymbolRef, address: int) -> str:
         """@SYM: kprobes take it as is; uprobes need '@+OFFSET', relative to the probed file's mapping."""

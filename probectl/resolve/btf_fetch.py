@@ -35,20 +35,18 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, TypeVar, Union
 
-from ..errors import DebugInfoError, ProbectlError, ResolveError
+from .. import spec as S
+from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS, STACK_POINTER
 from ..debuginfo.btf import Btf
-from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS
-from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, FWD, INT, PTR, BtfType
-from ..errors import VariableNotFound, VariableUnavailable
-from .fetchresult import FetchResult, ListedVariable, default_name
-from ..debuginfo.typemodel import Bitfield, TypeMismatchError
-
-__all__ = ["ParamLocation", "btf_fetch", "btf_params", "btf_param_locations", "btf_retval", "btf_retval_type",
-           "btf_vars_listing"]
+from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType
+from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
+from ..errors import (DebugInfoError, LocationError, ProbectlError, ResolveError, VariableNotFound,
+                      VariableUnavailable)
+from .fetch import fetch_chain
+from .fetchresult import FetchResult, ListedVariable
+from .render import RenderOptions
 
 _STACK_START = 8        # the return address is at 0(%sp) at a function's first instruction
-_STRING_CASTS = ("string", "ustring")
-_SIZE_CASTS = ("u", "s", "x")
 
 # Eightbyte classes (x86-64 psABI 3.2.3).
 _NONE, _INTEGER, _SSE = "none", "integer", "sse"
@@ -307,74 +305,6 @@ def _check_machine(btf: Btf) -> None:
                              hint="use a vmlinux with DWARF, or $argN where the kernel supports it")
 
 
-# --- places ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Address:
-    """``base + offset``: ``base`` is fetch text producing a value (``%di``, ``+8(%di)``)."""
-
-    base: str
-    offset: int = 0
-
-    def plus(self, n: int) -> "_Address":
-        return _Address(self.base, self.offset + n)
-
-
-@dataclass(frozen=True)
-class _Memory:
-    address: _Address
-    user: bool = False
-
-
-@dataclass(frozen=True)
-class _Registers:
-    """A value in one or more 8-byte registers (or saved argument slots): their fetch texts."""
-
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Slice:
-    """Bits ``bit_offset``.. of a register holding (part of) an aggregate."""
-
-    value: str
-    bit_offset: int
-
-
-_Place = Union[_Memory, _Registers, _Slice]
-
-
-def _render_memory(address: _Address, user: bool = False) -> str:
-    off = address.offset
-    sign = "+" if off >= 0 else "-"
-    return f"{sign}{'u' if user else ''}{abs(off)}({address.base})"
-
-
-def _value_of(place: _Place, owner: str) -> _Address:
-    """The pointer held at ``place``, as an address to dereference."""
-    if isinstance(place, _Memory):
-        return _Address(_render_memory(place.address, place.user))
-    if isinstance(place, _Registers):
-        if len(place.values) != 1:
-            raise _unavailable(owner, f"'{owner}' is held in {len(place.values)} registers, not a pointer")
-        return _Address(place.values[0])
-    if place.bit_offset == 0:
-        return _Address(place.value)
-    raise _unavailable(owner, f"'{owner}' is part of a register and cannot be dereferenced")
-
-
-def _member_place(place: _Place, offset: int, owner: str) -> _Place:
-    if isinstance(place, _Memory):
-        return _Memory(place.address.plus(offset), place.user)
-    if isinstance(place, _Slice):
-        return _Slice(place.value, place.bit_offset + offset * 8)
-    index, within = divmod(offset, 8)
-    if index >= len(place.values):
-        raise _unavailable(owner, f"a member of '{owner}' lies beyond the registers that hold it")
-    return _Slice(place.values[index], within * 8)
-
-
 def _unavailable(name: str, message: str, hint: str = "") -> VariableUnavailable:
     return VariableUnavailable(message, hint, name, 0, [], [], "register")
 
@@ -383,7 +313,7 @@ def _unavailable(name: str, message: str, hint: str = "") -> VariableUnavailable
 
 
 def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_return: bool
-                 ) -> tuple[ParamLocation, _Place]:
+                 ) -> tuple[ParamLocation, Place]:
     locations = btf_param_locations(btf, function)
     positions = sorted({n for proto in btf.function(function).protos
                         for n, p in enumerate(btf.params(proto)[0]) if p.name == name})
@@ -409,22 +339,16 @@ def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_re
                                hint="probe the function's entry, or use a kernel whose return probes support "
                                     "$arg<N> (tracefs README: 'kernel return probes support: $retval, $arg<N>, "
                                     "$comm')")
-        return loc, _Registers(tuple(f"$arg{n}" for n in loc.slots))
+        return loc, Pieces(tuple(Value(Var(f"$arg{n}")) for n in loc.slots))
     if loc.stack is not None:
-        return loc, _Memory(_Address("%sp", loc.stack))
-    return loc, _Registers(tuple(ARGUMENT_REGISTERS[r] for r in loc.registers))
-
-
-def _expr_text(variable) -> str:
-    out = variable.name
-    for a in getattr(variable, "accessors", ()):
-        out += (("->" if a.arrow else ".") + a.name) if hasattr(a, "arrow") else f"[{a.index}]"
-    return out
+        return loc, Memory(Value(Reg(STACK_POINTER), loc.stack))
+    return loc, Pieces(tuple(Value(Reg(ARGUMENT_REGISTERS[r])) for r in loc.registers))
 
 
 @_guarded
-def btf_fetch(btf: Btf, function: str, variable, cast=None, *, at_return: bool = False, x_types: bool = True,
-              args_at_return: bool = False, user_access: bool = False) -> FetchResult:
+def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.TypeSpec] = None, *,
+              at_return: bool = False, x_types: bool = True, args_at_return: bool = False,
+              user_access: bool = False) -> FetchResult:
     """The fetch argument reading ``variable`` (a ``spec.Variable``: a parameter of ``function``
     with its member chain) at the entry of ``function`` (``at_return``: at its return), with an
     optional ``spec.TypeSpec`` cast, from BTF alone.
@@ -433,140 +357,14 @@ def btf_fetch(btf: Btf, function: str, variable, cast=None, *, at_return: bool =
     probes can read ``$argN``. ``user_access`` (``@user``): every dereference reads user memory.
 
     Raises VariableNotFound (not a parameter), VariableUnavailable (a parameter in an SSE
-    register, of an unplaceable type, or at a return probe), ``types.TypeMismatchError`` for member
+    register, of an unplaceable type, or at a return probe), TypeMismatchError for member
     chain and cast mistakes, BtfFunctionNotFound, DebugInfoError for damaged BTF.
     """
     loc, place = _param_place(btf, function, variable.name, at_return, args_at_return)
-    return _convert(btf, loc.type, place, variable, cast, x_types, user_access)
-
-
-def _convert(btf: Btf, cur: int, place: _Place, variable, cast, x_types: bool, user_access: bool) -> FetchResult:
-    owner = variable.name
-    bitfield: Optional[Bitfield] = None
-    user = user_access
-    for acc in getattr(variable, "accessors", ()):
-        real = btf.real(cur)
-        if real is None:
-            raise TypeMismatchError(f"'{owner}' has no type (void)")
-        if bitfield is not None:
-            raise TypeMismatchError(f"'{owner}' is a bitfield, not a struct, union, pointer or array")
-        if not hasattr(acc, "arrow"):
-            if real.kind == ARRAY:
-                elem, _count = btf.array_info(real)
-                esize = btf.byte_size(elem)
-                if esize is None:
-                    raise TypeMismatchError(f"the elements of '{owner}' have no known size")
-                if not isinstance(place, _Memory):
-                    raise _unavailable(owner, f"'{owner}' is an array that is not in memory")
-                place = _Memory(place.address.plus(acc.index * esize), place.user)
-                cur = elem
-            elif real.kind == PTR:
-                size = btf.byte_size(real.ref)
-                if real.ref == 0 or size is None:
-                    raise TypeMismatchError(f"'{owner}' points to {btf.type_name(real.ref) or 'void'}, which has no size "
-                                     f"to index by", hint="cast it, or use a member chain")
-                user = user or btf.has_tag(real.ref, "user")
-                place = _Memory(_value_of(place, owner).plus(acc.index * size), user)
-                cur = real.ref
-            else:
-                raise TypeMismatchError(f"'{owner}' ({btf.type_name(cur)}) is not a pointer nor an array, so it cannot "
-                                 f"be indexed")
-            owner = f"{owner}[{acc.index}]"
-            continue
-        if real.kind == PTR:
-            if not acc.arrow:
-                raise TypeMismatchError(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
-                                 hint=f"write {owner}->{acc.name}")
-            agg = btf.real(real.ref)
-            if agg is not None and agg.kind == FWD:
-                raise TypeMismatchError(f"'{owner}' points to {btf.type_name(agg.id)}, which BTF only declares (its "
-                                 f"members are not described)", hint="use a vmlinux with DWARF")
-            if agg is None or agg.kind not in AGGREGATE_KINDS:
-                raise TypeMismatchError(f"'{owner}' is not a pointer to a struct or union ({btf.type_name(cur)})")
-            user = user or btf.has_tag(real.ref, "user")
-            place = _Memory(_value_of(place, owner), user)
-        elif real.kind in AGGREGATE_KINDS:
-            if acc.arrow:
-                raise TypeMismatchError(f"{acc.name} must be referred by '.': '{owner}' is not a pointer",
-                                 hint=f"write {owner}.{acc.name}")
-            agg = real
-        else:
-            raise TypeMismatchError(f"'{owner}' ({btf.type_name(cur)}) is not a struct or union")
-        member = btf.find_member(agg.id, acc.name)
-        if member is None:
-            raise btf.unknown_member_error(owner, agg.id, acc.name)
-        place = _member_place(place, member.offset, owner)
-        bitfield = member.bitfield
-        cur = member.type
-        owner = f"{owner}{'->' if acc.arrow else '.'}{acc.name}"
-    return _final(btf, place, cur, bitfield, variable, cast, owner, x_types, user_access)
-
-
-def _cast_text(cast) -> str:
-    text = getattr(cast, "text", None)
-    return text if text is not None else str(cast)
-
-
-def _final(btf: Btf, place: _Place, cur: int, bitfield: Optional[Bitfield], variable, cast, owner: str,
-           x_types: bool, user_access: bool) -> FetchResult:
-    real = btf.real(cur)
-    c_type = btf.type_name(cur) or "(unknown_type)"
-    size = btf.byte_size(cur)
-    common = dict(default_name=default_name(variable, cast), c_type=c_type, signed=btf.is_signed(cur),
-                  enumerators=tuple(btf.enumerators(cur)), size=size, variable=variable.name)
-    base = getattr(cast, "base", None)
-    if base in _STRING_CASTS:
-        if real is None or real.kind not in (PTR, ARRAY):
-            raise TypeMismatchError(f"cannot fetch '{owner}' as a string: it is {c_type}, not a pointer nor an array",
-                             hint="':string' needs a char array or a char pointer")
-        elem = real.ref if real.kind == PTR else btf.array_info(real)[0]
-        if not btf.char_element(elem):
-            raise TypeMismatchError(f"cannot fetch '{owner}' as a string: it is {c_type}, not (unsigned) char * or a "
-                             f"char array")
-        stype = base
-        if real.kind == PTR:
-            # A __user char pointer: the string is in user memory (``ustring``); with @user every
-            # dereference already says so (``+u0(...)``), as the DWARF path writes it.
-            fetch = _render_memory(_value_of(place, owner), user_access)
-            if base == "string" and not user_access and btf.has_tag(real.ref, "user"):
-                stype = "ustring"
-        else:
-            if not isinstance(place, _Memory):
-                raise _unavailable(owner, f"'{owner}' is an array that is not in memory")
-            fetch = _render_memory(place.address, place.user)
-        return FetchResult(fetch=fetch, type=stype, bits=0, **common)
-    if base is not None and (base not in _SIZE_CASTS or getattr(cast, "bits", None)):
-        return FetchResult(fetch=_scalar_fetch(place, owner), type=_cast_text(cast),
-                           bits=getattr(cast, "bits", None) or 0, **common)
-    if bitfield is not None:
-        if isinstance(place, _Slice):
-            bf = Bitfield(0, place.bit_offset + bitfield.shift, bitfield.bits, 64, bitfield.signed)
-            if bf.shift + bf.bits > 64:
-                raise _unavailable(owner, f"'{owner}' straddles two registers")
-            fetch = place.value
-        else:
-            bf = bitfield
-            fetch = _scalar_fetch(place, owner)
-        return FetchResult(fetch=fetch, type=bf.fetch_type, bits=bf.bits, **common)
-    if isinstance(place, _Slice):
-        if size is None or size > 8 or place.bit_offset + size * 8 > 64:
-            raise _unavailable(owner, f"'{owner}' is part of a register and has no fetchable size")
-        return FetchResult(fetch=place.value, type=f"b{size * 8}@{place.bit_offset}/64", bits=size * 8, **common)
-    ktype = btf.kernel_type(cur, base if base in _SIZE_CASTS else None, x_types)
-    bits = int(ktype[1:]) if ktype else 0
-    return FetchResult(fetch=_scalar_fetch(place, owner), type=ktype, bits=bits, **common)
-
-
-def _scalar_fetch(place: _Place, owner: str) -> str:
-    if isinstance(place, _Memory):
-        return _render_memory(place.address, place.user)
-    if isinstance(place, _Registers):
-        if len(place.values) != 1:
-            raise _unavailable(owner, f"'{owner}' is held in {len(place.values)} registers "
-                                      f"({', '.join(place.values)}), which one argument cannot read",
-                               hint="fetch its members, or each register")
-        return place.values[0]
-    raise _unavailable(owner, "a part of a register cannot be fetched with this type")
+    try:
+        return fetch_chain(btf, loc.type, place, variable, cast, RenderOptions(user_access=user_access), x_types)
+    except LocationError as exc:
+        raise VariableUnavailable(exc.message, exc.hint, variable.name, 0, [], [], exc.reason) from None
 
 
 # --- $retval, $params, listings ------------------------------------------------------------------------
@@ -608,17 +406,11 @@ def btf_retval_type(btf: Btf, function: str, x_types: bool = True) -> str:
 
 def _fetchable(btf: Btf, function: str, name: str, at_return: bool, args_at_return: bool) -> bool:
     try:
-        _loc, place = _param_place(btf, function, name, at_return, args_at_return)
-        _convert(btf, _loc.type, place, _Plain(name), None, True, False)
+        loc, place = _param_place(btf, function, name, at_return, args_at_return)
+        fetch_chain(btf, loc.type, place, S.Variable(name), None, RenderOptions(), True)
         return True
     except ResolveError:
         return False
-
-
-@dataclass(frozen=True)
-class _Plain:
-    name: str
-    accessors: tuple = ()
 
 
 @_guarded

@@ -15,7 +15,8 @@ from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_SIGNED, BtfMember, BtfMembe
                         ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_CHAIN, MAX_NESTING,
                         MEMBER_BUDGET, PTR, QUALIFIER_KINDS, SIZED_KINDS, STRUCT, TYPEDEF_KINDS,
                         TYPE_TAG, UNION, guarded)
-from ..typemodel import Bitfield, TypeMismatchError, scalar_fetch_type
+from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND, Bitfield,
+                         TypeMismatchError, scalar_fetch_type)
 
 
 class BtfTypeModel:
@@ -46,6 +47,42 @@ class BtfTypeModel:
     def real(self, type_id: int) -> Optional[BtfType]:
         """The type with typedefs and qualifiers removed (None: void)."""
         return self.type(self.strip_typedefs(type_id))
+
+    # --- the member-chain walker's questions (probectl.debuginfo.typemodel.TypeModel) ----------------
+
+    source = "BTF"
+
+    def strip(self, type_id: Optional[int]) -> Optional[int]:
+        return (self.strip_typedefs(type_id) if type_id else 0) or None
+
+    def kind(self, type_id: int) -> str:
+        t = self.type(type_id)
+        if t is None:
+            return SCALAR_KIND
+        if t.kind == PTR:
+            return POINTER_KIND
+        if t.kind == ARRAY:
+            return ARRAY_KIND
+        if t.kind in AGGREGATE_KINDS:
+            return AGGREGATE_KIND
+        return DECLARED_KIND if t.kind == FWD else SCALAR_KIND
+
+    def pointee(self, type_id: int) -> int:
+        t = self.type(type_id)
+        return t.ref if t is not None else 0  # (0: void, which every question here answers)
+
+    def element(self, type_id: int) -> tuple[Optional[int], Optional[int]]:
+        elem, _count = self.array_info(self.type(type_id))
+        return elem, self.byte_size(elem)
+
+    def member(self, agg: int, name: str) -> Optional[BtfMemberRef]:
+        return self.find_member(agg, name)
+
+    def no_member_error(self, owner: str, agg: int, name: str) -> TypeMismatchError:
+        return self.unknown_member_error(owner, agg, name)
+
+    def user_memory(self, type_id: Optional[int]) -> bool:
+        return bool(type_id) and self.has_tag(type_id, "user")
 
     def has_tag(self, type_id: int, tag: str) -> bool:
         """True if a TYPE_TAG called ``tag`` (``user``, ``percpu``, ``rcu``) qualifies ``type_id``

@@ -2,195 +2,26 @@
 
 A location expression is evaluated *symbolically*: registers stay registers, memory reads stay
 reads, so ``DW_OP_breg5 8; DW_OP_deref`` becomes "the 8-byte value at (the value at %di+8)",
-which renders as the kernel fetch text ``+0(+8(%di))``. The result is a ``Place``:
-
-- ``Memory(address)``: the object is in memory at ``address`` (a ``Value``);
-- ``Register(regno)``: the object is held in a register;
-- ``Computed(value)``: the expression computes the object's value (``DW_OP_stack_value``,
-  ``DW_OP_implicit_value``, ``DW_AT_const_value``);
-- ``Slice(value, bit_offset)``: part of a register-held aggregate (a struct passed in a register).
+which renders as the kernel fetch text ``+0(+8(%di))``. The result is a
+:data:`~probectl.debuginfo.place.Place` (``Memory``, ``Register``, ``Computed``).
 
 Anything the kernel cannot read (arithmetic on registers, values that exist only in the caller
 ``DW_OP_entry_value``, objects split in ``DW_OP_piece``s, ``DW_OP_implicit_pointer``, TLS) raises
 ``LocationError`` saying so. perf reads only the first operation of an expression, so it turns
 ``breg5 0; deref`` into ``+0(%di)`` and ``breg3 0; shl 32; shra 32; stack_value`` into ``+0(%bx)``,
 silently fetching wrong values; we are exact or refuse.
-
-Registers are named as kprobe/uprobe fetch arguments name them (``%ax``, ``%di``, ``%r8``...).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 from elftools.dwarf.dwarf_expr import DWARFExprParser
 from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
 
-from ...arch.x86_64 import DWARF_REGISTERS, DWARF_VECTOR_REGISTERS
-from ...errors import ResolveError
+from ...errors import LocationError
+from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
 
-
-
-class LocationError(ResolveError):
-    """A location the kernel's fetch arguments cannot express; ``reason`` classifies it:
-    ``entry_value``, ``piece``, ``implicit_pointer``, ``computed``, ``tls``, ``register``,
-    ``frame_base``, ``empty``, ``unsupported``."""
-
-    def __init__(self, message: str, reason: str, hint: str = ""):
-        super().__init__(message, hint)
-        self.reason = reason
-
-
-def register_name(regno: int, machine: str = "EM_X86_64") -> str:
-    """The fetch-argument name of DWARF register ``regno``."""
-    if machine == "EM_X86_64" and 0 <= regno < len(DWARF_REGISTERS):
-        return DWARF_REGISTERS[regno]
-    what = "an SSE/x87/vector register" if machine == "EM_X86_64" and regno in DWARF_VECTOR_REGISTERS else "a register"
-    raise LocationError(f"the value is in DWARF register {regno} ({what}), which probe events cannot read",
-                        "register")
-
-
-# --- symbolic values ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Reg:
-    """The contents of a register."""
-
-    regno: int
-
-
-@dataclass(frozen=True)
-class Symbol:
-    """The link-time address of a global object (``address`` None when only the name is known)."""
-
-    address: Optional[int]
-    name: Optional[str]
-
-
-@dataclass(frozen=True)
-class Deref:
-    """The ``size``-byte value in memory at ``address`` (user-space memory when ``user``)."""
-
-    address: "Value"
-    size: int = 8
-    user: bool = False
-
-
-@dataclass(frozen=True)
-class Value:
-    """``base + offset``, of which only the low ``bits`` bits are meaningful (sign-extended
-    when ``signed``); ``base`` None makes it the constant ``offset``. ``shl`` is a pending
-    left shift (the first half of gcc's sign-extension idiom)."""
-
-    base: Union[Reg, Deref, Symbol, None]
-    offset: int = 0
-    bits: int = 64
-    signed: bool = False
-    shl: int = 0
-
-    @property
-    def is_const(self) -> bool:
-        return self.base is None
-
-    def plus(self, k: int) -> "Value":
-        if self.bits != 64 or self.shl:
-            raise LocationError("the address is computed from a truncated value", "computed")
-        return replace(self, offset=self.offset + k)
-
-
-@dataclass(frozen=True)
-class Memory:
-    address: Value
-    user: bool = False
-
-
-@dataclass(frozen=True)
-class Register:
-    regno: int
-
-
-@dataclass(frozen=True)
-class Computed:
-    value: Value
-
-
-@dataclass(frozen=True)
-class Slice:
-    """Bits ``bit_offset``.. of an aggregate held in a register (or computed into one)."""
-
-    value: Value
-    bit_offset: int
-
-
-Place = Union[Memory, Register, Computed, Slice]
-
-
-# --- rendering -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    """How to write what cannot be written one way only.
-
-    ``symbol_base``: None writes globals as perf does, ``@name+off`` (kprobe syntax); an integer
-    writes uprobe syntax ``@+FILEOFFSET`` where FILEOFFSET = address - symbol_base (the probed
-    binary's text-segment ``vaddr - offset``).
-    """
-
-    machine: str = "EM_X86_64"
-    symbol_base: Optional[int] = None
-    immediates: bool = True
-    user_access: bool = False
-
-
-def _offset_text(off: int) -> str:
-    return f"+{off}" if off >= 0 else f"-{-off}"
-
-
-def render_memory(address: Value, opts: RenderOptions, user: bool = False) -> str:
-    """The fetch text reading the memory at ``address`` (``+u`` user-memory syntax if ``user``)."""
-    if address.bits != 64 or address.shl:
-        raise LocationError("the address is computed from a truncated value", "computed")
-    base = address.base
-    if isinstance(base, Symbol):
-        if opts.symbol_base is not None:
-            if base.address is None:
-                raise LocationError(f"the address of '{base.name}' is unknown", "unsupported")
-            return f"@+0x{base.address + address.offset - opts.symbol_base:x}"
-        if base.name:
-            return f"@{base.name}{_offset_text(address.offset)}"
-        if base.address is None:
-            raise LocationError("a global object without name or address", "unsupported")
-        return f"@0x{base.address + address.offset:x}"
-    if base is None:
-        raise LocationError(f"the object is at the fixed address 0x{address.offset:x}, which a probe "
-                            f"cannot read portably", "unsupported")
-    off = _offset_text(address.offset)
-    if user:
-        off = off[0] + "u" + off[1:]
-    return f"{off}({render_value(Value(base), opts)})"
-
-
-def render_value(value: Value, opts: RenderOptions) -> str:
-    """The fetch text producing ``value`` itself."""
-    if value.shl:
-        raise LocationError("the value is computed with DW_OP_shl", "computed")
-    base = value.base
-    if base is None:
-        if not opts.immediates:
-            raise LocationError("the value is a constant, and this kernel has no immediate fetch "
-                                "arguments", "computed")
-        return f"\\{value.offset}"
-    if value.offset:
-        raise LocationError(f"the value is computed (a register or memory value plus {value.offset})",
-                            "computed", hint="probe events can read registers and memory but cannot add")
-    if isinstance(base, Reg):
-        return register_name(base.regno, opts.machine)
-    if isinstance(base, Deref):
-        return render_memory(base.address, opts, base.user)
-    raise LocationError(f"the value is the address of '{base.name}', which a probe event cannot produce",
-                        "computed", hint="fetch the object itself instead of its address")
 
 
 # --- evaluation -----------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from elftools.dwarf.die import DIE
 
-from ..typemodel import Bitfield, TypeMismatchError, scalar_fetch_type
+from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, SCALAR_KIND, Bitfield, TypeMismatchError,
+                         scalar_fetch_type)
 
 # DW_ATE encodings perf treats as signed (die_is_signed_type).
 _SIGNED_ENCODINGS = (0x05, 0x06, 0x0D)  # signed, signed_char, signed_fixed
@@ -223,6 +224,10 @@ class MemberRef:
     bitfield: Optional[Bitfield]
     path: tuple[str, ...]
 
+    @property
+    def type(self) -> Optional[DIE]:
+        return type_of(self.die)
+
 
 def member_offset(member: DIE) -> Optional[int]:
     """DW_AT_data_member_location as a byte offset: a constant, or an expression that is one
@@ -392,3 +397,59 @@ def kernel_type(t: Optional[DIE], prefix: Optional[str] = None, x_types: bool = 
     (arrays) gets no type at all ("")."""
     real = strip_typedefs(t)
     return scalar_fetch_type(perf_byte_size(real), is_signed(real), prefix, x_types)
+
+
+class DwarfTypes:
+    """The type questions of the member-chain walker (:class:`~probectl.debuginfo.typemodel.TypeModel`)
+    answered from DWARF type DIEs by the functions of this module."""
+
+    source = "DWARF"
+
+    def strip(self, t: Optional[DIE]) -> Optional[DIE]:
+        return strip_typedefs(t)
+
+    def kind(self, t: DIE) -> str:
+        if t.tag == "DW_TAG_pointer_type":
+            return POINTER_KIND
+        if t.tag == "DW_TAG_array_type":
+            return ARRAY_KIND
+        if t.tag in _AGGREGATES:
+            return AGGREGATE_KIND
+        return SCALAR_KIND
+
+    def pointee(self, t: DIE) -> Optional[DIE]:
+        return type_of(t)
+
+    def element(self, t: DIE) -> tuple[Optional[DIE], Optional[int]]:
+        info = array_info(t)
+        return info.element, info.element_size
+
+    def member(self, agg: DIE, name: str) -> Optional[MemberRef]:
+        return find_member(agg, name)
+
+    def no_member_error(self, owner: str, agg: DIE, name: str) -> TypeMismatchError:
+        return unknown_member_error(owner, agg, name)
+
+    def type_name(self, t: Optional[DIE]) -> Optional[str]:
+        return type_name(t)
+
+    def byte_size(self, t: Optional[DIE]) -> Optional[int]:
+        return byte_size(t)
+
+    def is_signed(self, t: Optional[DIE]) -> bool:
+        return is_signed(t)
+
+    def enumerators(self, t: Optional[DIE]) -> list[tuple[str, int]]:
+        return enumerators(t)
+
+    def char_element(self, t: Optional[DIE]) -> bool:
+        return char_element(t)
+
+    def kernel_type(self, t: Optional[DIE], prefix: Optional[str] = None, x_types: bool = True) -> str:
+        return kernel_type(t, prefix, x_types)
+
+    def user_memory(self, t: Optional[DIE]) -> bool:
+        return False  # (gcc writes no btf_type_tag("user") annotations into DWARF)
+
+
+DWARF_TYPES = DwarfTypes()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from elftools.dwarf.die import DIE
 
@@ -24,17 +24,18 @@ from ...errors import ResolveError
 from ...errors import VariableNotFound, VariableUnavailable
 from . import types as T
 from .die import die_attr, die_key, die_name, guarded
-from .location import (Computed, EvalContext, LocationError, Memory, Place, Reg, Register, RenderOptions,
-                       Symbol, Value, evaluate, expression_at, location_entries, render_memory, render_value,
-                       single_expression)
+from ...errors import LocationError
+from ..place import Computed, Memory, Place, Reg, Register, Symbol, Value
+from .location import EvalContext, evaluate, expression_at, location_entries, single_expression
 
 if TYPE_CHECKING:
     from .cfi import CallFrames
     from . import DebugInfo
 
 _VAR_TAGS = ("DW_TAG_variable", "DW_TAG_formal_parameter")
-_STRING_CASTS = ("string", "ustring")
-_SIZE_CASTS = ("u", "s", "x")
+# How the caller tells which places probe events can read (resolve.render.check_readable): a place
+# that evaluates but cannot be read does not count as "available" in the ranges and lines we list.
+Readable = Callable[[Place], None]
 
 
 @dataclass(frozen=True)
@@ -231,9 +232,9 @@ def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
 
 
 @guarded
-def variable_place(debuginfo: "DebugInfo", var: DIE, address: int) -> Place:
+def variable_place(debuginfo: "DebugInfo", var: DIE, address: int, readable: Readable) -> Place:
     """Where variable ``var`` is at ``address``. Raises VariableUnavailable (optimized out
-    here, with the ranges where it is available) or LocationError."""
+    here, with the ranges where ``readable`` accepts it) or LocationError."""
     name = die_name(var) or "?"
     frame = _frame_die(debuginfo, address)
     if "DW_AT_location" not in var.attributes:
@@ -243,21 +244,21 @@ def variable_place(debuginfo: "DebugInfo", var: DIE, address: int) -> Place:
         if var.attributes.get("DW_AT_declaration") or die_attr(var, "DW_AT_external", False):
             definition = _global_definition(debuginfo, var)
             if definition is not None and definition is not var:
-                return variable_place(debuginfo, definition, address)
+                return variable_place(debuginfo, definition, address, readable)
             if die_attr(var, "DW_AT_external", False):
                 return Memory(Value(Symbol(None, name)))
-        raise _unavailable(debuginfo, var, address, frame, "optimized_out")
+        raise _unavailable(debuginfo, var, address, frame, readable, "optimized_out")
     ops = expression_at(debuginfo, var, address)
     if ops is None:
-        raise _unavailable(debuginfo, var, address, frame, "optimized_out")
+        raise _unavailable(debuginfo, var, address, frame, readable, "optimized_out")
     ctx = _context(debuginfo, address, frame, var)
     try:
         return evaluate(ops, ctx)
     except LocationError as exc:
-        raise _unavailable(debuginfo, var, address, frame, exc.reason, exc) from None
+        raise _unavailable(debuginfo, var, address, frame, readable, exc.reason, exc) from None
 
 
-def fetchable_ranges(debuginfo: "DebugInfo", var: DIE) -> list[tuple[int, int]]:
+def fetchable_ranges(debuginfo: "DebugInfo", var: DIE, readable: Readable) -> list[tuple[int, int]]:
     """Address ranges where ``var``'s location can be read by a probe event: the location-list
     entries whose expressions evaluate (assuming a frame and CFA exist), or its scope's ranges
     for a single location expression."""
@@ -273,20 +274,11 @@ def fetchable_ranges(debuginfo: "DebugInfo", var: DIE) -> list[tuple[int, int]]:
         ctx = _context(debuginfo, e.low, frame, var)
         try:
             place = evaluate(e.expr, ctx)
-            _check_renderable(place)
+            readable(place)
         except (LocationError, ResolveError):
             continue
         out.append((e.low, max(e.high, e.low + 1)))
     return _merge(out)
-
-
-def _check_renderable(place: Place) -> None:
-    opts = RenderOptions()
-    if isinstance(place, Memory):
-        if place.address.base is not None and not isinstance(place.address.base, Symbol):
-            render_memory(place.address, opts)
-    elif isinstance(place, Computed):
-        render_value(place.value, opts)
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -360,10 +352,10 @@ def format_lines(lines: list[tuple[str, int]]) -> str:
     return ", ".join(parts)
 
 
-def _unavailable(debuginfo: "DebugInfo", var: DIE, address: int, frame: Optional[DIE], reason: str,
-                 exc: Optional[LocationError] = None) -> VariableUnavailable:
+def _unavailable(debuginfo: "DebugInfo", var: DIE, address: int, frame: Optional[DIE], readable: Readable,
+                 reason: str, exc: Optional[LocationError] = None) -> VariableUnavailable:
     name = die_name(var) or "?"
-    ranges = fetchable_ranges(debuginfo, var)
+    ranges = fetchable_ranges(debuginfo, var, readable)
     lines = ranges_to_lines(debuginfo, var.cu, ranges) if ranges else []
     if exc is not None:
         why = f"'{name}' cannot be fetched at 0x{address:x}: {exc.message}"
