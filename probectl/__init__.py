@@ -2,6 +2,30 @@
 
 ``probectl.read_trace(path)`` reads a trace.dat file (see probectl.api); it is imported on first use
 so that the command line does not pay for it.
+
+The package is laid out along its data flow, one package per stage; imports point down this map
+and never back (``tests/test_layout.py`` checks it)::
+
+    cli/                 click commands: parse options, call the stages below, print
+      │
+      ├─ probes/         the add transaction (parse, resolve, name under the lock, write all or none),
+      │                  naming as perf names events, and the list / lines / vars views
+      ├─ record/         a recording session: private instance, filters written, workload, per-CPU
+      │                  native recorder, live streams for `trace`, clean-up of crashed runs
+      └─ script/, api    recorded events as text, CSV, JSON, folded stacks; the Python reading API
+      │
+    resolve/             ProbeSpec + target → ProbePoints: places from symbols, DWARF or BTF, and
+      │                  C expressions → kernel fetch text (one member-chain walker, fetch.py)
+      ├─ spec/, filters/ probe definitions and event filters: text → checked trees (lark grammars)
+      ├─ target/         what is probed: binaries and libraries, the kernel, its modules
+      └─ debuginfo/      reading files only: elf, symtab, kallsyms, indexcache, place, typemodel;
+                         dwarf/ (DIEs, names, lines, locations, call frames, types), btf/
+      │
+    arch/                x86-64 facts: registers, instruction lengths
+
+    shared vocabulary and one-file layers: errors, events (definition lines), formats (event
+    formats), tracefs (the kernel's tracing files), ringbuf (native pages), tracedat/ (trace.dat
+    files), grammars, cachedir; ``_native`` is the C core (``native/``).
 """
 
 __version__ = "0.1.0"

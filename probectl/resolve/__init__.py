@@ -1,8 +1,11 @@
 """ProbeSpec + target → ProbePoints: where to put each probe and the kernel fetch text of each argument.
 
-This module decides where the answer comes from — symbols (ELF, or kallsyms for the running kernel),
-DWARF (``sourcepoints``) or, for kprobes without DWARF, BTF (``btfpoints``) — renders raw fetch
-arguments, and drops kprobe places the kernel would refuse.
+The :class:`Resolver` decides where the answer comes from — symbols (ELF, or kallsyms for the running
+kernel), DWARF (:mod:`.dwarf`, perf's probe-finder) or, for kprobes without DWARF, BTF (:mod:`.btf`) —
+renders raw fetch arguments, and drops kprobe places the kernel would refuse (:mod:`.kprobe_rules`,
+:mod:`.boundary`). C expressions become fetch text in :mod:`.dwarf_fetch` and :mod:`.btf_fetch`, which
+find the variable and its place and hand the member chain to the one walker, :mod:`.fetch`;
+:mod:`.render` writes places as the kernel's fetch syntax. :mod:`.points` holds what comes out.
 """
 from __future__ import annotations
 
