@@ -1,0 +1,174 @@
+"""The one member-chain walker (probectl.resolve.fetch) on its own, over a small hand-made type model:
+the places it moves through (memory, registers, register slices, structs in several registers), the
+checks both debug formats share, and that DWARF and BTF answer it alike. The real DWARF and BTF paths
+are checked end to end in test_location, test_types, test_dwarf and test_btf."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pytest
+
+from probectl.debuginfo.place import Computed, Memory, Pieces, Reg, Register, Slice, Value, Var
+from probectl.debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND,
+                                          Bitfield, TypeMismatchError, scalar_fetch_type)
+from probectl.errors import LocationError
+from probectl.resolve.fetch import expr_text, fetch_chain
+from probectl.resolve.render import RenderOptions
+from probectl.spec import Index, Member, TypeSpec, Variable
+
+
+@dataclass(eq=False)
+class T:
+    """A C type of the fake model: ``kind``, a name, a size, a target (pointee/element), members."""
+
+    kind: str
+    name: str
+    size: Optional[int] = None
+    target: Optional["T"] = None
+    members: dict = field(default_factory=dict)  # name -> (type, offset, bitfield)
+    signed: bool = False
+    user: bool = False
+
+
+@dataclass(frozen=True)
+class M:
+    type: T
+    offset: int
+    bitfield: Optional[Bitfield] = None
+
+
+class FakeModel:
+    source = "FAKE"
+
+    def strip(self, t):
+        return t
+
+    def kind(self, t):
+        return t.kind
+
+    def pointee(self, t):
+        return t.target
+
+    def element(self, t):
+        return t.target, t.target.size if t.target else None
+
+    def member(self, agg, name):
+        found = agg.members.get(name)
+        return M(*found) if found else None
+
+    def no_member_error(self, owner, agg, name):
+        return TypeMismatchError(f"'{owner}' ({agg.name}) has no member '{name}'")
+
+    def type_name(self, t):
+        return t.name if t else None
+
+    def byte_size(self, t):
+        return t.size if t else None
+
+    def is_signed(self, t):
+        return bool(t and t.signed)
+
+    def enumerators(self, t):
+        return []
+
+    def char_element(self, t):
+        return t is not None and t.name == "char"
+
+    def kernel_type(self, t, prefix=None, x_types=True):
+        return scalar_fetch_type(t.size if t else None, self.is_signed(t), prefix, x_types)
+
+    def user_memory(self, t):
+        return bool(t and t.user)
+
+
+MODEL = FakeModel()
+INT = T(SCALAR_KIND, "int", 4, signed=True)
+LONG = T(SCALAR_KIND, "long", 8, signed=True)
+CHAR = T(SCALAR_KIND, "char", 1, signed=True)
+CHARP = T(POINTER_KIND, "char *", 8, CHAR)
+PAIR = T(AGGREGATE_KIND, "struct pair", 16, members={"a": (LONG, 0), "b": (INT, 8), "name": (CHARP, 8)})
+SMALL = T(AGGREGATE_KIND, "struct small", 8, members={
+    "x": (INT, 0), "y": (INT, 4), "flags": (INT, 4, Bitfield(4, 3, 5, 32, False)),
+    "wide": (INT, 4, Bitfield(4, 30, 40, 64, False))})
+PAIRP = T(POINTER_KIND, "struct pair *", 8, PAIR)
+INTS = T(ARRAY_KIND, "int[4]", 16, INT)
+OPAQUE = T(DECLARED_KIND, "struct opaque")
+OPAQUEP = T(POINTER_KIND, "struct opaque *", 8, OPAQUE)
+USER_PAIR = T(AGGREGATE_KIND, "struct pair", 16, members=PAIR.members, user=True)
+USER_PAIRP = T(POINTER_KIND, "struct pair __user *", 8, USER_PAIR)
+DI = Register(5)
+
+
+def fetch(var_type, place, text_chain, cast=None, **opts):
+    name, *accessors = text_chain
+    variable = Variable(name, tuple(accessors))
+    return fetch_chain(MODEL, var_type, place, variable, cast, RenderOptions(**opts), True)
+
+
+def test_pointer_member_and_index():
+    assert fetch(PAIRP, DI, ["p", Member("b", True)]).fetch == "+8(%di)"
+    r = fetch(PAIRP, DI, ["p", Index(2)])
+    assert (r.fetch, r.c_type) == ("+32(%di)", "struct pair")
+    assert fetch(INTS, Memory(Value(Reg(7), 16)), ["arr", Index(3)]).fetch == "+28(%sp)"
+    r = fetch(PAIRP, DI, ["p", Member("name", True)], TypeSpec("string"))
+    assert (r.fetch, r.type) == ("+0(+8(%di))", "string")
+
+
+def test_struct_in_one_register_is_sliced():
+    r = fetch(SMALL, DI, ["s", Member("y", False)])
+    assert (r.fetch, r.type, r.bits) == ("%di", "b32@32/64", 32)
+    r = fetch(SMALL, DI, ["s", Member("flags", False)])
+    assert r.type == "b5@35/64"
+    with pytest.raises(LocationError, match="straddles two registers"):
+        fetch(SMALL, DI, ["s", Member("wide", False)])
+
+
+def test_struct_in_two_registers():
+    """BTF's view of a 16-byte struct passed in %di and %si (or in $arg1/$arg2 at a return)."""
+    two = Pieces((Value(Reg(5)), Value(Reg(4))))
+    assert fetch(PAIR, two, ["p", Member("a", False)]).fetch == "%di"
+    assert fetch(PAIR, two, ["p", Member("b", False)]).type == "b32@0/64"
+    r = fetch(PAIR, Pieces((Value(Var("$arg1")), Value(Var("$arg2")))), ["p", Member("name", False)],
+              TypeSpec("string"))
+    assert (r.fetch, r.type) == ("+0($arg2)", "string"), "a pointer at the start of a register is dereferenced"
+    with pytest.raises(LocationError, match=r"held in 2 registers \(%di, %si\)"):
+        fetch(PAIR, two, ["p"])
+
+
+def test_a_struct_wider_than_a_register_in_a_register_is_refused():
+    with pytest.raises(LocationError, match="larger than one register"):
+        fetch(PAIR, DI, ["p", Member("b", False)])
+
+
+def test_user_memory_follows_the_pointee():
+    assert fetch(USER_PAIRP, DI, ["p", Member("b", True)]).fetch == "+u8(%di)"
+    assert fetch(PAIRP, DI, ["p", Member("b", True)], user_access=True).fetch == "+u8(%di)"
+
+
+def test_chain_mistakes():
+    with pytest.raises(TypeMismatchError, match="must be referred by '->'"):
+        fetch(PAIRP, DI, ["p", Member("b", False)])
+    with pytest.raises(TypeMismatchError, match="must be referred by '.'"):
+        fetch(SMALL, DI, ["s", Member("x", True)])
+    with pytest.raises(TypeMismatchError, match="FAKE only declares"):
+        fetch(OPAQUEP, DI, ["o", Member("x", True)])
+    with pytest.raises(TypeMismatchError, match="has no member 'zz'"):
+        fetch(PAIRP, DI, ["p", Member("zz", True)])
+    with pytest.raises(TypeMismatchError, match="cannot be indexed"):
+        fetch(INT, DI, ["i", Index(1)])
+    with pytest.raises(TypeMismatchError, match="as a string"):
+        fetch(INT, DI, ["i"], TypeSpec("string"))
+    with pytest.raises(LocationError, match="array that is not in memory"):
+        fetch(INTS, DI, ["arr", Index(1)])
+
+
+def test_truncated_values_are_read_at_their_width():
+    r = fetch(LONG, Computed(Value(Reg(3), bits=32, signed=True)), ["n"])
+    assert (r.fetch, r.type) == ("%bx", "s32")
+    with pytest.raises(LocationError, match="truncated value"):
+        fetch(PAIRP, Computed(Value(Reg(3), bits=32)), ["p", Member("b", True)])
+
+
+def test_expr_text():
+    assert expr_text(Variable("w", (Member("corner", True), Member("x", False), Index(2)))) == "w->corner.x[2]"
