@@ -15,12 +15,12 @@ instruction of its own) the x86-64 System V calling convention says where each p
   each at an 8-byte aligned slot (16 for 16-byte aligned types), as perf writes them from DWARF
   (``+8(%sp)``) and the kernel reads ``$argN`` (``regs_get_kernel_argument``).
 
-From the parameter's place, member chains (``->``, ``.``, ``[N]``), bitfields, ``:string`` casts
-and the kernel type follow the rules of the DWARF path (:mod:`probectl.resolve.dwarf_fetch`: perf's
-``convert_variable_fields``/``convert_variable_type``), so the same definition resolves to the
-same fetch argument from either source. A struct passed in registers can be read member by
-member (``b<bits>@<offset>/64`` of its register), as the DWARF path reads a struct held in a
-register. Types tagged ``__user`` in BTF (``btf_type_tag("user")``, kernels built with clang)
+From the parameter's place (a :mod:`probectl.debuginfo.place`: ``Memory`` on the stack, ``Pieces``
+for the registers), member chains (``->``, ``.``, ``[N]``), bitfields, ``:string`` casts and the
+kernel type are the DWARF path's: both hand them to the one walker,
+:func:`probectl.resolve.fetch.fetch_chain` (perf's ``convert_variable_fields``/``_type``), so the same
+definition resolves to the same fetch argument from either source. A struct passed in registers can
+be read member by member (``b<bits>@<offset>/64`` of its register). Types tagged ``__user`` in BTF (``btf_type_tag("user")``, kernels built with clang)
 are dereferenced as user memory (``+u0(...)``) and read as ``ustring``.
 
 At a return probe the registers that held the parameters have been reused. Kernels whose
@@ -79,7 +79,7 @@ def _guarded(func: Callable[..., _T]) -> Callable[..., _T]:
 @dataclass(frozen=True)
 class ParamLocation:
     """Where a parameter is at function entry: ``registers`` (indices into
-    :data:`ARGUMENT_REGISTERS`, one per eightbyte) or ``stack`` (offset from ``%sp``); ``slots``: the
+    :data:`probectl.arch.x86_64.ARGUMENT_REGISTERS`, one per eightbyte) or ``stack`` (offset from ``%sp``); ``slots``: the
     kernel's ``$argN`` numbers of its eightbytes; ``problem``: why it cannot be fetched ("" if it
     can)."""
 
