@@ -1,4 +1,4 @@
-"""BTF: the reader (debuginfo/btf.py) and fetch arguments from BTF (debuginfo/btfargs.py).
+"""BTF: the reader (debuginfo/btf/) and fetch arguments from BTF (resolve/btf_fetch.py).
 
 Oracles:
 

@@ -490,10 +490,10 @@ LISTINGS = [
 ]
 # Listings probectl once got wrong (fixed): each names what was wrong.
 LISTING_BUGS = [
-    # perf names a place after the DWARF function containing it (convert_to_trace_point): sourceview.py
+    # perf names a place after the DWARF function containing it (convert_to_trace_point): probes/show.py
     # names it after the preferred ELF alias (`@<malloc+0>`)
-    ("vars", "libc", "", ["__libc_malloc"], "sourceview._symbol_offset uses ELF aliases"),
-    ("vars", "libc", "", ["malloc"], "sourceview._symbol_offset uses ELF aliases"),
+    ("vars", "libc", "", ["__libc_malloc"], "show._symbol_offset uses ELF aliases"),
+    ("vars", "libc", "", ["malloc"], "show._symbol_offset uses ELF aliases"),
     # perf writes a SRC:LINE point as `@dwarf_inline.c:41` in the header
     ("vars", "dwarf_inline", "-O0", ["dwarf_inline.c:41"], "cli/probes.py: vars header without '@'"),
 ]
