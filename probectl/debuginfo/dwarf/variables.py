@@ -23,13 +23,12 @@ from elftools.dwarf.die import DIE
 from ...errors import ResolveError
 from ...errors import VariableNotFound, VariableUnavailable
 from . import types as T
-from .die import die_attr, die_key, die_name, guarded
+from .die import die_attr, die_name, guarded
 from .location import (Computed, EvalContext, LocationError, Memory, Place, Reg, Register, RenderOptions,
                        Symbol, Value, evaluate, expression_at, location_entries, render_memory, render_value,
                        single_expression)
 
 if TYPE_CHECKING:
-    from .cfi import CallFrames
     from . import DebugInfo
 
 _VAR_TAGS = ("DW_TAG_variable", "DW_TAG_formal_parameter")
@@ -54,28 +53,6 @@ def _has_storage(die: DIE) -> bool:
     # perf's __die_find_variable_cb condition.
     a = die.attributes
     return "DW_AT_location" in a or "DW_AT_const_value" in a or bool(die_attr(die, "DW_AT_external", False))
-
-
-def call_frames(debuginfo: "DebugInfo") -> "CallFrames":
-    """The (cached) CFI of the binary: ``.eh_frame`` from the runtime binary, ``.debug_frame``
-    from the debug file."""
-    cf = debuginfo._cache.get("cfi")
-    if cf is None:  # (only frame bases computed from the CFA need it: imported then)
-        from elftools.elf.elffile import ELFFile
-
-        from .cfi import CallFrames
-
-        if debuginfo.binary_path != debuginfo.path:
-            try:
-                f = open(debuginfo.binary_path, "rb")
-                debuginfo._cache["binary_file"] = f
-                cf = CallFrames(ELFFile(f), debuginfo.elffile)
-            except OSError:
-                cf = CallFrames(debuginfo.elffile)
-        else:
-            cf = CallFrames(debuginfo.elffile)
-        debuginfo._cache["cfi"] = cf
-    return cf
 
 
 # --- scopes ---------------------------------------------------------------------------------------
@@ -170,7 +147,7 @@ def _context(debuginfo: "DebugInfo", address: int, frame: Optional[DIE], var: Op
 
     def cfa() -> Value:
         if "v" not in cfa_cache:
-            rule = call_frames(debuginfo).cfa_at(address)
+            rule = debuginfo.call_frames().cfa_at(address)
             if rule is None:
                 raise LocationError(f"no call-frame information (CFI) describes address 0x{address:x}",
                                     "frame_base", hint="the binary's .eh_frame/.debug_frame lacks this code")
@@ -265,7 +242,7 @@ def fetchable_ranges(debuginfo: "DebugInfo", var: DIE) -> list[tuple[int, int]]:
     if entries is None:
         if single_expression(var) is None and _const_value(var) is None:
             return []
-        parent = _parent_scope(debuginfo, var)
+        parent = debuginfo.parent_scope(var)
         return debuginfo.die_ranges(parent) if parent is not None else []
     out = []
     for e in entries:
@@ -297,29 +274,6 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((lo, hi))
     return out
-
-
-def _parent_scope(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
-    key = ("parent", die_key(var))
-    if key in debuginfo._cache:
-        return debuginfo._cache[key]
-    found = None
-
-    def walk(die: DIE) -> bool:
-        nonlocal found
-        for c in debuginfo.children(die):
-            if c.offset == var.offset:
-                found = die
-                return True
-            if c.has_children and c.tag in ("DW_TAG_subprogram", "DW_TAG_lexical_block",
-                                             "DW_TAG_inlined_subroutine", "DW_TAG_namespace"):
-                if walk(c):
-                    return True
-        return False
-
-    walk(var.cu.get_top_DIE())
-    debuginfo._cache[key] = found
-    return found
 
 
 def ranges_to_lines(debuginfo: "DebugInfo", cu, ranges: Iterable[tuple[int, int]]) -> list[tuple[str, int]]:
