@@ -445,7 +445,6 @@ class DebugInfo:
                 name=name, die=die, cu=die.cu, debuginfo=self,
                 decl_line=die_attr(die, "DW_AT_decl_line") or 0,
                 entry=entry, ranges=ranges,
-                linkage_name=die_linkage_name(die),
                 inlined=inlined,
                 call_file=self.call_file(die) if inlined else None,
                 call_line=call_line,
