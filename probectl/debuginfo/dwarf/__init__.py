@@ -1,23 +1,25 @@
 """DWARF debug information of one binary: compilation units, functions, inline instances and scopes.
 
 ``DebugInfo`` wraps pyelftools' ``DWARFInfo`` for the questions a probe resolver asks, the way
-``perf probe`` answers them (``probe-finder.c``/``dwarf-aux.c``), and caches every answer:
+``perf probe`` answers them (``probe-finder.c``/``dwarf-aux.c``), and keeps every answer, including
+those the other modules compute (line tables, call frames, location lists...), each behind an
+accessor. The package:
 
-- which compilation unit holds an address (``.debug_aranges``, parsing nothing else);
-- which functions a name or glob means, in every CU (same-named static functions included),
-  and the inline instances of an inline function;
-- the nested scopes (function, inline instances, lexical blocks) at an address.
+- opening: ``sections`` (the sections as a ``DWARFInfo``, without pyelftools' ELFFile where it is
+  not needed; only relocatable objects are relocated), ``sectionmap`` (a section mapped instead
+  of copied), ``mappedelf`` (ELFFile with mapped sections, for the other files);
+- reading: ``forms`` (plain attribute-form and abbreviation readers put into pyelftools),
+  ``leb128``, ``die`` (DIE helpers and the error guard);
+- names: ``dieindex`` (index of top-level definitions, CU function bounds), ``diescan`` (its byte
+  scanner), ``namesearch`` (one exact name searched in the bytes), ``nameindex`` (the indexes
+  kept on disk);
+- what is found: ``function`` (``Function``), ``lines`` (line tables, perf's line rules),
+  ``sources`` (source files, lazy patterns), ``variables`` (variables at an address),
+  ``location`` (location expressions → places), ``cfi`` (call-frame information), ``types``
+  (the C type model).
 
-Line tables live in ``lines.py`` (lazy patterns in ``source.py``), variable lookup in
-``variables.py``, fetch arguments and listings in ``fetch.py``, location expressions in
-``location.py``, types in ``types.py``, call-frame information in ``cfi.py``, the raw name index
-in ``dieindex.py`` (its byte scanner in ``diescan.py``, one-name searches in ``namesearch.py``), the
-plain form readers in ``forms.py`` and DIE helpers in ``die.py``.
-
-DWARF sections of executables and shared objects are never relocated: their addresses are final,
-and relocating costs seconds on large libraries. Relocatable objects (kernel modules, ``.o``) are
-opened with relocation. How the sections are opened (mapped, and without pyelftools' ELFFile where
-it is not needed) is in ``dwarfsections.py``.
+Fetch arguments (C expressions, ``$vars``, variable listings) are built in :mod:`probectl.resolve`
+(``dwarf_fetch``).
 """
 from __future__ import annotations
 

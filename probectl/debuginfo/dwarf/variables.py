@@ -1,15 +1,15 @@
-"""Variables at an address, and the fetch arguments that read them.
+"""Variables at an address: which DIE a name means there, and where its value is.
 
-``fetch_variable`` turns a C variable with a member chain (``w->corner->y``, ``arr[2]``,
-``fl.mode``) at a code address into the kernel's fetch text and type, the way ``perf probe``
-does (``probe-finder.c``: ``find_variable``, ``convert_variable_location``,
-``convert_variable_fields``, ``convert_variable_type``), and correctly where perf is not:
-multi-operation locations, DWARF 4 and 5 bitfields, values computed by the compiler, structs
-held in registers.
-
-Variables are looked up from the innermost scope at the address outwards (C's rule; perf
-searches depth-first from the function and can pick a shadowed outer variable), then in
+``find_variable`` looks a name up from the innermost scope at the address outwards (C's rule;
+perf searches depth-first from the function and can pick a shadowed outer variable), then in
 functions inlined at the address, then among the CU's globals, then among all globals.
+``variable_place`` evaluates the variable's location there (``location.evaluate``, with the
+frame base and CFA of the address) into a ``Place``; where it is optimized out, the
+VariableUnavailable it raises names the ranges and source lines where it can be fetched
+(``fetchable_ranges``, ``ranges_to_lines``). ``best_scope`` is perf's ``find_best_scope``.
+
+Turning a variable with a member chain into a fetch argument (``fetch_variable``) is in
+:mod:`probectl.resolve.dwarf_fetch`.
 """
 from __future__ import annotations
 
