@@ -462,7 +462,7 @@ def _function_at_by_parsing(di: DebugInfo, address: int):
     if cu is None:
         return None
     for die in di.cu_functions(cu):
-        if di._has_code(die) and di.die_contains(die, address):
+        if di.has_code(die) and di.die_contains(die, address):
             return die.offset
     return None
 

@@ -1,23 +1,25 @@
 """DWARF debug information of one binary: compilation units, functions, inline instances and scopes.
 
 ``DebugInfo`` wraps pyelftools' ``DWARFInfo`` for the questions a probe resolver asks, the way
-``perf probe`` answers them (``probe-finder.c``/``dwarf-aux.c``), and caches every answer:
+``perf probe`` answers them (``probe-finder.c``/``dwarf-aux.c``), and keeps every answer, including
+those the other modules compute (line tables, call frames, location lists...), each behind an
+accessor. The package:
 
-- which compilation unit holds an address (``.debug_aranges``, parsing nothing else);
-- which functions a name or glob means, in every CU (same-named static functions included),
-  and the inline instances of an inline function;
-- the nested scopes (function, inline instances, lexical blocks) at an address.
+- opening: ``sections`` (the sections as a ``DWARFInfo``, without pyelftools' ELFFile where it is
+  not needed; only relocatable objects are relocated), ``sectionmap`` (a section mapped instead
+  of copied), ``mappedelf`` (ELFFile with mapped sections, for the other files);
+- reading: ``forms`` (plain attribute-form and abbreviation readers put into pyelftools),
+  ``leb128``, ``die`` (DIE helpers and the error guard);
+- names: ``dieindex`` (index of top-level definitions, CU function bounds), ``diescan`` (its byte
+  scanner), ``namesearch`` (one exact name searched in the bytes), ``nameindex`` (the indexes
+  kept on disk);
+- what is found: ``function`` (``Function``), ``lines`` (line tables, perf's line rules),
+  ``sources`` (source files, lazy patterns), ``variables`` (variables at an address),
+  ``location`` (location expressions → places), ``cfi`` (call-frame information), ``types``
+  (the C type model).
 
-Line tables live in ``lines.py`` (lazy patterns in ``source.py``), variable lookup in
-``variables.py``, fetch arguments and listings in ``fetch.py``, location expressions in
-``location.py``, types in ``types.py``, call-frame information in ``cfi.py``, the raw name index
-in ``dieindex.py`` (its byte scanner in ``diescan.py``, one-name searches in ``namesearch.py``), the
-plain form readers in ``forms.py`` and DIE helpers in ``die.py``.
-
-DWARF sections of executables and shared objects are never relocated: their addresses are final,
-and relocating costs seconds on large libraries. Relocatable objects (kernel modules, ``.o``) are
-opened with relocation. How the sections are opened (mapped, and without pyelftools' ELFFile where
-it is not needed) is in ``dwarfsections.py``.
+Fetch arguments (C expressions, ``$vars``, variable listings) are built in :mod:`probectl.resolve`
+(``dwarf_fetch``).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import fnmatch
 import os
 from collections.abc import Mapping
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
@@ -40,7 +42,13 @@ from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guar
 from .function import Function
 
 if TYPE_CHECKING:
+    from elftools.dwarf.locationlists import LocationParser
     from elftools.elf.elffile import ELFFile
+
+    from .cfi import CallFrames
+    from .lines import LineTable
+    from .location import LocationRange
+    from .namesearch import NameSearch
 
 # From this size of .debug_info on (a kernel's is 160 MB), an exact name is searched for in the
 # bytes instead of indexing every CU first (see DebugInfo._refs).
@@ -84,7 +92,37 @@ class DebugInfo:
         self._functions_cache: dict[tuple[int, int], Function] = {}
         self._instances_cache: dict[tuple[int, int], list[Function]] = {}
         self._children: dict[tuple[int, int], list[DIE]] = {}
-        self._cache: dict = {}
+        # What the other modules of the package compute, kept here and read through the accessors:
+        # CU offset -> whether some variable of the CU uses a location list (cu_is_optimized)
+        self._optimized: dict[int, bool] = {}
+        # CU offset -> dieindex.function_bounds of the CU, None once its functions are parsed (_function_bounds)
+        self._bounds: dict[int, Optional[list[tuple[int, object]]]] = {}
+        # CU offset -> the CU's line table (line_table)
+        self._line_tables: dict[int, "LineTable"] = {}
+        # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
+        self._call_frames: Optional["CallFrames"] = None
+        # the runtime binary when it is not ``path``, opened by call_frames for its .eh_frame; closed by close()
+        self._binary_file: Optional[BinaryIO] = None
+        # die_key of a variable -> the DIE whose child it is (parent_scope)
+        self._parent_scopes: dict[tuple[int, int], Optional[DIE]] = {}
+        # DWARFInfo section attribute ("debug_abbrev_sec"...) -> the section's bytes (section_bytes)
+        self._section_bytes: dict[str, bytes] = {}
+        # CU offset -> the CU's bytes, from its header on (cu_bytes)
+        self._cu_bytes: dict[int, bytes] = {}
+        # (abbrev offset, offset size, address size, version) -> compiled abbreviation table (abbrev_table)
+        self._abbrev_tables: dict[tuple[int, int, int, int], dict[int, tuple]] = {}
+        # (offset size, address size, version) -> the compiled abbreviations shared by the tables of that format
+        self._abbrev_entries: dict[tuple[int, int, int], dict] = {}
+        # (CU offset, DIE offset, attribute) -> location.location_entries of it (location_lists)
+        self._location_lists: dict[tuple[int, int, str], Optional[list["LocationRange"]]] = {}
+        # pyelftools' parser of .debug_loc/.debug_loclists (location_parser)
+        self._location_parser: Optional["LocationParser"] = None
+        # namesearch's searcher of exact names, None for a file it cannot search (name_search)
+        self._name_search: Optional["NameSearch"] = None
+        # whether _name_search was made (it may be None once made)
+        self._name_search_made = False
+        # the key of the file's name indexes on disk (index_key)
+        self._index_key: Optional[str] = None
 
     @property
     def elffile(self) -> "ELFFile":
@@ -122,9 +160,12 @@ class DebugInfo:
 
     def close(self) -> None:
         self._file.close()
-        extra = self._cache.get("binary_file")
-        if extra is not None:
-            extra.close()
+        if self._binary_file is not None:
+            self._binary_file.close()
+
+    def fileno(self) -> Optional[int]:
+        """The descriptor of the open debug file (to pread a mapped section), None once it is closed."""
+        return None if self._file.closed else self._file.fileno()
 
     def __enter__(self) -> "DebugInfo":
         return self
@@ -190,9 +231,6 @@ class DebugInfo:
             self._cu_index = index
         return self._cu_index
 
-    def cu_name(self, cu: CompileUnit) -> str:
-        return die_name(cu.get_top_DIE()) or ""
-
     def comp_dir(self, cu: CompileUnit) -> str:
         value = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
         return value.value.decode("utf-8", "replace") if value is not None and isinstance(value.value, bytes) else ""
@@ -204,8 +242,7 @@ class DebugInfo:
 
     def cu_is_optimized(self, cu: CompileUnit) -> bool:
         """perf's ``die_is_optimized_target``: some variable of the CU uses a location list."""
-        key = ("optimized", cu.cu_offset)
-        if key not in self._cache:
+        if cu.cu_offset not in self._optimized:
             from .dieindex import uses_location_lists
 
             found = uses_location_lists(self, cu)
@@ -219,8 +256,8 @@ class DebugInfo:
                                                 or (version < 4 and loc.form in ("DW_FORM_data4", "DW_FORM_data8"))):
                             found = True
                             break
-            self._cache[key] = found
-        return self._cache[key]
+            self._optimized[cu.cu_offset] = found
+        return self._optimized[cu.cu_offset]
 
     # --- addresses of DIEs ------------------------------------------------------------------
 
@@ -299,9 +336,22 @@ class DebugInfo:
 
     def file_name(self, cu: CompileUnit, index: int) -> Optional[str]:
         """The path of file ``index`` of the CU's line table, absolute as elfutils builds it."""
-        from .lines import line_table
+        return self.line_table(cu).file_name(index)
 
-        return line_table(self, cu).file_name(index)
+    def line_table(self, cu: CompileUnit) -> "LineTable":
+        """The line table of ``cu`` (``lines.LineTable``), read once."""
+        table = self._line_tables.get(cu.cu_offset)
+        if table is None:
+            from .lines import LineTable
+
+            try:
+                table = LineTable(self, cu)
+            except (TypeError, AttributeError) as exc:
+                # pyelftools hands back None or bytes where a corrupt line-program header has garbage.
+                raise DebugInfoError(f"{self.path}: corrupt line table of CU 0x{cu.cu_offset:x} ({exc})",
+                                     hint="the debug information is damaged") from None
+            self._line_tables[cu.cu_offset] = table
+        return table
 
     # --- children, cached -------------------------------------------------------------------
 
@@ -322,6 +372,29 @@ class DebugInfo:
                     kids.append(child)
             self._children[key] = kids
         return kids
+
+    def parent_scope(self, var: DIE) -> Optional[DIE]:
+        """The DIE whose child ``var`` is, found by walking its CU's scopes (cached); None if none is."""
+        key = die_key(var)
+        if key in self._parent_scopes:
+            return self._parent_scopes[key]
+        found = None
+
+        def walk(die: DIE) -> bool:
+            nonlocal found
+            for c in self.children(die):
+                if c.offset == var.offset:
+                    found = die
+                    return True
+                if c.has_children and c.tag in ("DW_TAG_subprogram", "DW_TAG_lexical_block",
+                                                 "DW_TAG_inlined_subroutine", "DW_TAG_namespace"):
+                    if walk(c):
+                        return True
+            return False
+
+        walk(var.cu.get_top_DIE())
+        self._parent_scopes[key] = found
+        return found
 
     def cu_functions(self, cu: CompileUnit) -> list[DIE]:
         """Top-level DW_TAG_subprogram DIEs of a CU, in DIE order."""
@@ -374,7 +447,6 @@ class DebugInfo:
                 name=name, die=die, cu=die.cu, debuginfo=self,
                 decl_line=die_attr(die, "DW_AT_decl_line") or 0,
                 entry=entry, ranges=ranges,
-                linkage_name=die_linkage_name(die),
                 inlined=inlined,
                 call_file=self.call_file(die) if inlined else None,
                 call_line=call_line,
@@ -445,12 +517,11 @@ class DebugInfo:
 
     def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, object]]]:
         """``dieindex.function_bounds`` of the CU (cached); None once its functions are parsed anyway."""
-        key = ("bounds", cu.cu_offset)
-        if key not in self._cache:
+        if cu.cu_offset not in self._bounds:
             from .dieindex import function_bounds
 
-            self._cache[key] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
-        return self._cache[key]
+            self._bounds[cu.cu_offset] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
+        return self._bounds[cu.cu_offset]
 
     def _candidate_cus(self, pattern: str, glob: bool) -> Iterator[CompileUnit]:
         # Only the CUs the name index says define a matching name are parsed, in CU order.
@@ -559,13 +630,13 @@ class DebugInfo:
                     here = caller
                     ao = child.attributes.get("DW_AT_abstract_origin")
                     if ao is not None and ao.form != "DW_FORM_ref_addr":
-                        if ao.value + child.cu.cu_offset == target and self._has_code(child):
+                        if ao.value + child.cu.cu_offset == target and self.has_code(child):
                             inst = self.function(child)
                             if tag == "DW_TAG_inlined_subroutine":
                                 inst.caller = caller
                             if not (skip_redundant and self._redundant(child, origin)):
                                 found.append(inst)
-                    if self._has_code(child):
+                    if self.has_code(child):
                         here = self.function(child)
                     walk(child, here)
                 elif tag in ("DW_TAG_lexical_block", "DW_TAG_namespace", "DW_TAG_module"):
@@ -575,7 +646,7 @@ class DebugInfo:
         self._instances_cache[key] = found
         return found
 
-    def _has_code(self, die: DIE) -> bool:
+    def has_code(self, die: DIE) -> bool:
         # perf's die_is_func_instance: an entry pc or DW_AT_ranges.
         a = die.attributes
         return "DW_AT_low_pc" in a or "DW_AT_entry_pc" in a or "DW_AT_ranges" in a
@@ -599,7 +670,7 @@ class DebugInfo:
         out: list[Function] = []
         seen: set[int] = set()
         for fn in self.find_functions(pattern, src):
-            cands = [fn] if self._has_code(fn.die) else (self.instances(fn) if inlines else [])
+            cands = [fn] if self.has_code(fn.die) else (self.instances(fn) if inlines else [])
             for c in cands:
                 if c.entry is None or c.entry == 0:
                     continue
@@ -627,7 +698,7 @@ class DebugInfo:
         bounds = self._function_bounds(cu)
         if bounds is None:
             for die in self.cu_functions(cu):
-                if self._has_code(die) and self.die_contains(die, address):
+                if self.has_code(die) and self.die_contains(die, address):
                     return self.function(die)
             return None
         # The same first match, parsing only the DIE found (and those pyelftools must judge).
@@ -638,7 +709,7 @@ class DebugInfo:
                 continue
             if bound is COMPLEX:
                 die = cu.get_DIE_from_refaddr(offset)
-                if self._has_code(die) and self.die_contains(die, address):
+                if self.has_code(die) and self.die_contains(die, address):
                     return self.function(die)
             elif bound[0] <= address < bound[1]:
                 return self.function(cu.get_DIE_from_refaddr(offset))
@@ -685,3 +756,100 @@ class DebugInfo:
     def inline_chain(self, address: int) -> list[Function]:
         """The function containing ``address`` and each inline instance it is inside, outermost first."""
         return [self.function(d) for d in self.scope_chain(address) if d.tag != "DW_TAG_lexical_block"]
+
+    # --- what the other modules read once per file ------------------------------------------
+
+    def call_frames(self) -> "CallFrames":
+        """The call-frame information of the binary: ``.eh_frame`` from the runtime binary,
+        ``.debug_frame`` from the debug file (read once)."""
+        if self._call_frames is None:  # (only frame bases computed from the CFA need it: imported then)
+            from elftools.elf.elffile import ELFFile
+
+            from .cfi import CallFrames
+
+            if self.binary_path != self.path:
+                try:
+                    self._binary_file = open(self.binary_path, "rb")
+                    self._call_frames = CallFrames(ELFFile(self._binary_file), self.elffile)
+                except OSError:
+                    self._call_frames = CallFrames(self.elffile)
+            else:
+                self._call_frames = CallFrames(self.elffile)
+        return self._call_frames
+
+    def section_bytes(self, name: str) -> bytes:
+        """The bytes of a DWARF section, by its ``DWARFInfo`` attribute (``"debug_abbrev_sec"``;
+        empty without the section); the small ones (abbreviations, strings) are read once per file."""
+        from .dieindex import section_data
+
+        if name == "debug_info_sec":
+            return section_data(self.dwarf.debug_info_sec)
+        data = self._section_bytes.get(name)
+        if data is None:
+            data = self._section_bytes[name] = section_data(getattr(self.dwarf, name, None))
+        return data
+
+    def has_section_bytes(self, name: str) -> bool:
+        """Whether ``section_bytes(name)`` has been read already."""
+        return name in self._section_bytes
+
+    def cu_bytes(self, cu: CompileUnit) -> bytes:
+        """The bytes of one CU from its header on (positions in them are CU offsets), read once;
+        only the CU is read, not all of ``.debug_info``."""
+        data = self._cu_bytes.get(cu.cu_offset)
+        if data is None:
+            stream = self.dwarf.debug_info_sec.stream
+            stream.seek(cu.cu_offset)
+            data = self._cu_bytes[cu.cu_offset] = stream.read(cu.size)
+        return data
+
+    def abbrev_table(self, fmt: tuple[int, int, int, int]) -> dict[int, tuple]:
+        """The compiled abbreviation table (``dieindex.abbrev_table``) of ``fmt``: (abbreviation
+        offset, offset size, address size, version), compiled once."""
+        table = self._abbrev_tables.get(fmt)
+        if table is None:
+            from .dieindex import abbrev_table
+
+            shared = self._abbrev_entries.setdefault(fmt[1:], {})
+            table = self._abbrev_tables[fmt] = abbrev_table(self, fmt[0], fmt[1:], shared)
+        return table
+
+    @property
+    def location_lists(self) -> dict[tuple[int, int, str], Optional[list["LocationRange"]]]:
+        """The location lists ``location.location_entries`` has read, by (CU offset, DIE offset,
+        attribute name); it fills this mapping."""
+        return self._location_lists
+
+    def location_parser(self) -> "LocationParser":
+        """pyelftools' parser of the file's location lists (made once)."""
+        if self._location_parser is None:
+            from elftools.dwarf.locationlists import LocationParser
+
+            self._location_parser = LocationParser(self.dwarf.location_lists())
+        return self._location_parser
+
+    def name_search(self) -> Optional["NameSearch"]:
+        """``namesearch.NameSearch`` of the file (made once); None for a file it cannot search."""
+        if not self._name_search_made:
+            from .namesearch import NameSearch
+
+            self._name_search = NameSearch.create(self)
+            self._name_search_made = True
+        return self._name_search
+
+    @property
+    def index_key(self) -> str:
+        """The key of the file's name indexes on disk (``indexcache.file_key`` of its path and
+        build-id), made once."""
+        if self._index_key is None:
+            from ..elf import ElfFile
+            from ..indexcache import file_key
+
+            build_id = None
+            try:
+                with ElfFile(self.path) as elf:
+                    build_id = elf.build_id
+            except ProbectlError:
+                pass
+            self._index_key = file_key(self.path, build_id)
+        return self._index_key

@@ -1,4 +1,4 @@
-"""Small helpers over pyelftools DIEs: attributes through abstract origins, names, references,
+"""Small helpers over pyelftools DIEs: attributes through abstract origins, names, keys, globs,
 and the error guard every DWARF entry point uses."""
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from ...errors import DebugInfoError, ProbectlError
 _T = TypeVar("_T")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
-# Tags of DIEs that own code and variables.
-SCOPE_TAGS = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine", "DW_TAG_lexical_block")
 # Attributes that may be inherited from an abstract origin or a declaration.
 _INTEGRATE = ("DW_AT_abstract_origin", "DW_AT_specification")
 
@@ -42,13 +40,6 @@ def guarded(method: Callable[..., _T]) -> Callable[..., _T]:
 
 
 # --- DIE helpers ------------------------------------------------------------------------------
-
-
-def die_ref(die: DIE, attr: str) -> Optional[DIE]:
-    """The DIE an attribute of reference class points at, or None."""
-    if attr not in die.attributes:
-        return None
-    return die.get_DIE_from_attribute(attr)
 
 
 def die_attr(die: DIE, attr: str, integrate: bool = True):
@@ -88,22 +79,6 @@ def die_origin(die: DIE) -> DIE:
         die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
         seen += 1
     return die
-
-
-def die_type(die: DIE) -> Optional[DIE]:
-    """The DW_AT_type DIE, from the origin if the DIE has none."""
-    seen = 0
-    while die is not None and seen < 8:
-        if "DW_AT_type" in die.attributes:
-            return die.get_DIE_from_attribute("DW_AT_type")
-        nxt = None
-        for link in _INTEGRATE:
-            if link in die.attributes:
-                nxt = die.get_DIE_from_attribute(link)
-                break
-        die = nxt
-        seen += 1
-    return None
 
 
 def die_key(die: DIE) -> tuple[int, int]:

@@ -41,17 +41,6 @@ def section_data(sec) -> bytes:
     return stream.read()
 
 
-def section_bytes(debuginfo: "DebugInfo", name: str) -> bytes:
-    """A DWARF section's bytes; the small ones (abbreviations, strings) are read once per file."""
-    if name == "debug_info_sec":
-        return section_data(debuginfo.dwarf.debug_info_sec)
-    cache = debuginfo._cache.setdefault("section_bytes", {})
-    data = cache.get(name)
-    if data is None:
-        data = cache[name] = section_data(getattr(debuginfo.dwarf, name, None))
-    return data
-
-
 def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], list[int], list[int]]:
     """``.debug_aranges`` → (starts, ends, CU offsets), sorted by start, for bisecting.
 
@@ -176,10 +165,10 @@ def read_unit_headers(debuginfo: "DebugInfo", info=None) -> Optional[list[tuple]
     """``_unit_headers`` of the file's ``.debug_info``: read with pread when the section is mapped
     from the open file, else from ``info`` (the section's bytes; read here when not given)."""
     sec = debuginfo.dwarf.debug_info_sec
-    if getattr(sec.stream, "base", None) is not None and sec.global_offset is not None \
-            and not debuginfo._file.closed:
+    fd = debuginfo.fileno()
+    if getattr(sec.stream, "base", None) is not None and sec.global_offset is not None and fd is not None:
         # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
-        fd, start = debuginfo._file.fileno(), sec.global_offset
+        start = sec.global_offset
         return _unit_headers(None, debuginfo.little_endian,
                              lambda at, length: os.pread(fd, length, start + at), sec.size)
     return _unit_headers(section_data(sec) if info is None else info, debuginfo.little_endian)
@@ -274,10 +263,10 @@ class UnitScanner:
     def __init__(self, debuginfo: "DebugInfo", info: Optional[bytes]):
         self.debuginfo = debuginfo
         self.info = info
-        self.abbrev = section_bytes(debuginfo, "debug_abbrev_sec")
-        self.strtab = section_bytes(debuginfo, "debug_str_sec")
-        self.line_strtab = section_bytes(debuginfo, "debug_line_str_sec")
-        self.str_offsets = section_bytes(debuginfo, "debug_str_offsets_sec")
+        self.abbrev = debuginfo.section_bytes("debug_abbrev_sec")
+        self.strtab = debuginfo.section_bytes("debug_str_sec")
+        self.line_strtab = debuginfo.section_bytes("debug_line_str_sec")
+        self.str_offsets = debuginfo.section_bytes("debug_str_offsets_sec")
         self.tables: dict[tuple, dict] = {}
         self.entries: dict[tuple, dict] = {}
         self.strings: dict[tuple[int, int], str] = {}
@@ -348,35 +337,23 @@ def _names(dwarf, seen: dict[int, tuple], offset: int, base: int = 0) -> tuple[O
 
 def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "CUScanner"]:
     """The CU's bytes (from its header on: positions are CU offsets), its compiled abbreviation
-    table (cached per file) and a scanner for it. Only the CU is read, not all of ``.debug_info``."""
-    cache = debuginfo._cache.setdefault("top_level_scan", {})
-    if "tables" not in cache:
-        cache["tables"] = {}
-        cache["entries"] = {}
-        cache["units"] = {}
-    info = cache["units"].get(cu.cu_offset)
-    if info is None:
-        stream = debuginfo.dwarf.debug_info_sec.stream
-        stream.seek(cu.cu_offset)
-        info = cache["units"][cu.cu_offset] = stream.read(cu.size)
+    table and a scanner for it, both kept by the DebugInfo (``cu_bytes``, ``abbrev_table``)."""
+    info = debuginfo.cu_bytes(cu)
     header = cu.header
     offset_size = cu.structs.dwarf_format // 8
-    fmt = (header["debug_abbrev_offset"], offset_size, header["address_size"], header["version"])
-    table = cache["tables"].get(fmt)
-    if table is None:
-        shared = cache["entries"].setdefault(fmt[1:], {})
-        table = cache["tables"][fmt] = _abbrev_table(debuginfo, fmt[0], fmt[1:], shared)
+    table = debuginfo.abbrev_table((header["debug_abbrev_offset"], offset_size, header["address_size"],
+                                    header["version"]))
     return info, table, CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
 
 
-def _abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
+def abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
     """``compiled_table`` of the table at ``offset``, read from a window of the section after it
-    (``forms.parse_abbrev_window``), or from the whole section when it is already in memory."""
+    (``forms.parse_abbrev_window``), or from the whole section when it is already in memory.
+    (``DebugInfo.abbrev_table`` keeps it.)"""
     sec = debuginfo.dwarf.debug_abbrev_sec
-    whole = debuginfo._cache.get("section_bytes", {}).get("debug_abbrev_sec")
-    if whole is None and sec is not None and 0 <= offset < sec.size:
+    if not debuginfo.has_section_bytes("debug_abbrev_sec") and sec is not None and 0 <= offset < sec.size:
         return parse_abbrev_window(sec.stream, offset, sec.size, lambda data: compiled_table(data, 0, *fmt, shared))
-    return compiled_table(section_bytes(debuginfo, "debug_abbrev_sec"), offset, *fmt, shared)
+    return compiled_table(debuginfo.section_bytes("debug_abbrev_sec"), offset, *fmt, shared)
 
 
 def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:

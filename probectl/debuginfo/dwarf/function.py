@@ -32,7 +32,6 @@ class Function:
     decl_line: int
     entry: Optional[int]
     ranges: tuple[tuple[int, int], ...]
-    linkage_name: Optional[str] = None
     inlined: bool = False
     call_file: Optional[str] = None
     call_line: int = 0

@@ -227,18 +227,8 @@ class LineTable:
 
 
 def line_table(debuginfo: "DebugInfo", cu: CompileUnit) -> LineTable:
-    """The (cached) line table of ``cu``."""
-    key = ("lines", cu.cu_offset)
-    table = debuginfo._cache.get(key)
-    if table is None:
-        try:
-            table = LineTable(debuginfo, cu)
-        except (TypeError, AttributeError) as exc:
-            # pyelftools hands back None or bytes where a corrupt line-program header has garbage.
-            raise DebugInfoError(f"{debuginfo.path}: corrupt line table of CU 0x{cu.cu_offset:x} ({exc})",
-                                 hint="the debug information is damaged") from None
-        debuginfo._cache[key] = table
-    return table
+    """The (cached) line table of ``cu``: ``DebugInfo.line_table``."""
+    return debuginfo.line_table(cu)
 
 
 # --- perf's line walks -----------------------------------------------------------------------
@@ -350,7 +340,7 @@ def reverse_line(debuginfo: "DebugInfo", cu: CompileUnit, address: int) -> Optio
     """The (file, line) an address maps back to (perf's ``cu_find_lineinfo``): the declaration
     line when it is a function's entry, else the line table row covering it."""
     for sp in debuginfo.cu_functions(cu):
-        if debuginfo._has_code(sp) and debuginfo.die_contains(sp, address):
+        if debuginfo.has_code(sp) and debuginfo.die_contains(sp, address):
             if debuginfo.die_entry(sp) == address:
                 f = debuginfo.decl_file(sp)
                 ln = die_attr(sp, "DW_AT_decl_line")

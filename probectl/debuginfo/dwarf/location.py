@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from elftools.dwarf.dwarf_expr import DWARFExprParser
-from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
+from elftools.dwarf.locationlists import LocationEntry, LocationExpr
 
 from ...errors import LocationError
 from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
@@ -262,14 +262,14 @@ class LocationRange:
 def location_entries(debuginfo, die, attr_name: str = "DW_AT_location") -> Optional[list[LocationRange]]:
     """The location list of a DIE attribute as absolute ranges, or None if the attribute is a
     single expression (or absent: see ``single_expression``). Cached per DIE."""
-    key = ("loclist", die.cu.cu_offset, die.offset, attr_name)
-    cache = debuginfo._cache
+    key = (die.cu.cu_offset, die.offset, attr_name)
+    cache = debuginfo.location_lists
     if key in cache:
         return cache[key]
     attr = die.attributes.get(attr_name)
     result = None
     if attr is not None and not _is_exprloc(attr):
-        parser = _location_parser(debuginfo)
+        parser = debuginfo.location_parser()
         entries = parser.parse_from_attribute(attr, die.cu.header.version, die)
         result = []
         if not isinstance(entries, LocationExpr):
@@ -302,13 +302,6 @@ def single_expression(die, attr_name: str = "DW_AT_location") -> Optional[list]:
 def _is_exprloc(attr) -> bool:
     # DWARF 2/3 location-list offsets are data4/data8; blocks and exprloc are single expressions.
     return attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4", "DW_FORM_block")
-
-
-def _location_parser(debuginfo) -> LocationParser:
-    parser = debuginfo._cache.get("locparser")
-    if parser is None:
-        parser = debuginfo._cache["locparser"] = LocationParser(debuginfo.dwarf.location_lists())
-    return parser
 
 
 def expression_at(debuginfo, die, address: int, attr_name: str = "DW_AT_location") -> Optional[list]:

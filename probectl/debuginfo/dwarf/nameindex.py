@@ -16,9 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ...cachedir import cache_dir
-from ...errors import ProbectlError
-from ..elf import ElfFile
-from ..indexcache import file_key, load, store
+from ..indexcache import load, store
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -32,19 +30,6 @@ MAX_LOOKUPS = 512
 Index = Mapping[str, list[tuple[int, int]]]
 
 
-def debuginfo_key(debuginfo: "DebugInfo") -> str:
-    key = debuginfo._cache.get("index_key")
-    if key is None:
-        build_id = None
-        try:
-            with ElfFile(debuginfo.path) as elf:
-                build_id = elf.build_id
-        except ProbectlError:
-            pass
-        key = debuginfo._cache["index_key"] = file_key(debuginfo.path, build_id)
-    return key
-
-
 def debuginfo_fingerprint(debuginfo: "DebugInfo") -> tuple:
     """What an index of ``debuginfo`` depends on besides its key: formats and section sizes."""
     dwarf = debuginfo.dwarf
@@ -55,7 +40,7 @@ def debuginfo_fingerprint(debuginfo: "DebugInfo") -> tuple:
 
 def load_names(debuginfo: "DebugInfo") -> Optional[tuple[Index, Index]]:
     """(functions, variables) from a cached full name index of ``debuginfo``, or None."""
-    stored = load(_NAMES, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo))
+    stored = load(_NAMES, debuginfo.index_key, debuginfo_fingerprint(debuginfo))
     if stored is None or len(stored) != 2:
         return None
     indexes = [CompactIndex.decode(part) for part in stored]
@@ -74,7 +59,7 @@ def load_or_build(debuginfo: "DebugInfo") -> tuple[Index, Index]:
     if cached is not None:
         return cached
     funcs, variables = build_indexes(debuginfo)
-    store(_NAMES, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo),
+    store(_NAMES, debuginfo.index_key, debuginfo_fingerprint(debuginfo),
           (CompactIndex.encode(funcs), CompactIndex.encode(variables)))
     return funcs, variables
 
@@ -83,7 +68,7 @@ def load_lookups(debuginfo: "DebugInfo") -> dict[str, tuple[list, list]]:
     """The single names looked up in ``debuginfo`` by earlier runs: name → (functions, variables)."""
     if cache_dir() is None:
         return {}
-    stored = load(_LOOKUPS, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo))
+    stored = load(_LOOKUPS, debuginfo.index_key, debuginfo_fingerprint(debuginfo))
     if stored is None or len(stored) != 1 or type(stored[0]) is not dict:
         return {}
     return stored[0]
@@ -94,7 +79,7 @@ def store_lookups(debuginfo: "DebugInfo", lookups: dict[str, tuple[list, list]])
     if cache_dir() is None:
         return
     kept = dict(list(lookups.items())[-MAX_LOOKUPS:])
-    store(_LOOKUPS, debuginfo_key(debuginfo), debuginfo_fingerprint(debuginfo), (kept,))
+    store(_LOOKUPS, debuginfo.index_key, debuginfo_fingerprint(debuginfo), (kept,))
 
 
 class CompactIndex(Mapping):

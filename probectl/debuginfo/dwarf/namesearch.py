@@ -3,7 +3,7 @@
 A kernel has 2200 CUs and 160 MB of ``.debug_info``: indexing them all (``dieindex.build_indexes``)
 takes seconds. For one exact name, ``lookup_name`` finds the few units that can define it from
 the bytes instead (the name's string offsets and inline form, searched for in C) and scans only
-those, as the index would (``_NameSearch``). It is apart from ``dieindex`` because it answers
+those, as the index would (``NameSearch``). It is apart from ``dieindex`` because it answers
 another way: by searching bytes rather than walking DIEs, with its own limits on when that is
 sound (no indirect names or foreign references) and when it would cost more than the index.
 """
@@ -13,7 +13,7 @@ import bisect
 import re
 from typing import TYPE_CHECKING, Iterator, Optional
 
-from .dieindex import UnitScanner, read_unit_headers, section_bytes, section_data
+from .dieindex import UnitScanner, read_unit_headers, section_data
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -33,7 +33,7 @@ _MAX_HITS = 20000
 _MAX_UNITS = 200
 
 
-class _NameSearch:
+class NameSearch:
     """Where one name can be defined, found from the bytes instead of by scanning every unit.
 
     A definition is indexed under a name that is its own DW_AT_name/DW_AT_linkage_name or that of
@@ -57,13 +57,13 @@ class _NameSearch:
         self.scanner = UnitScanner(debuginfo, None)
 
     @classmethod
-    def create(cls, debuginfo: "DebugInfo") -> Optional["_NameSearch"]:
+    def create(cls, debuginfo: "DebugInfo") -> Optional["NameSearch"]:
         dwarf = debuginfo.dwarf
         if not debuginfo.little_endian or dwarf.debug_info_sec is None or dwarf.debug_abbrev_sec is None:
             return None
         if any(getattr(dwarf, name, None) is not None for name in _INDIRECT_NAME_SECTIONS):
             return None
-        if _foreign_references(section_bytes(debuginfo, "debug_abbrev_sec")):
+        if _foreign_references(debuginfo.section_bytes("debug_abbrev_sec")):
             return None
         buffer, base, size = _searchable(dwarf.debug_info_sec)
         units = read_unit_headers(debuginfo, memoryview(buffer)[base:base + size])
@@ -195,12 +195,9 @@ def _searchable(sec) -> tuple:
 
 def lookup_name(debuginfo: "DebugInfo", name: str) -> Optional[tuple[list, list]]:
     """(functions, variables) references of one exact name, as ``build_indexes`` would list them,
-    without scanning every unit (``_NameSearch``); None when that cannot be done for this file or
+    without scanning every unit (``NameSearch``); None when that cannot be done for this file or
     name (then the full index answers)."""
-    cache = debuginfo._cache
-    if "name_search" not in cache:
-        cache["name_search"] = _NameSearch.create(debuginfo)
-    search = cache["name_search"]
+    search = debuginfo.name_search()
     if search is None:
         return None
     return search.lookup(name)

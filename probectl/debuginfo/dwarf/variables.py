@@ -1,15 +1,15 @@
-"""Variables at an address, and the fetch arguments that read them.
+"""Variables at an address: which DIE a name means there, and where its value is.
 
-``fetch_variable`` turns a C variable with a member chain (``w->corner->y``, ``arr[2]``,
-``fl.mode``) at a code address into the kernel's fetch text and type, the way ``perf probe``
-does (``probe-finder.c``: ``find_variable``, ``convert_variable_location``,
-``convert_variable_fields``, ``convert_variable_type``), and correctly where perf is not:
-multi-operation locations, DWARF 4 and 5 bitfields, values computed by the compiler, structs
-held in registers.
-
-Variables are looked up from the innermost scope at the address outwards (C's rule; perf
-searches depth-first from the function and can pick a shadowed outer variable), then in
+``find_variable`` looks a name up from the innermost scope at the address outwards (C's rule;
+perf searches depth-first from the function and can pick a shadowed outer variable), then in
 functions inlined at the address, then among the CU's globals, then among all globals.
+``variable_place`` evaluates the variable's location there (``location.evaluate``, with the
+frame base and CFA of the address) into a ``Place``; where it is optimized out, the
+VariableUnavailable it raises names the ranges and source lines where it can be fetched
+(``fetchable_ranges``, ``ranges_to_lines``). ``best_scope`` is perf's ``find_best_scope``.
+
+Turning a variable with a member chain into a fetch argument (``fetch_variable``) is in
+:mod:`probectl.resolve.dwarf_fetch`.
 """
 from __future__ import annotations
 
@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from elftools.dwarf.die import DIE
 
-from ...errors import ResolveError
-from ...errors import VariableNotFound, VariableUnavailable
+from ...errors import LocationError, ResolveError, VariableNotFound, VariableUnavailable
 from . import types as T
-from .die import die_attr, die_key, die_name, guarded
-from ...errors import LocationError
+from .die import die_attr, die_name, guarded
 from ..place import Computed, Memory, Place, Reg, Register, Symbol, Value
 from .location import EvalContext, evaluate, expression_at, location_entries, single_expression
 
 if TYPE_CHECKING:
-    from .cfi import CallFrames
     from . import DebugInfo
 
 _VAR_TAGS = ("DW_TAG_variable", "DW_TAG_formal_parameter")
@@ -55,28 +52,6 @@ def _has_storage(die: DIE) -> bool:
     # perf's __die_find_variable_cb condition.
     a = die.attributes
     return "DW_AT_location" in a or "DW_AT_const_value" in a or bool(die_attr(die, "DW_AT_external", False))
-
-
-def call_frames(debuginfo: "DebugInfo") -> "CallFrames":
-    """The (cached) CFI of the binary: ``.eh_frame`` from the runtime binary, ``.debug_frame``
-    from the debug file."""
-    cf = debuginfo._cache.get("cfi")
-    if cf is None:  # (only frame bases computed from the CFA need it: imported then)
-        from elftools.elf.elffile import ELFFile
-
-        from .cfi import CallFrames
-
-        if debuginfo.binary_path != debuginfo.path:
-            try:
-                f = open(debuginfo.binary_path, "rb")
-                debuginfo._cache["binary_file"] = f
-                cf = CallFrames(ELFFile(f), debuginfo.elffile)
-            except OSError:
-                cf = CallFrames(debuginfo.elffile)
-        else:
-            cf = CallFrames(debuginfo.elffile)
-        debuginfo._cache["cfi"] = cf
-    return cf
 
 
 # --- scopes ---------------------------------------------------------------------------------------
@@ -171,7 +146,7 @@ def _context(debuginfo: "DebugInfo", address: int, frame: Optional[DIE], var: Op
 
     def cfa() -> Value:
         if "v" not in cfa_cache:
-            rule = call_frames(debuginfo).cfa_at(address)
+            rule = debuginfo.call_frames().cfa_at(address)
             if rule is None:
                 raise LocationError(f"no call-frame information (CFI) describes address 0x{address:x}",
                                     "frame_base", hint="the binary's .eh_frame/.debug_frame lacks this code")
@@ -266,7 +241,7 @@ def fetchable_ranges(debuginfo: "DebugInfo", var: DIE, readable: Readable) -> li
     if entries is None:
         if single_expression(var) is None and _const_value(var) is None:
             return []
-        parent = _parent_scope(debuginfo, var)
+        parent = debuginfo.parent_scope(var)
         return debuginfo.die_ranges(parent) if parent is not None else []
     out = []
     for e in entries:
@@ -289,29 +264,6 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((lo, hi))
     return out
-
-
-def _parent_scope(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
-    key = ("parent", die_key(var))
-    if key in debuginfo._cache:
-        return debuginfo._cache[key]
-    found = None
-
-    def walk(die: DIE) -> bool:
-        nonlocal found
-        for c in debuginfo.children(die):
-            if c.offset == var.offset:
-                found = die
-                return True
-            if c.has_children and c.tag in ("DW_TAG_subprogram", "DW_TAG_lexical_block",
-                                             "DW_TAG_inlined_subroutine", "DW_TAG_namespace"):
-                if walk(c):
-                    return True
-        return False
-
-    walk(var.cu.get_top_DIE())
-    debuginfo._cache[key] = found
-    return found
 
 
 def ranges_to_lines(debuginfo: "DebugInfo", cu, ranges: Iterable[tuple[int, int]]) -> list[tuple[str, int]]:
