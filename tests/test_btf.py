@@ -32,6 +32,7 @@ import pytest
 from probectl.debuginfo.btf import format as B
 from probectl.debuginfo.btf import Btf, load_kernel_btf
 from probectl.debuginfo.btf.types import BtfFunctionNotFound
+from probectl.resolve.fetch import FetchOptions
 from probectl.resolve.btf_fetch import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
                                         btf_vars_listing)
 from probectl.debuginfo.typemodel import TypeMismatchError
@@ -40,6 +41,8 @@ from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
 
 from conftest import _missing, kernel_testdata
+
+RETURN_ARGS = FetchOptions(args_at_return=True)  # a kernel whose return probes read $argN
 
 
 # --- a BTF writer for synthetic data ----------------------------------------------------------------------
@@ -234,15 +237,15 @@ def test_return_probes_read_parameters_only_through_saved_arguments():
     with pytest.raises(VariableUnavailable, match=r"not available at the return.*") as exc:
         btf_fetch(btf, "abi", _v("a"), at_return=True)
     assert "$arg<N>" in exc.value.hint
-    assert _fetch(btf, "abi", "a", at_return=True, args_at_return=True) == "$arg1:s32"
-    assert _fetch(btf, "abi", "e", at_return=True, args_at_return=True) == "$arg6:s64"
-    assert _fetch(btf, "abi", "g", at_return=True, args_at_return=True) == "$arg8:s64"
-    assert _fetch(btf, "abi", "f[1]", at_return=True, args_at_return=True) == "+8($arg7):s64"
-    assert _fetch(btf, "abi", "s.z", at_return=True, args_at_return=True) == "$arg3:b32@32/64"
+    assert _fetch(btf, "abi", "a", at_return=True, options=RETURN_ARGS) == "$arg1:s32"
+    assert _fetch(btf, "abi", "e", at_return=True, options=RETURN_ARGS) == "$arg6:s64"
+    assert _fetch(btf, "abi", "g", at_return=True, options=RETURN_ARGS) == "$arg8:s64"
+    assert _fetch(btf, "abi", "f[1]", at_return=True, options=RETURN_ARGS) == "+8($arg7):s64"
+    assert _fetch(btf, "abi", "s.z", at_return=True, options=RETURN_ARGS) == "$arg3:b32@32/64"
     assert btf_params(btf, "abi", at_return=True) == []
-    assert btf_params(btf, "abi", at_return=True, args_at_return=True) == ["a", "e", "f", "g", "c"]
+    assert btf_params(btf, "abi", at_return=True, options=RETURN_ARGS) == ["a", "e", "f", "g", "c"]
     with pytest.raises(VariableUnavailable, match="3 registers"):
-        btf_fetch(btf, "abi", _v("b"), at_return=True, args_at_return=True)
+        btf_fetch(btf, "abi", _v("b"), at_return=True, options=RETURN_ARGS)
 
 
 def test_user_tags_strings_and_casts():
@@ -266,9 +269,9 @@ def test_user_tags_strings_and_casts():
     assert _fetch(btf, "f", "n:u16") == "%cx:u16"
     assert _fetch(btf, "f", "n:x") == "%cx:x64"
     assert _fetch(btf, "f", "n:u") == "%cx:u64"
-    r = btf_fetch(btf, "f", _v("n"), x_types=False)
+    r = btf_fetch(btf, "f", _v("n"), options=FetchOptions(x_types=False))
     assert (r.type, r.default_name, r.c_type, r.signed, r.size) == ("s64", "n", "long int", True, 8)
-    assert btf_fetch(btf, "f", _v("path"), x_types=False).type == "u64"
+    assert btf_fetch(btf, "f", _v("path"), options=FetchOptions(x_types=False)).type == "u64"
     assert btf_fetch(btf, "f", _v("path"), TypeSpec("string")).default_name == "path_string"
     with pytest.raises(TypeMismatchError, match="not a pointer nor an array"):
         btf_fetch(btf, "f", _v("n"), TypeSpec("string"))
@@ -790,10 +793,10 @@ def test_return_probes_on_the_cloud_kernel(cloud_btf):
     assert btf_retval(cloud_btf, "__alloc_pages").c_type == "struct page*"
     with pytest.raises(VariableUnavailable, match="return of 'tcp_sendmsg'"):
         btf_fetch(cloud_btf, "tcp_sendmsg", _v("size"), at_return=True)
-    assert _fetch(cloud_btf, "tcp_sendmsg", "size", at_return=True, args_at_return=True) == "$arg3:x64"
+    assert _fetch(cloud_btf, "tcp_sendmsg", "size", at_return=True, options=RETURN_ARGS) == "$arg3:x64"
     assert _fetch(cloud_btf, "tcp_sendmsg", "sk->__sk_common.skc_state", at_return=True,
-                  args_at_return=True) == "+18($arg1):x8"
-    assert _fetch(cloud_btf, "do_mmap", "uf", at_return=True, args_at_return=True) == "$arg8:x64"
+                  options=RETURN_ARGS) == "+18($arg1):x8"
+    assert _fetch(cloud_btf, "do_mmap", "uf", at_return=True, options=RETURN_ARGS) == "$arg8:x64"
     listing = btf_vars_listing(cloud_btf, "tcp_sendmsg")
     assert [(v.c_type, v.name) for v in listing] == [("size_t", "size"), ("struct msghdr*", "msg"),
                                                      ("struct sock*", "sk")]

@@ -22,6 +22,7 @@ from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
 from probectl.debuginfo.dwarf.location import EvalContext, evaluate, expression_at, parse_expression
 from probectl.debuginfo.place import Computed, Memory, Reg, Register, Value
 from probectl.errors import LocationError
+from probectl.resolve.fetch import FetchOptions
 from probectl.resolve.render import RenderOptions, register_name, render_memory, render_value
 from probectl.debuginfo.dwarf.variables import best_scope, find_variable
 from probectl.errors import VariableNotFound, VariableUnavailable
@@ -409,7 +410,7 @@ def test_constant_values_and_implicit_pointers(constants_binary, perf_oracle):
     theirs, err = perf_oracle.definitions(constants_binary, "f k x")
     assert render(probectl_definitions(di, constants_binary, "f k x")) == render(theirs), err
     with pytest.raises(VariableUnavailable, match="immediate"):
-        fetch_variable(di, fn, fn.entry, Variable("k"), immediates=False)
+        fetch_variable(di, fn, fn.entry, Variable("k"), options=FetchOptions(immediates=False))
     # p = &target with target kept only in a register: DW_OP_implicit_pointer. perf: "Sorry, we
     # don't support this variable location yet."; we say why.
     from probectl.debuginfo.dwarf.location import location_entries

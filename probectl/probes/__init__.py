@@ -8,6 +8,7 @@ from typing import Optional
 from ..events import EventDefinition
 from .naming import assign_events
 from ..resolve import ProbePoint, Resolver
+from ..resolve.fetch import FetchOptions
 from ..target import Target
 from ..spec import ProbeSpec, parse_probe
 
@@ -25,8 +26,8 @@ class ProbeSet:
     def resolve(cls, texts: list[str], target: Target, *, x_types: bool = True, immediates: bool = True,
                 retprobe_args: bool = False, source_dir: Optional[str] = None, use_btf: bool = False) -> "ProbeSet":
         specs = [parse_probe(text) for text in texts]
-        resolver = Resolver(target, x_types=x_types, immediates=immediates, retprobe_args=retprobe_args,
-                            source_dir=source_dir, use_btf=use_btf)
+        resolver = Resolver(target, FetchOptions(x_types, immediates, retprobe_args), source_dir=source_dir,
+                            use_btf=use_btf)
         resolved = [(spec, resolver.resolve(spec)) for spec in specs]
         return cls(target, resolved, resolver.warnings, resolver.notes)
 

@@ -192,7 +192,6 @@ def list_btf_variables(resolver: Resolver, point: S.PointSpec) -> list[VariableP
     places = []
     for function, address, _offset in resolver.symbol_sites(point):
         name = function.split(".", 1)[0]
-        listed = btf_vars_listing(resolver.btf, name, at_return=point.is_return,
-                                  args_at_return=resolver.retprobe_args)
+        listed = btf_vars_listing(resolver.btf, name, at_return=point.is_return, options=resolver.options)
         places.append(VariablePlace(function, 0, address, tuple(listed)))
     return places

@@ -18,6 +18,7 @@ from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
+from .fetch import FetchOptions
 from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 from ..target import Target
@@ -42,10 +43,8 @@ class Resolver:
     """Resolves ProbeSpecs against one target; ``warnings`` collects perf-style notices for the user."""
 
     target: Target
-    x_types: bool = True  # the kernel has x8..x64 types (tracefs README)
-    retprobe_args: bool = False  # kernel return probes can read $argN (tracefs README)
+    options: FetchOptions = FetchOptions()  # what the kernel's fetch arguments can express
     use_btf: bool = False  # kprobe arguments from BTF even when a vmlinux with DWARF is there
-    immediates: bool = True  # the kernel takes \\IMM arguments
     source_dir: str | None = None  # where to find sources for lazy patterns
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # which debug information was used, for the user
@@ -184,8 +183,7 @@ class Resolver:
                 return None
             self._source_resolver = SourceResolver(
                 debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
-                x_types=self.x_types, immediates=self.immediates,
-                source_dir=self.source_dir, warn=self.warnings.append)
+                options=self.options, source_dir=self.source_dir, warn=self.warnings.append)
         return self._source_resolver
 
     @staticmethod

@@ -29,19 +29,18 @@ def resolve_btf_points(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
         args: list[ResolvedArg] = []
         for arg in probe.args:
             if isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"):
-                for param in btf_params(btf, name, at_return=point.is_return,
-                                        args_at_return=resolver.retprobe_args):
+                for param in btf_params(btf, name, at_return=point.is_return, options=resolver.options):
                     found = btf_fetch(btf, name, S.Variable(param), None, at_return=point.is_return,
-                                      x_types=resolver.x_types, args_at_return=resolver.retprobe_args)
+                                      options=resolver.options)
                     args.append(ResolvedArg(found.fetch, found.type, found.default_name, arg.text))
             elif arg.is_c_expr:
                 found = btf_fetch(btf, name, arg.expr, arg.type, at_return=point.is_return,
-                                  x_types=resolver.x_types, args_at_return=resolver.retprobe_args, user_access=arg.user)
+                                  options=resolver.options, user_access=arg.user)
                 args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text))
             else:
                 resolved = resolver.render_arg(arg, address, not point.is_return)
                 if is_untyped_retval(arg):
-                    resolved = replace(resolved, type=btf_retval_type(btf, name, resolver.x_types))
+                    resolved = replace(resolved, type=btf_retval_type(btf, name, resolver.options))
                 args.append(resolved)
         points.append(ProbePoint(function=function, offset=offset, address=address,
                                  place=resolver.place(function, address, offset), is_return=point.is_return,

@@ -42,7 +42,7 @@ from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, 
 from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
 from ..errors import (DebugInfoError, LocationError, ProbectlError, ResolveError, VariableNotFound,
                       VariableUnavailable)
-from .fetch import fetch_chain
+from .fetch import FetchOptions, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions
 
@@ -312,7 +312,7 @@ def _unavailable(name: str, message: str, hint: str = "") -> VariableUnavailable
 # --- fetching --------------------------------------------------------------------------------------------
 
 
-def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_return: bool
+def _param_place(btf: Btf, function: str, name: str, at_return: bool, options: FetchOptions
                  ) -> tuple[ParamLocation, Place]:
     locations = btf_param_locations(btf, function)
     positions = sorted({n for proto in btf.function(function).protos
@@ -333,7 +333,7 @@ def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_re
     if loc.problem:
         raise _unavailable(name, f"parameter '{name}' of '{function}' cannot be fetched: {loc.problem}")
     if at_return:
-        if not args_at_return:
+        if not options.args_at_return:
             raise _unavailable(name, f"parameter '{name}' is not available at the return of '{function}': the "
                                      f"registers that held it have been reused",
                                hint="probe the function's entry, or use a kernel whose return probes support "
@@ -347,22 +347,23 @@ def _param_place(btf: Btf, function: str, name: str, at_return: bool, args_at_re
 
 @_guarded
 def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.TypeSpec] = None, *,
-              at_return: bool = False, x_types: bool = True, args_at_return: bool = False,
+              at_return: bool = False, options: FetchOptions = FetchOptions(),
               user_access: bool = False) -> FetchResult:
     """The fetch argument reading ``variable`` (a ``spec.Variable``: a parameter of ``function``
     with its member chain) at the entry of ``function`` (``at_return``: at its return), with an
     optional ``spec.TypeSpec`` cast, from BTF alone.
 
-    ``x_types``: the kernel supports ``x<bits>`` types. ``args_at_return``: the kernel's return
-    probes can read ``$argN``. ``user_access`` (``@user``): every dereference reads user memory.
+    ``options``: what the kernel's fetch arguments can express (``x<bits>`` types, ``$argN`` at a
+    return probe). ``user_access`` (``@user``): every dereference reads user memory.
 
     Raises VariableNotFound (not a parameter), VariableUnavailable (a parameter in an SSE
     register, of an unplaceable type, or at a return probe), TypeMismatchError for member
     chain and cast mistakes, BtfFunctionNotFound, DebugInfoError for damaged BTF.
     """
-    loc, place = _param_place(btf, function, variable.name, at_return, args_at_return)
+    loc, place = _param_place(btf, function, variable.name, at_return, options)
     try:
-        return fetch_chain(btf, loc.type, place, variable, cast, RenderOptions(user_access=user_access), x_types)
+        return fetch_chain(btf, loc.type, place, variable, cast, RenderOptions(user_access=user_access),
+                           options.x_types)
     except LocationError as exc:
         raise VariableUnavailable(exc.message, exc.hint, variable.name, 0, [], [], exc.reason) from None
 
@@ -371,7 +372,7 @@ def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.Ty
 
 
 @_guarded
-def btf_retval(btf: Btf, function: str, x_types: bool = True) -> FetchResult:
+def btf_retval(btf: Btf, function: str, options: FetchOptions = FetchOptions()) -> FetchResult:
     """``$retval`` of ``function``: its kernel type, C type, signedness and enumerators from the
     return type. Raises VariableUnavailable for void functions and values not returned in
     ``%ax`` alone (floating point, 16-byte values, structs returned in memory)."""
@@ -391,7 +392,7 @@ def btf_retval(btf: Btf, function: str, x_types: bool = True) -> FetchResult:
     if classes != [_INTEGER]:
         where = "an SSE register" if _SSE in classes else "two registers (%ax, %dx)"
         raise _unavailable("$retval", f"'{function}' returns {tname} in {where}, which $retval cannot read")
-    ktype = btf.kernel_type(ret, None, x_types)
+    ktype = btf.kernel_type(ret, None, options.x_types)
     size = btf.byte_size(ret)
     return FetchResult(fetch="$retval", type=ktype, default_name="arg1", c_type=tname, signed=btf.is_signed(ret),
                        bits=int(ktype[1:]) if ktype else 0, enumerators=tuple(btf.enumerators(ret)), size=size,
@@ -399,14 +400,14 @@ def btf_retval(btf: Btf, function: str, x_types: bool = True) -> FetchResult:
 
 
 @_guarded
-def btf_retval_type(btf: Btf, function: str, x_types: bool = True) -> str:
+def btf_retval_type(btf: Btf, function: str, options: FetchOptions = FetchOptions()) -> str:
     """The kernel type of ``$retval`` of ``function`` (``s32``, ``x64``...)."""
-    return btf_retval(btf, function, x_types).type
+    return btf_retval(btf, function, options).type
 
 
-def _fetchable(btf: Btf, function: str, name: str, at_return: bool, args_at_return: bool) -> bool:
+def _fetchable(btf: Btf, function: str, name: str, at_return: bool, options: FetchOptions) -> bool:
     try:
-        loc, place = _param_place(btf, function, name, at_return, args_at_return)
+        loc, place = _param_place(btf, function, name, at_return, options)
         fetch_chain(btf, loc.type, place, S.Variable(name), None, RenderOptions(), True)
         return True
     except ResolveError:
@@ -414,24 +415,25 @@ def _fetchable(btf: Btf, function: str, name: str, at_return: bool, args_at_retu
 
 
 @_guarded
-def btf_params(btf: Btf, function: str, *, at_return: bool = False, args_at_return: bool = False) -> list[str]:
+def btf_params(btf: Btf, function: str, *, at_return: bool = False, options: FetchOptions = FetchOptions()
+               ) -> list[str]:
     """``$params``: the names of the parameters of ``function`` that can be fetched there, in
     order."""
     out = []
     for loc in btf_param_locations(btf, function):
-        if loc.name and loc.name not in out and _fetchable(btf, function, loc.name, at_return, args_at_return):
+        if loc.name and loc.name not in out and _fetchable(btf, function, loc.name, at_return, options):
             out.append(loc.name)
     return out
 
 
 @_guarded
-def btf_vars_listing(btf: Btf, function: str, *, at_return: bool = False, args_at_return: bool = False
-                     ) -> list[ListedVariable]:
+def btf_vars_listing(btf: Btf, function: str, *, at_return: bool = False,
+                     options: FetchOptions = FetchOptions()) -> list[ListedVariable]:
     """The ``vars`` listing of ``function`` from BTF: each fetchable parameter with its C type as
     ``perf probe -V`` writes it, sorted as perf prints them."""
     seen: dict[str, ListedVariable] = {}
     for loc in btf_param_locations(btf, function):
-        if not loc.name or not _fetchable(btf, function, loc.name, at_return, args_at_return):
+        if not loc.name or not _fetchable(btf, function, loc.name, at_return, options):
             continue
         item = ListedVariable(btf.type_name(loc.type) or "(unknown_type)", loc.name, "param")
         seen.setdefault(f"{item.c_type}\t{loc.name}", item)

@@ -14,6 +14,7 @@ from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import tail_match
 from ..debuginfo.elf import ElfFile
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
+from .fetch import FetchOptions
 from ..debuginfo.dwarf.variables import best_scope
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError
 
@@ -38,8 +39,7 @@ class SourceResolver:
     debuginfo: DebugInfo
     elf: ElfFile
     is_uprobe: bool
-    x_types: bool = True
-    immediates: bool = True
+    options: FetchOptions = FetchOptions()
     source_dir: Optional[str] = None
     warn: Callable[[str], None] = lambda message: None
 
@@ -177,11 +177,11 @@ class SourceResolver:
             seg = self.elf.segment_for(site.address)
             symbol_base = seg.vaddr - seg.offset
         return fetch_variable(self.debuginfo, self.scope(site, point), site.address, var, cast,
-                              x_types=self.x_types, immediates=self.immediates, symbol_base=symbol_base,
+                              options=self.options, symbol_base=symbol_base,
                               user_access=user and not self.is_uprobe)
 
     def retval_type(self, site: SourceSite) -> str:
-        return retval_type(self.debuginfo, site.function, self.x_types)[0]
+        return retval_type(self.debuginfo, site.function, self.options)[0]
 
     def scope(self, site: SourceSite, point: S.PointSpec):
         """The function or inline-instance DIE whose variables are visible at a site (perf's best scope)."""

@@ -15,7 +15,7 @@ from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
 from ..debuginfo.dwarf.variables import find_variable, variable_place
 from ..errors import LocationError, ResolveError, VariableUnavailable
-from .fetch import expr_text, fetch_chain
+from .fetch import FetchOptions, expr_text, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions, check_readable
 
@@ -26,13 +26,13 @@ if TYPE_CHECKING:
 @guarded
 def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int, variable: S.Variable,
                    cast: Optional[S.TypeSpec] = None,
-                   *, x_types: bool = True, immediates: bool = True, symbol_base: Optional[int] = None,
+                   *, options: FetchOptions = FetchOptions(), symbol_base: Optional[int] = None,
                    user_access: bool = False) -> FetchResult:
     """The fetch argument reading ``variable`` (a ``spec.Variable``: name and accessors) at
     ``address`` in scope ``function`` (a function or inline-instance DIE, or a ``Function``;
     None: the function containing the address), with an optional ``spec.TypeSpec`` cast.
 
-    ``x_types``/``immediates``: the kernel supports ``x<bits>`` types / ``\\imm`` arguments.
+    ``options``: what the kernel's fetch arguments can express (``x<bits>`` types, ``\\imm``).
     ``symbol_base``: write globals as uprobe ``@+FILEOFFSET`` relative to it (see
     ``RenderOptions``) instead of perf's ``@name+off``. ``user_access`` (kprobe ``@user``):
     every dereference through a pointer reads user memory (``+u0(...)``), as perf writes it.
@@ -43,10 +43,10 @@ def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int
     scope = getattr(function, "die", function)
     found = find_variable(debuginfo, variable.name, address, scope)
     place = variable_place(debuginfo, found.die, address, check_readable)
-    opts = RenderOptions(machine=debuginfo.machine, symbol_base=symbol_base, immediates=immediates,
+    opts = RenderOptions(machine=debuginfo.machine, symbol_base=symbol_base, immediates=options.immediates,
                          user_access=user_access)
     try:
-        return fetch_chain(DWARF_TYPES, T.type_of(found.die), place, variable, cast, opts, x_types)
+        return fetch_chain(DWARF_TYPES, T.type_of(found.die), place, variable, cast, opts, options.x_types)
     except LocationError as exc:
         raise VariableUnavailable(f"'{expr_text(variable)}' cannot be fetched at 0x{address:x}: {exc.message}",
                                   exc.hint, variable.name, address, [], [], exc.reason) from None
@@ -120,13 +120,13 @@ def available_variables(debuginfo: "DebugInfo", scope, address: int, externs: bo
 
 
 @guarded
-def retval_type(debuginfo: "DebugInfo", function, x_types: bool = True) -> tuple[str, str]:
+def retval_type(debuginfo: "DebugInfo", function, options: FetchOptions = FetchOptions()) -> tuple[str, str]:
     """(kernel type, C type) of a function's return value, for ``$retval`` (("", "void") for
     void functions)."""
     die = getattr(function, "die", function)
     t = T.type_of(die)
     if t is None:
         return "", "void"
-    return T.kernel_type(t, None, x_types), T.type_name(t) or "(unknown_type)"
+    return T.kernel_type(t, None, options.x_types), T.type_name(t) or "(unknown_type)"
 
 
