@@ -266,7 +266,7 @@ def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Op
     from ..record.enumnames import EnumNames
     from ..filters import compile_filter
     from ..record.livestream import LiveStream
-    from ..record import SelectedEvent, select_events
+    from ..record import EventRequest, SelectedEvent, select_events
 
     names = list(dict.fromkeys((d.group, d.event) for d in defs))
     selected: list[SelectedEvent] = []
