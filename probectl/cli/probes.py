@@ -54,7 +54,7 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
-    from ..probes import ProbeSet
+    from ..probes import ProbeSet, definitions
 
     texts = list(added) + list(probedefs)
     if not texts:
@@ -67,32 +67,18 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         except TracefsError:
             if not definition:
                 raise
-    features = tfs.features if tfs else None
-    probes = ProbeSet.resolve(texts, target, x_types=features.x_types if features else True,
-                              immediates=features.immediates if features else True,
-                              retprobe_args=features.retprobe_args if features else False,
-                              source_dir=source_dir, use_btf=use_btf)
+    probes = ProbeSet.resolve(texts, target, tfs.features if tfs else None, source_dir=source_dir, use_btf=use_btf)
     for note in probes.notes:
         notice(f"probectl: {note}")
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
-    multiprobe = features.multiprobe if features else True
-
-    if tfs is None or definition:
-        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
-        named = probes.name(set(), force=force, multiprobe=multiprobe)
-    else:
-        with tfs.lock():
-            named = probes.name(set(tfs.event_names()), force=force, multiprobe=multiprobe)
-            if not definition and not dry_run:
-                tfs.add([d for _, defs in named for d in defs])
 
     if definition:
-        for _, defs in named:
-            for d in defs:
-                click.echo(d.render())
+        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
+        for d in definitions(probes.name(force=force)):
+            click.echo(d.render())
         return
-    _print_added(named, target)
+    _print_added(probes.add(tfs, force=force, dry_run=dry_run), target)
 
 
 def _print_added(named, target: Target) -> None:

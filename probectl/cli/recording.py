@@ -238,25 +238,20 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
 
-    from ..probes import ProbeSet  # the resolver's imports (DWARF, grammars) only for `trace`
+    from ..probes import ProbeSet, definitions  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target
 
-    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), x_types=tfs.features.x_types,
-                              immediates=tfs.features.immediates)
+    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), tfs.features)
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
     with contextlib.ExitStack() as stack:
         defs = []
         if probes.resolved:
-            # Name and add under probectl's lock, noted in a state file first so that a killed run's
-            # probes are found by the next one; stream without the lock (it may last for hours).
-            with tfs.lock():
-                named = probes.name(set(tfs.event_names()), force=True, multiprobe=tfs.features.multiprobe)
-                defs = [d for _, spec_defs in named for d in spec_defs]
-                stack.enter_context(probe_state(defs))
-                tfs.add(defs)
-            names = list(dict.fromkeys((d.group, d.event) for d in defs))
-            stack.callback(tfs.remove, names)
+            # Noted in a state file before they are written, so that a killed run's probes are found
+            # by the next one; streamed without the lock (it may last for hours), removed at the end.
+            defs = definitions(probes.add(tfs, force=True,
+                                          before_write=lambda defs: stack.enter_context(probe_state(defs))))
+            stack.callback(tfs.remove, list(dict.fromkeys((d.group, d.event) for d in defs)))
         _trace_events(tfs, defs, events, filter_, command, _pids(pids), system_wide, chosen, kind, buffer_kb)
 
 
