@@ -24,7 +24,8 @@ probes through the state file the run left in :data:`STATE_DIRS`.
 The parts have their own modules: :mod:`~probectl.record.selection` (the events), :mod:`~probectl.record.workload`
 (the command), :mod:`~probectl.record.processes` (names and maps), :mod:`~probectl.record.teardown` (signals and
 clean-up steps) and :mod:`~probectl.record.cleanup` (what dead runs left); :mod:`~probectl.record.livestream`
-streams the events of an instance instead of recording them.
+streams the events of an instance instead of recording them, for :mod:`~probectl.record.trace` (what
+``probectl trace`` streams).
 """
 from __future__ import annotations
 
