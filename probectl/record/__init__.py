@@ -51,10 +51,10 @@ from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps, traced_tids
 from ..ringbuf import EventReader, PageLayout, Recorder
 from .selection import EventRequest, SelectedEvent, select_events
-from .teardown import CleanupSteps, Terminated, notice_stderr, signals_held, stop_signals
+from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                        write_tracedat)
-from ..tracefs import Tracefs, os_error
+from ..tracefs import Tracefs, notice_stderr, os_error
 from .workload import Workload
 
 __all__ = [

@@ -15,8 +15,7 @@ from .livestream import LiveStream
 from .processes import proc_comm, proc_tgid
 from ..ringbuf import EventReader
 from .selection import EventRequest, SelectedEvent, select_events
-from .teardown import notice_stderr
-from ..tracefs import Tracefs
+from ..tracefs import Tracefs, notice_stderr
 
 
 class LiveNames:
