@@ -436,11 +436,7 @@ class Tracefs:
             names = {(d.group, d.event) for d in defs}
             taken = sorted(names & self.event_names())
             if taken:
-                shown = ", ".join(f"{g}:{e}" for g, e in taken)
-                raise EventExistsError(
-                    f"event{'s' if len(taken) > 1 else ''} {shown} already exist{'' if len(taken) > 1 else 's'}",
-                    "give the probe another name (EVENT=PROBE), or remove the old one first "
-                    f"('probectl del {taken[0][0]}:{taken[0][1]}')")
+                raise EventExistsError.taken(taken)
             added: list[tuple[str, EventDefinition]] = []
             for d, name in zip(defs, files):
                 before = self.read_error_log()
