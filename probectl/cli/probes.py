@@ -109,17 +109,17 @@ def _print_added(named, target: Target) -> None:
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed.")
 def delete(patterns, exec_, dry_run):
     """Remove probe events matching [GROUP:]EVENT globs (no GROUP matches any group)."""
-    from ..probes.listing import select_events
+    from ..probes.listing import match_definitions
 
     tfs = _open_tracefs()
     binary = str(find_binary(exec_)) if exec_ else None
     with tfs.lock():
         defs = tfs.definitions()
         for pattern in patterns:
-            if not select_events(defs, [pattern], binary):
+            if not match_definitions(defs, [pattern], binary):
                 raise ProbectlError(f'"{pattern}" does not hit any event.',
                                     hint="list the events with 'probectl list'")
-        chosen = select_events(defs, list(patterns), binary)
+        chosen = match_definitions(defs, list(patterns), binary)
         names = list(dict.fromkeys((d.group, d.event) for d in chosen))
         if not dry_run:
             tfs.remove(names)
@@ -134,7 +134,7 @@ def delete(patterns, exec_, dry_run):
 @click.pass_context
 def list_(ctx, patterns, as_json, tracepoints):
     """List probe events (kprobes and uprobes, whoever added them)."""
-    from ..probes.listing import describe, select_events
+    from ..probes.listing import describe, match_definitions
 
     if tracepoints:
         if len(patterns) > 1:
@@ -144,7 +144,7 @@ def list_(ctx, patterns, as_json, tracepoints):
     tfs = _open_tracefs()
     elf_cache: dict = {}
     dwarf_cache: dict = {}
-    listings = [describe(d, elf_cache, dwarf_cache) for d in select_events(tfs.definitions(), list(patterns))]
+    listings = [describe(d, elf_cache, dwarf_cache) for d in match_definitions(tfs.definitions(), list(patterns))]
     if as_json:
         click.echo(_json_text([entry.as_json() for entry in listings]))
         return
