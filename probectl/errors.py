@@ -100,6 +100,16 @@ class TracefsError(ProbectlError):
 class EventExistsError(TracefsError):
     """An event name is already taken and --force was not given."""
 
+    @classmethod
+    def taken(cls, names: "list[tuple[str, str]]") -> "EventExistsError":
+        """The error for (group, event) names already in use: naming and tracefs raise this one text."""
+        shown = ", ".join(f"{g}:{e}" for g, e in names)
+        many = len(names) > 1
+        group, event = names[0]
+        return cls(f"event{'s' if many else ''} {shown} already exist{'' if many else 's'}",
+                   "give the probe another name (EVENT=PROBE), add a duplicate with -f/--force, or remove "
+                   f"the old one first ('probectl del {group}:{event}')")
+
 
 class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""

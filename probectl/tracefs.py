@@ -41,8 +41,10 @@ _EVENTS_FILES = {"enable", "filter", "header_page", "header_event"}
 _UPROBE_PLACE_RE = re.compile(r".+:0x[0-9a-fA-F]+(\(0x[0-9a-fA-F]+\))?")
 
 
-def _notice_to_stderr(message: str) -> None:
-    print(f"probectl: {message}", file=sys.stderr)
+def notice_stderr(message: str) -> None:
+    """The default of every ``notice`` callback (and the CLI's): the message as it is, on stderr, never
+    mixed into a command's output."""
+    print(message, file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ class Tracefs:
         return f"Tracefs({str(self.root)!r})"
 
     @classmethod
-    def open(cls, *, mount: bool = True, notice: Callable[[str], None] = _notice_to_stderr,
+    def open(cls, *, mount: bool = True, notice: Callable[[str], None] = notice_stderr,
              path: Path | str | None = None) -> "Tracefs":
         """Find tracefs (``path`` if given), mounting it at /sys/kernel/tracing when root and absent."""
         if path is not None:
@@ -434,11 +436,7 @@ class Tracefs:
             names = {(d.group, d.event) for d in defs}
             taken = sorted(names & self.event_names())
             if taken:
-                shown = ", ".join(f"{g}:{e}" for g, e in taken)
-                raise EventExistsError(
-                    f"event{'s' if len(taken) > 1 else ''} {shown} already exist{'' if len(taken) > 1 else 's'}",
-                    "give the probe another name (EVENT=PROBE), or remove the old one first "
-                    f"('probectl del {taken[0][0]}:{taken[0][1]}')")
+                raise EventExistsError.taken(taken)
             added: list[tuple[str, EventDefinition]] = []
             for d, name in zip(defs, files):
                 before = self.read_error_log()
@@ -547,7 +545,7 @@ class Tracefs:
     _lock_state = threading.local()
 
     @contextlib.contextmanager
-    def lock(self, notice: Callable[[str], None] = _notice_to_stderr) -> Iterator[Path]:
+    def lock(self, notice: Callable[[str], None] = notice_stderr) -> Iterator[Path]:
         """Hold probectl's lock (flock on /run/lock/probectl.lock, or /tmp/probectl.lock).
 
         Choosing event names and creating the events happen under it, so two ``probectl add`` runs

@@ -470,6 +470,19 @@ def test_trace_streams_the_events_and_removes_its_probes(live_tracefs, probes):
     assert bad.returncode == 1 and "nosuch" in bad.stderr
 
 
+def test_trace_streams_existing_events(live_tracefs, probes):
+    """`trace -e` alone: existing events (a probe it did not add, a tracepoint) streamed while the
+    command runs; it adds nothing and removes nothing (live_tracefs checks that its instance is gone)."""
+    before = (TRACEFS / "uprobe_events").read_text()
+    out = probectl("trace", "-e", f"{G}:add", "-e", "sched:sched_process_exec", "--", str(probes), "3")
+    lines = [l for l in out.stdout.splitlines() if not l.startswith(("EXPECT", "DONE"))]
+    assert [re.search(r" a=(-?\d+) b=(-?\d+)$", l).groups() for l in lines if f"{G}:add:" in l] == \
+        [("1", "-3"), ("2", "-13"), ("3", "-23")]
+    assert [l for l in lines if "sched:sched_process_exec:" in l and str(probes) in l]
+    assert "Tracing" not in out.stderr  # (no probes of its own)
+    assert (TRACEFS / "uprobe_events").read_text() == before
+
+
 # ---- listings -------------------------------------------------------------------------------------
 
 

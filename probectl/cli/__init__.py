@@ -13,6 +13,7 @@ import click
 
 from .. import __version__
 from ..errors import ProbectlError
+from ..tracefs import notice_stderr
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
 PERF_COMMAND_FLAGS = {
@@ -28,10 +29,8 @@ PERF_COMMAND_FLAGS = {
 _VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
 
 
-def notice(message: str) -> None:
-    """A message for the user on stderr (warnings, progress), never mixed into the command's output."""
-    click.echo(message, err=True)
-
+# What the commands print on stderr (warnings, progress): the library's one default notice.
+notice = notice_stderr
 
 # Which module defines each command: a command's module is imported only when it runs, so that
 # `probectl script` does not pay for the probe resolver's imports (DWARF, grammars) and vice versa.

@@ -54,7 +54,7 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
-    from ..probes import ProbeSet
+    from ..probes import ProbeSet, definitions
 
     texts = list(added) + list(probedefs)
     if not texts:
@@ -67,32 +67,18 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         except TracefsError:
             if not definition:
                 raise
-    features = tfs.features if tfs else None
-    probes = ProbeSet.resolve(texts, target, x_types=features.x_types if features else True,
-                              immediates=features.immediates if features else True,
-                              retprobe_args=features.retprobe_args if features else False,
-                              source_dir=source_dir, use_btf=use_btf)
+    probes = ProbeSet.resolve(texts, target, tfs.features if tfs else None, source_dir=source_dir, use_btf=use_btf)
     for note in probes.notes:
         notice(f"probectl: {note}")
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
-    multiprobe = features.multiprobe if features else True
-
-    if tfs is None or definition:
-        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
-        named = probes.name(set(), force=force, multiprobe=multiprobe)
-    else:
-        with tfs.lock():
-            named = probes.name(set(tfs.event_names()), force=force, multiprobe=multiprobe)
-            if not definition and not dry_run:
-                tfs.add([d for _, defs in named for d in defs])
 
     if definition:
-        for _, defs in named:
-            for d in defs:
-                click.echo(d.render())
+        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
+        for d in definitions(probes.name(force=force)):
+            click.echo(d.render())
         return
-    _print_added(named, target)
+    _print_added(probes.add(tfs, force=force, dry_run=dry_run), target)
 
 
 def _print_added(named, target: Target) -> None:
@@ -123,17 +109,17 @@ def _print_added(named, target: Target) -> None:
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed.")
 def delete(patterns, exec_, dry_run):
     """Remove probe events matching [GROUP:]EVENT globs (no GROUP matches any group)."""
-    from ..probes.listing import select_events
+    from ..probes.listing import match_definitions
 
     tfs = _open_tracefs()
     binary = str(find_binary(exec_)) if exec_ else None
     with tfs.lock():
         defs = tfs.definitions()
         for pattern in patterns:
-            if not select_events(defs, [pattern], binary):
+            if not match_definitions(defs, [pattern], binary):
                 raise ProbectlError(f'"{pattern}" does not hit any event.',
                                     hint="list the events with 'probectl list'")
-        chosen = select_events(defs, list(patterns), binary)
+        chosen = match_definitions(defs, list(patterns), binary)
         names = list(dict.fromkeys((d.group, d.event) for d in chosen))
         if not dry_run:
             tfs.remove(names)
@@ -148,7 +134,7 @@ def delete(patterns, exec_, dry_run):
 @click.pass_context
 def list_(ctx, patterns, as_json, tracepoints):
     """List probe events (kprobes and uprobes, whoever added them)."""
-    from ..probes.listing import describe, select_events
+    from ..probes.listing import describe, match_definitions
 
     if tracepoints:
         if len(patterns) > 1:
@@ -158,7 +144,7 @@ def list_(ctx, patterns, as_json, tracepoints):
     tfs = _open_tracefs()
     elf_cache: dict = {}
     dwarf_cache: dict = {}
-    listings = [describe(d, elf_cache, dwarf_cache) for d in select_events(tfs.definitions(), list(patterns))]
+    listings = [describe(d, elf_cache, dwarf_cache) for d in match_definitions(tfs.definitions(), list(patterns))]
     if as_json:
         click.echo(_json_text([entry.as_json() for entry in listings]))
         return

@@ -5,7 +5,6 @@ import contextlib
 import difflib
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -166,48 +165,16 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
 
 
 class _LiveSource(Source):
-    """Names of live processes, for streamed events: the kernel's saved_cmdlines (the name at the
-    time of the event; read again when a pid is missing), else /proc, else what the stream saw."""
+    """The formatters' Source for a live trace: the names of live processes (no symbols)."""
 
-    def __init__(self, root: Path, known: dict[int, str]):
-        self.root = root
-        self.known = known
-        self.saved: dict[int, str] = {}
-        self._read_at = 0.0
-
-    def _refresh(self) -> None:
-        now = time.monotonic()
-        if now - self._read_at < 0.05:
-            return
-        self._read_at = now
-        try:
-            for line in (self.root / "saved_cmdlines").read_text().splitlines():
-                pid, _, comm = line.partition(" ")
-                if pid.isdigit() and comm and comm != "<...>":
-                    self.saved[int(pid)] = comm
-        except OSError:
-            pass
+    def __init__(self, names):
+        self.names = names
 
     def comm(self, tid: int) -> str:
-        if tid == 0:
-            return "<idle>"
-        if tid not in self.saved:
-            self._refresh()
-        if tid in self.saved:
-            return self.saved[tid]
-        try:
-            return Path(f"/proc/{tid}/comm").read_text().rstrip("\n")
-        except OSError:
-            return self.known.get(tid, "<...>")
+        return self.names.comm(tid)
 
     def tgid(self, tid: int) -> int:
-        try:
-            for line in Path(f"/proc/{tid}/status").read_text().splitlines():
-                if line.startswith("Tgid:"):
-                    return int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            pass
-        return tid
+        return self.names.tgid(tid)
 
 
 @cli.command(cls=_SplitCommand)
@@ -232,64 +199,42 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     if not probedefs and not events:
         raise click.UsageError("give probe definitions to add, or existing events with -e")
     from ..record.cleanup import cleanup_stale, probe_state
+    from ..record.trace import LiveTrace
 
     chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
     tfs = _open_tracefs()
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
 
-    from ..probes import ProbeSet  # the resolver's imports (DWARF, grammars) only for `trace`
+    from ..probes import ProbeSet, definitions  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target
 
-    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), x_types=tfs.features.x_types,
-                              immediates=tfs.features.immediates)
+    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), tfs.features)
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
     with contextlib.ExitStack() as stack:
         defs = []
         if probes.resolved:
-            # Name and add under probectl's lock, noted in a state file first so that a killed run's
-            # probes are found by the next one; stream without the lock (it may last for hours).
-            with tfs.lock():
-                named = probes.name(set(tfs.event_names()), force=True, multiprobe=tfs.features.multiprobe)
-                defs = [d for _, spec_defs in named for d in spec_defs]
-                stack.enter_context(probe_state(defs))
-                tfs.add(defs)
-            names = list(dict.fromkeys((d.group, d.event) for d in defs))
-            stack.callback(tfs.remove, names)
-        _trace_events(tfs, defs, events, filter_, command, _pids(pids), system_wide, chosen, kind, buffer_kb)
+            # Noted in a state file before they are written, so that a killed run's probes are found
+            # by the next one; streamed without the lock (it may last for hours), removed at the end.
+            defs = definitions(probes.add(tfs, force=True,
+                                          before_write=lambda defs: stack.enter_context(probe_state(defs))))
+            stack.callback(tfs.remove, list(dict.fromkeys((d.group, d.event) for d in defs)))
+        live = LiveTrace(tfs, defs, events, filter_, command=command, pids=_pids(pids), system_wide=system_wide,
+                         buffer_kb=buffer_kb, notice=notice)
+        if defs:
+            shown = ", ".join(dict.fromkeys(d.full_name for d in defs))
+            notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))
+        _print_live(live, chosen, kind)
 
 
-def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Optional[str], command: list[str],
-                  pids: list[int], system_wide: bool, fields: tuple[str, ...], kind: str,
-                  buffer_kb: Optional[int]) -> None:
-    from ..record.enumnames import EnumNames
-    from ..filters import compile_filter
-    from ..record.livestream import LiveStream
-    from ..record import SelectedEvent, select_events
-
-    names = list(dict.fromkeys((d.group, d.event) for d in defs))
-    selected: list[SelectedEvent] = []
-    for g, e in names:
-        fmt = tfs.event_format(g, e)
-        enums = EnumNames(defs).for_event(g, e)
-        selected.append(SelectedEvent(g, e, fmt, compile_filter(filter_, fmt, enums=enums) if filter_ else None))
-    if events:
-        seen = set(names)
-        for ev in select_events(tfs, [EventRequest(p, filter_) for p in events]):
-            if (ev.group, ev.event) not in seen:
-                selected.append(ev)
-    if defs:
-        shown = ", ".join(f"{g}:{e}" for g, e in names)
-        notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))
-    stream = LiveStream(tfs, selected, command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
-                        notice=notice)
-    source = _LiveSource(tfs.root, stream.watch.comms)
-    formatter = make_formatter(kind, source, fields if kind != "csv" else
+def _print_live(live, fields: tuple[str, ...], kind: str) -> None:
+    """Print the events of a LiveTrace as they arrive, until it ends."""
+    formatter = make_formatter(kind, _LiveSource(live.names), fields if kind != "csv" else
                                ("time", "cpu", "pid", "tid", "comm", "event", "trace"))
-    formatter.set_formats([e.format for e in selected])
+    formatter.set_formats(live.formats)
     if isinstance(formatter, CsvFormatter):
-        formatter.set_present([e.format for e in selected])
+        formatter.set_present(live.formats)
     out = sys.stdout
     out.write(formatter.begin())
     out.flush()
@@ -300,12 +245,11 @@ def _trace_events(tfs: Tracefs, defs: list, events: tuple[str, ...], filter_: Op
         stream_events(reader, native, out)
         out.flush()
 
-    # (the caller removes the probes once the instance is gone)
-    stream.run(on_pages)
+    live.run(on_pages)
     out.write(formatter.end())
     out.flush()
-    if stream.lost:
-        notice(f"Warning: the kernel lost {stream.lost:,} events; use a bigger buffer (-m KB)")
+    if live.lost:
+        notice(f"Warning: the kernel lost {live.lost:,} events; use a bigger buffer (-m KB)")
 
 
 # ---- tracepoints, fields, cleanup -----------------------------------------------------------------

@@ -1,9 +1,9 @@
 """A set of definitions added together: parsed, resolved against one target and named as perf names
-them, ready to be written all or none (the steps `add` and `trace` share)."""
+them, then written all or none (the steps `add` and `trace` share; perf's ``__add_probe_trace_events``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..events import EventDefinition
 from .naming import assign_events
@@ -12,28 +12,69 @@ from ..resolve.fetch import FetchOptions
 from ..target import Target
 from ..spec import ProbeSpec, parse_probe
 
+if TYPE_CHECKING:
+    from ..tracefs import Features, Tracefs
+
+# What naming gives: each definition with the event definitions of its points.
+Named = list[tuple[ProbeSpec, list[EventDefinition]]]
+
 
 @dataclass
 class ProbeSet:
-    """Definitions resolved against ``target``; ``warnings`` are perf-style notices for the user."""
+    """Definitions resolved against ``target`` for a kernel with ``features`` (None: no tracefs to ask,
+    as for -D without root); ``warnings`` are perf-style notices for the user."""
 
     target: Target
     resolved: list[tuple[ProbeSpec, list[ProbePoint]]]
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    features: Optional[Features] = None
 
     @classmethod
-    def resolve(cls, texts: list[str], target: Target, *, x_types: bool = True, immediates: bool = True,
-                retprobe_args: bool = False, source_dir: Optional[str] = None, use_btf: bool = False) -> "ProbeSet":
+    def resolve(cls, texts: list[str], target: Target, features: Optional[Features] = None, *,
+                source_dir: Optional[str] = None, use_btf: bool = False) -> "ProbeSet":
         specs = [parse_probe(text) for text in texts]
-        resolver = Resolver(target, FetchOptions(x_types, immediates, retprobe_args), source_dir=source_dir,
-                            use_btf=use_btf)
+        resolver = Resolver(target, fetch_options(features), source_dir=source_dir, use_btf=use_btf)
         resolved = [(spec, resolver.resolve(spec)) for spec in specs]
-        return cls(target, resolved, resolver.warnings, resolver.notes)
+        return cls(target, resolved, resolver.warnings, resolver.notes, features)
 
-    def name(self, taken: set[tuple[str, str]], *, force: bool, multiprobe: bool
-             ) -> list[tuple[ProbeSpec, list[EventDefinition]]]:
-        """Event definitions per spec, with free names (``taken`` is updated with them)."""
+    @property
+    def multiprobe(self) -> bool:
+        """Every point of a definition shares its event (kernels that append probes to an event)."""
+        return self.features.multiprobe if self.features else True
+
+    def name(self, taken: Optional[set[tuple[str, str]]] = None, *, force: bool) -> Named:
+        """Event definitions per spec, with names free of ``taken`` (updated with them); no ``taken``
+        names them as if no event existed (what -D shows)."""
+        taken = set() if taken is None else taken
         return [(spec, assign_events(spec, points, group=self.target.default_group, taken=taken, force=force,
-                                     multiprobe=multiprobe, is_uprobe=self.target.is_uprobe))
+                                     multiprobe=self.multiprobe, is_uprobe=self.target.is_uprobe))
                 for spec, points in self.resolved]
+
+    def add(self, tfs: Tracefs, *, force: bool = False, dry_run: bool = False,
+            before_write: Optional[Callable[[list[EventDefinition]], object]] = None) -> Named:
+        """Name the events after the ones tracefs holds and create them all or none, under probectl's
+        lock so that concurrent runs do not pick the same names. ``dry_run`` names them and writes
+        nothing; ``before_write`` is called with the definitions just before they are written."""
+        with tfs.lock():
+            named = self.name(set(tfs.event_names()), force=force)
+            if not dry_run:
+                defs = definitions(named)
+                if before_write is not None:
+                    before_write(defs)
+                tfs.add(defs)
+        return named
+
+
+def fetch_options(features: Optional[Features]) -> FetchOptions:
+    """What the kernel's fetch arguments can express, from its tracefs README (without tracefs, what
+    perf assumes for -D)."""
+    if features is None:
+        return FetchOptions()
+    return FetchOptions(x_types=features.x_types, immediates=features.immediates,
+                        args_at_return=features.retprobe_args)
+
+
+def definitions(named: Named) -> list[EventDefinition]:
+    """The event definitions of every spec, in order."""
+    return [d for _, defs in named for d in defs]

@@ -118,7 +118,7 @@ def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> 
     return text
 
 
-def select_events(defs: list[EventDefinition], patterns: list[str], binary: str | None = None) -> list[EventDefinition]:
+def match_definitions(defs: list[EventDefinition], patterns: list[str], binary: str | None = None) -> list[EventDefinition]:
     """Definitions whose ``group:event`` matches one of the ``[GROUP:]EVENT`` globs (no group = any group)."""
     chosen = []
     for d in defs:

@@ -84,10 +84,7 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
     if (group, base) not in taken:
         return base
     if not allow_suffix:
-        raise EventExistsError(
-            f'event "{group}:{base}" already exists.',
-            hint="remove it with 'probectl del', or add a duplicate with -f/--force",
-        )
+        raise EventExistsError.taken([(group, base)])
     for i in range(1, MAX_EVENT_INDEX):
         name = f"{base}_{i}"
         if (group, name) not in taken:

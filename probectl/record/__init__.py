@@ -24,7 +24,8 @@ probes through the state file the run left in :data:`STATE_DIRS`.
 The parts have their own modules: :mod:`~probectl.record.selection` (the events), :mod:`~probectl.record.workload`
 (the command), :mod:`~probectl.record.processes` (names and maps), :mod:`~probectl.record.teardown` (signals and
 clean-up steps) and :mod:`~probectl.record.cleanup` (what dead runs left); :mod:`~probectl.record.livestream`
-streams the events of an instance instead of recording them.
+streams the events of an instance instead of recording them, for :mod:`~probectl.record.trace` (what
+``probectl trace`` streams).
 """
 from __future__ import annotations
 
@@ -50,10 +51,10 @@ from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps, traced_tids
 from ..ringbuf import EventReader, PageLayout, Recorder
 from .selection import EventRequest, SelectedEvent, select_events
-from .teardown import CleanupSteps, Terminated, notice_stderr, signals_held, stop_signals
+from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                        write_tracedat)
-from ..tracefs import Tracefs, os_error
+from ..tracefs import Tracefs, notice_stderr, os_error
 from .workload import Workload
 
 __all__ = [

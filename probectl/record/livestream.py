@@ -13,9 +13,9 @@ from .processes import ProcessWatch, traced_tids
 from . import Instance, lost_of
 from ..ringbuf import EventReader, PageLayout
 from .selection import SelectedEvent
-from .teardown import CleanupSteps, Terminated, notice_stderr, signals_held, stop_signals
+from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..tracedat import instance_cpus
-from ..tracefs import Tracefs, os_error
+from ..tracefs import Tracefs, notice_stderr, os_error
 from .workload import Workload
 
 

@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 from typing import Any, Callable, Iterator
 
 from ..errors import ProbectlError
-
-
-def notice_stderr(message: str) -> None:
-    """The default for ``notice`` callbacks: the message on stderr."""
-    print(message, file=sys.stderr)
 
 
 class Terminated(Exception):

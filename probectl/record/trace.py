@@ -1,0 +1,104 @@
+"""What ``probectl trace`` streams: the events of the probes it added and of the existing events it
+was asked for (``-e``), all under its one ``--filter``, read from a private instance as they happen
+(:class:`~probectl.record.livestream.LiveStream`), and the names of the live processes that made them."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from .enumnames import EnumNames
+from ..events import EventDefinition
+from ..filters import compile_filter
+from ..formats import EventFormat
+from .livestream import LiveStream
+from .processes import proc_comm, proc_tgid
+from ..ringbuf import EventReader
+from .selection import EventRequest, SelectedEvent, select_events
+from ..tracefs import Tracefs, notice_stderr
+
+
+class LiveNames:
+    """Names of live processes, for streamed events: the kernel's saved_cmdlines (the name at the
+    time of the event; read again when a pid is missing), else /proc, else what the stream saw
+    (``known``)."""
+
+    def __init__(self, root: Path, known: dict[int, str]):
+        self.root = root
+        self.known = known
+        self.saved: dict[int, str] = {}
+        self._read_at = 0.0
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._read_at < 0.05:
+            return
+        self._read_at = now
+        try:
+            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+                pid, _, comm = line.partition(" ")
+                if pid.isdigit() and comm and comm != "<...>":
+                    self.saved[int(pid)] = comm
+        except OSError:
+            pass
+
+    def comm(self, tid: int) -> str:
+        if tid == 0:
+            return "<idle>"
+        if tid not in self.saved:
+            self._refresh()
+        if tid in self.saved:
+            return self.saved[tid]
+        comm = proc_comm(tid)
+        return comm if comm is not None else self.known.get(tid, "<...>")
+
+    def tgid(self, tid: int) -> int:
+        return proc_tgid(tid) or tid
+
+
+def trace_selection(tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Sequence[str] = (),
+                    filter_text: Optional[str] = None) -> list[SelectedEvent]:
+    """The events of the probes ``defs`` (enum names in the filter from their debug information),
+    then those of the ``patterns`` that are not among them; every one with ``filter_text``."""
+    names = list(dict.fromkeys((d.group, d.event) for d in defs))
+    enums = EnumNames(list(defs))
+    selected: list[SelectedEvent] = []
+    for g, e in names:
+        fmt = tfs.event_format(g, e)
+        flt = compile_filter(filter_text, fmt, enums=enums.for_event(g, e)) if filter_text else None
+        selected.append(SelectedEvent(g, e, fmt, flt))
+    if patterns:
+        seen = set(names)
+        for ev in select_events(tfs, [EventRequest(p, filter_text) for p in patterns]):
+            if (ev.group, ev.event) not in seen:
+                selected.append(ev)
+    return selected
+
+
+class LiveTrace:
+    """A ``probectl trace`` stream: the :func:`trace_selection` of ``defs`` and ``patterns``, streamed
+    from a private instance (scoped to ``command``, ``pids`` or everything) until the command ends,
+    Ctrl-C or SIGTERM. The probes are the caller's to add before and remove after."""
+
+    def __init__(self, tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Sequence[str] = (),
+                 filter_text: Optional[str] = None, *, command: Sequence[str] = (), pids: Sequence[int] = (),
+                 system_wide: bool = False, buffer_kb: Optional[int] = None,
+                 notice: Callable[[str], None] = notice_stderr):
+        self.selected = trace_selection(tfs, defs, patterns, filter_text)
+        self.stream = LiveStream(tfs, self.selected, command=command, pids=pids, system_wide=system_wide,
+                                 buffer_kb=buffer_kb, notice=notice)
+        self.names = LiveNames(tfs.root, self.stream.watch.comms)
+
+    @property
+    def formats(self) -> list[EventFormat]:
+        """The formats of the streamed events (what a formatter is set up with)."""
+        return [e.format for e in self.selected]
+
+    @property
+    def lost(self) -> int:
+        """Events the kernel dropped (known once :meth:`run` returns)."""
+        return self.stream.lost
+
+    def run(self, on_pages: Callable[[EventReader], None]) -> None:
+        """Stream, handing each batch of events to ``on_pages``; the instance is gone when it returns."""
+        self.stream.run(on_pages)
