@@ -2,6 +2,30 @@
 
 The CLI prints ``Error: <message>`` and, when present, ``  Hint: <hint>``, with no traceback.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def close_matches(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The (at most ``n``) distinct ``candidates`` closest to ``word``, best first (difflib's ratio,
+    at least ``cutoff``). difflib is imported here, on the error path, not by every run."""
+    from difflib import get_close_matches
+
+    return get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=cutoff)
+
+
+def did_you_mean(word: str, candidates: Iterable[str], *, n: int = 3, cutoff: float = 0.6,
+                 sep: str = " or ", quote: bool = False) -> str:
+    """The hint ``"did you mean a or b?"`` naming the candidates close to ``word`` (see
+    :func:`close_matches`), each in single quotes if ``quote``; ``""`` when none is close."""
+    close = close_matches(word, candidates, n, cutoff)
+    if not close:
+        return ""
+    if quote:
+        close = [f"'{c}'" for c in close]
+    return f"did you mean {sep.join(close)}?"
+
 
 
 class ProbectlError(Exception):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
-from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
+from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
 from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 from ..target import Target
@@ -383,12 +383,7 @@ class Resolver:
 
     @staticmethod
     def _function_hint(name: str, candidates: list[str]) -> str:
-        from difflib import get_close_matches
-
-        close = get_close_matches(name, sorted(set(candidates)), n=3)
-        if close:
-            return "did you mean " + ", ".join(close) + "?"
-        return "list the probe-able functions with 'probectl funcs'"
+        return did_you_mean(name, candidates, sep=", ") or "list the probe-able functions with 'probectl funcs'"
 
     # -- arguments ---------------------------------------------------------------------------
 

@@ -38,7 +38,6 @@ Damaged data -- truncated sections, a bad magic, type ids out of range, type cha
 """
 from __future__ import annotations
 
-import difflib
 import os
 import platform
 import struct
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from ...arch.x86_64 import EM_X86_64
-from ...errors import DebugInfoError, ProbectlError, TargetError
+from ...errors import DebugInfoError, ProbectlError, TargetError, close_matches
 from .format import (ARRAY, BTF_MAGIC, BtfMember, BtfParam, BtfType, DAMAGED_HINT, DATASEC, ENUM,
                     ENUM64, FIXED_WORDS, FWD, KERNEL_BTF, SCANS_BEFORE_INDEX, SIZED_KINDS, VLEN_WORDS, guarded)
 from .types import BtfTypeModel
@@ -381,7 +380,7 @@ class Btf(BtfTypeModel):
 
     def suggest(self, name: str, kind: int, n: int = 3) -> list[str]:
         """Names of ``kind`` close to ``name`` (did-you-mean)."""
-        return difflib.get_close_matches(name, list(self.names(kind)), n=n, cutoff=0.75)
+        return close_matches(name, self.names(kind), n=n, cutoff=0.75)
 
     def __len__(self) -> int:
         return self.nr_types - 1
