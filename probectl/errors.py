@@ -97,6 +97,17 @@ class VariableUnavailable(ResolveError):
         self.reason = reason
 
 
+class InstructionDecodeError(ResolveError):
+    """The bytes at ``offset`` of the decoded buffer are not an instruction the x86 decoder
+    (:mod:`probectl.arch.x86_insn`) can size. Raised by arch and resolve.boundary, caught by the
+    resolvers, which turn it into a warning, so it lives here."""
+
+    def __init__(self, message: str, offset: int, reason: str, hint: str = ""):
+        super().__init__(message, hint)
+        self.offset = offset
+        self.reason = reason
+
+
 class TracefsError(ProbectlError):
     """tracefs is missing, not writable, or rejected a write; ``kernel_log`` holds error_log lines."""
 

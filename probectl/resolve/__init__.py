@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
-from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
+from ..errors import (DebugInfoError, InstructionDecodeError, ProbePointNotFound, ProbeSemanticError, ResolveError,
+                      TargetError, did_you_mean)
 from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 from ..target import Target
@@ -283,7 +284,7 @@ class Resolver:
 
     def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
         """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
-        from ..arch.x86_insn import InstructionDecodeError, check_boundary
+        from ..arch.x86_insn import check_boundary
         from .boundary import check_probe_offset
 
         try:

@@ -15,7 +15,7 @@ from ..debuginfo.dwarf.die import tail_match
 from ..debuginfo.elf import ElfFile
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
 from ..debuginfo.dwarf.variables import best_scope
-from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
+from ..errors import InstructionDecodeError, ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.
@@ -85,7 +85,6 @@ class SourceResolver:
                 raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
                                    hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
             if point.offset:
-                from ..arch.x86_insn import InstructionDecodeError
                 from .boundary import check_probe_offset
 
                 try:
