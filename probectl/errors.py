@@ -125,5 +125,10 @@ class EventExistsError(TracefsError):
     """An event name is already taken and --force was not given."""
 
 
+class FormatError(ProbectlError):
+    """An event format (or header_page) text that cannot be read as one (raised by
+    :mod:`probectl.formats`, caught by the ring-buffer and trace.dat readers)."""
+
+
 class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from . import _native
-from .errors import ProbectlError, TraceFileError, TracefsError
-from .formats import EventFormat, Field, FormatError, parse_fields
+from .errors import FormatError, ProbectlError, TraceFileError, TracefsError
+from .formats import EventFormat, Field, parse_fields
 
 Buffer = Union[bytes, bytearray, memoryview, Any]  # anything with the buffer protocol (mmap too)
 
