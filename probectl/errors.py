@@ -68,6 +68,11 @@ class ResolveError(ProbectlError):
     """A probe point or argument cannot be found in the target (unknown function, variable, member...)."""
 
 
+class TypeMismatchError(ResolveError):
+    """A member chain, cast or type that does not fit the variable's C type (raised by the DWARF
+    and BTF type models of debuginfo and by the fetches of resolve)."""
+
+
 class ProbePointNotFound(ResolveError):
     """No function, line or pattern match for a probe point (perf: "Probe point '...' not found.")."""
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import ResolveError
+from ..errors import TypeMismatchError
+
+# TypeMismatchError is raised by both type models and by the fetches of resolve, so it lives in
+# errors; it is re-exported here for the modules that import it from this one.
+__all__ = ["MAX_BASIC_TYPE_BITS", "Bitfield", "TypeMismatchError", "scalar_fetch_type"]
 
 MAX_BASIC_TYPE_BITS = 64  # the widest value a fetch type (u64/s64/x64) reads
-
-
-class TypeMismatchError(ResolveError):
-    """A member chain, cast or type that does not fit the variable's C type."""
 
 
 @dataclass(frozen=True)
