@@ -8,7 +8,7 @@
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   DecodeError(ValueError)                                     a corrupt page
 //
-// The types are in pyreader.c, pyformatter.c and pyrecorder.c; textout.c holds event_ids() and
+// The types are in pyreader.c, pyformatter.c and pyrecorder.c; pytextout.c holds event_ids() and
 // Reader.format_text; this file the module, parse_page and the helpers they share. Decoding runs
 // without the GIL (it touches no Python object); Python objects are made per batch from the C
 // columns.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // pyglue.h - what the CPython glue files (module.c, pyreader.c, pyformatter.c, pyrecorder.c,
-// textout.c) share: the Reader and TextFormatter objects, the types, and a few helpers. Not part
+// pytextout.c) share: the Reader and TextFormatter objects, the types, and a few helpers. Not part
 // of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
 #define PROBECTL_PYGLUE_H
@@ -72,7 +72,7 @@ PyObject *reader_row_tuple(ReaderObject *self, Py_ssize_t i);
 int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
 			   const struct tf_need *need, size_t *pos);
 
-// textout.c
+// pytextout.c
 PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs);
 

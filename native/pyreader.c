@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // pyreader.c - probectl._native.Reader: the streams of a trace merged by time and decoded in
 // batches (ringbuf.h), handed to Python as columns (read_columns), row tuples (read_rows) or event
-// ids (scan_ids); Reader.format_text is in textout.c.
+// ids (scan_ids); Reader.format_text is in pytextout.c.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

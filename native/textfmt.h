@@ -2,15 +2,16 @@
 // textfmt.h - text output of decoded events: perf-script-like lines, JSON lines, CSV rows
 // (textfmt.c: buffers, numbers, text, tables, plans; textfmt_run.c: the formatting loops).
 //
-// probectl/script.py compiles each event format once into a plan: a list of operations, each a
-// literal or a value slot (a field of the event, or a header value: comm, thread group id, tid,
-// cpu, time) with a conversion and a printf-like spec. tf_format() runs the plans over a
-// decoded rb_batch, tf_format_records() over a reader's records as they are merged (no
-// columns), and both append the output of every event, in time order, to one buffer. The
-// output equals what Python's ``template % values`` of the same plan gives, byte for byte:
-// integers as Python's % prints them (flags "-+ #0", width, precision, d o x X), strings decoded
-// as UTF-8 with invalid bytes as \xNN (Python's "backslashreplace") and escaped for a quoted text
-// value, JSON or CSV, widths counted in code points.
+// probectl/script/nativeplan.py compiles each event format's plan (probectl/script/plan.py) once
+// into the plan of this file: a list of operations, each a literal or a value slot (a field of
+// the event, or a header value: comm, thread group id, tid, cpu, time) with a conversion and a
+// printf-like spec. tf_format() runs the plans over a decoded rb_batch, tf_format_records() over
+// a reader's records as they are merged (no columns), and both append the output of every event,
+// in time order, to one buffer. The output equals what Python's ``template % values`` of the
+// same plan gives, byte for byte: integers as Python's % prints them (flags "-+ #0", width,
+// precision, d o x X), strings decoded as UTF-8 with invalid bytes as \xNN (Python's
+// "backslashreplace") and escaped for a quoted text value, JSON or CSV, widths counted in code
+// points.
 //
 // What the plans need from elsewhere (a plan for an event id, the name and thread group of a
 // thread, the name of a symbol) is looked up in tables the caller fills; when a key is missing,

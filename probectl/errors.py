@@ -2,6 +2,29 @@
 
 The CLI prints ``Error: <message>`` and, when present, ``  Hint: <hint>``, with no traceback.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def close_matches(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The (at most ``n``) distinct ``candidates`` closest to ``word``, best first (difflib's ratio,
+    at least ``cutoff``). difflib is imported here, on the error path, not by every run."""
+    from difflib import get_close_matches
+
+    return get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=cutoff)
+
+
+def did_you_mean(word: str, candidates: Iterable[str], *, n: int = 3, cutoff: float = 0.6,
+                 sep: str = " or ", quote: bool = False) -> str:
+    """The hint ``"did you mean a or b?"`` naming the candidates close to ``word`` (see
+    :func:`close_matches`), each in single quotes if ``quote``; ``""`` when none is close."""
+    close = close_matches(word, candidates, n, cutoff)
+    if not close:
+        return ""
+    if quote:
+        close = [f"'{c}'" for c in close]
+    return f"did you mean {sep.join(close)}?"
 
 
 class ProbectlError(Exception):
@@ -44,6 +67,11 @@ class ResolveError(ProbectlError):
     """A probe point or argument cannot be found in the target (unknown function, variable, member...)."""
 
 
+class TypeMismatchError(ResolveError):
+    """A member chain, cast or type that does not fit the variable's C type (raised by the DWARF
+    and BTF type models of debuginfo and by the fetches of resolve)."""
+
+
 class ProbePointNotFound(ResolveError):
     """No function, line or pattern match for a probe point (perf: "Probe point '...' not found.")."""
 
@@ -84,6 +112,17 @@ class VariableUnavailable(ResolveError):
         self.reason = reason
 
 
+class InstructionDecodeError(ResolveError):
+    """The bytes at ``offset`` of the decoded buffer are not an instruction the x86 decoder
+    (:mod:`probectl.arch.x86_insn`) can size. Raised by arch and resolve.boundary, caught by the
+    resolvers, which turn it into a warning, so it lives here."""
+
+    def __init__(self, message: str, offset: int, reason: str, hint: str = ""):
+        super().__init__(message, hint)
+        self.offset = offset
+        self.reason = reason
+
+
 class TracefsError(ProbectlError):
     """tracefs is missing, not writable, or rejected a write; ``kernel_log`` holds error_log lines."""
 
@@ -109,6 +148,11 @@ class EventExistsError(TracefsError):
         return cls(f"event{'s' if many else ''} {shown} already exist{'' if many else 's'}",
                    "give the probe another name (EVENT=PROBE), add a duplicate with -f/--force, or remove "
                    f"the old one first ('probectl del {group}:{event}')")
+
+
+class FormatError(ProbectlError):
+    """An event format (or header_page) text that cannot be read as one (raised by
+    :mod:`probectl.formats`, caught by the ring-buffer and trace.dat readers)."""
 
 
 class TraceFileError(ProbectlError):

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 
 from .errors import ProbectlError
 
-KINDS = {"p": "probe", "r": "return probe", "-": "removal"}
-
 
 @dataclass(frozen=True)
 class FetchArg:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import ProbectlError
+from .errors import FormatError
 
 # Element sizes of the types whose arrays the kernel writes with empty brackets (``u8 arr[]``).
 _ELEMENT_SIZES = {
@@ -41,10 +41,6 @@ _FIELD_RE = re.compile(r"\s*field\s*:\s*(?P<decl>[^;:]*);(?P<rest>.*)$")
 _ATTR_RE = re.compile(r"\s*(?P<key>[A-Za-z_]+)\s*:\s*(?P<value>[^;]*);")
 _DECL_RE = re.compile(r"(?P<base>.*?)\s*(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\]]*\]\s*)*)")
 _DIMS_RE = re.compile(r"\[([^\]]*)\]")
-
-
-class FormatError(ProbectlError):
-    """An event format (or header_page) text that cannot be read as one."""
 
 
 @dataclass(frozen=True)

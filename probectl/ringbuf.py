@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from . import _native
-from .errors import ProbectlError, TraceFileError, TracefsError
-from .formats import EventFormat, Field, FormatError, parse_fields
+from .errors import FormatError, ProbectlError, TraceFileError, TracefsError
+from .formats import EventFormat, Field, parse_fields
 
 Buffer = Union[bytes, bytearray, memoryview, Any]  # anything with the buffer protocol (mmap too)
 
@@ -29,8 +29,6 @@ LOC_FIXED, LOC_DATA, LOC_REL, LOC_TAIL = (_native.LOC_FIXED, _native.LOC_DATA, _
                                           _native.LOC_TAIL)
 KIND_INT, KIND_STR, KIND_BYTES, KIND_INT_ARRAY = (_native.KIND_INT, _native.KIND_STR,
                                                   _native.KIND_BYTES, _native.KIND_INT_ARRAY)
-MISSED_EVENTS = 1 << 31
-MISSED_STORED = 1 << 30
 
 _CHAR_TYPES = {"char", "signed char", "unsigned char"}
 _FIXED_SIZES = {
@@ -205,7 +203,7 @@ class Columns:
     """One batch of decoded events, column by column.
 
     ``ts``, ``cpu``, ``id``, ``pid``, ``flags``, ``preempt`` and ``row`` are memoryviews with one
-    item per event, in time order. The event at ``i`` has format ``reader.format_of(id[i])`` and
+    item per event, in time order. The event at ``i`` has the format whose ``id`` is ``id[i]``, and
     its values at ``row[i]`` of that format's columns: :meth:`column` gives them, a memoryview of
     integers for number fields and a list otherwise. ``lost`` marks lost events.
     """
@@ -265,9 +263,6 @@ class EventReader:
         self._native = _native.Reader(list(streams), tables, long_size=layout.long_size,
                                       big_endian=layout.big_endian, page_size=layout.page_size,
                                       strict=strict, raw=raw)
-
-    def format_of(self, event_id: int) -> Optional[EventFormat]:
-        return self._by_id.get(event_id)
 
     def batches(self, max_events: int = 1 << 20) -> Iterator[Columns]:
         """Columnar batches of up to ``max_events`` events until the end."""

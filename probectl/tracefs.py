@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
-from .errors import EventExistsError, ProbectlError, TracefsError
+from .errors import EventExistsError, ProbectlError, TracefsError, did_you_mean
 from .events import EventDefinition
 
 if TYPE_CHECKING:
@@ -387,10 +387,7 @@ class Tracefs:
     def _unknown_event(self, group: str, event: str) -> UnknownEventError:
         wanted = f"{group}:{event}"
         known = [f"{g}:{e}" for g, e in self.event_names()]
-        from difflib import get_close_matches
-
-        close = get_close_matches(wanted, known, n=3, cutoff=0.7)
-        hint = f"did you mean {' or '.join(close)}?" if close else "'probectl list' shows the events"
+        hint = did_you_mean(wanted, known, cutoff=0.7) or "'probectl list' shows the events"
         return UnknownEventError(f"no event {wanted}", hint)
 
     # ---- changing -----------------------------------------------------------------------

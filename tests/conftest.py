@@ -102,6 +102,14 @@ def tracefs_snapshot() -> dict[str, str]:
     return snap
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses ``live_tracefs`` (directly or through another fixture) is a ``root`` test,
+    marked or not, so that ``-m 'not root'`` is a run without tracefs."""
+    for item in items:
+        if "live_tracefs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.root)
+
+
 @pytest.fixture
 def live_tracefs():
     """Root + a mounted, writable tracefs with uprobe_events; checks that the test leaves it as it found it."""

@@ -35,7 +35,7 @@ from probectl.debuginfo.btf.types import BtfFunctionNotFound
 from probectl.resolve.fetch import FetchOptions
 from probectl.resolve.btf_fetch import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
                                         btf_vars_listing)
-from probectl.debuginfo.typemodel import TypeMismatchError
+from probectl.errors import TypeMismatchError
 from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe

@@ -9,10 +9,10 @@ from typing import Optional
 
 import pytest
 
-from probectl.debuginfo.place import Computed, Memory, Pieces, Reg, Register, Slice, Value, Var
+from probectl.debuginfo.place import Computed, Memory, Pieces, Reg, Register, Value, Var
 from probectl.debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND,
-                                          Bitfield, TypeMismatchError, scalar_fetch_type)
-from probectl.errors import LocationError
+                                          Bitfield, scalar_fetch_type)
+from probectl.errors import LocationError, TypeMismatchError
 from probectl.resolve.fetch import expr_text, fetch_chain
 from probectl.resolve.render import RenderOptions
 from probectl.spec import Index, Member, TypeSpec, Variable

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from probectl.errors import ProbectlError
-from probectl.formats import EventFormat, Field, FormatError, parse_fields
+from probectl.errors import FormatError
+from probectl.formats import EventFormat, Field, parse_fields
 
 DATA = Path(__file__).parent / "data" / "formats"
 

@@ -473,15 +473,15 @@ def test_random_and_mutated_pages_never_crash(kinds_fmt, simple_fmt):
 
 
 def test_decoder_under_address_sanitizer(tmp_path, kinds_fmt):
-    """Build native/fuzz_driver.c with ASan+UBSan and run a few hundred thousand mutated pages."""
+    """Build native/fuzz/fuzz_driver.c with ASan+UBSan and run a few hundred thousand mutated pages."""
     gcc = shutil.which("gcc")
     if not gcc:
         pytest.skip("gcc is needed to build the sanitizer driver")
     exe = tmp_path / "rbfuzz"
     build = subprocess.run(
         [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", "-DRB_FUZZ_DRIVER",
-         f"-I{ROOT / 'native'}", str(ROOT / "native/fuzz_driver.c"), str(ROOT / "native/ringbuf.c"),
+         "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror",
+         f"-I{ROOT / 'native'}", str(ROOT / "native/fuzz/fuzz_driver.c"), str(ROOT / "native/ringbuf.c"),
          str(ROOT / "native/reader.c"), "-o", str(exe)],
         capture_output=True, text=True)
     if build.returncode and "sanitize" in build.stderr and "cannot find" in build.stderr:

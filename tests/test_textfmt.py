@@ -634,13 +634,13 @@ def _skip_without_runtime(build: subprocess.CompletedProcess) -> None:
 
 
 def test_formatter_under_address_sanitizer(tmp_path):
-    """native/textfmt_fuzz.c with ASan+UBSan: random plans over random records (long strings of
+    """native/fuzz/textfmt_fuzz.c with ASan+UBSan: random plans over random records (long strings of
     any bytes, data_loc words anywhere, short records), random names, every TF_NEED_* answered."""
     gcc = _gcc_or_skip()
     exe = tmp_path / "tffuzz"
     build = subprocess.run(
-        [gcc, *SANITIZE, "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-DTF_FUZZ_DRIVER",
-         f"-I{ROOT / 'native'}", *(str(ROOT / "native" / n) for n in ("textfmt_fuzz.c", "textfmt.c", "textfmt_run.c",
+        [gcc, *SANITIZE, "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+         f"-I{ROOT / 'native'}", *(str(ROOT / "native" / n) for n in ("fuzz/textfmt_fuzz.c", "textfmt.c", "textfmt_run.c",
                                                                        "ringbuf.c", "reader.c")), "-o", str(exe)],
         capture_output=True, text=True)
     _skip_without_runtime(build)

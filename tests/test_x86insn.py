@@ -29,9 +29,8 @@ import pytest
 from conftest import _missing, build_fixture
 from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.boundary import check_probe_offset
-from probectl.arch.x86_insn import (BoundaryError, InstructionDecodeError, check_boundary,
-                                        insn_length, instruction_starts)
-from probectl.errors import ProbectlError, ResolveError
+from probectl.arch.x86_insn import BoundaryError, check_boundary, insn_length, instruction_starts
+from probectl.errors import InstructionDecodeError, ProbectlError, ResolveError
 
 LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))
 BASH = Path("/usr/bin/bash")

@@ -35,18 +35,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import ResolveError
+from ..errors import InstructionDecodeError, ResolveError
 
 MAX_INSN_LENGTH = 15
-
-
-class InstructionDecodeError(ResolveError):
-    """The bytes at ``offset`` of the decoded buffer are not an instruction this decoder can size."""
-
-    def __init__(self, message: str, offset: int, reason: str, hint: str = ""):
-        super().__init__(message, hint)
-        self.offset = offset
-        self.reason = reason
 
 
 class BoundaryError(ResolveError):

@@ -12,7 +12,7 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import ProbectlError
+from ..errors import ProbectlError, close_matches
 from ..tracefs import notice_stderr
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
@@ -89,9 +89,7 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
             rest.append(arg)
         i += 1
     if command is None:
-        from difflib import get_close_matches
-
-        if not argv[0].startswith("-") and get_close_matches(argv[0], list(COMMAND_MODULES), n=1, cutoff=0.7):
+        if not argv[0].startswith("-") and close_matches(argv[0], COMMAND_MODULES, n=1, cutoff=0.7):
             return argv  # a mistyped subcommand: let click say so
         # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
         command = "add"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
-from ..errors import ProbectlError
+from ..errors import ProbectlError, close_matches
 from ..tracedat import DEFAULT_FILE
 from ..script import (DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields,
                       stream_events)
@@ -302,7 +301,7 @@ def fields(event, as_json, show_common):
     g, e = _one_event(tfs, event)
     if not g:
         names = sorted(f"{g_}:{e_}" for g_, e_ in tfs.event_names())
-        close = difflib.get_close_matches(e, [n.split(":", 1)[1] for n in names], n=3, cutoff=0.7)
+        close = close_matches(e, [n.split(":", 1)[1] for n in names], cutoff=0.7)
         hint = (f"did you mean {' or '.join(n for n in names if n.split(':', 1)[1] in close)}?" if close
                 else "list the events with 'probectl tracepoints'")
         raise ProbectlError(f"no event {event}", hint)

@@ -1,5 +1,6 @@
 """What the two C type models (DWARF's in :mod:`.dwarf.types`, BTF's in :mod:`.btf.types`) share:
-bitfield placement, the kernel fetch type of a scalar, and the error for a chain that does not fit.
+bitfield placement, the kernel fetch type of a scalar, and the questions the member-chain walker asks
+(:class:`TypeModel`).
 
 Kept apart from both, so that BTF resolution never imports the DWARF reader (or pyelftools).
 """
@@ -8,13 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Protocol, TypeVar
 
-from ..errors import ResolveError
+from ..errors import TypeMismatchError, did_you_mean
 
 MAX_BASIC_TYPE_BITS = 64  # the widest value a fetch type (u64/s64/x64) reads
-
-
-class TypeMismatchError(ResolveError):
-    """A member chain, cast or type that does not fit the variable's C type."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +29,15 @@ class Bitfield:
     @property
     def fetch_type(self) -> str:
         return f"b{self.bits}@{self.shift}/{self.container}"
+
+
+def no_member_error(owner: str, type_name: str, name: str, members: list[str]) -> TypeMismatchError:
+    """``'owner' (struct X) has no member 'name'``, with a did-you-mean from the aggregate's
+    ``members``, or the first of them."""
+    hint = did_you_mean(name, members, quote=True)
+    if not hint and members:
+        hint = f"{type_name} has: " + ", ".join(members[:12]) + (", ..." if len(members) > 12 else "")
+    return TypeMismatchError(f"'{owner}' ({type_name}) has no member '{name}'", hint=hint)
 
 
 def scalar_fetch_type(size: Optional[int], signed: bool, prefix: Optional[str] = None, x_types: bool = True) -> str:

@@ -6,7 +6,6 @@ and size, and probectl's extensions (symbolic names, size units, IPv4 addresses,
 """
 from __future__ import annotations
 
-import difflib
 import re
 import struct
 import sys
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Optional
 
-from ..errors import ProbectlError
+from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..grammars import caret_line
 from .fields import CPUMASK, GENERIC_FIELDS, NUMBER, PTR_STRING, STRING, FieldInfo, field_info
@@ -116,10 +115,10 @@ class Checker:
         common = [f.name for f in self.fmt.common_fields]
         generic = ["CPU", "COMM"]
         candidates = own + common + list(GENERIC_FIELDS)
-        close = difflib.get_close_matches(pred.field, candidates, n=3, cutoff=0.6)
-        if not close:
+        guess = did_you_mean(pred.field, candidates)
+        if not guess:  # PREV_PID for prev_pid: a different case is far in difflib's ratio
             folded = [name for name in candidates if name.lower() == pred.field.lower()]
-            close = folded[:1]
+            guess = did_you_mean(pred.field, folded[:1], cutoff=0.0)
         lists = []
         if own:
             lists.append(f"{event} has {', '.join(own)}")
@@ -127,8 +126,8 @@ class Checker:
             lists.append(f"{event} has no fields of its own")
         lists.append(f"every event has {', '.join(common + generic)}")
         hint = "; ".join(lists)
-        if close:
-            hint = f"did you mean {' or '.join(close)}? " + hint
+        if guess:
+            hint = f"{guess} " + hint
         return self.error(f"{event} has no field {pred.field!r}", pred.column, hint)
 
     # ---- predicates -------------------------------------------------------------------------
@@ -370,12 +369,10 @@ class Checker:
         if self.fmt.field(name) is not None or name in GENERIC_FIELDS:
             raise self.error(f"{name} is a field: the kernel compares a field only with a constant",
                              term.column)
-        close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
-        if close:
-            hint = f"did you mean {' or '.join(close)}?"
-        elif names:
+        if names:
             shown = sorted(names, key=names.__getitem__)
-            hint = f"{info.name} knows {', '.join(shown[:12])}{', ...' if len(shown) > 12 else ''}"
+            hint = (did_you_mean(name, names)
+                    or f"{info.name} knows {', '.join(shown[:12])}{', ...' if len(shown) > 12 else ''}")
         else:
             hint = (f"{info.name} has no symbolic names (they come from the enum type of a probed "
                     "variable or from the event's print format); write a number")

@@ -2,12 +2,11 @@
 each, expanded to the existing events and every filter checked against each event's fields."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .enumnames import EnumNames
-from ..errors import ProbectlError
+from ..errors import ProbectlError, did_you_mean
 from ..filters import Filter, compile_filter
 from ..formats import EventFormat
 from ..tracefs import Tracefs
@@ -48,8 +47,7 @@ def select_events(tfs: Tracefs, requests: Sequence[EventRequest]) -> list[Select
         hits = [(g, e) for g, e in tfs.tracepoints(pattern) if (g, e) in known]
         if not hits:
             names = sorted(f"{g}:{e}" for g, e in known)
-            close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.6)
-            hint = (f"did you mean {' or '.join(close)}?" if close else
+            hint = (did_you_mean(pattern, names) or
                     "list them with 'probectl tracepoints' (probe events: 'probectl list')")
             raise ProbectlError(f"no event matches {req.pattern!r}", hint)
         for g, e in hits:

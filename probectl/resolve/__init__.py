@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
-from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError
+from ..errors import (DebugInfoError, InstructionDecodeError, ProbePointNotFound, ProbeSemanticError, ResolveError,
+                      TargetError, did_you_mean)
 from .fetch import FetchOptions
 from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
@@ -284,7 +285,7 @@ class Resolver:
 
     def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
         """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
-        from ..arch.x86_insn import InstructionDecodeError, check_boundary
+        from ..arch.x86_insn import check_boundary
         from .boundary import check_probe_offset
 
         try:
@@ -384,12 +385,7 @@ class Resolver:
 
     @staticmethod
     def _function_hint(name: str, candidates: list[str]) -> str:
-        from difflib import get_close_matches
-
-        close = get_close_matches(name, sorted(set(candidates)), n=3)
-        if close:
-            return "did you mean " + ", ".join(close) + "?"
-        return "list the probe-able functions with 'probectl funcs'"
+        return did_you_mean(name, candidates, sep=", ") or "list the probe-able functions with 'probectl funcs'"
 
     # -- arguments ---------------------------------------------------------------------------
 

@@ -3,8 +3,9 @@ a uprobe inside an instruction crashes the traced program, and perf does not che
 from __future__ import annotations
 
 from ..arch.x86_64 import EM_X86_64
-from ..arch.x86_insn import MAX_INSN_LENGTH, InstructionDecodeError, check_boundary
+from ..arch.x86_insn import MAX_INSN_LENGTH, check_boundary
 from ..debuginfo.elf import ElfFile
+from ..errors import InstructionDecodeError
 
 _SHF_ALLOC = 2
 

@@ -16,7 +16,7 @@ from ..debuginfo.elf import ElfFile
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
 from .fetch import FetchOptions
 from ..debuginfo.dwarf.variables import best_scope
-from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError
+from ..errors import InstructionDecodeError, ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.
@@ -85,7 +85,6 @@ class SourceResolver:
                 raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
                                    hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
             if point.offset:
-                from ..arch.x86_insn import InstructionDecodeError
                 from .boundary import check_probe_offset
 
                 try:
@@ -120,10 +119,8 @@ class SourceResolver:
             if fn is not None and fn.entry == sym.value and all(f.entry != fn.entry for f in found):
                 found.append(fn)
         if not found:
-            from difflib import get_close_matches
-
-            close = get_close_matches(point.function, self.debuginfo.function_names(), n=3)
-            hint = ("did you mean " + ", ".join(close) + "?") if close else "list the functions with 'probectl funcs'"
+            hint = (did_you_mean(point.function, self.debuginfo.function_names(), sep=", ")
+                    or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
         return found
 

@@ -22,9 +22,8 @@ from typing import Optional
 
 from .. import spec as S
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
-from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, Bitfield,
-                                   TypeMismatchError, TypeModel)
-from ..errors import LocationError
+from ..debuginfo.typemodel import AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, Bitfield, TypeModel
+from ..errors import LocationError, TypeMismatchError
 from .fetchresult import FetchResult, cast_text, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
 

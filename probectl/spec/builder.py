@@ -303,7 +303,7 @@ def _special(name: str, column: int, builder: Builder) -> SpecialVar:
                 raise builder._error(f"${prefix}{digits}: {prefix} number is too big", at)
             index = int(digits)
             if index < low:
-                raise builder._error(f"$arg numbers start at 1 ($arg1 is the first argument)", at)
+                raise builder._error("$arg numbers start at 1 ($arg1 is the first argument)", at)
             return SpecialVar(prefix, index)
     if name == "arg":
         raise builder._error("$arg needs an argument number: $arg1, $arg2, ...", column + 4)

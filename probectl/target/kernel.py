@@ -13,7 +13,6 @@ from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
 
 NOTES = Path("/sys/kernel/notes")
-SYS_BTF = Path("/sys/kernel/btf/vmlinux")
 NT_GNU_BUILD_ID = 3
 
 

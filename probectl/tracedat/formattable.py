@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..formats import EventFormat, FormatError
+from ..errors import FormatError
+from ..formats import EventFormat
 
 # The "ID:" and "print fmt:" lines of a format text (EventFormat.parse reads lines up to the
 # first "print fmt:"; the last "ID:" line before it gives the id).

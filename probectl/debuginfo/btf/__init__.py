@@ -38,7 +38,6 @@ Damaged data -- truncated sections, a bad magic, type ids out of range, type cha
 """
 from __future__ import annotations
 
-import difflib
 import os
 import platform
 import struct
@@ -378,10 +377,6 @@ class Btf(BtfTypeModel):
                 yield name
         if self.base is not None:
             yield from self.base.names(kind)
-
-    def suggest(self, name: str, kind: int, n: int = 3) -> list[str]:
-        """Names of ``kind`` close to ``name`` (did-you-mean)."""
-        return difflib.get_close_matches(name, list(self.names(kind)), n=n, cutoff=0.75)
 
     def __len__(self) -> int:
         return self.nr_types - 1

@@ -6,17 +6,16 @@ has the type, name and size the DWARF path gives. :class:`BtfTypeModel` is the p
 (``type``, ``members``, ``params``, ``find``...)."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Optional
 
-from ...errors import DebugInfoError
+from ...errors import DebugInfoError, TypeMismatchError, did_you_mean
 from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_SIGNED, BtfMember, BtfMemberRef, BtfType, ENUM,
                         ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_CHAIN, MAX_NESTING,
                         MEMBER_BUDGET, PTR, QUALIFIER_KINDS, SIZED_KINDS, STRUCT, TYPEDEF_KINDS,
                         TYPE_TAG, UNION, guarded)
 from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND, Bitfield,
-                         TypeMismatchError, scalar_fetch_type)
+                         no_member_error, scalar_fetch_type)
 
 
 class BtfTypeModel:
@@ -289,15 +288,7 @@ class BtfTypeModel:
 
     def unknown_member_error(self, owner: str, agg_id: int, name: str) -> TypeMismatchError:
         """"'owner' (struct X) has no member 'name'", with a did-you-mean from its members."""
-        names = self.member_names(agg_id)
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-        tname = self.type_name(agg_id) or "?"
-        hint = ""
-        if close:
-            hint = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
-        elif names:
-            hint = f"{tname} has: " + ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
-        return TypeMismatchError(f"'{owner}' ({tname}) has no member '{name}'", hint=hint)
+        return no_member_error(owner, self.type_name(agg_id) or "?", name, self.member_names(agg_id))
 
     # --- functions -------------------------------------------------------------------------------
 
@@ -316,8 +307,7 @@ class BtfTypeModel:
     def _function(self, name: str) -> "BtfFunction":
         funcs = self.find(name, FUNC)
         if not funcs:
-            close = self.suggest(name, FUNC)
-            hint = ("did you mean " + " or ".join(f"'{c}'" for c in close) + "?") if close else \
+            hint = did_you_mean(name, self.names(FUNC), cutoff=0.75, quote=True) or \
                 "BTF describes the functions the kernel was built with, except inlined ones and copies the " \
                 "compiler changed (.isra, .constprop); probe by symbol with $argN, or use a vmlinux with DWARF"
             raise BtfFunctionNotFound(name, f"no function '{name}' in {self.source}", hint)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from elftools.dwarf.die import DIE
 
-from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, SCALAR_KIND, Bitfield, TypeMismatchError,
+from ...errors import TypeMismatchError
+from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, SCALAR_KIND, Bitfield, no_member_error,
                          scalar_fetch_type)
 
 # DW_ATE encodings perf treats as signed (die_is_signed_type).
@@ -348,18 +349,7 @@ def find_member(agg: DIE, name: str) -> Optional[MemberRef]:
 
 def unknown_member_error(owner: str, agg: DIE, name: str) -> TypeMismatchError:
     """"<owner> (type: struct X) has no member 'name'", with a did-you-mean from its members."""
-    from difflib import get_close_matches  # (an error path: not imported by every run)
-
-    names = members(agg)
-    close = get_close_matches(name, names, n=3, cutoff=0.6)
-    tname = type_name(agg) or "?"
-    hint = ""
-    if close:
-        hint = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
-    elif names:
-        shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
-        hint = f"{tname} has: {shown}"
-    return TypeMismatchError(f"'{owner}' ({tname}) has no member '{name}'", hint=hint)
+    return no_member_error(owner, type_name(agg) or "?", name, members(agg))
 
 
 def enumerators(t: Optional[DIE]) -> list[tuple[str, int]]:

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // textfmt_fuzz.c - a standalone driver that runs random plans over random events (for ASan/UBSan).
 //
-// Built only with -DTF_FUZZ_DRIVER (tests/test_textfmt.py does it with -fsanitize=address,undefined,
-// together with ringbuf.c, reader.c, textfmt.c and textfmt_run.c); in the extension build this
-// file is empty.
+// Not part of the extension (setup.py builds native/*.c only): tests/test_textfmt.py builds it with
+// -fsanitize=address,undefined, together with ringbuf.c, reader.c, textfmt.c and textfmt_run.c.
 // Usage:
 //
 //   tffuzz ITERATIONS SEED
@@ -17,7 +16,6 @@
 // with tf_format_records() (output taken in chunks of random size), given the same answers, and
 // checks that both print the same bytes. tf_put_int() and tf_put_text() also get random
 // arguments directly. Exit 0 with "ok" and a silent sanitizer mean no bug was found.
-#ifdef TF_FUZZ_DRIVER
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -548,5 +546,3 @@ int main(int argc, char **argv)
 	       (unsigned long long)n_plans, (unsigned long long)n_refused, (unsigned long long)n_needs);
 	return 0;
 }
-
-#endif // TF_FUZZ_DRIVER

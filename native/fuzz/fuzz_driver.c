@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // fuzz_driver.c - a standalone driver that feeds mutated pages to the decoder (for ASan/UBSan).
 //
-// Built only with -DRB_FUZZ_DRIVER (tests/test_native.py does it with -fsanitize=address,undefined);
-// in the extension build this file is empty. Usage:
+// Not part of the extension (setup.py builds native/*.c only): tests/test_native.py builds it with
+// -fsanitize=address,undefined, together with ringbuf.c and reader.c. Usage:
 //
 //   rbfuzz CORPUS PAGE_SIZE LONG_SIZE BIG_ENDIAN ITERATIONS SEED
 //
@@ -12,7 +12,6 @@
 // through rb_reader/rb_batch with a table of every field kind, touching every decoded byte, and
 // walks the same streams for their event ids (rb_stream_ids).
 // Exit 0 and a silent sanitizer mean no bug was found.
-#ifdef RB_FUZZ_DRIVER
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,5 +246,3 @@ int main(int argc, char **argv)
 	printf("ok %ld iterations\n", iterations);
 	return 0;
 }
-
-#endif // RB_FUZZ_DRIVER
