@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // pytextout.c - the CPython glue of text output: event_ids() (which formats a file needs) and
 // Reader.format_text (the native formatter over a reader's batches, or over its records straight
-// to a file descriptor). See module.c for the rest of probectl._native.
+// to a file descriptor). See pymodule.c for the rest of probectl._native.
 
 #include <errno.h>
 #include <stdlib.h>

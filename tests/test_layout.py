@@ -204,3 +204,14 @@ def test_the_cycle_finder_finds_cycles():
     """The rule above can fail: a planted cycle is found, a chain is not."""
     assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _strongly_connected({"a": {"b"}, "b": {"c"}}) == []
+
+
+def test_python_h_only_in_the_glue_files():
+    """native/: the C core (ring-buffer pages, recorder, decoder, formatter) knows nothing of Python;
+    only the py*.c glue files and pyglue.h include Python.h, and the extension is built from
+    native/*.c alone (the fuzz drivers live in native/fuzz/)."""
+    native = PACKAGE.parent / "native"
+    including = {p.name for p in native.glob("*.[ch]") if "#include <Python.h>" in p.read_text()
+                 or '#include "pyglue.h"' in p.read_text()}
+    assert including and all(name.startswith("py") for name in including), sorted(including)
+    assert not [p.name for p in native.glob("*.c") if "int main(" in p.read_text()]

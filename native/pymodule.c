@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// module.c - the CPython binding probectl._native (pyglue.h is what its files share).
+// pymodule.c - the CPython binding probectl._native (pyglue.h is what its files share).
 //
 //   parse_page(data, long_size=8, big_endian=False) -> dict     one page, for tests and tools
 //   event_ids(streams, ...) -> [id]                             ids of every record, undecoded
