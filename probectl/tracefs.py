@@ -14,13 +14,13 @@ import fcntl
 import fnmatch
 import os
 import re
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
 from .errors import EventExistsError, ProbectlError, TracefsError, did_you_mean
+from .notice import notice_stderr
 from .events import EventDefinition
 
 if TYPE_CHECKING:
@@ -39,12 +39,6 @@ PROBE_FILES = ("kprobe_events", "uprobe_events")
 _EVENTS_FILES = {"enable", "filter", "header_page", "header_event"}
 # A uprobe place as the kernel prints it: PATH:0x<16 hex digits>[(0xREF_CTR)].
 _UPROBE_PLACE_RE = re.compile(r".+:0x[0-9a-fA-F]+(\(0x[0-9a-fA-F]+\))?")
-
-
-def notice_stderr(message: str) -> None:
-    """The default of every ``notice`` callback (and the CLI's): the message as it is, on stderr, never
-    mixed into a command's output."""
-    print(message, file=sys.stderr)
 
 
 @dataclass(frozen=True)

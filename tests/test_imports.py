@@ -67,4 +67,5 @@ def test_btf_arguments_do_not_load_dwarf():
 
 def test_script_loads_neither_grammars_nor_dwarf():
     modules = loaded("script", "-i", str(ROOT / "tests" / "data" / "tracedat" / "sample-v7.dat"))
-    assert not modules & {"lark", "elftools", "probectl.filters", "probectl.record", "probectl.resolve"}
+    assert not modules & {"lark", "elftools", "probectl.filters", "probectl.record", "probectl.resolve",
+                          "probectl.tracefs", "probectl.events"}, "printing a file needs no tracefs"

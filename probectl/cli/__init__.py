@@ -13,7 +13,7 @@ import click
 
 from .. import __version__
 from ..errors import ProbectlError, close_matches
-from ..tracefs import notice_stderr
+from ..notice import notice_stderr
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
 PERF_COMMAND_FLAGS = {

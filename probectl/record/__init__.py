@@ -54,7 +54,8 @@ from .selection import EventRequest, SelectedEvent, select_events
 from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                        write_tracedat)
-from ..tracefs import Tracefs, notice_stderr, os_error
+from ..notice import notice_stderr
+from ..tracefs import Tracefs, os_error
 from .workload import Workload
 
 __all__ = [

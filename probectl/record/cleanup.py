@@ -14,7 +14,8 @@ from typing import Callable, Iterator, Optional, Sequence
 from ..errors import TracefsError
 from ..events import EventDefinition
 from .processes import pid_alive
-from ..tracefs import Tracefs, notice_stderr, os_error
+from ..notice import notice_stderr
+from ..tracefs import Tracefs, os_error
 
 INSTANCE_PREFIX = "probectl-"
 _INSTANCE_RE = re.compile(r"probectl-(\d+)(?:-(\d+))?$")

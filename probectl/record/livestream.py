@@ -15,7 +15,8 @@ from ..ringbuf import EventReader, PageLayout
 from .selection import SelectedEvent
 from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..tracedat import instance_cpus
-from ..tracefs import Tracefs, notice_stderr, os_error
+from ..notice import notice_stderr
+from ..tracefs import Tracefs, os_error
 from .workload import Workload
 
 

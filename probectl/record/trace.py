@@ -15,7 +15,8 @@ from .livestream import LiveStream
 from .processes import proc_comm, proc_tgid
 from ..ringbuf import EventReader
 from .selection import EventRequest, SelectedEvent, select_events
-from ..tracefs import Tracefs, notice_stderr
+from ..notice import notice_stderr
+from ..tracefs import Tracefs
 
 
 class LiveNames:
