@@ -71,7 +71,7 @@ _ARG_STR = re.compile(r"__get_str\((\w+)\)$")
 
 def native(*what: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Tag a value conversion with what the native formatter does instead (a tuple such as
-    ``("fit", 4, True)``; :mod:`.native` reads it), so each conversion is written once, here."""
+    ``("fit", 4, True)``; :mod:`.nativeplan` reads it), so each conversion is written once, here."""
     def tag(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.native = what  # type: ignore[attr-defined]
         return fn
