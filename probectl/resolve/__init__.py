@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
-from ..errors import (DebugInfoError, InstructionDecodeError, ProbePointNotFound, ProbeSemanticError, ResolveError,
+from ..errors import (DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError,
                       TargetError, did_you_mean)
 from .fetch import FetchOptions
 from .kprobe_rules import KprobeRules
@@ -266,11 +266,11 @@ class Resolver:
         offset = point.offset or 0
         sites = []
         for name, address, size in symbols:
-            if offset and size and offset >= size:
-                raise ResolveError(f"Offset {offset} is bigger than the size of {name}",
-                                   hint=f"{name} is {size} bytes long")
-            if offset and self.target.path is not None:
-                self._check_boundary(name, address, size, offset)
+            if offset:
+                from .boundary import check_function_offset
+
+                check_function_offset(self.elf if self.target.path is not None else None, name, address, size,
+                                      offset, self.warnings.append)
             sites.append((name, address + offset, offset))
         return sites
 
@@ -282,20 +282,6 @@ class Resolver:
             raise ResolveError(f"{name} is in the module's {where} section; only its .text functions can be probed",
                                hint="init and exit code is freed once the module is loaded")
         return kept
-
-    def _check_boundary(self, name: str, address: int, size: int, offset: int) -> None:
-        """An offset inside an instruction corrupts it (uprobes do not check); undecodable code is a warning."""
-        from ..arch.x86_insn import check_boundary
-        from .boundary import check_probe_offset
-
-        try:
-            if self.elf.type == "REL":  # a module: .text functions, addressed by their section offset
-                text = self.elf.section_data(".text")
-                check_boundary(text[address:address + (size or offset + 16)], offset, name)
-            else:
-                check_probe_offset(self.elf, name, address, size, offset)
-        except InstructionDecodeError as err:
-            self.warnings.append(str(err))
 
     def _elf_functions(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
         """Functions from the symbol table of the target file (a user binary, or an offline vmlinux)."""

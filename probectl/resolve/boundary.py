@@ -1,11 +1,14 @@
-"""Whether a probe offset starts an instruction, checked on the bytes of the probed file (x86-64):
-a uprobe inside an instruction crashes the traced program, and perf does not check it."""
+"""``FUNC+OFFS`` checked before anything is written: the offset falls inside the function, and it starts
+an instruction, checked on the bytes of the probed file (x86-64): a uprobe inside an instruction
+crashes the traced program, and perf does not check it."""
 from __future__ import annotations
+
+from typing import Callable, Optional
 
 from ..arch.x86_64 import EM_X86_64
 from ..arch.x86_insn import MAX_INSN_LENGTH, check_boundary
 from ..debuginfo.elf import ElfFile
-from ..errors import InstructionDecodeError
+from ..errors import InstructionDecodeError, ResolveError
 
 _SHF_ALLOC = 2
 
@@ -46,3 +49,26 @@ def check_probe_offset(elf: ElfFile, function: str, address: int, size: int, off
         raise InstructionDecodeError(f"cannot check {name}+{offset}: cannot read {elf.path} "
                                      f"({exc.strerror or exc})", 0, "unreadable") from None
     check_boundary(code, offset, name)
+
+
+def check_function_offset(elf: Optional[ElfFile], function: str, address: int, size: int, offset: int,
+                          warn: Callable[[str], None]) -> None:
+    """``FUNC+OFFS`` (``function`` at ``address``, ``size`` bytes, 0 when unknown): the offset must
+    fall inside the function, as perf checks, and start an instruction, which perf does not check
+    (an ``int3`` inside an instruction crashes the traced program). Without the file (kprobes from
+    kallsyms) only the first is checked; code that cannot be decoded is a warning, not an error."""
+    if not offset:
+        return
+    if size and offset >= size:
+        raise ResolveError(f"Offset {offset} is bigger than the size of {function}",
+                           hint=f"{function} is {size} bytes long")
+    if elf is None:
+        return
+    try:
+        if elf.type == "REL":  # a module: .text functions, addressed by their section offset
+            text = elf.section_data(".text")
+            check_boundary(text[address:address + (size or offset + 16)], offset, function)
+        else:
+            check_probe_offset(elf, function, address, size, offset)
+    except InstructionDecodeError as err:
+        warn(str(err))

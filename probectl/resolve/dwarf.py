@@ -16,7 +16,7 @@ from ..debuginfo.elf import ElfFile
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
 from .fetch import FetchOptions
 from ..debuginfo.dwarf.variables import best_scope
-from ..errors import InstructionDecodeError, ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
+from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.
@@ -81,17 +81,11 @@ class SourceResolver:
             if point.is_return and fn.inlined:
                 raise ResolveError(f'Failed to find "{point.function}%return", because {fn.name} is an inlined '
                                    "function and has no return point.")
-            if point.offset and fn.high is not None and fn.entry + point.offset >= fn.high:
-                raise ResolveError(f"Offset {point.offset} is bigger than the size of {fn.name}",
-                                   hint=f"{fn.name} is {fn.high - fn.entry} bytes long")
             if point.offset:
-                from .boundary import check_probe_offset
+                from .boundary import check_function_offset
 
-                try:
-                    check_probe_offset(self.elf, fn.name, fn.entry,
-                                       fn.high - fn.entry if fn.high is not None else 0, point.offset)
-                except InstructionDecodeError as err:
-                    self.warn(str(err))
+                check_function_offset(self.elf, fn.name, fn.entry, fn.high - fn.entry if fn.high is not None else 0,
+                                      point.offset, self.warn)
             address = fn.entry + (point.offset or 0)
             if (wants_variables and self.is_uprobe and not point.offset and not point.is_return
                     and not fn.inlined and not self.debuginfo.cu_is_optimized(fn.cu)):
