@@ -13,7 +13,7 @@ from probectl.debuginfo.place import Computed, Memory, Pieces, Reg, Register, Va
 from probectl.debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND,
                                           Bitfield, scalar_fetch_type)
 from probectl.errors import LocationError, TypeMismatchError
-from probectl.resolve.fetch import expr_text, fetch_chain
+from probectl.resolve.fetch import fetch_chain
 from probectl.resolve.render import RenderOptions
 from probectl.spec import Index, Member, TypeSpec, Variable
 
@@ -168,7 +168,3 @@ def test_truncated_values_are_read_at_their_width():
     assert (r.fetch, r.type) == ("%bx", "s32")
     with pytest.raises(LocationError, match="truncated value"):
         fetch(PAIRP, Computed(Value(Reg(3), bits=32)), ["p", Member("b", True)])
-
-
-def test_expr_text():
-    assert expr_text(Variable("w", (Member("corner", True), Member("x", False), Index(2)))) == "w->corner.x[2]"

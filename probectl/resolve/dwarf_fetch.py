@@ -15,7 +15,7 @@ from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
 from ..debuginfo.dwarf.variables import find_variable, variable_place
 from ..errors import LocationError, ResolveError, VariableUnavailable
-from .fetch import FetchOptions, expr_text, fetch_chain
+from .fetch import FetchOptions, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions, check_readable
 
@@ -48,7 +48,7 @@ def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int
     try:
         return fetch_chain(DWARF_TYPES, T.type_of(found.die), place, variable, cast, opts, options.x_types)
     except LocationError as exc:
-        raise VariableUnavailable(f"'{expr_text(variable)}' cannot be fetched at 0x{address:x}: {exc.message}",
+        raise VariableUnavailable(f"'{S.render_expr(variable)}' cannot be fetched at 0x{address:x}: {exc.message}",
                                   exc.hint, variable.name, address, [], [], exc.reason) from None
 
 

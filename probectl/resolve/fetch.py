@@ -24,7 +24,7 @@ from .. import spec as S
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, Bitfield, TypeModel
 from ..errors import LocationError, TypeMismatchError
-from .fetchresult import FetchResult, cast_text, default_name
+from .fetchresult import FetchResult, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
 
 STRING_CASTS = ("string", "ustring")
@@ -182,7 +182,7 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
             fetch = render_memory(place.address, opts, place.user)
         return FetchResult(fetch=fetch, type=string_type, bits=0, **common)
     if base is not None and (base not in SIZE_CASTS or cast.bits):
-        return FetchResult(fetch=_scalar_fetch(place, None, opts, owner), type=cast_text(cast),
+        return FetchResult(fetch=_scalar_fetch(place, None, opts, owner), type=cast.text,
                            bits=cast.bits or 0, **common)
     if bitfield is not None:
         if isinstance(place, Slice):
@@ -229,11 +229,3 @@ def _scalar_fetch(place: Place, bits: Optional[int], opts: RenderOptions, owner:
                                 f"cannot read", "register", hint="fetch its members, or each register")
         return render_value(place.values[0], opts)
     raise LocationError("a part of a register cannot be fetched with this type", "register")
-
-
-def expr_text(variable: S.Variable) -> str:
-    """``w->corner.x[2]``: the variable and its chain as written."""
-    out = variable.name
-    for a in variable.accessors:
-        out += f"[{a.index}]" if isinstance(a, S.Index) else ("->" if a.arrow else ".") + a.name
-    return out

@@ -1,12 +1,13 @@
 """What resolving a C expression gives, whichever debug information answered it (DWARF through
 :mod:`.dwarf_fetch`, or BTF through :mod:`.btf_fetch`): the fetch result, a variable listing line,
-and perf's default argument name. Kept apart from the
-DWARF code so that BTF resolution does not import pyelftools."""
+and perf's default argument name. Kept apart from the DWARF code so that BTF resolution does not
+import pyelftools."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import spec as S
 
 
 @dataclass(frozen=True)
@@ -42,26 +43,14 @@ class ListedVariable:
     ranges: tuple[tuple[int, int], ...] = ()
 
 
-def is_member(acc) -> bool:
-    return hasattr(acc, "arrow")
-
-
-def cast_text(cast) -> str:
-    text = getattr(cast, "text", None)
-    if text is not None:
-        return text
-    return str(cast)
-
-
-def default_name(variable, cast=None) -> str:
+def default_name(variable: S.Variable, cast: Optional[S.TypeSpec] = None) -> str:
     """The argument name perf gives a C expression: the last member of a chain (indices do not
     count), else the variable, with ``_<cast>`` appended when there is no member chain."""
-    accessors = tuple(getattr(variable, "accessors", ()))
-    members = [a.name for a in accessors if is_member(a)]
+    members = [a.name for a in variable.accessors if isinstance(a, S.Member)]
     if members:
         return members[-1]
-    if accessors:
+    if variable.accessors:
         return variable.name
     if cast is not None:
-        return f"{variable.name}_{cast_text(cast).replace(':', '_')}"
+        return f"{variable.name}_{cast.text.replace(':', '_')}"
     return variable.name
