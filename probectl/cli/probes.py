@@ -82,25 +82,14 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
 
 
 def _print_added(named, target: Target) -> None:
-    events = []
-    lines = []
-    for spec, defs in named:
-        seen = set()
-        for d in defs:
-            if d.full_name in seen:
-                continue
-            seen.add(d.full_name)
-            events.append(d.full_name)
-            where = spec.point.text
-            if target.is_uprobe:
-                where += f" in {target.path}"
-            args = " ".join((f"{a.name}={a.text}" if a.name else a.text) for a in spec.args)
-            lines.append(f"  {d.full_name:<20} (on {where}{' with ' + args if args else ''})")
-    click.echo("Added new event:" if len(events) == 1 else "Added new events:")
-    for line in lines:
-        click.echo(line)
+    from ..probes.listing import added
+
+    listings = added(named, target)
+    click.echo("Added new event:" if len(listings) == 1 else "Added new events:")
+    for listing in listings:
+        click.echo(listing.line())
     click.echo("\nYou can now use it in all perf tools, such as:\n")
-    click.echo(f"\tperf record -e {events[-1]} -aR sleep 1\n")
+    click.echo(f"\tperf record -e {listings[-1].definition.full_name} -aR sleep 1\n")
 
 
 @cli.command("del")

@@ -1,19 +1,26 @@
-"""Describing existing events for `list`: each definition mapped back to a readable place.
+"""Describing events for people: the ones `add` just created, from their definitions as typed, and the
+existing ones for `list`, each definition mapped back to a readable place.
 
-tracefs is the source of truth; the place is rebuilt from the definition itself (file offset → symbol
-through the ELF symbol table), so events added by other tools are described as well as probectl's own.
+For `list`, tracefs is the source of truth; the place is rebuilt from the definition itself (file
+offset → symbol through the ELF symbol table), so events added by other tools are described as well
+as probectl's own.
 """
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..debuginfo.dwarf import DebugInfo
 from ..debuginfo.elf import ElfFile
 from ..debuginfo.dwarf.lines import source_point
 from ..errors import ProbectlError
 from ..events import EventDefinition
+
+if TYPE_CHECKING:
+    from ..target import Target
+    from . import Named
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,22 @@ class EventListing:
             out["path"] = d.uprobe_path
             out["offset"] = d.uprobe_offset
         return out
+
+
+def added(named: "Named", target: "Target") -> list[EventListing]:
+    """The events an `add` created, once each, described by the definition that made them (perf's
+    "Added new events" lines: the place and arguments as the user typed them)."""
+    out = []
+    for spec, defs in named:
+        seen = set()
+        for d in defs:
+            if d.full_name in seen:
+                continue
+            seen.add(d.full_name)
+            where = spec.point.text + (f" in {target.path}" if target.is_uprobe else "")
+            args = tuple(f"{a.name}={a.text}" if a.name else a.text for a in spec.args)
+            out.append(EventListing(d, where, args))
+    return out
 
 
 def kernel_arg_names(defn: EventDefinition) -> tuple[str, ...]:

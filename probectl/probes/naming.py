@@ -13,10 +13,10 @@ from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
 from ..resolve import ProbePoint
 from ..spec import ProbeSpec
+from ..spec.names import check_group_name
 
 MAX_EVENT_NAME_LEN = 64
 MAX_EVENT_INDEX = 1024
-_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
@@ -49,8 +49,10 @@ def assign_events(
 ) -> list[EventDefinition]:
     """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names."""
     group = probe.group or group
-    if not _C_NAME.fullmatch(group) or len(group) >= MAX_EVENT_NAME_LEN:
-        raise ProbeSemanticError(f"{group} is bad for group name -it must follow C symbol-naming rule.")
+    check_group_name(group)  # (the default group comes from a file name)
+    if len(group) >= MAX_EVENT_NAME_LEN:
+        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
+                                 hint="name the group: GROUP:EVENT=...")
     defs: list[EventDefinition] = []
     shared: dict[str, str] = {}  # base name → event name already chosen in this definition
     for point in points:

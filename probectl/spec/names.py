@@ -49,17 +49,22 @@ def find_unescaped(raw: str, chars: str) -> int:
     return -1
 
 
+def check_group_name(group: str) -> None:
+    """Raise perf's error unless ``group`` follows the C symbol-naming rule."""
+    if not C_NAME.match(group):
+        raise ProbeSemanticError(
+            f"{group or '(empty)'} is bad for group name -it must follow C symbol-naming rule.",
+            hint="use letters, digits and '_', not starting with a digit",
+        )
+
+
 def event_name(raw: str) -> tuple[Optional[str], str]:
     """Split ``[GROUP:]EVENT`` and check both follow C symbol-naming rule (perf's message)."""
     cut = find_unescaped(raw, ":")
     group = None
     if cut >= 0:
         group = unescape(raw[:cut])
-        if not C_NAME.match(group):
-            raise ProbeSemanticError(
-                f"{group or '(empty)'} is bad for group name -it must follow C symbol-naming rule.",
-                hint="use letters, digits and '_', not starting with a digit",
-            )
+        check_group_name(group)
         raw = raw[cut + 1:]
     event = unescape(raw)
     if not C_NAME.match(event):
