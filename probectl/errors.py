@@ -4,7 +4,11 @@ The CLI prints ``Error: <message>`` and, when present, ``  Hint: <hint>``, with 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 def close_matches(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
@@ -157,3 +161,24 @@ class FormatError(ProbectlError):
 
 class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""
+
+
+def guard_decoding(caught: tuple[type[BaseException], ...],
+                   error: Callable[[object, BaseException], ProbectlError]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """A decorator for the readers of untrusted files (DWARF, BTF): the ``caught`` exceptions, which a
+    parser raises on damaged data, become ``error(first_argument, exception)`` (a DebugInfoError
+    naming the file), raised without the parser's traceback; probectl's own errors pass through."""
+
+    def decorate(method: Callable[..., _T]) -> Callable[..., _T]:
+        @functools.wraps(method)
+        def wrapper(first, *args, **kwargs):
+            try:
+                return method(first, *args, **kwargs)
+            except ProbectlError:
+                raise
+            except caught as exc:
+                raise error(first, exc) from None
+
+        return wrapper
+
+    return decorate

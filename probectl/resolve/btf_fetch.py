@@ -30,18 +30,15 @@ that way (N counts argument slots: registers, then 8-byte stack slots), else it 
 """
 from __future__ import annotations
 
-import functools
-import struct
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, TypeVar, Union
+from typing import Optional, Sequence, Union
 
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS, STACK_POINTER
 from ..debuginfo.btf import Btf
-from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType
+from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType, guarded
 from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
-from ..errors import (DebugInfoError, LocationError, ProbectlError, ResolveError, VariableNotFound,
-                      VariableUnavailable)
+from ..errors import DebugInfoError, LocationError, ResolveError, VariableNotFound, VariableUnavailable
 from .fetch import FetchOptions, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions
@@ -51,26 +48,6 @@ _STACK_START = 8        # the return address is at 0(%sp) at a function's first 
 # Eightbyte classes (x86-64 psABI 3.2.3).
 _NONE, _INTEGER, _SSE = "none", "integer", "sse"
 _MEMORY = "memory"      # the whole value is passed on the stack
-
-
-_T = TypeVar("_T")
-
-
-def _guarded(func: Callable[..., _T]) -> Callable[..., _T]:
-    """Damaged BTF that gets past the reader's checks still ends as a DebugInfoError."""
-
-    @functools.wraps(func)
-    def wrapper(btf: Btf, *args, **kwargs):
-        try:
-            return func(btf, *args, **kwargs)
-        except ProbectlError:
-            raise
-        except (IndexError, ValueError, KeyError, OverflowError, UnicodeError, RecursionError,
-                struct.error) as exc:
-            raise DebugInfoError(f"{btf.source}: corrupt BTF ({exc.__class__.__name__}: {exc})",
-                                 hint="the BTF data is damaged; use the kernel's vmlinux with DWARF") from None
-
-    return wrapper
 
 
 # --- where parameters are ---------------------------------------------------------------------------
@@ -233,7 +210,7 @@ def _returns_in_memory(btf: Btf, ret: int) -> bool:
         return False
 
 
-@_guarded
+@guarded
 def btf_param_locations(btf: Btf, function: str) -> list[ParamLocation]:
     """Where each named or unnamed parameter of ``function`` is at its entry (x86-64 SysV)."""
     _check_machine(btf)
@@ -345,7 +322,7 @@ def _param_place(btf: Btf, function: str, name: str, at_return: bool, options: F
     return loc, Pieces(tuple(Value(Reg(ARGUMENT_REGISTERS[r])) for r in loc.registers))
 
 
-@_guarded
+@guarded
 def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.TypeSpec] = None, *,
               at_return: bool = False, options: FetchOptions = FetchOptions(),
               user_access: bool = False) -> FetchResult:
@@ -371,7 +348,7 @@ def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.Ty
 # --- $retval, $params, listings ------------------------------------------------------------------------
 
 
-@_guarded
+@guarded
 def btf_retval(btf: Btf, function: str, options: FetchOptions = FetchOptions()) -> FetchResult:
     """``$retval`` of ``function``: its kernel type, C type, signedness and enumerators from the
     return type. Raises VariableUnavailable for void functions and values not returned in
@@ -399,7 +376,7 @@ def btf_retval(btf: Btf, function: str, options: FetchOptions = FetchOptions()) 
                        variable="$retval")
 
 
-@_guarded
+@guarded
 def btf_retval_type(btf: Btf, function: str, options: FetchOptions = FetchOptions()) -> str:
     """The kernel type of ``$retval`` of ``function`` (``s32``, ``x64``...)."""
     return btf_retval(btf, function, options).type
@@ -414,7 +391,7 @@ def _fetchable(btf: Btf, function: str, name: str, at_return: bool, options: Fet
         return False
 
 
-@_guarded
+@guarded
 def btf_params(btf: Btf, function: str, *, at_return: bool = False, options: FetchOptions = FetchOptions()
                ) -> list[str]:
     """``$params``: the names of the parameters of ``function`` that can be fetched there, in
@@ -426,7 +403,7 @@ def btf_params(btf: Btf, function: str, *, at_return: bool = False, options: Fet
     return out
 
 
-@_guarded
+@guarded
 def btf_vars_listing(btf: Btf, function: str, *, at_return: bool = False,
                      options: FetchOptions = FetchOptions()) -> list[ListedVariable]:
     """The ``vars`` listing of ``function`` from BTF: each fetchable parameter with its C type as

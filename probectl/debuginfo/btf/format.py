@@ -1,15 +1,14 @@
 """The BTF format: kind numbers, limits, the plain records :class:`~probectl.debuginfo.btf.Btf`
 decodes (types, members, parameters) and the guard that turns a decoding failure on damaged data
-into a :class:`~probectl.errors.DebugInfoError`. The layout itself is described in ``btf.py``."""
+into a :class:`~probectl.errors.DebugInfoError`. The layout itself is described in the package's docstring."""
 from __future__ import annotations
 
-import functools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Optional
 
-from ...errors import DebugInfoError, ProbectlError
+from ...errors import DebugInfoError, guard_decoding
 from ..typemodel import Bitfield
 
 BTF_MAGIC = 0xEB9F
@@ -39,24 +38,14 @@ MEMBER_BUDGET = 1_000_000  # members looked at for one lookup before calling the
 SCANS_BEFORE_INDEX = 32  # lookups by name answered by scanning before all names are indexed
 DAMAGED_HINT = "the BTF data is truncated or damaged; check the file, or use the kernel's vmlinux with DWARF"
 
-_T = TypeVar("_T")
+def _corrupt_btf(btf, exc: BaseException) -> DebugInfoError:
+    return DebugInfoError(f"{btf.source}: corrupt BTF ({exc.__class__.__name__}: {exc})", hint=DAMAGED_HINT)
 
 
-def guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Turn a decoding failure on damaged data into a DebugInfoError naming the BTF source."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except ProbectlError:
-            raise
-        except (IndexError, ValueError, KeyError, OverflowError, UnicodeError, RecursionError,
-                struct.error) as exc:
-            raise DebugInfoError(f"{self.source}: corrupt BTF ({exc.__class__.__name__}: {exc})",
-                                 hint=DAMAGED_HINT) from None
-
-    return wrapper
+# Every BTF entry point (the reader's methods, the fetches of resolve/btf_fetch): a decoding failure on
+# damaged data becomes a DebugInfoError naming the BTF source.
+guarded = guard_decoding((IndexError, ValueError, KeyError, OverflowError, UnicodeError, RecursionError,
+                          struct.error), _corrupt_btf)
 
 @dataclass(frozen=True)
 class BtfType:

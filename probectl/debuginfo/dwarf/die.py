@@ -2,41 +2,31 @@
 and the error guard every DWARF entry point uses."""
 from __future__ import annotations
 
-import functools
 import os
 import re
-from typing import Callable, Optional, TypeVar
+from typing import Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
 from elftools.dwarf.die import DIE
 
-from ...errors import DebugInfoError, ProbectlError
+from ...errors import DebugInfoError, guard_decoding
 
-_T = TypeVar("_T")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 # Attributes that may be inherited from an abstract origin or a declaration.
 _INTEGRATE = ("DW_AT_abstract_origin", "DW_AT_specification")
 
 
-def guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Turn a pyelftools parse failure into a DebugInfoError naming the file."""
+def _corrupt_dwarf(reader, exc: BaseException) -> DebugInfoError:
+    path = getattr(reader, "path", None) or getattr(getattr(reader, "debuginfo", None), "path", "?")
+    return DebugInfoError(f"{path}: corrupt or unsupported DWARF ({exc.__class__.__name__}: {exc})",
+                          hint="rebuild the binary with a supported compiler, or check the debug file belongs to it")
 
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except ProbectlError:
-            raise
-        except (DWARFError, ELFError, ELFParseError, ConstructError, KeyError, IndexError,
-                ValueError, AssertionError, UnicodeError, NotImplementedError, RecursionError) as exc:
-            path = getattr(self, "path", None) or getattr(getattr(self, "debuginfo", None), "path", "?")
-            raise DebugInfoError(f"{path}: corrupt or unsupported DWARF ({exc.__class__.__name__}: {exc})",
-                                 hint="rebuild the binary with a supported compiler, or check the debug file "
-                                      "belongs to it") from None
 
-    return wrapper
+# Every DWARF entry point: a pyelftools parse failure becomes a DebugInfoError naming the file.
+guarded = guard_decoding((DWARFError, ELFError, ELFParseError, ConstructError, KeyError, IndexError, ValueError,
+                          AssertionError, UnicodeError, NotImplementedError, RecursionError), _corrupt_dwarf)
 
 
 # --- DIE helpers ------------------------------------------------------------------------------
