@@ -1,6 +1,10 @@
 """The exception hierarchy: every failure a user can cause is a ProbectlError with a message and a hint.
 
-The CLI prints ``Error: <message>`` and, when present, ``  Hint: <hint>``, with no traceback.
+The CLI prints ``Error: <message>`` and, when present, ``  Hint: <hint>``, with no traceback. The
+classes here are the ones that cross packages (raised in one stage, caught in another); an exception
+that stays inside its module lives there. At the end, what errors are made with: the did-you-mean
+hint (:func:`did_you_mean`) and the guard that turns a parser's failure on a damaged file into a
+DebugInfoError (:func:`guard_decoding`).
 """
 from __future__ import annotations
 
@@ -9,26 +13,6 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 _T = TypeVar("_T")
-
-
-def close_matches(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
-    """The (at most ``n``) distinct ``candidates`` closest to ``word``, best first (difflib's ratio,
-    at least ``cutoff``). difflib is imported here, on the error path, not by every run."""
-    from difflib import get_close_matches
-
-    return get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=cutoff)
-
-
-def did_you_mean(word: str, candidates: Iterable[str], *, n: int = 3, cutoff: float = 0.6,
-                 sep: str = " or ", quote: bool = False) -> str:
-    """The hint ``"did you mean a or b?"`` naming the candidates close to ``word`` (see
-    :func:`close_matches`), each in single quotes if ``quote``; ``""`` when none is close."""
-    close = close_matches(word, candidates, n, cutoff)
-    if not close:
-        return ""
-    if quote:
-        close = [f"'{c}'" for c in close]
-    return f"did you mean {sep.join(close)}?"
 
 
 class ProbectlError(Exception):
@@ -161,6 +145,29 @@ class FormatError(ProbectlError):
 
 class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""
+
+
+# --- what errors are made with ---------------------------------------------------------------------
+
+
+def close_matches(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The (at most ``n``) distinct ``candidates`` closest to ``word``, best first (difflib's ratio,
+    at least ``cutoff``). difflib is imported here, on the error path, not by every run."""
+    from difflib import get_close_matches
+
+    return get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=cutoff)
+
+
+def did_you_mean(word: str, candidates: Iterable[str], *, n: int = 3, cutoff: float = 0.6,
+                 sep: str = " or ", quote: bool = False) -> str:
+    """The hint ``"did you mean a or b?"`` naming the candidates close to ``word`` (see
+    :func:`close_matches`), each in single quotes if ``quote``; ``""`` when none is close."""
+    close = close_matches(word, candidates, n, cutoff)
+    if not close:
+        return ""
+    if quote:
+        close = [f"'{c}'" for c in close]
+    return f"did you mean {sep.join(close)}?"
 
 
 def guard_decoding(caught: tuple[type[BaseException], ...],

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
 from .errors import EventExistsError, ProbectlError, TracefsError, did_you_mean
-from .notice import notice_stderr
 from .events import EventDefinition
+from .notice import notice_stderr
 
 if TYPE_CHECKING:
     from .formats import EventFormat

@@ -185,8 +185,8 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
-    from ..resolve import Resolver
     from ..probes.show import list_lines
+    from ..resolve import Resolver
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
@@ -207,8 +207,8 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
 @click.option("--btf", "use_btf", is_flag=True, help="Kernel functions: parameters from BTF, not DWARF.")
 def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     """Show the variables that can be fetched at a probe point (perf -V)."""
-    from ..resolve import Resolver
     from ..probes.show import list_btf_variables, list_variables, point_title
+    from ..resolve import Resolver
     from ..spec import parse_point
 
     point = parse_point(probepoint)

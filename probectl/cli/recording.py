@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from ..errors import ProbectlError, close_matches
+from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields, stream_events
 from ..tracedat import DEFAULT_FILE
-from ..script import (DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields,
-                      stream_events)
 from ..tracefs import Tracefs
 from . import cli, notice
 
@@ -132,7 +131,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
 
         probectl record -e 'probe_libc:malloc' --filter 'size > 4k' -g -- make
     """
-    from ..record import RecordOptions, Recording, instance_cpus, parse_cpus
+    from ..record import Recording, RecordOptions, instance_cpus, parse_cpus
 
     requests = event_requests(ctx.meta.get("probectl.order", []), events, filters)
     if not requests:

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..events import EventDefinition
-from .naming import assign_events
 from ..resolve import ProbePoint, Resolver
 from ..resolve.fetch import FetchOptions
-from ..target import Target
 from ..spec import ProbeSpec, parse_probe
+from ..target import Target
+from .naming import assign_events
 
 if TYPE_CHECKING:
     from ..tracefs import Features, Tracefs

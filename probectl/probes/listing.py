@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..debuginfo.dwarf import DebugInfo
-from ..debuginfo.elf import ElfFile
 from ..debuginfo.dwarf.lines import source_point
+from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError
 from ..events import EventDefinition
 

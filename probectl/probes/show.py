@@ -9,13 +9,13 @@ from typing import Optional
 
 from .. import spec as S
 from ..debuginfo.dwarf import DebugInfo, Function
-from ..resolve.dwarf_fetch import ListedVariable, available_variables
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
 from ..debuginfo.dwarf.sources import find_source
 from ..errors import DebugInfoError, ProbePointNotFound
-from ..resolve.btf_fetch import btf_vars_listing
 from ..resolve import Resolver
+from ..resolve.btf_fetch import btf_vars_listing
 from ..resolve.dwarf import SourceResolver
+from ..resolve.dwarf_fetch import ListedVariable, available_variables
 
 # perf shows this many lines after the last probe-able one when a range has no end.
 ADDITIONAL_LINES = 2

@@ -43,19 +43,19 @@ from operator import eq
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from ..errors import ProbectlError
-from .filter_file import apply_filter
 from ..formats import EventFormat
-from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
-from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps, traced_tids
+from ..notice import notice_stderr
 from ..ringbuf import EventReader, PageLayout, Recorder
+from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
+                        write_tracedat)
+from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
+from ..tracefs import Tracefs, os_error
+from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
+from .filter_file import apply_filter
+from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps, traced_tids
 from .selection import EventRequest, SelectedEvent, select_events
 from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
-from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
-                       write_tracedat)
-from ..notice import notice_stderr
-from ..tracefs import Tracefs, os_error
 from .workload import Workload
 
 __all__ = [

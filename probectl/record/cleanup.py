@@ -13,9 +13,9 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from ..errors import TracefsError
 from ..events import EventDefinition
-from .processes import pid_alive
 from ..notice import notice_stderr
 from ..tracefs import Tracefs, os_error
+from .processes import pid_alive
 
 INSTANCE_PREFIX = "probectl-"
 _INSTANCE_RE = re.compile(r"probectl-(\d+)(?:-(\d+))?$")

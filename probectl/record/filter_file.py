@@ -6,8 +6,8 @@ import errno
 from pathlib import Path
 
 from ..errors import TracefsError
-from ..tracefs import os_error, write_once
 from ..filters.tree import Filter
+from ..tracefs import os_error, write_once
 
 
 class FilterRejectedError(TracefsError):

@@ -9,14 +9,14 @@ import time
 from typing import Callable, Optional, Sequence
 
 from ..formats import EventFormat
-from .processes import ProcessWatch, traced_tids
-from . import Instance, lost_of
+from ..notice import notice_stderr
 from ..ringbuf import EventReader, PageLayout
+from ..tracedat import instance_cpus
+from ..tracefs import Tracefs, os_error
+from . import Instance, lost_of
+from .processes import ProcessWatch, traced_tids
 from .selection import SelectedEvent
 from .teardown import CleanupSteps, Terminated, signals_held, stop_signals
-from ..tracedat import instance_cpus
-from ..notice import notice_stderr
-from ..tracefs import Tracefs, os_error
 from .workload import Workload
 
 

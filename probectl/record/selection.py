@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .enumnames import EnumNames
 from ..errors import ProbectlError, did_you_mean
 from ..filters import Filter, compile_filter
 from ..formats import EventFormat
 from ..tracefs import Tracefs
+from .enumnames import EnumNames
 
 _NOT_ENABLEABLE = {"ftrace"}
 

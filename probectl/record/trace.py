@@ -7,16 +7,16 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from .enumnames import EnumNames
 from ..events import EventDefinition
 from ..filters import compile_filter
 from ..formats import EventFormat
+from ..notice import notice_stderr
+from ..ringbuf import EventReader
+from ..tracefs import Tracefs
+from .enumnames import EnumNames
 from .livestream import LiveStream
 from .processes import proc_comm, proc_tgid
-from ..ringbuf import EventReader
 from .selection import EventRequest, SelectedEvent, select_events
-from ..notice import notice_stderr
-from ..tracefs import Tracefs
 
 
 class LiveNames:

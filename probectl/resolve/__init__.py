@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
-from ..errors import (DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError,
-                      TargetError, did_you_mean)
+from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
+from ..target import Target
 from .fetch import FetchOptions
 from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
-from ..target import Target
 
 if TYPE_CHECKING:
     from ..debuginfo.btf import Btf

@@ -7,8 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S
-from .btf_fetch import btf_fetch, btf_params, btf_retval_type
 from ..errors import ResolveError
+from .btf_fetch import btf_fetch, btf_params, btf_retval_type
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ from typing import Callable, Optional
 from .. import spec as S
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import tail_match
+from ..debuginfo.dwarf.variables import best_scope
 from ..debuginfo.elf import ElfFile
+from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
 from .fetch import FetchOptions
-from ..debuginfo.dwarf.variables import best_scope
-from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.

@@ -16,8 +16,8 @@ from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
 from .checks import check_args, check_point
 from .names import C_NAME, event_name, find_unescaped, unescape
-from .tree import (INT_BITS, MAX_ARRAY_LEN, TYPE_HINT, AddressRef, ArgSpec, Deref, Immediate, Index, LineRange,
-                   Member, PointSpec, ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr)
+from .tree import (INT_BITS, MAX_ARRAY_LEN, TYPE_HINT, AddressRef, ArgSpec, Deref, Immediate, Index, LineRange, Member,
+                   PointSpec, ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr)
 
 _C_INT = re.compile(r"0[xX][0-9a-fA-F]+|[1-9][0-9]*|0[0-7]*")
 

@@ -9,8 +9,8 @@ from lark import Tree
 
 from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
-from .tree import (MAX_DEREF_DEPTH, MAX_PROBE_ARGS, RESERVED_ARG_NAMES, AddressRef, Deref, Expr, PointSpec,
-                   ProbeSpec, Register, SpecialVar, SymbolRef, Variable, render_expr)
+from .tree import (MAX_DEREF_DEPTH, MAX_PROBE_ARGS, RESERVED_ARG_NAMES, AddressRef, Deref, Expr, PointSpec, ProbeSpec,
+                   Register, SpecialVar, SymbolRef, Variable, render_expr)
 
 
 def reject_sdt(text: str) -> None:

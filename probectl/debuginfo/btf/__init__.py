@@ -49,8 +49,8 @@ from typing import Iterator, Optional
 
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, ProbectlError, TargetError
-from .format import (ARRAY, BTF_MAGIC, BtfMember, BtfParam, BtfType, DAMAGED_HINT, DATASEC, ENUM,
-                    ENUM64, FIXED_WORDS, FWD, KERNEL_BTF, SCANS_BEFORE_INDEX, SIZED_KINDS, VLEN_WORDS, guarded)
+from .format import (ARRAY, BTF_MAGIC, DAMAGED_HINT, DATASEC, ENUM, ENUM64, FIXED_WORDS, FWD, KERNEL_BTF,
+                     SCANS_BEFORE_INDEX, SIZED_KINDS, VLEN_WORDS, BtfMember, BtfParam, BtfType, guarded)
 from .types import BtfTypeModel
 
 # From this size of type section on (a kernel's is ~4 MB, a module's some KB), record offsets are cached.

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...errors import DebugInfoError, TypeMismatchError, did_you_mean
-from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_SIGNED, BtfMember, BtfMemberRef, BtfType, ENUM,
-                        ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_CHAIN, MAX_NESTING,
-                        MEMBER_BUDGET, PTR, QUALIFIER_KINDS, SIZED_KINDS, STRUCT, TYPEDEF_KINDS,
-                        TYPE_TAG, UNION, guarded)
 from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND, Bitfield,
                          no_member_error, scalar_fetch_type)
+from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_SIGNED, ENUM, ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_CHAIN,
+                     MAX_NESTING, MEMBER_BUDGET, PTR, QUALIFIER_KINDS, SIZED_KINDS, STRUCT, TYPE_TAG, TYPEDEF_KINDS,
+                     UNION, BtfMember, BtfMemberRef, BtfType, guarded)
 
 
 class BtfTypeModel:

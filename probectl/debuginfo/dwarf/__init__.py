@@ -27,7 +27,6 @@ import bisect
 import fnmatch
 import os
 from collections.abc import Mapping
-
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
@@ -36,10 +35,10 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
 from ...errors import DebugInfoError, ProbectlError
-from .sections import open_dwarf
-from .forms import accelerate
 from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
+from .forms import accelerate
 from .function import Function
+from .sections import open_dwarf
 
 if TYPE_CHECKING:
     from elftools.dwarf.locationlists import LocationParser

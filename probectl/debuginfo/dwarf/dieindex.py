@@ -20,9 +20,9 @@ import os
 import struct
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, FORM_ADDR, FORM_DATA4, FORM_DATA8,
-                      FORM_INDIRECT, FORM_LOCLISTX, FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE,
-                      CUScanner, Unsupported, compiled_table)
+from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT,
+                      FORM_LOCLISTX, FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported,
+                      compiled_table)
 from .forms import parse_abbrev_window
 from .leb128 import read_uleb128
 

@@ -22,8 +22,6 @@ from elftools.dwarf.locationlists import LocationEntry, LocationExpr
 from ...errors import LocationError
 from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
 
-
-
 # --- evaluation -----------------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DWARFInfo, DwarfConfig
+from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
 
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError

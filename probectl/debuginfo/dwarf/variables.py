@@ -13,17 +13,17 @@ Turning a variable with a member chain into a fetch argument (``fetch_variable``
 """
 from __future__ import annotations
 
-import os
 import bisect
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from elftools.dwarf.die import DIE
 
 from ...errors import LocationError, ResolveError, VariableNotFound, VariableUnavailable
+from ..place import Computed, Memory, Place, Reg, Register, Symbol, Value
 from . import types as T
 from .die import die_attr, die_name, guarded
-from ..place import Computed, Memory, Place, Reg, Register, Symbol, Value
 from .location import EvalContext, evaluate, expression_at, location_entries, single_expression
 
 if TYPE_CHECKING:
