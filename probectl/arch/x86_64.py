@@ -3,6 +3,9 @@ convention, and the kernel's fetch-argument names of the DWARF register numbers.
 from __future__ import annotations
 
 EM_X86_64 = 62  # e_machine of x86-64 ELF files
+# Other machines' e_machine, to name them when a file is not for this one.
+OTHER_MACHINES = {3: "i386", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM", 183: "AArch64",
+                  243: "RISC-V", 258: "LoongArch"}
 
 # DWARF register numbers -> kernel fetch names (x86-64 psABI numbering; 16 is the return address).
 DWARF_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import mmap
 import os
-import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -24,7 +23,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar
 
 from ..errors import DebugInfoError, ProbectlError, TargetError
-from .symtab import SHN_XINDEX, ElfSymbol, SymbolTables, cstring
+from ..regularfile import open_regular
+from .symtab import SHN_UNDEF, SHN_XINDEX, ElfSymbol, SymbolTables, cstring
 
 DEBUG_ROOT = Path("/usr/lib/debug")
 
@@ -130,10 +130,8 @@ class ElfFile:
 
     def _open(self) -> bytes | mmap.mmap:
         try:
-            with open(self.path, "rb") as f:
+            with open_regular(self.path) as f:
                 st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    raise TargetError(f"{self.path} is not a regular file")
                 if st.st_size == 0:
                     raise TargetError(f"{self.path} is empty, not an ELF file")
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -229,12 +227,20 @@ class ElfFile:
             for (t, fl, o, v, fs, ms, _a) in self._program_headers if t == PT_LOAD]
 
         if raw_sections:
+            # A damaged name table would leave every section unnamed, and the file would then seem
+            # to have no symbols and no debug information: say that it is damaged instead.
             names = b""
-            if 0 < shstrndx < len(raw_sections):
+            if shstrndx != SHN_UNDEF:
+                if shstrndx >= len(raw_sections):
+                    raise self._corrupt(f"the section name table is said to be section {shstrndx}, but there are "
+                                        f"{len(raw_sections)} sections")
                 st = raw_sections[shstrndx]
-                if st[1] != SHT_NOBITS:
-                    names = self._bytes(st[4], st[5], "section name table")
+                if st[1] == SHT_NOBITS:
+                    raise self._corrupt("the section name table has no bytes in the file")
+                names = self._bytes(st[4], st[5], "section name table")
             for i, (name, typ, flags, addr, offset, ssize, link, info, align, entsize) in enumerate(raw_sections):
+                if name and name >= len(names):
+                    raise self._corrupt(f"the name of section {i} lies outside the section name table")
                 if typ != SHT_NOBITS and typ != SHT_NULL and offset + ssize > size:
                     raise self._corrupt(f"truncated file: section {i} ({cstring(names, name)!r}) "
                                         f"extends past the end of the file")
@@ -504,7 +510,7 @@ def _non_elf_hint(head: bytes) -> str:
 
 def _file_crc32(path: Path) -> int:
     crc = 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while True:
             chunk = f.read(1 << 20)
             if not chunk:

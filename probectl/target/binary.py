@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..arch.x86_64 import EM_X86_64, OTHER_MACHINES
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
 
@@ -97,6 +98,7 @@ def _checked_elf(path: Path, name: str) -> Path:
             if elf.type not in ("EXEC", "DYN"):
                 raise TargetError(f"{name} is an ELF {elf.type} file, not an executable or shared library",
                                   hint="probe the linked program instead" if elf.type == "REL" else "")
+            check_machine(elf, name)
     except TargetError as exc:
         if str(real) not in exc.message and name not in exc.message:
             raise TargetError(f"{name}: {exc.message}", hint=exc.hint) from None
@@ -104,6 +106,16 @@ def _checked_elf(path: Path, name: str) -> Path:
     except ProbectlError as exc:
         raise TargetError(f"{name}: {exc.message}", hint=exc.hint) from None
     return real
+
+
+def check_machine(elf: ElfFile, name: str) -> None:
+    """TargetError unless ``elf`` is a 64-bit x86-64 file: probectl knows that machine's registers,
+    calling convention and instruction lengths only, and would place and fetch wrongly on another."""
+    if elf.machine == EM_X86_64 and elf.elf_class == 64:
+        return
+    machine = "x86-64" if elf.machine == EM_X86_64 else OTHER_MACHINES.get(elf.machine, f"machine {elf.machine}")
+    raise TargetError(f"{name} is a {elf.elf_class}-bit ELF file for {machine}; probectl probes 64-bit x86-64 "
+                      f"programs and kernels only")
 
 
 # --- libraries -------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional, Sequence
 from .. import _native
 from ..errors import TraceFileError
 from ..formats import EventFormat
+from ..regularfile import open_regular
 from ..ringbuf import Buffer, Event, EventReader, PageLayout
 from .compression import MAX_CHUNK, decompress
 from .formattable import FormatTable
@@ -149,7 +150,7 @@ class TraceFile:
         self._event_ids: dict[str, frozenset[int]] = {}
         self._readers: weakref.WeakSet[EventReader] = weakref.WeakSet()  # closed with the file
         try:
-            self._file = open(self.path, "rb")
+            self._file = open_regular(self.path)
         except OSError as err:
             raise TraceFileError(f"cannot open {self.path}: {err.strerror}") from None
         try:

@@ -49,6 +49,7 @@ from typing import Iterator, Optional
 
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, ProbectlError, TargetError
+from ...regularfile import open_regular
 from .format import (ARRAY, BTF_MAGIC, DAMAGED_HINT, DATASEC, ENUM, ENUM64, FIXED_WORDS, FWD, KERNEL_BTF,
                      SCANS_BEFORE_INDEX, SIZED_KINDS, VLEN_WORDS, BtfMember, BtfParam, BtfType, guarded)
 from .types import BtfTypeModel
@@ -391,7 +392,7 @@ def load_kernel_btf(path: Optional[os.PathLike | str] = None, *, base: Optional[
     module's BTF read from ``/sys/kernel/btf/<module>`` gets the running kernel's by default."""
     p = Path(path) if path is not None else KERNEL_BTF
     try:
-        with open(p, "rb") as f:
+        with open_regular(p) as f:
             head = f.read(4)
     except FileNotFoundError:
         if path is None:

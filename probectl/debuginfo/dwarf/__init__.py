@@ -35,6 +35,7 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
 from ...errors import DebugInfoError, ProbectlError
+from ...regularfile import open_regular
 from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
 from .forms import accelerate
 from .function import Function
@@ -66,7 +67,7 @@ class DebugInfo:
         self.path = str(path)
         self.binary_path = str(binary) if binary is not None else self.path
         try:
-            self._file = open(self.path, "rb")
+            self._file = open_regular(self.path)
         except OSError as exc:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
@@ -768,7 +769,7 @@ class DebugInfo:
 
             if self.binary_path != self.path:
                 try:
-                    self._binary_file = open(self.binary_path, "rb")
+                    self._binary_file = open_regular(self.binary_path)
                     self._call_frames = CallFrames(ELFFile(self._binary_file), self.elffile)
                 except OSError:
                     self._call_frames = CallFrames(self.elffile)
