@@ -72,7 +72,7 @@ class LocationError(ResolveError):
     """A place the kernel's fetch arguments cannot express (found by the DWARF location evaluator,
     the member-chain walker or the renderer); ``reason`` classifies it:
     ``entry_value``, ``piece``, ``implicit_pointer``, ``computed``, ``tls``, ``register``,
-    ``frame_base``, ``empty``, ``unsupported``."""
+    ``frame_base``, ``empty``, ``offset`` (out of the kernel's range), ``unsupported``."""
 
     def __init__(self, message: str, reason: str, hint: str = ""):
         super().__init__(message, hint)

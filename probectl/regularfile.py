@@ -7,6 +7,7 @@ opened non-blocking, checked to be a regular file, and only then read.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from typing import BinaryIO
@@ -25,7 +26,9 @@ def open_regular(path: os.PathLike | str) -> BinaryIO:
             kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
             raise OSError(errno.EINVAL, f"it is {kind}, not a regular file", str(path))
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        raw = io.FileIO(fd, "rb")
+        raw.name = os.fspath(path)  # (as open() names it: readers report and reopen it by name)
+        return io.BufferedReader(raw)
     except BaseException:
         os.close(fd)
         raise

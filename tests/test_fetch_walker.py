@@ -168,3 +168,26 @@ def test_truncated_values_are_read_at_their_width():
     assert (r.fetch, r.type) == ("%bx", "s32")
     with pytest.raises(LocationError, match="truncated value"):
         fetch(PAIRP, Computed(Value(Reg(3), bits=32)), ["p", Member("b", True)])
+
+
+def test_offsets_that_the_kernel_would_wrap_are_refused():
+    """The kernel keeps a dereference offset in an int: an index computing a larger one used to be
+    written, and the probe then read some other object."""
+    assert fetch(PAIRP, DI, ["p", Index(2**31 // 16 - 1)]).fetch == "+2147483632(%di)"
+    with pytest.raises(LocationError, match="does not fit the kernel's 32-bit dereference offsets"):
+        fetch(PAIRP, DI, ["p", Index(2**31 // 16)])
+    with pytest.raises(LocationError, match="32-bit"):
+        fetch(PAIRP, DI, ["p", Index(-(2**31) // 16 - 1)])
+
+
+def test_a_huge_c_index_is_an_error_end_to_end():
+    import subprocess
+    import sys
+
+    from conftest import build_fixture
+
+    app = build_fixture("dwarf_structs")
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(app), "paint w->values[536870912]"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    assert "'w->values[536870912]'" in out.stderr and "32-bit dereference offsets" in out.stderr

@@ -39,6 +39,12 @@ class RenderOptions:
     user_access: bool = False
 
 
+# The kernel keeps a dereference offset (+OFF(...)) in an int (struct fetch_insn): a larger one, which a
+# C index can compute (w->values[536870912]), would wrap silently and read some other member. The
+# parser bounds the offsets a user writes the same way.
+DEREF_OFFSET_MIN, DEREF_OFFSET_MAX = -(2**31), 2**31 - 1
+
+
 def _offset_text(off: int) -> str:
     return f"+{off}" if off >= 0 else f"-{-off}"
 
@@ -52,7 +58,11 @@ def render_memory(address: Value, opts: RenderOptions, user: bool = False) -> st
         if opts.symbol_base is not None:
             if base.address is None:
                 raise LocationError(f"the address of '{base.name}' is unknown", "unsupported")
-            return f"@+0x{base.address + address.offset - opts.symbol_base:x}"
+            file_offset = base.address + address.offset - opts.symbol_base
+            if file_offset < 0:
+                raise LocationError(f"the address lies {-file_offset} bytes before the start of the probed file",
+                                    "offset")
+            return f"@+0x{file_offset:x}"
         if base.name:
             return f"@{base.name}{_offset_text(address.offset)}"
         if base.address is None:
@@ -61,6 +71,10 @@ def render_memory(address: Value, opts: RenderOptions, user: bool = False) -> st
     if base is None:
         raise LocationError(f"the object is at the fixed address 0x{address.offset:x}, which a probe "
                             f"cannot read portably", "unsupported")
+    if not DEREF_OFFSET_MIN <= address.offset <= DEREF_OFFSET_MAX:
+        raise LocationError(f"its offset, {address.offset}, does not fit the kernel's 32-bit dereference offsets "
+                            f"({DEREF_OFFSET_MIN}..{DEREF_OFFSET_MAX})", "offset",
+                            hint="an index or offset this large reads some other object; check the expression")
     off = _offset_text(address.offset)
     if user:
         off = off[0] + "u" + off[1:]
