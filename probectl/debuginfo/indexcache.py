@@ -17,7 +17,9 @@ payload...). The checksum is verified before anything is unmarshalled, so a trun
 file is never decoded; the fingerprint (the kind's format, Python's marshal version, sizes of the
 sections the index was made from) rejects files of another format or made for other contents. The
 cache is an optimisation only: a file that is missing, unreadable or rejected is rebuilt; a
-directory that cannot be written is left alone. At most ``MAX_FILES`` files of each kind are kept,
+directory that cannot be written is left alone. Files are read and written through
+:mod:`probectl.cachedir`: a file that is not a regular file of the effective user's (a link, a FIFO,
+another user's file...) or is larger than ``MAX_SIZE`` is a miss, never read. At most ``MAX_FILES`` files of each kind are kept,
 the least recently used are removed. ``PROBECTL_NO_CACHE=1`` turns it off.
 """
 from __future__ import annotations
@@ -25,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ..cachedir import cache_dir
+from ..cachedir import cache_dir, read_file, write_file
 
 MAX_FILES = 64
+# Larger files are not read (a kernel's name index is some tens of MB).
+MAX_SIZE = 512 << 20
 _SUFFIX = ".bin"
 _MAGIC = b"probectl index\n"
 
@@ -62,43 +65,29 @@ def store(kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:
 
 
 def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
+    data = read_file(path, MAX_SIZE, touch=True)  # least recently used goes first when pruning
+    if data is None:
+        return None
     try:
-        data = path.read_bytes()
         head = len(_MAGIC) + 32
         if not data.startswith(_MAGIC) or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC):head]:
             return None
         stored = marshal.loads(data[head:])
-    except (OSError, ValueError, EOFError, TypeError):
+    except (ValueError, EOFError, TypeError):
         return None
     if type(stored) is not tuple or not stored or stored[0] != fingerprint:
         return None
-    try:
-        os.utime(path)  # least recently used goes first when pruning
-    except OSError:
-        pass
     return stored[1:]
 
 
 def _write(directory: Path, kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:
     path = directory / f"{kind}-{key}{_SUFFIX}"
     data = marshal.dumps((fingerprint, *payload))
-    tmp = None
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + hashlib.sha256(data).digest() + data)
-        os.replace(tmp, path)
-        tmp = None
-        _prune(directory, f"{kind}-", keep=path)
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    if write_file(path, _MAGIC + hashlib.sha256(data).digest() + data):
+        try:
+            _prune(directory, f"{kind}-", keep=path)
+        except OSError:
+            pass
 
 
 def _prune(directory: Path, prefix: str, keep: Path) -> None:
@@ -107,7 +96,7 @@ def _prune(directory: Path, prefix: str, keep: Path) -> None:
     for entry in os.scandir(directory):
         if entry.name.startswith(prefix) and entry.name.endswith(_SUFFIX) and entry.path != str(keep):
             try:
-                files.append((entry.stat().st_mtime, entry.path))
+                files.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
             except OSError:
                 pass
     files.sort()

@@ -9,11 +9,15 @@ from pathlib import Path
 from typing import Optional
 
 from ..cachedir import cache_dir as probectl_cache_dir
+from ..cachedir import open_file, private_dir, write_file
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
 
 NOTES = Path("/sys/kernel/notes")
 NT_GNU_BUILD_ID = 3
+# An unpacked module kept in the cache is not used beyond this size (the largest modules, with their
+# debug information, are some hundreds of MB).
+_MAX_UNPACKED = 4 << 30
 
 
 def vmlinux_candidates(release: Optional[str] = None) -> list[Path]:
@@ -144,17 +148,28 @@ def _scratch_dir() -> Path:
 
 
 def _unpacked(path: Path, cache_dir: Optional[Path]) -> Path:
-    """Compressed modules are unpacked once into the cache (ELF readers need the plain file)."""
+    """Compressed modules are unpacked once into the cache (ELF readers need the plain file).
+
+    The cache's ``modules`` directory (or ``cache_dir``) is used only if it is the effective user's
+    own (:func:`probectl.cachedir.private_dir`), an unpacked file in it again only if it is a regular
+    file of theirs, of sane size, that starts as an ELF file; anything else is unpacked again (into a
+    directory of the run's own when the cache cannot be used)."""
     if path.suffix not in (".xz", ".zst"):
         return path
     if cache_dir is None:
         base = probectl_cache_dir()
-        cache_dir = base / "modules" if base is not None else _scratch_dir()
-    cache = cache_dir
+        cache_dir = base / "modules" if base is not None else None
+    elif not cache_dir.parent.is_dir():
+        try:
+            cache_dir.parent.mkdir(parents=True, mode=0o700)
+        except OSError:
+            pass
+    if cache_dir is not None and not private_dir(cache_dir):
+        cache_dir = None
     stat = path.stat()
-    out = cache / f"{path.name[:-len(path.suffix)]}-{stat.st_size}-{int(stat.st_mtime)}"
-    if out.is_file():
-        return out
+    name = f"{path.name[:-len(path.suffix)]}-{stat.st_size}-{int(stat.st_mtime)}"
+    if cache_dir is not None and _reusable(cache_dir / name):
+        return cache_dir / name
     import lzma  # only for compressed modules: not imported by every command
     import subprocess
 
@@ -167,8 +182,22 @@ def _unpacked(path: Path, cache_dir: Optional[Path]) -> Path:
     except (lzma.LZMAError, OSError, subprocess.CalledProcessError) as err:
         raise TargetError(f"cannot unpack the module {path}: {err}",
                           hint="for .ko.zst modules install zstd") from err
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_bytes(plain)
-    tmp.rename(out)
-    return out
+    if cache_dir is not None and write_file(cache_dir / name, plain):
+        return cache_dir / name
+    out = _scratch_dir() / name  # (when the cache is full, or cannot be used)
+    if write_file(out, plain):
+        return out
+    raise TargetError(f"cannot unpack the module {path}: no directory to write it to")
+
+
+def _reusable(path: Path) -> bool:
+    """Whether the unpacked module ``path`` kept in the cache can be read again."""
+    fd = open_file(path, _MAX_UNPACKED)
+    if fd is None:
+        return False
+    try:
+        return os.pread(fd, 4, 0) == b"\x7fELF"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
