@@ -98,3 +98,10 @@ def test_damaged_section_headers_say_so(tmp_path, damage):
         out = probectl("add", "-D", "-x", str(bad), definition)
         refused(out, "section name table")
         assert "debug information" not in out.stderr and "debug symbols" not in out.stderr
+
+
+def test_vmlinux_and_module_together_are_refused_not_ignored():
+    out = probectl("add", "-D", "-k", "/nonexistent/vmlinux", "-m", "vfat", "vfat_create")
+    refused(out, "-k and -m cannot be used together")
+    out = probectl("funcs", "-k", "/nonexistent/vmlinux", "-m", "vfat")
+    refused(out, "-k and -m cannot be used together")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..errors import TargetError
 from .binary import find_binary, uprobe_group_name
 from .kernel import check_vmlinux, find_module, find_running_vmlinux
 
@@ -40,10 +41,14 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
     The command line refuses -x together with -k or -m before it asks."""
     if exec_:
         return Target(kind="uprobe", path=find_binary(exec_))
+    if module and vmlinux:
+        # perf takes -m's object as the module's description and ignores -k there: say so instead.
+        raise TargetError("-k and -m cannot be used together: a module's probes are described by its own "
+                          "object file", hint="give -m NAME|PATH alone for a module, -k VMLINUX alone for the kernel")
     if module:
         path, name = find_module(module)
         return Target(kind="kprobe", path=path, module=name)
     if vmlinux:
-        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)), module=module)
+        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)))
     found, _tried = find_running_vmlinux()
-    return Target(kind="kprobe", path=found, module=module)
+    return Target(kind="kprobe", path=found)
