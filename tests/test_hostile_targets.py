@@ -105,3 +105,9 @@ def test_vmlinux_and_module_together_are_refused_not_ignored():
     refused(out, "-k and -m cannot be used together")
     out = probectl("funcs", "-k", "/nonexistent/vmlinux", "-m", "vfat")
     refused(out, "-k and -m cannot be used together")
+
+
+def test_a_vmlinux_that_is_a_fifo_or_another_machine(fifo, tmp_path):
+    refused(probectl("add", "-D", "-k", str(fifo), "tcp_sendmsg size"), "FIFO")
+    arm64 = _patched(build_fixture("dwarf_structs"), tmp_path / "vmlinux-arm64", 0x12, "<H", 183)
+    refused(probectl("add", "-D", "-k", str(arm64), "tcp_sendmsg size"), "AArch64")

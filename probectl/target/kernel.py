@@ -12,6 +12,7 @@ from ..cachedir import cache_dir as probectl_cache_dir
 from ..cachedir import open_file, private_dir, write_file
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
+from .binary import check_machine
 
 NOTES = Path("/sys/kernel/notes")
 NT_GNU_BUILD_ID = 3
@@ -75,10 +76,11 @@ def find_running_vmlinux() -> tuple[Optional[Path], list[str]]:
 
 
 def check_vmlinux(path: Path) -> Path:
-    """A user-given vmlinux must exist and be an ELF file with DWARF."""
-    if not path.is_file():
+    """A user-given vmlinux must exist and be an x86-64 ELF file with DWARF."""
+    if not path.exists():
         raise TargetError(f"vmlinux {path} does not exist")
-    with ElfFile(path) as elf:
+    with ElfFile(path) as elf:  # (which refuses what is not a regular file: a FIFO would hang a read)
+        check_machine(elf, str(path))
         if not elf.has_dwarf:
             raise TargetError(f"{path} has no debug information",
                               hint="use the vmlinux of the kernel's debug package (Debian: linux-image-*-dbg)")
