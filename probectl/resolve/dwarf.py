@@ -111,8 +111,12 @@ class SourceResolver:
         for sym in self.elf.find_functions(point.function):
             fn = self.debuginfo.function_at(sym.value)
             if fn is not None and fn.entry == sym.value and all(f.entry != fn.entry for f in found):
-                found.append(fn)
+                if point.source is None or tail_match(fn.decl_file, point.source):
+                    found.append(fn)
         if not found:
+            if point.source is not None and self.debuginfo.find_functions(point.function):
+                raise ProbePointNotFound(point.text, hint=f"{point.function} is defined, but not in a file "
+                                                          f"ending with {point.source!r}")
             hint = (did_you_mean(point.function, self.debuginfo.function_names(), sep=", ")
                     or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
