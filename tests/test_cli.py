@@ -28,6 +28,17 @@ def run(*args: str) -> subprocess.CompletedProcess:
     (["-x", "libc", "malloc"], ["add", "-x", "libc", "malloc"]),
     (["list", "--json"], ["list", "--json"]),
     (["lsit"], ["lsit"]),
+    # a first word that is no command, with no perf option: left to click ("No such command")
+    (["show"], ["show"]),
+    (["help"], ["help"]),
+    (["malloc", "size=%di"], ["malloc", "size=%di"]),
+    (["--foo", "malloc"], ["--foo", "malloc"]),
+    # perf-style bare definitions need an option of add
+    (["-n", "-x", "bin", "malloc"], ["add", "-n", "-x", "bin", "malloc"]),
+    (["-xbin", "malloc"], ["add", "-xbin", "malloc"]),
+    (["malloc", "--exec=bin"], ["add", "malloc", "--exec=bin"]),
+    (["-f", "-k", "vmlinux", "schedule"], ["add", "-f", "-k", "vmlinux", "schedule"]),
+    (["lsit", "-x", "libc"], ["lsit", "-x", "libc"]),
 ])
 def test_perf_flags_are_rewritten(argv, expected):
     assert rewrite_perf_flags(argv) == expected
@@ -90,3 +101,47 @@ def test_retval_string_reads_through_the_pointer():
     binary = build_fixture("uprobe_target", "-O2")
     (line,) = run("add", "-D", "-x", str(binary), "pick_label%return s=$retval:string").stdout.splitlines()
     assert line.endswith(" s=+0($retval):string")
+
+
+UNKNOWN_WORDS = [("show", ""), ("lst", "Did you mean 'list'?"), ("xyzzy_no_command", ""),
+                 ("scirpt", "Did you mean 'script'?")]
+
+
+@pytest.mark.parametrize("word,suggestion", UNKNOWN_WORDS)
+def test_an_unknown_command_word_is_an_error(word, suggestion):
+    """A first word that is no command is not a kernel probe definition (`show` is a kernel
+    function: it used to be added as probe:show)."""
+    out = run(word)
+    assert out.returncode == 2
+    assert f"Error: No such command '{word}'." in out.stderr
+    assert suggestion in out.stderr
+    assert "Traceback" not in out.stderr and not out.stdout
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("word", ["help", "show", "lst", "xyzzy_no_command"])
+def test_an_unknown_command_word_adds_nothing(live_tracefs, word):
+    """(live_tracefs checks that uprobe_events, kprobe_events and dynamic_events are unchanged)"""
+    out = run(word)
+    assert "Added new event" not in out.stdout and "Traceback" not in out.stderr
+    assert out.returncode == (0 if word == "help" else 2)
+
+
+def test_help_shows_the_help():
+    out = run("help")
+    assert out.returncode == 0 and out.stdout == run("--help").stdout
+    out = run("help", "funcs")
+    assert out.returncode == 0 and out.stdout == run("funcs", "--help").stdout
+    out = run("help", "lst")
+    assert out.returncode == 2 and "No such command 'lst'. Did you mean 'list'?" in out.stderr
+
+
+@pytest.mark.root
+def test_perf_style_bare_definitions_still_work(live_tracefs):
+    binary = str(build_fixture("uprobe_target", "-O0"))
+    out = run("-x", binary, "-D", "add_ints a=%di:s32")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("p:") and out.stdout.rstrip().endswith("a=%di:s32")
+    out = run("-x", binary, "-n", "add_ints")
+    assert out.returncode == 0, out.stderr
+    assert "Added new event:" in out.stdout and ":add_ints" in out.stdout

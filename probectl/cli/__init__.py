@@ -12,7 +12,7 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import ProbectlError, close_matches
+from ..errors import ProbectlError, close_matches, did_you_mean
 from ..notice import notice_stderr
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
@@ -27,6 +27,10 @@ PERF_COMMAND_FLAGS = {
 }
 # perf options that take a value, so their value is not mistaken for a command flag.
 _VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
+# The options of `add` (perf's own): with one of them, bare words are definitions, as in perf
+# (`probectl -x BIN 'malloc size=%di'`); without, a first word that is no command is an error.
+_PERF_ADD_OPTIONS = _VALUED | {"-f", "--force", "-n", "--dry-run", "--btf"}
+_PERF_ADD_SHORT = "xmksfn"  # (-xBIN, -fn: click's short-option forms)
 
 
 # What the commands print on stderr (warnings, progress): the library's one default notice.
@@ -52,6 +56,16 @@ class LazyGroup(click.Group):
             importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
         return super().get_command(ctx, name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click's, with the did-you-mean of every command (click's own suggests only the commands
+        already imported)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as err:
+            hint = did_you_mean(err.command_name, self.list_commands(ctx), quote=True)
+            message = f"No such command {err.command_name!r}." + (f" D{hint[1:]}" if hint else "")
+            raise click.exceptions.NoSuchCommand(err.command_name, message, ctx=ctx) from None
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="probectl")
@@ -59,9 +73,34 @@ def cli():
     """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
 
 
+@cli.command("help")
+@click.argument("command", required=False)
+@click.pass_context
+def help_(ctx: click.Context, command: str | None) -> None:
+    """Show the help of probectl, or of one COMMAND."""
+    group = ctx.parent
+    assert group is not None
+    if not command:
+        click.echo(group.get_help())
+        return
+    _name, cmd, _rest = cli.resolve_command(group, [command])
+    assert cmd is not None
+    click.echo(cmd.get_help(click.Context(cmd, info_name=command, parent=group)))
+
+
+def _is_perf_add_option(arg: str) -> bool:
+    flag = arg.partition("=")[0]
+    return flag in _PERF_ADD_OPTIONS or (len(arg) > 1 and arg[0] == "-" and arg[1] in _PERF_ADD_SHORT)
+
+
 def rewrite_perf_flags(argv: list[str]) -> list[str]:
-    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone."""
-    if not argv or argv[0] in COMMAND_MODULES or argv[0] in ("-h", "--help", "--version"):
+    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone.
+
+    Bare words become definitions (`probectl -x BIN 'malloc size=%di'` → `add`) only next to an
+    option of `add` (-x, -k, -m, -s, -f, -n, --btf), and never when the first word is close to a
+    command name: otherwise click says "No such command", instead of a typo being probed.
+    """
+    if not argv or argv[0] in COMMAND_MODULES or argv[0] in cli.commands or argv[0] in ("-h", "--help", "--version"):
         return argv
     command = None
     rest: list[str] = []
@@ -89,6 +128,8 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
             rest.append(arg)
         i += 1
     if command is None:
+        if not any(_is_perf_add_option(arg) for arg in argv):
+            return argv  # no command and no perf option: let click say which word it does not know
         if not argv[0].startswith("-") and close_matches(argv[0], COMMAND_MODULES, n=1, cutoff=0.7):
             return argv  # a mistyped subcommand: let click say so
         # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
