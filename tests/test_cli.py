@@ -145,3 +145,27 @@ def test_perf_style_bare_definitions_still_work(live_tracefs):
     out = run("-x", binary, "-n", "add_ints")
     assert out.returncode == 0, out.stderr
     assert "Added new event:" in out.stdout and ":add_ints" in out.stdout
+
+
+_FIXTURE = str(build_fixture("uprobe_target", "-O0"))
+EMPTY_TARGETS = [
+    *[(cmd, flag) for cmd in (["add", "-n", "schedule"], ["add", "-D", "schedule"], ["funcs"],
+                              ["lines", "schedule"], ["vars", "schedule"]) for flag in ("-x", "-k", "-m")],
+    (["funcs", "schedule"], "--exec"), (["funcs"], "--vmlinux"), (["funcs"], "--module"),
+    (["add", "-n", "-x", _FIXTURE, "main"], "-k"),  # (not "-x cannot be used with -k or -m")
+    (["del", "no_such_group_xyz:*"], "-x"),
+    (["trace", "no_such_function_xyz"], "-x"),
+    (["schedule", "-n"], "-x"),  # perf style
+]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+@pytest.mark.parametrize("cmd,flag", EMPTY_TARGETS)
+def test_an_empty_target_is_a_usage_error(cmd, flag, value):
+    """An empty -x/-k/-m is not "no option" (it used to probe, list or describe the running kernel)."""
+    args = [*cmd, f"{flag}={value}"] if flag.startswith("--") else [*cmd, flag, value]
+    out = run(*args)
+    short = {"--exec": "-x", "--vmlinux": "-k", "--module": "-m"}.get(flag, flag)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"Error: {short} was given an empty {'name' if short == '-m' else 'path'}; " in out.stderr
+    assert not out.stdout and "Traceback" not in out.stderr

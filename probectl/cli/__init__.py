@@ -88,6 +88,34 @@ def help_(ctx: click.Context, command: str | None) -> None:
     click.echo(cmd.get_help(click.Context(cmd, info_name=command, parent=group)))
 
 
+# What an empty -x, -k or -m should have been (an empty value used to mean "no option": the
+# running kernel was probed instead of the binary a script's empty variable was meant to name).
+_TARGET_VALUES = {
+    "-x": ("path", "give a binary or a library (a path, or a name such as libc), or leave -x out"),
+    "-k": ("path", "give a vmlinux with debug information, or leave -k out for the running kernel's"),
+    "-m": ("name", "give a module name or a .ko file, or leave -m out to probe the kernel itself"),
+}
+
+
+def check_target_value(flag: str, value: str | None) -> str | None:
+    """``value`` of the -x/-k/-m option ``flag``; a usage error naming it when it is empty or blank."""
+    if value is not None and not value.strip():
+        what, hint = _TARGET_VALUES[flag]
+        raise click.UsageError(f"{flag} was given an empty {what}; {hint}")
+    return value
+
+
+def target_value_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The callback of -x/-k/-m: their values are checked as they are parsed, on every command."""
+    flag = next((opt for opt in param.opts if not opt.startswith("--")), param.opts[0])
+    return check_target_value(flag, value)
+
+
+def exec_option(help_text: str = "User binary or library (path or name, e.g. libc)."):
+    """-x BINARY (the commands without -k and -m take it too: del, trace)."""
+    return click.option("-x", "--exec", "exec_", metavar="BINARY", callback=target_value_callback, help=help_text)
+
+
 def _is_perf_add_option(arg: str) -> bool:
     flag = arg.partition("=")[0]
     return flag in _PERF_ADD_OPTIONS or (len(arg) > 1 and arg[0] == "-" and arg[1] in _PERF_ADD_SHORT)
