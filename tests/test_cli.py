@@ -8,8 +8,10 @@ import sys
 import pytest
 
 from probectl.cli import rewrite_perf_flags
+from probectl.debuginfo.elf import ElfFile
+from probectl.events import EventDefinition
 
-from conftest import build_fixture
+from conftest import build_fixture, kernel_testdata
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -169,3 +171,75 @@ def test_an_empty_target_is_a_usage_error(cmd, flag, value):
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"Error: {short} was given an empty {'name' if short == '-m' else 'path'}; " in out.stderr
     assert not out.stdout and "Traceback" not in out.stderr
+
+
+# --- 0xADDR with C variables: the DWARF function containing the address gives their scope --------
+
+
+def _resolved_address(binary: str, definition: str) -> int:
+    """Where probectl puts a probe by name (after the prologue at -O0): a real instruction start."""
+    from probectl.resolve import Resolver
+    from probectl.spec import parse_probe
+    from probectl.target import find_target
+
+    (point,) = Resolver(find_target(binary)).resolve(parse_probe(definition))
+    return point.address
+
+
+def _variable_lines(stdout: str) -> list[str]:
+    return [line.split("\t")[-1] for line in stdout.splitlines() if line.startswith("\t\t")]
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_an_address_takes_the_variables_of_its_function(opt):
+    binary = str(build_fixture("dwarf_structs", opt))
+    address = _resolved_address(binary, "paint w->id")
+    args = "id=w->id scale name=w->name:string"
+    named = run("add", "-D", "-x", binary, f"paint {args}")
+    at = run("add", "-D", "-x", binary, f"0x{address:x} {args}")
+    assert named.returncode == 0 and at.returncode == 0, named.stderr + at.stderr
+    named_def, at_def = (EventDefinition.parse(o.stdout.strip()) for o in (named, at))
+    assert at_def.event == f"abs_{address:x}"
+    assert (at_def.place, at_def.args) == (named_def.place, named_def.args)
+    everything = run("add", "-D", "-x", binary, f"0x{address:x} $vars")
+    assert everything.returncode == 0 and "w=" in everything.stdout and "Traceback" not in everything.stderr
+
+    listed = run("vars", "-x", binary, f"0x{address:x}")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith(f"Available variables at 0x{address:x}\n")
+    assert set(_variable_lines(listed.stdout)) >= {"w", "scale"}
+    assert _variable_lines(listed.stdout) == _variable_lines(run("vars", "-x", binary, "paint").stdout)
+
+
+@pytest.mark.parametrize("args,message", [
+    # _start has no DWARF: its variables are unknown (registers can still be fetched)
+    (lambda b: ["add", "-D", "-x", b, f"0x{ElfFile(b).find_functions('_start')[0].value:x} w"],
+     "no function with debug information contains 0x"),
+    (lambda b: ["vars", "-x", b, f"0x{ElfFile(b).find_functions('_start')[0].value:x}"],
+     "no function with debug information contains 0x"),
+    (lambda b: ["add", "-D", "-x", b, f"0x{_resolved_address(b, 'paint w->id'):x} no_such_var"],
+     "no variable 'no_such_var'"),
+    # an address inside an instruction is refused as FUNC+OFFS inside one is
+    (lambda b: ["add", "-D", "-x", b, f"0x{ElfFile(b).find_functions('paint')[0].value + 2:x} w"],
+     "is inside the instruction at paint+"),
+    (lambda b: ["add", "-D", "-x", b, f"0x{ElfFile(b).find_functions('paint')[0].value + 2:x} %di"],
+     "is inside the instruction at paint+"),
+], ids=["no-dwarf-add", "no-dwarf-vars", "no-variable", "inside-an-instruction", "inside-an-instruction-raw"])
+def test_address_errors_are_clear(args, message):
+    out = run(*args(str(build_fixture("dwarf_structs", "-O0"))))
+    assert out.returncode == 1 and message in out.stderr, out.stderr
+    assert out.stderr.startswith("Error: ") and "Traceback" not in out.stderr
+
+
+@pytest.mark.vmlinux
+def test_a_kernel_address_takes_the_variables_of_its_function():
+    vmlinux = str(kernel_testdata("vmlinux"))
+    (entry,) = [s.value for s in ElfFile(vmlinux).find_functions("vfs_read")]
+    at = run("add", "-D", "-k", vmlinux, f"0x{entry:x} count file->f_pos")
+    named = run("add", "-D", "-k", vmlinux, "vfs_read count file->f_pos")
+    assert at.returncode == 0 and named.returncode == 0, at.stderr + named.stderr
+    at_def, named_def = (EventDefinition.parse(o.stdout.strip()) for o in (at, named))
+    assert at_def.place == f"0x{entry:x}" and at_def.args == named_def.args
+    listed = run("vars", "-k", vmlinux, f"0x{entry:x}")
+    assert listed.returncode == 0, listed.stderr
+    assert _variable_lines(listed.stdout) == _variable_lines(run("vars", "-k", vmlinux, "vfs_read").stdout)
