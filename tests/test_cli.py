@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -243,3 +244,76 @@ def test_a_kernel_address_takes_the_variables_of_its_function():
     listed = run("vars", "-k", vmlinux, f"0x{entry:x}")
     assert listed.returncode == 0, listed.stderr
     assert _variable_lines(listed.stdout) == _variable_lines(run("vars", "-k", vmlinux, "vfs_read").stdout)
+
+
+# --- output errors: a closed pipe ends quietly (SIGPIPE), others are one line -----------------------
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory):
+    """A trace.dat whose text is megabytes long: more than a pipe holds."""
+    from probectl.tracedat import TraceMetadata, write_tracedat
+    from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+
+    tmp = tmp_path_factory.mktemp("big")
+    per_page = 200
+    pages = [make_page(b"".join(data_record(simple_payload(9, p * per_page + i), 100) for i in range(per_page)),
+                       10**9 + p * 10**7) for p in range(100)]
+    raw = tmp / "cpu0.raw"
+    raw.write_bytes(b"".join(pages))
+    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
+                         ftrace_formats=[], event_formats=[("test", [SIMPLE_FORMAT])], kallsyms=b"",
+                         printk_formats=b"", cmdlines="9 simple\n", tgids="9 9\n",
+                         trace_clock="[local] global counter", uname="Linux big 1.0 x86_64", trace_id=1,
+                         cpustats={0: "entries: 0\noverrun: 0\n"})
+    path = tmp / "big.dat"
+    write_tracedat(path, meta, {0: raw}, version=7)
+    return str(path)
+
+
+def _big_outputs(trace: str) -> list[list[str]]:
+    return [["funcs"], ["script", "-i", trace], ["script", "-i", trace, "--format", "json"],
+            ["script", "-i", trace, "--format", "csv"], ["script", "-i", trace, "-F", "time,event,trace"]]
+
+
+def test_a_closed_pipe_ends_quietly_as_coreutils_do(big_trace):
+    """`probectl script | head -1`: killed by SIGPIPE (status 141 in a shell, as `seq 1000000 | head
+    -1`), with nothing on stderr (no "Exception ignored ... BrokenPipeError")."""
+    for args in _big_outputs(big_trace):
+        proc = subprocess.Popen([sys.executable, "-m", "probectl", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait() == -signal.SIGPIPE, (args, err)
+        assert err == b"", (args, err)
+
+
+@pytest.mark.parametrize("target", ["/dev/full", "closed"])
+def test_an_output_error_is_one_line(big_trace, target):
+    """stdout on a full disk or closed: one line and status 1, for every command that prints."""
+    message = "No space left on device" if target == "/dev/full" else "Bad file descriptor"
+    for args in [*_big_outputs(big_trace), ["funcs", "-x", "bash"], ["--help"], ["help"], ["--version"],
+                 ["add", "-D", "-x", str(build_fixture("uprobe_target", "-O0")), "add_ints"]]:
+        redirect = ">/dev/full" if target == "/dev/full" else ">&-"
+        out = subprocess.run(["bash", "-c", f'"$@" {redirect}', "bash", sys.executable, "-m", "probectl", *args],
+                             capture_output=True, text=True)
+        assert (out.returncode, out.stderr) == (1, f"Error: cannot write to standard output: {message}\n"), args
+
+
+def test_a_closed_stdout_is_not_reused(tmp_path):
+    """With stdout closed, the files probectl opens must not take descriptor 1 (where a print would
+    land in them): it is held by /dev/null, and writing to it fails as to a closed descriptor."""
+    script = ("import os, sys\n"
+              "from probectl.cli import main\n"
+              "fd = None\n"
+              "try:\n"
+              "    main(['--version'])\n"
+              "except SystemExit as exc:\n"
+              "    fd = os.open(os.devnull, os.O_RDONLY)\n"
+              "    sys.stderr.write(f'status={exc.code} fd={fd}\\n')\n")
+    out = subprocess.run(["bash", "-c", '"$@" >&-', "bash", sys.executable, "-c", script], capture_output=True,
+                         text=True)
+    assert "status=1 fd=" in out.stderr and "fd=1\n" not in out.stderr, out.stderr
+    assert "Error: cannot write to standard output: Bad file descriptor" in out.stderr

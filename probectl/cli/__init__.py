@@ -6,13 +6,17 @@ one module per area (probes, recording); this module holds the group and the err
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import io
+import os
 import sys
 
 import click
 
 from .. import __version__
-from ..errors import ProbectlError, close_matches, did_you_mean
+from ..errors import OutputError, ProbectlError, close_matches, did_you_mean
 from ..notice import notice_stderr
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
@@ -166,22 +170,135 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-
+    """Run the command line; exits with the command's status (returns on success)."""
     args = rewrite_perf_flags(list(sys.argv[1:] if argv is None else argv))
+    stdout = _GuardedStdout.install()
+    try:
+        status = _run(args, owns_stdout=stdout is not None)
+    finally:
+        if stdout is not None:
+            stdout.restore()
+    if status:
+        sys.exit(status)
+
+
+def _run(args: list[str], owns_stdout: bool) -> int:
+    """The command's exit status; every failure becomes a message on stderr (or, for a closed
+    pipe, none), never a traceback."""
     try:
         cli.main(args=args, prog_name="probectl", standalone_mode=False)
+        sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
+        return 0
+    except OutputError as err:
+        if err.errno == errno.EPIPE:
+            return _closed_pipe(owns_stdout)
+        click.echo(f"Error: cannot write to standard output: {err.strerror}", err=True)
+        return 1
     except ProbectlError as err:
         click.echo(f"Error: {err}", err=True)
         if err.hint:
             click.echo(f"  Hint: {err.hint}", err=True)
-        sys.exit(1)
+        return 1
     except click.exceptions.Abort:
-        sys.exit(130)
+        return 130
     except click.ClickException as err:
         err.show()
-        sys.exit(err.exit_code)
+        return err.exit_code
     except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
+        return 130
+    except BrokenPipeError:  # (stderr's reader gone, or a caller's own stdout)
+        return _closed_pipe(owns_stdout)
+
+
+def _closed_pipe(owns_stdout: bool) -> int:
+    """The reader of the output went away (`probectl script | head`): end as perf and coreutils do,
+    killed by SIGPIPE with no message, which a shell reports as status 141 and a pipeline with
+    ``pipefail`` as a failure; xargs and the like stop on it as on any killed command. Python
+    ignores SIGPIPE (so that the write raises instead), and a command was already unwound (probes
+    of `trace` removed, files closed) when this is reached; the atexit handlers run before.
+    A caller's own stdout (main called in a process it does not own) gets the status without
+    the signal."""
+    if owns_stdout:
+        import atexit
+        import signal
+
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+        if run_exitfuncs is not None:
+            run_exitfuncs()
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + 13  # (SIGPIPE)
+
+
+class _FailingStdout(io.FileIO):
+    """File descriptor 1 under the guarded sys.stdout: a failed write raises OutputError. After one
+    failure the rest is dropped, so that nothing fails again when the buffer is flushed at exit."""
+
+    failed = False
+
+    def write(self, data) -> int:  # type: ignore[override]
+        if self.failed:
+            return len(memoryview(data))
+        try:
+            return super().write(data)
+        except OSError as err:
+            self.failed = True
+            raise OutputError(err) from None
+
+
+class _GuardedStdout:
+    """sys.stdout while main runs, when it is the process's own (not a caller's stream): the same
+    encoding and buffering over a :class:`_FailingStdout`, so that every write of a command (click,
+    print, the formatters' buffer writes) reports a failure as OutputError, and ``restore`` puts the
+    original back.
+
+    A closed descriptor 0, 1 or 2 is first reopened on /dev/null (1 read-only, so that writing to
+    it fails with EBADF, as on a closed descriptor): the files probectl opens then never take these
+    numbers, where a print or a traced command would write into them."""
+
+    def __init__(self, original):
+        self.original = original
+        raw = _FailingStdout(1, "w", closefd=False)
+        encoding = getattr(original, "encoding", None) or "utf-8"
+        errors = getattr(original, "errors", None) or "strict"
+        line_buffering = getattr(original, "line_buffering", None)
+        if line_buffering is None:
+            line_buffering = raw.isatty()
+        self.stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors=errors,
+                                       line_buffering=line_buffering)
+
+    @classmethod
+    def install(cls) -> "_GuardedStdout | None":
+        if sys.stdout is not sys.__stdout__:
+            return None
+        _reserve_standard_fds()
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        guard = cls(sys.stdout)
+        sys.stdout = guard.stream
+        return guard
+
+    def restore(self) -> None:
+        if sys.stdout is self.stream:
+            sys.stdout = self.original
+        with contextlib.suppress(Exception, OutputError):
+            self.stream.flush()  # (nothing left after _run's flush, or dropped after a failure)
+
+
+def _reserve_standard_fds() -> None:
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, flags)
+        if null != fd:
+            os.dup2(null, fd, inheritable=True)
+            os.close(null)
+        else:
+            os.set_inheritable(fd, True)
+    if sys.stderr is None:  # (print(file=None) would write notices to stdout)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
