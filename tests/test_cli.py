@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -317,3 +318,47 @@ def test_a_closed_stdout_is_not_reused(tmp_path):
                          text=True)
     assert "status=1 fd=" in out.stderr and "fd=1\n" not in out.stderr, out.stderr
     assert "Error: cannot write to standard output: Bad file descriptor" in out.stderr
+
+
+# --- a bug: one line and a hint, its traceback with --debug ------------------------------------------
+
+_BUGGY = """
+import sys
+from probectl.debuginfo.elf import ElfFile
+def broken(*args, **kwargs):
+    raise RuntimeError("a bug in ElfFile.functions")
+ElfFile.functions = broken
+from probectl.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("args,env,debug", [
+    (["funcs", "-x", "/bin/true"], {}, False),
+    (["--debug", "funcs", "-x", "/bin/true"], {}, True),
+    (["funcs", "-x", "/bin/true"], {"PROBECTL_DEBUG": "1"}, True),
+    (["funcs", "-x", "/bin/true"], {"PROBECTL_DEBUG": "0"}, False),
+    (["--debug", "-x", "/bin/true", "-D", "no_such_function"], {}, True),  # perf style after --debug
+])
+def test_an_internal_error_is_one_line_with_a_hint(args, env, debug):
+    out = subprocess.run([sys.executable, "-c", _BUGGY, *args], capture_output=True, text=True,
+                         env={**os.environ, **env})
+    assert out.returncode == 1 and not out.stdout
+    assert "Error: internal error: RuntimeError: a bug in ElfFile.functions\n" in out.stderr
+    if debug:
+        assert out.stderr.startswith("Traceback (most recent call last):\n")
+        assert "in broken\nRuntimeError: a bug in ElfFile.functions\n" in out.stderr  # (-c: no source lines)
+    else:
+        assert out.stderr.splitlines() == [
+            "Error: internal error: RuntimeError: a bug in ElfFile.functions",
+            "  Hint: this is a bug in probectl: re-run the command with --debug (or PROBECTL_DEBUG=1) for the "
+            "traceback, and report it with that output and the command line"]
+
+
+def test_debug_changes_nothing_else():
+    binary = str(build_fixture("uprobe_target", "-O0"))
+    plain = run("add", "-D", "-x", binary, "add_ints %di")
+    assert run("--debug", "add", "-D", "-x", binary, "add_ints %di").stdout == plain.stdout != ""
+    failed = run("--debug", "add", "-D", "-x", binary, "no_such_function_xyz")
+    assert failed.returncode == 1 and failed.stderr.startswith("Error: Probe point") and "Traceback" not in failed.stderr
+    assert "--debug" in run("--help").stdout

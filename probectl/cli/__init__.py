@@ -37,6 +37,11 @@ _PERF_ADD_OPTIONS = _VALUED | {"-f", "--force", "-n", "--dry-run", "--btf"}
 _PERF_ADD_SHORT = "xmksfn"  # (-xBIN, -fn: click's short-option forms)
 
 
+# --debug (before the command) or this variable set (not to 0): an internal error shows its traceback.
+DEBUG_ENV = "PROBECTL_DEBUG"
+BUG_HINT = ("this is a bug in probectl: re-run the command with --debug (or {env}=1) for the traceback, "
+            "and report it with that output and the command line")
+
 # What the commands print on stderr (warnings, progress): the library's one default notice.
 notice = notice_stderr
 
@@ -73,6 +78,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="probectl")
+@click.option("--debug", is_flag=True, expose_value=False,
+              help=f"Show the traceback of an internal error (first option only; or {DEBUG_ENV}=1).")
 def cli():
     """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
 
@@ -171,10 +178,15 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the command line; exits with the command's status (returns on success)."""
-    args = rewrite_perf_flags(list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    while args and args[0] == "--debug":  # (only before the command: later it may be a traced command's)
+        debug = True
+        args.pop(0)
+    args = rewrite_perf_flags(args)
     stdout = _GuardedStdout.install()
     try:
-        status = _run(args, owns_stdout=stdout is not None)
+        status = _run(args, owns_stdout=stdout is not None, debug=debug)
     finally:
         if stdout is not None:
             stdout.restore()
@@ -182,9 +194,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(status)
 
 
-def _run(args: list[str], owns_stdout: bool) -> int:
+def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     """The command's exit status; every failure becomes a message on stderr (or, for a closed
-    pipe, none), never a traceback."""
+    pipe, none), never a traceback unless ``debug`` is set and the failure is a bug (an exception
+    that is no ProbectlError)."""
     try:
         cli.main(args=args, prog_name="probectl", standalone_mode=False)
         sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
@@ -208,6 +221,15 @@ def _run(args: list[str], owns_stdout: bool) -> int:
         return 130
     except BrokenPipeError:  # (stderr's reader gone, or a caller's own stdout)
         return _closed_pipe(owns_stdout)
+    except Exception as err:  # a bug: said in one line (and its traceback with --debug)
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"Error: internal error: {type(err).__name__}: {err}", err=True)
+        if not debug:
+            click.echo(f"  Hint: {BUG_HINT.format(env=DEBUG_ENV)}", err=True)
+        return 1
 
 
 def _closed_pipe(owns_stdout: bool) -> int:
