@@ -147,6 +147,19 @@ class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""
 
 
+class OutputError(Exception):
+    """Writing a command's output to standard output failed: its reader went away (``errno`` EPIPE),
+    the disk is full, the descriptor is closed. Raised where the output is written (the command
+    line's stdout, the native formatter's writes to its descriptor), ended on by the command line
+    alone: quietly for a closed pipe, as perf and coreutils do, else with one line. Not a
+    ProbectlError nor an OSError, so that no ``except`` on the way up takes it for another failure."""
+
+    def __init__(self, err: OSError):
+        super().__init__(err.strerror or str(err))
+        self.errno = err.errno
+        self.strerror = err.strerror or str(err)
+
+
 # --- what errors are made with ---------------------------------------------------------------------
 
 

@@ -190,6 +190,22 @@ def test_structs_values(group, opt, extra):
 
 
 @pytest.mark.root
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_an_absolute_address_reads_the_variables_of_its_function(group, opt):
+    """`0xADDR w->id`: the variables of the DWARF function containing the address (at the address
+    where probectl puts `paint w->id`), with the values the program printed."""
+    from probectl.resolve import Resolver
+    from probectl.spec import parse_probe
+    from probectl.target import find_target
+
+    binary = build_fixture("dwarf_structs", opt)
+    (point,) = Resolver(find_target(str(binary))).resolve(parse_probe("paint w->id"))
+    fields = {"id": "w->id", "scale": "scale", "name": "w->name", "ox": "w->origin.x"}
+    rec = record(group, binary, [g("at", f"0x{point.address:x} {args_of(fields)}")])
+    rec.check("at", "paint", fields)
+
+
+@pytest.mark.root
 def test_vla_element_and_block_locals_at_O0(group):
     """At -O0 the VLA's elements are read through the frame slot that holds its address
     (DW_OP_fbreg; DW_OP_deref), and locals of the loop's scope at a later line."""

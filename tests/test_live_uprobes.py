@@ -198,3 +198,16 @@ def test_concurrent_adds_never_collide_on_names(cleanup_group):
     assert all(rc == 0 for _, _, rc in results), results
     names = {e["event"] for e in json.loads(probectl("list", "--json", f"{GROUP}:*").stdout)}
     assert names == {"ev", "ev_1", "ev_2", "ev_3"}
+
+
+@pytest.mark.root
+def test_listings_on_a_full_disk_say_so_in_one_line(cleanup_group):
+    binary = build_fixture("uprobe_target", "-O0")
+    probectl("add", "-x", str(binary), f"{GROUP}:ev=add_ints %di")
+    for args in (["list"], ["list", "--json"], ["-l"], ["del", "-n", f"{GROUP}:*"], ["tracepoints", f"{GROUP}:*"],
+                 ["fields", f"{GROUP}:ev"]):
+        with open("/dev/full", "w") as full:
+            out = subprocess.run([sys.executable, "-m", "probectl", *args], stdout=full, stderr=subprocess.PIPE,
+                                 text=True)
+        assert (out.returncode, out.stderr) == (1, "Error: cannot write to standard output: "
+                                                   "No space left on device\n"), args

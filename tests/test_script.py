@@ -255,6 +255,100 @@ def test_stack_records_join_the_event_before_them_on_their_cpu():
     assert stack_addresses("user", (5, (1, 0, 3))) == (5, (1,))
 
 
+# The stack record formats of a file, as another kernel (or a damaged file) may have them: fields
+# reordered, missing, added, of another type; (declaration, offset, size, signed) after the common
+# fields, and the frames that can still be read from records written to match the format.
+_KS = [("int size", 8, 4, 1), ("unsigned long caller[8]", 16, 64, 0)]
+_US = [("unsigned int tgid", 8, 4, 0), ("unsigned long caller[8]", 16, 64, 0)]
+STACK_FORMATS = {
+    "kernel's": (_KS, _US, 2, 2),
+    "reordered": ([("unsigned long caller[8]", 8, 64, 0), ("int size", 72, 4, 1)],
+                  [("unsigned long caller[8]", 8, 64, 0), ("unsigned int tgid", 72, 4, 0)], 2, 2),
+    "extra field": ([("int foo", 8, 4, 1), ("int size", 12, 4, 1), ("unsigned long caller[8]", 16, 64, 0)],
+                    [("int foo", 8, 4, 1), ("unsigned int tgid", 12, 4, 0), ("unsigned long caller[8]", 16, 64, 0)],
+                    2, 2),
+    "signed callers, no size": ([("long caller[8]", 8, 64, 1)], [("long caller[8]", 8, 64, 1)], 2, 2),
+    "no caller": ([("int size", 8, 4, 1)], [("unsigned int tgid", 8, 4, 0)], 0, 0),
+    "scalar caller": ([("int size", 8, 4, 1), ("unsigned long caller", 16, 8, 0)],
+                      [("unsigned int tgid", 8, 4, 0), ("unsigned long caller", 16, 8, 0)], 1, 1),
+    "text": ([("char size[4]", 8, 4, 1), ("char caller[64]", 16, 64, 0)],
+             [("char tgid[4]", 8, 4, 0), ("char caller[64]", 16, 64, 0)], 0, 0),
+    "no fields": ([], [], 0, 0),
+}
+
+
+def _stack_record(ident: int, fields, values: dict[str, Any]) -> bytes:
+    import struct
+
+    from test_native import common
+
+    payload = bytearray(common(ident, 9) + b"\0" * (max((o + n for _d, o, n, _s in fields), default=8) - 8))
+    for decl, offset, size, _signed in fields:
+        value = values[decl.split()[-1].split("[")[0]]
+        if decl.startswith("char"):
+            data = b"text"[:size]
+        elif isinstance(value, list):
+            data = struct.pack(f"<{size // 8}Q", *(value + [0] * 8)[:size // 8])
+        else:
+            data = value.to_bytes(size, "little", signed=True)
+        payload[offset:offset + len(data)] = data
+    return bytes(payload)
+
+
+def _stack_trace(tmp_path: Path, kernel_fields, user_fields) -> Path:
+    from probectl.tracedat import TraceMetadata, write_tracedat
+    from test_native import COMMON_FIELDS, SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+
+    def fmt(name: str, ident: int, fields) -> str:
+        body = "".join(f"\tfield:{d};\toffset:{o};\tsize:{n};\tsigned:{s};\n" for d, o, n, s in fields)
+        return f'name: {name}\nID: {ident}\nformat:\n{COMMON_FIELDS}\n{body}\nprint fmt: "stack"\n'
+
+    kernel = _stack_record(4, kernel_fields, {"size": 2, "caller": [0xffffffff81000110, 0xffffffff81000120],
+                                              "foo": 7})
+    user = _stack_record(13, user_fields, {"tgid": 9, "caller": [0x401000, 0x402000], "foo": 7})
+    raw = tmp_path / "cpu0.raw"
+    raw.write_bytes(make_page(b"".join(data_record(simple_payload(9, i), 100) + data_record(kernel, 1)
+                                       + data_record(user, 1) for i in range(3)), 10**9))
+    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
+                         ftrace_formats=[fmt("kernel_stack", 4, kernel_fields), fmt("user_stack", 13, user_fields)],
+                         event_formats=[("test", [SIMPLE_FORMAT])],
+                         kallsyms=b"ffffffff81000000 T _stext\nffffffff81000100 T probectl_test_symbol\n",
+                         printk_formats=b"", cmdlines="9 simple\n", tgids="9 9\n",
+                         trace_clock="[local] global counter", uname="Linux synthetic 1.0 x86_64", trace_id=1,
+                         cpustats={0: "entries: 0\noverrun: 0\n"})
+    path = tmp_path / "stacks.dat"
+    write_tracedat(path, meta, {0: raw}, version=7)
+    return path
+
+
+@pytest.mark.parametrize("variant", STACK_FORMATS)
+def test_stack_records_of_unexpected_formats_print_what_they_can(tmp_path, variant):
+    """The stack fields are found by name in the file's formats; a format of another shape gives the
+    frames that can be read, and the events print in every output format, with no traceback."""
+    kernel_fields, user_fields, kernel_frames, user_frames = STACK_FORMATS[variant]
+    path = str(_stack_trace(tmp_path, kernel_fields, user_fields))
+    events = [json.loads(line) for line in probectl_cli("script", "-i", path, "--format", "json").stdout.splitlines()]
+    assert [e["fields"]["seq"] for e in events] == [0, 1, 2]
+    for e in events:
+        assert e["kernel_stack"] == ["probectl_test_symbol+0x10", "probectl_test_symbol+0x20"][:kernel_frames]
+        assert len(e["user_stack"]) == user_frames
+    for kind in ("text", "csv", "folded"):
+        out = probectl_cli("script", "-i", path, "--format", kind, check=False)
+        assert out.returncode == 0 and not out.stderr, (kind, out.stderr)
+        assert out.stdout.count("test:simple" if kind != "folded" else " 3\n") == (1 if kind == "folded" else 3)
+
+
+def test_stack_addresses_of_unexpected_values():
+    assert stack_addresses("kernel", (2,)) == (0, ())  # no caller array
+    assert stack_addresses("kernel", (1, 0xffffffff81000010)) == (0, (0xffffffff81000010,))  # a scalar
+    assert stack_addresses("kernel", ("ab", "text")) == (0, ())
+    assert stack_addresses("kernel", (-3, (1, 2))) == (0, (1, 2))  # a negative count: no limit
+    assert stack_addresses("kernel", (None, (1, "x", -1))) == (0, (1,))  # -1: ULONG_MAX, the end
+    assert stack_addresses("user", ((1, 2), 3), first=1, callers=0) == (3, (1, 2))
+    assert stack_addresses("user", (5, (1, 2)), first=None, callers=None) == (0, ())
+
+
 def test_kernel_symbols_from_kallsyms_text():
     ks = KernelSymbols(b"ffffffff81000000 T _stext\nffffffff81000100 t helper\n"
                        b"ffffffff81000200 D some_data\nffffffff81000300 T in_mod\t[mymod]\n")

@@ -205,3 +205,12 @@ def test_group_name_matches_perf(perf_bin, tmp_path, name):
     m = re.search(r"^p:(\w+)/add_ints ", proc.stdout, re.M)
     assert m, proc.stdout
     assert uprobe_group_name(binary) == m.group(1)
+
+
+@pytest.mark.parametrize("args,flag", [(("", None, None), "-x"), ((None, " ", None), "-k"),
+                                       ((None, None, "\t"), "-m")])
+def test_an_empty_target_is_not_the_running_kernel(args, flag):
+    from probectl.target import find_target
+
+    with pytest.raises(TargetError, match=f"^{flag} was given an empty"):
+        find_target(*args)

@@ -6,13 +6,17 @@ one module per area (probes, recording); this module holds the group and the err
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import io
+import os
 import sys
 
 import click
 
 from .. import __version__
-from ..errors import ProbectlError, close_matches
+from ..errors import OutputError, ProbectlError, close_matches, did_you_mean
 from ..notice import notice_stderr
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
@@ -27,7 +31,16 @@ PERF_COMMAND_FLAGS = {
 }
 # perf options that take a value, so their value is not mistaken for a command flag.
 _VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
+# The options of `add` (perf's own): with one of them, bare words are definitions, as in perf
+# (`probectl -x BIN 'malloc size=%di'`); without, a first word that is no command is an error.
+_PERF_ADD_OPTIONS = _VALUED | {"-f", "--force", "-n", "--dry-run", "--btf"}
+_PERF_ADD_SHORT = "xmksfn"  # (-xBIN, -fn: click's short-option forms)
 
+
+# --debug (before the command) or this variable set (not to 0): an internal error shows its traceback.
+DEBUG_ENV = "PROBECTL_DEBUG"
+BUG_HINT = ("this is a bug in probectl: re-run the command with --debug (or {env}=1) for the traceback, "
+            "and report it with that output and the command line")
 
 # What the commands print on stderr (warnings, progress): the library's one default notice.
 notice = notice_stderr
@@ -52,16 +65,81 @@ class LazyGroup(click.Group):
             importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
         return super().get_command(ctx, name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click's, with the did-you-mean of every command (click's own suggests only the commands
+        already imported)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as err:
+            hint = did_you_mean(err.command_name, self.list_commands(ctx), quote=True)
+            message = f"No such command {err.command_name!r}." + (f" D{hint[1:]}" if hint else "")
+            raise click.exceptions.NoSuchCommand(err.command_name, message, ctx=ctx) from None
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="probectl")
+@click.option("--debug", is_flag=True, expose_value=False,
+              help=f"Show the traceback of an internal error (first option only; or {DEBUG_ENV}=1).")
 def cli():
     """Dynamic-tracing probe manager: perf-probe definitions to kprobe/uprobe events."""
 
 
+@cli.command("help")
+@click.argument("command", required=False)
+@click.pass_context
+def help_(ctx: click.Context, command: str | None) -> None:
+    """Show the help of probectl, or of one COMMAND."""
+    group = ctx.parent
+    assert group is not None
+    if not command:
+        click.echo(group.get_help())
+        return
+    _name, cmd, _rest = cli.resolve_command(group, [command])
+    assert cmd is not None
+    click.echo(cmd.get_help(click.Context(cmd, info_name=command, parent=group)))
+
+
+# What an empty -x, -k or -m should have been (an empty value used to mean "no option": the
+# running kernel was probed instead of the binary a script's empty variable was meant to name).
+_TARGET_VALUES = {
+    "-x": ("path", "give a binary or a library (a path, or a name such as libc), or leave -x out"),
+    "-k": ("path", "give a vmlinux with debug information, or leave -k out for the running kernel's"),
+    "-m": ("name", "give a module name or a .ko file, or leave -m out to probe the kernel itself"),
+}
+
+
+def check_target_value(flag: str, value: str | None) -> str | None:
+    """``value`` of the -x/-k/-m option ``flag``; a usage error naming it when it is empty or blank."""
+    if value is not None and not value.strip():
+        what, hint = _TARGET_VALUES[flag]
+        raise click.UsageError(f"{flag} was given an empty {what}; {hint}")
+    return value
+
+
+def target_value_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The callback of -x/-k/-m: their values are checked as they are parsed, on every command."""
+    flag = next((opt for opt in param.opts if not opt.startswith("--")), param.opts[0])
+    return check_target_value(flag, value)
+
+
+def exec_option(help_text: str = "User binary or library (path or name, e.g. libc)."):
+    """-x BINARY (the commands without -k and -m take it too: del, trace)."""
+    return click.option("-x", "--exec", "exec_", metavar="BINARY", callback=target_value_callback, help=help_text)
+
+
+def _is_perf_add_option(arg: str) -> bool:
+    flag = arg.partition("=")[0]
+    return flag in _PERF_ADD_OPTIONS or (len(arg) > 1 and arg[0] == "-" and arg[1] in _PERF_ADD_SHORT)
+
+
 def rewrite_perf_flags(argv: list[str]) -> list[str]:
-    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone."""
-    if not argv or argv[0] in COMMAND_MODULES or argv[0] in ("-h", "--help", "--version"):
+    """`probectl -x BIN -a DEF -f` → `probectl add -x BIN -f DEF`; leaves subcommand forms alone.
+
+    Bare words become definitions (`probectl -x BIN 'malloc size=%di'` → `add`) only next to an
+    option of `add` (-x, -k, -m, -s, -f, -n, --btf), and never when the first word is close to a
+    command name: otherwise click says "No such command", instead of a typo being probed.
+    """
+    if not argv or argv[0] in COMMAND_MODULES or argv[0] in cli.commands or argv[0] in ("-h", "--help", "--version"):
         return argv
     command = None
     rest: list[str] = []
@@ -89,6 +167,8 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
             rest.append(arg)
         i += 1
     if command is None:
+        if not any(_is_perf_add_option(arg) for arg in argv):
+            return argv  # no command and no perf option: let click say which word it does not know
         if not argv[0].startswith("-") and close_matches(argv[0], COMMAND_MODULES, n=1, cutoff=0.7):
             return argv  # a mistyped subcommand: let click say so
         # perf-style bare definitions: `probectl -x BIN 'malloc size=%di'`.
@@ -97,22 +177,150 @@ def rewrite_perf_flags(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the command line; exits with the command's status (returns on success)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    while args and args[0] == "--debug":  # (only before the command: later it may be a traced command's)
+        debug = True
+        args.pop(0)
+    args = rewrite_perf_flags(args)
+    stdout = _GuardedStdout.install()
+    try:
+        status = _run(args, owns_stdout=stdout is not None, debug=debug)
+    finally:
+        if stdout is not None:
+            stdout.restore()
+    if status:
+        sys.exit(status)
 
-    args = rewrite_perf_flags(list(sys.argv[1:] if argv is None else argv))
+
+def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
+    """The command's exit status; every failure becomes a message on stderr (or, for a closed
+    pipe, none), never a traceback unless ``debug`` is set and the failure is a bug (an exception
+    that is no ProbectlError)."""
     try:
         cli.main(args=args, prog_name="probectl", standalone_mode=False)
+        sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
+        return 0
+    except OutputError as err:
+        if err.errno == errno.EPIPE:
+            return _closed_pipe(owns_stdout)
+        click.echo(f"Error: cannot write to standard output: {err.strerror}", err=True)
+        return 1
     except ProbectlError as err:
         click.echo(f"Error: {err}", err=True)
         if err.hint:
             click.echo(f"  Hint: {err.hint}", err=True)
-        sys.exit(1)
+        return 1
     except click.exceptions.Abort:
-        sys.exit(130)
+        return 130
     except click.ClickException as err:
         err.show()
-        sys.exit(err.exit_code)
+        return err.exit_code
     except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
+        return 130
+    except BrokenPipeError:  # (stderr's reader gone, or a caller's own stdout)
+        return _closed_pipe(owns_stdout)
+    except Exception as err:  # a bug: said in one line (and its traceback with --debug)
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"Error: internal error: {type(err).__name__}: {err}", err=True)
+        if not debug:
+            click.echo(f"  Hint: {BUG_HINT.format(env=DEBUG_ENV)}", err=True)
+        return 1
+
+
+def _closed_pipe(owns_stdout: bool) -> int:
+    """The reader of the output went away (`probectl script | head`): end as perf and coreutils do,
+    killed by SIGPIPE with no message, which a shell reports as status 141 and a pipeline with
+    ``pipefail`` as a failure; xargs and the like stop on it as on any killed command. Python
+    ignores SIGPIPE (so that the write raises instead), and a command was already unwound (probes
+    of `trace` removed, files closed) when this is reached; the atexit handlers run before.
+    A caller's own stdout (main called in a process it does not own) gets the status without
+    the signal."""
+    if owns_stdout:
+        import atexit
+        import signal
+
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+        if run_exitfuncs is not None:
+            run_exitfuncs()
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + 13  # (SIGPIPE)
+
+
+class _FailingStdout(io.FileIO):
+    """File descriptor 1 under the guarded sys.stdout: a failed write raises OutputError. After one
+    failure the rest is dropped, so that nothing fails again when the buffer is flushed at exit."""
+
+    failed = False
+
+    def write(self, data) -> int:  # type: ignore[override]
+        if self.failed:
+            return len(memoryview(data))
+        try:
+            return super().write(data)
+        except OSError as err:
+            self.failed = True
+            raise OutputError(err) from None
+
+
+class _GuardedStdout:
+    """sys.stdout while main runs, when it is the process's own (not a caller's stream): the same
+    encoding and buffering over a :class:`_FailingStdout`, so that every write of a command (click,
+    print, the formatters' buffer writes) reports a failure as OutputError, and ``restore`` puts the
+    original back.
+
+    A closed descriptor 0, 1 or 2 is first reopened on /dev/null (1 read-only, so that writing to
+    it fails with EBADF, as on a closed descriptor): the files probectl opens then never take these
+    numbers, where a print or a traced command would write into them."""
+
+    def __init__(self, original):
+        self.original = original
+        raw = _FailingStdout(1, "w", closefd=False)
+        encoding = getattr(original, "encoding", None) or "utf-8"
+        errors = getattr(original, "errors", None) or "strict"
+        line_buffering = getattr(original, "line_buffering", None)
+        if line_buffering is None:
+            line_buffering = raw.isatty()
+        self.stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors=errors,
+                                       line_buffering=line_buffering)
+
+    @classmethod
+    def install(cls) -> "_GuardedStdout | None":
+        if sys.stdout is not sys.__stdout__:
+            return None
+        _reserve_standard_fds()
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        guard = cls(sys.stdout)
+        sys.stdout = guard.stream
+        return guard
+
+    def restore(self) -> None:
+        if sys.stdout is self.stream:
+            sys.stdout = self.original
+        with contextlib.suppress(Exception, OutputError):
+            self.stream.flush()  # (nothing left after _run's flush, or dropped after a failure)
+
+
+def _reserve_standard_fds() -> None:
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, flags)
+        if null != fd:
+            os.dup2(null, fd, inheritable=True)
+            os.close(null)
+        else:
+            os.set_inheritable(fd, True)
+    if sys.stderr is None:  # (print(file=None) would write notices to stdout)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)

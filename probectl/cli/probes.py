@@ -9,7 +9,7 @@ import click
 from ..errors import ProbectlError, ProbePointNotFound, TracefsError
 from ..target import Target, find_binary, find_target
 from ..tracefs import Tracefs
-from . import cli, notice
+from . import cli, exec_option, notice, target_value_callback
 
 
 def _json_text(value) -> str:
@@ -32,10 +32,11 @@ def make_target(exec_: str | None, vmlinux: str | None = None, module: str | Non
 
 def target_options(func):
     """-x BINARY, -k VMLINUX and -m MODULE, shared by the commands that read a target."""
-    func = click.option("-m", "--module", metavar="NAME|PATH", help="Kernel module (name, or .ko file).")(func)
-    func = click.option("-k", "--vmlinux", metavar="VMLINUX", help="Kernel image with debug information.")(func)
-    return click.option("-x", "--exec", "exec_", metavar="BINARY",
-                        help="User binary or library (path or name, e.g. libc).")(func)
+    func = click.option("-m", "--module", metavar="NAME|PATH", callback=target_value_callback,
+                        help="Kernel module (name, or .ko file).")(func)
+    func = click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
+                        help="Kernel image with debug information.")(func)
+    return exec_option()(func)
 
 
 @cli.command()
@@ -94,14 +95,14 @@ def _print_added(named, target: Target) -> None:
 
 @cli.command("del")
 @click.argument("patterns", nargs=-1, required=True)
-@click.option("-x", "--exec", "exec_", metavar="BINARY", help="Only events on this binary.")
+@exec_option(help_text="Only events on this binary.")
 @click.option("-n", "--dry-run", is_flag=True, help="Show what would be removed.")
 def delete(patterns, exec_, dry_run):
     """Remove probe events matching [GROUP:]EVENT globs (no GROUP matches any group)."""
     from ..probes.listing import match_definitions
 
     tfs = _open_tracefs()
-    binary = str(find_binary(exec_)) if exec_ else None
+    binary = str(find_binary(exec_)) if exec_ is not None else None
     with tfs.lock():
         defs = tfs.definitions()
         for pattern in patterns:
@@ -150,7 +151,7 @@ def funcs(pattern, exec_, vmlinux, module, as_json):
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.kallsyms import Kallsyms
 
-    if exec_ or vmlinux or module:
+    if exec_ is not None or vmlinux is not None or module is not None:
         elf = ElfFile(make_target(exec_, vmlinux, module).path)
         rows = {}
         for sym in elf.functions():

@@ -13,7 +13,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields, stream_events
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import cli, notice
+from . import cli, exec_option, notice
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -177,7 +177,7 @@ class _LiveSource(Source):
 
 @cli.command(cls=_SplitCommand)
 @click.argument("probedefs", nargs=-1)
-@click.option("-x", "--exec", "exec_", metavar="BINARY", help="User binary or library of the probes.")
+@exec_option(help_text="User binary or library of the probes.")
 @click.option("-e", "--event", "events", multiple=True, metavar="GROUP:EVENT",
               help="Also stream these existing events (globs work).")
 @click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter for every traced event.")

@@ -167,6 +167,8 @@ def _symbol_offset(source: SourceResolver, address: int, function: Function) -> 
 def point_title(point: S.PointSpec) -> str:
     """A probe point as perf prints it in `-V` headers: ``FUNC[+OFF|:LINE|%return][@FILE][:LINE]``, the
     file cut to its last 30 characters at a '/', a lazy pattern left out."""
+    if point.address is not None:
+        return f"0x{point.address:x}"
     text = point.function or ""
     if point.function:
         if point.offset:

@@ -225,8 +225,11 @@ class Resolver:
         for site, args in zip(sites, per_site):
             fn = site.function
             offset = site.address - fn.entry if fn.entry is not None and site.address >= fn.entry else 0
-            points.append(ProbePoint(function=fn.name, offset=offset, address=site.address,
-                                     place=self.place(fn.name, site.address, offset),
+            name = fn.name
+            if point.address is not None:  # named and placed as the address without variables is
+                name, offset = f"abs_{point.address:x}", 0
+            points.append(ProbePoint(function=name, offset=offset, address=site.address,
+                                     place=self.place(name, site.address, offset),
                                      is_return=point.is_return, args=tuple(args), line=site.line))
         return points
 
@@ -257,6 +260,7 @@ class Resolver:
     def symbol_sites(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
         """(function name, address, offset) for a point given by symbol or absolute address."""
         if point.address is not None:
+            self._check_address(point.address)
             return [(f"abs_{point.address:x}", point.address, 0)]
         if self.target.path is not None:
             symbols = self._elf_functions(point)
@@ -272,6 +276,16 @@ class Resolver:
                                       offset, self.warnings.append)
             sites.append((name, address + offset, offset))
         return sites
+
+    def _check_address(self, address: int) -> None:
+        """``0xADDR`` inside a function of the target file must start an instruction, as FUNC+OFFS must."""
+        if self.target.path is None or self.elf.type == "REL":
+            return
+        sym = self.elf.symbol_at(address)
+        if sym is not None and sym.value < address:
+            from .boundary import check_function_offset
+
+            check_function_offset(self.elf, sym.name, sym.value, sym.size, address - sym.value, self.warnings.append)
 
     def _module_text_only(self, name: str, symbols: list[ElfSymbol]) -> list[ElfSymbol]:
         text = self.elf.section(".text")

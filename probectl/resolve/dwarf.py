@@ -47,6 +47,8 @@ class SourceResolver:
 
     def sites(self, point: S.PointSpec, wants_variables: bool) -> list[SourceSite]:
         """Every address of ``point``; ``wants_variables`` enables perf's prologue skip."""
+        if point.address is not None:
+            return [self._address_site(point)]
         if point.function is None:
             return self._file_sites(point)
         functions = self._functions(point)
@@ -122,6 +124,25 @@ class SourceResolver:
             raise ProbePointNotFound(point.text, hint=hint)
         return found
 
+    def _address_site(self, point: S.PointSpec) -> SourceSite:
+        """``0xADDR``: the address itself, in the DWARF function that contains it (whose variables,
+        innermost scope first, are the ones visible there)."""
+        address = point.address
+        assert address is not None
+        fn = self.debuginfo.function_at(address)
+        if fn is None or fn.entry is None:
+            sym = self.elf.symbol_at(address)
+            where = f" (in {sym.name}+{address - sym.value})" if sym is not None else ""
+            raise ResolveError(f"no function with debug information contains 0x{address:x}{where}, so its "
+                               "C variables are unknown",
+                               hint="probe a function or line by name, or fetch registers at the address "
+                                    "(e.g. '0x%x %%di')" % address)
+        if fn.high is not None and fn.entry < address < fn.high:
+            from .boundary import check_function_offset
+
+            check_function_offset(self.elf, fn.name, fn.entry, fn.high - fn.entry, address - fn.entry, self.warn)
+        return SourceSite(address, fn, address == fn.entry)
+
     def _file_sites(self, point: S.PointSpec) -> list[SourceSite]:
         from ..debuginfo.dwarf.lines import line_table, source_line
         from ..debuginfo.dwarf.sources import lazy_points
@@ -180,6 +201,10 @@ class SourceResolver:
 
     def scope(self, site: SourceSite, point: S.PointSpec):
         """The function or inline-instance DIE whose variables are visible at a site (perf's best scope)."""
+        if point.address is not None:
+            # An address: the innermost function or inline instance there (no name or line to prefer).
+            scope = best_scope(self.debuginfo, site.address)
+            return scope if scope is not None else site.function.die
         if point.line is None and point.lazy is None and point.function is not None:
             # A function's own instance, even when its entry pc lies outside its ranges (perf's
             # probe_point_inline_cb looks variables up from the instance DIE itself).

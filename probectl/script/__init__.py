@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .. import _native
-from ..errors import ProbectlError
+from ..errors import OutputError, ProbectlError
 from ..ringbuf import EventReader, _decode_error
 from ..tracedat.procmaps import Mapping
 from .folded import FoldedPlanner, FoldedStacks
@@ -216,6 +216,8 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
                     result.events += reader._native.format_text(native_formatter(formatter), size, fd=fd)
                 except _native.DecodeError as err:
                     raise _decode_error(err, reader.source) from None
+                except OSError as err:  # (the only OSError there: writing to fd)
+                    raise OutputError(err) from None
             else:
                 result.events += stream_events(reader, native_formatter(formatter), out, size)
         else:

@@ -3,7 +3,8 @@ written right after the event they belong to on the same CPU, joined to that eve
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Optional
 
 from ..formats import EventFormat
 
@@ -21,23 +22,64 @@ class Record:
         self.done = False
 
 
-def stack_addresses(kind: str, values: Optional[tuple]) -> tuple[int, tuple[int, ...]]:
-    """(tgid or 0, addresses innermost first) of a kernel_stack / user_stack record's values."""
+@dataclass(frozen=True)
+class StackLayout:
+    """Where a stack record's values are, found by name in its format (the file carries the format,
+    and a kernel or a damaged file may order, name or type the fields otherwise): ``kind`` (kernel
+    or user), and the index among the record's values of its first field (kernel_stack's ``size``,
+    user_stack's ``tgid``) and of its ``caller`` array; None for a field the format lacks."""
+
+    kind: str
+    first: Optional[int] = 0
+    callers: Optional[int] = 1
+
+    @classmethod
+    def of(cls, fmt: EventFormat) -> "StackLayout":
+        kind = STACK_EVENTS[(fmt.system, fmt.name)]
+        names = [f.name for f in fmt.event_fields]
+        first = "size" if kind == "kernel" else "tgid"
+        callers = (names.index("caller") if "caller" in names
+                   else next((i for i, f in enumerate(fmt.event_fields) if f.is_array), None))
+        return cls(kind, names.index(first) if first in names else None, callers)
+
+
+_WORD = 0xFFFFFFFFFFFFFFFF
+
+
+def _value(values: tuple, index: Optional[int]) -> Any:
+    return values[index] if index is not None and 0 <= index < len(values) else None
+
+
+def stack_addresses(kind: str, values: Optional[tuple], first: Optional[int] = 0,
+                    callers: Optional[int] = 1) -> tuple[int, tuple[int, ...]]:
+    """(tgid or 0, addresses innermost first) of a kernel_stack / user_stack record's values, the
+    count (or tgid) at index ``first`` and the caller array at ``callers``. Values of another shape
+    than the kernel's (a missing field, a scalar or text for the array, a negative count) give what
+    can be read from them, never an exception: a stack record must not stop a whole script."""
     if not values:
         return 0, ()
-    first, callers = values[0], values[1] or ()
+    head, array = _value(values, first), _value(values, callers)
+    count = head if isinstance(head, int) else None
+    if isinstance(array, int):
+        array = (array,)
+    elif not isinstance(array, (tuple, list)):
+        array = ()
+    tgid = 0
     if kind == "kernel":
-        callers = callers[:max(first or 0, 0)]
-        tgid = 0
-    else:
-        tgid = first or 0
+        if count is not None and count >= 0:
+            array = array[:count]
+    elif count is not None and count > 0:
+        tgid = count
     out = []
-    for a in callers:
+    for a in array:
+        if not isinstance(a, int):
+            continue
+        a &= _WORD  # (a signed caller type)
         if a == 0:
             if kind == "user":
                 break
             continue
-        if a == 0xFFFFFFFFFFFFFFFF:
+        if a == _WORD:
             break
         out.append(a)
     return tgid, tuple(out)
@@ -50,8 +92,10 @@ class StackJoiner:
     ``window_ns`` later (stack records are written microseconds after their event).
     """
 
-    def __init__(self, stack_ids: dict[int, str], window_ns: int = 50_000_000):
-        self.stack_ids = stack_ids
+    def __init__(self, stack_ids: "dict[int, StackLayout | str]", window_ns: int = 50_000_000):
+        # (a kind alone: the kernel's field order)
+        self.stack_ids = {i: layout if isinstance(layout, StackLayout) else StackLayout(layout)
+                          for i, layout in stack_ids.items()}
         self.window = window_ns
         self.queue: deque[Record] = deque()
         self.last: dict[int, Record] = {}
@@ -60,13 +104,13 @@ class StackJoiner:
     def feed(self, rows: Iterable[tuple]) -> Iterator[Record]:
         stack_ids, queue, last = self.stack_ids, self.queue, self.last
         for row in rows:
-            kind = stack_ids.get(row[2])
+            layout = stack_ids.get(row[2])
             cpu = row[1]
-            if kind is not None:
+            if layout is not None:
                 owner = last.get(cpu)
                 if owner is not None and owner.row[3] == row[3] and not owner.done:
-                    tgid, addrs = stack_addresses(kind, row[6])
-                    owner.stacks.append((kind, tgid or 0, addrs))
+                    tgid, addrs = stack_addresses(layout.kind, row[6], layout.first, layout.callers)
+                    owner.stacks.append((layout.kind, tgid or 0, addrs))
                 else:
                     self.orphans += 1
                 continue
@@ -86,6 +130,6 @@ class StackJoiner:
         self.last.clear()
 
 
-def stack_ids(formats: Iterable[EventFormat]) -> dict[int, str]:
-    """Format id → ``kernel`` or ``user`` for the stack record formats among ``formats``."""
-    return {f.id: STACK_EVENTS[(f.system, f.name)] for f in formats if (f.system, f.name) in STACK_EVENTS}
+def stack_ids(formats: Iterable[EventFormat]) -> dict[int, StackLayout]:
+    """Format id → the :class:`StackLayout` (kernel or user) of the stack record formats among ``formats``."""
+    return {f.id: StackLayout.of(f) for f in formats if (f.system, f.name) in STACK_EVENTS}

@@ -38,7 +38,12 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
     (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none;
     -m NAME|PATH: kprobes in a module (MOD:SYMBOL+OFF), described by its object file.
 
-    The command line refuses -x together with -k or -m before it asks."""
+    The command line refuses -x together with -k or -m, and empty values, before it asks; an empty
+    value is refused here too (it is not "no option": that would be the running kernel)."""
+    for flag, value in (("-x", exec_), ("-k", vmlinux), ("-m", module)):
+        if value is not None and not value.strip():
+            raise TargetError(f"{flag} was given an empty {'name' if flag == '-m' else 'path'}",
+                              hint=f"name the {'module' if flag == '-m' else 'file'}, or leave {flag} out")
     if exec_:
         return Target(kind="uprobe", path=find_binary(exec_))
     if module and vmlinux:
