@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from pathlib import Path
+
 from conftest import build_fixture
 
 
@@ -34,3 +36,40 @@ def test_an_alias_keeps_its_source_filter():
     assert probectl("add", "-D", "-x", "libc", "malloc@malloc.c bytes").returncode == 0
     out = probectl("add", "-D", "-x", "libc", "malloc@nosuch.c bytes")
     assert out.returncode == 1 and "not found" in out.stderr and out.stdout == ""
+
+
+SAMPLE = Path(__file__).parent / "data" / "tracedat" / "sample-v7.dat"
+
+
+def test_script_event_glob_that_matches_nothing():
+    for glob in ("nope:*", "sched_swich"):
+        out = probectl("script", "-i", str(SAMPLE), "-e", glob)
+        assert out.returncode == 1 and out.stdout == "", out.stdout
+        assert f"no event in {SAMPLE} matches {glob!r}" in out.stderr
+        assert "sched:sched_process_exec" in out.stderr  # what the file holds
+    ok = probectl("script", "-i", str(SAMPLE), "-e", "sched:*")
+    assert ok.returncode == 0 and "sched:sched_process_exec" in ok.stdout
+
+
+def test_fields_with_a_format_that_has_none():
+    for kind in ("json", "folded"):
+        out = probectl("script", "-i", str(SAMPLE), "--format", kind, "-F", "comm")
+        assert out.returncode == 2 and "-F picks the fields of text and CSV lines" in out.stderr
+
+
+def test_funcs_glob_that_matches_nothing():
+    app = build_fixture("dwarf_structs")
+    out = probectl("funcs", "-x", str(app), "zzz*")
+    assert out.returncode == 1 and out.stdout == "" and "no function in" in out.stderr
+    out = probectl("funcs", "-x", str(app), "pain")
+    assert out.returncode == 1 and "did you mean paint" in out.stderr
+    assert probectl("funcs", "-x", str(app), "pai*").stdout.split() == ["paint"]
+
+
+def test_lines_past_the_end_of_the_source():
+    app = build_fixture("dwarf_structs")
+    out = probectl("lines", "-x", str(app), "paint:300-305")
+    assert out.returncode == 1 and out.stdout == "" and "which has" in out.stderr
+    out = probectl("lines", "-x", str(app), "dwarf_structs.c:9000-9005")
+    assert out.returncode == 1 and out.stdout == "" and "has no line 9000 to 9005" in out.stderr
+    assert probectl("lines", "-x", str(app), "paint:2-3").returncode == 0

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from ..errors import ProbectlError, ProbePointNotFound, TracefsError
+from ..errors import ProbectlError, ProbePointNotFound, TracefsError, did_you_mean
 from ..target import Target, find_binary, find_target
 from ..tracefs import Tracefs
 from . import cli, exec_option, notice, target_value_callback
@@ -165,6 +165,10 @@ def funcs(pattern, exec_, vmlinux, module, as_json):
                 rows.setdefault(sym.name, (sym.address, 0))
     if pattern:
         names = [n for n in rows if fnmatch.fnmatchcase(n, pattern)]
+        if not names:
+            where = exec_ or vmlinux or module or "the running kernel"
+            raise ProbectlError(f"no function in {where} matches {pattern!r}",
+                                hint=did_you_mean(pattern, rows) or "'probectl funcs' lists them all")
     else:
         names = [n for n in rows if not n.startswith("_") and not n.endswith("@plt")]
     names.sort()

@@ -20,6 +20,9 @@ from . import cli, notice
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
 def script(input_, fields, kind, events):
     """Print the events of a trace.dat file."""
+    if fields and kind in ("json", "folded"):
+        raise click.UsageError(f"-F picks the fields of text and CSV lines; --format {kind} prints "
+                               + ("every field of each event" if kind == "json" else "stacks, not fields"))
     chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
     if kind == "csv" and not fields:
         chosen = ("time", "cpu", "pid", "tid", "comm", "event", "trace")

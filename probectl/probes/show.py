@@ -11,7 +11,7 @@ from .. import spec as S
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
 from ..debuginfo.dwarf.sources import find_source
-from ..errors import DebugInfoError, ProbePointNotFound
+from ..errors import DebugInfoError, ProbePointNotFound, ResolveError
 from ..resolve import Resolver
 from ..resolve.btf_fetch import btf_vars_listing
 from ..resolve.dwarf import SourceResolver
@@ -82,7 +82,12 @@ def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Option
         probe = set(numbers)
         for n in range(start, last + 1):
             listing.lines.append(SourceLine(n, text[n - 1], n in probe))
-        listings.append(listing)
+        if listing.lines:
+            listings.append(listing)
+    if not listings:
+        raise ResolveError(f"'{line_range.source}' has no line {start}"
+                           + (f" to {line_range.end}" if line_range.end is not None else ""),
+                           hint="the range is past the end of the file; 'probectl lines FILE' shows it all")
     return listings
 
 
@@ -106,6 +111,9 @@ def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRang
     listing = LineListing(fn.decl_file, fn.name, rel_start, fn.decl_line)
     for n in range(max(first, 1), min(last, len(text)) + 1):
         listing.lines.append(SourceLine(n, text[n - 1], n in probe))
+    if not listing.lines:
+        raise ResolveError(f"{fn.name}:{rel_start} is line {first} of {fn.decl_file}, which has {len(text)} lines",
+                           hint=f"'probectl lines {fn.name}' shows the function")
     return listing
 
 

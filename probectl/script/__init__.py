@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .. import _native
-from ..errors import OutputError, ProbectlError
+from ..errors import OutputError, ProbectlError, did_you_mean
+from ..formats import EventFormat
 from ..ringbuf import EventReader, _decode_error
 from ..tracedat.procmaps import Mapping
 from .folded import FoldedPlanner, FoldedStacks
 from .formatters import CsvFormatter, JsonFormatter, TextFormatter
 from .nativeplan import native_formatter
-from .plan import DEFAULT_FIELDS, FIELDS, Formatter, parse_fields
+from .plan import DEFAULT_FIELDS, FIELDS, Formatter, event_matches, parse_fields
 from .printfmt import split_print_fmt, trace_template
 from .stacks import STACK_EVENTS, StackJoiner, stack_addresses, stack_ids
 from .symbols import UNKNOWN_SYMBOL, KernelSymbols, Source, Symbolizer, TraceSource, UserSymbols, is_kernel_address
@@ -161,12 +162,25 @@ def stream_events(reader: EventReader, native: Any, out: TextIO, batch_events: i
     return count
 
 
+def _check_event_globs(trace: Any, formats: Sequence[EventFormat], globs: Sequence[str]) -> None:
+    """A ``-e`` glob that matches no event of the file is a mistake (a typo, the wrong file), not a
+    request for nothing: say so, with the events the file holds."""
+    held = [f for f in formats if (f.system, f.name) not in STACK_EVENTS]
+    for glob in globs:
+        if not any(event_matches(f, glob) for f in held):
+            names = [f.full_name for f in held]
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            raise ProbectlError(f"no event in {trace.where} matches {glob!r}",
+                                hint=did_you_mean(glob, names) or (f"the file holds {shown}" if names
+                                                                   else "the file holds no events"))
+
+
 def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[str] = DEFAULT_FIELDS, *,
                  events: Sequence[str] = (), batch_events: int = 1 << 18, native: bool = True) -> ScriptResult:
     """Print every event of an open :class:`~probectl.tracedat.TraceFile` to ``out``.
 
     ``kind`` is text, csv, json or folded; ``fields`` the ``-F`` selection; ``events`` globs
-    limiting what is printed. Files without stacks are formatted by the native formatter
+    limiting what is printed (each must match an event the file holds). Files without stacks are formatted by the native formatter
     (:mod:`.nativeplan`), or with ``native`` off by the Python batch path (the reference it equals
     byte for byte); files with stacks (recorded with ``-g``) go through the row path that attaches
     stacks to their events.
@@ -176,6 +190,7 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     # Only the formats of the events the file holds are parsed (one walk over the pages finds
     # their ids): a file recorded from tracefs carries some 1,500 formats and uses a few.
     formats = trace.present_formats()
+    _check_event_globs(trace, formats, events)
     formatter.set_formats(formats)
     sids = stack_ids(formats)
     result = ScriptResult()

@@ -31,6 +31,11 @@ def parse_fields(text: str) -> tuple[str, ...]:
     return names
 
 
+def event_matches(fmt: EventFormat, glob: str) -> bool:
+    """``-e GLOB``: ``GROUP:EVENT`` globs match the full name, a bare glob the event's name."""
+    return fnmatch.fnmatchcase(fmt.full_name, glob) if ":" in glob else fnmatch.fnmatchcase(fmt.name, glob)
+
+
 class _Cache(dict):
     """A dict that fills itself: ``cache[key]`` computes ``fn(key)`` once (C-speed hits in ``map``)."""
 
@@ -102,8 +107,7 @@ class Formatter:
             return True
         if fmt is None:
             return False
-        return any(fnmatch.fnmatchcase(fmt.full_name, g) if ":" in g else fnmatch.fnmatchcase(fmt.name, g)
-                   for g in self.events)
+        return any(event_matches(fmt, g) for g in self.events)
 
     def plan(self, event_id: int) -> Plan:
         p = self._plans.get(event_id)
