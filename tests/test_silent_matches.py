@@ -73,3 +73,14 @@ def test_lines_past_the_end_of_the_source():
     out = probectl("lines", "-x", str(app), "dwarf_structs.c:9000-9005")
     assert out.returncode == 1 and out.stdout == "" and "has no line 9000 to 9005" in out.stderr
     assert probectl("lines", "-x", str(app), "paint:2-3").returncode == 0
+
+
+def test_a_glob_wider_than_perfs_limit_is_stopped():
+    """perf stops at 128 places per definition (MAX_PROBES); '*' on libc made ~2,000 probes."""
+    out = probectl("add", "-D", "-x", "libc", "*")
+    assert out.returncode == 1 and out.stdout == ""
+    assert "'*' matches" in out.stderr and "more than 128" in out.stderr and "--max-probes" in out.stderr
+    lifted = probectl("add", "-D", "-x", "libc", "--max-probes", "0", "*")
+    assert lifted.returncode == 0 and len(lifted.stdout.splitlines()) > 128
+    assert probectl("add", "-D", "-x", "libc", "--max-probes", "5", "mem*").returncode == 1
+    assert probectl("add", "-D", "-x", "libc", "mem*").returncode == 0

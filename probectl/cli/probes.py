@@ -50,12 +50,16 @@ def target_options(func):
 @click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are (for lazy patterns).")
 @click.option("--btf", "use_btf", is_flag=True,
               help="Kprobes: C arguments from BTF even when a vmlinux with DWARF is there.")
-def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, source_dir, use_btf):
+@click.option("--max-probes", type=click.IntRange(min=0), metavar="N",
+              help="Places one definition may expand to (globs, static duplicates, inline copies); "
+                   "default 128, as perf; 0: no limit.")
+def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, source_dir, use_btf, max_probes):
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
     from ..probes import ProbeSet, definitions
+    from ..resolve import MAX_POINTS
 
     texts = list(added) + list(probedefs)
     if not texts:
@@ -68,7 +72,9 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         except TracefsError:
             if not definition:
                 raise
-    probes = ProbeSet.resolve(texts, target, tfs.features if tfs else None, source_dir=source_dir, use_btf=use_btf)
+    limit = MAX_POINTS if max_probes is None else max_probes or None
+    probes = ProbeSet.resolve(texts, target, tfs.features if tfs else None, source_dir=source_dir, use_btf=use_btf,
+                              max_points=limit)
     for note in probes.notes:
         notice(f"probectl: {note}")
     for warning in probes.warnings:

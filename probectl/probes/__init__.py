@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..events import EventDefinition
-from ..resolve import ProbePoint, Resolver
+from ..resolve import MAX_POINTS, ProbePoint, Resolver
 from ..resolve.fetch import FetchOptions
 from ..spec import ProbeSpec, parse_probe
 from ..target import Target
@@ -32,9 +32,13 @@ class ProbeSet:
 
     @classmethod
     def resolve(cls, texts: list[str], target: Target, features: Optional[Features] = None, *,
-                source_dir: Optional[str] = None, use_btf: bool = False) -> "ProbeSet":
+                source_dir: Optional[str] = None, use_btf: bool = False,
+                max_points: Optional[int] = MAX_POINTS) -> "ProbeSet":
+        """Parse and resolve ``texts``; a definition expanding to more than ``max_points`` places
+        (None: no limit) is an error."""
         specs = [parse_probe(text) for text in texts]
-        resolver = Resolver(target, fetch_options(features), source_dir=source_dir, use_btf=use_btf)
+        resolver = Resolver(target, fetch_options(features), source_dir=source_dir, use_btf=use_btf,
+                            max_points=max_points)
         resolved = [(spec, resolver.resolve(spec)) for spec in specs]
         return cls(target, resolved, resolver.warnings, resolver.notes, features)
 

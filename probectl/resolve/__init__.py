@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 # perf's filler for an argument that exists at some places of a multi-place event but not at others.
 MISSING_ARG_MAGIC = 0xDEADE12D
+# perf's MAX_PROBES: one definition that expands to more places than this is most likely a glob
+# wider than meant (a '*' on libc makes ~2,000 probes, on a vmlinux ~35,000); perf stops there too.
+MAX_POINTS = 128
 # A trailing "@VERSION" that is a symbol version (GLIBC_2.2.5), not a source file.
 _SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
 
@@ -44,6 +47,7 @@ class Resolver:
 
     target: Target
     options: FetchOptions = FetchOptions()  # what the kernel's fetch arguments can express
+    max_points: Optional[int] = MAX_POINTS  # places one definition may expand to (None: no limit)
     use_btf: bool = False  # kprobe arguments from BTF even when a vmlinux with DWARF is there
     source_dir: str | None = None  # where to find sources for lazy patterns
     warnings: list[str] = field(default_factory=list)
@@ -72,6 +76,10 @@ class Resolver:
         """All probe points of one definition (several for globs, static duplicates, inline
         instances or lines the compiler split)."""
         points = self._resolve(_with_symbol_version(probe))
+        if self.max_points is not None and len(points) > self.max_points:
+            raise ResolveError(f"'{probe.text}' matches {len(points)} places, more than {self.max_points}",
+                               hint="narrow the glob or the definition (perf stops there too); 'probectl add "
+                                    "--max-probes N' raises the limit, 0 lifts it")
         if self.target.is_uprobe or self.target.path is None:
             return points
         return self._allowed_kprobes(points)
