@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-
 from pathlib import Path
 
 from conftest import build_fixture
@@ -29,7 +28,6 @@ def test_func_at_a_source_file_that_does_not_define_it_is_not_found():
 def test_an_alias_keeps_its_source_filter():
     """malloc is __libc_malloc's alias (found through the symbol): @SRC still applies to it."""
     from conftest import _missing
-    from pathlib import Path
 
     if not list(Path("/usr/lib/debug/.build-id").glob("*/*.debug")):
         _missing("libc6-dbg is not installed")
