@@ -12,7 +12,8 @@ and never back (``tests/test_layout.py`` checks it)::
       │                  naming as perf names events, and the list / lines / vars views
       ├─ record/         a recording session: private instance, filters written, workload, per-CPU
       │                  native recorder, live streams for `trace`, clean-up of crashed runs
-      └─ script/, api    recorded events as text, CSV, JSON, folded stacks; the Python reading API
+      ├─ script/, api    recorded events as text, CSV, JSON, folded stacks; the Python reading API
+      └─ analysis/       answers: hist and latency (kernel triggers or the live stream), report, SQL
       │
     resolve/             ProbeSpec + target → ProbePoints: places from symbols, DWARF or BTF, and
       │                  C expressions → kernel fetch text (one member-chain walker, fetch.py)
