@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import time
 from typing import Callable, Optional, Sequence
 
@@ -47,8 +48,9 @@ class LiveStream:
         self.command_status: Optional[int] = None
         self.streaming = False
 
-    def run(self, on_pages: Callable[[EventReader], None]) -> None:
-        """Stream until the command ends, Ctrl-C or SIGTERM; then remove the instance."""
+    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
+        """Stream until the command ends, Ctrl-C or SIGTERM; then remove the instance. ``on_start`` is
+        called once the events are being traced, before the command starts."""
         workload = Workload(self.command) if self.command else None
         inst = Instance(self.tfs)
         fds: dict[int, int] = {}
@@ -56,7 +58,7 @@ class LiveStream:
         try:
             try:
                 with stop_signals():
-                    self._stream(inst, cpus, fds, workload, on_pages)
+                    self._stream(inst, cpus, fds, workload, on_pages, on_start)
             except BaseException:
                 with signals_held():
                     self._teardown(inst, cpus, fds, workload, None, quiet=True)
@@ -69,7 +71,7 @@ class LiveStream:
                 self.command_status = workload.status
 
     def _stream(self, inst: Instance, cpus: list[int], fds: dict[int, int], workload: Optional[Workload],
-                on_pages: Callable[[EventReader], None]) -> None:
+                on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]]) -> None:
         try:
             inst.create()
             command = workload.pid if workload is not None and not self.system_wide else None
@@ -85,6 +87,8 @@ class LiveStream:
             inst.enable(self.selected)
             inst.tracing(True)
             self.streaming = True
+            if on_start is not None:
+                on_start()
             if workload is not None:
                 workload.release()
             next_look = 0.0
@@ -94,7 +98,14 @@ class LiveStream:
                 if pids and now >= next_look:  # names of the traced processes, while they live
                     self.watch.look(inst.traced_pids(), maps=False)
                     next_look = now + 0.5
-                self._drain(fds, on_pages)
+                # Pages read are printed before a Ctrl-C or SIGTERM stops the stream: a signal in the
+                # middle of a drain would lose the events it had read.
+                with signals_held() as got:
+                    self._drain(fds, on_pages)
+                if got:
+                    if signal.SIGTERM in got:
+                        raise Terminated()
+                    raise KeyboardInterrupt
                 if done:
                     self.stopped_by = "command"
                     return
