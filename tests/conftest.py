@@ -110,15 +110,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.root)
 
 
-@pytest.fixture
-def live_tracefs():
-    """Root + a mounted, writable tracefs with uprobe_events; checks that the test leaves it as it found it."""
+def require_tracefs() -> Path:
+    """Root and a mounted tracefs with uprobe_events (mounted here if it is not), or a skip (a failure in CI)."""
     if os.geteuid() != 0:
         _missing("live tracing tests need root")
     if not (TRACEFS / "uprobe_events").exists():
         subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True)
     if not (TRACEFS / "uprobe_events").exists():
         _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+    return TRACEFS
+
+
+@pytest.fixture
+def live_tracefs():
+    """Root + a mounted, writable tracefs with uprobe_events; checks that the test leaves it as it found it."""
+    require_tracefs()
     before = tracefs_snapshot()
     yield TRACEFS
     after = tracefs_snapshot()
