@@ -43,6 +43,19 @@ class ProbeSemanticError(ProbectlError):
     """A definition that parses but cannot mean anything (offset with %return, $retval at entry...)."""
 
 
+class KernelRuleError(ProbeSemanticError):
+    """A definition the kernel would refuse, found before anything is written: ``text`` is the
+    definition line (or an excerpt of it) and ``column`` the 0-based start of the offending part."""
+
+    def __init__(self, message: str, text: str, column: int, hint: str = ""):
+        super().__init__(message, hint)
+        self.text = text
+        self.column = column
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  {self.text}\n  {' ' * self.column}^"
+
+
 class TargetError(ProbectlError):
     """The binary, library, kernel or module to probe cannot be found or read."""
 
@@ -58,6 +71,10 @@ class ResolveError(ProbectlError):
 class TypeMismatchError(ResolveError):
     """A member chain, cast or type that does not fit the variable's C type (raised by the DWARF
     and BTF type models of debuginfo and by the fetches of resolve)."""
+
+
+class ValueTooWideError(TypeMismatchError):
+    """A struct or union value wider than the 64 bits a probe argument holds."""
 
 
 class ProbePointNotFound(ResolveError):

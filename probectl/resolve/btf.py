@@ -36,7 +36,8 @@ def resolve_btf_points(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
             elif arg.is_c_expr:
                 found = btf_fetch(btf, name, arg.expr, arg.type, at_return=point.is_return,
                                   options=resolver.options, user_access=arg.user)
-                args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text))
+                args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text,
+                                        named=bool(arg.name)))
             else:
                 resolved = resolver.render_arg(arg, address, not point.is_return)
                 if is_untyped_retval(arg):
