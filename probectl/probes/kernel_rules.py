@@ -21,8 +21,9 @@ tests/test_qemu_kprobe_rules.py):
 - dereference offsets fit the kernel's ``int`` (``struct fetch_insn``): a larger one would wrap and
   read some other object; ``$comm`` and ``\\"strings"`` cannot be dereferenced;
 - at most 15 fetch operations (``FETCH_INSN_MAX``: "Dereference is too much nested");
-- ``string``, ``ustring`` and ``symstr`` and arrays only from memory (``$stack0:string`` is refused),
-  arrays of numbers not from a ``+u<offset>`` dereference;
+- ``string``, ``ustring`` and arrays only from memory (``$stack0:string`` is refused), arrays of
+  numbers not from a ``+u<offset>`` dereference; ``symstr`` from a register, $-variable or kernel
+  memory, never as an array;
   ``$comm`` and ``\\"strings"`` only as ``string`` (or untyped); ``symbol``, ``symstr`` and ``%pd``
   only on kprobes (they name kernel addresses and dentries);
 - bitfields ``b<width>@<offset>/<container>`` with 1 <= width and width + offset <= container;
@@ -276,7 +277,7 @@ def _check_address(text: str, at: int, ctx: _Context) -> int:
 
 _INT_TYPE = re.compile(r"([usx])(8|16|32|64)")
 _BITFIELD = re.compile(r"b([0-9]+)@([0-9]+)/(8|16|32|64)")
-_STRING_TYPES = ("string", "ustring", "symstr")
+_STRING_TYPES = ("string", "ustring")
 
 
 def _check_type(text: str, source: str, at: int, ctx: _Context) -> None:
@@ -304,9 +305,12 @@ def _check_type(text: str, source: str, at: int, ctx: _Context) -> None:
                            "b<width>@<offset>/<container> needs 1 <= width and width + offset <= container")
     elif base in ("symbol", "symstr", "%pd", "%pD") and ctx.is_uprobe:
         raise _Refused(f"the {base} type is for kprobes (it reads kernel symbols or dentries)", at)
+    elif base == "symstr":  # the name of the symbol at an address: a value, or kernel memory
+        ctx.needs("symstr", "the symstr type", at)
+        if source not in ("register", _MEMORY) or count is not None:
+            raise _Refused("symstr names the symbol at a kernel address: it reads a register, a $-variable or "
+                           "kernel memory, and makes no arrays", at)
     elif base in _STRING_TYPES:
-        if base == "symstr":
-            ctx.needs("symstr", "the symstr type", at)
         if source not in (_MEMORY, _USER_MEMORY, "immediate"):
             raise _Refused(f"a {base} is read from memory, not from a register or $-variable", at,
                            "dereference it: +0(...):" + base)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S
-from ..errors import ResolveError
+from ..errors import ResolveError, ValueTooWideError
 from .btf_fetch import btf_fetch, btf_params, btf_retval_type
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 
@@ -30,8 +30,13 @@ def resolve_btf_points(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
         for arg in probe.args:
             if isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"):
                 for param in btf_params(btf, name, at_return=point.is_return, options=resolver.options):
-                    found = btf_fetch(btf, name, S.Variable(param), None, at_return=point.is_return,
-                                      options=resolver.options)
+                    try:
+                        found = btf_fetch(btf, name, S.Variable(param), None, at_return=point.is_return,
+                                          options=resolver.options)
+                    except ValueTooWideError as wide:  # as the DWARF side's $params leaves it out
+                        resolver.warnings.append(f"{wide.message}: ${arg.expr.name} leaves it out (fetch its "
+                                                 f"members)")
+                        continue
                     args.append(ResolvedArg(found.fetch, found.type, found.default_name, arg.text))
             elif arg.is_c_expr:
                 found = btf_fetch(btf, name, arg.expr, arg.type, at_return=point.is_return,

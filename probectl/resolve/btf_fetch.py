@@ -38,7 +38,8 @@ from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS,
 from ..debuginfo.btf import Btf
 from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType, guarded
 from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
-from ..errors import DebugInfoError, LocationError, ResolveError, VariableNotFound, VariableUnavailable
+from ..errors import (DebugInfoError, LocationError, ResolveError, ValueTooWideError, VariableNotFound,
+                      VariableUnavailable)
 from .fetch import FetchOptions, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions
@@ -387,6 +388,8 @@ def _fetchable(btf: Btf, function: str, name: str, at_return: bool, options: Fet
         loc, place = _param_place(btf, function, name, at_return, options)
         fetch_chain(btf, loc.type, place, S.Variable(name), None, RenderOptions(), True)
         return True
+    except ValueTooWideError:
+        return True  # there to read, member by member (listed; $params leaves it out with a warning)
     except ResolveError:
         return False
 
