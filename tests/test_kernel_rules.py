@@ -160,16 +160,22 @@ def test_names_are_c_identifiers():
         check_definition(d, None)
 
 
-def test_the_line_limit_is_4094_characters():
-    base = KP.rstrip()
+def limit_lines(head: str = KP) -> tuple[str, str]:
+    """A kprobe line of 4094 characters and one of 4095, of valid arguments."""
+    base = head.rstrip()
     while len(base) < 4094 - 60:
         base += f" n{len(base):04d}{'_' * 27}=+1111111111(%ax):u64"
     filler = 4094 - len(base) - 1
     assert 3 < filler < 60
-    ok = EventDefinition.parse(base + " z=" + "\\" + "0" * (filler - 3))
+    return base + " z=" + "\\" + "0" * (filler - 3), base + " z=" + "\\" + "0" * (filler - 2)
+
+
+def test_the_line_limit_is_4094_characters():
+    ok_line, too_long_line = limit_lines()
+    ok = EventDefinition.parse(ok_line)
     assert len(ok.render()) == 4094
     check_definition(ok, KERNEL_61)
-    too_long = EventDefinition.parse(base + " z=" + "\\" + "0" * (filler - 2))
+    too_long = EventDefinition.parse(too_long_line)
     with pytest.raises(KernelRuleError, match="4095 characters long; the kernel takes lines of at most 4094"):
         check_definition(too_long, KERNEL_61)
 
@@ -357,3 +363,30 @@ def test_generated_uprobe_definitions_agree_with_the_kernel(live_tracefs, struct
           f"(both agreeing with probectl), {verdicts.unjudged} refused before the kernel rules")
     assert not verdicts.disagreements, "\n".join(verdicts.disagreements)
     assert verdicts.accepted >= 20 and verdicts.refused >= 10, vars(verdicts)
+
+
+def test_automatic_names_are_fitted_to_the_kernel():
+    """Names made from expressions become C identifiers of at most 32 characters, unique, avoiding the
+    given names, the reserved fields and the kernel's argN of unnamed arguments; given names stay."""
+    from probectl.probes.naming import argument_names
+    from probectl.resolve.points import ResolvedArg
+
+    long = "a_very_long_variable_name_of_a_program_u8[16]"
+    args = (ResolvedArg("%ax", name=long), ResolvedArg("%bx", name=long), ResolvedArg("%cx"),
+            ResolvedArg("%dx", name="arg3"), ResolvedArg("%si", name="x", named=True),
+            ResolvedArg("%di", name="x"), ResolvedArg("%bp", name="common_pid"), ResolvedArg("%sp", name="9lives"))
+    names = argument_names(args)
+    assert names == ["a_very_long_variable_name_of_a_p", "a_very_long_variable_name_of_a_1", "", "arg3_1", "x",
+                     "x_1", "common_pid_1", "_9lives"]
+    assert all(len(n) <= 32 for n in names)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("command", [["add", "-n"], ["add"], ["trace"]])
+def test_add_n_add_and_trace_check_before_writing(live_tracefs, structs, command):
+    """The checker sits where the definitions are named, so every path that writes goes through it
+    (and nothing is written: the live_tracefs fixture checks)."""
+    extra = ["--", "true"] if command == ["trace"] else []
+    out = probectl(*command, "-x", structs, f"ptest{os.getpid()}:e=paint scale %eax", *extra)
+    assert out.returncode == 1, out.stdout
+    assert "argument 2 (%eax): the kernel knows no register %eax" in out.stderr, out.stderr

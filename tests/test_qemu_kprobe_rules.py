@@ -59,7 +59,7 @@ def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa
     from probectl.target import find_target
 
     from definition_strategies import KPROBE_EXPRS, definitions
-    from test_kernel_rules import KERNEL_61, RULES, UP
+    from test_kernel_rules import KERNEL_61, RULES, UP, limit_lines
 
     target = find_target(None, str(kernel_dir / "vmlinux"))
     expected: dict[str, bool] = {}  # line -> the kernel takes it, as probectl predicts
@@ -67,9 +67,10 @@ def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa
     sources: dict[str, str] = {}
     unjudged = 0
 
-    def add(line: str, text: str) -> None:
+    def add(line: str, text: str, rename: bool = True) -> None:
         d = EventDefinition.parse(line)
-        d = replace(d, group="gen", event=f"e{len(expected)}")
+        if rename:
+            d = replace(d, group="gen", event=f"e{len(expected)}")
         try:
             check_definition(d, KERNEL_61)
             expected[d.render()] = True
@@ -111,6 +112,10 @@ def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa
     for line, _ in RULES:
         if not line.startswith(UP):
             add(line, "the rule table")
+    at_limit, over_limit = limit_lines("p:gen/lim1 vfs_read+0 ")
+    add(at_limit, "the line limit", rename=False)
+    add(over_limit.replace("gen/lim1", "gen/lim2", 1), "the line limit", rename=False)
+    assert [len(line) for line in list(expected)[-2:]] == [4094, 4095]
     result = run_in_guest(kernel_dir, list(expected), "true", enable=[], timeout=600)
     wrong = [f"{sources[line]!r}: {line!r} " + ("was refused by the kernel" if ok else "was refused by probectl but "
                                                 "accepted by the kernel")
