@@ -390,3 +390,15 @@ def test_add_n_add_and_trace_check_before_writing(live_tracefs, structs, command
     out = probectl(*command, "-x", structs, f"ptest{os.getpid()}:e=paint scale %eax", *extra)
     assert out.returncode == 1, out.stdout
     assert "argument 2 (%eax): the kernel knows no register %eax" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("source", ["dwarf", "btf"])
+def test_a_c_index_past_32_bits_is_refused_on_kprobes(source):
+    """pos is a loff_t *: pos[268435456] is 2 GiB past it, an offset the kernel would wrap."""
+    vmlinux = str(kernel_testdata("vmlinux"))
+    extra = ["--btf"] if source == "btf" else []
+    out = probectl("add", "-D", *extra, "-k", vmlinux, "vfs_read pos[268435455]")
+    assert out.returncode == 0 and "+2147483640(%cx)" in out.stdout, out.stderr
+    out = probectl("add", "-D", *extra, "-k", vmlinux, "vfs_read pos[268435456]")
+    assert out.returncode == 1
+    assert "'pos[268435456]' cannot be fetched" in out.stderr and "32-bit dereference offsets" in out.stderr

@@ -343,7 +343,10 @@ def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.Ty
         return fetch_chain(btf, loc.type, place, variable, cast, RenderOptions(user_access=user_access),
                            options.x_types)
     except LocationError as exc:
-        raise VariableUnavailable(exc.message, exc.hint, variable.name, 0, [], [], exc.reason) from None
+        message = exc.message
+        if exc.reason == "offset":  # (the message says "its offset": name the expression)
+            message = f"'{S.render_expr(variable)}' cannot be fetched: {message}"
+        raise VariableUnavailable(message, exc.hint, variable.name, 0, [], [], exc.reason) from None
 
 
 # --- $retval, $params, listings ------------------------------------------------------------------------
