@@ -115,9 +115,10 @@ def check_definition(d: EventDefinition, features: Optional["Features"]) -> None
             raise _error(line, column + why.offset, f"argument {i + 1} ({_short(arg.render())}): {why.message}",
                          why.hint) from None
         column += len(arg.render()) + 1
-    if len(line) > MAX_DEFINITION_LINE:
-        raise _error(line, MAX_DEFINITION_LINE,
-                     f"the definition of {d.full_name} is {len(line)} characters long; the kernel takes lines "
+    size = len(line.encode())  # (the kernel counts bytes: a path may hold UTF-8)
+    if size > MAX_DEFINITION_LINE:
+        raise _error(line, min(MAX_DEFINITION_LINE, len(line) - 1),
+                     f"the definition of {d.full_name} is {size} characters long; the kernel takes lines "
                      f"of at most {MAX_DEFINITION_LINE}", "fetch fewer arguments, or split them over several events")
 
 
