@@ -17,3 +17,11 @@ STACK_POINTER = 7  # %sp
 # function's entry), as DWARF register numbers: %di, %si, %dx, %cx, %r8, %r9.
 ARGUMENT_REGISTERS = (5, 4, 1, 2, 8, 9)
 SSE_ARGUMENT_REGISTERS = 8  # %xmm0..%xmm7, which probe events cannot read
+
+# The register names kprobe and uprobe events take (%NAME): the names of the kernel's x86-64
+# regoffset_table (arch/x86/kernel/ptrace.c), compared case-sensitively. No %rax or %eax spellings,
+# no segment registers but %cs and %ss (%ds..%gs are 32-bit only).
+KERNEL_REGISTERS = frozenset({
+    "r15", "r14", "r13", "r12", "r11", "r10", "r9", "r8",
+    "bx", "cx", "dx", "si", "di", "bp", "ax", "orig_ax", "ip", "cs", "flags", "sp", "ss",
+})

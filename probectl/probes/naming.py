@@ -1,5 +1,10 @@
 """Event naming as perf probe does it: ProbePoints of one definition → EventDefinitions with free names.
 
+Argument names made from expressions (``w->next->id`` → ``id``) are made C identifiers of at most 32
+characters and unique within the event (``id``, ``id_1``), avoiding the names the user gave, the
+fields every event has and the kernel's ``argN`` names of unnamed arguments; names the user gave are
+left as they are, for :mod:`.kernel_rules` to refuse if the kernel would.
+
 Group: the user's, else ``probe`` / ``probe_<binary>``. Event: the user's, else the function (``FUNC_L<N>``
 for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
 unless --force, which picks ``_1``, ``_2``...; on kernels that can append probes to an event (README
@@ -12,8 +17,11 @@ import re
 from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
 from ..resolve import ProbePoint
+from ..resolve.points import ResolvedArg
 from ..spec import ProbeSpec
 from ..spec.names import check_group_name
+from ..spec.tree import RESERVED_ARG_NAMES
+from .kernel_rules import MAX_ARG_NAME_LEN, kernel_arg_name
 
 MAX_EVENT_NAME_LEN = 64
 MAX_EVENT_INDEX = 1024
@@ -72,7 +80,8 @@ def assign_events(
                 group=group,
                 event=event,
                 place=point.place,
-                args=tuple(FetchArg(fetch=a.fetch, name=a.name, type=a.type) for a in point.args),
+                args=tuple(FetchArg(fetch=a.fetch, name=name, type=a.type)
+                           for a, name in zip(point.args, argument_names(point.args))),
                 is_uprobe=is_uprobe,
             )
         )
@@ -94,3 +103,29 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
                 break
             return name
     raise EventExistsError(f"too many events named {group}:{base}_N", hint="remove some with 'probectl del'")
+
+
+def argument_names(args: tuple[ResolvedArg, ...]) -> list[str]:
+    """The names to write for ``args``: given names as they are, unnamed ones left to the kernel,
+    names made from expressions fitted to the kernel's rules and made unique as perf does (``id``,
+    ``id_1``)."""
+    taken = set(RESERVED_ARG_NAMES)
+    taken.update(a.name for a in args if a.named)
+    taken.update(kernel_arg_name(i) for i, a in enumerate(args) if not a.name)
+    names = []
+    for a in args:
+        if a.named or not a.name:
+            names.append(a.name)
+            continue
+        base = re.sub(r"[^A-Za-z0-9_]", "_", a.name)
+        if not base or base[0].isdigit():
+            base = "_" + base
+        base = base[:MAX_ARG_NAME_LEN]
+        name, i = base, 0
+        while name in taken:
+            i += 1
+            suffix = f"_{i}"
+            name = base[:MAX_ARG_NAME_LEN - len(suffix)] + suffix
+        taken.add(name)
+        names.append(name)
+    return names

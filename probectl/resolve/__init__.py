@@ -204,7 +204,7 @@ class Resolver:
         return source.retval_type(SourceSite(address, fn, True))
 
     def _resolve_source(self, probe: S.ProbeSpec, source: "SourceResolver") -> list[ProbePoint]:
-        from ..errors import VariableNotFound, VariableUnavailable
+        from ..errors import ValueTooWideError, VariableNotFound, VariableUnavailable
 
         point = probe.point
         wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
@@ -225,8 +225,14 @@ class Resolver:
                     except (VariableUnavailable, VariableNotFound) as missing:
                         row.append(missing)
                         continue
+                    except ValueTooWideError as wide:
+                        if not isinstance(arg.expr, S.SpecialVar):
+                            raise
+                        self.warnings.append(f"{wide.message}: ${arg.expr.name} leaves it out (fetch its members)")
+                        continue
                     row.append(ResolvedArg(fetch=found.fetch, type=found.type,
-                                           name=var.name or found.default_name, text=arg.text))
+                                           name=var.name or found.default_name, text=arg.text,
+                                           named=bool(var.name)))
             per_site.append(row)
         per_site = self._fill_missing(per_site, sites)
         points = []
@@ -397,8 +403,11 @@ class Resolver:
     # -- arguments ---------------------------------------------------------------------------
 
     def render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
-        """A fetch argument that needs no debug information (registers, $retval, $argN, @sym...)."""
-        fetch = self._render_fetch(arg.expr, address, at_entry)
+        """A fetch argument that needs no debug information (registers, $retval, $argN, @sym...).
+        ``@user`` on a kprobe makes every dereference a user-memory one (``+u0(%si)``), which a
+        string type then reads as a user string; uprobes read user memory anyway."""
+        user = arg.user and not self.target.is_uprobe
+        fetch = self._render_fetch(arg.expr, address, at_entry, user)
         if (isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is not None
                 and arg.type.base in ("string", "ustring")):
             # A string is read from memory: $retval:string means the string $retval points at
@@ -409,9 +418,9 @@ class Resolver:
             typ = arg.type.text
             if arg.type.base in ("s", "u", "x") and arg.type.bits is None:
                 typ = f"{arg.type.base}64"  # registers and raw fetches are machine words
-        return ResolvedArg(fetch=fetch, type=typ, name=arg.name or "", text=arg.text)
+        return ResolvedArg(fetch=fetch, type=typ, name=arg.name or "", text=arg.text, named=bool(arg.name))
 
-    def _render_fetch(self, expr, address: int, at_entry: bool) -> str:
+    def _render_fetch(self, expr, address: int, at_entry: bool, user: bool = False) -> str:
         if isinstance(expr, S.Register):
             return f"%{expr.name}"
         if isinstance(expr, S.SpecialVar):
@@ -426,8 +435,8 @@ class Resolver:
             return f"@{'+' if expr.relative else ''}0x{expr.address:x}"
         if isinstance(expr, S.Deref):
             sign = "-" if expr.offset < 0 else "+"
-            user = "u" if expr.user else ""
-            return f"{sign}{user}{abs(expr.offset)}({self._render_fetch(expr.inner, address, at_entry)})"
+            u = "u" if expr.user or user else ""
+            return f"{sign}{u}{abs(expr.offset)}({self._render_fetch(expr.inner, address, at_entry, user)})"
         if isinstance(expr, S.Immediate):
             if isinstance(expr.value, str):
                 return '\\"' + expr.value + '"'

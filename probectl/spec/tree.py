@@ -10,7 +10,7 @@ from typing import Iterator, Optional, Union
 
 MAX_PROBE_ARGS = 128          # perf's MAX_PROBE_ARGS and the kernel's MAX_TRACE_ARGS
 MAX_DEREF_DEPTH = 12          # trace_probe.h: "fetch + deref*N + store + mod + end <= 16, this allows N=12"
-MAX_ARRAY_LEN = 63            # kprobetrace.rst: "N is a fixed number, less than 64"
+MAX_ARRAY_LEN = 64            # trace_probe.h MAX_ARRAY_LEN (the 6.1 kernel takes x8[64] and refuses x8[65])
 INT_BITS = (8, 16, 32, 64)
 
 # Field names every probe event already has (kernel trace_probe.c reserved_field_names).
