@@ -1,0 +1,182 @@
+"""Recordings as Arrow tables: one table per event format, columns straight from the native decoder.
+
+The decoder hands each batch over as Arrow-layout buffers (:meth:`probectl.ringbuf.EventReader.tables`:
+integers as int64 arrays, text as offsets + UTF-8 data, no Python object per event); this module wraps
+them as :mod:`pyarrow` arrays without copying and adds what the records do not hold: the command
+name (``comm``, from the file's saved cmdlines) and the thread group (``pid``, from probectl's saved
+tgids; the thread id when unknown), both computed per batch by Arrow, not per event in Python.
+
+pyarrow earns its place twice: DuckDB scans Arrow tables in place (zero copy, in parallel), so SQL runs
+on the decoder's buffers; and it writes Parquet (:mod:`.parquet`).
+
+Every table has the header columns :data:`HEADER` first, then the event's own fields by their format
+names. A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its
+name and the header column is renamed ``common_<name>``, as the kernel names its common fields.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..formats import EventFormat
+from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, FormatTable, VarColumn, format_specs
+from ..script import STACK_EVENTS, lost_events
+from ..tracedat import TraceFile, open_trace
+
+# The header columns of every event table, with what they hold.
+HEADER: dict[str, str] = {
+    "ts": "time stamp, ns (the trace clock)",
+    "cpu": "CPU the event was recorded on",
+    "tid": "thread id (common_pid)",
+    "pid": "thread group id (the process; the thread id when the file does not know it)",
+    "comm": "command name (from the file's saved cmdlines; '<...>' unknown)",
+}
+UNKNOWN_COMM = "<...>"
+BATCH_EVENTS = 1 << 20
+
+
+def header_name(fmt: EventFormat, name: str) -> str:
+    """The name of header column ``name`` in the table of ``fmt`` (``common_name`` when a field has it)."""
+    return f"common_{name}" if fmt.field(name) is not None and not fmt.field(name).is_common else name
+
+
+def field_type(spec: tuple) -> pa.DataType:
+    """The Arrow type of a field from its decoder spec (offset, size, loc, kind, elem_size, signed)."""
+    _offset, size, _loc, kind, _elem, signed = spec
+    if kind == KIND_INT:
+        return pa.uint64() if size == 8 and not signed else pa.int64()
+    if kind == KIND_STR:
+        return pa.large_string()
+    if kind == KIND_INT_ARRAY:
+        return pa.large_list(pa.int64())
+    assert kind == KIND_BYTES
+    return pa.large_binary()
+
+
+def event_schema(fmt: EventFormat, long_size: int = 8) -> pa.Schema:
+    """The Arrow schema of the table of ``fmt``."""
+    types = {"ts": pa.int64(), "cpu": pa.int32(), "tid": pa.int32(), "pid": pa.int32(),
+             "comm": pa.dictionary(pa.int32(), pa.string())}
+    cols = [pa.field(header_name(fmt, n), t) for n, t in types.items()]
+    for f, spec in zip(fmt.event_fields, format_specs(fmt, long_size)):
+        cols.append(pa.field(f.name, field_type(spec)))
+    return pa.schema(cols)
+
+
+def _buffer(data: Optional[bytes]) -> Optional[pa.Buffer]:
+    return None if data is None else pa.py_buffer(data)
+
+
+def _var_array(col: VarColumn, rows: int, typ: pa.DataType) -> pa.Array:
+    validity, offsets = _buffer(col.validity), pa.py_buffer(col.offsets)
+    if pa.types.is_large_list(typ):
+        count = len(col.data) // 8
+        values = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(col.data)])
+        return pa.Array.from_buffers(typ, rows, [validity, offsets], null_count=col.nulls, children=[values])
+    return pa.Array.from_buffers(typ, rows, [validity, offsets, pa.py_buffer(col.data)], null_count=col.nulls)
+
+
+class ThreadNames:
+    """The comm and thread group of thread ids, as Arrow arrays computed a batch at a time."""
+
+    def __init__(self, trace: TraceFile):
+        comms = {0: "<idle>", **trace.cmdlines}
+        self._tids = pa.array(list(comms), pa.int32())
+        self._names = pa.array(list(comms.values()) + [UNKNOWN_COMM], pa.string())
+        self._unknown = len(comms)
+        tgids = trace.tgids
+        self._tgid_tids = pa.array(list(tgids), pa.int32())
+        self._tgids = pa.array(list(tgids.values()), pa.int32())
+
+    def comm(self, tids: pa.Array) -> pa.DictionaryArray:
+        index = pc.fill_null(pc.index_in(tids, value_set=self._tids), self._unknown).cast(pa.int32())
+        return pa.DictionaryArray.from_arrays(index, self._names)
+
+    def pid(self, tids: pa.Array) -> pa.Array:
+        if not len(self._tgids):
+            return tids
+        index = pc.index_in(tids, value_set=self._tgid_tids)
+        return pc.coalesce(pc.take(self._tgids, index), tids)
+
+
+def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.RecordBatch:
+    """One decoded :class:`~probectl.ringbuf.FormatTable` as an Arrow record batch of ``schema``."""
+    n = table.rows
+    tids = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.pid)])
+    arrays = [
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(table.ts)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.cpu)]),
+        tids,
+        names.pid(tids),
+        names.comm(tids),
+    ]
+    for col, f in zip(table.fields, list(schema)[len(arrays):]):
+        if isinstance(col, bytes):
+            arrays.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
+        else:
+            arrays.append(_var_array(col, n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def host_of(trace: TraceFile) -> str:
+    """The machine a file was recorded on: the node name of its uname option (else 'unknown')."""
+    parts = trace.uname.split()
+    return parts[1] if len(parts) > 1 else "unknown"
+
+
+@dataclass
+class EventTables:
+    """The events of one recording as Arrow tables, by ``system:event`` name."""
+
+    path: Path
+    recording: str  # its name in SQL and Parquet partitions (the file name without .dat by default)
+    host: str
+    formats: dict[str, EventFormat] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    events: int = 0  # records read (stack records and events without a format included)
+    lost: int = 0  # events the kernel lost while recording (the file's statistics)
+
+
+def recording_name(path: Path) -> str:
+    name = path.name
+    return name[:-4] if name.endswith(".dat") and len(name) > 4 else name
+
+
+def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events: int = BATCH_EVENTS,
+                progress: Optional[Callable[[str, int], None]] = None) -> EventTables:
+    """Every event of an open trace file (stack records aside) as one Arrow table per event;
+    ``progress(path, events so far)`` is called after each batch."""
+    out = EventTables(trace.path, recording or recording_name(trace.path), host_of(trace))
+    formats = [f for f in trace.present_formats() if (f.system, f.name) not in STACK_EVENTS]
+    schemas = {f.id: event_schema(f, trace.layout.long_size) for f in formats}
+    names = ThreadNames(trace)
+    batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
+    reader = trace.reader(formats=formats)
+    try:
+        for n, tables in reader.tables(batch_events):
+            out.events += n
+            for t in tables:
+                batches[t.format.id].append(batch_of(t, schemas[t.format.id], names))
+            if progress is not None:
+                progress(trace.where, out.events)
+    finally:
+        reader.close()
+    for f in formats:
+        if batches[f.id]:
+            out.formats[f.full_name] = f
+            out.tables[f.full_name] = pa.Table.from_batches(batches[f.id], schemas[f.id])
+    out.lost = lost_events(trace)
+    return out
+
+
+def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (), *,
+                    progress: Optional[Callable[[str, int], None]] = None) -> Iterator[EventTables]:
+    """The tables of each trace file in ``paths`` (named by ``names`` when given, else by file name)."""
+    for i, path in enumerate(paths):
+        with open_trace(path) as trace:
+            yield read_tables(trace, names[i] if i < len(names) else None, progress=progress)

@@ -1,0 +1,208 @@
+"""The `report` and `query` commands: counts, histograms and SQL over recordings (analysis.report,
+analysis.sql). Their own module: DuckDB and pyarrow are imported only when one of them runs."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import click
+
+from ..tracedat import DEFAULT_FILE
+from . import cli, notice
+
+
+def _progress_reader():
+    """A progress callback for reading recordings (on a terminal only) and its finisher."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+
+    def progress(path: str, events: int) -> None:
+        sys.stderr.write(f"\r[ reading {path}: {events:,} events ]\033[K")
+        sys.stderr.flush()
+
+    def done() -> None:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+    return progress, done
+
+
+def _load(inputs: Sequence[str], names: Sequence[str]):
+    from ..analysis.columns import open_recordings
+
+    if len(names) > len(inputs):
+        raise click.UsageError(f"{len(names)} --name for {len(inputs)} -i FILE")
+    progress, done = _progress_reader()
+    try:
+        recordings = list(open_recordings(inputs or [str(DEFAULT_FILE)], names, progress=progress))
+    finally:
+        done()
+    for rec in recordings:
+        if rec.lost:
+            notice(f"Warning: {rec.lost:,} events were lost while recording {rec.path} (the file's per-CPU "
+                   "statistics): counts are of the events recorded")
+    return recordings
+
+
+def _cell(value: Any) -> Any:
+    from ..analysis.sql import output_value
+
+    return output_value(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: int = -1) -> str:
+    """A terminal table; the first ``right`` columns (numbers as text) aligned right, or with
+    ``right`` -1 numbers right and text left, as tabulate finds them."""
+    from tabulate import tabulate
+
+    cells = [[_cell(v) for v in r] for r in rows]
+    if right < 0:
+        return tabulate(cells, headers=list(headers), tablefmt="simple") + "\n"
+    align = ["right"] * right + ["left"] * (len(headers) - right)
+    return tabulate(cells, headers=list(headers), tablefmt="simple", colalign=align, disable_numparse=True) + "\n"
+
+
+def _json_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    import json
+
+    lines = [json.dumps(dict(zip(columns, map(_json_value, r)))) for r in rows]
+    return "[\n" + ",\n".join(lines) + ("\n" if lines else "") + "]\n"
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return str(value)  # (dates, decimals: as DuckDB prints them)
+
+
+def _csv_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[_cell(v) for v in r] for r in rows])
+    return buf.getvalue()
+
+
+_INPUT_HELP = "trace.dat file (repeat for several recordings; default probectl.dat)."
+_NAME_HELP = "Name of the recording of each -i, in order (default: the file name without .dat)."
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE", help=_INPUT_HELP)
+@click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
+@click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
+@click.option("-s", "--sort", "sort", metavar="KEYS",
+              help="Count by these keys, as perf report: event, comm, pid, tid, cpu, sym, recording, host, "
+                   "or a field of the events (default: event).")
+@click.option("--hist", "hist_field", metavar="FIELD",
+              help="A power-of-two histogram of an integer field (one per value of --sort keys).")
+@click.option("-n", "--top", type=click.IntRange(min=0), default=0, metavar="N", help="Only the N largest rows/groups.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+def report(inputs, names, events, sort, hist_field, top, as_json):
+    """Count the events of recordings by event, command, process, probed function or field value:
+
+        probectl report -i probectl.dat --sort comm,sym
+        probectl report -e malloc --hist size --sort comm
+    """
+    from ..analysis import log2hist
+    from ..analysis.report import KEY_TITLES, Reporter, parse_keys
+    from ..analysis.sql import RecordingsDatabase
+
+    recordings = _load(inputs, names)
+    keys = parse_keys(sort)
+    with RecordingsDatabase(recordings) as db:
+        if not db.events:
+            from ..errors import ProbectlError
+
+            raise ProbectlError(f"{', '.join(str(r.path) for r in recordings)} holds no events",
+                                "nothing was recorded: check the events and filters given to 'probectl record'")
+        reporter = Reporter(db, events)
+        if hist_field:
+            hists = reporter.histograms(hist_field, keys, top)
+            if as_json:
+                import json
+
+                click.echo(json.dumps({"field": hist_field, "events": reporter.selected, "histograms": [
+                    {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
+                     "buckets": [{"bucket": b, "range": log2hist.bucket_label(b), "count": c}
+                                 for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
+                return
+            out = []
+            for h in hists:
+                where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
+                out.append(f"@{hist_field}{f'[{where}]' if where else ''}: {h.total:,} events\n"
+                           + log2hist.render(h.counts))
+            click.echo("\n".join(out), nl=False)
+            return
+        rep = reporter.counts(keys or ["event"], top)
+        if as_json:
+            import json
+
+            click.echo(json.dumps({"total": rep.total, "events": rep.events, "keys": rep.keys, "rows": [
+                {**{k: _json_value(v) for k, v in zip(rep.keys, r.keys)}, "samples": r.count}
+                for r in rep.rows]}, indent=2))
+            return
+        title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of " + \
+            ", ".join(rep.events)
+        rows = [[f"{r.count:,}", f"{100.0 * r.count / rep.total:.2f}%" if rep.total else "-", *r.keys]
+                for r in rep.rows]
+        click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=2), nl=False)
+        if top and len(rep.rows) == top:
+            notice(f"(the {top} largest rows; {rep.total:,} samples in all)")
+
+
+# ---- query --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("sql", required=False)
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE", help=_INPUT_HELP)
+@click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of objects.")
+@click.option("--list-tables", "list_tables", is_flag=True, help="The tables, their rows and columns.")
+def query(sql, inputs, names, as_csv, as_json, list_tables):
+    """Run SQL (DuckDB) over the events of recordings: a table per event, SYSTEM.EVENT
+    (probe_libc:malloc is probe_libc.malloc), and the view `events` of every event's ts, cpu, tid,
+    pid, comm, event; every table also has `recording` and `host`:
+
+        probectl query -i a.dat -i b.dat 'SELECT recording, comm, count(*) FROM probe_libc.malloc GROUP BY ALL'
+    """
+    from ..analysis.sql import RecordingsDatabase
+
+    if as_csv and as_json:
+        raise click.UsageError("--csv and --json are two output formats: give one")
+    if not sql and not list_tables:
+        raise click.UsageError("give an SQL query, or --list-tables to see what there is to query")
+    recordings = _load(inputs, names)
+    with RecordingsDatabase(recordings) as db:
+        if list_tables:
+            rows = [[t, f"{db.row_count(t):,}", ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
+                    for t in db.table_names()]
+            if as_json:
+                click.echo(_json_rows(["table", "rows", "columns"], rows), nl=False)
+            elif as_csv:
+                click.echo(_csv_rows(["table", "rows", "columns"], rows), nl=False)
+            else:
+                click.echo(_table(["Table", "Rows", "Columns"], rows, right=0), nl=False)
+            if not sql:
+                return
+        result = db.sql(sql)
+        if as_json:
+            click.echo(_json_rows(result.columns, result.rows), nl=False)
+        elif as_csv:
+            click.echo(_csv_rows(result.columns, result.rows), nl=False)
+        elif result.columns:
+            click.echo(_table(result.columns, result.rows), nl=False)
