@@ -23,9 +23,11 @@ from typing import Callable, Iterator, Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, FormatTable, VarColumn, format_specs
 from ..script import STACK_EVENTS, lost_events
+from ..script.plan import event_matches
 from ..tracedat import TraceFile, open_trace
 
 # The header columns of every event table, with what they hold.
@@ -180,3 +182,20 @@ def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (
     for i, path in enumerate(paths):
         with open_trace(path) as trace:
             yield read_tables(trace, names[i] if i < len(names) else None, progress=progress)
+
+
+def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
+    """``tables`` limited to the events matching ``globs`` (``script -e``'s rule); a glob that matches
+    nothing is an error naming the events there are."""
+    if not globs:
+        return tables
+    names = sorted(tables.tables)
+    for glob in globs:
+        if not any(event_matches(tables.formats[e], glob) for e in names):
+            raise ProbectlError(f"no event in {tables.path} matches {glob!r}",
+                                did_you_mean(glob, names) or (f"the file holds {', '.join(names)}" if names
+                                                              else "the file holds no events"))
+    keep = [e for e in names if any(event_matches(tables.formats[e], g) for g in globs)]
+    return EventTables(tables.path, tables.recording, tables.host, {e: tables.formats[e] for e in keep},
+                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost)
+

@@ -15,7 +15,6 @@ distinct probe addresses are symbolized in Python.
 """
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -25,6 +24,7 @@ from ..errors import ProbectlError, did_you_mean
 from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
 from . import log2hist
+from ..script.plan import event_matches
 from .columns import HEADER, EventTables, header_name
 from .sql import RecordingsDatabase, literal, quote
 
@@ -86,9 +86,9 @@ class Reporter:
         self.db = db
         everything = sorted(db.events)
         if globs:
-            chosen = [e for e in everything if any(_matches(e, g) for g in globs)]
+            chosen = [e for e in everything if any(event_matches(self._formats(e), g) for g in globs)]
             for g in globs:
-                if not any(_matches(e, g) for e in everything):
+                if not any(event_matches(self._formats(e), g) for e in everything):
                     raise ProbectlError(f"no event of the recordings matches {g!r}",
                                         did_you_mean(g, everything) or
                                         (f"the events: {', '.join(everything)}" if everything
@@ -229,13 +229,6 @@ class Reporter:
                 h = out[key] = Histogram(value, dict(zip(keys, key)), {})
             h.counts[row[-2]] = row[-1]
         return sorted(out.values(), key=lambda h: -h.total)
-
-
-def _matches(event: str, glob: str) -> bool:
-    """``-e`` as script takes it: ``system:event`` globs, or a glob of the event name alone."""
-    if ":" in glob:
-        return fnmatch.fnmatchcase(event, glob)
-    return fnmatch.fnmatchcase(event.partition(":")[2], glob) or fnmatch.fnmatchcase(event, glob)
 
 
 def summary(recordings: Sequence[EventTables]) -> dict[str, Any]:

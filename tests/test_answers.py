@@ -1,0 +1,351 @@
+"""report, query and script --format parquet: answers from recordings, checked against what a program did.
+
+The fixture program (fixtures/answers_target.c) calls alloc_block(size) with sizes from fixed tables
+from two callers in two processes (itself and a child named answers-child) and tag_event(label), then
+prints exactly what it did (COUNT/SIZE/LABEL/PID lines). It is probed with uprobes and recorded live;
+the counts, sums, histograms and groups of report, query and the Parquet files must equal its lines.
+The columnar path itself is checked against the row decoder on the committed sample files, and bad
+input (unknown keys, fields and tables, bad SQL, truncated and empty recordings) must give an Error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import TRACEFS, _missing, build_fixture
+from probectl.analysis import log2hist
+from probectl.analysis.columns import open_recordings, read_tables
+from probectl.analysis.parquet import write_parquet
+from probectl.errors import ProbectlError
+from probectl.tracedat import open_trace
+
+DATA = Path(__file__).parent / "data" / "tracedat"
+G = f"pans{os.getpid()}"
+ROUNDS = 7
+
+
+def probectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def fails(*args: str) -> str:
+    """The stderr of a probectl run that must fail cleanly: status 1, an Error line, no traceback."""
+    out = probectl(*args, check=False)
+    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
+    assert out.stderr.startswith("Error: ") and "Traceback" not in out.stderr, out.stderr
+    return out.stderr
+
+
+def did(stdout: str) -> dict:
+    """What answers_target printed it did."""
+    got: dict = {"count": Counter(), "size": {}, "label": {}, "pid": {}}
+    for line in stdout.splitlines():
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        if line.startswith("COUNT "):
+            got["count"][(kv["comm"], kv["func"])] += int(kv["calls"])
+        elif line.startswith("SIZE "):
+            got["size"][int(kv["size"])] = int(kv["calls"])
+        elif line.startswith("LABEL "):
+            got["label"][kv["label"]] = int(kv["calls"])
+        elif line.startswith("PID "):
+            got["pid"][kv["comm"]] = int(kv["pid"])
+    assert got["count"] and got["size"] and got["label"] and len(got["pid"]) == 2, stdout
+    return got
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    """answers_target recorded with probes on alloc_block (entry and return) and tag_event."""
+    if os.geteuid() != 0:
+        _missing("live tracing tests need root")
+    if not (TRACEFS / "uprobe_events").exists():
+        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+    binary = build_fixture("answers_target")
+    probectl("add", "-x", str(binary), f"{G}:alloc=alloc_block size=%di:u64",
+             f"{G}:done=alloc_block%return r=$retval:u64", f"{G}:tag=tag_event label=+0(%di):string")
+    try:
+        path = tmp_path_factory.mktemp("answers") / "answers.dat"
+        out = probectl("record", "-e", f"{G}:*", "-o", str(path), "--", str(binary), str(ROUNDS))
+        empty = path.parent / "empty.dat"
+        probectl("record", "-e", f"{G}:alloc", "--filter", "size == 77777", "-o", str(empty), "--",
+                 str(binary), "1")
+    finally:
+        probectl("del", f"{G}:*", check=False)
+    # (only this test's own probes are checked: other tests add and remove theirs meanwhile)
+    assert f"{G}/" not in (TRACEFS / "uprobe_events").read_text()
+    return path, did(out.stdout), empty
+
+
+def report_json(*args: str) -> dict:
+    return json.loads(probectl("report", "--json", *args).stdout)
+
+
+def query_json(*args: str) -> list[dict]:
+    return json.loads(probectl("query", "--json", *args).stdout)
+
+
+# ---- report ---------------------------------------------------------------------------------------
+
+
+def test_report_counts_each_event(recording):
+    path, want, _ = recording
+    got = report_json("-i", str(path))
+    allocs = sum(n for (_, func), n in want["count"].items() if func == "alloc_block")
+    tags = sum(n for (_, func), n in want["count"].items() if func == "tag_event")
+    assert {r["event"]: r["samples"] for r in got["rows"]} == {
+        f"{G}:alloc": allocs, f"{G}:done__return": allocs, f"{G}:tag": tags}
+    assert got["total"] == 2 * allocs + tags
+    text = probectl("report", "-i", str(path)).stdout
+    assert text.startswith("# Available samples\n")
+    assert re.search(rf"^\s+{allocs}\s+[\d.]+%\s+{G}:alloc$", text, re.M), text
+
+
+def test_report_by_command_and_probed_function(recording):
+    path, want, _ = recording
+    got = report_json("-i", str(path), "--sort", "comm,sym", "-e", "alloc", "-e", "tag")
+    assert {(r["comm"], r["sym"]): r["samples"] for r in got["rows"]} == dict(want["count"])
+    counts = [r["samples"] for r in got["rows"]]
+    assert counts == sorted(counts, reverse=True)
+    # the return probe's function is the probed one too (its __probe_func)
+    ret = report_json("-i", str(path), "--sort", "sym", "-e", "done__return")
+    assert [r["sym"] for r in ret["rows"]] == ["alloc_block"]
+
+
+def test_report_by_pid_and_by_field_value(recording):
+    path, want, _ = recording
+    got = report_json("-i", str(path), "--sort", "pid,comm", "-e", "alloc")
+    per_comm = Counter()
+    for (comm, func), n in want["count"].items():
+        if func == "alloc_block":
+            per_comm[comm] += n
+    assert {(r["pid"], r["comm"]) for r in got["rows"]} == {(want["pid"][c], c) for c in per_comm}
+    assert {r["comm"]: r["samples"] for r in got["rows"]} == dict(per_comm)
+    labels = report_json("-i", str(path), "--sort", "label")
+    assert {r["label"]: r["samples"] for r in labels["rows"]} == want["label"]
+    top = report_json("-i", str(path), "--sort", "size", "-e", "alloc", "--top", "2")
+    best = sorted(want["size"].items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    assert [(r["size"], r["samples"]) for r in top["rows"]] == best
+
+
+def test_report_hist_is_the_programs_distribution(recording):
+    path, want, _ = recording
+    buckets = Counter()
+    for size, n in want["size"].items():
+        buckets[size.bit_length()] += n  # (the power-of-two rule, computed here independently)
+    got = report_json("-i", str(path), "--hist", "size", "-e", "alloc")
+    (h,) = got["histograms"]
+    assert {b["bucket"]: b["count"] for b in h["buckets"]} == dict(buckets)
+    assert h["total"] == sum(want["size"].values())
+    text = probectl("report", "-i", str(path), "--hist", "size", "-e", "alloc").stdout
+    assert text.startswith(f"@size: {sum(want['size'].values()):,} events\n")
+    assert re.search(rf"^\[1M, 2M\)\s+{want['size'][1048576]} \|@+\s*\|$", text, re.M), text
+    best = log2hist.bucket_label(max(buckets, key=buckets.__getitem__))
+    assert re.search(rf"^{re.escape(best)}\s+{max(buckets.values())} \|@{{52}}\|$", text, re.M), text  # (a full bar)
+    per_comm = report_json("-i", str(path), "--hist", "size", "-e", "alloc", "--sort", "comm")
+    assert {h["keys"]["comm"] for h in per_comm["histograms"]} == set(want["pid"])
+
+
+# ---- query ----------------------------------------------------------------------------------------
+
+
+def test_query_tables_and_events_view(recording):
+    path, want, _ = recording
+    rows = query_json("-i", str(path), f"SELECT size, count(*) AS n FROM {G}.alloc GROUP BY size")
+    assert {r["size"]: r["n"] for r in rows} == want["size"]
+    sums = query_json("-i", str(path), f"SELECT sum(r - size) AS d, count(*) AS n FROM {G}.alloc a "
+                      f"POSITIONAL JOIN {G}.done__return")
+    assert sums == [{"d": sum(want["size"].values()), "n": sum(want["size"].values())}]  # (returns size + 1)
+    per_comm = query_json("-i", str(path), "SELECT comm, count(*) AS n FROM events GROUP BY comm")
+    want_comm = Counter()
+    for (comm, func), n in want["count"].items():
+        want_comm[comm] += 2 * n if func == "alloc_block" else n
+    assert {r["comm"]: r["n"] for r in per_comm} == dict(want_comm)
+    csv_text = probectl("query", "-i", str(path), "--csv", f"SELECT label, count(*) AS n FROM {G}.tag "
+                        "GROUP BY label ORDER BY label").stdout
+    assert csv_text == "label,n\n" + "".join(f"{k},{v}\n" for k, v in sorted(want["label"].items()))
+    table = probectl("query", "-i", str(path), f"SELECT label, count(*) AS n FROM {G}.tag GROUP BY label "
+                     "ORDER BY n DESC").stdout.splitlines()
+    assert table[0].split() == ["label", "n"] and table[2].split() == ["gamma", str(want["label"]["gamma"])]
+
+
+def test_query_lists_its_tables(recording):
+    path, _, _ = recording
+    text = probectl("query", "-i", str(path), "--list-tables").stdout
+    for name in ("events", f"{G}.alloc", f"{G}.done__return", f"{G}.tag"):
+        assert re.search(rf"^{re.escape(name)}\s", text, re.M), text
+    assert "size ubigint" in text and "label varchar" in text and "comm varchar" in text
+
+
+def test_query_many_recordings(recording, tmp_path):
+    path, want, _ = recording
+    copy = tmp_path / "answers.dat"
+    shutil.copy(path, copy)
+    err = fails("query", "-i", str(path), "-i", str(copy), "SELECT 1")
+    assert "two recordings are named 'answers'" in err and "--name" in err
+    rows = query_json("-i", str(path), "-i", str(copy), "--name", "first", "--name", "second",
+                      f"SELECT recording, host, count(*) AS n FROM {G}.tag GROUP BY ALL ORDER BY recording")
+    assert [r["recording"] for r in rows] == ["first", "second"]
+    assert all(r["n"] == sum(want["label"].values()) and r["host"] == os.uname().nodename for r in rows)
+
+
+# ---- parquet ---------------------------------------------------------------------------------------
+
+
+def test_parquet_datasets_read_back_in_duckdb(recording, tmp_path):
+    path, want, _ = recording
+    out = tmp_path / "fleet"
+    probectl("script", "-i", str(path), "--format", "parquet", "-o", str(out))
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", os.uname().nodename)
+    part = out / f"{G}.alloc" / f"host={host}" / "recording=answers" / "part-0.parquet"
+    assert part.is_file()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "the staging directory is left"
+    probectl("script", "-i", str(path), "--format", "parquet", "-o", str(out), "--recording", "again", "-e", "alloc")
+    rows = duckdb.sql(f"SELECT recording, size, count(*) FROM read_parquet('{out}/{G}.alloc/**/*.parquet', "
+                      "hive_partitioning = true) GROUP BY ALL").fetchall()
+    for rec in ("answers", "again"):
+        assert {s: n for r, s, n in rows if r == rec} == want["size"]
+    types = dict(duckdb.sql(f"DESCRIBE SELECT * FROM '{part}'").fetchall() and
+                 [(r[0], r[1]) for r in duckdb.sql(f"DESCRIBE SELECT * FROM '{part}'").fetchall()])
+    assert types["size"] == "UBIGINT" and types["ts"] == "BIGINT" and types["comm"] == "VARCHAR"
+    labels = duckdb.sql(f"SELECT label, count(*) FROM '{out}/{G}.tag/*/*/*.parquet' GROUP BY ALL").fetchall()
+    assert dict(labels) == want["label"]
+    # an existing partition is never overwritten
+    before = sorted(p for p in out.rglob("*"))
+    err = fails("script", "-i", str(path), "--format", "parquet", "-o", str(out))
+    assert "already exists" in err and "--recording" in err
+    assert sorted(p for p in out.rglob("*")) == before
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_parquet_is_all_or_nothing(recording, tmp_path, monkeypatch, failure):
+    """A write that fails (a full disk, Ctrl-C) after some files leaves the directory as it was.
+    The failure is injected into pyarrow's writer: a full disk cannot be made on demand here."""
+    path, _, _ = recording
+    import pyarrow.parquet as pq
+
+    real, calls = pq.write_table, []
+
+    def failing(table, where, **kw):
+        calls.append(where)
+        if len(calls) == 2:
+            raise failure
+        return real(table, where, **kw)
+
+    monkeypatch.setattr(pq, "write_table", failing)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with open_trace(path) as trace:
+        tables = read_tables(trace)
+    with pytest.raises(ProbectlError if isinstance(failure, OSError) else KeyboardInterrupt):
+        write_parquet(tables, out)
+    assert len(calls) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+
+
+# ---- bad input ---------------------------------------------------------------------------------------
+
+
+def test_unknown_keys_fields_and_tables(recording):
+    path, _, _ = recording
+    err = fails("report", "-i", str(path), "--sort", "comm,szie", "-e", "alloc")
+    assert "unknown sort key 'szie'" in err and "did you mean size?" in err
+    err = fails("report", "-i", str(path), "--hist", "sise", "-e", "alloc")
+    assert "no field 'sise'" in err and "did you mean size?" in err
+    err = fails("report", "-i", str(path), "--hist", "label")
+    assert "needs an integer field" in err
+    err = fails("report", "-i", str(path), "-e", "alocc")
+    assert "no event of the recordings matches 'alocc'" in err
+    err = fails("query", "-i", str(path), "SELECT * FROM alloc")
+    assert "Table with name alloc does not exist" in err and f"{G}.alloc" in err
+    err = fails("query", "-i", str(path), f"SELECT sise FROM {G}.alloc")
+    assert 'Referenced column "sise" not found' in err and '"size"' in err
+    err = fails("query", "-i", str(path), "SELEC 1")
+    assert "syntax error" in err and "^" in err
+
+
+def test_truncated_and_empty_recordings(recording, tmp_path):
+    path, _, empty = recording
+    cut = tmp_path / "cut.dat"
+    data = path.read_bytes()
+    cut.write_bytes(data[:len(data) - 3000])
+    for args in (("report", "-i", str(cut)), ("query", "-i", str(cut), "SELECT 1"),
+                 ("script", "-i", str(cut), "--format", "parquet", "-o", str(tmp_path / "p"))):
+        err = fails(*args)
+        assert "truncated" in err or "corrupt" in err, err
+    assert not (tmp_path / "p").exists()
+    err = fails("report", "-i", str(empty))
+    assert "holds no events" in err
+    assert query_json("-i", str(empty), "SELECT count(*) AS n FROM events") == [{"n": 0}]
+    err = fails("script", "-i", str(empty), "--format", "parquet", "-o", str(tmp_path / "q"))
+    assert "holds no events" in err
+    assert not (tmp_path / "q").exists()
+
+
+# ---- offline: the columnar path and the buckets --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sample-v7.dat", "sample-v6.dat", "tracecmd-v7-zstd.dat"])
+def test_columns_equal_the_row_decoder(name):
+    """Every value of the Arrow tables equals the row decoder's (Event objects), event by event."""
+    with open_trace(DATA / name) as trace:
+        tables = read_tables(trace, batch_events=7)  # (small batches: many per table)
+        formats = {f.full_name: f for f in trace.present_formats()}
+        rows: dict[str, list] = {}
+        for e in trace.events():
+            if e.format is not None and e.name in tables.tables:
+                rows.setdefault(e.name, []).append(
+                    {"ts": e.ts, "cpu": e.cpu, "tid": e.pid, "comm": trace.comm(e.pid),
+                     **{f.name: v for f, v in zip(formats[e.name].event_fields, e.values)}})
+    assert sorted(rows) == sorted(tables.tables)
+    for event, table in tables.tables.items():
+        got = table.to_pylist()
+        fixed = []
+        for r in got:
+            r = dict(r)
+            if "common_pid" in r:
+                r.pop("common_pid")
+            else:
+                r.pop("pid")
+            fixed.append({k: (tuple(v) if isinstance(v, list) else v) for k, v in r.items()})
+        assert fixed == rows[event], event
+
+
+def test_the_sql_bucket_is_the_python_bucket():
+    values = [0, 1, 2, 3, 4, 7, 8, 1023, 1024, 1025, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -1, -2**63]
+    con = duckdb.connect()
+    for v in values:
+        expr = log2hist.sql_bucket(f"CAST('{v}' AS BIGINT)")
+        assert con.execute(f"SELECT {expr}").fetchone()[0] == log2hist.bucket(v), v
+    assert con.execute(f"SELECT {log2hist.sql_bucket(f'{2**64 - 1}::UBIGINT')}").fetchone()[0] == 64
+    assert [log2hist.bucket_label(k) for k in (-1, 0, 1, 2, 11, 21)] == \
+        ["(..., 0)", "[0]", "[1]", "[2, 4)", "[1K, 2K)", "[1M, 2M)"]
+    lines = log2hist.render({0: 2, 3: 4}).splitlines()
+    assert [l.split("|")[0].split()[-1] for l in lines] == ["2", "0", "0", "4"]
+    assert lines[3].endswith("|" + "@" * 52 + "|") and lines[0].endswith("|" + "@" * 26 + " " * 26 + "|")
+
+
+def test_many_recordings_open_as_one_database():
+    from probectl.analysis.sql import RecordingsDatabase
+
+    recs = list(open_recordings([DATA / "sample-v7.dat", DATA / "tracecmd-v7-zstd.dat"]))
+    with RecordingsDatabase(recs) as db:
+        assert db.table_names() == ["events", "ftrace.print", "sched.sched_process_exec",
+                                    "syscalls.sys_enter_getpid"]
+        got = db.sql("SELECT recording, count(*) FROM syscalls.sys_enter_getpid GROUP BY ALL ORDER BY 1").rows
+        assert got == [("sample-v7", 100), ("tracecmd-v7-zstd", 100)]
+        # a field named like a header column keeps its name; the header one is common_<name>
+        cols = [c for c, _ in db.describe("sched.sched_process_exec")]
+        assert cols[:5] == ["ts", "cpu", "tid", "common_pid", "comm"] and "pid" in cols
