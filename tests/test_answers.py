@@ -349,3 +349,30 @@ def test_many_recordings_open_as_one_database():
         # a field named like a header column keeps its name; the header one is common_<name>
         cols = [c for c, _ in db.describe("sched.sched_process_exec")]
         assert cols[:5] == ["ts", "cpu", "tid", "common_pid", "comm"] and "pid" in cols
+
+
+def test_hist_values_next_to_large_powers_of_two_are_exact():
+    """floor(log2(x)) of a double puts 2^53 + 1 ... 2^64 - 1 next to a power of two in the wrong
+    bucket; the histogram sees it from the buckets' extremes and counts them exactly."""
+    import pyarrow as pa
+
+    from probectl.analysis.columns import EventTables, event_schema
+    from probectl.analysis.report import Reporter
+    from probectl.analysis.sql import RecordingsDatabase
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse("name: big\nID: 7\nformat:\n"
+                            "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                            "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                            "\tfield:u64 v;\toffset:8;\tsize:8;\tsigned:0;\n\nprint fmt: \"v=%llu\", REC->v\n", "t")
+    values = [2**53 - 1, 2**53 + 1, 2**63 - 1, 2**64 - 1, 5, 0]
+    n = len(values)
+    schema = event_schema(fmt)
+    table = pa.table([pa.array(range(n), pa.int64()), pa.array([0] * n, pa.int32()), pa.array([1] * n, pa.int32()),
+                      pa.array([1] * n, pa.int32()), pa.array(["x"] * n).dictionary_encode().cast(schema[4].type),
+                      pa.array(values, pa.uint64())], schema=schema)
+    tables = EventTables(Path("big.dat"), "big", "h", {"t:big": fmt}, {"t:big": table}, n)
+    assert not log2hist.exact_groups([(64, 2**63, 2**64 - 1), (65, 2**64 - 1, 2**64 - 1)])
+    with RecordingsDatabase([tables]) as db:
+        (h,) = Reporter(db).histograms("v")
+    assert h.counts == dict(Counter(log2hist.bucket(v) for v in values))

@@ -84,38 +84,36 @@ def _var_array(col: VarColumn, rows: int, typ: pa.DataType) -> pa.Array:
 
 
 class ThreadNames:
-    """The comm and thread group of thread ids, as Arrow arrays computed a batch at a time."""
+    """The comm and thread group of thread ids, as Arrow arrays computed a batch at a time (one
+    hash lookup of the batch's thread ids gives both)."""
 
     def __init__(self, trace: TraceFile):
         comms = {0: "<idle>", **trace.cmdlines}
-        self._tids = pa.array(list(comms), pa.int32())
-        self._names = pa.array(list(comms.values()) + [UNKNOWN_COMM], pa.string())
-        self._unknown = len(comms)
-        tgids = trace.tgids
-        self._tgid_tids = pa.array(list(tgids), pa.int32())
-        self._tgids = pa.array(list(tgids.values()), pa.int32())
+        tids = list(dict.fromkeys([*comms, *trace.tgids]))
+        self._tids = pa.array(tids, pa.int32())
+        self._names = pa.array([comms.get(t, UNKNOWN_COMM) for t in tids] + [UNKNOWN_COMM], pa.string())
+        self._unknown = len(tids)
+        self._tgids = pa.array([trace.tgids.get(t) for t in tids], pa.int32())
+        self._has_tgids = bool(trace.tgids)
 
-    def comm(self, tids: pa.Array) -> pa.DictionaryArray:
-        index = pc.fill_null(pc.index_in(tids, value_set=self._tids), self._unknown).cast(pa.int32())
-        return pa.DictionaryArray.from_arrays(index, self._names)
-
-    def pid(self, tids: pa.Array) -> pa.Array:
-        if not len(self._tgids):
-            return tids
-        index = pc.index_in(tids, value_set=self._tgid_tids)
-        return pc.coalesce(pc.take(self._tgids, index), tids)
+    def comm_and_pid(self, tids: pa.Array) -> tuple[pa.DictionaryArray, pa.Array]:
+        index = pc.index_in(tids, value_set=self._tids)
+        comm = pa.DictionaryArray.from_arrays(pc.fill_null(index, self._unknown).cast(pa.int32()), self._names)
+        pid = pc.coalesce(pc.take(self._tgids, index), tids) if self._has_tgids else tids
+        return comm, pid
 
 
 def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.RecordBatch:
     """One decoded :class:`~probectl.ringbuf.FormatTable` as an Arrow record batch of ``schema``."""
     n = table.rows
     tids = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.pid)])
+    comm, pid = names.comm_and_pid(tids)
     arrays = [
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(table.ts)]),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.cpu)]),
         tids,
-        names.pid(tids),
-        names.comm(tids),
+        pid,
+        comm,
     ]
     for col, f in zip(table.fields, list(schema)[len(arrays):]):
         if isinstance(col, bytes):

@@ -5,10 +5,15 @@ One bucket rule for every probectl histogram (``report --hist`` here; meant for 
 negative values share bucket -1. Ranges are written with bpftrace's K/M/G/T/P/E suffixes (powers
 of 1024). The bucket of a value is computed where the values are (SQL, see :func:`sql_bucket`, or
 :func:`bucket` in Python); this module labels and draws the counts.
+
+In SQL, the exact bucket (:func:`sql_bucket`) costs four times what ``floor(log2(x))`` does
+(:func:`sql_bucket_fast`), which is exact except next to large powers of two (above 2^53 a double
+rounds). :func:`exact_groups` tells from each fast bucket's minimum and maximum whether every value
+fell where it belongs; only when one did not is the exact expression needed.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 BAR_WIDTH = 52
 _SUFFIXES = ("", "K", "M", "G", "T", "P", "E")
@@ -29,6 +34,18 @@ def sql_bucket(expr: str) -> str:
     b = f"(CAST(floor(log2({v})) AS INTEGER) + 1)"
     return (f"CASE WHEN {v} < 0 THEN -1 WHEN {v} = 0 THEN 0 ELSE {b} + CAST({v} >= (1::HUGEINT << {b}) AS INTEGER) "
             f"- CAST({v} < (1::HUGEINT << ({b} - 1)) AS INTEGER) END")
+
+
+def sql_bucket_fast(expr: str) -> str:
+    """``floor(log2(expr)) + 1`` for positive values (0 and -1 as :func:`bucket` for the others):
+    exact but for values above 2^53 next to a power of two (see :func:`exact_groups`)."""
+    return f"CASE WHEN {expr} > 0 THEN CAST(floor(log2({expr})) AS INTEGER) + 1 WHEN {expr} = 0 THEN 0 ELSE -1 END"
+
+
+def exact_groups(groups: Iterable[tuple[int, int, int]]) -> bool:
+    """Whether every (fast bucket, minimum, maximum) has its minimum and maximum in that bucket
+    (then so are the values between them)."""
+    return all(bucket(lo) == k and bucket(hi) == k for k, lo, hi in groups)
 
 
 def size_text(n: int) -> str:

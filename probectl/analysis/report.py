@@ -212,23 +212,33 @@ class Reporter:
                 raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
                                     "count its values with --sort " + value)
         source = self._source(keys, value)
-        group = [quote(k) for k in keys]
-        bucket = log2hist.sql_bucket("_value")
-        sql = (f"SELECT {', '.join(group + [bucket])} AS _bucket, count(*) FROM ({source}) "
-               f"GROUP BY ALL ORDER BY ALL")
-        if group and top:
-            g = ", ".join(group)
-            sql = (f"WITH src AS ({source}), best AS (SELECT {g} FROM src GROUP BY ALL ORDER BY count(*) DESC, {g} "
-                   f"LIMIT {int(top)}) SELECT {', '.join(group)}, {bucket} AS _bucket, count(*) FROM src "
-                   f"SEMI JOIN best USING ({g}) GROUP BY ALL ORDER BY ALL")
+        rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket_fast("_value"), extremes=True)
+        if not log2hist.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
+            rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket("_value"), extremes=False)
+        else:
+            rows = [r[:-2] for r in rows]
         out: dict[tuple, Histogram] = {}
-        for row in self.db.sql(sql).rows:
+        for row in rows:
             key = tuple(row[:len(keys)])
             h = out.get(key)
             if h is None:
                 h = out[key] = Histogram(value, dict(zip(keys, key)), {})
             h.counts[row[-2]] = row[-1]
         return sorted(out.values(), key=lambda h: -h.total)
+
+    def _bucket_rows(self, source: str, keys: Sequence[str], top: int, bucket: str, extremes: bool) -> list[tuple]:
+        """(keys..., bucket, count[, min, max]) of the values of ``source`` by keys and bucket; with
+        ``top``, of the ``top`` largest groups of keys only."""
+        group = [quote(k) for k in keys]
+        more = ", min(_value), max(_value)" if extremes else ""
+        select = f"SELECT {', '.join(group + [bucket])} AS _bucket, count(*){more}"
+        if group and top:
+            g = ", ".join(group)
+            sql = (f"WITH src AS ({source}), best AS (SELECT {g} FROM src GROUP BY ALL ORDER BY count(*) DESC, {g} "
+                   f"LIMIT {int(top)}) {select} FROM src SEMI JOIN best USING ({g}) GROUP BY ALL ORDER BY ALL")
+        else:
+            sql = f"{select} FROM ({source}) GROUP BY ALL ORDER BY ALL"
+        return self.db.sql(sql).rows
 
 
 def summary(recordings: Sequence[EventTables]) -> dict[str, Any]:

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Benchmark of `probectl report` and `probectl query` against `trace-cmd report | awk`, in events/s.
+
+    .venv/bin/python bench/bench_answers.py [--events 5000000] [--runs 3] [--keep FILE]
+
+A trace.dat of N uprobe events (``probe_bench:malloc`` with ``__probe_ip`` and ``size``, from 6
+commands and 12 threads on 2 CPUs, sizes from a fixed table) is synthesized with probectl's own
+writer (pages built here, the file written by :func:`probectl.tracedat.write_tracedat`), so no root
+and no tracing are needed. Then, end to end as a user runs them (interpreter start-up, imports,
+decoding, SQL and printing included), on the same file in one run:
+
+- ``probectl report -i FILE --sort comm`` (malloc calls per command),
+- ``probectl report -i FILE --hist size`` (a power-of-two histogram of the sizes),
+- ``probectl query -i FILE 'SELECT comm, count(*), sum(size) FROM probe_bench.malloc GROUP BY comm'``,
+- ``trace-cmd report FILE | awk`` counting the lines per command (the seeds' way), the reference.
+
+The per-command counts of report, query and awk are checked to be the same before the figures are
+printed. Each figure is the best wall time of ``--runs`` runs; events/s is N divided by it; the ratio
+is against the awk pipeline. The targets of issue 13: at least 10 M events/s, and 20x the pipeline.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from probectl.tracedat import TraceMetadata, write_tracedat  # noqa: E402
+
+EVENT_ID = 1900
+FORMAT = f"""name: malloc
+ID: {EVENT_ID}
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u64 size;\toffset:16;\tsize:8;\tsigned:0;
+
+print fmt: "(%lx) size=%Lu", REC->__probe_ip, REC->size
+"""
+HEADER_PAGE = """\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
+"""
+HEADER_EVENT = """# compressed entry header
+\ttype_len    :    5 bits
+\ttime_delta  :   27 bits
+\tarray       :   32 bits
+
+\tpadding     : type == 29
+\ttime_extend : type == 30
+\ttime_stamp : type == 31
+\tdata max type_len  == 28
+"""
+PAGE = 4096
+COMMS = ["make", "cc1", "ld", "bash", "python3", "sshd"]
+THREADS = {3000 + i: COMMS[i % len(COMMS)] for i in range(12)}
+SIZES = [16, 24, 24, 32, 64, 100, 128, 256, 1000, 4096, 65536, 24]
+RECORD = 4 + 24  # header + payload
+PER_PAGE = (PAGE - 16) // RECORD
+VARIANTS = 97  # distinct page contents (tiled: building every page in Python would take longer than reading)
+
+
+def page_variant(v: int) -> tuple[bytes, dict[str, int]]:
+    """The records of one page variant and its per-command counts."""
+    tids = list(THREADS)
+    out, counts = [], {}
+    for i in range(PER_PAGE):
+        k = v * PER_PAGE + i
+        tid = tids[(k * 7 + v) % len(tids)]
+        counts[THREADS[tid]] = counts.get(THREADS[tid], 0) + 1
+        header = (RECORD // 4 - 1) | (100 << 5)  # type_len = payload words, time delta 100 ns
+        out.append(struct.pack("<IHBBiQQ", header, EVENT_ID, 0, 0, tid, 0x401136, SIZES[k % len(SIZES)]))
+    return b"".join(out), counts
+
+
+def synthesize(path: Path, events: int, tmp: Path) -> dict[str, int]:
+    """A trace.dat of ``events`` malloc events over 2 CPUs; the per-command counts it holds."""
+    variants = [page_variant(v) for v in range(VARIANTS)]
+    counts = dict.fromkeys(COMMS, 0)
+    files = {}
+    per_cpu = [events // 2, events - events // 2]
+    for cpu, n in enumerate(per_cpu):
+        raw = tmp / f"cpu{cpu}.raw"
+        with open(raw, "wb") as f:
+            ts, p = 10**9 + cpu, 0
+            while n > 0:
+                data, c = variants[p % VARIANTS]
+                take = min(n, PER_PAGE)
+                if take < PER_PAGE:
+                    data = data[:take * RECORD]
+                    c = _partial_counts(p % VARIANTS, take)
+                page = struct.pack("<QQ", ts, len(data)) + data
+                f.write(page.ljust(PAGE, b"\0"))
+                for k, v in c.items():
+                    counts[k] += v
+                ts += PER_PAGE * 100 + 1000
+                n -= take
+                p += 1
+        files[cpu] = raw
+    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=PAGE, cpus=2,
+                         event_formats=[("probe_bench", [FORMAT])],
+                         cmdlines="".join(f"{t} {c}\n" for t, c in THREADS.items()),
+                         tgids="".join(f"{t} {t}\n" for t in THREADS), trace_clock="[local] global",
+                         uname="Linux benchhost 6.1 #1 x86_64", trace_id=1,
+                         cpustats={0: "entries: 0\noverrun: 0\n", 1: "entries: 0\noverrun: 0\n"})
+    write_tracedat(path, meta, files, version=7)
+    return counts
+
+
+def _partial_counts(v: int, take: int) -> dict[str, int]:
+    tids = list(THREADS)
+    counts: dict[str, int] = {}
+    for i in range(take):
+        tid = tids[((v * PER_PAGE + i) * 7 + v) % len(tids)]
+        counts[THREADS[tid]] = counts.get(THREADS[tid], 0) + 1
+    return counts
+
+
+def timed(cmd: list[str] | str, runs: int, shell: bool = False) -> tuple[float, str]:
+    best, out = float("inf"), ""
+    for _ in range(runs):
+        start = time.monotonic()
+        proc = subprocess.run(cmd, shell=shell, capture_output=True, text=True, env=_env())
+        took = time.monotonic() - start
+        if proc.returncode:
+            raise SystemExit(f"{cmd} failed: {proc.stderr}")
+        best, out = min(best, took), proc.stdout
+    return best, out
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=5_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keep", metavar="FILE", help="keep the synthesized trace.dat here")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-answers-"))
+    try:
+        path = tmp / "bench.dat"
+        start = time.monotonic()
+        want = synthesize(path, args.events, tmp)
+        print(f"synthesized {args.events:,} events ({path.stat().st_size / 2**20:.0f} MiB) "
+              f"in {time.monotonic() - start:.1f} s")
+        if args.keep:
+            shutil.copy(path, args.keep)
+        probectl = [sys.executable, "-m", "probectl"]
+        results = []
+
+        t, out = timed([*probectl, "report", "-i", str(path), "--sort", "comm", "--json"], args.runs)
+        got = {r["comm"]: r["samples"] for r in json.loads(out)["rows"]}
+        assert got == want, (got, want)
+        results.append(("probectl report --sort comm", t))
+
+        t, out = timed([*probectl, "report", "-i", str(path), "--hist", "size", "--json"], args.runs)
+        assert json.loads(out)["histograms"][0]["total"] == args.events
+        results.append(("probectl report --hist size", t))
+
+        sql = "SELECT comm, count(*) AS n, sum(size) AS bytes FROM probe_bench.malloc GROUP BY comm"
+        t, out = timed([*probectl, "query", "-i", str(path), "--json", sql], args.runs)
+        got = {r["comm"]: r["n"] for r in json.loads(out)}
+        assert got == want, (got, want)
+        results.append(("probectl query (count, sum by comm)", t))
+
+        tracecmd = shutil.which("trace-cmd")
+        ref = None
+        if tracecmd:
+            awk = ("awk '{sub(/-[0-9]+$/, \"\", $1); c[$1]++} END {for (k in c) print k, c[k]}'")
+            t, out = timed(f"{tracecmd} report {path} 2>/dev/null | {awk}", max(1, min(args.runs, 2)), shell=True)
+            got = {k: int(v) for k, v in (line.split() for line in out.splitlines()) if k in want}
+            assert got == want, (got, want)
+            ref = t
+            results.append(("trace-cmd report | awk (reference)", t))
+        else:
+            print("trace-cmd is not installed: no reference pipeline")
+
+        print(f"\n{'':40} {'wall s':>8} {'M events/s':>11} {'vs awk':>8}")
+        for name, t in results:
+            ratio = f"{ref / t:7.1f}x" if ref else "      -"
+            print(f"{name:40} {t:8.2f} {args.events / t / 1e6:11.2f} {ratio:>8}")
+        print("\ntargets (issue 13): >= 10 M events/s end to end, >= 20x the awk pipeline")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
