@@ -50,15 +50,15 @@ def _cell(value: Any) -> Any:
     return output_value(value)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: int = -1) -> str:
-    """A terminal table; the first ``right`` columns (numbers as text) aligned right, or with
-    ``right`` -1 numbers right and text left, as tabulate finds them."""
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """A terminal table: numbers right and text left, as tabulate finds them; or, when ``right``
+    names columns (numbers already written as text, 1,234), those right and the others left."""
     from tabulate import tabulate
 
     cells = [[_cell(v) for v in r] for r in rows]
-    if right < 0:
+    if not right:
         return tabulate(cells, headers=list(headers), tablefmt="simple") + "\n"
-    align = ["right"] * right + ["left"] * (len(headers) - right)
+    align = ["right" if i in right else "left" for i in range(len(headers))]
     return tabulate(cells, headers=list(headers), tablefmt="simple", colalign=align, disable_numparse=True) + "\n"
 
 
@@ -154,11 +154,11 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
                 {**{k: _json_value(v) for k, v in zip(rep.keys, r.keys)}, "samples": r.count}
                 for r in rep.rows]}, indent=2))
             return
-        title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of " + \
-            ", ".join(rep.events)
+        shown = ", ".join(rep.events[:4]) + (f" and {len(rep.events) - 4} more" if len(rep.events) > 4 else "")
+        title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of {shown}"
         rows = [[f"{r.count:,}", f"{100.0 * r.count / rep.total:.2f}%" if rep.total else "-", *r.keys]
                 for r in rep.rows]
-        click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=2), nl=False)
+        click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=(0, 1)), nl=False)
         if top and len(rep.rows) == top:
             notice(f"(the {top} largest rows; {rep.total:,} samples in all)")
 
@@ -189,14 +189,15 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
     recordings = _load(inputs, names)
     with RecordingsDatabase(recordings) as db:
         if list_tables:
-            rows = [[t, f"{db.row_count(t):,}", ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
+            rows = [[t, db.row_count(t), ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
                     for t in db.table_names()]
             if as_json:
                 click.echo(_json_rows(["table", "rows", "columns"], rows), nl=False)
             elif as_csv:
                 click.echo(_csv_rows(["table", "rows", "columns"], rows), nl=False)
             else:
-                click.echo(_table(["Table", "Rows", "Columns"], rows, right=0), nl=False)
+                click.echo(_table(["Table", "Rows", "Columns"], [[t, f"{n:,}", c] for t, n, c in rows], right=(1,)),
+                           nl=False)
             if not sql:
                 return
         result = db.sql(sql)
