@@ -35,37 +35,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from probectl.tracedat import TraceMetadata, write_tracedat  # noqa: E402
+from test_native import COMMON_FIELDS  # noqa: E402
+from test_tracedat import HEADER_EVENT, HEADER_PAGE  # noqa: E402
 
 EVENT_ID = 1900
 FORMAT = f"""name: malloc
 ID: {EVENT_ID}
 format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
+{COMMON_FIELDS}
 \tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
 \tfield:u64 size;\toffset:16;\tsize:8;\tsigned:0;
 
 print fmt: "(%lx) size=%Lu", REC->__probe_ip, REC->size
-"""
-HEADER_PAGE = """\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;
-\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;
-\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;
-"""
-HEADER_EVENT = """# compressed entry header
-\ttype_len    :    5 bits
-\ttime_delta  :   27 bits
-\tarray       :   32 bits
-
-\tpadding     : type == 29
-\ttime_extend : type == 30
-\ttime_stamp : type == 31
-\tdata max type_len  == 28
 """
 PAGE = 4096
 COMMS = ["make", "cc1", "ld", "bash", "python3", "sshd"]

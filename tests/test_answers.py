@@ -376,3 +376,55 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
     with RecordingsDatabase([tables]) as db:
         (h,) = Reporter(db).histograms("v")
     assert h.counts == dict(Counter(log2hist.bucket(v) for v in values))
+
+
+@pytest.mark.parametrize("be", [False, True])
+def test_columns_of_every_field_kind(be):
+    """Integers of every size and sign, text (fixed, __data_loc, __rel_loc; invalid UTF-8 as U+FFFD),
+    integer arrays (fixed and dynamic, as lists), raw bytes, and a record too short for its fields
+    (nulls), in both byte orders: the Arrow columns hold what the row decoder reads."""
+    import pyarrow as pa
+
+    from probectl.analysis.columns import ThreadNames, batch_of, event_schema
+    from probectl.formats import EventFormat
+    from probectl.ringbuf import EventReader, PageLayout
+    from test_native import KINDS_FORMAT, data_record, kinds_payload, make_page
+
+    fmt = EventFormat.parse(KINDS_FORMAT, "test")
+    payloads = [
+        kinds_payload(7, -5, 65535, -100000, 2**64 - 1, -2**63, b"comm-\xc3\xa9", b"name", b"rel",
+                      (1, 2, 2**32 - 1), (-1, 2, -32768), b"\x00\x01\xfe\xff\x10\x20", be=be),
+        kinds_payload(8, 127, 0, 0, 0, 0, b"bad\xff\xfeutf8", b"x\xe9y", b"", (0, 0, 0), (), b"abcdef", be=be),
+        kinds_payload(9, 1, 1, 1, 1, 1, b"short", b"n", b"r", (3, 4, 5), (7,), b"zzzzzz", be=be)[:40],
+    ]
+    page = make_page(b"".join(data_record(p, 10, be=be) for p in payloads), 1000, be=be)
+    layout = PageLayout(8, be, 4096)
+
+    def reader() -> EventReader:
+        return EventReader([(0, page, 0, len(page))], [fmt], layout, strict=True)
+
+    rows = [r for rs, _ in reader().rows() for r in rs]
+
+    class NoNames:  # (the thread names come from a trace file; none here)
+        cmdlines: dict = {}
+        tgids: dict = {}
+
+    schema = event_schema(fmt)
+    ((n, (table,)),) = list(reader().tables())
+    got = batch_of(table, schema, ThreadNames(NoNames())).to_pylist()
+    assert n == 3 and [g["tid"] for g in got] == [7, 8, 9] and [g["ts"] for g in got] == [r[0] for r in rows]
+
+    def arrow_value(v):  # the row decoder's value as the Arrow column holds it
+        if isinstance(v, str):
+            return v.encode("utf-8", "surrogateescape").decode("unicode_escape").encode("latin-1").decode(
+                "utf-8", "replace") if "\\x" in v else v
+        return list(v) if isinstance(v, tuple) else v
+
+    for g, r in zip(got, rows):
+        want = {f.name: arrow_value(v) for f, v in zip(fmt.event_fields, r[6])}
+        assert {k: g[k] for k in want} == want
+    assert got[1]["comm"] == "bad\ufffd\ufffdutf8" and got[1]["name"] == "x\ufffdy"
+    assert got[0]["arr"] == [1, 2, 2**32 - 1] and got[0]["dyn"] == [-1, 2, -32768] and got[1]["dyn"] == []
+    assert got[0]["d64"] == 2**64 - 1 and got[0]["e64"] == -2**63 and got[0]["raw"] == b"\x00\x01\xfe\xff\x10\x20"
+    assert got[2]["name"] is None and got[2]["dyn"] is None and got[2]["raw"] is None  # (past the short record)
+    assert pa.types.is_large_list(schema.field("dyn").type) and pa.types.is_large_binary(schema.field("raw").type)
