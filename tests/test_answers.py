@@ -40,11 +40,13 @@ def probectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return out
 
 
-def fails(*args: str) -> str:
-    """The stderr of a probectl run that must fail cleanly: status 1, an Error line, no traceback."""
+def fails(*args: str, status: int = 1) -> str:
+    """The stderr of a probectl run that must fail cleanly: an Error line, no traceback, ``status``
+    1 (2 for a usage error, as click has it)."""
     out = probectl(*args, check=False)
-    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
-    assert out.stderr.startswith("Error: ") and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == status, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "Error: " in out.stderr, out.stderr
+    assert status != 1 or out.stderr.startswith("Error: "), out.stderr
     return out.stderr
 
 
@@ -221,6 +223,16 @@ def test_parquet_datasets_read_back_in_duckdb(recording, tmp_path):
     assert types["size"] == "UBIGINT" and types["ts"] == "BIGINT" and types["comm"] == "VARCHAR"
     labels = duckdb.sql(f"SELECT label, count(*) FROM '{out}/{G}.tag/*/*/*.parquet' GROUP BY ALL").fetchall()
     assert dict(labels) == want["label"]
+    # the directory is an input of query, with trace.dat files
+    rows = query_json("-i", str(out), "-i", str(path), "--name", "file", f"SELECT host, recording, count(*) AS n "
+                      f"FROM {G}.alloc GROUP BY ALL ORDER BY recording")
+    n = sum(want["size"].values())
+    assert rows == [{"host": host, "recording": r, "n": n} for r in ("again", "answers")] + \
+        [{"host": os.uname().nodename, "recording": "file", "n": n}]
+    tables = probectl("query", "-i", str(out), "--list-tables").stdout
+    assert re.search(rf"^{G}\.tag\s+{sum(want['label'].values())}\s", tables, re.M), tables
+    err = fails("report", "-i", str(out), status=2)
+    assert "is a directory: report reads trace.dat files" in err
     # an existing partition is never overwritten
     before = sorted(p for p in out.rglob("*"))
     err = fails("script", "-i", str(path), "--format", "parquet", "-o", str(out))

@@ -55,6 +55,33 @@ class ParquetResult:
     rows: int = 0
 
 
+@dataclass
+class ParquetDatasets:
+    """The datasets of a directory written by :func:`write_parquet`: ``events`` maps each
+    ``system:event`` to the glob of its files."""
+
+    path: Path
+    events: dict[str, str] = field(default_factory=dict)
+
+
+def find_datasets(directory: Path | str) -> ParquetDatasets:
+    """The event datasets under ``directory`` (``SYSTEM.EVENT/**/*.parquet``); an error when there
+    are none (it is not such a directory)."""
+    out = ParquetDatasets(Path(directory))
+    try:
+        entries = sorted(p for p in out.path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as err:
+        raise ProbectlError(f"cannot read {directory}: {err.strerror}") from None
+    for d in entries:
+        system, dot, name = d.name.partition(".")
+        if dot and name and next(d.rglob("*.parquet"), None) is not None:
+            out.events[f"{system}:{name}"] = str(d / "**" / "*.parquet")
+    if not out.events:
+        raise ProbectlError(f"{directory} is a directory without Parquet datasets",
+                            "give a trace.dat file, or a directory written by 'probectl script --format parquet -o DIR'")
+    return out
+
+
 def partition_path(event: str, host: str, recording: str) -> Path:
     return Path(dataset_name(event)) / f"host={partition_value(host)}" / f"recording={partition_value(recording)}"
 

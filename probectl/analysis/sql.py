@@ -6,8 +6,12 @@ Names, chosen so that SQL can type them without quotes:
   ``probe_libc:malloc`` are ``probe_libc.malloc``; an event name that is an SQL keyword needs double
   quotes (``ftrace."print"``);
 * ``events``: the header columns of every event of every recording, with ``event`` ('system:event');
-* every table has ``recording`` (the file name without ``.dat``, or ``--name``) and ``host`` (the
-  node name the file was recorded on) as its last columns, so that many recordings query as one.
+* every table has ``host`` (the node name the file was recorded on) and ``recording`` (the file name
+  without ``.dat``, or ``--name``) as its last columns, so that many recordings query as one.
+
+The events come from trace.dat files (:class:`~.columns.EventTables`) and from directories of the
+Parquet datasets ``script --format parquet`` writes (:class:`~.parquet.ParquetDatasets`, read by
+DuckDB with their ``host`` and ``recording`` partitions), together.
 """
 from __future__ import annotations
 
@@ -17,11 +21,12 @@ from typing import Any, Iterable, Optional, Sequence
 import duckdb
 
 from ..errors import ProbectlError, did_you_mean
-from .columns import HEADER, EventTables, header_name
+from .columns import HEADER, EventTables
+from .parquet import ParquetDatasets
 
 # The columns of the `events` view, in order, with their SQL types.
 EVENTS_VIEW = (("ts", "BIGINT"), ("cpu", "INTEGER"), ("tid", "INTEGER"), ("pid", "INTEGER"),
-               ("comm", "VARCHAR"), ("event", "VARCHAR"), ("recording", "VARCHAR"), ("host", "VARCHAR"))
+               ("comm", "VARCHAR"), ("event", "VARCHAR"), ("host", "VARCHAR"), ("recording", "VARCHAR"))
 
 
 class SqlError(ProbectlError):
@@ -54,12 +59,14 @@ class Result:
 class RecordingsDatabase:
     """An in-memory DuckDB database with a table per event and the ``events`` view over ``recordings``."""
 
-    def __init__(self, recordings: Sequence[EventTables], threads: Optional[int] = None):
+    def __init__(self, recordings: Sequence[EventTables], threads: Optional[int] = None,
+                 datasets: Sequence[ParquetDatasets] = ()):
         self.recordings = list(recordings)
+        self.datasets = list(datasets)
         self.con = duckdb.connect(":memory:")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
-        self.events: dict[str, list[str]] = {}  # system:event -> the registered Arrow tables
+        self.events: dict[str, list[str]] = {}  # system:event -> SELECTs of its rows, one per source
         self._register()
 
     def _register(self) -> None:
@@ -73,16 +80,21 @@ class RecordingsDatabase:
                 arrow = f"_arrow_{i}_{k}"
                 self.con.register(arrow, table)
                 self.events.setdefault(event, []).append(
-                    f"SELECT *, {literal(rec.recording)} AS recording, {literal(rec.host)} AS host FROM {arrow}")
+                    f"SELECT *, {literal(rec.host)} AS host, {literal(rec.recording)} AS recording FROM {arrow}")
+        for ds in self.datasets:
+            for event, files in ds.events.items():
+                self.events.setdefault(event, []).append(
+                    f"SELECT * FROM read_parquet({literal(files)}, hive_partitioning = true, union_by_name = true)")
         selects = []
         for event, parts in sorted(self.events.items()):
             system, _, name = event.partition(":")
+            table = f"{quote(system)}.{quote(name)}"
             self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(system)}")
-            self.con.execute(f"CREATE VIEW {quote(system)}.{quote(name)} AS " + " UNION ALL BY NAME ".join(parts))
-            fmt = next(r.formats[event] for r in self.recordings if event in r.formats)
-            cols = [f"{quote(header_name(fmt, c))} AS {c}" for c in HEADER]
-            selects.append(f"SELECT {', '.join(cols)}, {literal(event)} AS event, recording, host "
-                           f"FROM {quote(system)}.{quote(name)}")
+            self.sql(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
+            columns = {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
+            # (a field named like a header column keeps its name: the header one is common_<name>)
+            cols = [f"{quote(f'common_{c}' if f'common_{c}' in columns else c)} AS {c}" for c in HEADER]
+            selects.append(f"SELECT {', '.join(cols)}, {literal(event)} AS event, host, recording FROM {table}")
         if not selects:
             empty = ", ".join(f"NULL::{t} AS {c}" for c, t in EVENTS_VIEW)
             selects.append(f"SELECT {empty} WHERE false")

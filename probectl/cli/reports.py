@@ -27,21 +27,33 @@ def _progress_reader():
     return progress, done
 
 
-def _load(inputs: Sequence[str], names: Sequence[str]):
-    from ..analysis.columns import open_recordings
+def _load(inputs: Sequence[str], names: Sequence[str], *, parquet: bool = False):
+    """The recordings of -i (trace.dat files) and, with ``parquet``, the Parquet datasets of the -i
+    that are directories."""
+    import os
 
-    if len(names) > len(inputs):
-        raise click.UsageError(f"{len(names)} --name for {len(inputs)} -i FILE")
+    from ..analysis.columns import open_recordings
+    from ..analysis.parquet import find_datasets
+
+    inputs = list(inputs) or [str(DEFAULT_FILE)]
+    dirs = [path for path in inputs if os.path.isdir(path)]
+    if dirs and not parquet:
+        raise click.UsageError(f"{dirs[0]} is a directory: report reads trace.dat files "
+                               "(query reads the Parquet datasets of 'script --format parquet' too)")
+    files = [path for path in inputs if path not in dirs]
+    if len(names) > len(files):  # (the datasets of a directory carry their own names)
+        raise click.UsageError(f"{len(names)} --name for {len(files)} trace.dat file{'s' * (len(files) != 1)}")
+    datasets = [find_datasets(path) for path in dirs]
     progress, done = _progress_reader()
     try:
-        recordings = list(open_recordings(inputs or [str(DEFAULT_FILE)], names, progress=progress))
+        recordings = list(open_recordings(files, names, progress=progress))
     finally:
         done()
     for rec in recordings:
         if rec.lost:
             notice(f"Warning: {rec.lost:,} events were lost while recording {rec.path} (the file's per-CPU "
                    "statistics): counts are of the events recorded")
-    return recordings
+    return recordings, datasets
 
 
 def _cell(value: Any) -> Any:
@@ -93,7 +105,9 @@ def _csv_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 _INPUT_HELP = "trace.dat file (repeat for several recordings; default probectl.dat)."
-_NAME_HELP = "Name of the recording of each -i, in order (default: the file name without .dat)."
+_QUERY_INPUT_HELP = ("trace.dat file, or a directory of Parquet datasets (script --format parquet); repeat for "
+                     "several (default probectl.dat).")
+_NAME_HELP = "Name of the recording of each -i FILE, in order (default: the file name without .dat)."
 
 
 # ---- report -------------------------------------------------------------------------------------
@@ -120,7 +134,7 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
     from ..analysis.report import KEY_TITLES, Reporter, parse_keys
     from ..analysis.sql import RecordingsDatabase
 
-    recordings = _load(inputs, names)
+    recordings, _ = _load(inputs, names)
     keys = parse_keys(sort)
     with RecordingsDatabase(recordings) as db:
         if not db.events:
@@ -168,7 +182,7 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
 
 @cli.command()
 @click.argument("sql", required=False)
-@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE", help=_INPUT_HELP)
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR", help=_QUERY_INPUT_HELP)
 @click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of objects.")
@@ -176,7 +190,8 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
 def query(sql, inputs, names, as_csv, as_json, list_tables):
     """Run SQL (DuckDB) over the events of recordings: a table per event, SYSTEM.EVENT
     (probe_libc:malloc is probe_libc.malloc), and the view `events` of every event's ts, cpu, tid,
-    pid, comm, event; every table also has `recording` and `host`:
+    pid, comm, event; every table also has `host` and `recording`. A directory of Parquet datasets
+    (script --format parquet -o DIR) is read as the recordings it holds:
 
         probectl query -i a.dat -i b.dat 'SELECT recording, comm, count(*) FROM probe_libc.malloc GROUP BY ALL'
     """
@@ -186,8 +201,8 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
         raise click.UsageError("--csv and --json are two output formats: give one")
     if not sql and not list_tables:
         raise click.UsageError("give an SQL query, or --list-tables to see what there is to query")
-    recordings = _load(inputs, names)
-    with RecordingsDatabase(recordings) as db:
+    recordings, datasets = _load(inputs, names, parquet=True)
+    with RecordingsDatabase(recordings, datasets=datasets) as db:
         if list_tables:
             rows = [[t, db.row_count(t), ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
                     for t in db.table_names()]
