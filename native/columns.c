@@ -5,20 +5,47 @@
 
 #include "columns.h"
 
-void col_common(const struct rb_batch *batch, uint64_t *const *ts, int32_t *const *cpu,
-		int32_t *const *pid)
+// The index of @tid in @threads, threads->n when it is not there.
+static size_t thread_index(const struct col_threads *threads, int32_t tid)
+{
+	size_t lo = 0, hi = threads->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (threads->tids[mid] < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < threads->n && threads->tids[lo] == tid ? lo : threads->n;
+}
+
+void col_common(const struct rb_batch *batch, const struct col_threads *threads,
+		const struct col_common_out *out)
 {
 	const struct rb_schema *s = batch->schema;
+	int32_t last_tid = 0;
+	size_t last = threads ? thread_index(threads, 0) : 0;	// (runs of one thread are common)
 
 	for (size_t i = 0; i < batch->n; i++) {
 		int32_t fi = s->index[batch->id[i]];
 		uint32_t row = batch->row[i];
+		int32_t tid = batch->pid[i];
 
-		if (fi < 0 || row == UINT32_MAX || !ts[fi])
+		if (fi < 0 || row == UINT32_MAX || !out->ts[fi])
 			continue;
-		ts[fi][row] = batch->ts[i];
-		cpu[fi][row] = batch->cpu[i];
-		pid[fi][row] = batch->pid[i];
+		out->ts[fi][row] = batch->ts[i];
+		out->cpu[fi][row] = batch->cpu[i];
+		out->pid[fi][row] = tid;
+		if (!threads)
+			continue;
+		if (tid != last_tid) {
+			last = thread_index(threads, tid);
+			last_tid = tid;
+		}
+		out->thread[fi][row] = (int32_t)last;
+		out->tgid[fi][row] = last < threads->n ? threads->tgids[last] : tid;
 	}
 }
 

@@ -4,7 +4,8 @@
 // rb_batch keeps the header values (time, cpu, pid) per event in time order and the field values
 // per format; SQL wants one table per format with its own header columns. col_common() scatters
 // the header values of a batch into per-format arrays (the decoder numbers the rows of a format in
-// event order, so a format's rows stay in time order). Variable-size fields become Arrow's
+// event order, so a format's rows stay in time order), with each row's index in the file's table
+// of threads (an Arrow dictionary index for the command name) and its thread group. Variable-size fields become Arrow's
 // "large" layouts (int64 offsets): text as UTF-8 with invalid bytes replaced by U+FFFD (Arrow
 // strings must be valid UTF-8), bytes as they are, integer arrays as a list of int64 values.
 // Missing values (a field past the end of a short record) are nulls in a validity bitmap.
@@ -21,13 +22,29 @@
 
 #include "ringbuf.h"
 
+// The threads a file names (its saved cmdlines and thread groups), for per-row lookups.
+struct col_threads {
+	size_t n;
+	const int32_t *tids;		// ascending
+	const int32_t *tgids;		// the thread group of each
+};
+
+// Per format index of the schema, the arrays of that format's nrows (NULL: skip the format);
+// thread and tgid may be NULL when there are no threads to look up.
+struct col_common_out {
+	uint64_t **ts;
+	int32_t **cpu;
+	int32_t **pid;			// common_pid: the thread id
+	int32_t **thread;		// index of the thread in col_threads, n when it is not there
+	int32_t **tgid;			// its thread group, the thread id itself when it is not there
+};
+
 /**
- * col_common - the time, cpu and pid (common_pid) of each format's rows of @batch
- * @ts, @cpu, @pid: per format index of the schema, an array of that format's nrows (or NULL to
- * skip the format)
+ * col_common - the time, cpu and pid (common_pid) of each format's rows of @batch and, with
+ * @threads, each row's thread index and thread group
  */
-void col_common(const struct rb_batch *batch, uint64_t *const *ts, int32_t *const *cpu,
-		int32_t *const *pid);
+void col_common(const struct rb_batch *batch, const struct col_threads *threads,
+		const struct col_common_out *out);
 
 // What the variable-size column of a field needs.
 struct col_size {

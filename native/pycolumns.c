@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // pycolumns.c - Reader.read_tables: the next batch as one table of columns per event format
 // (columns.h), every column a bytes object in Arrow's layout, made without a Python object per
-// event.
+// event; with the file's threads, each row's thread index (for the command name) and thread group.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "columns.h"
@@ -64,32 +65,73 @@ static PyObject *format_fields(ReaderObject *self, uint32_t fi)
 	return cols;
 }
 
+// The threads argument: (tids, tgids) as int32 buffers, tids ascending; 0, or -1 with an error.
+static int parse_threads(PyObject *arg, Py_buffer *tids, Py_buffer *tgids, struct col_threads *out)
+{
+	if (!PyArg_ParseTuple(arg, "y*y*;threads is (tids, tgids), int32 buffers", tids, tgids))
+		return -1;
+	if (tids->len != tgids->len || tids->len % (Py_ssize_t)sizeof(int32_t)) {
+		PyErr_SetString(PyExc_ValueError, "threads: tids and tgids must be int32 buffers of one length");
+		goto fail;
+	}
+	out->n = (size_t)tids->len / sizeof(int32_t);
+	out->tids = tids->buf;
+	out->tgids = tgids->buf;
+	for (size_t i = 1; i < out->n; i++) {
+		if (out->tids[i - 1] >= out->tids[i]) {
+			PyErr_SetString(PyExc_ValueError, "threads: tids must be ascending");
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	PyBuffer_Release(tids);
+	PyBuffer_Release(tgids);
+	return -1;
+}
+
+static PyObject *int32_column(size_t rows, int32_t **data)
+{
+	return new_bytes(rows * sizeof(int32_t), (void **)data);
+}
+
 PyObject *Reader_read_tables(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = { "max_events", NULL };
+	static char *kwlist[] = { "max_events", "threads", NULL };
 	Py_ssize_t max = 1 << 20, n;
+	PyObject *threads_arg = Py_None;
+	Py_buffer tids_view, tgids_view;
+	struct col_threads threads;
+	bool with_threads = false;
 	uint32_t nformats;
-	uint64_t **ts = NULL;
-	int32_t **cpu = NULL, **pid = NULL;
+	struct col_common_out out = { NULL, NULL, NULL, NULL, NULL };
 	PyObject *tables = NULL, *result = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n", kwlist, &max))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|nO", kwlist, &max, &threads_arg))
 		return NULL;
+	if (threads_arg != Py_None) {
+		if (parse_threads(threads_arg, &tids_view, &tgids_view, &threads))
+			return NULL;
+		with_threads = true;
+	}
 	n = reader_fill(self, max);
-	if (n < 0)
-		return NULL;
-	if (n == 0)
-		Py_RETURN_NONE;
-	nformats = self->schema->nformats;
-	ts = PyMem_Calloc(nformats ? nformats : 1, sizeof(*ts));
-	cpu = PyMem_Calloc(nformats ? nformats : 1, sizeof(*cpu));
-	pid = PyMem_Calloc(nformats ? nformats : 1, sizeof(*pid));
-	tables = PyList_New(nformats);
-	if (!ts || !cpu || !pid || !tables) {
+	if (n <= 0) {
+		if (n == 0)
+			result = Py_None, Py_INCREF(Py_None);
+		goto out;
+	}
+	nformats = self->schema->nformats ? self->schema->nformats : 1;
+	out.ts = PyMem_Calloc(nformats, sizeof(*out.ts));
+	out.cpu = PyMem_Calloc(nformats, sizeof(*out.cpu));
+	out.pid = PyMem_Calloc(nformats, sizeof(*out.pid));
+	out.thread = PyMem_Calloc(nformats, sizeof(*out.thread));
+	out.tgid = PyMem_Calloc(nformats, sizeof(*out.tgid));
+	tables = PyList_New(self->schema->nformats);
+	if (!out.ts || !out.cpu || !out.pid || !out.thread || !out.tgid || !tables) {
 		PyErr_NoMemory();
 		goto out;
 	}
-	for (uint32_t i = 0; i < nformats; i++) {
+	for (uint32_t i = 0; i < self->schema->nformats; i++) {
 		size_t rows = self->batch.rows[i].nrows;
 		PyObject *t;
 
@@ -98,16 +140,23 @@ PyObject *Reader_read_tables(ReaderObject *self, PyObject *args, PyObject *kwarg
 			PyList_SET_ITEM(tables, i, Py_None);
 			continue;
 		}
-		t = Py_BuildValue("(nNNNO)", (Py_ssize_t)rows,
-				  new_bytes(rows * sizeof(uint64_t), (void **)&ts[i]),
-				  new_bytes(rows * sizeof(int32_t), (void **)&cpu[i]),
-				  new_bytes(rows * sizeof(int32_t), (void **)&pid[i]), Py_None);
+		if (with_threads)
+			t = Py_BuildValue("(nNNNONN)", (Py_ssize_t)rows,
+					  new_bytes(rows * sizeof(uint64_t), (void **)&out.ts[i]),
+					  int32_column(rows, &out.cpu[i]), int32_column(rows, &out.pid[i]),
+					  Py_None, int32_column(rows, &out.thread[i]),
+					  int32_column(rows, &out.tgid[i]));
+		else
+			t = Py_BuildValue("(nNNNOOO)", (Py_ssize_t)rows,
+					  new_bytes(rows * sizeof(uint64_t), (void **)&out.ts[i]),
+					  int32_column(rows, &out.cpu[i]), int32_column(rows, &out.pid[i]),
+					  Py_None, Py_None, Py_None);
 		if (!t)
 			goto out;
 		PyList_SET_ITEM(tables, i, t);
 	}
-	col_common(&self->batch, ts, cpu, pid);
-	for (uint32_t i = 0; i < nformats; i++) {
+	col_common(&self->batch, with_threads ? &threads : NULL, &out);
+	for (uint32_t i = 0; i < self->schema->nformats; i++) {
 		PyObject *t = PyList_GET_ITEM(tables, i), *fields;
 
 		if (t == Py_None)
@@ -121,8 +170,14 @@ PyObject *Reader_read_tables(ReaderObject *self, PyObject *args, PyObject *kwarg
 	result = Py_BuildValue("(nO)", n, tables);
 out:
 	Py_XDECREF(tables);
-	PyMem_Free(ts);
-	PyMem_Free(cpu);
-	PyMem_Free(pid);
+	PyMem_Free(out.ts);
+	PyMem_Free(out.cpu);
+	PyMem_Free(out.pid);
+	PyMem_Free(out.thread);
+	PyMem_Free(out.tgid);
+	if (with_threads) {
+		PyBuffer_Release(&tids_view);
+		PyBuffer_Release(&tgids_view);
+	}
 	return result;
 }

@@ -614,8 +614,9 @@ static PyMethodDef Reader_methods[] = {
 	  "read_columns(max_events=1048576) -> dict, or None at the end" },
 	{ "read_tables", (PyCFunction)(void (*)(void))Reader_read_tables,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "read_tables(max_events=1048576) -> (events, [per format: None, or (rows, ts, cpu, pid, "
-	  "fields)]), or None at the end; columns as bytes in Arrow's layout (see columns.h)" },
+	  "read_tables(max_events=1048576, threads=None) -> (events, [per format: None, or (rows, ts, "
+	  "cpu, pid, fields, thread, tgid)]), or None at the end; columns as bytes in Arrow's layout "
+	  "(see columns.h); threads: (tids, tgids) int32 buffers, tids ascending, or None" },
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
 	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },
 	{ "format_text", (PyCFunction)(void (*)(void))Reader_format_text, METH_VARARGS | METH_KEYWORDS,

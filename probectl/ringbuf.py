@@ -269,6 +269,8 @@ class FormatTable:
     cpu: bytes
     pid: bytes
     fields: list[Union[bytes, VarColumn]]
+    thread: Optional[bytes] = None  # with threads: each row's index in them (int32; n: not there)
+    tgid: Optional[bytes] = None  # with threads: each row's thread group (int32; the tid: not there)
 
 
 class EventReader:
@@ -304,12 +306,15 @@ class EventReader:
                 return
             yield Columns(raw, self.formats)
 
-    def tables(self, max_events: int = 1 << 20) -> Iterator[tuple[int, list[FormatTable]]]:
+    def tables(self, max_events: int = 1 << 20,
+               threads: Optional[tuple[bytes, bytes]] = None) -> Iterator[tuple[int, list[FormatTable]]]:
         """Batches of up to ``max_events`` events as (events decoded, a :class:`FormatTable` per
-        format with rows in the batch), until the end; no Python object per event."""
+        format with rows in the batch), until the end; no Python object per event. ``threads``
+        (ascending thread ids and their thread groups, as int32 buffers) adds each row's index in
+        them and its thread group."""
         while True:
             try:
-                got = self._native.read_tables(max_events)
+                got = self._native.read_tables(max_events, threads)
             except _native.DecodeError as err:
                 raise _decode_error(err, self.source) from None
             if got is None:
@@ -318,9 +323,10 @@ class EventReader:
             tables = []
             for fmt, t in zip(self.formats, raw):
                 if t is not None:
-                    rows, ts, cpu, pid, fields = t
+                    rows, ts, cpu, pid, fields, thread, tgid = t
                     tables.append(FormatTable(fmt, rows, ts, cpu, pid,
-                                              [f if isinstance(f, bytes) else VarColumn(*f) for f in fields]))
+                                              [f if isinstance(f, bytes) else VarColumn(*f) for f in fields],
+                                              thread, tgid))
             yield n, tables
 
     def rows(self, max_events: int = 1 << 16) -> Iterator[tuple[list[tuple], list[Lost]]]:

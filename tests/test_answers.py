@@ -319,18 +319,16 @@ def test_columns_equal_the_row_decoder(name):
         for e in trace.events():
             if e.format is not None and e.name in tables.tables:
                 rows.setdefault(e.name, []).append(
-                    {"ts": e.ts, "cpu": e.cpu, "tid": e.pid, "comm": trace.comm(e.pid),
+                    {"ts": e.ts, "cpu": e.cpu, "tid": e.pid, "pid": trace.tgids.get(e.pid, e.pid),
+                     "comm": trace.comm(e.pid),
                      **{f.name: v for f, v in zip(formats[e.name].event_fields, e.values)}})
+        tgids = dict(trace.tgids)
     assert sorted(rows) == sorted(tables.tables)
     for event, table in tables.tables.items():
-        got = table.to_pylist()
         fixed = []
-        for r in got:
-            r = dict(r)
-            if "common_pid" in r:
-                r.pop("common_pid")
-            else:
-                r.pop("pid")
+        for r in table.to_pylist():
+            if "common_pid" in r:  # (a field named pid: the header's thread group is common_pid)
+                assert r.pop("common_pid") == tgids.get(r["tid"], r["tid"])
             fixed.append({k: (tuple(v) if isinstance(v, list) else v) for k, v in r.items()})
         assert fixed == rows[event], event
 
@@ -417,14 +415,17 @@ def test_columns_of_every_field_kind(be):
 
     rows = [r for rs, _ in reader().rows() for r in rs]
 
-    class NoNames:  # (the thread names come from a trace file; none here)
-        cmdlines: dict = {}
-        tgids: dict = {}
+    class Names:  # (what a trace file says of its threads: 7 is a thread of process 100)
+        cmdlines = {8: "eight", 100: "main"}
+        tgids = {7: 100, 8: 8}
 
     schema = event_schema(fmt)
-    ((n, (table,)),) = list(reader().tables())
-    got = batch_of(table, schema, ThreadNames(NoNames())).to_pylist()
+    names = ThreadNames(Names())
+    ((n, (table,)),) = list(reader().tables(threads=names.lookup))
+    got = batch_of(table, schema, names).to_pylist()
     assert n == 3 and [g["tid"] for g in got] == [7, 8, 9] and [g["ts"] for g in got] == [r[0] for r in rows]
+    # (the format has a field named comm: the header one is common_comm)
+    assert [(g["pid"], g["common_comm"]) for g in got] == [(100, "<...>"), (8, "eight"), (9, "<...>")]
 
     def arrow_value(v):  # the row decoder's value as the Arrow column holds it
         if isinstance(v, str):

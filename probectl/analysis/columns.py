@@ -2,9 +2,10 @@
 
 The decoder hands each batch over as Arrow-layout buffers (:meth:`probectl.ringbuf.EventReader.tables`:
 integers as int64 arrays, text as offsets + UTF-8 data, no Python object per event); this module wraps
-them as :mod:`pyarrow` arrays without copying and adds what the records do not hold: the command
-name (``comm``, from the file's saved cmdlines) and the thread group (``pid``, from probectl's saved
-tgids; the thread id when unknown), both computed per batch by Arrow, not per event in Python.
+them as :mod:`pyarrow` arrays without copying, with what the records do not hold: the command name
+(``comm``, from the file's saved cmdlines, a dictionary column whose indexes the decoder writes) and
+the thread group (``pid``, from probectl's saved tgids; the thread id when unknown), both looked up
+in C as the rows are laid out, not per event in Python.
 
 pyarrow earns its place twice: DuckDB scans Arrow tables in place (zero copy, in parallel), so SQL runs
 on the decoder's buffers; and it writes Parquet (:mod:`.parquet`).
@@ -16,12 +17,12 @@ name and the header column is renamed ``common_<name>``, as the kernel names its
 from __future__ import annotations
 
 import os
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
@@ -40,6 +41,10 @@ HEADER: dict[str, str] = {
 }
 UNKNOWN_COMM = "<...>"
 BATCH_EVENTS = 1 << 20
+# Up to this many formats in a file (probectl's recordings hold some 20), all are parsed and given to
+# the decoder; above (trace-cmd's files from tracefs hold some 1,500), a walk over the pages finds
+# the ones used first. The walk reads every record header: a fifth of the decoding's time.
+PARSE_ALL_FORMATS = 256
 
 
 def header_name(fmt: EventFormat, name: str) -> str:
@@ -84,36 +89,29 @@ def _var_array(col: VarColumn, rows: int, typ: pa.DataType) -> pa.Array:
 
 
 class ThreadNames:
-    """The comm and thread group of thread ids, as Arrow arrays computed a batch at a time (one
-    hash lookup of the batch's thread ids gives both)."""
+    """The threads a file names: ids (ascending) with their thread groups, for the decoder to look
+    each row's thread up in (:meth:`~probectl.ringbuf.EventReader.tables`), and their command names
+    as the dictionary of the ``comm`` column (the decoder's thread index is its index array)."""
 
     def __init__(self, trace: TraceFile):
         comms = {0: "<idle>", **trace.cmdlines}
-        tids = list(dict.fromkeys([*comms, *trace.tgids]))
-        self._tids = pa.array(tids, pa.int32())
-        self._names = pa.array([comms.get(t, UNKNOWN_COMM) for t in tids] + [UNKNOWN_COMM], pa.string())
-        self._unknown = len(tids)
-        self._tgids = pa.array([trace.tgids.get(t) for t in tids], pa.int32())
-        self._has_tgids = bool(trace.tgids)
-
-    def comm_and_pid(self, tids: pa.Array) -> tuple[pa.DictionaryArray, pa.Array]:
-        index = pc.index_in(tids, value_set=self._tids)
-        comm = pa.DictionaryArray.from_arrays(pc.fill_null(index, self._unknown).cast(pa.int32()), self._names)
-        pid = pc.coalesce(pc.take(self._tgids, index), tids) if self._has_tgids else tids
-        return comm, pid
+        tids = sorted({*comms, *trace.tgids})
+        self.lookup = (array("i", tids).tobytes(), array("i", [trace.tgids.get(t, t) for t in tids]).tobytes())
+        self.names = pa.array([comms.get(t, UNKNOWN_COMM) for t in tids] + [UNKNOWN_COMM], pa.string())
 
 
 def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.RecordBatch:
-    """One decoded :class:`~probectl.ringbuf.FormatTable` as an Arrow record batch of ``schema``."""
+    """One decoded :class:`~probectl.ringbuf.FormatTable` (read with ``names.lookup``) as an Arrow
+    record batch of ``schema``."""
     n = table.rows
-    tids = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.pid)])
-    comm, pid = names.comm_and_pid(tids)
+    assert table.thread is not None and table.tgid is not None, "read without the threads"
     arrays = [
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(table.ts)]),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.cpu)]),
-        tids,
-        pid,
-        comm,
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.pid)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.tgid)]),
+        pa.DictionaryArray.from_buffers(schema.field(4).type, n, [None, pa.py_buffer(table.thread)],
+                                        dictionary=names.names),
     ]
     for col, f in zip(table.fields, list(schema)[len(arrays):]):
         if isinstance(col, bytes):
@@ -152,13 +150,14 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     """Every event of an open trace file (stack records aside) as one Arrow table per event;
     ``progress(path, events so far)`` is called after each batch."""
     out = EventTables(trace.path, recording or recording_name(trace.path), host_of(trace))
-    formats = [f for f in trace.present_formats() if (f.system, f.name) not in STACK_EVENTS]
+    every = trace.present_formats() if len(trace.format_texts) > PARSE_ALL_FORMATS else trace.formats.values()
+    formats = [f for f in every if (f.system, f.name) not in STACK_EVENTS]
     schemas = {f.id: event_schema(f, trace.layout.long_size) for f in formats}
     names = ThreadNames(trace)
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
     reader = trace.reader(formats=formats)
     try:
-        for n, tables in reader.tables(batch_events):
+        for n, tables in reader.tables(batch_events, names.lookup):
             out.events += n
             for t in tables:
                 batches[t.format.id].append(batch_of(t, schemas[t.format.id], names))
