@@ -16,7 +16,7 @@ DuckDB with their ``host`` and ``recording`` partitions), together.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import duckdb
 
@@ -131,6 +131,28 @@ class RecordingsDatabase:
             return Result([d[0] for d in cur.description], cur.fetchall())
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+
+    def stream(self, text: str, chunk: int = 1 << 16) -> tuple[list[str], Iterator[list[tuple]]]:
+        """Run one query: its column names and its rows a chunk at a time (an answer of millions of
+        rows is never held whole); errors are :class:`SqlError` as for :meth:`sql`."""
+        try:
+            cur = self.con.execute(text)
+        except duckdb.Error as err:
+            raise sql_error(err, self.table_names()) from None
+        if cur.description is None:
+            return [], iter(())
+
+        def chunks() -> Iterator[list[tuple]]:
+            while True:
+                try:
+                    rows = cur.fetchmany(chunk)
+                except duckdb.Error as err:
+                    raise sql_error(err, self.table_names()) from None
+                if not rows:
+                    return
+                yield rows
+
+        return [d[0] for d in cur.description], chunks()
 
     def close(self) -> None:
         self.con.close()

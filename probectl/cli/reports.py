@@ -74,11 +74,16 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequenc
     return tabulate(cells, headers=list(headers), tablefmt="simple", colalign=align, disable_numparse=True) + "\n"
 
 
-def _json_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _json_objects(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """The rows as JSON objects, one a line, separated by commas (the inside of an array)."""
     import json
 
-    lines = [json.dumps(dict(zip(columns, map(_json_value, r)))) for r in rows]
-    return "[\n" + ",\n".join(lines) + ("\n" if lines else "") + "]\n"
+    return ",\n".join(json.dumps(dict(zip(columns, map(_json_value, r)))) for r in rows)
+
+
+def _json_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    inside = _json_objects(columns, rows)
+    return "[\n" + inside + ("\n" if inside else "") + "]\n"
 
 
 def _json_value(value: Any) -> Any:
@@ -93,13 +98,14 @@ def _json_value(value: Any) -> Any:
     return str(value)  # (dates, decimals: as DuckDB prints them)
 
 
-def _csv_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _csv_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], header: bool = True) -> str:
     import csv
     import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
+    if header:
+        writer.writerow(columns)
     writer.writerows([[_cell(v) for v in r] for r in rows])
     return buf.getvalue()
 
@@ -215,10 +221,21 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
                            nl=False)
             if not sql:
                 return
+        if as_json or as_csv:  # (written as the rows come: an answer may have millions)
+            columns, chunks = db.stream(sql)
+            if as_csv:
+                if columns:
+                    sys.stdout.write(_csv_rows(columns, []))
+                for rows in chunks:
+                    sys.stdout.write(_csv_rows(columns, rows, header=False))
+            else:
+                sys.stdout.write("[\n")
+                some = False
+                for rows in chunks:
+                    sys.stdout.write((",\n" if some else "") + _json_objects(columns, rows))
+                    some = True
+                sys.stdout.write("\n]\n" if some else "]\n")
+            return
         result = db.sql(sql)
-        if as_json:
-            click.echo(_json_rows(result.columns, result.rows), nl=False)
-        elif as_csv:
-            click.echo(_csv_rows(result.columns, result.rows), nl=False)
-        elif result.columns:
+        if result.columns:
             click.echo(_table(result.columns, result.rows), nl=False)
