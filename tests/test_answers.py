@@ -441,3 +441,35 @@ def test_columns_of_every_field_kind(be):
     assert got[0]["d64"] == 2**64 - 1 and got[0]["e64"] == -2**63 and got[0]["raw"] == b"\x00\x01\xfe\xff\x10\x20"
     assert got[2]["name"] is None and got[2]["dyn"] is None and got[2]["raw"] is None  # (past the short record)
     assert pa.types.is_large_list(schema.field("dyn").type) and pa.types.is_large_binary(schema.field("raw").type)
+
+
+def test_progress_on_a_terminal_only():
+    """Reading a recording shows its progress on stderr when that is a terminal, and clears it; not
+    otherwise (a pipe or a file gets only the answer)."""
+    import pty
+    import select
+
+    sample = str(DATA / "sample-v7.dat")
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "probectl", "report", "-i", sample], stderr=slave,
+                              stdout=subprocess.PIPE, timeout=60)
+        os.close(slave)
+        slave = -1
+        data = b""
+        while select.select([master], [], [], 0.1)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert proc.returncode == 0 and b"syscalls:sys_enter_getpid" in proc.stdout
+    assert re.search(rf"\r\[ reading {re.escape(sample)}: 104 events \]\x1b\[K\r\x1b\[K$", data.decode()), data
+    piped = probectl("report", "-i", sample)
+    assert piped.stderr == ""
