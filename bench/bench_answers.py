@@ -190,7 +190,8 @@ def main() -> None:
         for name, t, c in results:
             r1 = f"{ref[0] / t:6.1f}x" if ref else "      -"
             r2 = f"{ref[1] / c:6.1f}x" if ref else "      -"
-            print(f"{name:38} {t:7.2f} {args.events / t / 1e6:7.2f} {r1:>7}   {c:6.2f} {args.events / c / 1e6:7.2f} {r2:>7}")
+            print(f"{name:38} {t:7.2f} {args.events / t / 1e6:7.2f} {r1:>7}   "
+                  f"{c:6.2f} {args.events / c / 1e6:7.2f} {r2:>7}")
         print(f"\n(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: on a shared machine the CPU "
               "figures are the steadier ones)")
         print("\ntargets (issue 13): >= 10 M events/s end to end, >= 20x the awk pipeline")

@@ -78,7 +78,8 @@ def find_datasets(directory: Path | str) -> ParquetDatasets:
             out.events[f"{system}:{name}"] = str(d / "**" / "*.parquet")
     if not out.events:
         raise ProbectlError(f"{directory} is a directory without Parquet datasets",
-                            "give a trace.dat file, or a directory written by 'probectl script --format parquet -o DIR'")
+                            "give a trace.dat file, or a directory written by "
+                            "'probectl script --format parquet -o DIR'")
     return out
 
 

@@ -25,7 +25,7 @@ from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
 from . import log2hist
 from ..script.plan import event_matches
-from .columns import HEADER, EventTables, header_name
+from .columns import HEADER, header_name
 from .sql import RecordingsDatabase, literal, quote
 
 # The keys of every event, with the titles of their columns.
@@ -165,7 +165,8 @@ class Reporter:
                         continue
                     system, _, name = event.partition(":")
                     found = self.db.sql(f"SELECT DISTINCT {quote(header_name(fmt, 'pid'))}, {quote(addr)} "
-                                        f"FROM {quote(system)}.{quote(name)} WHERE recording = {literal(rec.recording)}")
+                                        f"FROM {quote(system)}.{quote(name)} "
+                                        f"WHERE recording = {literal(rec.recording)}")
                     for pid, a in found.rows:
                         rows["event"].append(event)
                         rows["recording"].append(rec.recording)
@@ -240,8 +241,3 @@ class Reporter:
             sql = f"{select} FROM ({source}) GROUP BY ALL ORDER BY ALL"
         return self.db.sql(sql).rows
 
-
-def summary(recordings: Sequence[EventTables]) -> dict[str, Any]:
-    """What the recordings hold: files, events read, events lost."""
-    return {"recordings": [str(r.path) for r in recordings], "events": sum(r.events for r in recordings),
-            "lost": sum(r.lost for r in recordings)}

@@ -16,7 +16,7 @@ DuckDB with their ``host`` and ``recording`` partitions), together.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
 import duckdb
 
@@ -172,9 +172,3 @@ def sql_error(err: Exception, tables: Iterable[str]) -> SqlError:
         hint = "the tables: " + ", ".join(tables) + " (--list-tables shows their columns)"
     return SqlError(text, hint)
 
-
-def output_value(value: Any) -> Any:
-    """A value for CSV and terminal output: bytes as hex, lists as [a, b]."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    return value

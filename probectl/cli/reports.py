@@ -57,9 +57,10 @@ def _load(inputs: Sequence[str], names: Sequence[str], *, parquet: bool = False)
 
 
 def _cell(value: Any) -> Any:
-    from ..analysis.sql import output_value
-
-    return output_value(value)
+    """A value for CSV and the terminal: bytes in hex, the rest as Python prints it."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return value
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
