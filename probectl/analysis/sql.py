@@ -3,8 +3,8 @@
 Names, chosen so that SQL can type them without quotes:
 
 * one table per event, ``system.event`` (DuckDB schema ``system``, view ``event``): the events of
-  ``probe_libc:malloc`` are ``probe_libc.malloc``; an event name that is an SQL keyword needs double
-  quotes (``ftrace."print"``);
+  ``probe_libc:malloc`` are ``probe_libc.malloc``; an event name that is a reserved SQL word needs double
+  quotes (``sched."select"``);
 * ``events``: the header columns of every event of every recording, with ``event`` ('system:event');
 * every table has ``host`` (the node name the file was recorded on) and ``recording`` (the file name
   without ``.dat``, or ``--name``) as its last columns, so that many recordings query as one.
