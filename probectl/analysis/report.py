@@ -85,6 +85,10 @@ class Reporter:
     def __init__(self, db: RecordingsDatabase, globs: Sequence[str] = ()):
         self.db = db
         everything = sorted(db.events)
+        if not everything:
+            files = ", ".join(str(r.path) for r in db.recordings) or "the recordings"
+            raise ProbectlError(f"{files} {'holds' if len(db.recordings) == 1 else 'hold'} no events",
+                                "nothing was recorded: check the events and filters given to 'probectl record'")
         if globs:
             chosen = [e for e in everything if any(event_matches(self._formats(e), g) for g in globs)]
             for g in globs:

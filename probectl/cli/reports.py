@@ -144,11 +144,6 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
     recordings, _ = _load(inputs, names)
     keys = parse_keys(sort)
     with RecordingsDatabase(recordings) as db:
-        if not db.events:
-            from ..errors import ProbectlError
-
-            raise ProbectlError(f"{', '.join(str(r.path) for r in recordings)} holds no events",
-                                "nothing was recorded: check the events and filters given to 'probectl record'")
         reporter = Reporter(db, events)
         if hist_field:
             hists = reporter.histograms(hist_field, keys, top)
