@@ -134,6 +134,7 @@ _NAME_HELP = "Name of the recording of each -i FILE, in order (default: the file
 def report(inputs, names, events, sort, hist_field, top, as_json):
     """Count the events of recordings by event, command, process, probed function or field value:
 
+    \b
         probectl report -i probectl.dat --sort comm,sym
         probectl report -e malloc --hist size --sort comm
     """
@@ -195,6 +196,7 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
     pid, comm, event; every table also has `host` and `recording`. A directory of Parquet datasets
     (script --format parquet -o DIR) is read as the recordings it holds:
 
+    \b
         probectl query -i a.dat -i b.dat 'SELECT recording, comm, count(*) FROM probe_libc.malloc GROUP BY ALL'
     """
     from ..analysis.sql import RecordingsDatabase
