@@ -223,6 +223,13 @@ def test_parquet_datasets_read_back_in_duckdb(recording, tmp_path):
     assert types["size"] == "UBIGINT" and types["ts"] == "BIGINT" and types["comm"] == "VARCHAR"
     labels = duckdb.sql(f"SELECT label, count(*) FROM '{out}/{G}.tag/*/*/*.parquet' GROUP BY ALL").fetchall()
     assert dict(labels) == want["label"]
+    # another reader: Arrow's dataset reader, with its own hive partitioning
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(out / f"{G}.alloc", format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == 2 * sum(want["size"].values())
+    assert set(table.column("recording").to_pylist()) == {"answers", "again"}
+    assert Counter(table.column("size").to_pylist()) == Counter({s: 2 * n for s, n in want["size"].items()})
     # the directory is an input of query, with trace.dat files
     rows = query_json("-i", str(out), "-i", str(path), "--name", "file", f"SELECT host, recording, count(*) AS n "
                       f"FROM {G}.alloc GROUP BY ALL ORDER BY recording")
