@@ -71,6 +71,7 @@ class RecordingsDatabase:
 
     def _register(self) -> None:
         seen_names = {}
+        columns: dict[str, set[str]] = {}  # system:event -> its column names, when known without DuckDB
         for i, rec in enumerate(self.recordings):
             if rec.recording in seen_names:
                 raise ProbectlError(f"two recordings are named {rec.recording!r} ({seen_names[rec.recording]} "
@@ -79,21 +80,23 @@ class RecordingsDatabase:
             for k, (event, table) in enumerate(rec.tables.items()):
                 arrow = f"_arrow_{i}_{k}"
                 self.con.register(arrow, table)
+                columns.setdefault(event, set()).update(table.schema.names)
                 self.events.setdefault(event, []).append(
                     f"SELECT *, {literal(rec.host)} AS host, {literal(rec.recording)} AS recording FROM {arrow}")
         for ds in self.datasets:
             for event, files in ds.events.items():
                 self.events.setdefault(event, []).append(
                     f"SELECT * FROM read_parquet({literal(files)}, hive_partitioning = true, union_by_name = true)")
+                columns[event] = set()  # (asked of DuckDB once the view is made)
         selects = []
         for event, parts in sorted(self.events.items()):
             system, _, name = event.partition(":")
             table = f"{quote(system)}.{quote(name)}"
             self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(system)}")
             self.sql(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
-            columns = {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
+            names = columns[event] or {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
             # (a field named like a header column keeps its name: the header one is common_<name>)
-            cols = [f"{quote(f'common_{c}' if f'common_{c}' in columns else c)} AS {c}" for c in HEADER]
+            cols = [f"{quote(f'common_{c}' if f'common_{c}' in names else c)} AS {c}" for c in HEADER]
             selects.append(f"SELECT {', '.join(cols)}, {literal(event)} AS event, host, recording FROM {table}")
         if not selects:
             empty = ", ".join(f"NULL::{t} AS {c}" for c, t in EVENTS_VIEW)
