@@ -1,5 +1,6 @@
 """Describing events for people: the ones `add` just created, from their definitions as typed, and the
-existing ones for `list`, each definition mapped back to a readable place.
+existing ones for `list`, each definition mapped back to a readable place; and the SDT probes that
+files carry, for ``funcs --sdt``.
 
 For `list`, tracefs is the source of truth; the place is rebuilt from the definition itself (file
 offset → symbol through the ELF symbol table), so events added by other tools are described as well
@@ -19,6 +20,7 @@ from ..errors import ProbectlError
 from ..events import EventDefinition
 
 if TYPE_CHECKING:
+    from ..debuginfo.sdt import SdtNote
     from ..target import Target
     from . import Named
 
@@ -157,3 +159,50 @@ def _matches(defn: EventDefinition, pattern: str) -> bool:
     if not fnmatch.fnmatchcase(defn.event, event):
         return False
     return not group or fnmatch.fnmatchcase(defn.group, group)
+
+
+@dataclass(frozen=True)
+class SdtListing:
+    """One SDT probe of one file, for ``funcs --sdt``: what ``add`` takes (``sdt_PROVIDER:NAME``) and the note."""
+
+    path: Path
+    note: "SdtNote"
+
+    @property
+    def name(self) -> str:
+        return f"sdt_{self.note.provider}:{self.note.name}"
+
+    def line(self, with_path: bool) -> str:
+        text = f"{self.path} {self.name}" if with_path else self.name
+        if self.note.semaphore:
+            text += " [semaphore]"
+        return text
+
+    def as_json(self) -> dict:
+        note = self.note
+        return {"path": str(self.path), "provider": note.provider, "name": note.name, "address": note.address,
+                "semaphore": note.semaphore, "arguments": note.operand_texts}
+
+
+def sdt_probes(paths: list[Path], pattern: str | None) -> list[SdtListing]:
+    """The SDT probes of ``paths`` whose ``PROVIDER:NAME`` matches ``pattern`` (a glob, ``sdt_`` and ``%``
+    prefixes allowed; None: all), each provider:name once per file, in file order."""
+    from ..debuginfo.sdt import read_sdt_notes
+
+    wanted = None
+    if pattern:
+        wanted = pattern.lstrip("%")
+        wanted = wanted[4:] if wanted.startswith("sdt_") else wanted
+        if ":" not in wanted:
+            wanted = f"*:{wanted}"  # a bare NAME glob: any provider
+    out = []
+    for path in paths:
+        with ElfFile(path) as elf:
+            seen: set[str] = set()
+            for note in read_sdt_notes(elf):
+                key = f"{note.provider}:{note.name}"
+                if key in seen or (wanted is not None and not fnmatch.fnmatchcase(key, wanted)):
+                    continue
+                seen.add(key)
+                out.append(SdtListing(path, note))
+    return out

@@ -24,6 +24,8 @@ def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
     if probe.event:
         return probe.event
     pt = probe.point
+    if pt.sdt is not None:
+        return point.function  # the note's NAME, as perf names SDT events
     if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
         base = pt.function
     else:
@@ -48,23 +50,21 @@ def assign_events(
     is_uprobe: bool,
 ) -> list[EventDefinition]:
     """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names."""
-    group = probe.group or group
-    check_group_name(group)  # (the default group comes from a file name)
-    if len(group) >= MAX_EVENT_NAME_LEN:
-        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
-                                 hint="name the group: GROUP:EVENT=...")
     defs: list[EventDefinition] = []
-    shared: dict[str, str] = {}  # base name → event name already chosen in this definition
+    shared: dict[tuple[str, str], str] = {}  # (group, base name) → event name already chosen in this definition
+    default_group = group
     for point in points:
+        group = probe.group or point.group or default_group
+        _check_group(group)
         base = event_base_name(probe, point)
         if point.is_return:
             base += "__return"
-        if multiprobe and base in shared:
-            event = shared[base]
+        if multiprobe and (group, base) in shared:
+            event = shared[group, base]
         else:
             allow_suffix = force or (bool(defs) and not multiprobe)
             event = _free_name(group, base, taken, allow_suffix)
-            shared[base] = event
+            shared[group, base] = event
             taken.add((group, event))
         defs.append(
             EventDefinition(
@@ -77,6 +77,13 @@ def assign_events(
             )
         )
     return defs
+
+
+def _check_group(group: str) -> None:
+    check_group_name(group)  # (the default group comes from a file name, an SDT group from a provider)
+    if len(group) >= MAX_EVENT_NAME_LEN:
+        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
+                                 hint="name the group: GROUP:EVENT=...")
 
 
 def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix: bool) -> str:

@@ -2,7 +2,7 @@
 
 The :class:`Resolver` decides where the answer comes from — symbols (ELF, or kallsyms for the running
 kernel), DWARF (:mod:`.dwarf`, perf's probe-finder) or, for kprobes without DWARF, BTF (:mod:`.btf`) —
-renders raw fetch arguments, and drops kprobe places the kernel would refuse (:mod:`.kprobe_rules`,
+renders raw fetch arguments, reads SDT probes from their notes (:mod:`.sdt`), and drops kprobe places the kernel would refuse (:mod:`.kprobe_rules`,
 :mod:`.boundary`). C expressions become fetch text in :mod:`.dwarf_fetch` and :mod:`.btf_fetch`, which
 find the variable and its place and hand the member chain to the one walker, :mod:`.fetch`;
 :mod:`.render` writes places as the kernel's fetch syntax. :mod:`.points` holds what comes out.
@@ -107,6 +107,10 @@ class Resolver:
         return allowed
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.point.sdt is not None:
+            from .sdt import resolve_sdt_points
+
+            return resolve_sdt_points(self, probe)
         if probe.needs_dwarf:
             if self.btf_describes(probe.point):
                 return self._resolve_btf(probe)
