@@ -227,7 +227,10 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
-    listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
+    debuginfo = resolver.source(required=True).debuginfo
+    for note in resolver.notes:
+        notice(f"probectl: {note}")
+    listings = list_lines(debuginfo, parse_line_range(linedesc), source_dir)
     if as_json:
         click.echo(_json_text([listing.as_json() for listing in listings]))
         return
@@ -253,10 +256,10 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     try:
         if resolver.btf_describes(point):
             places = list_btf_variables(resolver, point)
-            for note in resolver.notes:
-                notice(f"probectl: {note}")
         else:
             places = list_variables(resolver.source(required=True), point, externs)
+        for note in resolver.notes:
+            notice(f"probectl: {note}")
     except ProbePointNotFound:
         _tracepoint_hint(point.function or "")
         raise

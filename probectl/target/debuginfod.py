@@ -1,0 +1,243 @@
+"""Debug files fetched from debuginfod servers (``$DEBUGINFOD_URLS``) by build-id, through elfutils'
+``libdebuginfod`` (ctypes), as perf, gdb, bpftrace and SystemTap fetch them.
+
+The library is the natural client: it reads the same environment (``DEBUGINFOD_URLS``,
+``DEBUGINFOD_TIMEOUT``, ``DEBUGINFOD_CACHE_PATH``…), asks every server in parallel, and keeps its
+cache (``$DEBUGINFOD_CACHE_PATH``, default ``~/.cache/debuginfod_client/<build-id>/debuginfo``) in
+the format gdb and perf share, so a file one of them fetched is not fetched again, and the other way
+round. What it does not do, this module adds: a message that names each server and its answer
+(from the library's verbose log), a progress bar on a terminal, and a check that the file served
+has the build-id asked for (a server that answers with the wrong file is an error, and the file is
+taken out of the cache again so that it does not poison the next run).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..debuginfo.elf import ElfFile
+from ..errors import DebugInfoError, ProbectlError
+
+LIBRARY = "libdebuginfod.so.1"
+# A download shows a progress bar (on a terminal) once it has taken this long.
+PROGRESS_AFTER_S = 1.0
+
+_PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long)
+
+
+def server_urls() -> list[str]:
+    """The servers of ``$DEBUGINFOD_URLS`` (space-separated), in order."""
+    return os.environ.get("DEBUGINFOD_URLS", "").split()
+
+
+def cache_dir() -> Path:
+    """Where libdebuginfod keeps what it fetched (its own rule, so that we can say it)."""
+    if os.environ.get("DEBUGINFOD_CACHE_PATH"):
+        return Path(os.environ["DEBUGINFOD_CACHE_PATH"])
+    legacy = Path.home() / ".debuginfod_client_cache"
+    if legacy.is_dir():
+        return legacy
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "debuginfod_client"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A debug file from debuginfod: where it is and whether it was already in the cache."""
+
+    path: Path
+    from_cache: bool
+    server: Optional[str] = None  # the server that sent it (None: from the cache)
+
+
+class _Library:
+    """The few entry points of libdebuginfod probectl uses."""
+
+    def __init__(self) -> None:
+        try:
+            lib = ctypes.CDLL(LIBRARY)
+        except OSError:
+            raise DebugInfoError(f"DEBUGINFOD_URLS is set, but {LIBRARY} (elfutils' debuginfod client) is missing",
+                                 hint="install it (Debian: apt install libdebuginfod1)") from None
+        lib.debuginfod_begin.restype = ctypes.c_void_p
+        lib.debuginfod_end.argtypes = [ctypes.c_void_p]
+        for name in ("debuginfod_find_debuginfo", "debuginfod_find_executable"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
+                                           ctypes.POINTER(ctypes.c_void_p)]
+        lib.debuginfod_find_source.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                               ctypes.POINTER(ctypes.c_void_p)]
+        lib.debuginfod_set_progressfn.argtypes = [ctypes.c_void_p, _PROGRESS_FN]
+        lib.debuginfod_set_verbose_fd.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.lib = lib
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.free.argtypes = [ctypes.c_void_p]
+        self.free = libc.free
+
+
+_LIBRARY: list[_Library] = []
+
+
+def _library() -> _Library:
+    if not _LIBRARY:
+        _LIBRARY.append(_Library())
+    return _LIBRARY[0]
+
+
+class _Progress:
+    """A one-line progress bar on stderr, drawn only on a terminal and only for a download that lasts."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.start = time.monotonic()
+        self.drawn = False
+        self.interrupted = False
+        self.live = sys.stderr.isatty()
+
+    def __call__(self, _client, done: int, total: int) -> int:
+        try:
+            if self.live and time.monotonic() - self.start >= PROGRESS_AFTER_S:
+                if total > 0:
+                    width = 30
+                    filled = int(width * min(done, total) / total)
+                    text = (f"\rprobectl: fetching {self.what} [{'#' * filled}{'.' * (width - filled)}] "
+                            f"{done / 2**20:.1f}/{total / 2**20:.1f} MiB")
+                else:
+                    text = f"\rprobectl: fetching {self.what} {done / 2**20:.1f} MiB"
+                sys.stderr.write(text)
+                sys.stderr.flush()
+                self.drawn = True
+        except KeyboardInterrupt:  # (raised inside a C callback it would be lost: cancel, re-raise after)
+            self.interrupted = True
+        return 1 if self.interrupted else 0
+
+    def finish(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo") -> Fetched:
+    """The debug file (``kind`` ``debuginfo``) or executable (``executable``) with ``build_id`` from the
+    servers of ``$DEBUGINFOD_URLS``; ``what`` names it in messages (``/usr/bin/foo``, ``vmlinux``).
+
+    Raises DebugInfoError naming every server and its answer when none has it, and when the file
+    served does not carry ``build_id``."""
+    urls = server_urls()
+    if not urls:
+        raise DebugInfoError("DEBUGINFOD_URLS is not set", hint="set it to the debuginfod servers to ask")
+    lib = _library()
+    cached = cache_dir() / build_id / kind
+    was_cached = cached.is_file() and cached.stat().st_size > 0
+    client = lib.lib.debuginfod_begin()
+    if not client:
+        raise DebugInfoError("libdebuginfod could not start a client")
+    progress = _Progress(what)
+    callback = _PROGRESS_FN(progress)
+    path_out = ctypes.c_void_p()
+    with tempfile.TemporaryFile() as log:
+        try:
+            lib.lib.debuginfod_set_progressfn(client, callback)
+            lib.lib.debuginfod_set_verbose_fd(client, log.fileno())
+            find = getattr(lib.lib, f"debuginfod_find_{kind}")
+            fd = find(client, build_id.encode(), 0, ctypes.byref(path_out))
+        finally:
+            lib.lib.debuginfod_end(client)
+            progress.finish()
+        log.seek(0)
+        answers, server = _answers(log.read().decode("utf-8", "replace"))
+    path = None
+    if fd >= 0:
+        os.close(fd)
+        path = Path(ctypes.string_at(path_out.value).decode()) if path_out.value else cached
+        lib.free(path_out)
+    if progress.interrupted:
+        raise KeyboardInterrupt
+    if path is None:
+        listing = "\n".join(f"  {url}: {answers.get(url, 'no answer')}" for url in urls)
+        raise DebugInfoError(f"no debuginfod server has the {kind} of {what} (build-id {build_id}): "
+                             f"{os.strerror(-fd)}; asked:\n{listing}",
+                             hint="check DEBUGINFOD_URLS and the servers; DEBUGINFOD_TIMEOUT sets the timeout in "
+                                  "seconds (default 90)")
+    _check_build_id(path, build_id, server or "the cache")
+    return Fetched(path, was_cached, None if was_cached else server)
+
+
+def _check_build_id(path: Path, build_id: str, source: str) -> None:
+    """A debug file that is not the one asked for is worse than none: refuse it and take it out of the cache."""
+    try:
+        with ElfFile(path) as elf:
+            found = elf.build_id
+    except ProbectlError as exc:
+        found, problem = None, exc.message
+    else:
+        problem = None if found == build_id else f"its build-id is {found or 'missing'}"
+    if problem is None:
+        return
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    raise DebugInfoError(f"{source} sent a file for build-id {build_id} that does not belong to it: {problem}",
+                         hint="the server's index is wrong; the file was removed from the debuginfod cache")
+
+
+def _answers(log: str) -> tuple[dict[str, str], Optional[str]]:
+    """Each server's last answer, and the server the file came from, from libdebuginfod's verbose log."""
+    urls: dict[str, str] = {}  # index → the server's base URL
+    answers: dict[str, str] = {}
+    committed = None
+    for line in log.splitlines():
+        m = re.match(r"init server (\d+) (\S+?)/buildid$", line)
+        if m:
+            urls[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"url (\d+) (.*)$", line)
+        if m and m.group(1) in urls and not m.group(2).startswith(("http://", "https://", "file://")):
+            answers[urls[m.group(1)]] = _short(m.group(2))
+            continue
+        m = re.match(r"committed to url (\d+)$", line)
+        if m:
+            committed = urls.get(m.group(1))
+    if committed is not None:
+        answers.setdefault(committed, "sent it")
+    return answers, committed
+
+
+def _short(answer: str) -> str:
+    """libcurl's words, shortened: ``The requested URL returned error: 404`` → ``HTTP 404 (not found)``."""
+    m = re.search(r"returned error: (\d+)", answer)
+    if m:
+        code = int(m.group(1))
+        return f"HTTP {code}" + (" (not found)" if code == 404 else "")
+    if any(word in answer.lower() for word in ("timed out", "timeout", "too slow")):
+        return f"timed out ({answer})"
+    return answer
+
+
+def fetch_note(fetched: Fetched, what: str) -> str:
+    """Where a fetched debug file came from, for the user."""
+    if fetched.from_cache:
+        return f"debug information of {what} from the debuginfod cache ({fetched.path})"
+    return f"debug information of {what} fetched from {fetched.server or 'debuginfod'} into {fetched.path}"
+
+
+def fetch_for_binary(binary: Path) -> Optional[Fetched]:
+    """The debug file of ``binary`` from debuginfod by its build-id; None when no server is configured.
+
+    Raises DebugInfoError when the binary has no build-id to ask for, or no server has it."""
+    if not server_urls():
+        return None
+    with ElfFile(binary) as elf:
+        build_id = elf.build_id
+    if not build_id:
+        raise DebugInfoError(f"{binary} has no build-id, which debuginfod servers need to find its debug file",
+                             hint="link it with -Wl,--build-id, or install its debug file locally")
+    return fetch_debuginfo(build_id, str(binary))
