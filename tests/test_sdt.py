@@ -269,6 +269,14 @@ def test_recorded_values_are_the_programs(sdt_events, usdt, tmp_path):
 
 
 @pytest.mark.root
+def test_list_names_the_sdt_probe(sdt_events, usdt):
+    rows = {f"{r['group']}:{r['event']}": r for r in json.loads(probectl("list", "--json", "sdt_probectl*:*").stdout)}
+    assert rows["sdt_probectl:guarded"]["on"] == f"sdt_probectl:guarded in {usdt[0]}"
+    assert rows["sdt_probectl:guarded"]["place"].endswith(")")  # (0xREF_CTR_OFFSET)
+    assert rows["sdt_probectl_lib:call"]["on"] == f"sdt_probectl_lib:call in {usdt[1]}"
+
+
+@pytest.mark.root
 def test_semaphore_of_a_running_process(sdt_events, usdt, live_tracefs):
     """A process started before the event is enabled sees its semaphore set once it is, and clear again after."""
     proc = subprocess.Popen([str(usdt[0]), "--wait", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

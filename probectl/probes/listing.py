@@ -67,7 +67,11 @@ def added(named: "Named", target: "Target") -> list[EventListing]:
             if d.full_name in seen:
                 continue
             seen.add(d.full_name)
-            where = spec.point.text + (f" in {target.path}" if target.is_uprobe else "")
+            point = spec.point.text
+            if spec.point.sdt is not None:  # the note's own name, not the glob
+                with ElfFile(d.uprobe_path) as elf:
+                    point = _sdt_name_at(elf, elf.offset_to_vaddr(d.uprobe_offset)) or point
+            where = point + (f" in {target.path}" if target.is_uprobe else "")
             args = tuple(f"{a.name}={a.text}" if a.name else a.text for a in spec.args)
             out.append(EventListing(d, where, args))
     return out
@@ -103,6 +107,9 @@ def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
             sym = elf.symbol_at(vaddr)
         except ProbectlError:
             vaddr, sym = None, None
+        sdt = _sdt_name_at(elf, vaddr) if vaddr is not None else None
+        if sdt is not None:
+            return EventListing(defn, f"{sdt}{ret} in {path}", kernel_arg_names(defn))
         if sym is not None:
             off = vaddr - sym.value
             where = sym.name + (f"+{off}" if off else "")
@@ -111,6 +118,17 @@ def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
             where = source if not ret else source.replace("@", ret + "@", 1)
             ret = ""
     return EventListing(defn, f"{where}{ret} in {path}", kernel_arg_names(defn))
+
+
+def _sdt_name_at(elf: ElfFile, vaddr: int) -> str | None:
+    """``sdt_PROVIDER:NAME`` of the SDT probe at ``vaddr``, if there is one."""
+    from ..debuginfo.sdt import read_sdt_notes
+
+    try:
+        notes = read_sdt_notes(elf)
+    except ProbectlError:
+        return None
+    return next((f"sdt_{n.provider}:{n.name}" for n in notes if n.address == vaddr), None)
 
 
 def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> str | None:
