@@ -242,3 +242,56 @@ def test_kernel_vmlinux_by_the_running_kernels_build_id(server, tmp_path, monkey
     source = resolver.source(required=True)
     assert resolver.target.path == tmp_path / bid / "debuginfo"
     assert source is not None and any("the running kernel" in note for note in resolver.notes)
+
+
+class _Trickle(_Handler):
+    """Sends its body in 64 KiB pieces, 2 MiB a second: a download that lasts about a second and a half."""
+
+    def do_GET(self):  # noqa: N802
+        try:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(self.body)))
+            self.end_headers()
+            for start in range(0, len(self.body), 1 << 16):
+                self.wfile.write(self.body[start:start + (1 << 16)])
+                time.sleep(1 / 32)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+def run_on_a_terminal(args: list[str], env: dict) -> tuple[int, str]:
+    """Run with stderr on a pseudo-terminal (stdout a pipe); return the exit status and what the terminal got."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.communicate(timeout=120)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_a_long_download_shows_progress_on_a_terminal_only(server, tmp_path, own_server):
+    """A debug file padded to 3 MiB (an ELF file with zeros appended keeps its build-id), sent slowly."""
+    _, stripped, originals = server
+    debug = tmp_path / "padded.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(originals["uprobe_target"]), str(debug)], check=True)
+    body = debug.read_bytes() + bytes(3 << 20)
+    url = own_server(type("Padded", (_Trickle,), {"body": body}))
+    args = [sys.executable, "-m", "probectl", "lines", "-x", str(stripped["uprobe_target"]), "add_ints"]
+    env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_CACHE_PATH=str(tmp_path / "tty"))
+    status, terminal = run_on_a_terminal(args, env)
+    assert status == 0, terminal
+    assert "probectl: fetching" in terminal and "/3.0 MiB" in terminal and "[####" in terminal, terminal
+    piped = probectl(*args[3:], urls=url, cache=tmp_path / "pipe")
+    assert piped.returncode == 0, piped.stderr
+    assert "fetching" not in piped.stderr and "fetched from" in piped.stderr
