@@ -295,3 +295,71 @@ def test_a_long_download_shows_progress_on_a_terminal_only(server, tmp_path, own
     piped = probectl(*args[3:], urls=url, cache=tmp_path / "pipe")
     assert piped.returncode == 0, piped.stderr
     assert "fetching" not in piped.stderr and "fetched from" in piped.stderr
+
+
+@pytest.fixture(scope="module")
+def source_server(tmp_path_factory):
+    """A debuginfod that alone sees the sources: the program is built in SRC, its source then moved away and
+    mounted back over SRC inside the server's own mount namespace (unshare -m), so the server reads
+    SRC/uprobe_target.c and probectl, outside, finds nothing there. Yields (url, stripped binary, source text)."""
+    exe, unshare = shutil.which("debuginfod"), shutil.which("unshare")
+    if exe is None:
+        _missing("debuginfod (apt debuginfod) is not installed")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    root = tmp_path_factory.mktemp("srcserver")
+    src, hidden = root / "src", root / "hidden"
+    src.mkdir()
+    hidden.mkdir()
+    text = (Path(__file__).resolve().parent.parent / "fixtures" / "uprobe_target.c").read_text()
+    (src / "uprobe_target.c").write_text(text)
+    binary = root / "uprobe_target"
+    subprocess.run(["gcc", "-O0", "-g", "-o", str(binary), str(src / "uprobe_target.c")], check=True)
+    stripped, _debug = split_debug(binary, root, "uprobe_target")
+    (src / "uprobe_target.c").rename(hidden / "uprobe_target.c")
+    port = free_port()
+    log = open(root / "debuginfod.log", "w")
+    script = (f'mount --bind "{hidden}" "{src}" && exec "{exe}" -F -d "{root}/db.sqlite" -p {port} -t 0 -g 0 '
+              f'"{root}/srv"')
+    proc = subprocess.Popen([unshare, "-m", "--propagation", "private", "sh", "-c", script], stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    bid = build_id(binary)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/buildid/{bid}/source{src}/uprobe_target.c", timeout=5).read(1)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    pytest.fail((root / "debuginfod.log").read_text()[-2000:])
+                time.sleep(0.2)
+        yield url, stripped, text, binary
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_lines_fetches_the_source(source_server, tmp_path):
+    url, stripped, text, binary = source_server
+    out = probectl("lines", "-x", str(stripped), "add_ints", urls=url, cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    body = [line.split(None, 1)[-1] for line in out.stdout.splitlines()[1:] if line.strip()]
+    assert "PROBED int add_ints(int a, int b)" in out.stdout and "return a + b;" in out.stdout
+    assert all(line.strip() in text for line in body)
+    # Without servers the binary's own DWARF is there, its source is not.
+    without = probectl("lines", "-x", str(binary), "add_ints", urls="", cache=tmp_path / "none")
+    assert without.returncode == 1 and "source file" in without.stderr and "not found" in without.stderr
+    down = f"http://127.0.0.1:{free_port()}"
+    refused = probectl("lines", "-x", str(binary), "add_ints", urls=down, cache=tmp_path / "none")
+    assert refused.returncode == 1 and "no debuginfod server has the source" in refused.stderr
+    assert f"{down}: " in refused.stderr
+
+
+def test_lazy_pattern_fetches_the_source(source_server, tmp_path):
+    url, stripped, _, _ = source_server
+    out = probectl("add", "-D", "-x", str(stripped), "add_ints;return*", urls=url, cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("p:probe_uprobe_target/add_ints ")

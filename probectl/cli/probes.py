@@ -227,10 +227,10 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
-    debuginfo = resolver.source(required=True).debuginfo
+    source = resolver.source(required=True)
     for note in resolver.notes:
         notice(f"probectl: {note}")
-    listings = list_lines(debuginfo, parse_line_range(linedesc), source_dir)
+    listings = list_lines(source.debuginfo, parse_line_range(linedesc), source_dir, source.fetch_source)
     if as_json:
         click.echo(_json_text([listing.as_json() for listing in listings]))
         return

@@ -12,12 +12,9 @@ taken out of the cache again so that it does not poison the next run).
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +26,8 @@ from ..errors import DebugInfoError, ProbectlError
 LIBRARY = "libdebuginfod.so.1"
 # A download shows a progress bar (on a terminal) once it has taken this long.
 PROGRESS_AFTER_S = 1.0
-
-_PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long)
+# (ctypes, and ctypes.util's subprocess, are imported when a server is asked: a definition resolved
+# from local files, the common case, does not pay for them.)
 
 
 def server_urls() -> list[str]:
@@ -62,6 +59,10 @@ class _Library:
     """The few entry points of libdebuginfod probectl uses."""
 
     def __init__(self) -> None:
+        import ctypes
+        import ctypes.util
+
+        self.progress_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long)
         try:
             lib = ctypes.CDLL(LIBRARY)
         except OSError:
@@ -74,7 +75,7 @@ class _Library:
                                            ctypes.POINTER(ctypes.c_void_p)]
         lib.debuginfod_find_source.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                                                ctypes.POINTER(ctypes.c_void_p)]
-        lib.debuginfod_set_progressfn.argtypes = [ctypes.c_void_p, _PROGRESS_FN]
+        lib.debuginfod_set_progressfn.argtypes = [ctypes.c_void_p, self.progress_fn]
         lib.debuginfod_set_verbose_fd.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.lib = lib
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -124,30 +125,38 @@ class _Progress:
             sys.stderr.flush()
 
 
-def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo") -> Fetched:
-    """The debug file (``kind`` ``debuginfo``) or executable (``executable``) with ``build_id`` from the
-    servers of ``$DEBUGINFOD_URLS``; ``what`` names it in messages (``/usr/bin/foo``, ``vmlinux``).
+def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source: Optional[str] = None) -> Fetched:
+    """The debug file (``kind`` ``debuginfo``), executable (``executable``) or source file (``source``, the
+    absolute path ``source``) of ``build_id`` from the servers of ``$DEBUGINFOD_URLS``; ``what`` names it
+    in messages (``/usr/bin/foo``, ``vmlinux``).
 
-    Raises DebugInfoError naming every server and its answer when none has it, and when the file
-    served does not carry ``build_id``."""
+    Raises DebugInfoError naming every server and its answer when none has it, and when a debug file
+    or executable served does not carry ``build_id``."""
+    import ctypes
+    import tempfile
+
     urls = server_urls()
     if not urls:
         raise DebugInfoError("DEBUGINFOD_URLS is not set", hint="set it to the debuginfod servers to ask")
     lib = _library()
-    cached = cache_dir() / build_id / kind
+    # (libdebuginfod's cache names: debuginfo, executable, source-#path#with#hashes)
+    cached = cache_dir() / build_id / (kind if source is None else "source" + source.replace("/", "#"))
     was_cached = cached.is_file() and cached.stat().st_size > 0
     client = lib.lib.debuginfod_begin()
     if not client:
         raise DebugInfoError("libdebuginfod could not start a client")
     progress = _Progress(what)
-    callback = _PROGRESS_FN(progress)
+    callback = lib.progress_fn(progress)
     path_out = ctypes.c_void_p()
     with tempfile.TemporaryFile() as log:
         try:
             lib.lib.debuginfod_set_progressfn(client, callback)
             lib.lib.debuginfod_set_verbose_fd(client, log.fileno())
-            find = getattr(lib.lib, f"debuginfod_find_{kind}")
-            fd = find(client, build_id.encode(), 0, ctypes.byref(path_out))
+            if kind == "source":
+                fd = lib.lib.debuginfod_find_source(client, build_id.encode(), 0, (source or "").encode(),
+                                                    ctypes.byref(path_out))
+            else:
+                fd = getattr(lib.lib, f"debuginfod_find_{kind}")(client, build_id.encode(), 0, ctypes.byref(path_out))
         finally:
             lib.lib.debuginfod_end(client)
             progress.finish()
@@ -162,11 +171,13 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo") -> Fet
         raise KeyboardInterrupt
     if path is None:
         listing = "\n".join(f"  {url}: {answers.get(url, 'no answer')}" for url in urls)
-        raise DebugInfoError(f"no debuginfod server has the {kind} of {what} (build-id {build_id}): "
+        wanted = kind if source is None else f"source {source}"
+        raise DebugInfoError(f"no debuginfod server has the {wanted} of {what} (build-id {build_id}): "
                              f"{os.strerror(-fd)}; asked:\n{listing}",
                              hint="check DEBUGINFOD_URLS and the servers; DEBUGINFOD_TIMEOUT sets the timeout in "
                                   "seconds (default 90)")
-    _check_build_id(path, build_id, server or "the cache")
+    if kind != "source":
+        _check_build_id(path, build_id, server or "the cache")
     return Fetched(path, was_cached, None if was_cached else server)
 
 
@@ -227,6 +238,22 @@ def fetch_note(fetched: Fetched, what: str) -> str:
     if fetched.from_cache:
         return f"debug information of {what} from the debuginfod cache ({fetched.path})"
     return f"debug information of {what} fetched from {fetched.server or 'debuginfod'} into {fetched.path}"
+
+
+def source_fetcher(binary: Path):
+    """A callable getting ``binary``'s source files from debuginfod by absolute path (for
+    :func:`probectl.debuginfo.dwarf.sources.find_source`); None without servers or build-id."""
+    if not server_urls():
+        return None
+    with ElfFile(binary) as elf:
+        build_id = elf.build_id
+    if not build_id:
+        return None
+
+    def fetch(path: str) -> Path:
+        return fetch_debuginfo(build_id, str(binary), kind="source", source=path).path
+
+    return fetch
 
 
 def fetch_for_binary(binary: Path) -> Optional[Fetched]:
