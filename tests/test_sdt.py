@@ -199,6 +199,8 @@ def test_errors(usdt):
     assert "sdt_probectl/indexed" in whole.stdout and "that argument is left out" in whole.stderr
     none = probectl("add", "-x", "/bin/true", "-D", "sdt_x:y", check=False)
     assert none.returncode == 1 and "has no SDT probes" in none.stderr
+    kernel = probectl("add", "-D", "%probectl:regs", check=False)
+    assert kernel.returncode == 1 and "give the binary with -x BINARY" in kernel.stderr
 
 
 # -- listing ---------------------------------------------------------------------------------------

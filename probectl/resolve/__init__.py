@@ -501,9 +501,13 @@ class Resolver:
         if not matches:
             raise ResolveError(f"symbol '{ref.name}' not found in {self.target.path}",
                                hint=self._function_hint(ref.name, [s.name for s in self.elf.symbols()]))
-        # The kernel computes base = probe address - probe file offset, then reads base + OFFSET.
+        return self.file_offset_fetch(matches[0].value + ref.offset, address)
+
+    def file_offset_fetch(self, vaddr: int, address: int) -> str:
+        """The uprobe fetch of the memory at ``vaddr`` of the probed file, from a probe at ``address``:
+        ``@+OFFSET``, which the kernel reads at (probe address - probe file offset) + OFFSET."""
         probe_delta = address - self.elf.vaddr_to_offset(address)
-        return f"@+0x{matches[0].value + ref.offset - probe_delta:x}"
+        return f"@+0x{vaddr - probe_delta:x}"
 
 
 def _needs_debuginfo(arg: S.ArgSpec) -> bool:

@@ -139,6 +139,5 @@ def _global(resolver: "Resolver", op: SdtOperand, address: int, what: str) -> st
             raise ResolveError(f"{what}: the symbol {op.symbol} is not in the symbol table of {resolver.target.path}",
                                hint="the file may be stripped; give the unstripped binary")
         target = matches[0].value + op.displacement
-    probe_delta = address - resolver.elf.vaddr_to_offset(address)
-    return f"@+0x{target - probe_delta:x}"
+    return resolver.file_offset_fetch(target, address)
 
