@@ -162,6 +162,13 @@ def test_not_found_names_each_server_and_its_answer(server, tmp_path):
     assert f"(build-id {build_id(other)})" in out.stderr
     assert f"{url}: HTTP 404 (not found)" in out.stderr
     assert f"{down}: " in out.stderr
+    # A 404 from every server is remembered by libdebuginfod (an empty cache file), which then asks no
+    # server for a while: say so.
+    only = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path)
+    assert only.returncode == 1 and f"{url}: HTTP 404 (not found)" in only.stderr
+    again = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path)
+    assert again.returncode == 1 and "debuginfod's cache remembers that no server had" in again.stderr
+    assert f"remove {tmp_path / build_id(other) / 'debuginfo'}" in again.stderr
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -363,3 +370,20 @@ def test_lazy_pattern_fetches_the_source(source_server, tmp_path):
     out = probectl("add", "-D", "-x", str(stripped), "add_ints;return*", urls=url, cache=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("p:probe_uprobe_target/add_ints ")
+
+
+def test_ctrl_c_during_a_download_stops_it_and_leaves_no_cache_entry(server, tmp_path, own_server):
+    """SIGINT while libdebuginfod downloads (16 MiB at 2 MiB/s): the transfer is cancelled, probectl exits
+    as interrupted, and neither a partial file nor a remembered miss is left in the cache."""
+    _, stripped, originals = server
+    url = own_server(type("Big", (_Trickle,), {"body": bytes(16 << 20)}))
+    cache = tmp_path / "cache"
+    env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_CACHE_PATH=str(cache))
+    proc = subprocess.Popen([sys.executable, "-m", "probectl", "lines", "-x", str(stripped["uprobe_target"]),
+                             "add_ints"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(2)
+    proc.send_signal(2)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert not (cache / build_id(originals["uprobe_target"])).exists()

@@ -102,21 +102,23 @@ class _Progress:
         self.interrupted = False
         self.live = sys.stderr.isatty()
 
+    def interrupt(self, _signum, _frame) -> None:
+        """SIGINT while the library downloads: a KeyboardInterrupt raised in its callback would be lost
+        in ctypes, so the callback cancels the transfer and the interrupt is raised after it."""
+        self.interrupted = True
+
     def __call__(self, _client, done: int, total: int) -> int:
-        try:
-            if self.live and time.monotonic() - self.start >= PROGRESS_AFTER_S:
-                if total > 0:
-                    width = 30
-                    filled = int(width * min(done, total) / total)
-                    text = (f"\rprobectl: fetching {self.what} [{'#' * filled}{'.' * (width - filled)}] "
-                            f"{done / 2**20:.1f}/{total / 2**20:.1f} MiB")
-                else:
-                    text = f"\rprobectl: fetching {self.what} {done / 2**20:.1f} MiB"
-                sys.stderr.write(text)
-                sys.stderr.flush()
-                self.drawn = True
-        except KeyboardInterrupt:  # (raised inside a C callback it would be lost: cancel, re-raise after)
-            self.interrupted = True
+        if self.live and not self.interrupted and time.monotonic() - self.start >= PROGRESS_AFTER_S:
+            if total > 0:
+                width = 30
+                filled = int(width * min(done, total) / total)
+                text = (f"\rprobectl: fetching {self.what} [{'#' * filled}{'.' * (width - filled)}] "
+                        f"{done / 2**20:.1f}/{total / 2**20:.1f} MiB")
+            else:
+                text = f"\rprobectl: fetching {self.what} {done / 2**20:.1f} MiB"
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            self.drawn = True
         return 1 if self.interrupted else 0
 
     def finish(self) -> None:
@@ -133,7 +135,9 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source
     Raises DebugInfoError naming every server and its answer when none has it, and when a debug file
     or executable served does not carry ``build_id``."""
     import ctypes
+    import signal
     import tempfile
+    import threading
 
     urls = server_urls()
     if not urls:
@@ -141,13 +145,18 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source
     lib = _library()
     # (libdebuginfod's cache names: debuginfo, executable, source-#path#with#hashes)
     cached = cache_dir() / build_id / (kind if source is None else "source" + source.replace("/", "#"))
-    was_cached = cached.is_file() and cached.stat().st_size > 0
+    existed = cached.is_file()
+    was_cached = existed and cached.stat().st_size > 0
+    # An empty file is libdebuginfod's memory of a failed query: it asks no server again for a while.
+    remembered_miss = existed and not was_cached
     client = lib.lib.debuginfod_begin()
     if not client:
         raise DebugInfoError("libdebuginfod could not start a client")
     progress = _Progress(what)
     callback = lib.progress_fn(progress)
     path_out = ctypes.c_void_p()
+    in_main = threading.current_thread() is threading.main_thread()
+    old_handler = signal.signal(signal.SIGINT, progress.interrupt) if in_main else None
     with tempfile.TemporaryFile() as log:
         try:
             lib.lib.debuginfod_set_progressfn(client, callback)
@@ -160,6 +169,8 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source
         finally:
             lib.lib.debuginfod_end(client)
             progress.finish()
+            if in_main:
+                signal.signal(signal.SIGINT, old_handler)
         log.seek(0)
         answers, server = _answers(log.read().decode("utf-8", "replace"))
     path = None
@@ -168,8 +179,17 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source
         path = Path(ctypes.string_at(path_out.value).decode()) if path_out.value else cached
         lib.free(path_out)
     if progress.interrupted:
+        if path is None and not existed:
+            _forget_miss(cached)  # (a cancelled download is no answer to remember)
         raise KeyboardInterrupt
+    if path is None and remembered_miss:
+        raise DebugInfoError(f"debuginfod's cache remembers that no server had the {kind} of {what} "
+                             f"(build-id {build_id}), so no server was asked again",
+                             hint=f"remove {cached} to ask them now (libdebuginfod asks again after "
+                                  "cache_miss_s, 10 minutes by default)")
     if path is None:
+        if server is not None:
+            answers[server] = "began to send it, then failed"
         listing = "\n".join(f"  {url}: {answers.get(url, 'no answer')}" for url in urls)
         wanted = kind if source is None else f"source {source}"
         raise DebugInfoError(f"no debuginfod server has the {wanted} of {what} (build-id {build_id}): "
@@ -179,6 +199,15 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source
     if kind != "source":
         _check_build_id(path, build_id, server or "the cache")
     return Fetched(path, was_cached, None if was_cached else server)
+
+
+def _forget_miss(cached: Path) -> None:
+    try:
+        if cached.is_file() and cached.stat().st_size == 0:
+            cached.unlink()
+        cached.parent.rmdir()  # (only if nothing else of that build-id is cached)
+    except OSError:
+        pass
 
 
 def _check_build_id(path: Path, build_id: str, source: str) -> None:
