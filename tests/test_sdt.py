@@ -144,11 +144,12 @@ def probectl_definitions(binary: Path, probe: str) -> list[str]:
 
 
 @pytest.mark.parametrize("which,probe", [
-    (0, "sdt_probectl:regs"), (0, "sdt_probectl:mem"), (0, "%sdt_probectl:guarded"),
+    (0, "sdt_probectl:regs"), (0, "sdt_probectl:mem"), (0, "%sdt_probectl:guarded"), (0, "sdt_probectl:inlined"),
     (1, "sdt_probectl_lib:call"), (1, "sdt_probectl_lib:guarded"),
 ])
 def test_definitions_equal_perfs(usdt, perf_home, which, probe):
-    """Registers, stack memory, signed and unsigned sizes, semaphores as (REF_CTR_OFFSET): the same text."""
+    """Registers, stack memory, signed and unsigned sizes, semaphores as (REF_CTR_OFFSET), one name at two
+    places: the same text."""
     assert probectl_definitions(usdt[which], probe) == perf_definitions(perf_home, usdt[which], probe)
 
 
@@ -208,10 +209,13 @@ def test_errors(usdt):
 def test_funcs_sdt(usdt):
     lines = probectl("funcs", "--sdt", "-x", str(usdt[0])).stdout.splitlines()
     assert lines == ["sdt_probectl:regs", "sdt_probectl:mem", "sdt_probectl:constant", "sdt_probectl:global",
-                     "sdt_probectl:indexed", "sdt_probectl:guarded [semaphore]"]
+                     "sdt_probectl:inlined", "sdt_probectl:indexed", "sdt_probectl:guarded [semaphore]"]
     rows = json.loads(probectl("funcs", "--sdt", "--json", "-x", str(usdt[1]), "*:call").stdout)
     assert [(r["provider"], r["name"], r["arguments"]) for r in rows] == [("probectl_lib", "call",
                                                                           ["-4@%eax", "2@-2(%rbp)"])]
+    inlined = json.loads(probectl("funcs", "--sdt", "--json", "-x", str(usdt[0]), "probectl:inlined").stdout)
+    assert inlined[0]["addresses"] == [n[2] for n in readelf_notes(usdt[0]) if n[1] == "inlined"]
+    assert len(inlined) == 1 and len(inlined[0]["addresses"]) == 2
     none = probectl("funcs", "--sdt", "-x", str(usdt[0]), "nothing*", check=False)
     assert none.returncode == 1 and "no SDT probe in" in none.stderr
 

@@ -181,10 +181,15 @@ def _matches(defn: EventDefinition, pattern: str) -> bool:
 
 @dataclass(frozen=True)
 class SdtListing:
-    """One SDT probe of one file, for ``funcs --sdt``: what ``add`` takes (``sdt_PROVIDER:NAME``) and the note."""
+    """One SDT probe of one file, for ``funcs --sdt``: what ``add`` takes (``sdt_PROVIDER:NAME``) and its
+    notes (several when the probe's code was inlined or unrolled: one event, several places)."""
 
     path: Path
-    note: "SdtNote"
+    notes: tuple["SdtNote", ...]
+
+    @property
+    def note(self) -> "SdtNote":
+        return self.notes[0]
 
     @property
     def name(self) -> str:
@@ -198,14 +203,15 @@ class SdtListing:
 
     def as_json(self) -> dict:
         note = self.note
-        return {"path": str(self.path), "provider": note.provider, "name": note.name, "address": note.address,
-                "semaphore": note.semaphore, "arguments": note.operand_texts}
+        return {"path": str(self.path), "provider": note.provider, "name": note.name,
+                "addresses": [n.address for n in self.notes], "semaphore": note.semaphore,
+                "arguments": note.operand_texts}
 
 
 def sdt_probes(paths: list[Path], pattern: str | None) -> list[SdtListing]:
     """The SDT probes of ``paths`` whose ``PROVIDER:NAME`` matches ``pattern`` (a glob, ``sdt_`` and ``%``
     prefixes allowed; None: all), each provider:name once per file, in file order."""
-    from ..debuginfo.sdt import read_sdt_notes
+    from ..debuginfo.sdt import SdtNote, read_sdt_notes
 
     wanted = None
     if pattern:
@@ -216,11 +222,10 @@ def sdt_probes(paths: list[Path], pattern: str | None) -> list[SdtListing]:
     out = []
     for path in paths:
         with ElfFile(path) as elf:
-            seen: set[str] = set()
+            by_name: dict[str, list[SdtNote]] = {}
             for note in read_sdt_notes(elf):
                 key = f"{note.provider}:{note.name}"
-                if key in seen or (wanted is not None and not fnmatch.fnmatchcase(key, wanted)):
-                    continue
-                seen.add(key)
-                out.append(SdtListing(path, note))
+                if wanted is None or fnmatch.fnmatchcase(key, wanted):
+                    by_name.setdefault(key, []).append(note)
+        out.extend(SdtListing(path, tuple(notes)) for notes in by_name.values())
     return out
