@@ -159,7 +159,9 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.kallsyms import Kallsyms
 
-    if sdt or pid is not None:
+    if pid is not None and not sdt:
+        raise click.UsageError("-p PID lists the SDT probes of a process: add --sdt")
+    if sdt:
         return _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json)
     if exec_ is not None or vmlinux is not None or module is not None:
         elf = ElfFile(make_target(exec_, vmlinux, module).path)

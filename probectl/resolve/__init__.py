@@ -2,8 +2,9 @@
 
 The :class:`Resolver` decides where the answer comes from — symbols (ELF, or kallsyms for the running
 kernel), DWARF (:mod:`.dwarf`, perf's probe-finder) or, for kprobes without DWARF, BTF (:mod:`.btf`) —
-renders raw fetch arguments, reads SDT probes from their notes (:mod:`.sdt`), and drops kprobe places the kernel would refuse (:mod:`.kprobe_rules`,
-:mod:`.boundary`). C expressions become fetch text in :mod:`.dwarf_fetch` and :mod:`.btf_fetch`, which
+renders raw fetch arguments, reads SDT probes from their notes (:mod:`.sdt`), and drops kprobe places
+the kernel would refuse (:mod:`.kprobe_rules`, :mod:`.boundary`). Debug files not found locally come
+from debuginfod (:mod:`probectl.target.debuginfod`). C expressions become fetch text in :mod:`.dwarf_fetch` and :mod:`.btf_fetch`, which
 find the variable and its place and hand the member chain to the one walker, :mod:`.fetch`;
 :mod:`.render` writes places as the kernel's fetch syntax. :mod:`.points` holds what comes out.
 """
