@@ -316,3 +316,21 @@ def test_trace(live_tracefs, usdt):
     out = probectl("trace", "-x", str(usdt[0]), "sdt_probectl:mem", "sdt_probectl:constant", "--", str(usdt[0]), "2")
     events = re.findall(r"sdt_probectl:(\w+): \([0-9a-f]+\) arg1=(-?\d+) arg2=(-?\d+)", out.stdout)
     assert events == [("mem", "-300", "201"), ("constant", "5", "-9"), ("mem", "-600", "202"), ("constant", "5", "-9")]
+
+
+def test_kernels_without_ref_ctr_or_immediates(usdt):
+    """What an older kernel's tracefs README lacks (FetchOptions from it): a semaphore probe is an error,
+    a constant operand is left out of an all-arguments probe and an error when asked for."""
+    from probectl.errors import ResolveError
+    from probectl.resolve import Resolver
+    from probectl.resolve.fetch import FetchOptions
+    from probectl.spec import parse_probe
+    from probectl.target import Target
+
+    old = Resolver(Target(kind="uprobe", path=usdt[0]), FetchOptions(ref_ctr=False, immediates=False))
+    with pytest.raises(ResolveError, match="no reference counter"):
+        old.resolve(parse_probe("sdt_probectl:guarded"))
+    (point,) = old.resolve(parse_probe("sdt_probectl:constant"))
+    assert point.args == () and "take no immediate values" in old.warnings[0]
+    with pytest.raises(ResolveError, match="take no immediate values"):
+        old.resolve(parse_probe("sdt_probectl:constant arg2"))
