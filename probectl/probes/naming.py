@@ -1,7 +1,7 @@
 """Event naming as perf probe does it: ProbePoints of one definition → EventDefinitions with free names.
 
-Group: the user's, else ``probe`` / ``probe_<binary>``. Event: the user's, else the function (``FUNC_L<N>``
-for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
+Group: the user's, else ``sdt_PROVIDER`` for an SDT probe, else ``probe`` / ``probe_<binary>``. Event: the
+user's, else the SDT probe's NAME or the function (``FUNC_L<N>`` for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
 unless --force, which picks ``_1``, ``_2``...; on kernels that can append probes to an event (README
 "Create/append"), every point of one definition shares its event, otherwise the extra points get suffixes.
 """
