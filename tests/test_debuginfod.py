@@ -157,18 +157,18 @@ def test_not_found_names_each_server_and_its_answer(server, tmp_path):
     stripped = tmp_path / "dwarf_inline"
     subprocess.run(["objcopy", "--strip-debug", str(other), str(stripped)], check=True)
     down = f"http://127.0.0.1:{free_port()}"
-    out = probectl("lines", "-x", str(stripped), "main", urls=f"{url} {down}", cache=tmp_path)
+    out = probectl("lines", "-x", str(stripped), "main", urls=f"{url} {down}", cache=tmp_path / "both")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"(build-id {build_id(other)})" in out.stderr
     assert f"{url}: HTTP 404 (not found)" in out.stderr
     assert f"{down}: " in out.stderr
     # A 404 from every server is remembered by libdebuginfod (an empty cache file), which then asks no
     # server for a while: say so.
-    only = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path)
+    only = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path / "one")
     assert only.returncode == 1 and f"{url}: HTTP 404 (not found)" in only.stderr
-    again = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path)
+    again = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path / "one")
     assert again.returncode == 1 and "debuginfod's cache remembers that no server had" in again.stderr
-    assert f"remove {tmp_path / build_id(other) / 'debuginfo'}" in again.stderr
+    assert f"remove {tmp_path / 'one' / build_id(other) / 'debuginfo'}" in again.stderr
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
