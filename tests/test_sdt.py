@@ -334,3 +334,19 @@ def test_kernels_without_ref_ctr_or_immediates(usdt):
     assert point.args == () and "take no immediate values" in old.warnings[0]
     with pytest.raises(ResolveError, match="take no immediate values"):
         old.resolve(parse_probe("sdt_probectl:constant arg2"))
+
+
+def test_a_stripped_binary_takes_its_globals_from_its_debug_file(usdt, tmp_path):
+    """Notes survive strip, the symbol of a RIP-relative operand does not: it comes from the debug file
+    (here found through .gnu_debuglink next to the binary)."""
+    stripped = tmp_path / "usdt_target"
+    subprocess.run(["objcopy", "--strip-all", str(usdt[0]), str(stripped)], check=True)
+    out = probectl("add", "-D", "-x", str(stripped), "sdt_probectl:global arg1", check=False)
+    assert out.returncode == 1 and "is in the symbol table of neither" in out.stderr
+    debug = tmp_path / "usdt_target.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(usdt[0]), str(debug)], check=True)
+    subprocess.run(["objcopy", "--strip-all", f"--add-gnu-debuglink={debug}", str(usdt[0]), str(stripped)],
+                   check=True, cwd=tmp_path)
+    with_debug = probectl_definitions(stripped, "sdt_probectl:global arg1")
+    assert [d.split()[2:] for d in with_debug] == [d.split()[2:] for d in
+                                                   probectl_definitions(usdt[0], "sdt_probectl:global arg1")]

@@ -129,15 +129,32 @@ def _register(name: str, what: str) -> tuple[str, int, int]:
                            hint="they read the general-purpose registers only") from None
 
 
+def _symbol_value(resolver: "Resolver", name: str) -> Optional[int]:
+    """A data symbol's address from the binary's symbol table, else (a stripped binary) from its debug
+    file's, found locally or through debuginfod."""
+    from ..debuginfo.elf import ElfFile
+
+    matches = [s for s in resolver.elf.symbols() if s.name == name and s.shndx != 0]
+    if matches:
+        return matches[0].value
+    source = resolver.source(required=False)
+    if source is None or source.debuginfo.path == str(resolver.target.path):
+        return None
+    with ElfFile(source.debuginfo.path) as debug:
+        matches = [s for s in debug.symbols() if s.name == name and s.shndx != 0]
+    return matches[0].value if matches else None
+
+
 def _global(resolver: "Resolver", op: SdtOperand, address: int, what: str) -> str:
     """Memory at a symbol (+ displacement) or an absolute address, as the uprobe file-offset fetch."""
     if op.symbol is None:
         target = op.displacement
     else:
-        matches = [s for s in resolver.elf.symbols() if s.name == op.symbol and s.shndx != 0]
-        if not matches:
-            raise ResolveError(f"{what}: the symbol {op.symbol} is not in the symbol table of {resolver.target.path}",
-                               hint="the file may be stripped; give the unstripped binary")
-        target = matches[0].value + op.displacement
+        value = _symbol_value(resolver, op.symbol)
+        if value is None:
+            raise ResolveError(f"{what}: the symbol {op.symbol} is in the symbol table of neither "
+                               f"{resolver.target.path} nor a debug file of it",
+                               hint="the file is stripped: install its debug file, or set DEBUGINFOD_URLS")
+        target = value + op.displacement
     return resolver.file_offset_fetch(target, address)
 
