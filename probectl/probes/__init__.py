@@ -80,7 +80,7 @@ def fetch_options(features: Optional[Features]) -> FetchOptions:
     if features is None:
         return FetchOptions()
     return FetchOptions(x_types=features.x_types, immediates=features.immediates,
-                        args_at_return=features.retprobe_args)
+                        args_at_return=features.retprobe_args, ref_ctr=features.ref_ctr)
 
 
 def definitions(named: Named) -> list[EventDefinition]:

@@ -5,8 +5,8 @@ characters and unique within the event (``id``, ``id_1``), avoiding the names th
 fields every event has and the kernel's ``argN`` names of unnamed arguments; names the user gave are
 left as they are, for :mod:`.kernel_rules` to refuse if the kernel would.
 
-Group: the user's, else ``probe`` / ``probe_<binary>``. Event: the user's, else the function (``FUNC_L<N>``
-for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
+Group: the user's, else ``sdt_PROVIDER`` for an SDT probe, else ``probe`` / ``probe_<binary>``. Event: the
+user's, else the SDT probe's NAME or the function (``FUNC_L<N>`` for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
 unless --force, which picks ``_1``, ``_2``...; on kernels that can append probes to an event (README
 "Create/append"), every point of one definition shares its event, otherwise the extra points get suffixes.
 """
@@ -32,6 +32,8 @@ def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
     if probe.event:
         return probe.event
     pt = probe.point
+    if pt.sdt is not None:
+        return point.function  # the note's NAME, as perf names SDT events
     if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
         base = pt.function
     else:
@@ -56,23 +58,21 @@ def assign_events(
     is_uprobe: bool,
 ) -> list[EventDefinition]:
     """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names."""
-    group = probe.group or group
-    check_group_name(group)  # (the default group comes from a file name)
-    if len(group) >= MAX_EVENT_NAME_LEN:
-        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
-                                 hint="name the group: GROUP:EVENT=...")
     defs: list[EventDefinition] = []
-    shared: dict[str, str] = {}  # base name → event name already chosen in this definition
+    shared: dict[tuple[str, str], str] = {}  # (group, base name) → event name already chosen in this definition
+    default_group = group
     for point in points:
+        group = probe.group or point.group or default_group
+        _check_group(group)
         base = event_base_name(probe, point)
         if point.is_return:
             base += "__return"
-        if multiprobe and base in shared:
-            event = shared[base]
+        if multiprobe and (group, base) in shared:
+            event = shared[group, base]
         else:
             allow_suffix = force or (bool(defs) and not multiprobe)
             event = _free_name(group, base, taken, allow_suffix)
-            shared[base] = event
+            shared[group, base] = event
             taken.add((group, event))
         defs.append(
             EventDefinition(
@@ -86,6 +86,13 @@ def assign_events(
             )
         )
     return defs
+
+
+def _check_group(group: str) -> None:
+    check_group_name(group)  # (the default group comes from a file name, an SDT group from a provider)
+    if len(group) >= MAX_EVENT_NAME_LEN:
+        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
+                                 hint="name the group: GROUP:EVENT=...")
 
 
 def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix: bool) -> str:

@@ -39,6 +39,7 @@ class FetchOptions:
     x_types: bool = True  # x8..x64 types ("type: ... x8/16/32/64")
     immediates: bool = True  # \IMM arguments ("\imm-value")
     args_at_return: bool = False  # $argN at return probes ("kernel return probes support: ... $arg<N>")
+    ref_ctr: bool = True  # uprobe reference counters, PATH:OFF(REF) ("ref_ctr_offset"), for SDT semaphores
 
 
 def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, cast: Optional[S.TypeSpec],

@@ -31,6 +31,7 @@ class ProbePoint:
     is_return: bool = False
     args: tuple[ResolvedArg, ...] = ()
     line: int | None = None  # relative line of FUNC:RLN, for naming
+    group: str | None = None  # the group the place itself names (sdt_PROVIDER), None: the target's
 
 
 def is_untyped_retval(arg: S.ArgSpec) -> bool:
