@@ -23,9 +23,20 @@ and the clauses are
   place to place. Alignment spaces before VALUE may change width. KINDs: ``pid``, ``cpu`` (``000`` or
   ``0``: as many digits), ``time`` (seconds with as many decimals), ``addr`` (hex; ``0x`` kept if
   written, and ``0xVALUE`` in the output is the same address), ``num`` and ``id`` (decimal), ``count``
-  (decimal with thousands commas), ``size`` (``5.2``).
+  (decimal with thousands commas), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id).
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
-  at OPT (default -O0) by conftest's build_fixture.
+  at OPT (default -O0) by conftest's build_fixture; ``file NAME=usdt[:OPT]`` is the SDT program of
+  conftest's build_usdt (its library stays where it was built: the program's rpath names it).
+- ``process PID=PROGRAM``  PROGRAM runs while the block runs (started by the tour with its standard
+  input an open pipe, where an interpreter waits reading its program; ended after the block), and PID
+  in the commands stands for its process id.
+- ``debuginfod URL=DIR``  a local debuginfod (``debuginfod -F DIR``, on a free port) serves the ELF files
+  of ./DIR while the block runs; URL (``http://127.0.0.1:8002``) in commands and output stands for its
+  address. The block's commands get a debuginfod cache of their own in the working directory
+  (``DEBUGINFOD_CACHE_PATH``; the user's is left alone), which ``/root/.cache/debuginfod_client`` in
+  the output stands for.
+- ``hostname=NAME``  the commands run in a UTS namespace of their own whose node name is NAME (the
+  README's recordings were made on a machine named so; recordings and Parquet partitions keep it).
 - ``path TEXT=WHERE ...``  TEXT in commands and output is a real path: ``./NAME`` (the absolute path of a
   file of the working directory), ``repo:REL`` (a file of this repository), ``kernel:REL`` (a file of
   the kernel test data, tools/kernel-testdata.sh).
@@ -37,10 +48,13 @@ and the clauses are
 - ``then=EXPR``  (```python blocks) EXPR must be true after the block ran.
 
 In a ```console block, ``# COMMAND`` is a command run as root, the lines below it are its output (stdout
-and stderr, as a terminal shows them). A line that is only ``…`` stands for any number of lines, a
+and stderr, as a terminal shows them); a line is a command when its first word is ``probectl``, a
+program on PATH, a path (``./x``, ``.venv/bin/python``) or a ``VAR=VALUE`` before one, so that
+output lines of perf's ``# comment`` shape (``report``'s headers) stay output. A line that is only ``…`` stands for any number of lines, a
 ``…`` inside a line for any text. A command exits 0 unless its output shows an ``Error:`` line.
 In a ```sh block each line is a command line; ``tools/bootstrap.sh ... &&`` before it (the set-up CI
-runs) is not run and ``.venv/bin/probectl`` is the probectl under test.
+runs) is not run and ``.venv/bin/probectl`` is the probectl under test; in any command
+``.venv/bin/python`` is the interpreter running the tour.
 
 Every command runs in a pseudo-terminal (``bash -c COMMAND``, 200 columns), in one working directory
 shared by the whole tour and in the README's order, since examples build on each other (``add``, then
@@ -61,6 +75,8 @@ import subprocess
 import sys
 import termios
 import time
+import urllib.error
+import urllib.request
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +84,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from conftest import ROOT, TRACEFS, build_fixture, kernel_testdata, require_tracefs
+from conftest import ROOT, TRACEFS, _missing, build_fixture, build_usdt, kernel_testdata, require_tracefs
 
 README = ROOT / "README.md"
 WILD = "…"
@@ -127,6 +143,16 @@ def parse_markup(text: str) -> dict[str, str]:
     return out
 
 
+def _is_command(line: str) -> bool:
+    """``# probectl list`` is a command, ``# Available samples`` (report's header) output."""
+    if not line.startswith("# "):
+        return False
+    words = line[2:].split()
+    while words and re.fullmatch(r"[A-Za-z_]\w*=\S*", words[0]):
+        words.pop(0)
+    return bool(words) and (words[0] == "probectl" or "/" in words[0] or shutil.which(words[0]) is not None)
+
+
 def parse_readme(text: str) -> list[Block]:
     """The ```console, ```sh and ```python blocks of the README with the tour comment before each
     (an empty markup when there is none: the inventory test reports it)."""
@@ -163,7 +189,7 @@ def parse_readme(text: str) -> list[Block]:
         block = Block(start + 1, lang, parse_markup(mk.group(1)) if mk else {}, body)
         if lang == "console":
             for line in body:
-                if line.startswith("# "):
+                if _is_command(line):
                     block.commands.append(Command(line[2:], []))
                 elif block.commands:
                     block.commands[-1].expected.append(line)
@@ -192,7 +218,7 @@ def _pairs(text: str) -> list[tuple[str, str]]:
 # ---- matching output against the README ------------------------------------------------------------
 
 
-_BOUND = ("pid", "addr", "num", "id")  # kinds whose VALUE is one thing wherever it appears
+_BOUND = ("pid", "addr", "num", "id", "hex")  # kinds whose VALUE is one thing wherever it appears
 
 
 def _vary_pattern(kind: str, value: str) -> str:
@@ -209,6 +235,8 @@ def _vary_pattern(kind: str, value: str) -> str:
         return r"\d[\d,]*"
     if kind == "size":
         return r"\d+(?:\.\d+)?"
+    if kind == "hex":
+        return rf"[0-9a-f]{{{len(value)}}}"
     raise ValueError(f"unknown vary kind {kind!r} (README tour markup)")
 
 
@@ -463,6 +491,9 @@ def _listed_group(line: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+_LOCK_WAIT = re.compile(r"waiting for another probectl run to finish \(lock .*\)")
+
+
 class Tour:
     def __init__(self, tmp: Path):
         self.cwd = tmp / "work"
@@ -551,9 +582,13 @@ class Tour:
     def place_files(self, block: Block) -> None:
         for name, what in _pairs(block.markup.get("file", "")):
             kind, _, spec = what.partition(":")
-            assert kind == "fixture", f"README line {block.line}: unknown file {what!r}"
-            fixture, _, opt = spec.partition(":")
-            built = build_fixture(fixture, opt or "-O0")
+            if kind == "fixture":
+                fixture, _, opt = spec.partition(":")
+                built = build_fixture(fixture, opt or "-O0")
+            elif kind == "usdt":
+                built = build_usdt(spec or "-O0")[0]
+            else:
+                raise AssertionError(f"README line {block.line}: unknown file {what!r}")
             dest = self.cwd / name
             if not dest.exists() or dest.read_bytes() != built.read_bytes():
                 shutil.copyfile(built, dest)
@@ -577,10 +612,57 @@ class Tour:
             nxt = BLOCKS[BLOCKS.index(block) + 1] if block is not BLOCKS[-1] else None
             if nxt is not None and nxt.mode == "output":
                 expected_after = nxt
-        for cmd in block.commands:
-            self.run_command(block, cmd, paths, expected_after)
+        processes = []
+        env = dict(self.env)
+        try:
+            for url, directory in _pairs(block.markup.get("debuginfod", "")):
+                proc, paths[url] = self.start_debuginfod(self.cwd / directory)
+                processes.append(proc)
+                env["DEBUGINFOD_CACHE_PATH"] = paths["/root/.cache/debuginfod_client"] = \
+                    str(self.cwd / "debuginfod_client")
+            for pid, program in _pairs(block.markup.get("process", "")):
+                proc = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, cwd=self.cwd)
+                processes.append(proc)
+                paths[pid] = str(proc.pid)
+            for cmd in block.commands:
+                self.run_command(block, cmd, paths, expected_after, env)
+        finally:
+            for proc in processes:
+                proc.kill()
+                proc.wait()
 
-    def run_command(self, block: Block, cmd: Command, paths: dict[str, str], output: Optional[Block]) -> None:
+    def start_debuginfod(self, directory: Path) -> tuple[subprocess.Popen, str]:
+        """``debuginfod -F DIRECTORY`` on a free port, once it serves every ELF file there (as
+        tests/test_debuginfod.py's server); its process and URL."""
+        from test_debuginfod import build_id, free_port
+
+        exe = shutil.which("debuginfod")
+        if exe is None:
+            _missing("debuginfod (apt debuginfod) is not installed")
+        port = free_port()
+        log = open(self.cwd / f"debuginfod-{port}.log", "w")
+        proc = subprocess.Popen([exe, "-F", "-d", str(self.cwd / f"debuginfod-{port}.sqlite"), "-p", str(port),
+                                 "-t", "0", "-g", "0", str(directory)], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        url = f"http://127.0.0.1:{port}"
+        wanted = [build_id(p) for p in sorted(directory.iterdir()) if p.read_bytes()[:4] == b"\x7fELF"]
+        deadline = time.monotonic() + 60
+        while wanted and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                urllib.request.urlopen(f"{url}/buildid/{wanted[0]}/debuginfo", timeout=5).read(1)
+                wanted.pop(0)
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        if wanted:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"debuginfod did not serve {directory}:\n" +
+                                 (self.cwd / f"debuginfod-{port}.log").read_text()[-2000:])
+        return proc, url
+
+    def run_command(self, block: Block, cmd: Command, paths: dict[str, str], output: Optional[Block],
+                    env: dict[str, str]) -> None:
         text, expected, vary = cmd.text, cmd.expected, _pairs(block.markup.get("vary", ""))
         if block.lang == "sh":
             text = re.sub(r"^tools/bootstrap\.sh[^&]*&&\s*", "", text)
@@ -596,7 +678,12 @@ class Tour:
                 expected = [WILD]
         for readme_path, real in paths.items():
             text = text.replace(readme_path, real)
-        term = Terminal(text, self.cwd, self.env)
+        text = text.replace(".venv/bin/python", shlex.quote(sys.executable))
+        argv = None
+        if block.markup.get("hostname"):
+            argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec bash -c "$1"',
+                    block.markup["hostname"], text]
+        term = Terminal(text, self.cwd, env, argv)
         try:
             driver = block.markup.get("driver")
             if driver:
@@ -606,7 +693,9 @@ class Tour:
             if term.proc.poll() is None:
                 os.killpg(term.proc.pid, signal.SIGKILL)
                 term.proc.wait()
-        actual = term.lines()
+        # Another engineer's (or CI job's) probectl holding the add lock makes ours say so and wait: a
+        # fact of the shared machine, not of the example.
+        actual = [line for line in term.lines() if not _LOCK_WAIT.fullmatch(line)]
         while actual and not actual[-1]:
             actual.pop()
         if "other-events" in block.markup:
@@ -669,9 +758,9 @@ def test_every_example_is_marked_and_known():
             i = BLOCKS.index(b)
             assert i and BLOCKS[i - 1].lang == "sh", f"README line {b.line}: output of no ```sh block"
     commands = [c for b in BLOCKS if b.mode in ("live", "offline") for c in b.commands]
-    assert len(commands) >= 19  # the tour of 2026-11-25; more as sections are added
+    assert len(commands) >= 45  # the tour of 2026-11-25; more as sections are added
     assert {"add", "del", "list", "funcs", "lines", "vars", "record", "script", "trace", "tracepoints",
-            "fields"} <= {w for c in commands for w in c.text.split()[1:2]}
+            "fields", "report", "query"} <= {w for c in commands for w in c.text.split()[1:2]}
 
 
 def test_matcher_accepts_the_shape_and_rejects_the_rest():
