@@ -73,6 +73,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import time
 import urllib.error
@@ -725,9 +726,14 @@ class Tour:
 
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory):
-    session = Tour(tmp_path_factory.mktemp("readme-tour"))
-    yield session
-    removed = session.clean_up()
+    # Two tours at once (two checkouts on one machine) would add and delete each other's probes in the
+    # README's groups: the second waits for the first.
+    lock_dir = Path("/run/lock") if os.access("/run/lock", os.W_OK) else Path(tempfile.gettempdir())
+    with open(lock_dir / "probectl-readme-tour.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = Tour(tmp_path_factory.mktemp("readme-tour"))
+        yield session
+        removed = session.clean_up()
     # the README's own tour leaves only the record example's probe behind (it never deletes it)
     assert set(removed) <= {"probe_libc:malloc"}, f"the tour left these events behind: {removed}"
 
