@@ -30,7 +30,8 @@ class LiveStream:
 
     def __init__(self, tfs: Tracefs, selected: Sequence[SelectedEvent], *, command: Sequence[str] = (),
                  pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
-                 interval: float = 0.1, notice: Callable[[str], None] = notice_stderr):
+                 interval: float = 0.1, duration: Optional[float] = None,
+                 notice: Callable[[str], None] = notice_stderr):
         self.tfs = tfs
         self.selected = list(selected)
         self.command = list(command)
@@ -38,6 +39,8 @@ class LiveStream:
         self.system_wide = system_wide
         self.buffer_kb = buffer_kb
         self.interval = interval
+        self.duration = duration
+        self.raw = False
         self.notice = notice
         self.formats: list[EventFormat] = [e.format for e in self.selected]
         self.watch = ProcessWatch()
@@ -47,8 +50,16 @@ class LiveStream:
         self.command_status: Optional[int] = None
         self.streaming = False
 
+    def run_pages(self, on_pages: Callable[[list, PageLayout], None]) -> None:
+        """As :meth:`run`, handing each batch undecoded: the ``(cpu, buffer, offset, size)`` streams
+        of the CPUs that had events, and their layout (for a native consumer such as the
+        aggregator of ``probectl hist``, which needs no Python object per event)."""
+        self.raw = True
+        self.run(on_pages)  # type: ignore[arg-type]
+
     def run(self, on_pages: Callable[[EventReader], None]) -> None:
-        """Stream until the command ends, Ctrl-C or SIGTERM; then remove the instance."""
+        """Stream until the command ends, ``duration`` passes, Ctrl-C or SIGTERM; then remove the
+        instance."""
         workload = Workload(self.command) if self.command else None
         inst = Instance(self.tfs)
         fds: dict[int, int] = {}
@@ -88,9 +99,14 @@ class LiveStream:
             if workload is not None:
                 workload.release()
             next_look = 0.0
+            deadline = time.monotonic() + self.duration if self.duration else None
             while True:
                 done = workload is not None and workload.poll() is not None
                 now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    self._drain(fds, on_pages)
+                    self.stopped_by = "duration"
+                    return
                 if pids and now >= next_look:  # names of the traced processes, while they live
                     self.watch.look(inst.traced_pids(), maps=False)
                     next_look = now + 0.5
@@ -147,6 +163,9 @@ class LiveStream:
                 blob = b"".join(chunks)
                 streams.append((cpu, blob, 0, len(blob)))
         if not streams:
+            return
+        if self.raw:
+            on_pages(streams, self.layout)  # type: ignore[call-arg]
             return
         reader = EventReader(streams, self.formats, self.layout, source="the live trace")
         try:
