@@ -1,0 +1,218 @@
+"""probectl hist and latency: live uprobes on fixtures/hist_target.c (user-space path, this kernel has no
+hist triggers), the kernel path's trigger texts run in ONE qemu boot of Debian's cloud kernel and its
+hist files read back with probectl's parser, and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import build_program, FIXTURES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, env=env, **kw)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def target() -> Path:
+    return build_program("hist_target", [FIXTURES / "hist_target.c"], extra=("-pthread",))
+
+
+def expected(stdout: str) -> dict[str, list[dict[str, str]]]:
+    out: dict[str, list[dict[str, str]]] = {}
+    for line in stdout.splitlines():
+        if line.startswith("EXPECT "):
+            words = line.split()[1:]
+            name = words[0] if "=" not in words[0] else "_"
+            out.setdefault(name, []).append(dict(w.split("=", 1) for w in words if "=" in w))
+    return out
+
+
+def _run_json(*args: str) -> tuple[dict, str, dict]:
+    out = probectl(*args)
+    body = "\n".join(line for line in out.stdout.splitlines() if not line.startswith("EXPECT "))
+    return json.loads(body), out.stderr, expected(out.stdout)
+
+
+def test_hist_counts_and_sums_are_the_programs(live_tracefs, target):
+    result, err, exp = _run_json("hist", "-x", str(target), "take size", "--key", "size", "--value", "size",
+                                 "--json", "--", str(target))
+    assert (live_tracefs / "events").exists() and not (live_tracefs / "events/sched/sched_switch/hist").exists()
+    assert "user space aggregation" in err and "no hist triggers" in err
+    assert result["path"] == "user space"
+    got = {r["key"]["size"]: (r["count"], r["sum"]) for r in result["rows"]}
+    want = {int(e["size"]): int(e["count"]) for e in exp["take"]}
+    assert got == {s: (n, s * n) for s, n in want.items()}
+    # sorted by sum, biggest first
+    assert [r["key"]["size"] for r in result["rows"]] == sorted(want, key=lambda s: -s * want[s])
+
+
+def test_hist_by_thread_name_and_log2_buckets(live_tracefs, target):
+    result, _, exp = _run_json("hist", "-x", str(target), "take size", "--key", "comm,size", "--log2", "--json",
+                               "--", str(target))
+    per_thread = sum(int(e["count"]) for e in exp["take"]) // 2
+    counts: dict[str, int] = {}
+    for r in result["rows"]:
+        counts[r["key"]["comm"]] = counts.get(r["key"]["comm"], 0) + r["count"]
+    assert counts == {"histA": per_thread, "histB": per_thread}
+    # 4096 is in the kernel's bucket 2^12 ((2K, 4K]), 5000 in 2^13
+    b12 = [r for r in result["rows"] if r["key"]["size.log2"] == 12]
+    assert {r["count"] for r in b12} == {4} and b12[0]["key"]["size.log2.range"] == [2049, 4097]
+
+
+def test_hist_table_has_bars_and_top(live_tracefs, target):
+    out = probectl("hist", "-x", str(target), "take size", "--key", "size", "--top", "2", "--", str(target))
+    rows = [line for line in out.stdout.splitlines() if line.startswith("@[") and "|" in line]
+    assert len(rows) == 2 and rows[0].startswith("@[5000] 10 |@") and rows[1].startswith("@[4096]")
+
+
+def test_latency_of_a_function_by_thread(live_tracefs, target, tmp_path):
+    pairs = tmp_path / "pairs.txt"
+    result, err, exp = _run_json("latency", "-x", str(target), "timed", "--json", "--pairs", str(pairs),
+                                 "--", str(target))
+    sleeps = sorted(int(e["us"]) for e in exp["timed"] for _ in range(int(e["count"])))
+    assert "user space aggregation" in err
+    assert result["count"] == len(sleeps) == 8
+    # nanosleep sleeps at least as asked; on a loaded machine a wake-up may come late, but not by a
+    # whole step of the table (each sleep is twice the one before)
+    assert sleeps[3] <= result["p50"] < 2 * sleeps[3]
+    assert sleeps[-1] <= result["max"] < 2 * sleeps[-1]
+    assert result["min"] >= sleeps[0]
+    lines = pairs.read_text().splitlines()
+    assert len(lines) == 8 and all(len(line.split()) == 2 for line in lines)
+
+
+def test_latency_from_an_interrupted_recording(live_tracefs, target, tmp_path):
+    group = f"hl{os.getpid()}"
+    probectl("add", "-x", str(target), f"{group}:s=timed", f"{group}:e=timed%return")
+    try:
+        dat = tmp_path / "t.dat"
+        probectl("record", "-e", f"{group}:*", "-o", str(dat), "--", str(target))
+        full = json.loads(probectl("latency", "-i", str(dat), "--start", f"{group}:s", "--end", f"{group}:e__return",
+                                   "--json").stdout)
+        assert full["count"] == 8 and full["path"] == "recording"
+        cut = tmp_path / "cut.dat"
+        cut.write_bytes(dat.read_bytes()[:-100])
+        out = probectl("latency", "-i", str(cut), "--start", f"{group}:s", "--end", f"{group}:e__return", check=False)
+        assert "Traceback" not in out.stderr
+        assert out.returncode == 0 or out.stderr.startswith("Error:")
+    finally:
+        probectl("del", f"{group}:*")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--key", "sise"), "did you mean 'size'"),
+    (("--key", "size,comm,pid,cpu"), "at most 3"),
+    (("--key", "stacktrace"), "needs the kernel's hist triggers"),
+    (("--key", "size.log3"), "unknown modifier .log3"),
+    (("--key", "size", "--value", "sise"), "did you mean 'size'"),
+])
+def test_bad_keys_are_errors_that_leave_nothing(live_tracefs, target, args, message):
+    out = probectl("hist", "-x", str(target), "take size", *args, "--", str(target), check=False)
+    assert out.returncode == 1 and out.stderr.count("Error:") == 1 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_start_event_that_never_fires(live_tracefs, target):
+    out = probectl("latency", "-x", str(target), "never_called", "--", str(target), check=False)
+    assert out.returncode == 1 and "the start event never fired" in out.stderr
+
+
+def test_ctrl_c_prints_the_partial_answer_and_removes_everything(live_tracefs, target):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "probectl", "hist", "-x", str(target), "take size", "--key",
+                             "size", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith("probectl-") for p in (live_tracefs / "instances").iterdir()):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.3)
+    exp = expected(subprocess.run([str(target)], capture_output=True, text=True, check=True).stdout)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    got = {r["key"]["size"]: r["count"] for r in json.loads(stdout)["rows"]}
+    assert got == {int(e["size"]): int(e["count"]) for e in exp["take"]}
+
+
+# ---- the kernel path, in qemu ----------------------------------------------------------------------
+
+def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
+    """Trigger texts made on the host (keys checked against this machine's syscall formats, which the
+    guest's 6.1 kernel shares), run in the guest on a workload of known reads and sleeps, and the
+    guest's hist files read back with probectl's parser."""
+    from conftest import _missing
+    from qemu_kernel import find_kernel_dir, missing_requirements, run_in_guest
+    from probectl.analysis.keys import parse_keys, parse_value
+    from probectl.analysis.latency import result_from_kernel
+    from probectl.analysis.triggers import hist_trigger, latency_triggers, parse_hist
+    from probectl.formats import EventFormat
+
+    kdir = find_kernel_dir()
+    missing = missing_requirements(kdir)
+    if missing:
+        _missing("; ".join(missing))
+    events = live_tracefs / "events" / "syscalls"
+    if not (events / "sys_enter_read").exists():
+        _missing("no syscall tracepoints to take the formats from")
+    read = EventFormat.parse((events / "sys_enter_read" / "format").read_text(), "syscalls")
+    sleep_in = EventFormat.parse((events / "sys_enter_clock_nanosleep" / "format").read_text(), "syscalls")
+    sleep_out = EventFormat.parse((events / "sys_exit_clock_nanosleep" / "format").read_text(), "syscalls")
+    by_count = parse_keys("count", read, kernel=True)
+    by_comm_log2 = parse_keys("comm,count.log2", read, kernel=True)
+    total = parse_value("count", read)
+    flt = 'comm == "dd"'
+    h1 = hist_trigger(by_count, total, filter_text=flt)
+    h2 = hist_trigger(by_comm_log2, filter_text=flt)
+    lat = latency_triggers("probectl_lat_test", "syscalls.sys_enter_clock_nanosleep",
+                           parse_keys("common_pid", sleep_in, kernel=True),
+                           parse_keys("common_pid", sleep_out, kernel=True))
+    bad = hist_trigger(parse_keys("buf.sym", read, kernel=True)) + ":nosuchthing"
+    triggers = [("events/syscalls/sys_enter_read/trigger", h1),
+                ("events/syscalls/sys_enter_read/trigger", h2),
+                ("synthetic_events", lat.synthetic),
+                ("events/syscalls/sys_enter_clock_nanosleep/trigger", lat.start),
+                ("events/syscalls/sys_exit_clock_nanosleep/trigger", lat.end),
+                (f"events/synthetic/{lat.synthetic_name}/trigger", lat.histogram),
+                ("events/syscalls/sys_enter_read/trigger", bad)]
+    workload = ("dd if=/dev/zero of=/dev/null bs=100 count=3 2>/dev/null\n"
+                "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
+                "for us in 2000 4000 8000 16000; do usleep $us; done\n")
+    hists = ["events/syscalls/sys_enter_read/hist", f"events/synthetic/{lat.synthetic_name}/hist"]
+    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists)
+    # the kernel refused the bad trigger and said why
+    assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
+    text = result.hists[hists[0]]
+    table = parse_hist(text, "syscalls:sys_enter_read", by_count, total)
+    assert table.path == "kernel"
+    assert {r.key[0]: (r.count, r.sum) for r in table.rows} == {100: (3, 300), 4096: (5, 5 * 4096)}
+    second = text[text.index("# event histogram", text.index("Totals:")):]
+    table2 = parse_hist(second, "syscalls:sys_enter_read", by_comm_log2)
+    assert {r.key: r.count for r in table2.rows} == {("dd", 7): 3, ("dd", 12): 5}
+    latency = result_from_kernel("syscalls:sys_enter_clock_nanosleep", "syscalls:sys_exit_clock_nanosleep",
+                                 parse_hist(result.hists[hists[1]], lat.synthetic_name,
+                                            parse_keys("lat", _synthetic_format(), kernel=True)))
+    s = latency.summary()
+    assert s["count"] == 4, result.hists[hists[1]]
+    assert 2000 <= s["min"] < 2000 + 5000 and 16000 <= s["max"] < 16000 + 20000  # TCG timers are coarse
+
+
+def _synthetic_format():
+    from probectl.formats import EventFormat
+
+    return EventFormat.parse("name: lat\nID: 1\nformat:\n\tfield:u64 lat;\toffset:8;\tsize:8;\tsigned:0;\n"
+                             "\nprint fmt: \"lat=%llu\", REC->lat\n", "synthetic")
