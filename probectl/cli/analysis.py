@@ -60,6 +60,17 @@ def _one(names: list, word: str) -> tuple[str, str]:
     return names[0]
 
 
+def _display(part, value) -> Optional[str]:
+    """Names of key values the user-space path has only as numbers: system calls (the kernel names
+    them itself for .syscall; .sym of kernel addresses is printed in hex here)."""
+    if part.modifier == "syscall" and isinstance(value, int):
+        from ..arch.x86_64_syscalls import SYSCALL_NAMES
+
+        name = SYSCALL_NAMES.get(value)
+        return f"sys_{name}" if name else None
+    return None
+
+
 def _path_notice(path: str, event: str) -> None:
     notice(f"[ probectl: {'hist trigger in the kernel' if path == 'kernel' else path + ' aggregation'}"
            f" of {event}{'' if path == 'kernel' else ' (this kernel has no hist triggers)'} ]")
@@ -124,9 +135,9 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
                 table.merge_by(names.comm, next(i for i, k in enumerate(keys) if k.name == "comm"))
     table.sort(sort_by, top=top)
     if as_json:
-        click.echo(json.dumps(to_json(table), indent=2))
+        click.echo(json.dumps(to_json(table, _display), indent=2))
     else:
-        sys.stdout.write(render_text(table))
+        sys.stdout.write(render_text(table, _display))
     if table.lost:
         notice(f"Warning: the kernel lost {table.lost:,} events; the counts are short (use a bigger -b KB)")
     if table.dropped:
