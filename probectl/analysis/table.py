@@ -34,9 +34,12 @@ class HistTable:
     lost: int = 0  # events the ring buffer lost (user space)
     extra: dict = field(default_factory=dict)
 
+    counted: Optional[int] = None  # events counted, all rows (set when --top cuts rows)
+
     @property
     def total(self) -> int:
-        return sum(r.count for r in self.rows)
+        """Events counted in all rows, those cut by ``top`` included."""
+        return self.counted if self.counted is not None else sum(r.count for r in self.rows)
 
     def merge_by(self, names: Callable[[int], str], index: int) -> None:
         """Replace the thread ids of key part ``index`` by ``names(tid)`` and add up equal keys (how
@@ -60,6 +63,7 @@ class HistTable:
             by = "key" if self.is_histogram else ("sum" if self.value else "count")
         if descending is None:
             descending = by != "key"
+        self.rows.sort(key=lambda r: tuple(_sortable(v) for v in r.key))  # ties in key order
         if by == "key":
             self.rows.sort(key=lambda r: tuple(_sortable(v) for v in r.key), reverse=descending)
         elif by == "sum":
@@ -67,6 +71,7 @@ class HistTable:
         else:
             self.rows.sort(key=lambda r: (r.count, r.sum or 0), reverse=descending)
         if top:
+            self.counted = self.total
             self.rows = self.rows[:top]
 
     @property
