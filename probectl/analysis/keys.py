@@ -37,8 +37,18 @@ class KeyPart:
     field: Optional[Field] = None  # None for the pseudo keys
 
     @property
+    def is_pseudo(self) -> bool:
+        """comm, pid, cpu or stacktrace of the event rather than a field of that name."""
+        return self.field is None
+
+    @property
+    def is_thread_name(self) -> bool:
+        """``comm`` as the thread's name (counted by thread id in user space, named at the end)."""
+        return self.field is None and self.name == "comm"
+
+    @property
     def is_text(self) -> bool:
-        return self.name == "comm" or (self.field is not None and self.field.is_string)
+        return self.is_thread_name or (self.field is not None and self.field.is_string)
 
     @property
     def bucketed(self) -> bool:
@@ -53,9 +63,11 @@ class KeyPart:
 
     def trigger_text(self) -> str:
         """The key as a hist trigger writes it."""
-        if self.name == "comm":
+        if self.field is not None:
+            base = self.name
+        elif self.name == "comm":
             return "common_pid.execname"
-        if self.name == "pid":
+        elif self.name == "pid":
             base = "common_pid"
         elif self.name == "cpu":
             base = "common_cpu"
@@ -70,9 +82,9 @@ class KeyPart:
     def plan_part(self, long_size: int = 8) -> tuple:
         """The native aggregator's (src, field, bucket, step, width) of this part."""
         bucket = {"log2": LOG2, "buckets": LINEAR}.get(self.modifier, EXACT)
-        if self.name in ("pid", "comm"):  # comm: counted by thread, named once at the end
-            return (SRC_PID, None, EXACT, 0, 8)
-        if self.name == "cpu":
+        if self.field is None and self.name in ("pid", "comm"):  # comm: by thread, named once at the end
+            return (SRC_PID, None, bucket, self.step, 8)
+        if self.field is None and self.name == "cpu":
             return (SRC_CPU, None, bucket, self.step, 8)
         assert self.field is not None
         spec = field_spec(self.field, long_size)
@@ -182,9 +194,9 @@ def decode_key(key: bytes, keys: Sequence[KeyPart]) -> tuple:
         width = part.plan_part()[4]
         chunk = key[pos:pos + width]
         pos += width
-        if part.is_text and part.name != "comm":
+        if part.is_text and not part.is_thread_name:
             out.append(chunk.split(b"\0", 1)[0].decode(errors="backslashreplace"))
         else:
             signed = part.field is not None and part.field.signed and not part.bucketed
-            out.append(int.from_bytes(chunk, "little", signed=signed or part.name == "pid"))
+            out.append(int.from_bytes(chunk, "little", signed=signed or (part.is_pseudo and part.name == "pid")))
     return tuple(out)

@@ -95,9 +95,9 @@ def _entries(text: str) -> list[tuple[str, str]]:
 
 def _key_value(part: KeyPart, text: str):
     text = text.strip()
-    if part.name == "stacktrace":
+    if part.is_pseudo and part.name == "stacktrace":
         return ";".join(line.strip() for line in text.splitlines() if line.strip())
-    if part.name == "comm":
+    if part.is_thread_name:
         return text.rsplit("[", 1)[0].strip()
     if part.modifier == "log2":
         m = re.fullmatch(r"~ 2\^(\d+)", text)
@@ -133,8 +133,7 @@ def _key_value(part: KeyPart, text: str):
 
 def parse_hist(text: str, event: str, keys: Sequence[KeyPart], value: Optional[KeyPart] = None) -> HistTable:
     """The kernel's ``hist`` file (its first histogram) as a HistTable keyed by ``keys``."""
-    labels = [("common_pid" if k.name in ("comm", "pid") else "common_cpu" if k.name == "cpu" else k.name)
-              for k in keys]
+    labels = [k.trigger_text().split(".", 1)[0] for k in keys]
     rows = []
     for keytext, valtext in _entries(text):
         values = []
@@ -162,8 +161,8 @@ def parse_hist(text: str, event: str, keys: Sequence[KeyPart], value: Optional[K
             dropped = int(m.group(2))
             break
     table = HistTable(event, list(keys), value.name if value else None, rows, "kernel", dropped=dropped)
-    if any(k.name == "comm" for k in keys):  # execname keys are per pid: add up the names
-        i = next(i for i, k in enumerate(keys) if k.name == "comm")
+    if any(k.is_thread_name for k in keys):  # execname keys are per pid: add up the names
+        i = next(i for i, k in enumerate(keys) if k.is_thread_name)
         table.merge_by(lambda name: name, i)
     return table
 

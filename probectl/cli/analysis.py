@@ -71,6 +71,12 @@ def _display(part, value) -> Optional[str]:
     return None
 
 
+def _two_events(start: str, end: str) -> None:
+    if start == end:
+        raise AnalysisError(f"the start and the end are one event ({start})",
+                            "time between two events: a function's entry and return, or --start A --end B")
+
+
 def _path_notice(path: str, event: str) -> None:
     notice(f"[ probectl: {'hist trigger in the kernel' if path == 'kernel' else path + ' aggregation'}"
            f" of {event}{'' if path == 'kernel' else ' (this kernel has no hist triggers)'} ]")
@@ -128,11 +134,11 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
                 table = live.kernel_hist(tfs, event, keys, value, **scope)
             else:
                 table = live.user_hist(tfs, event, keys, value, buffer_kb=buffer_kb, **scope)
-            if any(k.name == "comm" for k in keys) and table.path != "kernel":
+            if any(k.is_thread_name for k in keys) and table.path != "kernel":
                 from ..record.trace import LiveNames
 
                 names = LiveNames(tfs.root, {})
-                table.merge_by(names.comm, next(i for i, k in enumerate(keys) if k.name == "comm"))
+                table.merge_by(names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
     table.sort(sort_by, top=top)
     if as_json:
         click.echo(json.dumps(to_json(table, _display), indent=2))
@@ -166,8 +172,8 @@ def _hist_from_file(path: Path, word: str, key_text: str, value_name: Optional[s
         keys = parse_keys(key_text, fmt, bucket=bucket)
         value = parse_value(value_name, fmt)
         table = file_hist(path, fmt, keys, value)
-        if any(k.name == "comm" for k in keys):
-            table.merge_by(trace.comm, next(i for i, k in enumerate(keys) if k.name == "comm"))
+        if any(k.is_thread_name for k in keys):
+            table.merge_by(trace.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
     return table
 
 
@@ -213,6 +219,7 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
 
         with open_trace(Path(input_)) as trace:
             sfmt, efmt = _file_event(trace, words[0]), _file_event(trace, words[1])
+        _two_events(sfmt.full_name, efmt.full_name)
         result = file_latency(Path(input_), sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
                               buckets)
     else:
@@ -222,7 +229,8 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
         with _probes_or_events(tfs, words, (exec_, vmlinux, module)) as groups:
             start = _selected(tfs, _one(groups[0], words[0]), None)
             end = _selected(tfs, _one(groups[1], words[1]), None)
-            in_kernel = live.kernel_has_hist(tfs, [start, end])
+            _two_events(start.name, end.name)
+            in_kernel = live.kernel_has_hist(tfs, [start, end]) and (tfs.root / "synthetic_events").exists()
             skeys = parse_keys(key_text, start.format, kernel=in_kernel)
             ekeys = parse_keys(key_text, end.format, kernel=in_kernel)
             _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, f"{start.name} -> {end.name}")
