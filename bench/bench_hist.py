@@ -79,7 +79,8 @@ def synthesize(path: Path, events: int, tmp: Path) -> Counter:
                 p += 1
         files[cpu] = raw
     meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=2,
-                         event_formats=[("probe_libc", [FORMAT])], cmdlines="".join(f"{p} worker{p % 4}\n" for p in PIDS),
+                         event_formats=[("probe_libc", [FORMAT])],
+                         cmdlines="".join(f"{p} worker{p % 4}\n" for p in PIDS),
                          trace_clock="[local] global", uname="Linux synthetic 1.0 x86_64", trace_id=1,
                          cpustats={0: "entries: 0\noverrun: 0\n", 1: "entries: 0\noverrun: 0\n"})
     write_tracedat(path, meta, files, version=7)
@@ -96,6 +97,10 @@ def best_of(runs: int, fn):
         wall = min(wall, t1 - t0)
         cpu = min(cpu, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
     return wall, cpu, out
+
+
+def line(what: str, wall: float, cpu: float, events: int) -> None:
+    print(f"{what:<38} {wall:7.2f} s wall {cpu:7.2f} s CPU {events / cpu / 1e6:6.1f} M ev/CPU-s")
 
 
 def main() -> None:
@@ -129,15 +134,15 @@ def main() -> None:
         assert {r["key"]["size"]: r["count"] for r in got["rows"]} == dict(counts), "probectl's counts differ"
         w2, c2, got2 = best_of(args.runs, lambda: probectl("--key", "comm,size", "--log2"))
         assert sum(r["count"] for r in got2["rows"]) == total
-        print(f"probectl hist --key size            {w1:7.2f} s wall {c1:7.2f} s CPU  {total / c1 / 1e6:6.1f} M ev/CPU-s")
-        print(f"probectl hist --key comm,size --log2 {w2:6.2f} s wall {c2:7.2f} s CPU  {total / c2 / 1e6:6.1f} M ev/CPU-s")
+        line("probectl hist --key size", w1, c1, total)
+        line("probectl hist --key comm,size --log2", w2, c2, total)
         if not trace_cmd:
             print("trace-cmd report | awk: skipped (no trace-cmd)")
             return
         w3, c3, text = best_of(1, awk)
         ref = {int(k): int(v) for k, v in (line.split() for line in text.splitlines())}
         assert ref == dict(counts), "trace-cmd | awk counted otherwise"
-        print(f"trace-cmd report | awk               {w3:7.2f} s wall {c3:7.2f} s CPU  {total / c3 / 1e6:6.1f} M ev/CPU-s")
+        line("trace-cmd report | awk", w3, c3, total)
         print(f"ratio (CPU): trace-cmd|awk / probectl hist = {c3 / c1:.1f}x")
 
 

@@ -13,12 +13,13 @@ from typing import Callable, Optional, Sequence
 from ..errors import AnalysisError
 from ..notice import notice_stderr
 from ..record import Instance
+from ..record.cleanup import SYNTHETIC_PREFIX
 from ..record.livestream import LiveStream
 from ..record.processes import traced_tids
 from ..record.selection import SelectedEvent
 from ..record.teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..record.workload import Workload
-from ..tracefs import Tracefs
+from ..tracefs import Tracefs, os_error
 from .keys import LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator
 from .latency import LatencyResult, plan_parts, result_from_kernel, result_from_pairs
 from .table import HistTable, rows_from_entries
@@ -94,6 +95,29 @@ def _unwrite(path: Path, text: str) -> None:
             f.write(text + "\n")
 
 
+def _triggered_run(tfs: Tracefs, inst: Instance, workload: Optional[Workload], duration: Optional[float],
+                   triggers: Sequence[tuple[Path, str]], hist: Path) -> str:
+    """Write ``triggers`` (event directory, text) in order, enable their events, trace until the run
+    stops and read ``hist``; the triggers are removed again on every way out."""
+    written: list[tuple[Path, str]] = []
+    try:
+        for d, text in triggers:
+            _write_trigger(tfs, d / "trigger", text, "hist trigger")
+            written.append((d, text))
+        for d in dict.fromkeys(d for d, _ in triggers):
+            inst.write(str((d / "enable").relative_to(inst.path)), "1")
+        inst.tracing(True)
+        _wait(workload, duration)
+        inst.tracing(False)
+        try:
+            return hist.read_text()
+        except OSError as err:
+            raise os_error(err, "read the kernel's histogram", hist) from None
+    finally:
+        for d, t in reversed(written):
+            _unwrite(d / "trigger", "!" + t)
+
+
 # ---- hist ------------------------------------------------------------------------------------------
 
 
@@ -104,29 +128,25 @@ def kernel_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], val
     trigger = hist_trigger(keys, value, filter_text=event.filter.text if event.filter else "")
     with _scoped(tfs, command, pids, system_wide, 4, notice) as (inst, workload):
         edir = inst.events_dir / event.group / event.event
-        _write_trigger(tfs, edir / "trigger", trigger, "hist trigger")
-        try:
-            (edir / "enable").write_text("1")
-            inst.tracing(True)
-            _wait(workload, duration)
-            inst.tracing(False)
-            text = (edir / "hist").read_text()
-        finally:
-            _unwrite(edir / "trigger", "!" + trigger)
+        text = _triggered_run(tfs, inst, workload, duration, [(edir, trigger)], edir / "hist")
     return parse_hist(text, event.name, keys, value)
 
 
 def user_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart], *,
               command: Sequence[str] = (), pids: Sequence[int] = (), system_wide: bool = False,
               buffer_kb: Optional[int] = None, duration: Optional[float] = None,
-              notice: Callable[[str], None] = notice_stderr) -> HistTable:
-    """The events of ``event`` streamed from a private instance into the native aggregator."""
+              notice: Callable[[str], None] = notice_stderr,
+              progress: Optional[Callable[[int], None]] = None) -> HistTable:
+    """The events of ``event`` streamed from a private instance into the native aggregator;
+    ``progress(events)`` after every batch."""
     agg = native_aggregator([hist_plan(event.format, keys, value)])
     stream = LiveStream(tfs, [event], command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
                         duration=duration, notice=notice)
 
     def on_pages(streams, layout) -> None:
         agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
+        if progress is not None:
+            progress(agg.counters()["events"])
 
     stream.run_pages(on_pages)
     table = HistTable(event.name, list(keys), value.name if value else None,
@@ -161,14 +181,18 @@ def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence
 def user_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
                  end_keys: Sequence[KeyPart], *, buckets: Optional[int] = None, command: Sequence[str] = (),
                  pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
-                 duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
-    """Start and end events streamed from a private instance, paired natively on their keys."""
+                 duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr,
+                 progress: Optional[Callable[[int], None]] = None) -> LatencyResult:
+    """Start and end events streamed from a private instance, paired natively on their keys;
+    ``progress(events)`` after every batch."""
     agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=1000)
     stream = LiveStream(tfs, [start, end], command=command, pids=pids, system_wide=system_wide,
                         buffer_kb=buffer_kb, duration=duration, notice=notice)
 
     def on_pages(streams, layout) -> None:
         agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
+        if progress is not None:
+            progress(agg.counters()["events"])
 
     stream.run_pages(on_pages)
     return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, stream.lost)
@@ -200,20 +224,8 @@ def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts
             sdir = inst.events_dir / start.group / start.event
             edir = inst.events_dir / end.group / end.event
             hdir = inst.events_dir / "synthetic" / texts.synthetic_name
-            written: list[tuple[Path, str]] = []
-            try:
-                for d, text in ((sdir, texts.start), (edir, texts.end), (hdir, texts.histogram)):
-                    _write_trigger(tfs, d / "trigger", text, "trigger")
-                    written.append((d, text))
-                for d in (sdir, edir, hdir):
-                    (d / "enable").write_text("1")
-                inst.tracing(True)
-                _wait(workload, duration)
-                inst.tracing(False)
-                text = (hdir / "hist").read_text()
-            finally:
-                for d, t in reversed(written):
-                    _unwrite(d / "trigger", "!" + t)
+            text = _triggered_run(tfs, inst, workload, duration,
+                                  [(sdir, texts.start), (edir, texts.end), (hdir, texts.histogram)], hdir / "hist")
     finally:
         if synth_dir.exists():
             _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
@@ -223,5 +235,5 @@ def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts
 
 def latency_name() -> str:
     """The synthetic event of this run (one per process: runs never share it)."""
-    return f"probectl_lat_{os.getpid()}"
+    return f"{SYNTHETIC_PREFIX}{os.getpid()}"
 

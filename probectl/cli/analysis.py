@@ -71,6 +71,24 @@ def _display(part, value) -> Optional[str]:
     return None
 
 
+@contextlib.contextmanager
+def _progress(what: str):
+    """A running count of the events on stderr when it is a terminal (None otherwise)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+
+    def show(events: int) -> None:
+        sys.stderr.write(f"\r[ probectl {what}: {events:,} events ]\033[K")
+        sys.stderr.flush()
+
+    try:
+        yield show
+    finally:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+
 def _two_events(start: str, end: str) -> None:
     if start == end:
         raise AnalysisError(f"the start and the end are one event ({start})",
@@ -133,7 +151,8 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
             if in_kernel:
                 table = live.kernel_hist(tfs, event, keys, value, **scope)
             else:
-                table = live.user_hist(tfs, event, keys, value, buffer_kb=buffer_kb, **scope)
+                with _progress("hist") as progress:
+                    table = live.user_hist(tfs, event, keys, value, buffer_kb=buffer_kb, progress=progress, **scope)
             if any(k.is_thread_name for k in keys) and table.path != "kernel":
                 from ..record.trace import LiveNames
 
@@ -241,8 +260,9 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                 texts = latency_triggers(live.latency_name(), f"{start.group}.{start.event}", skeys, ekeys)
                 result = live.kernel_latency(tfs, start, end, texts, **scope)
             else:
-                result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, buffer_kb=buffer_kb,
-                                           **scope)
+                with _progress("latency") as progress:
+                    result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, buffer_kb=buffer_kb,
+                                               progress=progress, **scope)
     if not result.count:
         hint = ("the start event never fired: check the function and the scope (-p, -- COMMAND)"
                 if not result.pending and not result.unmatched else
