@@ -129,6 +129,8 @@ static bool part_check(const struct agg_part *p, bool is_value)
 	switch (p->src) {
 	case AGG_SRC_NONE:
 		return is_value;
+	case AGG_SRC_STACK:
+		return !is_value && p->bucket == AGG_EXACT && p->width == AGG_STACK_DEPTH * 8;
 	case AGG_SRC_PID:
 	case AGG_SRC_CPU:
 	case AGG_SRC_LATENCY:
@@ -153,6 +155,18 @@ static bool part_check(const struct agg_part *p, bool is_value)
 	return is_value || p->width == 8;
 }
 
+// kernel_stack: keys[0] the number of frames (an integer), keys[1] the frames (integers of 4 or 8
+// bytes, to the end of the record).
+static bool stack_plan_check(const struct agg_plan *p)
+{
+	const struct rb_field *n = &p->keys[0].field, *f = &p->keys[1].field;
+
+	return p->nkeys == 2 && p->keys[0].src == AGG_SRC_FIELD && p->keys[1].src == AGG_SRC_FIELD &&
+	       n->kind == RB_KIND_INT && n->loc == RB_LOC_FIXED &&
+	       (n->size == 1 || n->size == 2 || n->size == 4 || n->size == 8) &&
+	       f->kind == RB_KIND_INT_ARRAY && (f->elem_size == 4 || f->elem_size == 8);
+}
+
 static uint32_t key_len(const struct agg_plan *plan)
 {
 	uint32_t n = 0;
@@ -169,24 +183,44 @@ int agg_init(struct agg *agg, const struct agg_plan *plans, uint32_t nplans, uin
 
 	memset(agg, 0, sizeof(*agg));
 	memset(agg->index, -1, sizeof(agg->index));
-	if (!nplans || nplans > AGG_MAX_PLANS || !time_div)
+	agg->stack_plan = -1;
+	if (!nplans || nplans > AGG_MAX_PLANS || !time_div || plans[0].role == AGG_ROLE_STACK)
 		return RB_ERR_INVAL;
 	keylen = key_len(&plans[0]);
 	for (uint32_t i = 0; i < nplans; i++) {
 		const struct agg_plan *p = &plans[i];
 
-		if (p->nkeys > AGG_MAX_KEYS || p->role > AGG_ROLE_END || agg->index[p->id] >= 0 ||
-		    key_len(p) != keylen || keylen > AGG_MAX_KEY_BYTES)
+		if (p->role > AGG_ROLE_STACK || agg->index[p->id] >= 0)
 			return RB_ERR_INVAL;
-		for (uint32_t k = 0; k < p->nkeys; k++) {
-			if (!part_check(&p->keys[k], false) || p->keys[k].src == AGG_SRC_LATENCY)
+		if (p->role == AGG_ROLE_STACK) {
+			if (!stack_plan_check(p) || agg->stack_plan >= 0)
+				return RB_ERR_INVAL;
+			agg->stack_plan = (int32_t)i;
+		} else {
+			uint32_t off = 0;
+
+			if (p->nkeys > AGG_MAX_KEYS || key_len(p) != keylen || keylen > AGG_MAX_KEY_BYTES)
+				return RB_ERR_INVAL;
+			for (uint32_t k = 0; k < p->nkeys; k++) {
+				if (!part_check(&p->keys[k], false) || p->keys[k].src == AGG_SRC_LATENCY)
+					return RB_ERR_INVAL;
+				if (p->keys[k].src == AGG_SRC_STACK) {
+					// one stack part, in hist plans only
+					if (p->role != AGG_ROLE_HIST || agg->wants_stack)
+						return RB_ERR_INVAL;
+					agg->wants_stack = true;
+					agg->stack_off = off;
+				}
+				off += p->keys[k].width;
+			}
+			if (!part_check(&p->value, true))
 				return RB_ERR_INVAL;
 		}
-		if (!part_check(&p->value, true))
-			return RB_ERR_INVAL;
 		agg->plans[i] = *p;
 		agg->index[p->id] = (int8_t)i;
 	}
+	if (agg->wants_stack && agg->stack_plan < 0)
+		return RB_ERR_INVAL;
 	agg->nplans = nplans;
 	agg->time_div = time_div;
 	// The answer's key: the plan's key for hist, the latency's bucket for latency.
@@ -200,6 +234,9 @@ int agg_init(struct agg *agg, const struct agg_plan *plans, uint32_t nplans, uin
 
 void agg_deinit(struct agg *agg)
 {
+	free(agg->pending);
+	agg->pending = NULL;
+	agg->npending = 0;
 	free(agg->table.slots);
 	free(agg->starts.slots);
 	free(agg->pair_end);
@@ -243,7 +280,9 @@ static bool make_key(const struct agg_plan *plan, const struct rb_record *rec, b
 	for (uint32_t k = 0; k < plan->nkeys; k++) {
 		const struct agg_part *p = &plan->keys[k];
 
-		if (p->src == AGG_SRC_FIELD && p->field.kind == RB_KIND_STR) {
+		if (p->src == AGG_SRC_STACK) {
+			memset(out, 0, p->width);	// filled by the kernel_stack record
+		} else if (p->src == AGG_SRC_FIELD && p->field.kind == RB_KIND_STR) {
 			struct rb_span s;
 
 			if (!rb_field_span(&p->field, rec->data, rec->len, swap, &s))
@@ -296,6 +335,100 @@ static void count(struct agg_entry *e, int64_t v)
 	e->sum += v;
 }
 
+// The pending slot of @cpu: u64 valid, i64 value, key.
+static uint8_t *pending_slot(struct agg *agg, int cpu)
+{
+	size_t stride = 16 + agg->table.keylen;
+
+	if (cpu < 0 || cpu > 65535)
+		return NULL;
+	if ((size_t)cpu >= agg->npending) {
+		size_t n = (size_t)cpu + 1;
+		uint8_t *p = realloc(agg->pending, n * stride);
+
+		if (!p)
+			return NULL;
+		memset(p + agg->npending * stride, 0, (n - agg->npending) * stride);
+		agg->pending = p;
+		agg->npending = n;
+	}
+	return agg->pending + (size_t)cpu * stride;
+}
+
+static int count_key(struct agg *agg, const uint8_t *key, int64_t v)
+{
+	struct agg_entry *e = table_find(&agg->table, key, true);
+
+	if (!e)
+		return RB_ERR_NOMEM;
+	count(e, v);
+	return RB_OK;
+}
+
+// Count the event waiting in @slot (its stack part as it is) and free the slot.
+static int pending_count(struct agg *agg, uint8_t *slot)
+{
+	uint64_t valid;
+	int64_t v;
+
+	memcpy(&valid, slot, 8);
+	if (!valid)
+		return RB_OK;
+	memcpy(&v, slot + 8, 8);
+	memset(slot, 0, 8);
+	return count_key(agg, slot + 16, v);
+}
+
+int agg_flush(struct agg *agg)
+{
+	size_t stride = 16 + agg->table.keylen;
+
+	for (size_t cpu = 0; cpu < agg->npending; cpu++) {
+		int ret = pending_count(agg, agg->pending + cpu * stride);
+
+		if (ret)
+			return ret;
+	}
+	return RB_OK;
+}
+
+// A kernel_stack record: the frames of the event waiting on its CPU.
+static int stack_record(struct agg *agg, const struct agg_plan *plan, const struct rb_record *rec, bool swap)
+{
+	uint8_t *slot = pending_slot(agg, rec->cpu);
+	const struct rb_field *f = &plan->keys[1].field;
+	struct rb_span frames;
+	uint64_t valid;
+	int64_t n;
+	uint8_t *out;
+
+	if (!slot)
+		return rec->cpu < 0 || rec->cpu > 65535 ? RB_OK : RB_ERR_NOMEM;
+	memcpy(&valid, slot, 8);
+	if (!valid)
+		return RB_OK;	// the stack of an event that is not counted
+	out = slot + 16 + agg->stack_off;
+	if (rb_field_int(&plan->keys[0].field, rec->data, rec->len, swap, &n) &&
+	    rb_field_span(f, rec->data, rec->len, swap, &frames)) {
+		uint32_t have = frames.len / f->elem_size;
+
+		if (n < 0)
+			n = 0;
+		if ((uint64_t)n > have)
+			n = have;
+		if (n > AGG_STACK_DEPTH)
+			n = AGG_STACK_DEPTH;
+		for (int64_t i = 0; i < n; i++) {
+			uint64_t addr = rb_read_uint(frames.ptr + i * f->elem_size, f->elem_size, swap);
+
+			memcpy(out + i * 8, &addr, 8);
+		}
+	} else {
+		agg->short_records++;
+	}
+	return pending_count(agg, slot);
+}
+
 static int agg_record(struct agg *agg, const struct agg_plan *plan, const struct rb_record *rec,
 		      bool swap)
 {
@@ -313,11 +446,22 @@ static int agg_record(struct agg *agg, const struct agg_plan *plan, const struct
 			agg->short_records++;
 			return RB_OK;
 		}
-		e = table_find(&agg->table, key, true);
-		if (!e)
-			return RB_ERR_NOMEM;
-		count(e, (int64_t)v);
-		return RB_OK;
+		if (agg->wants_stack) {
+			uint8_t *slot = pending_slot(agg, rec->cpu);
+			uint64_t one = 1;
+			int ret;
+
+			if (!slot)
+				return RB_ERR_NOMEM;
+			ret = pending_count(agg, slot);	// an earlier event whose stack never came
+			if (ret)
+				return ret;
+			memcpy(slot, &one, 8);
+			memcpy(slot + 8, &v, 8);
+			memcpy(slot + 16, key, agg->table.keylen);
+			return RB_OK;
+		}
+		return count_key(agg, key, (int64_t)v);
 	case AGG_ROLE_START:
 		e = table_find(&agg->starts, key, true);
 		if (!e)
@@ -361,6 +505,12 @@ long agg_feed(struct agg *agg, struct rb_reader *reader)
 
 		if (i < 0)
 			continue;
+		if (agg->plans[i].role == AGG_ROLE_STACK) {
+			ret = stack_record(agg, &agg->plans[i], &rec, reader->swap);
+			if (ret)
+				return ret;
+			continue;
+		}
 		agg->events++;
 		ret = agg_record(agg, &agg->plans[i], &rec, reader->swap);
 		if (ret)

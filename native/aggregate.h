@@ -7,6 +7,9 @@
 // NUL-padded) and which field is summed. Records come from an rb_reader (ringbuf.h) and go into
 // an open-addressing hash table of fixed-size entries.
 //
+// A key with an AGG_SRC_STACK part waits, per CPU, for the kernel_stack record the kernel writes
+// right after the event (options/stacktrace), whose frames complete it.
+//
 // Latency plans pair a START and an END event on equal keys: the start's time stamp is kept in
 // a second table, the end looks it up, and the difference is both kept (for percentiles and
 // completion_time/latency pairs) and counted in the main table under its bucket.
@@ -22,6 +25,7 @@
 #define AGG_MAX_KEYS		4
 #define AGG_MAX_KEY_BYTES	256	// all parts of a key together
 #define AGG_MAX_PLANS		8
+#define AGG_STACK_DEPTH		16	// kernel stack frames kept in a key
 
 enum agg_src {
 	AGG_SRC_NONE = 0,	// no value: count only
@@ -29,6 +33,7 @@ enum agg_src {
 	AGG_SRC_PID = 2,	// common_pid (the thread)
 	AGG_SRC_CPU = 3,	// the CPU the record was written on
 	AGG_SRC_LATENCY = 4,	// latency plans: end - start, in the plan's time unit
+	AGG_SRC_STACK = 5,	// the kernel stack of the event: the kernel_stack record that follows it
 };
 
 enum agg_bucket {
@@ -41,6 +46,7 @@ enum agg_role {
 	AGG_ROLE_HIST = 0,	// count (and sum) under the key
 	AGG_ROLE_START = 1,	// latency: remember the time under the key
 	AGG_ROLE_END = 2,	// latency: pair with the start of the same key
+	AGG_ROLE_STACK = 3,	// ftrace's kernel_stack: keys[0] its size field, keys[1] its caller array
 };
 
 struct agg_part {
@@ -88,6 +94,11 @@ struct agg {
 	uint64_t *pair_lat;
 	size_t npairs;
 	size_t pairs_cap;
+	int32_t stack_plan;	// index of the AGG_ROLE_STACK plan, -1 none
+	uint32_t stack_off;	// where the stack part is in a key (when a plan has one)
+	bool wants_stack;
+	uint8_t *pending;	// per CPU: u64 valid, i64 value, key (an event waiting for its stack)
+	size_t npending;
 	uint64_t events;	// records of planned ids
 	uint64_t unmatched;	// ends without a start
 	uint64_t short_records;	// records too short for a key or value field (skipped)
@@ -108,6 +119,13 @@ int agg_init(struct agg *agg, const struct agg_plan *plans, uint32_t nplans, uin
  * Returns the number of records read, or an rb_error (the reader's, or RB_ERR_NOMEM).
  */
 long agg_feed(struct agg *agg, struct rb_reader *reader);
+
+/**
+ * agg_flush - count the events still waiting for a stack record, with an empty stack
+ *
+ * Returns 0 or RB_ERR_NOMEM.
+ */
+int agg_flush(struct agg *agg);
 
 /**
  * agg_pending - latency starts that have not ended (yet)

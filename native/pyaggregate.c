@@ -69,7 +69,7 @@ static int parse_plan(PyObject *item, struct agg_plan *plan)
 
 	if (!PyArg_ParseTuple(item, "IiOO;a plan is (id, role, keys, value)", &id, &role, &keys, &value))
 		return -1;
-	if (id > 65535 || role < 0 || role > AGG_ROLE_END) {
+	if (id > 65535 || role < 0 || role > AGG_ROLE_STACK) {
 		PyErr_Format(PyExc_ValueError, "bad plan: id %u, role %d", id, role);
 		return -1;
 	}
@@ -221,7 +221,8 @@ out:
 	return result;
 }
 
-// [(key bytes, count, sum, min, max)] of the answer table, in no particular order.
+// [(key bytes, count, sum, min, max)] of the answer table, in no particular order (events still
+// waiting for their stack are counted first, with the stack they have).
 static PyObject *Aggregator_entries(AggregatorObject *self, PyObject *Py_UNUSED(ignored))
 {
 	const struct agg_table *t;
@@ -229,6 +230,12 @@ static PyObject *Aggregator_entries(AggregatorObject *self, PyObject *Py_UNUSED(
 
 	if (!self->agg)
 		return PyList_New(0);
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the aggregator is in use");
+		return NULL;
+	}
+	if (agg_flush(self->agg))
+		return PyErr_NoMemory();
 	t = &self->agg->table;
 	list = PyList_New(0);
 	if (!list)

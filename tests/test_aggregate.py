@@ -166,6 +166,43 @@ def test_cpus_are_merged_by_time_so_a_thread_that_migrates_pairs():
     assert [array("Q", b).tolist() for b in agg.pairs()] == [[5000], [4000]]
 
 
+STACK_FORMAT = """name: kernel_stack
+ID: 4
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;
+\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;
+
+print fmt: "stack"
+"""
+
+
+def stack_record(frames: list[int]) -> bytes:
+    return common(4, 1) + struct.pack("<i4x", len(frames)) + struct.pack(f"<{len(frames)}Q", *frames)
+
+
+def test_kernel_stacks_complete_the_key_of_the_event_before_them():
+    """An event's stack is the kernel_stack record after it on its CPU (longer than caller[8], as
+    the kernel writes them); an event whose stack never comes is counted with an empty one."""
+    from probectl.analysis.keys import stack_plan
+
+    stack_fmt = EventFormat.parse(STACK_FORMAT, "ftrace")
+    keys = parse_keys("stacktrace,c32", KINDS)
+    agg = native_aggregator([hist_plan(KINDS, keys, None), stack_plan(stack_fmt)])
+    deep = list(range(0xffffffff81000000, 0xffffffff81000000 + 20))  # 20 frames: the key keeps 16
+    cpu0 = pages([data_record(kinds(1, 1, 0, b"c", b"n"), 1), data_record(stack_record([0xa, 0xb]), 1),
+                  data_record(kinds(1, 2, 0, b"c", b"n"), 1), data_record(stack_record(deep), 1),
+                  data_record(kinds(1, 1, 0, b"c", b"n"), 1), data_record(stack_record([0xa, 0xb]), 1),
+                  data_record(kinds(1, 3, 0, b"c", b"n"), 1)])  # no stack after it
+    cpu1 = pages([data_record(stack_record([0xdead]), 1)])  # a stack of nothing counted
+    feed(agg, (0, cpu0), (1, cpu1))
+    assert table(agg, keys) == {((0xa, 0xb), 1): (2, None), (tuple(deep[:16]), 2): (1, None), ((), 3): (1, None)}
+
+
 def test_short_records_and_corrupt_pages():
     keys = parse_keys("d64", KINDS)
     agg = native_aggregator([hist_plan(KINDS, keys, None)])

@@ -121,7 +121,7 @@ def test_latency_from_an_interrupted_recording(live_tracefs, target, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("--key", "sise"), "did you mean 'size'"),
     (("--key", "size,comm,pid,cpu"), "at most 3"),
-    (("--key", "stacktrace"), "needs the kernel's hist triggers"),
+    (("--key", "stacktrace.log2"), "takes no modifier"),
     (("--key", "size.log3"), "unknown modifier .log3"),
     (("--key", "size", "--value", "sise"), "did you mean 'size'"),
 ])
@@ -129,6 +129,19 @@ def test_bad_keys_are_errors_that_leave_nothing(live_tracefs, target, args, mess
     out = probectl("hist", "-x", str(target), "take size", *args, "--", str(target), check=False)
     assert out.returncode == 1 and out.stderr.count("Error:") == 1 and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_kernel_stack_as_a_key_in_user_space(live_tracefs, target):
+    """Each uprobe hit's kernel stack (the int3 path into the uprobe handler) is one key: every call counted,
+    and the frames named from kallsyms."""
+    result, _, exp = _run_json("hist", "-x", str(target), "take size", "--key", "stacktrace,comm", "--json",
+                               "--", str(target))
+    assert sum(r["count"] for r in result["rows"]) == sum(int(e["count"]) for e in exp["take"])
+    assert {r["key"]["comm"] for r in result["rows"]} == {"histA", "histB"}
+    frames = result["rows"][0]["key"]["stacktrace"]
+    assert frames and any("uprobe" in f for f in frames), frames
+    out = probectl("hist", "sched:sched_process_exec", "--key", "stacktrace", "--", "/bin/true")
+    assert "execve" in out.stdout and out.stdout.rstrip().endswith("]: 1"), out.stdout
 
 
 def test_a_start_event_that_never_fires(live_tracefs, target):
@@ -184,16 +197,16 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     read = EventFormat.parse((events / "sys_enter_read" / "format").read_text(), "syscalls")
     sleep_in = EventFormat.parse((events / "sys_enter_clock_nanosleep" / "format").read_text(), "syscalls")
     sleep_out = EventFormat.parse((events / "sys_exit_clock_nanosleep" / "format").read_text(), "syscalls")
-    by_count = parse_keys("count", read, kernel=True)
-    by_comm_log2 = parse_keys("comm,count.log2", read, kernel=True)
+    by_count = parse_keys("count", read)
+    by_comm_log2 = parse_keys("comm,count.log2", read)
     total = parse_value("count", read)
     flt = 'comm == "dd"'
     h1 = hist_trigger(by_count, total, filter_text=flt)
     h2 = hist_trigger(by_comm_log2, filter_text=flt)
     lat = latency_triggers("probectl_lat_test", "syscalls.sys_enter_clock_nanosleep",
-                           parse_keys("common_pid", sleep_in, kernel=True),
-                           parse_keys("common_pid", sleep_out, kernel=True))
-    bad = hist_trigger(parse_keys("buf.sym", read, kernel=True)) + ":nosuchthing"
+                           parse_keys("common_pid", sleep_in),
+                           parse_keys("common_pid", sleep_out))
+    bad = hist_trigger(parse_keys("buf.sym", read)) + ":nosuchthing"
     triggers = [("events/syscalls/sys_enter_read/trigger", h1),
                 ("events/syscalls/sys_enter_read/trigger", h2),
                 ("synthetic_events", lat.synthetic),
@@ -217,7 +230,7 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     assert {r.key: r.count for r in table2.rows} == {("dd", 7): 3, ("dd", 12): 5}
     latency = result_from_kernel("syscalls:sys_enter_clock_nanosleep", "syscalls:sys_exit_clock_nanosleep",
                                  parse_hist(result.hists[hists[1]], lat.synthetic_name,
-                                            parse_keys("lat", _synthetic_format(), kernel=True)))
+                                            parse_keys("lat", _synthetic_format())))
     assert latency.count == 4, result.hists[hists[1]]
     # each sleep at least as asked (in order); TCG on a loaded host wakes late, never by 100 ms
     measured = latency.sorted_values()
@@ -265,10 +278,10 @@ def test_a_key_the_kernel_cannot_hist_on():
     with pytest.raises(AnalysisError, match="applies to numbers"):
         parse_keys("comm.log2", fmt)
     # a field named comm is that field; the pseudo keys are the common fields
-    assert [p.trigger_text() for p in parse_keys("comm,pid.hex,cpu", fmt, kernel=True)] == [
+    assert [p.trigger_text() for p in parse_keys("comm,pid.hex,cpu", fmt)] == [
         "comm", "common_pid.hex", "common_cpu"]
     no_comm = EventFormat.parse(fmt_text_without_comm(), "test")
-    assert [p.trigger_text() for p in parse_keys("comm,common_pid", no_comm, kernel=True)] == [
+    assert [p.trigger_text() for p in parse_keys("comm,common_pid", no_comm)] == [
         "common_pid.execname", "common_pid"]
 
 

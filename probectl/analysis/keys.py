@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from .. import _native
 from ..errors import AnalysisError, did_you_mean
 from ..formats import EventFormat, Field
-from ..ringbuf import KIND_INT, KIND_STR, field_spec
+from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs
 
 MAX_KEYS = 3  # the kernel's TRACING_MAP_KEYS_MAX
 MODIFIERS = ("log2", "buckets", "hex", "sym", "syscall", "execname")
@@ -22,9 +22,10 @@ PSEUDO_KEYS = ("comm", "pid", "cpu", "stacktrace")
 STRING_KEY_BYTES = 64  # text keys are compared on their first 64 bytes (the kernel: MAX_FILTER_STR_VAL)
 
 # Native plan constants (native/aggregate.h)
-SRC_NONE, SRC_FIELD, SRC_PID, SRC_CPU, SRC_LATENCY = 0, 1, 2, 3, 4
+SRC_NONE, SRC_FIELD, SRC_PID, SRC_CPU, SRC_LATENCY, SRC_STACK = 0, 1, 2, 3, 4, 5
 EXACT, LOG2, LINEAR = 0, 1, 2
-ROLE_HIST, ROLE_START, ROLE_END = 0, 1, 2
+ROLE_HIST, ROLE_START, ROLE_END, ROLE_STACK = 0, 1, 2, 3
+STACK_DEPTH = 16  # kernel frames kept in a user-space key (AGG_STACK_DEPTH)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class KeyPart:
     def is_thread_name(self) -> bool:
         """``comm`` as the thread's name (counted by thread id in user space, named at the end)."""
         return self.field is None and self.name == "comm"
+
+    @property
+    def is_stack(self) -> bool:
+        return self.field is None and self.name == "stacktrace"
 
     @property
     def is_text(self) -> bool:
@@ -86,6 +91,8 @@ class KeyPart:
             return (SRC_PID, None, bucket, self.step, 8)
         if self.field is None and self.name == "cpu":
             return (SRC_CPU, None, bucket, self.step, 8)
+        if self.is_stack:
+            return (SRC_STACK, None, EXACT, 0, STACK_DEPTH * 8)
         assert self.field is not None
         spec = field_spec(self.field, long_size)
         if spec[3] == KIND_STR:
@@ -99,7 +106,7 @@ def _field_names(fmt: EventFormat) -> list[str]:
     return [f.name for f in fmt.event_fields]
 
 
-def parse_part(text: str, fmt: EventFormat, *, kernel: bool = False) -> KeyPart:
+def parse_part(text: str, fmt: EventFormat) -> KeyPart:
     """One ``NAME[.MODIFIER]`` checked against ``fmt``: unknown names get a did-you-mean hint."""
     name, _, mod = text.strip().partition(".")
     step = 0
@@ -114,10 +121,9 @@ def parse_part(text: str, fmt: EventFormat, *, kernel: bool = False) -> KeyPart:
     if name == "common_pid":
         name = "comm" if mod == "execname" else "pid"
         mod = "" if mod == "execname" else mod
+    if name == "common_stacktrace":  # the kernel's name since 6.5
+        name = "stacktrace"
     if name in PSEUDO_KEYS and fmt.field(name) is None:
-        if name == "stacktrace" and not kernel:
-            raise AnalysisError("the kernel stack as a key needs the kernel's hist triggers, which this kernel "
-                            "does not have", "record with -g and read the stacks with 'probectl script'")
         if name in ("comm", "stacktrace") and mod:
             raise AnalysisError(f"{text!r}: {name} takes no modifier")
         if mod == "execname":
@@ -140,7 +146,7 @@ def parse_part(text: str, fmt: EventFormat, *, kernel: bool = False) -> KeyPart:
     return KeyPart(name, mod, step, field)
 
 
-def parse_keys(text: str, fmt: EventFormat, *, kernel: bool = False, bucket: str = "") -> list[KeyPart]:
+def parse_keys(text: str, fmt: EventFormat, *, bucket: str = "") -> list[KeyPart]:
     """``--key`` text: parts joined with ','. ``bucket`` (``log2`` or ``buckets=N``, from --log2 and
     --buckets) is the modifier of the first number key that has none."""
     items = [t for t in text.split(",") if t.strip()]
@@ -149,12 +155,12 @@ def parse_keys(text: str, fmt: EventFormat, *, kernel: bool = False, bucket: str
     if len(items) > MAX_KEYS:
         raise AnalysisError(f"{len(items)} keys: the kernel's hist triggers take at most {MAX_KEYS}, and so does "
                         "probectl", "drop a key, or bucket one with .log2")
-    parts = [parse_part(t, fmt, kernel=kernel) for t in items]
+    parts = [parse_part(t, fmt) for t in items]
     if bucket:
         i = next((i for i, p in enumerate(parts) if not p.modifier and not p.is_text and p.name != "stacktrace"), None)
         if i is None:
             raise AnalysisError(f"--log2/--buckets: no number key without a modifier in {text!r}")
-        parts[i] = parse_part(f"{items[i].strip()}.{bucket}", fmt, kernel=kernel)
+        parts[i] = parse_part(f"{items[i].strip()}.{bucket}", fmt)
     seen = [p.label for p in parts]
     if len(set(seen)) != len(seen):
         raise AnalysisError(f"a key is named twice in {text!r}")
@@ -181,6 +187,15 @@ def hist_plan(fmt: EventFormat, keys: Sequence[KeyPart], value: Optional[KeyPart
             value.plan_part(long_size) if value else None)
 
 
+def stack_plan(kernel_stack: EventFormat, long_size: int = 8) -> tuple:
+    """The plan of ftrace's ``kernel_stack`` records: its frame count and its frames (found by name)."""
+    specs = dict(zip((f.name for f in kernel_stack.event_fields), format_specs(kernel_stack, long_size)))
+    if "size" not in specs or "caller" not in specs:
+        raise AnalysisError(f"{kernel_stack.full_name} has no 'size' and 'caller' fields: cannot read its stacks")
+    return (kernel_stack.id, ROLE_STACK, [(SRC_FIELD, specs["size"], EXACT, 0, 8),
+                                          (SRC_FIELD, specs["caller"], EXACT, 0, 8)], None)
+
+
 def native_aggregator(plans: Sequence[tuple], time_div: int = 1):
     """A native Aggregator (native/aggregate.c) for ``plans``."""
     return _native.Aggregator(list(plans), time_div=time_div)
@@ -194,7 +209,10 @@ def decode_key(key: bytes, keys: Sequence[KeyPart]) -> tuple:
         width = part.plan_part()[4]
         chunk = key[pos:pos + width]
         pos += width
-        if part.is_text and not part.is_thread_name:
+        if part.is_stack:
+            frames = [int.from_bytes(chunk[i:i + 8], "little") for i in range(0, len(chunk), 8)]
+            out.append(tuple(f for f in frames if f))
+        elif part.is_text and not part.is_thread_name:
             out.append(chunk.split(b"\0", 1)[0].decode(errors="backslashreplace"))
         else:
             signed = part.field is not None and part.field.signed and not part.bucketed

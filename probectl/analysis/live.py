@@ -20,7 +20,8 @@ from ..record.selection import SelectedEvent
 from ..record.teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..record.workload import Workload
 from ..tracefs import Tracefs, os_error
-from .keys import LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator
+from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
+                   stack_plan)
 from .latency import LatencyResult, plan_parts, result_from_kernel, result_from_pairs
 from .table import HistTable, rows_from_entries
 from .triggers import LatencyTriggers, error_log_tail, hist_trigger, parse_hist
@@ -138,10 +139,15 @@ def user_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], value
               notice: Callable[[str], None] = notice_stderr,
               progress: Optional[Callable[[int], None]] = None) -> HistTable:
     """The events of ``event`` streamed from a private instance into the native aggregator;
-    ``progress(events)`` after every batch."""
-    agg = native_aggregator([hist_plan(event.format, keys, value)])
+    ``progress(events)`` after every batch. A ``stacktrace`` key has the kernel write each event's
+    stack after it (options/stacktrace) and counts the two together."""
+    stacks = any(k.is_stack for k in keys)
+    plans = [hist_plan(event.format, keys, value)]
+    if stacks:
+        plans.append(stack_plan(tfs.event_format("ftrace", "kernel_stack")))
+    agg = native_aggregator(plans)
     stream = LiveStream(tfs, [event], command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
-                        duration=duration, notice=notice)
+                        duration=duration, stacks=stacks, notice=notice)
 
     def on_pages(streams, layout) -> None:
         agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
@@ -159,8 +165,14 @@ def file_hist(path: Path, fmt, keys: Sequence[KeyPart], value: Optional[KeyPart]
     """The histogram of ``fmt``'s events in a recording."""
     from ..tracedat import open_trace
 
-    agg = native_aggregator([hist_plan(fmt, keys, value)])
+    plans = [hist_plan(fmt, keys, value)]
     with open_trace(path) as trace:
+        if any(k.is_stack for k in keys):
+            stack = next((f for f in trace.ftrace_formats if f.name == "kernel_stack"), None)
+            if stack is None or stack.id not in trace.event_ids():
+                raise AnalysisError(f"{trace.where} has no kernel stacks", "record with -g")
+            plans.append(stack_plan(stack))
+        agg = native_aggregator(plans)
         streams, layout = trace.page_streams()
         agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size,
                  strict=False)

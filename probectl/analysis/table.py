@@ -124,8 +124,23 @@ def _filled(table: HistTable) -> list[HistRow]:
     return [have.get(v, HistRow((v,), 0, None if table.value is None else 0)) for v in range(lo, hi + 1, step)]
 
 
+def stack_frames(value, display=None) -> list[str]:
+    """A stack key's frames as text: the kernel gives them as 'f1;f2', user space as addresses
+    (named by ``display``, one frame a line, else hex)."""
+    part = KeyPart("stacktrace")
+    if display is not None:
+        shown = display(part, value)
+        if shown is not None:
+            return shown.splitlines()
+    if isinstance(value, str):
+        return [f for f in value.split(";") if f]
+    return [hex(a) for a in value]
+
+
 def key_text(part: KeyPart, value, display: Optional[Callable[[KeyPart, object], Optional[str]]] = None) -> str:
     """One key value as printed: hex for .hex, names for .sym/.syscall when ``display`` knows them."""
+    if part.is_stack:
+        return "".join(f"\n    {f}" for f in stack_frames(value, display)) + "\n"
     if display is not None:
         shown = display(part, value)
         if shown is not None:
@@ -143,6 +158,12 @@ def render_text(table: HistTable, display=None) -> str:
     if not table.rows:
         return f"(no events of {table.event})\n"
     by_sum = table.value is not None
+    if any(p.is_stack for p in table.keys):  # bpftrace's @[kstack, comm]: frames a line each
+        out = []
+        for r in table.rows:
+            label = ", ".join(key_text(p, v, display) for p, v in zip(table.keys, r.key))
+            out.append(f"@[{label}]: {r.count}" + (f", sum {r.sum or 0}" if by_sum else "") + "\n")
+        return "\n".join(out) + "\n"
     lines = []
     if table.is_histogram:
         rows = _filled(table)
@@ -175,7 +196,9 @@ def to_json(table: HistTable, display=None) -> dict:
         key: dict = {}
         for p, v in zip(table.keys, r.key):
             key[p.label] = v
-            if p.bucketed:
+            if p.is_stack:
+                key[p.label] = stack_frames(v, display)
+            elif p.bucketed:
                 key[p.label + ".range"] = list(bucket_range(p, v))
             elif display is not None and display(p, v) is not None:
                 key[p.label + ".name"] = display(p, v)

@@ -60,9 +60,39 @@ def _one(names: list, word: str) -> tuple[str, str]:
     return names[0]
 
 
-def _display(part, value) -> Optional[str]:
-    """Names of key values the user-space path has only as numbers: system calls (the kernel names
-    them itself for .syscall; .sym of kernel addresses is printed in hex here)."""
+class _Names:
+    """Names of key values the user-space path has only as numbers (the kernel names them itself):
+    system calls for .syscall, kernel symbols for stack frames and .sym keys (from ``kallsyms``:
+    the running kernel's, or a recording's)."""
+
+    def __init__(self, kallsyms: Optional[bytes] = None):
+        self._kallsyms = kallsyms
+        self._symbols = None
+
+    def symbol(self, addr: int) -> str:
+        from ..script.symbols import KernelSymbols, symbol_offset
+
+        if self._symbols is None:
+            if self._kallsyms is None:
+                try:
+                    self._kallsyms = Path("/proc/kallsyms").read_bytes()
+                except OSError:
+                    self._kallsyms = b""
+            self._symbols = KernelSymbols(self._kallsyms)
+        hit = self._symbols.lookup(addr)
+        return symbol_offset(*hit) if hit else hex(addr)
+
+    def __call__(self, part, value) -> Optional[str]:
+        if part.is_stack and isinstance(value, tuple):
+            return "\n".join(self.symbol(a) for a in value)
+        if part.is_stack and isinstance(value, str):
+            return "\n".join(f for f in value.split(";") if f)
+        if part.modifier == "sym" and isinstance(value, int):
+            return self.symbol(value)
+        return _syscall_name(part, value)
+
+
+def _syscall_name(part, value) -> Optional[str]:
     if part.modifier == "syscall" and isinstance(value, int):
         from ..arch.x86_64_syscalls import SYSCALL_NAMES
 
@@ -134,8 +164,9 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
         raise click.UsageError("name one event (GROUP:EVENT) or one probe definition")
     bucket = "log2" if log2 else f"buckets={buckets}" if buckets else ""
     command = ctx.meta.get("probectl.command", [])
+    kallsyms = None
     if input_:
-        table = _hist_from_file(Path(input_), what[0], key_text, value_name, bucket)
+        table, kallsyms = _hist_from_file(Path(input_), what[0], key_text, value_name, bucket)
     else:
         from ..analysis import live
 
@@ -144,7 +175,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
             name = _one(groups[0], what[0])
             event = _selected(tfs, name, filter_)
             in_kernel = not user_space and live.kernel_has_hist(tfs, [event])
-            keys = parse_keys(key_text, event.format, kernel=in_kernel, bucket=bucket)
+            keys = parse_keys(key_text, event.format, bucket=bucket)
             value = parse_value(value_name, event.format)
             _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, event.name)
             scope = dict(command=command, pids=_pids(pids), system_wide=system_wide, duration=duration, notice=notice)
@@ -159,10 +190,11 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
                 names = LiveNames(tfs.root, {})
                 table.merge_by(names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
     table.sort(sort_by, top=top)
+    names = _Names(kallsyms)
     if as_json:
-        click.echo(json.dumps(to_json(table, _display), indent=2))
+        click.echo(json.dumps(to_json(table, names), indent=2))
     else:
-        sys.stdout.write(render_text(table, _display))
+        sys.stdout.write(render_text(table, names))
     if table.lost:
         notice(f"Warning: the kernel lost {table.lost:,} events; the counts are short (use a bigger -b KB)")
     if table.dropped:
@@ -193,7 +225,7 @@ def _hist_from_file(path: Path, word: str, key_text: str, value_name: Optional[s
         table = file_hist(path, fmt, keys, value)
         if any(k.is_thread_name for k in keys):
             table.merge_by(trace.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
-    return table
+        return table, trace.kallsyms
 
 
 @cli.command(cls=_SplitCommand)
@@ -250,8 +282,8 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
             end = _selected(tfs, _one(groups[1], words[1]), None)
             _two_events(start.name, end.name)
             in_kernel = live.kernel_has_hist(tfs, [start, end]) and (tfs.root / "synthetic_events").exists()
-            skeys = parse_keys(key_text, start.format, kernel=in_kernel)
-            ekeys = parse_keys(key_text, end.format, kernel=in_kernel)
+            skeys = parse_keys(key_text, start.format)
+            ekeys = parse_keys(key_text, end.format)
             _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, f"{start.name} -> {end.name}")
             scope = dict(command=command, pids=_pids(pids), system_wide=system_wide, duration=duration, notice=notice)
             if in_kernel:

@@ -30,7 +30,7 @@ class LiveStream:
 
     def __init__(self, tfs: Tracefs, selected: Sequence[SelectedEvent], *, command: Sequence[str] = (),
                  pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
-                 interval: float = 0.1, duration: Optional[float] = None,
+                 interval: float = 0.1, duration: Optional[float] = None, stacks: bool = False,
                  notice: Callable[[str], None] = notice_stderr):
         self.tfs = tfs
         self.selected = list(selected)
@@ -40,6 +40,7 @@ class LiveStream:
         self.buffer_kb = buffer_kb
         self.interval = interval
         self.duration = duration
+        self.stacks = stacks
         self.raw = False
         self.notice = notice
         self.formats: list[EventFormat] = [e.format for e in self.selected]
@@ -85,7 +86,7 @@ class LiveStream:
             inst.create()
             command = workload.pid if workload is not None and not self.system_wide else None
             pids = traced_tids(self.pids, command)
-            inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0)
+            inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0, stacks=self.stacks)
             self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
             for cpu in cpus:
                 path = inst.path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
