@@ -184,7 +184,7 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     from qemu_kernel import find_kernel_dir, missing_requirements, run_in_guest
     from probectl.analysis.keys import parse_keys, parse_value
     from probectl.analysis.latency import result_from_kernel
-    from probectl.analysis.triggers import hist_trigger, latency_triggers, parse_hist
+    from probectl.analysis.triggers import error_log_tail, hist_trigger, latency_triggers, parse_hist
     from probectl.formats import EventFormat
 
     kdir = find_kernel_dir()
@@ -206,21 +206,35 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     lat = latency_triggers("probectl_lat_test", "syscalls.sys_enter_clock_nanosleep",
                            parse_keys("common_pid", sleep_in),
                            parse_keys("common_pid", sleep_out))
-    bad = hist_trigger(parse_keys("buf.sym", read)) + ":nosuchthing"
+    bad = hist_trigger(parse_keys("buf.sym", read)).replace("buf.sym", "nosuchthing.sym")  # as a stale format would
+    exec_fmt = EventFormat.parse((live_tracefs / "events/sched/sched_process_exec/format").read_text(), "sched")
+    by_stack = parse_keys("stacktrace", exec_fmt)
+    kmalloc = EventFormat.parse((live_tracefs / "events/kmem/kmalloc/format").read_text(), "kmem")
+    by_site = parse_keys("call_site.sym,bytes_req.buckets=64", kmalloc)
     triggers = [("events/syscalls/sys_enter_read/trigger", h1),
                 ("events/syscalls/sys_enter_read/trigger", h2),
                 ("synthetic_events", lat.synthetic),
                 ("events/syscalls/sys_enter_clock_nanosleep/trigger", lat.start),
                 ("events/syscalls/sys_exit_clock_nanosleep/trigger", lat.end),
                 (f"events/synthetic/{lat.synthetic_name}/trigger", lat.histogram),
+                ("events/sched/sched_process_exec/trigger", hist_trigger(by_stack)),
+                ("events/kmem/kmalloc/trigger", hist_trigger(by_site)),
                 ("events/syscalls/sys_enter_read/trigger", bad)]
     workload = ("dd if=/dev/zero of=/dev/null bs=100 count=3 2>/dev/null\n"
                 "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
                 "for us in 2000 4000 8000 16000; do usleep $us; done\n")
-    hists = ["events/syscalls/sys_enter_read/hist", f"events/synthetic/{lat.synthetic_name}/hist"]
+    hists = ["events/syscalls/sys_enter_read/hist", f"events/synthetic/{lat.synthetic_name}/hist",
+             "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist"]
     result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists)
-    # the kernel refused the bad trigger and said why
+    # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
+    log = error_log_tail(result.trigger_errors[0].split("\n", 1)[1])
+    assert "nosuchthing" in log and "^" in log, log
+    # stacks and symbols as the kernel prints them
+    stacks = parse_hist(result.hists[hists[2]], "sched:sched_process_exec", by_stack)
+    assert stacks.total >= 2 and any("execve" in r.key[0] for r in stacks.rows), result.hists[hists[2]]
+    sites = parse_hist(result.hists[hists[3]], "kmem:kmalloc", by_site)
+    assert sites.total > 0 and all(r.key[0] >> 63 and r.key[1] % 64 == 0 for r in sites.rows)
     text = result.hists[hists[0]]
     table = parse_hist(text, "syscalls:sys_enter_read", by_count, total)
     assert table.path == "kernel"
