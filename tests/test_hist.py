@@ -303,3 +303,30 @@ def fmt_text_without_comm() -> str:
     return ("name: plain\nID: 8\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
             "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
             "\tfield:u64 size;\toffset:8;\tsize:8;\tsigned:0;\n\nprint fmt: \"x\"\n")
+
+
+def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
+    """The kernel path's runner (instance, trigger, workload, read-back, removal) on this machine: where
+    the event has a hist file it counts the command's one exec; here, where it has none, the kernel
+    refuses the trigger, which is an error naming it (no other writer's error_log entry), and the
+    instance and the command are gone."""
+    from probectl.analysis import live
+    from probectl.analysis.keys import parse_keys
+    from probectl.errors import AnalysisError
+    from probectl.record.selection import SelectedEvent
+    from probectl.tracefs import Tracefs
+
+    tfs = Tracefs.open()
+    fmt = tfs.event_format("sched", "sched_process_exec")
+    event = SelectedEvent("sched", "sched_process_exec", fmt)
+    keys = parse_keys("comm", fmt)
+    mine = live_tracefs / "instances" / f"probectl-{os.getpid()}"
+    if live.kernel_has_hist(tfs, [event]):
+        table = live.kernel_hist(tfs, event, keys, None, command=["/bin/true"])
+        assert table.path == "kernel" and {r.key: r.count for r in table.rows} == {("true",): 1}
+    else:
+        with pytest.raises(AnalysisError, match="refused the hist trigger 'hist:keys=common_pid.execname") as err:
+            live.kernel_hist(tfs, event, keys, None, command=["/bin/true"])
+        assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
+    assert not mine.exists()
+    assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()

@@ -78,14 +78,21 @@ def _wait(workload: Optional[Workload], duration: Optional[float]) -> str:
 
 
 def _write_trigger(tfs: Tracefs, path: Path, text: str, what: str) -> None:
-    """Write a trigger (or synthetic event); a refusal is an error with the kernel's own words."""
+    """Write a trigger (or synthetic event); a refusal is an error with the kernel's own words: the
+    error_log entries this write added (entries of other writers are not ours to show)."""
+    log_path = tfs.root / "error_log"
+    before = ""
+    with contextlib.suppress(OSError):
+        before = log_path.read_text()
     try:
         with open(path, "a") as f:
             f.write(text + "\n")
     except OSError as err:
-        log = ""
+        after = ""
         with contextlib.suppress(OSError):
-            log = error_log_tail((tfs.root / "error_log").read_text())
+            after = log_path.read_text()
+        added = after[len(before):] if after.startswith(before) else after
+        log = error_log_tail(added) if added.strip() else ""
         raise AnalysisError(f"the kernel refused the {what} {text!r}: {err.strerror}" + (f"\n{log}" if log else ""),
                             "check the keys with 'probectl fields EVENT'") from None
 
