@@ -29,7 +29,7 @@ LAYERS: dict[str, set[str]] = {
     "record": {"tracefs", "filters", "tracedat", "ringbuf", "formats", "events", "debuginfo", "debuginfo.dwarf",
                "debuginfo.btf", "cachedir"},
     "analysis": {"record", "script", "tracedat", "ringbuf", "tracefs", "events", "formats", "filters", "_native",
-                 "cachedir"},
+                 "cachedir", "arch"},
     "script": {"tracedat", "ringbuf", "formats", "debuginfo", "_native"},
     "resolve": {"spec", "target", "debuginfo", "debuginfo.dwarf", "debuginfo.btf", "arch"},
     "target": {"debuginfo", "cachedir", "arch"},

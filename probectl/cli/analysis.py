@@ -9,6 +9,7 @@ from typing import Optional
 
 import click
 
+from ..analysis.names import KeyNames
 from ..errors import AnalysisError, ProbectlError
 from ..tracefs import Tracefs
 from . import cli, notice
@@ -18,22 +19,22 @@ from .recording import _pids, _SplitCommand
 
 @contextlib.contextmanager
 def _probes_or_events(tfs: Tracefs, words: tuple[str, ...], target_args: tuple):
-    """The events named by ``words``: existing GROUP:EVENT names as they are, else probe definitions,
-    added now (as ``trace`` adds them) and removed on the way out. Yields [(group, event)] per word
-    group: one list per definition."""
+    """The events named by ``words``: an existing GROUP:EVENT as it is, else a probe definition, added
+    now (as ``trace`` adds them) and removed on the way out. Yields one [(group, event)] per word."""
     from ..record.cleanup import cleanup_stale, probe_state
 
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
     known = set(tfs.event_names())
-    if all(w.replace("/", ":", 1).partition(":")[::2] in known for w in words):
-        yield [[tuple(w.replace("/", ":", 1).split(":", 1))] for w in words]
-        return
-    from ..probes import ProbeSet, definitions
-
     with contextlib.ExitStack() as stack:
         out = []
         for word in words:
+            name = tuple(word.replace("/", ":", 1).split(":", 1))
+            if name in known:
+                out.append([name])
+                continue
+            from ..probes import ProbeSet, definitions
+
             probes = ProbeSet.resolve([word], make_target(*target_args), tfs.features)
             for warning in probes.warnings:
                 notice(f"Warning: {warning}")
@@ -55,50 +56,9 @@ def _selected(tfs: Tracefs, name: tuple[str, str], filter_text: Optional[str]):
 
 def _one(names: list, word: str) -> tuple[str, str]:
     if len(names) != 1:
-        raise AnalysisError(f"{word!r} made {len(names)} events; a histogram counts one",
+        raise AnalysisError(f"{word!r} made {len(names)} events, and one is needed here",
                             "name one place (e.g. FUNC@FILE or a binary with -x)")
     return names[0]
-
-
-class _Names:
-    """Names of key values the user-space path has only as numbers (the kernel names them itself):
-    system calls for .syscall, kernel symbols for stack frames and .sym keys (from ``kallsyms``:
-    the running kernel's, or a recording's)."""
-
-    def __init__(self, kallsyms: Optional[bytes] = None):
-        self._kallsyms = kallsyms
-        self._symbols = None
-
-    def symbol(self, addr: int) -> str:
-        from ..script.symbols import KernelSymbols, symbol_offset
-
-        if self._symbols is None:
-            if self._kallsyms is None:
-                try:
-                    self._kallsyms = Path("/proc/kallsyms").read_bytes()
-                except OSError:
-                    self._kallsyms = b""
-            self._symbols = KernelSymbols(self._kallsyms)
-        hit = self._symbols.lookup(addr)
-        return symbol_offset(*hit) if hit else hex(addr)
-
-    def __call__(self, part, value) -> Optional[str]:
-        if part.is_stack and isinstance(value, tuple):
-            return "\n".join(self.symbol(a) for a in value)
-        if part.is_stack and isinstance(value, str):
-            return "\n".join(f for f in value.split(";") if f)
-        if part.modifier == "sym" and isinstance(value, int):
-            return self.symbol(value)
-        return _syscall_name(part, value)
-
-
-def _syscall_name(part, value) -> Optional[str]:
-    if part.modifier == "syscall" and isinstance(value, int):
-        from ..arch.x86_64_syscalls import SYSCALL_NAMES
-
-        name = SYSCALL_NAMES.get(value)
-        return f"sys_{name}" if name else None
-    return None
 
 
 @contextlib.contextmanager
@@ -190,7 +150,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
                 names = LiveNames(tfs.root, {})
                 table.merge_by(names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
     table.sort(sort_by, top=top)
-    names = _Names(kallsyms)
+    names = KeyNames(kallsyms)
     if as_json:
         click.echo(json.dumps(to_json(table, names), indent=2))
     else:
