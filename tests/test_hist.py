@@ -144,6 +144,18 @@ def test_kernel_stack_as_a_key_in_user_space(live_tracefs, target):
     assert "execve" in out.stdout and out.stdout.rstrip().endswith("]: 1"), out.stdout
 
 
+def test_duration_ends_a_system_wide_count(live_tracefs):
+    out = probectl("hist", "sched:sched_switch", "--key", "prev_comm", "--top", "3", "--duration", "0.3", "--json")
+    result = json.loads(out.stdout)
+    assert result["stopped_by"] == "duration" and result["total"] > 0 and len(result["rows"]) <= 3
+
+
+def test_options_that_do_not_apply_to_a_recording(tmp_path):
+    for extra in (("--filter", "size > 1"), ("--duration", "1")):
+        out = probectl("hist", "-i", str(tmp_path / "none.dat"), "x:y", "--key", "size", *extra, check=False)
+        assert out.returncode == 2 and "-i" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_a_start_event_that_never_fires(live_tracefs, target):
     out = probectl("latency", "-x", str(target), "never_called", "--", str(target), check=False)
     assert out.returncode == 1 and "the start event never fired" in out.stderr

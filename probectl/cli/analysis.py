@@ -125,6 +125,11 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
     bucket = "log2" if log2 else f"buckets={buckets}" if buckets else ""
     command = ctx.meta.get("probectl.command", [])
     kallsyms = None
+    if input_ and filter_:
+        raise click.UsageError("--filter runs in the kernel, while events are counted or recorded: "
+                               "with -i, record with --filter instead")
+    if input_ and (command or pids or system_wide or duration):
+        raise click.UsageError("-i counts a recording: -p, -a, --duration and a command do not apply")
     if input_:
         table, kallsyms = _hist_from_file(Path(input_), what[0], key_text, value_name, bucket)
     else:
