@@ -267,6 +267,9 @@ while read -r ev filter; do
         echo "@@enable $ev" >&3; echo 'cannot enable' >&3; echo '@@end' >&3
     fi
 done < /tmp/enable
+while read -r name; do
+    mkdir "instances/$name"
+done < /probe/instances
 n=0
 while IFS="$(printf '\t')" read -r file text; do
     n=$((n+1))
@@ -300,7 +303,7 @@ exec poweroff -f
 
 def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enable: EnableSpec,
                     busybox: Path, modules: Sequence[Path] = (), triggers: Sequence[tuple[str, str]] = (),
-                    hists: Sequence[str] = ()) -> None:
+                    hists: Sequence[str] = (), instances: Sequence[str] = ()) -> None:
     for d in definitions:
         if "\n" in d:
             raise ValueError(f"a definition is one line: {d!r}")
@@ -329,6 +332,9 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
             raise ValueError(f"a trigger is one line: {file!r} {text!r}")
     archive.file("probe/triggers", "".join(f"{f}\t{t}\n" for f, t in triggers).encode())
     archive.file("probe/hists", "".join(f + "\n" for f in hists).encode())
+    if any(not n or "/" in n or n.startswith(".") or any(c.isspace() for c in n) for n in instances):
+        raise ValueError(f"bad instance names {instances!r}")
+    archive.file("probe/instances", "".join(n + "\n" for n in instances).encode())
     archive.directory("probe/modules")
     for i, module in enumerate(modules):  # numbered: insmod takes them in this order (dependencies first)
         archive.file(f"probe/modules/{i:02d}-{module.name}", module.read_bytes())
@@ -340,7 +346,7 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
 def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workload: str, *,
                  enable: EnableSpec = None, timeout: float = 180.0, memory: str = "512M",
                  kernel_args: str = "", modules: Sequence[Path] = (), triggers: Sequence[tuple[str, str]] = (),
-                 hists: Sequence[str] = ()) -> GuestResult:
+                 hists: Sequence[str] = (), instances: Sequence[str] = ()) -> GuestResult:
     """Boot ``kernel_dir/vmlinuz``, write ``definitions`` to kprobe_events, trace ``workload``, power off.
 
     ``enable``: None enables every kprobe event the kernel lists after the writes; a sequence of
@@ -349,7 +355,8 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     sh in /tmp with stdin /dev/null.  ``kernel_args`` are appended to KERNEL_ARGS (e.g. "loglevel=7").
     ``modules`` (loadable .ko files, dependencies first) are insmod'ed before the definitions are written.
     ``triggers`` are (file under tracefs, text) lines appended after the enables (synthetic_events, a
-    trigger file), and the ``hists`` files (``events/G/E/hist``) are read after the workload.
+    trigger file), and the ``hists`` files (``events/G/E/hist``) are read after the workload;
+    ``instances`` are created (``instances/NAME``) before the triggers are written.
     Raises GuestError when the guest does not report back within ``timeout`` seconds.
     """
     kernel = Path(kernel_dir) / "vmlinuz"
@@ -359,7 +366,7 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
         tmpdir = Path(tmp)
         initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
-        build_initramfs(initrd, definitions, workload, enable, busybox, modules, triggers, hists)
+        build_initramfs(initrd, definitions, workload, enable, busybox, modules, triggers, hists, instances)
         cmd = [QEMU, "-kernel", str(kernel), "-initrd", str(initrd),
                "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
                "-m", memory, "-smp", "1", "-no-reboot", "-nodefaults", "-no-user-config",

@@ -223,21 +223,27 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     by_stack = parse_keys("stacktrace", exec_fmt)
     kmalloc = EventFormat.parse((live_tracefs / "events/kmem/kmalloc/format").read_text(), "kmem")
     by_site = parse_keys("call_site.sym,bytes_req.buckets=64", kmalloc)
+    # the latency triggers go where probectl's runner puts them: in its own instance (the synthetic
+    # event is global), with the three events enabled there
+    inst = "instances/probectl-1/events"
     triggers = [("events/syscalls/sys_enter_read/trigger", h1),
                 ("events/syscalls/sys_enter_read/trigger", h2),
                 ("synthetic_events", lat.synthetic),
-                ("events/syscalls/sys_enter_clock_nanosleep/trigger", lat.start),
-                ("events/syscalls/sys_exit_clock_nanosleep/trigger", lat.end),
-                (f"events/synthetic/{lat.synthetic_name}/trigger", lat.histogram),
+                (f"{inst}/syscalls/sys_enter_clock_nanosleep/trigger", lat.start),
+                (f"{inst}/syscalls/sys_exit_clock_nanosleep/trigger", lat.end),
+                (f"{inst}/synthetic/{lat.synthetic_name}/trigger", lat.histogram),
+                (f"{inst}/syscalls/sys_enter_clock_nanosleep/enable", "1"),
+                (f"{inst}/syscalls/sys_exit_clock_nanosleep/enable", "1"),
+                (f"{inst}/synthetic/{lat.synthetic_name}/enable", "1"),
                 ("events/sched/sched_process_exec/trigger", hist_trigger(by_stack)),
                 ("events/kmem/kmalloc/trigger", hist_trigger(by_site)),
                 ("events/syscalls/sys_enter_read/trigger", bad)]
     workload = ("dd if=/dev/zero of=/dev/null bs=100 count=3 2>/dev/null\n"
                 "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
                 "for us in 2000 4000 8000 16000; do usleep $us; done\n")
-    hists = ["events/syscalls/sys_enter_read/hist", f"events/synthetic/{lat.synthetic_name}/hist",
+    hists = ["events/syscalls/sys_enter_read/hist", f"{inst}/synthetic/{lat.synthetic_name}/hist",
              "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist"]
-    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists)
+    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists, instances=["probectl-1"])
     # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
     log = error_log_tail(result.trigger_errors[0].split("\n", 1)[1])
