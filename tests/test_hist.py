@@ -184,6 +184,9 @@ def test_ctrl_c_prints_the_partial_answer_and_removes_everything(live_tracefs, t
     assert proc.returncode == 0, stderr
     got = {r["key"]["size"]: r["count"] for r in json.loads(stdout)["rows"]}
     assert got == {int(e["size"]): int(e["count"]) for e in exp["take"]}
+    # its probe and its instance are gone (checked by name: other runs may be tracing meanwhile)
+    assert str(target) not in (live_tracefs / "uprobe_events").read_text()
+    assert not (live_tracefs / "instances" / f"probectl-{proc.pid}").exists()
 
 
 # ---- the kernel path, in qemu ----------------------------------------------------------------------
