@@ -167,10 +167,13 @@ def test_ctrl_c_prints_the_partial_answer_and_removes_everything(live_tracefs, t
                              "size", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60
 
-    def streaming() -> bool:  # its instance is tracing (another run's instance has another pid)
-        path = live_tracefs / "instances" / f"probectl-{proc.pid}" / "tracing_on"
+    def streaming() -> bool:
+        """Its instance (another run's has another pid) traces the probe: the event is enabled there
+        (a new instance's tracing_on is 1 before probectl has set it up)."""
+        inst = live_tracefs / "instances" / f"probectl-{proc.pid}"
         try:
-            return path.read_text().strip() == "1"
+            return ((inst / "events/probe_hist_target/take/enable").read_text().strip() == "1"
+                    and (inst / "tracing_on").read_text().strip() == "1")
         except OSError:
             return False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import time
 from typing import Callable, Optional, Sequence
 
@@ -105,13 +106,13 @@ class LiveStream:
                 done = workload is not None and workload.poll() is not None
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
-                    self._drain(fds, on_pages)
+                    self._drain_whole(fds, on_pages)
                     self.stopped_by = "duration"
                     return
                 if pids and now >= next_look:  # names of the traced processes, while they live
                     self.watch.look(inst.traced_pids(), maps=False)
                     next_look = now + 0.5
-                self._drain(fds, on_pages)
+                self._drain_whole(fds, on_pages)
                 if done:
                     self.stopped_by = "command"
                     return
@@ -142,6 +143,17 @@ class LiveStream:
             workload.stop()
         step(inst.remove)
         step.finish(quiet, self.notice)
+
+    def _drain_whole(self, fds: dict[int, int], on_pages: Callable[[EventReader], None]) -> None:
+        """:meth:`_drain`, never cut in two by Ctrl-C or SIGTERM: pages read from the kernel are
+        gone from its buffer, so they are always handed on; a signal that arrived meanwhile stops
+        the stream right after."""
+        with signals_held() as got:
+            self._drain(fds, on_pages)
+        if signal.SIGTERM in got:
+            raise Terminated()
+        if signal.SIGINT in got:
+            raise KeyboardInterrupt
 
     def _drain(self, fds: dict[int, int], on_pages: Callable[[EventReader], None]) -> None:
         page = self.layout.page_size
