@@ -205,8 +205,8 @@ int agg_init(struct agg *agg, const struct agg_plan *plans, uint32_t nplans, uin
 				if (!part_check(&p->keys[k], false) || p->keys[k].src == AGG_SRC_LATENCY)
 					return RB_ERR_INVAL;
 				if (p->keys[k].src == AGG_SRC_STACK) {
-					// one stack part, in hist plans only
-					if (p->role != AGG_ROLE_HIST || agg->wants_stack)
+					// one stack part, in hist plans only (all at one place)
+					if (p->role != AGG_ROLE_HIST || (agg->wants_stack && agg->stack_off != off))
 						return RB_ERR_INVAL;
 					agg->wants_stack = true;
 					agg->stack_off = off;
@@ -332,7 +332,7 @@ static void count(struct agg_entry *e, int64_t v)
 		if (v > e->max)
 			e->max = v;
 	}
-	e->sum += v;
+	e->sum = (int64_t)((uint64_t)e->sum + (uint64_t)v);	// wraps as the kernel's u64 sums do
 }
 
 // The pending slot of @cpu: u64 valid, i64 value, key.

@@ -224,3 +224,31 @@ def test_bad_plans_are_refused():
     with pytest.raises(ValueError):  # start and end keys of different sizes
         native_aggregator([(START.id, ROLE_START, [(2, None, 0, 0, 8)], None),
                            (END.id, ROLE_END, [(2, None, 0, 0, 8), (3, None, 0, 0, 8)], None)])
+
+
+def test_aggregator_under_address_sanitizer(tmp_path):
+    """Build native/fuzz/aggregate_fuzz.c with ASan+UBSan: random plans over random records."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    gcc = shutil.which("gcc")
+    if not gcc:
+        pytest.skip("gcc is needed to build the sanitizer driver")
+    exe = tmp_path / "aggfuzz"
+    build = subprocess.run(
+        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+         "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", f"-I{root / 'native'}",
+         str(root / "native/fuzz/aggregate_fuzz.c"), str(root / "native/ringbuf.c"), str(root / "native/reader.c"),
+         str(root / "native/aggregate.c"), "-o", str(exe)],
+        capture_output=True, text=True)
+    if build.returncode and "sanitize" in build.stderr and "cannot find" in build.stderr:
+        pytest.skip(f"no sanitizer runtime: {build.stderr.strip()}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    for seed in (1, 2):
+        run = subprocess.run([str(exe), "4000", str(seed)], capture_output=True, text=True, env=env, timeout=300)
+        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
+        assert run.returncode == 0 and run.stdout.startswith("ok"), (run.returncode, run.stderr[-2000:])
