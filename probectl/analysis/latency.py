@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from .keys import KeyPart
-from .table import HistRow, HistTable
+from .table import HistRow, HistTable, bucket_of
 
 PERCENTILES = (50, 90, 99)
 
@@ -59,11 +59,9 @@ class LatencyResult:
 
     def histogram(self, part: KeyPart) -> HistTable:
         """The latencies counted in ``part``'s buckets (a KeyPart named latency_us)."""
-        from .table import bucket_range  # noqa: F401  (the same bucket rules as hist)
-
         counts: dict[int, list[int]] = {}
         for v in self.sorted_values():
-            b = _bucket(part, v)
+            b = bucket_of(part, v)
             c = counts.setdefault(b, [0, 0])
             c[0] += 1
             c[1] += v
@@ -73,14 +71,6 @@ class LatencyResult:
     def pairs_text(self) -> str:
         """``completion_time latency`` lines: seconds of the trace clock, µs."""
         return "".join(f"{e / 1e9:.6f} {lat}\n" for e, lat in zip(self.ends, self.latencies))
-
-
-def _bucket(part: KeyPart, v: int) -> int:
-    if part.modifier == "log2":
-        return 0 if v <= 1 else (v - 1).bit_length()
-    if part.modifier == "buckets":
-        return v // part.step * part.step
-    return v
 
 
 def latency_part(buckets: Optional[int]) -> KeyPart:

@@ -24,7 +24,7 @@ from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, his
                    stack_plan)
 from .latency import LatencyResult, plan_parts, result_from_kernel, result_from_pairs
 from .table import HistTable, rows_from_entries
-from .triggers import LatencyTriggers, error_log_tail, hist_trigger, parse_hist
+from .triggers import LatencyTriggers, error_log_tail, hist_trigger, parse_hist, remove_trigger
 
 USER_PATH = "user space"
 KERNEL_PATH = "kernel"
@@ -123,7 +123,7 @@ def _triggered_run(tfs: Tracefs, inst: Instance, workload: Optional[Workload], d
             raise os_error(err, "read the kernel's histogram", hist) from None
     finally:
         for d, t in reversed(written):
-            _unwrite(d / "trigger", "!" + t)
+            _unwrite(d / "trigger", remove_trigger(t))
 
 
 # ---- hist ------------------------------------------------------------------------------------------

@@ -84,6 +84,15 @@ def _sortable(v):
     return (0, v, "") if isinstance(v, int) else (1, 0, str(v))
 
 
+def bucket_of(part: KeyPart, value: int) -> int:
+    """The bucket of ``value`` under ``part``'s modifier (what native/aggregate.c computes per event)."""
+    if part.modifier == "log2":
+        return 0 if value <= 1 else (value - 1).bit_length()
+    if part.modifier == "buckets":
+        return value // part.step * part.step
+    return value
+
+
 def bucket_range(part: KeyPart, value: int) -> tuple[int, int]:
     """``[lo, hi)`` of the integers in a bucket (see the module's docstring)."""
     if part.modifier == "log2":

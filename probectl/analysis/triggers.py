@@ -42,25 +42,16 @@ class LatencyTriggers:
     end: str  # trigger of the end event
     histogram: str  # trigger of the synthetic event
 
-    def removals(self) -> list[tuple[str, str]]:
-        """(file, text) writes that undo the triggers and the synthetic event, in order."""
-        return [("synthetic", remove_trigger(self.histogram)), ("end", remove_trigger(self.end)),
-                ("start", remove_trigger(self.start)), ("synthetic_events", "!" + self.synthetic_name)]
 
-
-def latency_triggers(name: str, start_event: str, start_keys: Sequence[KeyPart], end_keys: Sequence[KeyPart],
-                     *, start_filter: str = "", end_filter: str = "") -> LatencyTriggers:
+def latency_triggers(name: str, start_event: str, start_keys: Sequence[KeyPart],
+                     end_keys: Sequence[KeyPart]) -> LatencyTriggers:
     """The texts for a latency between ``start_event`` (``group.event``, as onmatch() names it) and
     the event the end trigger is written to, keyed by ``start_keys``/``end_keys`` (the thread when
     both are ``pid``). Latencies are kept exactly (in µs) and bucketed when read back."""
     var = f"{name}_ts0"
     start = f"hist:keys={','.join(k.trigger_text() for k in start_keys)}:{var}=common_timestamp.usecs"
-    if start_filter:
-        start += f" if {start_filter}"
     end = (f"hist:keys={','.join(k.trigger_text() for k in end_keys)}:{name}_lat=common_timestamp.usecs-${var}"
            f":onmatch({start_event}).trace({name},${name}_lat)")
-    if end_filter:
-        end += f" if {end_filter}"
     return LatencyTriggers(synthetic=f"{name} u64 lat", synthetic_name=name, start=start, end=end,
                            histogram=f"hist:keys=lat:sort=lat:size={TABLE_SIZE}")
 
