@@ -202,7 +202,7 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     from qemu_kernel import find_kernel_dir, missing_requirements, run_in_guest
     from probectl.analysis.keys import parse_keys, parse_value
     from probectl.analysis.latency import result_from_kernel
-    from probectl.analysis.triggers import error_log_tail, hist_trigger, latency_triggers, parse_hist
+    from probectl.analysis.triggers import hist_trigger, latency_triggers, new_error_log_entry, parse_hist
     from probectl.formats import EventFormat
 
     kdir = find_kernel_dir()
@@ -252,8 +252,11 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists, instances=["probectl-1"])
     # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
-    log = error_log_tail(result.trigger_errors[0].split("\n", 1)[1])
+    log = new_error_log_entry("", result.trigger_errors[0].split("\n", 1)[1])
     assert "nosuchthing" in log and "^" in log, log
+    other = "[  1.000000] trace_kprobe: error: Invalid register name\n  Command: p:x/y f %zz\n                   ^"
+    assert new_error_log_entry(other, other + "\n" + log) == log  # another writer's entry is not ours
+    assert new_error_log_entry(other, other) == ""
     # stacks and symbols as the kernel prints them
     stacks = parse_hist(result.hists[hists[2]], "sched:sched_process_exec", by_stack)
     assert stacks.total >= 2 and any("execve" in r.key[0] for r in stacks.rows), result.hists[hists[2]]

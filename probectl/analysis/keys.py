@@ -2,7 +2,7 @@
 an event's format, and written both as a hist trigger's text and as the native aggregator's plan.
 
 One key part is a field of the event, ``comm`` (the thread's name, the kernel's
-``common_pid.execname``), ``pid``, ``cpu`` or ``stacktrace`` (the kernel stack: hist triggers only),
+``common_pid.execname``), ``pid``, ``cpu`` or ``stacktrace`` (the kernel stack of the event),
 with at most one modifier as the kernel spells them: ``.log2``, ``.buckets=N``, ``.hex``, ``.sym``,
 ``.syscall``, ``.execname``. The kernel's limits are kept in user space too, so that both paths
 answer the same questions."""
@@ -117,7 +117,7 @@ def parse_part(text: str, fmt: EventFormat) -> KeyPart:
         mod, step = "buckets", int(num)
     if mod and mod not in MODIFIERS:
         raise AnalysisError(f"{text!r}: unknown modifier .{mod}", did_you_mean(mod, MODIFIERS)
-                        or f"the modifiers are {', '.join('.' + m for m in MODIFIERS)}")
+                            or f"the modifiers are {', '.join('.' + m for m in MODIFIERS)}")
     if name == "common_pid":
         name = "comm" if mod == "execname" else "pid"
         mod = "" if mod == "execname" else mod
@@ -133,14 +133,14 @@ def parse_part(text: str, fmt: EventFormat) -> KeyPart:
     if field is None or field.is_common:
         names = _field_names(fmt)
         raise AnalysisError(f"{fmt.full_name} has no field {name!r}",
-                        did_you_mean(name, names + list(PSEUDO_KEYS), quote=True)
-                        or f"its fields: {', '.join(names) or '(none)'}; also {', '.join(PSEUDO_KEYS)}")
+                            did_you_mean(name, names + list(PSEUDO_KEYS), quote=True)
+                            or f"its fields: {', '.join(names) or '(none)'}; also {', '.join(PSEUDO_KEYS)}")
     if mod == "execname":
         raise AnalysisError(f"{text!r}: .execname applies to pid only")
     spec = field_spec(field)
     if spec[3] not in (KIND_INT, KIND_STR):
         raise AnalysisError(f"{name!r} of {fmt.full_name} is {field.type}: a histogram key is a number or text",
-                        "key by a number field or a string")
+                            "key by a number field or a string")
     if spec[3] == KIND_STR and mod:
         raise AnalysisError(f"{text!r}: .{mod} applies to numbers, and {name} is text")
     return KeyPart(name, mod, step, field)
@@ -154,7 +154,7 @@ def parse_keys(text: str, fmt: EventFormat, *, bucket: str = "") -> list[KeyPart
         raise AnalysisError("no key: name one or more fields, comm, pid or cpu", "e.g. --key size.log2")
     if len(items) > MAX_KEYS:
         raise AnalysisError(f"{len(items)} keys: the kernel's hist triggers take at most {MAX_KEYS}, and so does "
-                        "probectl", "drop a key, or bucket one with .log2")
+                            "probectl", "drop a key, or bucket one with .log2")
     parts = [parse_part(t, fmt) for t in items]
     if bucket:
         i = next((i for i, p in enumerate(parts) if not p.modifier and not p.is_text and p.name != "stacktrace"), None)
@@ -175,7 +175,7 @@ def parse_value(name: Optional[str], fmt: EventFormat) -> Optional[KeyPart]:
     if field is None or field.is_common:
         names = _field_names(fmt)
         raise AnalysisError(f"{fmt.full_name} has no field {name!r}", did_you_mean(name, names, quote=True)
-                        or f"its fields: {', '.join(names) or '(none)'}")
+                            or f"its fields: {', '.join(names) or '(none)'}")
     if field_spec(field)[3] != KIND_INT:
         raise AnalysisError(f"--value {name}: {field.type} is not a number, and only numbers are summed")
     return KeyPart(name, "", 0, field)

@@ -24,7 +24,7 @@ from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, his
                    stack_plan)
 from .latency import LatencyResult, plan_parts, result_from_kernel, result_from_pairs
 from .table import HistTable, rows_from_entries
-from .triggers import LatencyTriggers, error_log_tail, hist_trigger, parse_hist, remove_trigger
+from .triggers import LatencyTriggers, hist_trigger, new_error_log_entry, parse_hist, remove_trigger
 
 USER_PATH = "user space"
 KERNEL_PATH = "kernel"
@@ -91,8 +91,7 @@ def _write_trigger(tfs: Tracefs, path: Path, text: str, what: str) -> None:
         after = ""
         with contextlib.suppress(OSError):
             after = log_path.read_text()
-        added = after[len(before):] if after.startswith(before) else after
-        log = error_log_tail(added) if added.strip() else ""
+        log = new_error_log_entry(before, after)
         raise AnalysisError(f"the kernel refused the {what} {text!r}: {err.strerror}" + (f"\n{log}" if log else ""),
                             "check the keys with 'probectl fields EVENT'") from None
 
