@@ -100,6 +100,21 @@ def test_latency_of_a_function_by_thread(live_tracefs, target, tmp_path):
                                                                              measured[7])
 
 
+def test_latency_in_nanoseconds(live_tracefs, target):
+    result, _, exp = _run_json("latency", "-x", str(target), "timed", "--ns", "--json", "--", str(target))
+    sleeps = sorted(int(e["us"]) * 1000 for e in exp["timed"] for _ in range(int(e["count"])))
+    assert result["unit"] == "ns" and result["count"] == 8 and result["min"] >= sleeps[0]
+    assert "latency_ns.log2" in result["keys"]
+    from probectl.analysis.keys import parse_keys
+    from probectl.analysis.triggers import latency_triggers
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse(fmt_text_without_comm(), "test")
+    texts = latency_triggers("l", "test.plain", parse_keys("pid", fmt), parse_keys("pid", fmt), "common_timestamp")
+    assert texts.start == "hist:keys=common_pid:l_ts0=common_timestamp"
+    assert texts.end == "hist:keys=common_pid:l_lat=common_timestamp-$l_ts0:onmatch(test.plain).trace(l,$l_lat)"
+
+
 def test_latency_from_an_interrupted_recording(live_tracefs, target, tmp_path):
     group = f"hl{os.getpid()}"
     probectl("add", "-x", str(target), f"{group}:s=timed", f"{group}:e=timed%return")

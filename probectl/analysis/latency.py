@@ -1,5 +1,6 @@
 """Latency between a start and an end event: the pairs the aggregator matched, as percentiles, a
-histogram in µs (log2 or linear buckets) and the ``completion_time latency`` lines heat maps read."""
+histogram in µs or ns (log2 or linear buckets) and the ``completion_time latency`` lines heat maps
+read."""
 from __future__ import annotations
 
 from array import array
@@ -12,15 +13,31 @@ from .table import HistRow, HistTable, bucket_of
 PERCENTILES = (50, 90, 99)
 
 
+@dataclass(frozen=True)
+class TimeUnit:
+    """The unit latencies are measured in: its name in labels, its symbol, its length in ns, and the
+    kernel's time stamp in it (hist trigger variables)."""
+
+    name: str
+    symbol: str
+    ns: int
+    kernel_timestamp: str
+
+
+MICROSECONDS = TimeUnit("us", "µs", 1000, "common_timestamp.usecs")
+NANOSECONDS = TimeUnit("ns", "ns", 1, "common_timestamp")
+
+
 @dataclass
 class LatencyResult:
-    """Latencies in µs (``latencies[i]`` ended at ``ends[i]``, ns of the trace clock)."""
+    """Latencies in ``unit`` (``latencies[i]`` ended at ``ends[i]``, ns of the trace clock)."""
 
     start: str
     end: str
     ends: array
     latencies: array
     path: str
+    unit: TimeUnit = MICROSECONDS
     unmatched: int = 0  # ends without a start
     pending: int = 0  # starts without an end when it stopped
     lost: int = 0
@@ -58,7 +75,7 @@ class LatencyResult:
         return out
 
     def histogram(self, part: KeyPart) -> HistTable:
-        """The latencies counted in ``part``'s buckets (a KeyPart named latency_us)."""
+        """The latencies counted in ``part``'s buckets (see :func:`latency_part`)."""
         counts: dict[int, list[int]] = {}
         for v in self.sorted_values():
             b = bucket_of(part, v)
@@ -69,38 +86,40 @@ class LatencyResult:
         return HistTable(f"{self.start} -> {self.end}", [part], None, rows, self.path, lost=self.lost)
 
     def pairs_text(self) -> str:
-        """``completion_time latency`` lines: seconds of the trace clock, µs."""
+        """``completion_time latency`` lines: seconds of the trace clock, latency in the unit."""
         return "".join(f"{e / 1e9:.6f} {lat}\n" for e, lat in zip(self.ends, self.latencies))
 
 
-def latency_part(buckets: Optional[int]) -> KeyPart:
-    """The histogram key of a latency: log2 buckets, or linear ones of ``buckets`` µs."""
-    return KeyPart("latency_us", "buckets", buckets) if buckets else KeyPart("latency_us", "log2")
+def latency_part(buckets: Optional[int], unit: TimeUnit = MICROSECONDS) -> KeyPart:
+    """The histogram key of a latency: log2 buckets, or linear ones of ``buckets`` units."""
+    name = f"latency_{unit.name}"
+    return KeyPart(name, "buckets", buckets) if buckets else KeyPart(name, "log2")
 
 
 def result_from_pairs(start: str, end: str, ends_bytes: bytes, lat_bytes: bytes, counters: dict, path: str,
-                      lost: int = 0) -> LatencyResult:
+                      lost: int = 0, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
     ends, lats = array("Q"), array("Q")
     ends.frombytes(ends_bytes)
     lats.frombytes(lat_bytes)
-    return LatencyResult(start, end, ends, lats, path, unmatched=counters.get("unmatched", 0),
+    return LatencyResult(start, end, ends, lats, path, unit, unmatched=counters.get("unmatched", 0),
                          pending=counters.get("pending", 0), lost=lost)
 
 
-def result_from_kernel(start: str, end: str, table: HistTable) -> LatencyResult:
+def result_from_kernel(start: str, end: str, table: HistTable, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
     """The kernel's histogram of the synthetic event's exact latencies (key ``lat``)."""
     counts: dict[int, int] = {}
     for r in table.rows:
         counts[r.key[0]] = counts.get(r.key[0], 0) + r.count
-    return LatencyResult(start, end, array("Q"), array("Q"), "kernel", counts=counts)
+    return LatencyResult(start, end, array("Q"), array("Q"), "kernel", unit, counts=counts)
 
 
 def render_summary(result: LatencyResult) -> str:
     s = result.summary()
     if not s["count"]:
         return ""
-    return (f"{s['count']:,} pairs  min {s['min']} µs  p50 {s['p50']} µs  p90 {s['p90']} µs  "
-            f"p99 {s['p99']} µs  max {s['max']} µs\n")
+    u = result.unit.symbol
+    return (f"{s['count']:,} pairs  min {s['min']} {u}  p50 {s['p50']} {u}  p90 {s['p90']} {u}  "
+            f"p99 {s['p99']} {u}  max {s['max']} {u}\n")
 
 
 def plan_parts(keys: Sequence[KeyPart]) -> list[tuple]:

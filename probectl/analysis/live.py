@@ -22,7 +22,8 @@ from ..record.workload import Workload
 from ..tracefs import Tracefs, os_error
 from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
                    stack_plan)
-from .latency import LatencyResult, plan_parts, result_from_kernel, result_from_pairs
+from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
+                      result_from_pairs)
 from .table import HistTable, rows_from_entries
 from .triggers import LatencyTriggers, hist_trigger, new_error_log_entry, parse_hist, remove_trigger
 
@@ -197,13 +198,14 @@ def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence
 
 
 def user_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
-                 end_keys: Sequence[KeyPart], *, buckets: Optional[int] = None, command: Sequence[str] = (),
+                 end_keys: Sequence[KeyPart], *, buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS,
+                 command: Sequence[str] = (),
                  pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
                  duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr,
                  progress: Optional[Callable[[int], None]] = None) -> LatencyResult:
     """Start and end events streamed from a private instance, paired natively on their keys;
     ``progress(events)`` after every batch."""
-    agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=1000)
+    agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=unit.ns)
     stream = LiveStream(tfs, [start, end], command=command, pids=pids, system_wide=system_wide,
                         buffer_kb=buffer_kb, duration=duration, notice=notice)
 
@@ -213,26 +215,26 @@ def user_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, start_k
             progress(agg.counters()["events"])
 
     stream.run_pages(on_pages)
-    return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, stream.lost)
+    return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, stream.lost, unit)
 
 
 def file_latency(path: Path, start_fmt, end_fmt, start_keys: Sequence[KeyPart], end_keys: Sequence[KeyPart],
-                 buckets: Optional[int] = None) -> LatencyResult:
+                 buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
     """Latencies between two events of a recording (a damaged or cut recording: what can be read)."""
     from ..tracedat import open_trace
 
     s = SelectedEvent(start_fmt.system, start_fmt.name, start_fmt)
     e = SelectedEvent(end_fmt.system, end_fmt.name, end_fmt)
-    agg = native_aggregator(latency_plans(s, e, start_keys, end_keys, buckets), time_div=1000)
+    agg = native_aggregator(latency_plans(s, e, start_keys, end_keys, buckets), time_div=unit.ns)
     with open_trace(path) as trace:
         streams, layout = trace.page_streams()
         agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size,
                  strict=False)
-    return result_from_pairs(s.name, e.name, *agg.pairs(), agg.counters(), "recording")
+    return result_from_pairs(s.name, e.name, *agg.pairs(), agg.counters(), "recording", unit=unit)
 
 
 def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
-                   command: Sequence[str] = (), pids: Sequence[int] = (), system_wide: bool = False,
+                   unit: TimeUnit = MICROSECONDS, command: Sequence[str] = (), pids: Sequence[int] = (), system_wide: bool = False,
                    duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
     """A synthetic event filled by onmatch() in a private instance, and the histogram of it."""
     synth_dir = tfs.root / "events" / "synthetic" / texts.synthetic_name
@@ -248,7 +250,7 @@ def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts
         if synth_dir.exists():
             _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
     table = parse_hist(text, texts.synthetic_name, [KeyPart("lat")], None)
-    return result_from_kernel(start.name, end.name, table)
+    return result_from_kernel(start.name, end.name, table, unit)
 
 
 def latency_name() -> str:

@@ -33,7 +33,7 @@ def remove_trigger(text: str) -> str:
 
 @dataclass(frozen=True)
 class LatencyTriggers:
-    """A synthetic event and the triggers that fill it with the time from start to end in µs,
+    """A synthetic event and the triggers that fill it with the time from start to end,
     matched on the same key, and the histogram of it."""
 
     synthetic: str  # line for synthetic_events
@@ -44,13 +44,14 @@ class LatencyTriggers:
 
 
 def latency_triggers(name: str, start_event: str, start_keys: Sequence[KeyPart],
-                     end_keys: Sequence[KeyPart]) -> LatencyTriggers:
+                     end_keys: Sequence[KeyPart], timestamp: str = "common_timestamp.usecs") -> LatencyTriggers:
     """The texts for a latency between ``start_event`` (``group.event``, as onmatch() names it) and
     the event the end trigger is written to, keyed by ``start_keys``/``end_keys`` (the thread when
-    both are ``pid``). Latencies are kept exactly (in µs) and bucketed when read back."""
+    both are ``pid``), in the unit of ``timestamp`` (``common_timestamp.usecs``: µs; ``common_timestamp``:
+    ns). Latencies are kept exactly and bucketed when read back."""
     var = f"{name}_ts0"
-    start = f"hist:keys={','.join(k.trigger_text() for k in start_keys)}:{var}=common_timestamp.usecs"
-    end = (f"hist:keys={','.join(k.trigger_text() for k in end_keys)}:{name}_lat=common_timestamp.usecs-${var}"
+    start = f"hist:keys={','.join(k.trigger_text() for k in start_keys)}:{var}={timestamp}"
+    end = (f"hist:keys={','.join(k.trigger_text() for k in end_keys)}:{name}_lat={timestamp}-${var}"
            f":onmatch({start_event}).trace({name},${name}_lat)")
     return LatencyTriggers(synthetic=f"{name} u64 lat", synthetic_name=name, start=start, end=end,
                            histogram=f"hist:keys=lat:sort=lat:size={TABLE_SIZE}")

@@ -103,8 +103,10 @@ def _path_notice(path: str, event: str) -> None:
 @click.option("--top", type=click.IntRange(min=1), metavar="N", help="Only the first N rows.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes.")
 @click.option("-a", "--all", "system_wide", is_flag=True, help="With a command: every process, not only its.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS")
-@click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop after this long.")
+@click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB",
+              help="Ring buffer per CPU, in KiB (user space).")
 @click.option("-i", "--input", "input_", metavar="FILE", help="Count the events of a recording instead.")
 @click.option("--user-space", is_flag=True, help="Aggregate in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
@@ -114,6 +116,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
     """Count an event by key: a histogram (log2 or linear buckets) or a count table, until Ctrl-C,
     --duration or the end of COMMAND; probe definitions are added for the run and removed:
 
+    \b
         probectl hist -x libc malloc --key size --log2 -- ls
         probectl hist sched:sched_switch --key prev_comm --top 5 --duration 1
     """
@@ -200,25 +203,29 @@ def _hist_from_file(path: Path, word: str, key_text: str, value_name: Optional[s
 @click.option("--end", "end_name", metavar="EVENT|DEF", help="The end event.")
 @click.option("--key", "key_text", default="common_pid", show_default=True, metavar="FIELDS",
               help="What pairs a start with its end: the thread, or fields both events have (dev,sector).")
-@click.option("--buckets", type=click.IntRange(min=1), metavar="US", help="Linear buckets of US µs (default log2).")
-@click.option("--pairs", "pairs_file", metavar="FILE", help="Write 'completion_time latency_us' lines (heat maps).")
+@click.option("--buckets", type=click.IntRange(min=1), metavar="N", help="Linear buckets of N µs (ns) (default log2).")
+@click.option("--ns", "in_ns", is_flag=True, help="Latencies in nanoseconds (default microseconds).")
+@click.option("--pairs", "pairs_file", metavar="FILE", help="Write 'completion_time latency' lines (heat maps).")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes.")
 @click.option("-a", "--all", "system_wide", is_flag=True, help="With a command: every process, not only its.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS")
-@click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop after this long.")
+@click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB",
+              help="Ring buffer per CPU, in KiB (user space).")
 @click.option("-i", "--input", "input_", metavar="FILE", help="Pair the events of a recording instead.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
-def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, buckets, pairs_file, pids,
+def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, buckets, in_ns, pairs_file, pids,
             system_wide, duration, buffer_kb, input_, as_json):
     """Time from a start to an end event of the same thread (or key): a histogram in µs and p50, p90,
     p99, max. One function's entry and return:
 
+    \b
         probectl latency -x libc malloc -- ls
         probectl latency --start block:block_rq_issue --end block:block_rq_complete --key dev,sector
     """
     from ..analysis.keys import parse_keys
-    from ..analysis.latency import latency_part, render_summary
+    from ..analysis.latency import MICROSECONDS, NANOSECONDS, latency_part, render_summary
     from ..analysis.table import render_text, to_json
 
     if what and (start_name or end_name):
@@ -228,6 +235,7 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
     if len(what) > 1:
         raise click.UsageError("give one function")
     words = (what[0], what[0] + "%return") if what else (start_name, end_name)
+    unit = NANOSECONDS if in_ns else MICROSECONDS
     command = ctx.meta.get("probectl.command", [])
     if input_:
         from ..analysis.live import file_latency
@@ -237,7 +245,7 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
             sfmt, efmt = _file_event(trace, words[0]), _file_event(trace, words[1])
         _two_events(sfmt.full_name, efmt.full_name)
         result = file_latency(Path(input_), sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
-                              buckets)
+                              buckets, unit)
     else:
         from ..analysis import live
 
@@ -254,18 +262,19 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
             if in_kernel:
                 from ..analysis.triggers import latency_triggers
 
-                texts = latency_triggers(live.latency_name(), f"{start.group}.{start.event}", skeys, ekeys)
-                result = live.kernel_latency(tfs, start, end, texts, **scope)
+                texts = latency_triggers(live.latency_name(), f"{start.group}.{start.event}", skeys, ekeys,
+                                         unit.kernel_timestamp)
+                result = live.kernel_latency(tfs, start, end, texts, unit=unit, **scope)
             else:
                 with _progress("latency") as progress:
-                    result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, buffer_kb=buffer_kb,
-                                               progress=progress, **scope)
+                    result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, unit=unit,
+                                               buffer_kb=buffer_kb, progress=progress, **scope)
     if not result.count:
         hint = ("the start event never fired: check the function and the scope (-p, -- COMMAND)"
                 if not result.pending and not result.unmatched else
                 f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: check --key")
         raise AnalysisError(f"no latency measured between {result.start} and {result.end}", hint)
-    table = result.histogram(latency_part(buckets))
+    table = result.histogram(latency_part(buckets, unit))
     if pairs_file and result.path != "kernel":
         try:
             Path(pairs_file).write_text(result.pairs_text())
@@ -276,7 +285,7 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
     if as_json:
         out = to_json(table)
         out.update(result.summary())
-        out.update(unmatched=result.unmatched, pending=result.pending)
+        out.update(unit=result.unit.name, unmatched=result.unmatched, pending=result.pending)
         click.echo(json.dumps(out, indent=2))
     else:
         sys.stdout.write(render_text(table))
