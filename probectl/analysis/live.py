@@ -234,8 +234,9 @@ def file_latency(path: Path, start_fmt, end_fmt, start_keys: Sequence[KeyPart], 
 
 
 def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
-                   unit: TimeUnit = MICROSECONDS, command: Sequence[str] = (), pids: Sequence[int] = (), system_wide: bool = False,
-                   duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
+                   unit: TimeUnit = MICROSECONDS, command: Sequence[str] = (), pids: Sequence[int] = (),
+                   system_wide: bool = False, duration: Optional[float] = None,
+                   notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
     """A synthetic event filled by onmatch() in a private instance, and the histogram of it."""
     synth_dir = tfs.root / "events" / "synthetic" / texts.synthetic_name
     _write_trigger(tfs, tfs.root / "synthetic_events", texts.synthetic, "synthetic event")
