@@ -126,6 +126,17 @@ def _triggered_run(tfs: Tracefs, inst: Instance, workload: Optional[Workload], d
             _unwrite(d / "trigger", remove_trigger(t))
 
 
+def _stream_into(agg, stream: LiveStream, progress: Optional[Callable[[int], None]]) -> None:
+    """Stream until it stops, each batch of pages fed to the native aggregator as it is read."""
+
+    def on_pages(streams, layout) -> None:
+        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
+        if progress is not None:
+            progress(agg.counters()["events"])
+
+    stream.run_pages(on_pages)
+
+
 # ---- hist ------------------------------------------------------------------------------------------
 
 
@@ -155,13 +166,7 @@ def user_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], value
     agg = native_aggregator(plans)
     stream = LiveStream(tfs, [event], command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
                         duration=duration, stacks=stacks, notice=notice)
-
-    def on_pages(streams, layout) -> None:
-        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
-        if progress is not None:
-            progress(agg.counters()["events"])
-
-    stream.run_pages(on_pages)
+    _stream_into(agg, stream, progress)
     table = HistTable(event.name, list(keys), value.name if value else None,
                       rows_from_entries(agg.entries(), keys, value is not None), USER_PATH, lost=stream.lost)
     table.extra["stopped_by"] = stream.stopped_by
@@ -208,13 +213,7 @@ def user_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, start_k
     agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=unit.ns)
     stream = LiveStream(tfs, [start, end], command=command, pids=pids, system_wide=system_wide,
                         buffer_kb=buffer_kb, duration=duration, notice=notice)
-
-    def on_pages(streams, layout) -> None:
-        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
-        if progress is not None:
-            progress(agg.counters()["events"])
-
-    stream.run_pages(on_pages)
+    _stream_into(agg, stream, progress)
     return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, stream.lost, unit)
 
 

@@ -17,6 +17,20 @@ from .probes import make_target, target_options
 from .recording import _pids, _SplitCommand
 
 
+def _scope_options(func):
+    """-p, -a, --duration and -b: what is counted and for how long, as ``record`` scopes it."""
+    for option in reversed((
+            click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes."),
+            click.option("-a", "--all", "system_wide", is_flag=True,
+                         help="With a command: every process, not only its."),
+            click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                         help="Stop after this long."),
+            click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB",
+                         help="Ring buffer per CPU, in KiB (user space)."))):
+        func = option(func)
+    return func
+
+
 @contextlib.contextmanager
 def _probes_or_events(tfs: Tracefs, words: tuple[str, ...], target_args: tuple):
     """The events named by ``words``: an existing GROUP:EVENT as it is, else a probe definition, added
@@ -101,12 +115,7 @@ def _path_notice(path: str, event: str) -> None:
 @click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter of the event.")
 @click.option("--sort", "sort_by", type=click.Choice(("count", "sum", "key")), help="Row order.")
 @click.option("--top", type=click.IntRange(min=1), metavar="N", help="Only the first N rows.")
-@click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes.")
-@click.option("-a", "--all", "system_wide", is_flag=True, help="With a command: every process, not only its.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Stop after this long.")
-@click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB",
-              help="Ring buffer per CPU, in KiB (user space).")
+@_scope_options
 @click.option("-i", "--input", "input_", metavar="FILE", help="Count the events of a recording instead.")
 @click.option("--user-space", is_flag=True, help="Aggregate in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
@@ -206,12 +215,7 @@ def _hist_from_file(path: Path, word: str, key_text: str, value_name: Optional[s
 @click.option("--buckets", type=click.IntRange(min=1), metavar="N", help="Linear buckets of N µs (ns) (default log2).")
 @click.option("--ns", "in_ns", is_flag=True, help="Latencies in nanoseconds (default microseconds).")
 @click.option("--pairs", "pairs_file", metavar="FILE", help="Write 'completion_time latency' lines (heat maps).")
-@click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes.")
-@click.option("-a", "--all", "system_wide", is_flag=True, help="With a command: every process, not only its.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Stop after this long.")
-@click.option("-b", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB",
-              help="Ring buffer per CPU, in KiB (user space).")
+@_scope_options
 @click.option("-i", "--input", "input_", metavar="FILE", help="Pair the events of a recording instead.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
