@@ -72,6 +72,9 @@ PyObject *reader_row_tuple(ReaderObject *self, Py_ssize_t i);
 int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
 			   const struct tf_need *need, size_t *pos);
 
+// pycolumns.c
+PyObject *Reader_read_tables(ReaderObject *self, PyObject *args, PyObject *kwargs);
+
 // pytextout.c
 PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *Reader_format_text(ReaderObject *self, PyObject *args, PyObject *kwargs);

@@ -550,3 +550,23 @@ def test_source_point_of_addresses(fixture_bins, opt):
         sp = L.source_point(di, inst.entry)
         assert (sp.function, sp.line) == (caller.name, inst.call_line - caller.decl_line)
     assert L.source_point(di, 0) is None
+
+
+@pytest.mark.parametrize("dwarf", ["-gdwarf-5", "-gdwarf-4"])
+def test_file_names_with_a_relative_compilation_directory(tmp_path, dwarf):
+    """Debian's libc6-dbg is built with the compilation directory mapped to a relative one ('./malloc'):
+    a file of directory 0 is in that directory once ('./malloc/malloc.c', as perf names it), and the
+    other directories are relative to it (it was './malloc/./malloc/malloc.c' in 'list')."""
+    sub = tmp_path / "malloc"
+    sub.mkdir()
+    shutil.copyfile(FIXTURES / "uprobe_target.c", sub / "target.c")
+    (sub / "inc").mkdir()
+    (sub / "inc" / "extra.h").write_text("static inline int twice(int x) { return 2 * x; }\n")
+    (sub / "use.c").write_text('#include "inc/extra.h"\nint use(int x) { return twice(x); }\n')
+    binary = tmp_path / "prog"
+    subprocess.run(["gcc", "-O0", dwarf, f"-fdebug-prefix-map={sub}=./malloc", "-o", str(binary),
+                    "target.c", "use.c"], cwd=sub, check=True)
+    with DebugInfo.open(str(binary)) as debuginfo:
+        files = {f for cu in debuginfo.dwarf.iter_CUs() for f in debuginfo.line_table(cu).files()}
+    assert {"./malloc/target.c", "./malloc/use.c", "./malloc/inc/extra.h"} <= files, sorted(files)
+    assert not any("malloc/./malloc" in f for f in files)

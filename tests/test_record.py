@@ -470,6 +470,52 @@ def test_trace_streams_the_events_and_removes_its_probes(live_tracefs, probes):
     assert bad.returncode == 1 and "nosuch" in bad.stderr
 
 
+def test_trace_says_tracing_once_the_events_are_traced(live_tracefs, probes):
+    """'Tracing ... Hit Ctrl-C to end.' means what the user does next is seen: when it appears, the
+    instance traces the probe (it used to be said before the instance existed, and the README tour's
+    first readline in another terminal was lost). And the event made before Ctrl-C is printed (a
+    Ctrl-C in the middle of a drain lost the events it had read: every other run here)."""
+    group = f"tnow{os.getpid()}"
+    with stopped(popen("trace", "-x", str(probes), f"{group}:k=add_ints a=%di:s32")) as tr:
+        try:
+            line = read_line(tr.stderr, 30)
+            while line.startswith("probectl: removed the leftover"):  # of another run, killed
+                line = read_line(tr.stderr, 30)
+            assert line.startswith(f"Tracing {group}:k... Hit Ctrl-C to end."), line
+            inst = TRACEFS / "instances" / f"probectl-{tr.pid}"
+            assert (inst / "tracing_on").read_text().strip() == "1"
+            assert (inst / "events" / group / "k" / "enable").read_text().strip() == "1"
+            subprocess.run([str(probes), "1"], check=True, capture_output=True)
+        finally:
+            tr.send_signal(signal.SIGINT)
+        out, _ = tr.communicate(timeout=30)
+    assert tr.returncode == 0
+    lines = [l for l in out.splitlines() if f"{group}:k:" in l]
+    assert len(lines) == 1 and lines[0].endswith(" a=1"), out
+
+
+def test_stacks_name_a_library_mapped_after_exec(live_tracefs, tmp_path):
+    """A probe in a library the command maps after its exec (ld.so's libraries, or a dlopen as here)
+    in a process that ends before the recording looks at its maps again: the maps read at exec lack
+    the library, so its mapping is placed from the probe's address and the user frame is named (it
+    was '[unknown]': the README's 'record -g -- ls /' on a libc probe)."""
+    libbz2 = Path("/usr/lib/x86_64-linux-gnu/libbz2.so.1.0")
+    if not libbz2.exists():
+        _missing("libbz2.so.1.0 (apt libbz2-1.0) is not installed")
+    group = f"plib{os.getpid()}"
+    probectl("add", "-x", str(libbz2), f"{group}:v=BZ2_bzlibVersion")
+    code = f"import ctypes, time; time.sleep(0.02); ctypes.CDLL({str(libbz2)!r}).BZ2_bzlibVersion()"
+    try:
+        path = tmp_path / "lib.dat"
+        probectl("record", "-g", "-e", f"{group}:v", "-o", str(path), "--", "/usr/bin/python3", "-c", code)
+        events = script_json(path)
+    finally:
+        probectl("del", f"{group}:*")
+    assert len(events) == 1 and events[0]["user_stack"][:1] == ["BZ2_bzlibVersion"], events
+    text = probectl("script", "-i", str(path)).stdout
+    assert re.search(r"^\t\s*[0-9a-f]+ BZ2_bzlibVersion \(/\S*libbz2\.so[.\d]*\)$", text, re.M), text
+
+
 def test_trace_streams_existing_events(live_tracefs, probes):
     """`trace -e` alone: existing events (a probe it did not add, a tracepoint) streamed while the
     command runs; it adds nothing and removes nothing (live_tracefs checks that its instance is gone)."""

@@ -76,9 +76,10 @@ def _one(names: list, word: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _progress(what: str):
-    """A running count of the events on stderr when it is a terminal (None otherwise)."""
-    if not sys.stderr.isatty():
+def _progress(what: str, command: list):
+    """A running count of the events on stderr when it is a terminal and no COMMAND writes there too
+    (its lines would run into the count); None otherwise."""
+    if not sys.stderr.isatty() or command:
         yield None
         return
 
@@ -159,7 +160,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
             if in_kernel:
                 table = live.kernel_hist(tfs, event, keys, value, **scope)
             else:
-                with _progress("hist") as progress:
+                with _progress("hist", command) as progress:
                     table = live.user_hist(tfs, event, keys, value, buffer_kb=buffer_kb, progress=progress, **scope)
             if any(k.is_thread_name for k in keys) and table.path != "kernel":
                 from ..record.trace import LiveNames
@@ -172,6 +173,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
         click.echo(json.dumps(to_json(table, names), indent=2))
     else:
         sys.stdout.write(render_text(table, names))
+    sys.stdout.flush()  # the answer, then what is to be said about it
     if table.lost:
         notice(f"Warning: the kernel lost {table.lost:,} events; the counts are short (use a bigger -b KB)")
     if table.dropped:
@@ -270,7 +272,7 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                                          unit.kernel_timestamp)
                 result = live.kernel_latency(tfs, start, end, texts, unit=unit, **scope)
             else:
-                with _progress("latency") as progress:
+                with _progress("latency", command) as progress:
                     result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, unit=unit,
                                                buffer_kb=buffer_kb, progress=progress, **scope)
     if not result.count:
@@ -294,5 +296,6 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
     else:
         sys.stdout.write(render_text(table))
         sys.stdout.write(render_summary(result))
+    sys.stdout.flush()
     if result.lost:
         notice(f"Warning: the kernel lost {result.lost:,} events; some pairs are missing (use a bigger -b KB)")

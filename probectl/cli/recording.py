@@ -220,14 +220,14 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
             stack.callback(tfs.remove, list(dict.fromkeys((d.group, d.event) for d in defs)))
         live = LiveTrace(tfs, defs, events, filter_, command=command, pids=_pids(pids), system_wide=system_wide,
                          buffer_kb=buffer_kb, notice=notice)
-        if defs:
-            shown = ", ".join(dict.fromkeys(d.full_name for d in defs))
-            notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))
-        _print_live(live, chosen, kind)
+        shown = ", ".join(dict.fromkeys(d.full_name for d in defs))
+        # Said once the events are traced, not before: what a user does after reading it is seen.
+        started = (lambda: notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))) if defs else None
+        _print_live(live, chosen, kind, started)
 
 
-def _print_live(live, fields: tuple[str, ...], kind: str) -> None:
-    """Print the events of a LiveTrace as they arrive, until it ends."""
+def _print_live(live, fields: tuple[str, ...], kind: str, on_start=None) -> None:
+    """Print the events of a LiveTrace as they arrive, until it ends (``on_start`` once they are traced)."""
     formatter = make_formatter(kind, _LiveSource(live.names), fields if kind != "csv" else
                                ("time", "cpu", "pid", "tid", "comm", "event", "trace"))
     formatter.set_formats(live.formats)
@@ -243,7 +243,7 @@ def _print_live(live, fields: tuple[str, ...], kind: str) -> None:
         stream_events(reader, native, out)
         out.flush()
 
-    live.run(on_pages)
+    live.run(on_pages, on_start)
     out.write(formatter.end())
     out.flush()
     if live.lost:

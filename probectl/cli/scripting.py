@@ -15,11 +15,21 @@ from . import cli, notice
 @click.option("-i", "--input", "input_", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               help="trace.dat file (probectl's or trace-cmd's).")
 @click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
-@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
-              help="text (perf script), csv, json (one object a line), folded (stacks, for flamegraph.pl).")
+@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + ("parquet",)), default="text",
+              show_default=True, help="text (perf script), csv, json (one object a line), folded (stacks, for "
+                                      "flamegraph.pl), parquet (a dataset per event under -o DIR).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
-def script(input_, fields, kind, events):
-    """Print the events of a trace.dat file."""
+@click.option("-o", "--output", "output", metavar="DIR",
+              help="--format parquet: the directory of the datasets, DIR/SYSTEM.EVENT/host=H/recording=R/.")
+@click.option("--host", "host", metavar="NAME", help="--format parquet: the host partition (default: the "
+                                                     "node name the file was recorded on).")
+@click.option("--recording", "recording", metavar="NAME", help="--format parquet: the recording partition "
+                                                               "(default: the file name without .dat).")
+def script(input_, fields, kind, events, output, host, recording):
+    """Print the events of a trace.dat file, or write them as Parquet datasets (--format parquet -o DIR)."""
+    if kind == "parquet" or output or host or recording:
+        _parquet(input_, fields, kind, events, output, host, recording)
+        return
     if fields and kind in ("json", "folded"):
         raise click.UsageError(f"-F picks the fields of text and CSV lines; --format {kind} prints "
                                + ("every field of each event" if kind == "json" else "stacks, not fields"))
@@ -37,3 +47,22 @@ def script(input_, fields, kind, events):
                    "their events print as unknown")
     if lost:
         notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
+
+
+def _parquet(input_, fields, kind, events, output, host, recording):
+    """script --format parquet -o DIR: every event (or those of -e) as Parquet (analysis.parquet)."""
+    if kind != "parquet":
+        raise click.UsageError("-o, --host and --recording go with --format parquet")
+    if not output:
+        raise click.UsageError("--format parquet writes files: give their directory with -o DIR")
+    if fields:
+        raise click.UsageError("-F picks the fields of text and CSV lines; Parquet holds every field")
+    from ..analysis.columns import read_tables, select_events
+    from ..analysis.parquet import write_parquet
+
+    with open_trace(input_) as trace:
+        tables = select_events(read_tables(trace, recording), events)
+    result = write_parquet(tables, output, host=host or "", recording=recording or "")
+    notice(f"[ probectl script: {result.rows:,} events of {len(result.files)} event types written under {output} ]")
+    if tables.lost:
+        notice(f"Warning: {tables.lost:,} events were lost while recording (the file's per-CPU statistics)")

@@ -445,9 +445,10 @@ class Recording:
         probes = any(f.name in ("__probe_ip", "__probe_func") for e in state.selected for f in e.format.event_fields)
         missing = sorted(p for p in seen if p and p not in watch.comms)
         watch.look(missing[:MAX_MAPS_PIDS], maps=self.options.stacks or probes)
-        for pid, text in self._probe_maps(state).items():
-            tgid = watch.tgids.get(pid, tgids.get(pid, pid))
-            if tgid not in watch.maps and len(watch.maps) < MAX_MAPS_PIDS:
+        for tgid, text in self._probe_maps(state, lambda pid: watch.tgids.get(pid, tgids.get(pid, pid))).items():
+            if tgid in watch.maps:
+                watch.maps[tgid] += "\n" + text
+            elif len(watch.maps) < MAX_MAPS_PIDS:
                 watch.maps[tgid] = text
         for pid in seen:
             if pid in watch.comms and pid not in cmdlines:
@@ -460,9 +461,11 @@ class Recording:
             meta.extra_options.append((OPTION_PROC_MAPS, encode_proc_maps(watch.maps)))
 
 
-    def _probe_maps(self, state: "_RunState") -> dict[int, str]:
-        """For processes whose maps could not be read: the mapping of each probed binary, placed
-        by the runtime address of a uprobe event and the file offset of its definition."""
+    def _probe_maps(self, state: "_RunState", tgid_of: Callable[[int], int]) -> dict[int, str]:
+        """tgid → maps lines of the probed binaries its maps lack, each placed by the runtime address of
+        one of its uprobe events and the file offset of the event's definition. A process's maps lack a
+        probed library when it ended before they were read, or when they were read only at exec, before
+        the dynamic loader mapped its libraries (``record -- ls`` probing libc: ls is gone in 0.2 s)."""
         places: dict[int, tuple[str, int, str]] = {}
         by_name = {}
         for d in self.tfs.definitions():
@@ -476,21 +479,29 @@ class Recording:
         if not places or state.recorder is None or state.layout is None:
             return {}
         found: dict[int, str] = {}
-        for pid, (fid, address) in _first_addresses(state.recorder.files, state.layout,
-                                                   [e.format for e in state.selected if e.format.id in places],
-                                                   {fid: ip for fid, (_p, _o, ip) in places.items()},
-                                                   skip=set(state.watch.maps)).items():
+        for (pid, fid), address in _first_addresses(state.recorder.files, state.layout,
+                                                    [e.format for e in state.selected if e.format.id in places],
+                                                    {fid: ip for fid, (_p, _o, ip) in places.items()}).items():
             path, offset, _ip = places[fid]
+            tgid = tgid_of(pid)
+            if _maps_path(state.watch.maps.get(tgid, "") + "\n" + found.get(tgid, ""), path):
+                continue
             text = synthesize_maps(path, offset, address)
             if text:
-                found[pid] = text
+                found[tgid] = found[tgid] + "\n" + text if tgid in found else text
         return found
 
 
+def _maps_path(maps: str, path: str) -> bool:
+    """Whether maps lines map ``path`` (or the file it links to: /proc shows the real path)."""
+    names = {path, os.path.realpath(path)}
+    return any(len(parts) == 6 and parts[5] in names for parts in (line.split(None, 5) for line in maps.split("\n")))
+
+
 def _first_addresses(files: dict[int, Path], layout: PageLayout, formats: list[EventFormat],
-                     ip_fields: dict[int, str], skip: set[int]) -> dict[int, tuple[int, int]]:
-    """pid → (format id, address) of one probe event of each pid not in ``skip``."""
-    out: dict[int, tuple[int, int]] = {}
+                     ip_fields: dict[int, str]) -> dict[tuple[int, int], int]:
+    """(pid, format id) → the address of the first event of that format and pid."""
+    out: dict[tuple[int, int], int] = {}
     with _mapped(files, layout) as streams:
         if not streams:
             return out
@@ -504,8 +515,7 @@ def _first_addresses(files: dict[int, Path], layout: PageLayout, formats: list[E
                         continue
                     ips = batch.column(fmt, ip_fields[fmt.id])
                     for pid, ip in zip(compress(batch.pid, mask), ips):
-                        if pid not in out and pid not in skip:
-                            out[pid] = (fmt.id, ip)
+                        out.setdefault((pid, fmt.id), ip)
         finally:
             reader.close()
     return out

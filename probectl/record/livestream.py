@@ -52,16 +52,17 @@ class LiveStream:
         self.command_status: Optional[int] = None
         self.streaming = False
 
-    def run_pages(self, on_pages: Callable[[list, PageLayout], None]) -> None:
+    def run_pages(self, on_pages: Callable[[list, PageLayout], None],
+                  on_start: Optional[Callable[[], None]] = None) -> None:
         """As :meth:`run`, handing each batch undecoded: the ``(cpu, buffer, offset, size)`` streams
         of the CPUs that had events, and their layout (for a native consumer such as the
         aggregator of ``probectl hist``, which needs no Python object per event)."""
         self.raw = True
-        self.run(on_pages)  # type: ignore[arg-type]
+        self.run(on_pages, on_start)  # type: ignore[arg-type]
 
-    def run(self, on_pages: Callable[[EventReader], None]) -> None:
+    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
         """Stream until the command ends, ``duration`` passes, Ctrl-C or SIGTERM; then remove the
-        instance."""
+        instance. ``on_start`` is called once the events are being traced, before the command starts."""
         workload = Workload(self.command) if self.command else None
         inst = Instance(self.tfs)
         fds: dict[int, int] = {}
@@ -69,7 +70,7 @@ class LiveStream:
         try:
             try:
                 with stop_signals():
-                    self._stream(inst, cpus, fds, workload, on_pages)
+                    self._stream(inst, cpus, fds, workload, on_pages, on_start)
             except BaseException:
                 with signals_held():
                     self._teardown(inst, cpus, fds, workload, None, quiet=True)
@@ -82,7 +83,7 @@ class LiveStream:
                 self.command_status = workload.status
 
     def _stream(self, inst: Instance, cpus: list[int], fds: dict[int, int], workload: Optional[Workload],
-                on_pages: Callable[[EventReader], None]) -> None:
+                on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]]) -> None:
         try:
             inst.create()
             command = workload.pid if workload is not None and not self.system_wide else None
@@ -98,6 +99,8 @@ class LiveStream:
             inst.enable(self.selected)
             inst.tracing(True)
             self.streaming = True
+            if on_start is not None:
+                on_start()
             if workload is not None:
                 workload.release()
             next_look = 0.0

@@ -100,6 +100,7 @@ class LiveTrace:
         """Events the kernel dropped (known once :meth:`run` returns)."""
         return self.stream.lost
 
-    def run(self, on_pages: Callable[[EventReader], None]) -> None:
-        """Stream, handing each batch of events to ``on_pages``; the instance is gone when it returns."""
-        self.stream.run(on_pages)
+    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
+        """Stream, handing each batch of events to ``on_pages`` (``on_start`` is called once the events
+        are traced); the instance is gone when it returns."""
+        self.stream.run(on_pages, on_start)

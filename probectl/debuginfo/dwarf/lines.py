@@ -96,7 +96,9 @@ class LineTable:
             name = _text(entry.name)
             if not os.path.isabs(name):
                 d = dirs[entry.dir_index] if entry.dir_index < len(dirs) else ""
-                if d and not os.path.isabs(d):
+                # Directory 0 is the compilation directory itself (relative in Debian's libc6-dbg:
+                # './malloc'); the others are relative to it.
+                if d and not os.path.isabs(d) and entry.dir_index != 0:
                     d = os.path.join(comp_dir, d)
                 name = os.path.join(d, name) if d else name
             self._files.append(name)
