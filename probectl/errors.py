@@ -161,6 +161,11 @@ class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""
 
 
+class AnalysisError(ProbectlError):
+    """A histogram or latency question the events cannot answer: an unknown key, a key that cannot be
+    counted, a trigger the kernel refuses, a start event that never fired."""
+
+
 class OutputError(Exception):
     """Writing a command's output to standard output failed: its reader went away (``errno`` EPIPE),
     the disk is full, the descriptor is closed. Raised where the output is written (the command
