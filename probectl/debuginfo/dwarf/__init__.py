@@ -770,11 +770,11 @@ class DebugInfo:
             if self.binary_path != self.path:
                 try:
                     self._binary_file = open_regular(self.binary_path)
-                    self._call_frames = CallFrames(ELFFile(self._binary_file), self.elffile)
+                    self._call_frames = CallFrames(ELFFile(self._binary_file), self.elffile, self.index_key)
                 except OSError:
-                    self._call_frames = CallFrames(self.elffile)
+                    self._call_frames = CallFrames(self.elffile, index_key=self.index_key)
             else:
-                self._call_frames = CallFrames(self.elffile)
+                self._call_frames = CallFrames(self.elffile, index_key=self.index_key)
         return self._call_frames
 
     def section_bytes(self, name: str) -> bytes:
