@@ -414,6 +414,39 @@ def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
     _same_sections(kernel_testdata("vmlinux"))
 
 
+def _units_found_by_offset(di: DebugInfo) -> None:
+    """The unit index (``unitindex``) lists pyelftools' units and sends every DIE reference to the
+    unit pyelftools' own search finds."""
+    from elftools.dwarf.dwarfinfo import DWARFInfo
+
+    from probectl.debuginfo.dwarf.unitindex import unit_offsets
+
+    sec = di.dwarf.debug_info_sec
+    cus = list(di.dwarf.iter_CUs())
+    assert len(cus) >= 2
+    assert unit_offsets(sec.stream, sec.size, True) == [cu.cu_offset for cu in cus] + [sec.size]
+    assert "get_CU_containing" in vars(di.dwarf)  # the index is in place of pyelftools' search
+    for cu in cus[:: max(1, len(cus) // 40)]:
+        for die in (cu.get_top_DIE(), list(cu.iter_DIEs())[-1]):
+            assert di.dwarf.get_CU_containing(die.offset) is DWARFInfo.get_CU_containing(di.dwarf, die.offset)
+            assert di.dwarf.get_DIE_from_refaddr(die.offset) == die
+
+
+def test_unit_index_of_a_two_unit_program():
+    _units_found_by_offset(DebugInfo.open(build_static_pair("-O2")))
+
+
+@pytest.mark.libcdbg
+def test_unit_index_of_libc():
+    try:
+        di = DebugInfo.open(LIBC)
+    except DebugInfoError as exc:
+        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+            raise
+        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    _units_found_by_offset(di)
+
+
 # --- separate debug files ---------------------------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ from elftools.dwarf.die import DIE
 from ...errors import DebugInfoError, ProbectlError
 from ...regularfile import open_regular
 from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
+from . import unitindex
 from .forms import accelerate
 from .function import Function
 from .sections import open_dwarf
@@ -73,6 +74,7 @@ class DebugInfo:
         try:
             self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size = open_dwarf(self._file)
             accelerate(self.dwarf)
+            unitindex.install(self.dwarf)
         except ProbectlError:
             self._file.close()
             raise
