@@ -270,6 +270,11 @@ def test_dwarf4_and_compressed_sections(fixture_bins):
         if extra == ("-gz",):
             sec = di.elffile.get_section_by_name(".debug_info")
             assert sec["sh_flags"] & 0x800, "gcc -gz should produce SHF_COMPRESSED sections"
+            # inflated as it is read, to the bytes pyelftools inflates
+            assert type(di.dwarf.debug_info_sec.stream).__name__ == "InflatingSection"
+            for name in ("debug_info_sec", "debug_abbrev_sec", "debug_line_sec"):
+                theirs = di.elffile.get_dwarf_info().__dict__[name]
+                assert di.section_bytes(name) == theirs.stream.getvalue(), name
         elif extra == ("-gz=zlib-gnu",):
             assert di.elffile.get_section_by_name(".zdebug_info") is not None
         else:
@@ -430,6 +435,29 @@ def _units_found_by_offset(di: DebugInfo) -> None:
         for die in (cu.get_top_DIE(), list(cu.iter_DIEs())[-1]):
             assert di.dwarf.get_CU_containing(die.offset) is DWARFInfo.get_CU_containing(di.dwarf, die.offset)
             assert di.dwarf.get_DIE_from_refaddr(die.offset) == die
+
+
+def test_compressed_section_inflated_as_far_as_read(tmp_path):
+    """A zlib section read at a few places equals its whole inflated bytes there, and what is
+    before the furthest read is all that was inflated; damaged data is a DebugInfoError."""
+    import zlib
+
+    from probectl.debuginfo.dwarf.inflating import STEP, InflatingSection
+
+    data = bytes(range(256)) * (STEP // 64) + os.urandom(STEP)
+    stream = InflatingSection(zlib.compress(data), len(data), ".debug_x", "f")
+    assert stream.read(10) == data[:10] and stream.tell() == 10
+    assert stream.inflated < len(data)
+    stream.seek(STEP + 5)
+    assert stream.read(100) == data[STEP + 5:STEP + 105]
+    assert stream.inflated < len(data)
+    stream.seek(-3, os.SEEK_END)
+    assert stream.read() == data[-3:] and stream.read(5) == b""
+    assert stream.getvalue() == data
+    with pytest.raises(DebugInfoError, match="bad zlib data"):
+        InflatingSection(b"not zlib", 100, ".debug_x", "f").read(1)
+    with pytest.raises(DebugInfoError, match="header says"):
+        InflatingSection(zlib.compress(b"short"), 100, ".debug_x", "f").read(50)
 
 
 def test_unit_index_of_a_two_unit_program():
