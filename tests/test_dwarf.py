@@ -345,6 +345,40 @@ def test_source_lines_match_perf(fixture_bins, perf_oracle):
                                                                        [10, 12, 13, 14]}
 
 
+def _same_funclines_per_line(di: DebugInfo, cu, lines=None) -> int:
+    """For each line, the declaration lines and call sites found from the unit's bytes
+    (``_funclines_of_line``: only the DIEs of that line parsed) are those of the walk of every DIE,
+    in the same order; the number of lines compared."""
+    from probectl.debuginfo.dwarf.dieindex import inline_sites
+
+    assert inline_sites(di, cu) is not None  # (else the walk itself answers)
+    walked = L._cu_funclines(di, cu)
+    every = sorted({t[1] for t in walked})
+    for line in (every if lines is None else lines(every)) + [0, 1, max(every, default=0) + 1]:
+        assert L._funclines_of_line(di, cu, line) == [t for t in walked if t[1] == line], line
+    return len(every)
+
+
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("fixture", ["dwarf_structs", "dwarf_inline", "dwarf_static"])
+def test_function_lines_of_one_line_equal_the_walk(fixture_bins, fixture, opt):
+    di = fixture_bins.di(fixture, opt)
+    assert sum(_same_funclines_per_line(di, cu) for cu in di.compile_units()) >= 3
+
+
+@pytest.mark.vmlinux
+def test_kernel_function_lines_of_one_line_equal_the_walk():
+    """tcp.c: 14k DIEs below its functions, 2,489 declaration lines and inline call sites."""
+    import random
+
+    from conftest import kernel_testdata
+
+    di = DebugInfo.open(kernel_testdata("vmlinux"))
+    (fn,) = di.find_functions("tcp_sendmsg_locked")
+    sample = lambda every: random.Random(16).sample(every, 40) + [fn.decl_line, fn.decl_line + 207]  # noqa: E731
+    assert _same_funclines_per_line(di, fn.cu, sample) > 100
+
+
 @pytest.mark.perf
 @pytest.mark.parametrize("fixture", ["dwarf_structs", "dwarf_inline", "dwarf_static"])
 def test_prologue_skip_matches_perf(fixture_bins, perf_oracle, fixture):

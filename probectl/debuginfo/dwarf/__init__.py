@@ -97,6 +97,7 @@ class DebugInfo:
         # What the other modules of the package compute, kept here and read through the accessors:
         # CU offset -> whether some variable of the CU uses a location list (cu_is_optimized)
         self._optimized: dict[int, bool] = {}
+        self._die_ranges: dict[int, tuple[tuple[int, int], ...]] = {}  # DIE offset → die_ranges
         # CU offset -> dieindex.function_bounds of the CU, None once its functions are parsed (_function_bounds)
         self._bounds: dict[int, Optional[list[tuple[int, object]]]] = {}
         # CU offset -> the CU's line table (line_table)
@@ -266,6 +267,14 @@ class DebugInfo:
     @guarded
     def die_ranges(self, die: DIE) -> list[tuple[int, int]]:
         """The address ranges of a DIE in DW_AT_ranges order (low_pc/high_pc gives one range)."""
+        # A range list is decoded once (pyelftools' parser takes ~0.2 ms a list; `vars` asks for
+        # the ranges of the same functions once per line-table row).
+        found = self._die_ranges.get(die.offset)
+        if found is None:
+            found = self._die_ranges[die.offset] = tuple(self._read_die_ranges(die))
+        return list(found)
+
+    def _read_die_ranges(self, die: DIE) -> list[tuple[int, int]]:
         attrs = die.attributes
         low = attrs.get("DW_AT_low_pc")
         high = attrs.get("DW_AT_high_pc")
@@ -697,11 +706,16 @@ class DebugInfo:
         cu = self.cu_at(address)
         if cu is None:
             return None
+        die = self.cu_function_containing(cu, address)
+        return self.function(die) if die is not None else None
+
+    def cu_function_containing(self, cu: CompileUnit, address: int) -> Optional[DIE]:
+        """The first of ``cu_functions(cu)`` with code that contains ``address``, or None."""
         bounds = self._function_bounds(cu)
         if bounds is None:
             for die in self.cu_functions(cu):
                 if self.has_code(die) and self.die_contains(die, address):
-                    return self.function(die)
+                    return die
             return None
         # The same first match, parsing only the DIE found (and those pyelftools must judge).
         from .dieindex import COMPLEX
@@ -712,9 +726,9 @@ class DebugInfo:
             if bound is COMPLEX:
                 die = cu.get_DIE_from_refaddr(offset)
                 if self.has_code(die) and self.die_contains(die, address):
-                    return self.function(die)
+                    return die
             elif bound[0] <= address < bound[1]:
-                return self.function(cu.get_DIE_from_refaddr(offset))
+                return cu.get_DIE_from_refaddr(offset)
         return None
 
     @guarded

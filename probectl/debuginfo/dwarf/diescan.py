@@ -353,7 +353,7 @@ class CUScanner:
                 if children:
                     if sibling is not None:
                         at, n = sibling
-                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                         continue
                 elif fixed is not None:
                     pos += fixed
@@ -372,7 +372,7 @@ class CUScanner:
                 if tag == TAG_NAMESPACE or tag == TAG_MODULE:
                     pos = self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
                 elif AT_SIBLING in attrs:
-                    pos = _forward(attrs[AT_SIBLING], pos)
+                    pos = forward(attrs[AT_SIBLING], pos)
                 else:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
         return pos
@@ -400,7 +400,7 @@ class CUScanner:
                     if children:
                         sib = values.get(AT_SIBLING)
                         if sib is not None and (sib[0] in _REF_FORMS or sib[0] == FORM_REF_UDATA):
-                            pos = _forward(cu_offset + sib[1], pos)
+                            pos = forward(cu_offset + sib[1], pos)
                         else:
                             pos = self._skip_children(pos, end, abbrevs, cu_offset)
                     continue
@@ -411,7 +411,7 @@ class CUScanner:
                 if children:
                     if sibling is not None:
                         at, n = sibling
-                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                         continue
                 elif fixed is not None:
                     pos += fixed
@@ -421,7 +421,7 @@ class CUScanner:
                 if descend:
                     pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False, bounds)
                 elif AT_SIBLING in attrs:
-                    pos = _forward(attrs[AT_SIBLING], pos)
+                    pos = forward(attrs[AT_SIBLING], pos)
                 else:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
         return pos
@@ -442,7 +442,7 @@ class CUScanner:
             if children:
                 if sibling is not None:
                     at, n = sibling
-                    pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                    pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                     continue
             elif fixed is not None:
                 pos += fixed
@@ -450,13 +450,13 @@ class CUScanner:
             pos, attrs = self.read_die(pos, specs, cu_offset, False)
             if children:
                 if AT_SIBLING in attrs:
-                    pos = _forward(attrs[AT_SIBLING], pos)
+                    pos = forward(attrs[AT_SIBLING], pos)
                 else:
                     depth += 1
         return pos
 
 
-def _forward(target: int, pos: int) -> int:
+def forward(target: int, pos: int) -> int:
     # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF.
     if target <= pos:
         raise Unsupported(f"DW_AT_sibling 0x{target:x} points backwards")
