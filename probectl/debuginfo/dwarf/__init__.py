@@ -27,7 +27,7 @@ import bisect
 import fnmatch
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from elftools.dwarf.locationlists import LocationParser
     from elftools.elf.elffile import ELFFile
 
+    from ..elf import ElfFile
     from .cfi import CallFrames
     from .lines import LineTable
     from .location import LocationRange
@@ -104,8 +105,8 @@ class DebugInfo:
         self._line_tables: dict[int, "LineTable"] = {}
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
         self._call_frames: Optional["CallFrames"] = None
-        # the runtime binary when it is not ``path``, opened by call_frames for its .eh_frame; closed by close()
-        self._binary_file: Optional[BinaryIO] = None
+        # the runtime binary read by probectl's ELF reader (binary_elf); closed by close()
+        self._binary_elf: Optional["ElfFile"] = None
         # die_key of a variable -> the DIE whose child it is (parent_scope)
         self._parent_scopes: dict[tuple[int, int], Optional[DIE]] = {}
         # DWARFInfo section attribute ("debug_abbrev_sec"...) -> the section's bytes (section_bytes)
@@ -163,8 +164,8 @@ class DebugInfo:
 
     def close(self) -> None:
         self._file.close()
-        if self._binary_file is not None:
-            self._binary_file.close()
+        if self._binary_elf is not None:
+            self._binary_elf.close()
 
     def fileno(self) -> Optional[int]:
         """The descriptor of the open debug file (to pread a mapped section), None once it is closed."""
@@ -779,19 +780,33 @@ class DebugInfo:
         """The call-frame information of the binary: ``.eh_frame`` from the runtime binary,
         ``.debug_frame`` from the debug file (read once)."""
         if self._call_frames is None:  # (only frame bases computed from the CFA need it: imported then)
-            from elftools.elf.elffile import ELFFile
-
+            from ..elf import ElfFile
             from .cfi import CallFrames
 
-            if self.binary_path != self.path:
-                try:
-                    self._binary_file = open_regular(self.binary_path)
-                    self._call_frames = CallFrames(ELFFile(self._binary_file), self.elffile, self.index_key)
-                except OSError:
-                    self._call_frames = CallFrames(self.elffile, index_key=self.index_key)
+            debug_frame = None
+            with ElfFile(self.path) as debug:
+                sec = debug.section(".debug_frame")
+                if sec is not None and sec.has_data and sec.size:
+                    debug_frame = debug.section_data(".debug_frame")
+            binary = self.binary_elf()
+            if binary is None:  # (the runtime binary unreadable: the debug file's rules)
+                with ElfFile(self.path) as own:
+                    self._call_frames = CallFrames.from_sections(own, debug_frame, self.index_key)
             else:
-                self._call_frames = CallFrames(self.elffile, index_key=self.index_key)
+                self._call_frames = CallFrames.from_sections(binary, debug_frame, self.index_key)
         return self._call_frames
+
+    def binary_elf(self) -> Optional["ElfFile"]:
+        """The runtime binary, opened with probectl's ELF reader once (closed by ``close``); None if
+        it cannot be read."""
+        if self._binary_elf is None:
+            from ..elf import ElfFile
+
+            try:
+                self._binary_elf = ElfFile(self.binary_path)
+            except (OSError, ProbectlError):
+                return None
+        return self._binary_elf
 
     def section_bytes(self, name: str) -> bytes:
         """The bytes of a DWARF section, by its ``DWARFInfo`` attribute (``"debug_abbrev_sec"``;

@@ -21,13 +21,17 @@ import struct
 import sys
 from array import array
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
 from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.structs import DWARFStructs
-from elftools.elf.elffile import ELFFile
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
+
+    from ..elf import ElfFile
 
 # DW_EH_PE pointer encodings (LSB Core spec, .eh_frame_hdr)
 _PE_OMIT = 0xFF
@@ -229,6 +233,39 @@ class CallFrames:
         except (ELFError, ELFParseError, DWARFError, ConstructError, ValueError):
             pass
         self._cache: dict[int, Optional[CfaRule]] = {}
+
+    @classmethod
+    def from_sections(cls, binary: "ElfFile", debug_frame: Optional[bytes],
+                      index_key: Optional[str] = None) -> "CallFrames":
+        """The same rules read through probectl's ELF reader, without pyelftools' ``ELFFile`` (~30 ms
+        to make for a kernel, its section table parsed by ``construct``): ``binary``'s
+        ``.eh_frame``, then ``debug_frame`` (the debug file's ``.debug_frame`` bytes, or None to
+        take the binary's own). A section that cannot be read is left out, as the constructor does."""
+        from ...errors import ProbectlError
+
+        self = cls.__new__(cls)
+        self._tables = []
+        self._cache = {}
+        address_size = binary.elf_class // 8
+        little = binary.little_endian
+        try:
+            eh = binary.section(".eh_frame")
+            if eh is not None and eh.has_data and eh.size and not eh.compressed:
+                hdr_sec = binary.section(".eh_frame_hdr")
+                hdr = None
+                if hdr_sec is not None and hdr_sec.has_data and not hdr_sec.compressed:
+                    hdr = (binary.section_data(".eh_frame_hdr"), hdr_sec.addr)
+                self._tables.append(_Table(binary.section_data(".eh_frame"), eh.addr, True, address_size, little, hdr))
+            if debug_frame is None:
+                df = binary.section(".debug_frame")
+                if df is not None and df.has_data and df.size:
+                    debug_frame = binary.section_data(".debug_frame")
+                    index_key = None  # (the key names the debug file, not the binary)
+            if debug_frame:
+                self._tables.append(_Table(debug_frame, 0, False, address_size, little, index_key=index_key))
+        except (ProbectlError, DWARFError, ConstructError, ValueError):
+            pass
+        return self
 
     def cfa_at(self, pc: int) -> Optional[CfaRule]:
         """The CFA rule in force at ``pc``, or None if no FDE covers it or the CFA is a
