@@ -572,6 +572,36 @@ class DebugInfo:
         """``variable_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
         return self._refs(name)[1]
 
+    def variable_refs_at_hand(self, name: str) -> Optional[list[tuple[int, int]]]:
+        """``variable_refs(name)`` when it is known without searching a large file or building its
+        full index (seconds for a kernel): from a full index in memory or on disk, or an answer kept
+        from an earlier run; None when only a search or the full index would say."""
+        if self._name_index is None and self._searches_names():
+            if self._lookups is None:  # (loaded as _search_name loads them: the full index only if needed)
+                from . import nameindex
+
+                self._lookups = nameindex.load_lookups(self)
+                if name not in self._lookups:
+                    full = nameindex.load_names(self)
+                    if full is not None:
+                        self._name_index, self._variable_index = full
+            if self._name_index is None:
+                found = self._lookups.get(name)
+                return list(found[1]) if found is not None else None
+        return self.variable_refs(name)
+
+    def global_object_address(self, name: str) -> Optional[int]:
+        """The address of the runtime binary's one global (or weak) data symbol ``name``, or None."""
+        elf = self.binary_elf()
+        if elf is None:
+            return None
+        try:
+            values = {s.value for s in elf.find_symbols(name)
+                      if s.defined and s.type == "OBJECT" and s.bind in ("GLOBAL", "WEAK")}
+        except ProbectlError:
+            return None
+        return values.pop() if len(values) == 1 else None
+
     @guarded
     def _refs(self, name: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The function and variable references of one exact name, as the full indexes list them.
@@ -580,9 +610,8 @@ class DebugInfo:
         index, the name is searched for (``namesearch.lookup_name``: seconds less than indexing every
         CU) and the answer is kept on disk (``nameindex``) for the next run."""
         if self._name_index is None and self._searches_names():
-            found = self._lookups.get(name) if self._lookups is not None else None
-            if found is None:
-                found = self._search_name(name)
+            found = self._lookups[name] if self._lookups is not None and name in self._lookups \
+                else self._search_name(name)
             if found is not None:
                 return found
         index = self.name_index()
@@ -606,9 +635,9 @@ class DebugInfo:
         from .namesearch import lookup_name  # (a name answered by the cache needs no search)
 
         found = lookup_name(self, name)
-        if found is not None:
-            self._lookups[name] = found
-            nameindex.store_lookups(self, self._lookups)
+        # (None, a name too common to search for, is kept too: the next run does not search again)
+        self._lookups[name] = found
+        nameindex.store_lookups(self, self._lookups)
         return found
 
     @guarded
