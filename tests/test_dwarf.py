@@ -453,17 +453,21 @@ def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
     _same_sections(kernel_testdata("vmlinux"))
 
 
-def _units_found_by_offset(di: DebugInfo) -> None:
-    """The unit index (``unitindex``) lists pyelftools' units and sends every DIE reference to the
-    unit pyelftools' own search finds."""
+def _units_found_by_offset(path) -> None:
+    """The unit index (``unitindex``) lists pyelftools' units, parses only the unit of a reference,
+    and sends every DIE reference to the unit pyelftools' own search finds."""
     from elftools.dwarf.dwarfinfo import DWARFInfo
 
-    from probectl.debuginfo.dwarf.unitindex import unit_offsets
+    from probectl.debuginfo.dwarf.dieindex import read_unit_headers
 
-    sec = di.dwarf.debug_info_sec
+    di = DebugInfo.open(path)
+    fresh = DebugInfo.open(path)
     cus = list(di.dwarf.iter_CUs())
+    last = list(cus[-1].iter_DIEs())[-1]
+    assert fresh.dwarf.get_DIE_from_refaddr(last.offset).tag == last.tag
+    assert len(fresh.dwarf._cu_cache) == 1  # (pyelftools' search parses every unit before it)
     assert len(cus) >= 2
-    assert unit_offsets(sec.stream, sec.size, True) == [cu.cu_offset for cu in cus] + [sec.size]
+    assert [u[:2] for u in read_unit_headers(di)] == [(cu.cu_offset, cu.cu_offset + cu.size) for cu in cus]
     assert "get_CU_containing" in vars(di.dwarf)  # the index is in place of pyelftools' search
     for cu in cus[:: max(1, len(cus) // 40)]:
         for die in (cu.get_top_DIE(), list(cu.iter_DIEs())[-1]):
@@ -495,18 +499,18 @@ def test_compressed_section_inflated_as_far_as_read(tmp_path):
 
 
 def test_unit_index_of_a_two_unit_program():
-    _units_found_by_offset(DebugInfo.open(build_static_pair("-O2")))
+    _units_found_by_offset(build_static_pair("-O2"))
 
 
 @pytest.mark.libcdbg
 def test_unit_index_of_libc():
     try:
-        di = DebugInfo.open(LIBC)
+        DebugInfo.open(LIBC)
     except DebugInfoError as exc:
         if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
             raise
         pytest.skip(f"libc6-dbg is not installed: {exc}")
-    _units_found_by_offset(di)
+    _units_found_by_offset(LIBC)
 
 
 # --- separate debug files ---------------------------------------------------------------------------

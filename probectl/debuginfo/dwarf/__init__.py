@@ -75,7 +75,7 @@ class DebugInfo:
         try:
             self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size = open_dwarf(self._file)
             accelerate(self.dwarf)
-            unitindex.install(self.dwarf)
+            unitindex.install(self)
         except ProbectlError:
             self._file.close()
             raise
