@@ -107,6 +107,8 @@ class DebugInfo:
         self._call_frames: Optional["CallFrames"] = None
         # the runtime binary read by probectl's ELF reader (binary_elf); closed by close()
         self._binary_elf: Optional["ElfFile"] = None
+        # name -> global_object_addresses of it
+        self._global_objects: dict[str, Optional[int]] = {}
         # die_key of a variable -> the DIE whose child it is (parent_scope)
         self._parent_scopes: dict[tuple[int, int], Optional[DIE]] = {}
         # DWARFInfo section attribute ("debug_abbrev_sec"...) -> the section's bytes (section_bytes)
@@ -590,17 +592,22 @@ class DebugInfo:
                 return list(found[1]) if found is not None else None
         return self.variable_refs(name)
 
-    def global_object_address(self, name: str) -> Optional[int]:
-        """The address of the runtime binary's one global (or weak) data symbol ``name``, or None."""
-        elf = self.binary_elf()
-        if elf is None:
-            return None
-        try:
-            values = {s.value for s in elf.find_symbols(name)
-                      if s.defined and s.type == "OBJECT" and s.bind in ("GLOBAL", "WEAK")}
-        except ProbectlError:
-            return None
-        return values.pop() if len(values) == 1 else None
+    def global_object_addresses(self, names: Iterable[str]) -> dict[str, Optional[int]]:
+        """The address of the runtime binary's one global (or weak) data symbol of each name (None
+        without exactly one), the names not asked before found in one pass over its symbol tables."""
+        names = list(dict.fromkeys(names))
+        missing = [name for name in names if name not in self._global_objects]
+        if missing:
+            elf = self.binary_elf()
+            try:
+                found = elf.find_symbols_named(missing) if elf is not None else {}
+            except ProbectlError:
+                found = {}
+            for name in missing:
+                values = {s.value for s in found.get(name, ())
+                          if s.defined and s.type == "OBJECT" and s.bind in ("GLOBAL", "WEAK")}
+                self._global_objects[name] = values.pop() if len(values) == 1 else None
+        return {name: self._global_objects[name] for name in names}
 
     @guarded
     def _refs(self, name: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

@@ -207,7 +207,10 @@ def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE | Place
     name = die_name(var) or ""
     refs = debuginfo.variable_refs_at_hand(name)
     if refs is None:
-        address = debuginfo.global_object_address(name)
+        # (the unit's other extern declarations are looked up in the same pass: `vars --externs`
+        # asks for all of them)
+        others = [die_name(v) or "" for v in debuginfo.cu_variables(var.cu) if _is_extern_declaration(v)]
+        address = debuginfo.global_object_addresses([name] + others)[name]
         if address is not None:
             return Memory(Value(Symbol(address, name)))
         refs = debuginfo.variable_refs(name)
@@ -216,6 +219,11 @@ def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE | Place
         if "DW_AT_location" in d.attributes:
             return d
     return None
+
+
+def _is_extern_declaration(var: DIE) -> bool:
+    return bool(var.attributes.get("DW_AT_declaration") or die_attr(var, "DW_AT_external", False)) \
+        and "DW_AT_location" not in var.attributes
 
 
 @guarded
