@@ -20,9 +20,9 @@ import os
 import struct
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, AT_SIBLING, FORM_ADDR, FORM_DATA4, FORM_DATA8,
-                      FORM_INDIRECT, FORM_LOCLISTX, FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_MODULE, TAG_NAMESPACE,
-                      TAG_SUBPROGRAM, TAG_VARIABLE, CUScanner, Unsupported, compiled_table, forward)
+from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
+                      AT_SPECIFICATION, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX,
+                      FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
 from .forms import parse_abbrev_window
 from .leb128 import read_uleb128
 
@@ -423,9 +423,6 @@ def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, obje
         return None
 
 
-TAG_INLINED_SUBROUTINE = 0x1D
-_AT_DECL_LINE, _AT_CALL_LINE, _AT_ABSTRACT_ORIGIN, _AT_SPECIFICATION = 0x3B, 0x59, 0x31, 0x47
-_LINE_ATTRS = frozenset({_AT_DECL_LINE, _AT_CALL_LINE, _AT_ABSTRACT_ORIGIN, _AT_SPECIFICATION})
 _CU_REF_FORMS = frozenset({0x11, 0x12, 0x13, 0x14, 0x15})  # ref1 ref2 ref4 ref8 ref_udata
 # What inline_sites gives for a declaration line the bytes do not tell (an origin in another unit).
 UNKNOWN = -1
@@ -434,7 +431,7 @@ UNKNOWN = -1
 def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optional[int], Optional[int]]]]:
     """The CU's ``cu_functions`` subprograms and the DW_TAG_inlined_subroutine DIEs below them (those
     that ``lines._funclines`` visits), in DIE order, read from the section bytes: (offset,
-    DW_AT_call_line of an inline instance or None for a subprogram, DW_AT_decl_line as ``die_attr``
+    DW_AT_call_line of an inline instance (0 without one) or None for a subprogram, DW_AT_decl_line as ``die_attr``
     finds it through origins and specifications: None when there is none, ``UNKNOWN`` when the
     origin is not a subprogram or inline instance of this unit). None when this scanner cannot read
     the CU."""
@@ -446,113 +443,31 @@ def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optiona
         tag, children, specs = table[code][:3]
         pos, _ = scanner.read_die(pos, specs, 0, False)
         found: list[tuple[int, Optional[int]]] = []
-        lines: dict[int, tuple] = {}  # offset of a subprogram or inline instance → (decl line, links)
+        lines: dict[int, dict] = {}  # offset of a subprogram or inline instance → its LINE_ATTRS
         if code and children:
-            _top_level_sites(scanner, table, pos, end, True, found, lines)
+            scanner.line_sites(pos, end, table, True, found, lines)
     except (Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
     base = cu.cu_offset
     return [(base + off, call_line, _decl_line(lines, off)) for off, call_line in found]
 
 
-def _top_level_sites(scanner: "CUScanner", table: dict, pos: int, end: int, nested: bool, found: list,
-                     lines: dict) -> int:
-    # The DIEs among which cu_functions finds subprograms (CUScanner.collect's walk): each
-    # subprogram's whole subtree is read, the other DIEs are skipped.
-    data = scanner.info
-    while pos < end:
-        die_offset = pos
-        code = data[pos]
-        if code < 0x80:
-            pos += 1
-        else:
-            code, pos = read_uleb128(data, pos)
-        if code == 0:
-            return pos
-        tag, children, specs, fixed, sibling, _want = table[code]
-        if tag == TAG_SUBPROGRAM:
-            pos, values = scanner.read_values(pos, specs, 0, _LINE_ATTRS)
-            lines[die_offset] = _line_entry(values)
-            found.append((die_offset, None))
-            if children:
-                pos = _subtree_sites(scanner, table, pos, end, found, lines)
-            continue
-        descend = children and nested and (tag == TAG_NAMESPACE or tag == TAG_MODULE)
-        if not descend:
-            if children:
-                if sibling is not None:
-                    at, n = sibling
-                    pos = forward(int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
-                    continue
-            elif fixed is not None:
-                pos += fixed
-                continue
-        pos, attrs = scanner.read_die(pos, specs, 0, False)
-        if descend:
-            pos = _top_level_sites(scanner, table, pos, end, False, found, lines)
-        elif children:
-            if AT_SIBLING in attrs:
-                pos = forward(attrs[AT_SIBLING], pos)
-            else:
-                pos = scanner._skip_children(pos, end, table, 0)
-    return pos
-
-
-def _subtree_sites(scanner: "CUScanner", table: dict, pos: int, end: int, found: list, lines: dict) -> int:
-    # Every DIE below a subprogram, in order (inline instances nest in lexical blocks and in each other).
-    data = scanner.info
-    depth = 1
-    while depth and pos < end:
-        die_offset = pos
-        code = data[pos]
-        if code < 0x80:
-            pos += 1
-        else:
-            code, pos = read_uleb128(data, pos)
-        if code == 0:
-            depth -= 1
-            continue
-        tag, children, specs, fixed, _sibling, _want = table[code]
-        if tag == TAG_INLINED_SUBROUTINE or tag == TAG_SUBPROGRAM:
-            pos, values = scanner.read_values(pos, specs, 0, _LINE_ATTRS)
-            lines[die_offset] = _line_entry(values)
-            if tag == TAG_INLINED_SUBROUTINE:
-                call = values.get(_AT_CALL_LINE)
-                found.append((die_offset, call[1] if call is not None else 0))
-        elif fixed is not None:
-            pos += fixed
-        else:
-            pos, _ = scanner.read_die(pos, specs, 0, False)
-        if children:
-            depth += 1
-    return pos
-
-
-def _line_entry(values: dict) -> tuple:
-    """(decl line or None, [links followed in die_attr's order: unit offset, or None for another unit])."""
-    decl = values.get(_AT_DECL_LINE)
-    links = []
-    for attr in (_AT_ABSTRACT_ORIGIN, _AT_SPECIFICATION):
-        ref = values.get(attr)
-        if ref is not None:
-            links.append(ref[1] if ref[0] in _CU_REF_FORMS else None)
-            break  # (die_attr follows the first link there is)
-    return decl[1] if decl is not None else None, links
-
-
 def _decl_line(lines: dict, offset: int) -> Optional[int]:
+    """DW_AT_decl_line of the DIE at ``offset`` as ``die_attr`` finds it, following its abstract
+    origin or else its specification; ``UNKNOWN`` past a DIE ``lines`` lacks."""
     for _ in range(8):  # (die_attr's limit)
-        entry = lines.get(offset)
-        if entry is None:
+        values = lines.get(offset)
+        if values is None:
             return UNKNOWN
-        decl, links = entry
+        decl = values.get(AT_DECL_LINE)
         if decl is not None:
-            return decl
-        if not links:
+            return decl[1]
+        link = values.get(AT_ABSTRACT_ORIGIN) or values.get(AT_SPECIFICATION)
+        if link is None:
             return None
-        if links[0] is None:
+        if link[0] not in _CU_REF_FORMS:  # (into another unit)
             return UNKNOWN
-        offset = links[0]
+        offset = link[1]
     return None
 
 
