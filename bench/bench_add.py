@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--perf", default=shutil.which("perf") or "perf")
     parser.add_argument("--tree", type=Path,
-                        help="measure the probectl of another source tree (e.g. an older checkout)")
+                        help="measure the probectl of another source tree (e.g. an older checkout; default: this one)")
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="run probectl without cached bytecode (as with PYTHONDONTWRITEBYTECODE=1)")
     args = parser.parse_args()
@@ -114,8 +114,8 @@ def main() -> int:
     else:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    if args.tree:
-        env["PYTHONPATH"] = str(args.tree.resolve())
+    # This checkout's probectl unless told otherwise (an editable install may point to another tree).
+    env["PYTHONPATH"] = str((args.tree or ROOT).resolve())
     warm_env = dict(env, XDG_CACHE_HOME=str(work / "warm-cache"))
     probectl = [sys.executable, "-m", "probectl", "add", "-D", "-x"]
     try:
