@@ -270,6 +270,11 @@ def test_dwarf4_and_compressed_sections(fixture_bins):
         if extra == ("-gz",):
             sec = di.elffile.get_section_by_name(".debug_info")
             assert sec["sh_flags"] & 0x800, "gcc -gz should produce SHF_COMPRESSED sections"
+            # inflated as it is read, to the bytes pyelftools inflates
+            assert type(di.dwarf.debug_info_sec.stream).__name__ == "InflatingSection"
+            for name in ("debug_info_sec", "debug_abbrev_sec", "debug_line_sec"):
+                theirs = di.elffile.get_dwarf_info().__dict__[name]
+                assert di.section_bytes(name) == theirs.stream.getvalue(), name
         elif extra == ("-gz=zlib-gnu",):
             assert di.elffile.get_section_by_name(".zdebug_info") is not None
         else:
@@ -338,6 +343,40 @@ def test_source_lines_match_perf(fixture_bins, perf_oracle):
     assert L.source_files(di, "static_b.c") == [str(FIXTURES / "dwarf_static_b.c")]
     assert L.probeable_file_lines(di, "dwarf_static_b.c", 10, 14) == {str(FIXTURES / "dwarf_static_b.c"):
                                                                        [10, 12, 13, 14]}
+
+
+def _same_funclines_per_line(di: DebugInfo, cu, lines=None) -> int:
+    """For each line, the declaration lines and call sites found from the unit's bytes
+    (``_funclines_of_line``: only the DIEs of that line parsed) are those of the walk of every DIE,
+    in the same order; the number of lines compared."""
+    from probectl.debuginfo.dwarf.dieindex import inline_sites
+
+    assert inline_sites(di, cu) is not None  # (else the walk itself answers)
+    walked = L._cu_funclines(di, cu)
+    every = sorted({t[1] for t in walked})
+    for line in (every if lines is None else lines(every)) + [0, 1, max(every, default=0) + 1]:
+        assert L._funclines_of_line(di, cu, line) == [t for t in walked if t[1] == line], line
+    return len(every)
+
+
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("fixture", ["dwarf_structs", "dwarf_inline", "dwarf_static"])
+def test_function_lines_of_one_line_equal_the_walk(fixture_bins, fixture, opt):
+    di = fixture_bins.di(fixture, opt)
+    assert sum(_same_funclines_per_line(di, cu) for cu in di.compile_units()) >= 3
+
+
+@pytest.mark.vmlinux
+def test_kernel_function_lines_of_one_line_equal_the_walk():
+    """tcp.c: 14k DIEs below its functions, 2,489 declaration lines and inline call sites."""
+    import random
+
+    from conftest import kernel_testdata
+
+    di = DebugInfo.open(kernel_testdata("vmlinux"))
+    (fn,) = di.find_functions("tcp_sendmsg_locked")
+    sample = lambda every: random.Random(16).sample(every, 40) + [fn.decl_line, fn.decl_line + 207]  # noqa: E731
+    assert _same_funclines_per_line(di, fn.cu, sample) > 100
 
 
 @pytest.mark.perf
@@ -412,6 +451,66 @@ def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
     from conftest import kernel_testdata
 
     _same_sections(kernel_testdata("vmlinux"))
+
+
+def _units_found_by_offset(path) -> None:
+    """The unit index (``unitindex``) lists pyelftools' units, parses only the unit of a reference,
+    and sends every DIE reference to the unit pyelftools' own search finds."""
+    from elftools.dwarf.dwarfinfo import DWARFInfo
+
+    from probectl.debuginfo.dwarf.dieindex import read_unit_headers
+
+    di = DebugInfo.open(path)
+    fresh = DebugInfo.open(path)
+    cus = list(di.dwarf.iter_CUs())
+    last = list(cus[-1].iter_DIEs())[-1]
+    assert fresh.dwarf.get_DIE_from_refaddr(last.offset).tag == last.tag
+    assert len(fresh.dwarf._cu_cache) == 1  # (pyelftools' search parses every unit before it)
+    assert len(cus) >= 2
+    assert [u[:2] for u in read_unit_headers(di)] == [(cu.cu_offset, cu.cu_offset + cu.size) for cu in cus]
+    assert "get_CU_containing" in vars(di.dwarf)  # the index is in place of pyelftools' search
+    for cu in cus[:: max(1, len(cus) // 40)]:
+        for die in (cu.get_top_DIE(), list(cu.iter_DIEs())[-1]):
+            assert di.dwarf.get_CU_containing(die.offset) is DWARFInfo.get_CU_containing(di.dwarf, die.offset)
+            assert di.dwarf.get_DIE_from_refaddr(die.offset) == die
+
+
+def test_compressed_section_inflated_as_far_as_read(tmp_path):
+    """A zlib section read at a few places equals its whole inflated bytes there, and what is
+    before the furthest read is all that was inflated; damaged data is a DebugInfoError."""
+    import zlib
+
+    from probectl.debuginfo.dwarf.inflating import STEP, InflatingSection
+
+    data = bytes(range(256)) * (STEP // 64) + os.urandom(STEP)
+    stream = InflatingSection(zlib.compress(data), len(data), ".debug_x", "f")
+    assert stream.read(10) == data[:10] and stream.tell() == 10
+    assert stream.inflated < len(data)
+    stream.seek(STEP + 5)
+    assert stream.read(100) == data[STEP + 5:STEP + 105]
+    assert stream.inflated < len(data)
+    stream.seek(-3, os.SEEK_END)
+    assert stream.read() == data[-3:] and stream.read(5) == b""
+    assert stream.getvalue() == data
+    with pytest.raises(DebugInfoError, match="bad zlib data"):
+        InflatingSection(b"not zlib", 100, ".debug_x", "f").read(1)
+    with pytest.raises(DebugInfoError, match="header says"):
+        InflatingSection(zlib.compress(b"short"), 100, ".debug_x", "f").read(50)
+
+
+def test_unit_index_of_a_two_unit_program():
+    _units_found_by_offset(build_static_pair("-O2"))
+
+
+@pytest.mark.libcdbg
+def test_unit_index_of_libc():
+    try:
+        DebugInfo.open(LIBC)
+    except DebugInfoError as exc:
+        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+            raise
+        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    _units_found_by_offset(LIBC)
 
 
 # --- separate debug files ---------------------------------------------------------------------------

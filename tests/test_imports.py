@@ -55,6 +55,15 @@ def test_kernel_entry_probe_loads_only_what_it_uses():
                           "probectl.debuginfo.dwarf.cfi", "probectl.debuginfo.kallsyms", "probectl.arch.x86_insn"}
 
 
+@pytest.mark.vmlinux
+def test_kernel_stack_local_reads_call_frames_without_elffile():
+    """A stack variable at a kernel line needs the CFA from .debug_frame: read through probectl's ELF
+    reader and the FDE index, not pyelftools' ELFFile."""
+    modules = loaded("add", "-D", "-k", str(kernel_testdata("vmlinux")), "tcp_sendmsg_locked:207 mss_now")
+    assert {"probectl.debuginfo.dwarf.cfi", "probectl.debuginfo.dwarf.lines"} <= modules
+    assert "elftools.elf.elffile" not in modules
+
+
 def test_btf_arguments_do_not_load_dwarf():
     from probectl.debuginfo.btf.format import KERNEL_BTF
 

@@ -221,3 +221,38 @@ def test_vars_from_btf_equal_dwarf(kernel):
     with_btf = run("--btf")
     assert with_btf.stdout == run().stdout
     assert "C arguments from BTF" in with_btf.stderr
+
+
+@pytest.mark.vmlinux
+def test_extern_without_the_name_index_is_at_its_definition(kernel, tmp_path, monkeypatch):
+    """Without the kernel's name index at hand, an extern declaration's place is its global symbol
+    (no search of the units that mention it): the very place its definition's location gives."""
+    from probectl.debuginfo.dwarf import DebugInfo
+    from probectl.debuginfo.dwarf import variables as V
+    from probectl.debuginfo.dwarf.die import die_attr, die_name
+    from probectl.debuginfo.place import Memory
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # (no index, no answers kept)
+    di = DebugInfo.open(kernel)
+    (fn,) = di.find_functions("tcp_sendmsg")
+    externs = [v for v in di.cu_variables(fn.cu)
+               if die_attr(v, "DW_AT_declaration") and die_attr(v, "DW_AT_external", False)]
+    compared = 0
+    for var in externs:
+        name = die_name(var)
+        assert di.variable_refs_at_hand(name) is None
+        by_symbol = V._global_definition(di, var)
+        if not isinstance(by_symbol, Memory):
+            continue
+        found = di._search_name(name)  # the definition, found by searching (None: too common a name)
+        if not found or not found[1]:
+            continue
+        definitions = [d for d in (di.dwarf.get_DIE_from_refaddr(off) for _, off in found[1])
+                       if "DW_AT_location" in d.attributes]
+        assert definitions, name
+        place = V.variable_place(di, definitions[0], fn.entry, lambda place: True)
+        assert place == by_symbol, name
+        compared += 1
+        if compared == 4:
+            break
+    assert compared == 4

@@ -161,12 +161,40 @@ def _readelf_cfa(binary) -> list[tuple[int, int, CfaRule]]:
 @pytest.mark.parametrize("opt", ["-O0", "-O2"])
 def test_cfa_rules_match_readelf(fixture_bins, opt):
     binary = fixture_bins.path("dwarf_structs", opt)
-    frames = CallFrames(ELFFile(open(binary, "rb")))
     rows = _readelf_cfa(binary)
     assert len(rows) > 10
-    for pc, end, rule in rows:
-        assert frames.cfa_at(pc) == rule, hex(pc)
-    assert frames.cfa_at(0) is None
+    for frames in (CallFrames(ELFFile(open(binary, "rb"))), CallFrames.from_sections(ElfFile(binary), None)):
+        for pc, end, rule in rows:
+            assert frames.cfa_at(pc) == rule, hex(pc)
+        assert frames.cfa_at(0) is None
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_debug_frame_cfa_rules_match_readelf(tmp_path, monkeypatch, opt):
+    """Without .eh_frame for them (as in a vmlinux) the FDEs come from .debug_frame through its index by
+    address: scanned the first time, read back from the cache the second; readelf agrees both times."""
+    from conftest import build_fixture
+    from probectl.debuginfo.dwarf import cfi
+
+    binary = build_fixture("dwarf_structs", opt, ("-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))
+    assert ElfFile(binary).section(".debug_frame") is not None  # (.eh_frame only has crt's _start)
+    rows = _readelf_cfa(binary)
+    assert len(rows) > 10
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    scans = []
+    real_scan = cfi._scan_debug_frame
+    monkeypatch.setattr(cfi, "_scan_debug_frame", lambda *a: scans.append(1) or real_scan(*a))
+    debug_frame = ElfFile(binary).section_data(".debug_frame")
+    for run in range(3):
+        if run < 2:
+            frames = CallFrames(ELFFile(open(binary, "rb")), index_key=f"test-{opt}")
+        else:  # (probectl's ELF reader, the .debug_frame given as a separate debug file's would be)
+            frames = CallFrames.from_sections(ElfFile(binary), debug_frame, index_key=f"test-{opt}")
+        for pc, end, rule in rows:
+            assert frames.cfa_at(pc) == rule, hex(pc)
+        assert frames.cfa_at(0) is None
+        assert len(scans) == 1  # the second run read the index from the cache
+    assert list((tmp_path / "probectl").glob("cfi-fdes-*"))
 
 
 # --- fetch arguments against perf -----------------------------------------------------------------------

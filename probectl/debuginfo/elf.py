@@ -323,6 +323,23 @@ class ElfFile:
             return self._inflate(sec, raw[12:], expected)
         return raw
 
+    def zlib_payload(self, sec: Section) -> Optional[tuple[bytes, int]]:
+        """(zlib stream, inflated size) of a SHF_COMPRESSED section compressed with zlib, for
+        inflating only what is read (``dwarf.inflating``); None for any other section."""
+        if not sec.flags & SHF_COMPRESSED or not sec.has_data:
+            return None
+        chdr = struct.Struct(self._endian + ("IIQQ" if self.elf_class == 64 else "III"))
+        raw = self._bytes(sec.offset, sec.size, f"section {sec.name}")
+        if len(raw) < chdr.size:
+            raise self._corrupt(f"section {sec.name}: truncated compression header")
+        fields = chdr.unpack_from(raw, 0)
+        if fields[0] != ELFCOMPRESS_ZLIB:
+            return None
+        size = fields[2] if self.elf_class == 64 else fields[1]
+        if size > max(64 * len(raw), 1 << 20) + (1 << 30):
+            raise self._corrupt(f"section {sec.name}: implausible decompressed size {size}")
+        return raw[chdr.size:], size
+
     def _decompress_chdr(self, sec: Section, raw: bytes) -> bytes:
         e = self._endian
         chdr = struct.Struct(e + ("IIQQ" if self.elf_class == 64 else "III"))

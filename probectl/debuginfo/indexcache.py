@@ -10,7 +10,9 @@ milliseconds by the next run. The kinds are:
 - ``dwarf-names`` and ``dwarf-lookups``: a DWARF name index and single names found without it
   (:mod:`probectl.debuginfo.dwarf.nameindex`);
 - ``elf-functions``: a symbol table's functions in address order (``ElfFile.symbol_at``);
-- ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`).
+- ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`);
+- ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
+- ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 
 A file is a magic line, the SHA-256 of the rest, and the rest: ``marshal`` data of (fingerprint,
 payload...). The checksum is verified before anything is unmarshalled, so a truncated or damaged

@@ -27,7 +27,7 @@ import bisect
 import fnmatch
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
@@ -37,6 +37,7 @@ from elftools.dwarf.die import DIE
 from ...errors import DebugInfoError, ProbectlError
 from ...regularfile import open_regular
 from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
+from . import unitindex
 from .forms import accelerate
 from .function import Function
 from .sections import open_dwarf
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from elftools.dwarf.locationlists import LocationParser
     from elftools.elf.elffile import ELFFile
 
+    from ..elf import ElfFile
     from .cfi import CallFrames
     from .lines import LineTable
     from .location import LocationRange
@@ -73,6 +75,7 @@ class DebugInfo:
         try:
             self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size = open_dwarf(self._file)
             accelerate(self.dwarf)
+            unitindex.install(self)
         except ProbectlError:
             self._file.close()
             raise
@@ -95,14 +98,17 @@ class DebugInfo:
         # What the other modules of the package compute, kept here and read through the accessors:
         # CU offset -> whether some variable of the CU uses a location list (cu_is_optimized)
         self._optimized: dict[int, bool] = {}
+        self._die_ranges: dict[int, tuple[tuple[int, int], ...]] = {}  # DIE offset → die_ranges
         # CU offset -> dieindex.function_bounds of the CU, None once its functions are parsed (_function_bounds)
         self._bounds: dict[int, Optional[list[tuple[int, object]]]] = {}
         # CU offset -> the CU's line table (line_table)
         self._line_tables: dict[int, "LineTable"] = {}
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
         self._call_frames: Optional["CallFrames"] = None
-        # the runtime binary when it is not ``path``, opened by call_frames for its .eh_frame; closed by close()
-        self._binary_file: Optional[BinaryIO] = None
+        # the runtime binary read by probectl's ELF reader (binary_elf); closed by close()
+        self._binary_elf: Optional["ElfFile"] = None
+        # name -> global_object_addresses of it
+        self._global_objects: dict[str, Optional[int]] = {}
         # die_key of a variable -> the DIE whose child it is (parent_scope)
         self._parent_scopes: dict[tuple[int, int], Optional[DIE]] = {}
         # DWARFInfo section attribute ("debug_abbrev_sec"...) -> the section's bytes (section_bytes)
@@ -160,8 +166,8 @@ class DebugInfo:
 
     def close(self) -> None:
         self._file.close()
-        if self._binary_file is not None:
-            self._binary_file.close()
+        if self._binary_elf is not None:
+            self._binary_elf.close()
 
     def fileno(self) -> Optional[int]:
         """The descriptor of the open debug file (to pread a mapped section), None once it is closed."""
@@ -264,6 +270,14 @@ class DebugInfo:
     @guarded
     def die_ranges(self, die: DIE) -> list[tuple[int, int]]:
         """The address ranges of a DIE in DW_AT_ranges order (low_pc/high_pc gives one range)."""
+        # A range list is decoded once (pyelftools' parser takes ~0.2 ms a list; `vars` asks for
+        # the ranges of the same functions once per line-table row).
+        found = self._die_ranges.get(die.offset)
+        if found is None:
+            found = self._die_ranges[die.offset] = tuple(self._read_die_ranges(die))
+        return list(found)
+
+    def _read_die_ranges(self, die: DIE) -> list[tuple[int, int]]:
         attrs = die.attributes
         low = attrs.get("DW_AT_low_pc")
         high = attrs.get("DW_AT_high_pc")
@@ -560,6 +574,41 @@ class DebugInfo:
         """``variable_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
         return self._refs(name)[1]
 
+    def variable_refs_at_hand(self, name: str) -> Optional[list[tuple[int, int]]]:
+        """``variable_refs(name)`` when it is known without searching a large file or building its
+        full index (seconds for a kernel): from a full index in memory or on disk, or an answer kept
+        from an earlier run; None when only a search or the full index would say."""
+        if self._name_index is None and self._searches_names():
+            if self._lookups is None:  # (loaded as _search_name loads them: the full index only if needed)
+                from . import nameindex
+
+                self._lookups = nameindex.load_lookups(self)
+                if name not in self._lookups:
+                    full = nameindex.load_names(self)
+                    if full is not None:
+                        self._name_index, self._variable_index = full
+            if self._name_index is None:
+                found = self._lookups.get(name)
+                return list(found[1]) if found is not None else None
+        return self.variable_refs(name)
+
+    def global_object_addresses(self, names: Iterable[str]) -> dict[str, Optional[int]]:
+        """The address of the runtime binary's one global (or weak) data symbol of each name (None
+        without exactly one), the names not asked before found in one pass over its symbol tables."""
+        names = list(dict.fromkeys(names))
+        missing = [name for name in names if name not in self._global_objects]
+        if missing:
+            elf = self.binary_elf()
+            try:
+                found = elf.find_symbols_named(missing) if elf is not None else {}
+            except ProbectlError:
+                found = {}
+            for name in missing:
+                values = {s.value for s in found.get(name, ())
+                          if s.defined and s.type == "OBJECT" and s.bind in ("GLOBAL", "WEAK")}
+                self._global_objects[name] = values.pop() if len(values) == 1 else None
+        return {name: self._global_objects[name] for name in names}
+
     @guarded
     def _refs(self, name: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The function and variable references of one exact name, as the full indexes list them.
@@ -568,9 +617,8 @@ class DebugInfo:
         index, the name is searched for (``namesearch.lookup_name``: seconds less than indexing every
         CU) and the answer is kept on disk (``nameindex``) for the next run."""
         if self._name_index is None and self._searches_names():
-            found = self._lookups.get(name) if self._lookups is not None else None
-            if found is None:
-                found = self._search_name(name)
+            found = self._lookups[name] if self._lookups is not None and name in self._lookups \
+                else self._search_name(name)
             if found is not None:
                 return found
         index = self.name_index()
@@ -594,9 +642,9 @@ class DebugInfo:
         from .namesearch import lookup_name  # (a name answered by the cache needs no search)
 
         found = lookup_name(self, name)
-        if found is not None:
-            self._lookups[name] = found
-            nameindex.store_lookups(self, self._lookups)
+        # (None, a name too common to search for, is kept too: the next run does not search again)
+        self._lookups[name] = found
+        nameindex.store_lookups(self, self._lookups)
         return found
 
     @guarded
@@ -695,11 +743,16 @@ class DebugInfo:
         cu = self.cu_at(address)
         if cu is None:
             return None
+        die = self.cu_function_containing(cu, address)
+        return self.function(die) if die is not None else None
+
+    def cu_function_containing(self, cu: CompileUnit, address: int) -> Optional[DIE]:
+        """The first of ``cu_functions(cu)`` with code that contains ``address``, or None."""
         bounds = self._function_bounds(cu)
         if bounds is None:
             for die in self.cu_functions(cu):
                 if self.has_code(die) and self.die_contains(die, address):
-                    return self.function(die)
+                    return die
             return None
         # The same first match, parsing only the DIE found (and those pyelftools must judge).
         from .dieindex import COMPLEX
@@ -710,9 +763,9 @@ class DebugInfo:
             if bound is COMPLEX:
                 die = cu.get_DIE_from_refaddr(offset)
                 if self.has_code(die) and self.die_contains(die, address):
-                    return self.function(die)
+                    return die
             elif bound[0] <= address < bound[1]:
-                return self.function(cu.get_DIE_from_refaddr(offset))
+                return cu.get_DIE_from_refaddr(offset)
         return None
 
     @guarded
@@ -763,19 +816,33 @@ class DebugInfo:
         """The call-frame information of the binary: ``.eh_frame`` from the runtime binary,
         ``.debug_frame`` from the debug file (read once)."""
         if self._call_frames is None:  # (only frame bases computed from the CFA need it: imported then)
-            from elftools.elf.elffile import ELFFile
-
+            from ..elf import ElfFile
             from .cfi import CallFrames
 
-            if self.binary_path != self.path:
-                try:
-                    self._binary_file = open_regular(self.binary_path)
-                    self._call_frames = CallFrames(ELFFile(self._binary_file), self.elffile)
-                except OSError:
-                    self._call_frames = CallFrames(self.elffile)
+            debug_frame = None
+            with ElfFile(self.path) as debug:
+                sec = debug.section(".debug_frame")
+                if sec is not None and sec.has_data and sec.size:
+                    debug_frame = debug.section_data(".debug_frame")
+            binary = self.binary_elf()
+            if binary is None:  # (the runtime binary unreadable: the debug file's rules)
+                with ElfFile(self.path) as own:
+                    self._call_frames = CallFrames.from_sections(own, debug_frame, self.index_key)
             else:
-                self._call_frames = CallFrames(self.elffile)
+                self._call_frames = CallFrames.from_sections(binary, debug_frame, self.index_key)
         return self._call_frames
+
+    def binary_elf(self) -> Optional["ElfFile"]:
+        """The runtime binary, opened with probectl's ELF reader once (closed by ``close``); None if
+        it cannot be read."""
+        if self._binary_elf is None:
+            from ..elf import ElfFile
+
+            try:
+                self._binary_elf = ElfFile(self.binary_path)
+            except (OSError, ProbectlError):
+                return None
+        return self._binary_elf
 
     def section_bytes(self, name: str) -> bytes:
         """The bytes of a DWARF section, by its ``DWARFInfo`` attribute (``"debug_abbrev_sec"``;

@@ -20,9 +20,9 @@ import os
 import struct
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-from .diescan import (AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT,
-                      FORM_LOCLISTX, FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported,
-                      compiled_table)
+from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
+                      AT_SPECIFICATION, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX,
+                      FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
 from .forms import parse_abbrev_window
 from .leb128 import read_uleb128
 
@@ -421,6 +421,54 @@ def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, obje
         return [(base + off, _code_bounds(bounds[off])) for off in funcs]
     except (Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
+
+
+_CU_REF_FORMS = frozenset({0x11, 0x12, 0x13, 0x14, 0x15})  # ref1 ref2 ref4 ref8 ref_udata
+# What inline_sites gives for a declaration line the bytes do not tell (an origin in another unit).
+UNKNOWN = -1
+
+
+def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optional[int], Optional[int]]]]:
+    """The CU's ``cu_functions`` subprograms and the DW_TAG_inlined_subroutine DIEs below them (those
+    that ``lines._funclines`` visits), in DIE order, read from the section bytes: (offset,
+    DW_AT_call_line of an inline instance (0 without one) or None for a subprogram, DW_AT_decl_line as ``die_attr``
+    finds it through origins and specifications: None when there is none, ``UNKNOWN`` when the
+    origin is not a subprogram or inline instance of this unit). None when this scanner cannot read
+    the CU."""
+    try:
+        info, table, scanner = _cu_table(debuginfo, cu)
+        end = cu.size
+        pos = cu.cu_die_offset - cu.cu_offset
+        code, pos = read_uleb128(info, pos)
+        tag, children, specs = table[code][:3]
+        pos, _ = scanner.read_die(pos, specs, 0, False)
+        found: list[tuple[int, Optional[int]]] = []
+        lines: dict[int, dict] = {}  # offset of a subprogram or inline instance → its LINE_ATTRS
+        if code and children:
+            scanner.line_sites(pos, end, table, True, found, lines)
+    except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+    base = cu.cu_offset
+    return [(base + off, call_line, _decl_line(lines, off)) for off, call_line in found]
+
+
+def _decl_line(lines: dict, offset: int) -> Optional[int]:
+    """DW_AT_decl_line of the DIE at ``offset`` as ``die_attr`` finds it, following its abstract
+    origin or else its specification; ``UNKNOWN`` past a DIE ``lines`` lacks."""
+    for _ in range(8):  # (die_attr's limit)
+        values = lines.get(offset)
+        if values is None:
+            return UNKNOWN
+        decl = values.get(AT_DECL_LINE)
+        if decl is not None:
+            return decl[1]
+        link = values.get(AT_ABSTRACT_ORIGIN) or values.get(AT_SPECIFICATION)
+        if link is None:
+            return None
+        if link[0] not in _CU_REF_FORMS:  # (into another unit)
+            return UNKNOWN
+        offset = link[1]
+    return None
 
 
 def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:

@@ -36,6 +36,12 @@ AT_LINKAGE_NAME = 0x6E
 AT_MIPS_LINKAGE_NAME = 0x2007
 AT_STR_OFFSETS_BASE = 0x72
 AT_HIGH_PC = 0x12
+AT_DECL_LINE = 0x3B
+AT_CALL_LINE = 0x59
+TAG_INLINED_SUBROUTINE = 0x1D
+# What line_sites reads of subprograms and inline instances (lines._funclines' declaration lines
+# and call sites).
+LINE_ATTRS = frozenset({AT_DECL_LINE, AT_CALL_LINE, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION})
 _WANTED = {AT_SIBLING, AT_NAME, AT_LOW_PC, AT_EXTERNAL, AT_DECLARATION, AT_LOCATION, AT_RANGES,
            AT_ENTRY_PC, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION, AT_LINKAGE_NAME, AT_MIPS_LINKAGE_NAME}
 
@@ -161,9 +167,10 @@ def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Opt
 
 class CUScanner:
     """Reads the DIEs of one unit from its bytes with a compiled abbreviation table (``compiled_table``):
-    ``scan`` lists the definitions to index, ``collect`` the top-level functions and variables.
+    ``scan`` lists the definitions to index, ``collect`` the top-level functions and variables,
+    ``line_sites`` the functions and inline instances with their declaration and call lines.
 
-    The DIE loops (``_scan_children``, ``collect``, ``_skip_children``) share their first steps (read
+    The DIE loops (``_scan_children``, ``collect``, ``line_sites``, ``_skip_children``) share their first steps (read
     the code, skip a DIE by its sibling reference or fixed size) but are written out each time: they
     run once per DIE of a library, and a shared helper would cost a call per DIE."""
 
@@ -353,7 +360,7 @@ class CUScanner:
                 if children:
                     if sibling is not None:
                         at, n = sibling
-                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                         continue
                 elif fixed is not None:
                     pos += fixed
@@ -372,7 +379,7 @@ class CUScanner:
                 if tag == TAG_NAMESPACE or tag == TAG_MODULE:
                     pos = self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
                 elif AT_SIBLING in attrs:
-                    pos = _forward(attrs[AT_SIBLING], pos)
+                    pos = forward(attrs[AT_SIBLING], pos)
                 else:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
         return pos
@@ -400,7 +407,7 @@ class CUScanner:
                     if children:
                         sib = values.get(AT_SIBLING)
                         if sib is not None and (sib[0] in _REF_FORMS or sib[0] == FORM_REF_UDATA):
-                            pos = _forward(cu_offset + sib[1], pos)
+                            pos = forward(cu_offset + sib[1], pos)
                         else:
                             pos = self._skip_children(pos, end, abbrevs, cu_offset)
                     continue
@@ -411,7 +418,7 @@ class CUScanner:
                 if children:
                     if sibling is not None:
                         at, n = sibling
-                        pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                         continue
                 elif fixed is not None:
                     pos += fixed
@@ -421,9 +428,82 @@ class CUScanner:
                 if descend:
                     pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False, bounds)
                 elif AT_SIBLING in attrs:
-                    pos = _forward(attrs[AT_SIBLING], pos)
+                    pos = forward(attrs[AT_SIBLING], pos)
                 else:
                     pos = self._skip_children(pos, end, abbrevs, cu_offset)
+        return pos
+
+    def line_sites(self, pos: int, end: int, table: dict, nested: bool, found: list, lines: dict) -> int:
+        """The subprograms among the DIEs from ``pos`` (and, when ``nested``, among the children of
+        namespaces and modules there: ``collect``'s walk) and the inline instances below them, in DIE
+        order: ``found`` gets (offset, None) for a subprogram, (offset, DW_AT_call_line or 0) for an
+        inline instance; ``lines`` maps each offset to ``read_values`` of ``LINE_ATTRS``. A
+        subprogram's whole subtree is read; the other DIEs are skipped."""
+        data = self.info
+        while pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                return pos
+            tag, children, specs, fixed, sibling, _want = table[code]
+            if tag == TAG_SUBPROGRAM:
+                pos, values = self.read_values(pos, specs, 0, LINE_ATTRS)
+                lines[die_offset] = values
+                found.append((die_offset, None))
+                if children:
+                    pos = self._subtree_sites(pos, end, table, found, lines)
+                continue
+            descend = children and nested and (tag == TAG_NAMESPACE or tag == TAG_MODULE)
+            if not descend:
+                if children:
+                    if sibling is not None:
+                        at, n = sibling
+                        pos = forward(int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                        continue
+                elif fixed is not None:
+                    pos += fixed
+                    continue
+            pos, attrs = self.read_die(pos, specs, 0, False)
+            if descend:
+                pos = self.line_sites(pos, end, table, False, found, lines)
+            elif children:
+                if AT_SIBLING in attrs:
+                    pos = forward(attrs[AT_SIBLING], pos)
+                else:
+                    pos = self._skip_children(pos, end, table, 0)
+        return pos
+
+    def _subtree_sites(self, pos: int, end: int, table: dict, found: list, lines: dict) -> int:
+        # Every DIE below a subprogram, in order (inline instances nest in lexical blocks and in each other).
+        data = self.info
+        depth = 1
+        while depth and pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                depth -= 1
+                continue
+            tag, children, specs, fixed, _sibling, _want = table[code]
+            if tag == TAG_INLINED_SUBROUTINE or tag == TAG_SUBPROGRAM:
+                pos, values = self.read_values(pos, specs, 0, LINE_ATTRS)
+                lines[die_offset] = values
+                if tag == TAG_INLINED_SUBROUTINE:
+                    call = values.get(AT_CALL_LINE)
+                    found.append((die_offset, call[1] if call is not None else 0))
+            elif fixed is not None:
+                pos += fixed
+            else:
+                pos, _ = self.read_die(pos, specs, 0, False)
+            if children:
+                depth += 1
         return pos
 
     def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
@@ -442,7 +522,7 @@ class CUScanner:
             if children:
                 if sibling is not None:
                     at, n = sibling
-                    pos = _forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                    pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
                     continue
             elif fixed is not None:
                 pos += fixed
@@ -450,13 +530,13 @@ class CUScanner:
             pos, attrs = self.read_die(pos, specs, cu_offset, False)
             if children:
                 if AT_SIBLING in attrs:
-                    pos = _forward(attrs[AT_SIBLING], pos)
+                    pos = forward(attrs[AT_SIBLING], pos)
                 else:
                     depth += 1
         return pos
 
 
-def _forward(target: int, pos: int) -> int:
+def forward(target: int, pos: int) -> int:
     # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF.
     if target <= pos:
         raise Unsupported(f"DW_AT_sibling 0x{target:x} points backwards")

@@ -19,6 +19,7 @@ The rules follow ``perf probe`` (``dwarf-aux.c``/``probe-finder.c``):
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
@@ -270,26 +271,61 @@ def _funclines(debuginfo: "DebugInfo", sp: DIE, recursive: bool) -> Iterator[tup
 
     def walk(die: DIE) -> Iterator[tuple[str, int, int]]:
         for child in debuginfo.children(die):
-            addr = 0
             if child.tag == "DW_TAG_inlined_subroutine":
-                cfile = debuginfo.call_file(child)
-                cline = child.attributes.get("DW_AT_call_line")
-                cline = cline.value if cline is not None else 0
-                entry = debuginfo.die_entry(child)
-                if cfile and cline > 0 and entry is not None:
-                    addr = entry
-                    yield cfile, cline, entry
+                yield from _inline_lines(debuginfo, child, recursive)
                 if not recursive:
                     continue
-            if addr:
-                dfile = debuginfo.decl_file(child)
-                dline = die_attr(child, "DW_AT_decl_line")
-                if dfile and dline is not None:
-                    yield dfile, dline, addr
             if child.has_children:
                 yield from walk(child)
 
     yield from walk(sp)
+
+
+def _inline_lines(debuginfo: "DebugInfo", inline: DIE, recursive: bool) -> list[tuple[str, int, int]]:
+    # What __die_walk_funclines_cb gives for one inline instance: its call site at its entry, and
+    # when recursive, the inlined function's declaration line there too.
+    cfile = debuginfo.call_file(inline)
+    cline = inline.attributes.get("DW_AT_call_line")
+    cline = cline.value if cline is not None else 0
+    entry = debuginfo.die_entry(inline)
+    if not (cfile and cline > 0 and entry is not None):
+        return []
+    found = [(cfile, cline, entry)]
+    if recursive and entry:
+        dfile = debuginfo.decl_file(inline)
+        dline = die_attr(inline, "DW_AT_decl_line")
+        if dfile and dline is not None:
+            found.append((dfile, dline, entry))
+    return found
+
+
+def _funclines_of_line(debuginfo: "DebugInfo", cu: CompileUnit, line: int) -> list[tuple[str, int, int]]:
+    """The triples of ``_cu_funclines(debuginfo, cu)`` on ``line``, in the same order: only the
+    subprograms and inline instances whose declaration or call line is ``line`` (as the section's
+    bytes say, ``dieindex.inline_sites``) are parsed, not the whole unit."""
+    from .dieindex import UNKNOWN, inline_sites
+
+    sites = inline_sites(debuginfo, cu)
+    if sites is None:
+        return [t for t in _cu_funclines(debuginfo, cu) if t[1] == line]
+    found: list[tuple[str, int, int]] = []
+    for offset, call_line, decl_line in sites:
+        if call_line != line and decl_line != line and decl_line != UNKNOWN:
+            continue
+        die = cu.get_DIE_from_refaddr(offset)
+        if call_line is not None:
+            found += (t for t in _inline_lines(debuginfo, die, True) if t[1] == line)
+        elif die_attr(die, "DW_AT_decl_line") == line:
+            fname = debuginfo.decl_file(die)
+            entry = debuginfo.die_entry(die)
+            if fname and entry is not None:
+                found.append((fname, line, entry))
+    return found
+
+
+def _cu_funclines(debuginfo: "DebugInfo", cu: CompileUnit) -> list[tuple[str, int, int]]:
+    """``_funclines`` of every function of ``cu``, recursively."""
+    return [triple for sp in debuginfo.cu_functions(cu) for triple in _funclines(debuginfo, sp, True)]
 
 
 def walk_lines(debuginfo: "DebugInfo", scope: Optional[Function | DIE], cu: Optional[CompileUnit] = None
@@ -309,8 +345,7 @@ def walk_lines(debuginfo: "DebugInfo", scope: Optional[Function | DIE], cu: Opti
             fname = table.file_name(row.file)
             if fname:
                 yield fname, row.line, row.address
-        for sp in debuginfo.cu_functions(cu):
-            yield from _funclines(debuginfo, sp, True)
+        yield from _cu_funclines(debuginfo, cu)
         return
 
     decl_file = debuginfo.decl_file(scope)
@@ -341,14 +376,12 @@ def walk_lines(debuginfo: "DebugInfo", scope: Optional[Function | DIE], cu: Opti
 def reverse_line(debuginfo: "DebugInfo", cu: CompileUnit, address: int) -> Optional[tuple[str, int]]:
     """The (file, line) an address maps back to (perf's ``cu_find_lineinfo``): the declaration
     line when it is a function's entry, else the line table row covering it."""
-    for sp in debuginfo.cu_functions(cu):
-        if debuginfo.has_code(sp) and debuginfo.die_contains(sp, address):
-            if debuginfo.die_entry(sp) == address:
-                f = debuginfo.decl_file(sp)
-                ln = die_attr(sp, "DW_AT_decl_line")
-                if f and ln:
-                    return f, ln
-            break
+    sp = debuginfo.cu_function_containing(cu, address)
+    if sp is not None and debuginfo.die_entry(sp) == address:
+        f = debuginfo.decl_file(sp)
+        ln = die_attr(sp, "DW_AT_decl_line")
+        if f and ln:
+            return f, ln
     table = line_table(debuginfo, cu)
     row = table.row_at(address)
     if row is None:
@@ -370,8 +403,12 @@ def _line_points(debuginfo: "DebugInfo", cu: CompileUnit, fname: str, line: int,
                  function: Optional[str]) -> list[LinePoint]:
     points: list[LinePoint] = []
     seen: set[int] = set()
-    for f, ln, addr in walk_lines(debuginfo, None, cu):
-        if ln != line or not tail_match(f, fname):
+    # walk_lines(debuginfo, None, cu), keeping only the triples of ``line`` before naming files
+    table = line_table(debuginfo, cu)
+    rows = ((table.file_name(row.file), row.line, row.address) for row in table.rows
+            if row.line == line and row.is_stmt and not row.end_sequence)
+    for f, ln, addr in itertools.chain(rows, _funclines_of_line(debuginfo, cu, line)):
+        if not f or not tail_match(f, fname):
             continue
         back = reverse_line(debuginfo, cu, addr)
         if back is not None and back[0] == f and back[1] != ln:

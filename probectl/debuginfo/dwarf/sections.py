@@ -1,10 +1,11 @@
 """The DWARF sections of one file, opened as pyelftools' ``DWARFInfo``.
 
-An x86-64 executable or shared object with plain (uncompressed) sections, the usual case and a
-kernel's, is opened from probectl's own ELF reader: pyelftools' ``ELFFile`` is not needed for it,
-and importing and constructing one takes ~8 ms, a twentieth of a warm ``add``. Other files
-(relocatable objects such as kernel modules, compressed sections, other machines) go through
-``ELFFile``, which relocates and decompresses (:mod:`.mappedelf`).
+An x86-64 executable or shared object, the usual case and a kernel's, is opened from probectl's
+own ELF reader: pyelftools' ``ELFFile`` is not needed for it, and importing and constructing one
+takes ~8 ms, a twentieth of a warm ``add``. Its zlib-compressed sections (a distribution's debug
+files) are inflated only as far as they are read (:mod:`.inflating`), where ``ELFFile`` inflates
+them all at open. Other files (relocatable objects such as kernel modules, zstd or ``.zdebug``
+sections, other machines) go through ``ELFFile``, which relocates and decompresses (:mod:`.mappedelf`).
 
 Either way, the large sections of a file that needs no relocation are mapped (``SectionMap``)
 instead of copied: pyelftools copies every DWARF section into memory, 300 MB for a kernel.
@@ -19,6 +20,7 @@ from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFI
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
+from .inflating import InflatingSection
 from .sectionmap import MAP_MIN, SectionMap
 
 if TYPE_CHECKING:
@@ -72,20 +74,28 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
     if elf.type == "REL" or elf.machine != EM_X86_64 or elf.section(".zdebug_info") is not None:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
-    if any(sec is not None and sec.compressed for sec in found.values()):
-        return None
+    compressed = {}
+    for arg, sec in found.items():
+        if sec is not None and sec.compressed:
+            payload = elf.zlib_payload(sec)
+            if payload is None:  # (zstd, .zdebug: ELFFile's way)
+                return None
+            compressed[arg] = payload
     sections: dict[str, Optional[DebugSectionDescriptor]] = {}
     for arg, sec in found.items():
         if sec is None:
             sections[arg] = None
             continue
-        if not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
+        size = sec.size
+        if arg in compressed:
+            stream, size = InflatingSection(*compressed[arg], sec.name, elf.path), compressed[arg][1]
+        elif not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
             stream = SectionMap(fileno, sec.offset, sec.size)
         else:
             stream = io.BytesIO(elf.section_data(sec.name))
         sections[arg] = DebugSectionDescriptor(stream=stream, name=sec.name, global_offset=sec.offset,
-                                               size=sec.size, address=sec.addr)
+                                               size=size, address=sec.addr)
     config = DwarfConfig(little_endian=elf.little_endian, machine_arch="x64", default_address_size=elf.elf_class // 8)
     return DWARFInfo(config=config, **sections)

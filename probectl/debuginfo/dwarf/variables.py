@@ -196,14 +196,34 @@ def _const_value(die: DIE) -> Optional[int]:
     return None
 
 
-def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE]:
-    """For a declaration (``extern int x;``) the DIE of its definition anywhere, if any."""
-    name = die_name(var)
-    for _, die_off in debuginfo.variable_refs(name or ""):
-        d = debuginfo.dwarf.get_DIE_from_refaddr(die_off)
+def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE | Place]:
+    """For a declaration (``extern int x;``) the DIE of its definition anywhere, if any.
+
+    In a large file (a kernel) without its full name index at hand, finding the definition means
+    searching the bytes of the units that mention the name (a global such as ``jiffies`` is declared
+    in hundreds: seconds for the 36 globals of ``vars --externs tcp_sendmsg``) or building the index:
+    then, when the binary has exactly one global data symbol of that name, its address (where the
+    definition's DW_OP_addr points) is the place given instead."""
+    name = die_name(var) or ""
+    refs = debuginfo.variable_refs_at_hand(name)
+    if refs is None:
+        # (the unit's other extern declarations are looked up in the same pass: `vars --externs`
+        # asks for all of them)
+        others = [die_name(v) or "" for v in debuginfo.cu_variables(var.cu) if _is_extern_declaration(v)]
+        address = debuginfo.global_object_addresses([name] + others)[name]
+        if address is not None:
+            return Memory(Value(Symbol(address, name)))
+        refs = debuginfo.variable_refs(name)
+    for cu_off, die_off in refs:
+        d = debuginfo.dwarf.get_CU_at(cu_off).get_DIE_from_refaddr(die_off)
         if "DW_AT_location" in d.attributes:
             return d
     return None
+
+
+def _is_extern_declaration(var: DIE) -> bool:
+    return bool(var.attributes.get("DW_AT_declaration") or die_attr(var, "DW_AT_external", False)) \
+        and "DW_AT_location" not in var.attributes
 
 
 @guarded
@@ -218,6 +238,8 @@ def variable_place(debuginfo: "DebugInfo", var: DIE, address: int, readable: Rea
             return Computed(Value(None, const))
         if var.attributes.get("DW_AT_declaration") or die_attr(var, "DW_AT_external", False):
             definition = _global_definition(debuginfo, var)
+            if isinstance(definition, Memory):
+                return definition
             if definition is not None and definition is not var:
                 return variable_place(debuginfo, definition, address, readable)
             if die_attr(var, "DW_AT_external", False):
