@@ -787,7 +787,7 @@ def test_every_example_is_marked_and_known():
     commands = [c for b in BLOCKS if b.mode in ("live", "offline") for c in b.commands]
     assert len(commands) >= 45  # the tour of 2026-11-25; more as sections are added
     assert {"add", "del", "list", "funcs", "lines", "vars", "record", "script", "trace", "tracepoints",
-            "fields", "report", "query"} <= {w for c in commands for w in c.text.split()[1:2]}
+            "fields", "report", "query", "hist", "latency"} <= {w for c in commands for w in c.text.split()[1:2]}
 
 
 def test_matcher_accepts_the_shape_and_rejects_the_rest():
