@@ -785,7 +785,7 @@ def test_every_example_is_marked_and_known():
             i = BLOCKS.index(b)
             assert i and BLOCKS[i - 1].lang == "sh", f"README line {b.line}: output of no ```sh block"
     commands = [c for b in BLOCKS if b.mode in ("live", "offline") for c in b.commands]
-    assert len(commands) >= 45  # the tour of 2026-11-25; more as sections are added
+    assert len(commands) >= 59  # the tour of 2026-11-25; more as sections are added
     assert {"add", "del", "list", "funcs", "lines", "vars", "record", "script", "trace", "tracepoints",
             "fields", "report", "query", "hist", "latency"} <= {w for c in commands for w in c.text.split()[1:2]}
 
