@@ -52,8 +52,9 @@ and the clauses are
 In a ```console block, ``# COMMAND`` is a command run as root, the lines below it are its output (stdout
 and stderr, as a terminal shows them); a line is a command when its first word is ``probectl``, a
 program on PATH, a path (``./x``, ``.venv/bin/python``) or a ``VAR=VALUE`` before one, so that
-output lines of perf's ``# comment`` shape (``report``'s headers) stay output. A line that is only ``…`` stands for any number of lines, a
-``…`` inside a line for any text. A command exits 0 unless its output shows an ``Error:`` line.
+output lines of perf's ``# comment`` shape (``report``'s headers) stay output. A line that is only
+``…`` stands for any number of lines, a ``…`` inside a line for any text. A command exits 0 unless its
+output shows an ``Error:`` line.
 In a ```sh block each line is a command line; ``tools/bootstrap.sh ... &&`` before it (the set-up CI
 runs) is not run and ``.venv/bin/probectl`` is the probectl under test; in any command
 ``.venv/bin/python`` is the interpreter running the tour.
@@ -62,6 +63,10 @@ Every command runs in a pseudo-terminal (``bash -c COMMAND``, 200 columns), in o
 shared by the whole tour and in the README's order, since examples build on each other (``add``, then
 ``list``, ``del``; ``record``, then ``script`` on its file). ``probectl`` on PATH is this tree's. The
 vmlinux index cache is the user's own (~/.cache/probectl), shared with the other kernel tests.
+
+On a shared machine: one tour runs at a time (a lock file; a second waits), the tour removes only the
+probe events it made, and probectl's "waiting for another probectl run to finish" line (another
+user's ``add`` holding the lock) is not part of any output.
 """
 from __future__ import annotations
 
