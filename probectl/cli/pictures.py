@@ -1,0 +1,88 @@
+"""The picture commands: `flamegraph` (stacks, or off-CPU time, as an interactive SVG) and `heatmap`
+(latency pairs as an SVG heat map)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..pictures.flamegraph import FlameGraphOptions, render_svg
+from ..pictures.offcpu import off_cpu_stacks
+from ..pictures.output import write_atomically
+from ..pictures.stacks import parse_folded, trace_stacks
+from ..tracedat import DEFAULT_FILE, open_trace
+from . import cli, notice
+
+
+def _pids(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a list of numbers (PID[,PID])", param_hint="--pid") from None
+
+
+def _write(text: str, output: str | None) -> None:
+    if output and output != "-":
+        write_atomically(output, text)
+    else:
+        sys.stdout.write(text)
+
+
+@cli.command()
+@click.option("-i", "--input", "input_", metavar="FILE",
+              help=f"trace.dat recorded with -g [default: {DEFAULT_FILE}]; with --folded, folded stacks "
+              "[default: stdin].")
+@click.option("--folded", "folded_input", is_flag=True, help="The input is folded stacks ('a;b;c COUNT' lines).")
+@click.option("--off-cpu", is_flag=True,
+              help="Time blocked, per stack, from sched:sched_switch/sched_wakeup recorded with -g.")
+@click.option("-o", "--output", metavar="FILE", help="Write the SVG (or folded text) to FILE [default: stdout].")
+@click.option("--format", "kind", type=click.Choice(("svg", "folded")), default="svg", show_default=True,
+              help="svg, or the weighted stacks as folded text (for flamegraph.pl or diffing).")
+@click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events' stacks (repeatable).")
+@click.option("--comm", "comms", multiple=True, metavar="NAME", help="Only these processes' stacks (repeatable).")
+@click.option("--pid", "pids", metavar="PID[,PID]", help="Only these processes or threads.")
+@click.option("--weight", metavar="FIELD", help="Weigh each stack by this field of its event (bytes...).")
+@click.option("--count-name", metavar="NAME", help="What a count is, for the tooltips [default: samples, "
+              "the --weight field, or a time for --off-cpu].")
+@click.option("--title", metavar="TEXT", help="The title above the graph.")
+@click.option("--width", type=click.IntRange(min=100), default=1200, show_default=True, help="Width in pixels.")
+@click.option("--minwidth", type=click.FloatRange(min=0), default=0.1, show_default=True, metavar="PIXELS",
+              help="Leave out frames narrower than this (bounds the SVG of huge inputs).")
+@click.option("--inverted", is_flag=True, help="An icicle graph: roots at the top, growing down.")
+def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids, weight, count_name, title, width,
+               minwidth, inverted):
+    """Draw the stacks of a recording (record -g) as an interactive flame graph SVG."""
+    pid_list = _pids(pids)
+    if folded_input:
+        if off_cpu or events or comms or pid_list or weight:
+            raise click.UsageError("--folded input is already counted stacks: -e, --comm, --pid, --weight and "
+                                   "--off-cpu apply to recordings")
+        if input_ and input_ != "-":
+            try:
+                with open(input_, encoding="utf-8", errors="surrogateescape") as f:
+                    stacks = parse_folded(f, input_)
+            except OSError as err:
+                raise click.FileError(input_, err.strerror) from None
+        else:
+            stacks = parse_folded(sys.stdin, "stdin")
+    else:
+        with open_trace(input_ or str(DEFAULT_FILE)) as trace:
+            if off_cpu:
+                if events or weight:
+                    raise click.UsageError("--off-cpu weighs sched_switch stacks by blocked time: "
+                                           "-e and --weight do not apply")
+                stacks = off_cpu_stacks(trace, comms, pid_list)
+            else:
+                stacks = trace_stacks(trace, events, comms, pid_list, weight)
+    if kind == "folded":
+        _write(stacks.folded_text(), output)
+        return
+    palette = "io" if off_cpu else "mem" if weight else "hot"
+    default_title = ("Off-CPU Time Flame Graph" if off_cpu else "Icicle Graph" if inverted else "Flame Graph")
+    options = FlameGraphOptions(title=title or default_title, width=width, min_width=minwidth, inverted=inverted,
+                                palette=palette, count_name=count_name)
+    _write(render_svg(stacks, options), output)
+    if output and output != "-":
+        notice(f"[ probectl flamegraph: {len(stacks.counts):,} stacks written to {output} ]")

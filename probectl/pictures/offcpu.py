@@ -1,0 +1,72 @@
+"""Off-CPU time: how long each thread was blocked, attributed to the stack it blocked in.
+
+From ``sched:sched_switch`` and ``sched:sched_wakeup`` recorded with stacks (``record -g``). The switch
+event runs in the context of the task leaving the CPU, so its stack is where that task blocked. A task
+that left in a sleeping state (``prev_state`` not running: a preempted task is runnable, not blocked)
+is blocked from that switch until its wakeup; without a wakeup in the file (not recorded, or woken
+before the recording saw it), until it is switched in again, which adds its wait on the run queue.
+A task still blocked when the recording ends is not counted: its time is unknown.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import ProbectlError
+from .stacks import StackCounts, stack_folder, records_with_stacks, Selection
+
+SWITCH = "sched:sched_switch"
+WAKEUPS = ("sched:sched_wakeup", "sched:sched_wakeup_new")
+# prev_state: the kernel's TASK_REPORT states are the low bits; TASK_REPORT_MAX (0x100 on the
+# kernels since 4.14, 0x80 or 0x400 elsewhere) marks a preempted task, which is runnable.
+_STATE_MASK = 0x7F
+
+
+def _field_index(fmt: Any, name: str) -> int:
+    names = [f.name for f in fmt.event_fields]
+    if name not in names:
+        raise ProbectlError(f"{fmt.full_name} has no field {name!r} (its fields: {', '.join(names)})",
+                            "the off-CPU analysis needs the kernel's sched_switch and sched_wakeup formats")
+    return names.index(name)
+
+
+def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = ()) -> StackCounts:
+    """Blocked time in ns per folded stack (kernel frames marked ``_[k]``)."""
+    formats = trace.present_formats()
+    by_name = {f.full_name: f for f in formats}
+    switch = by_name.get(SWITCH)
+    if switch is None:
+        raise ProbectlError(f"{trace.where} has no {SWITCH} events to measure off-CPU time from",
+                            "record them with stacks: probectl record -g -e sched:sched_switch "
+                            "-e sched:sched_wakeup -- COMMAND")
+    folded, formats = stack_folder(trace, ())
+    keep = Selection(folded, comms, pids)
+    prev_pid, prev_state, next_pid = (_field_index(switch, n) for n in ("prev_pid", "prev_state", "next_pid"))
+    wakeup_pid = {f.id: _field_index(f, "pid") for name, f in by_name.items() if name in WAKEUPS}
+
+    blocked: dict[int, list] = {}  # tid -> [switched out at, stack, woken at or None]
+    counts = folded.counts
+    intervals = 0
+    for rec in records_with_stacks(trace, formats):
+        ts, _cpu, event_id, _tid, _flags, _preempt, values = rec.row[:7]
+        if values is None:
+            continue
+        if event_id == switch.id:
+            # the one coming in ends its blocked time
+            start = blocked.pop(values[next_pid], None)
+            if start is not None:
+                counts[start[1]] += (start[2] if start[2] is not None else ts) - start[0]
+                intervals += 1
+            tid = values[prev_pid]
+            if tid and values[prev_state] & _STATE_MASK and rec.stacks and keep(rec):
+                blocked[tid] = [ts, folded.stack(rec), None]
+        elif event_id in wakeup_pid:
+            start = blocked.get(values[wakeup_pid[event_id]])
+            if start is not None and start[2] is None:
+                start[2] = ts
+    if not counts:
+        chosen = [f"comm {c}" for c in comms] + [f"pid {p}" for p in pids]
+        raise ProbectlError(f"{trace.where} shows no thread blocking and running again"
+                            + (f" for {', '.join(chosen)}" if chosen else ""),
+                            "record sched:sched_switch with -g (stacks) while the workload runs; "
+                            "check the selection (--comm, --pid)")
+    return StackCounts(counts, "ns", intervals)
