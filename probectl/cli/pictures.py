@@ -86,3 +86,36 @@ def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids,
     _write(render_svg(stacks, options), output)
     if output and output != "-":
         notice(f"[ probectl flamegraph: {len(stacks.counts):,} stacks written to {output} ]")
+
+
+@cli.command()
+@click.option("-i", "--input", "input_", metavar="FILE",
+              help="'completion_time latency' pairs (probectl latency --pairs) [default: stdin].")
+@click.option("-o", "--output", metavar="FILE", help="Write the SVG to FILE [default: stdout].")
+@click.option("--title", default="Latency Heat Map", show_default=True, metavar="TEXT")
+@click.option("--width", type=click.IntRange(min=300), default=1200, show_default=True, help="Width in pixels.")
+@click.option("--height", type=click.IntRange(min=200), default=600, show_default=True, help="Height in pixels.")
+@click.option("--rows", type=click.IntRange(min=1, max=1000), default=50, show_default=True,
+              help="At most this many latency buckets.")
+@click.option("--columns", type=click.IntRange(min=1, max=5000), default=100, show_default=True,
+              help="At most this many time columns.")
+@click.option("--step", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Time per column [default: from --columns].")
+@click.option("--max-latency", type=click.FloatRange(min=0, min_open=True), metavar="US",
+              help="Top of the latency axis in µs; longer ones are counted in the top row [default: the largest].")
+def heatmap(input_, output, title, width, height, rows, columns, step, max_latency):
+    """Draw latency pairs as a heat map SVG (time x latency, colour: count)."""
+    from ..pictures.heatmap import bin_pairs, parse_pairs, render_heatmap_svg
+
+    if input_ and input_ != "-":
+        try:
+            with open(input_, encoding="utf-8", errors="surrogateescape") as f:
+                pairs = parse_pairs(f, input_)
+        except OSError as err:
+            raise click.FileError(input_, err.strerror) from None
+    else:
+        pairs = parse_pairs(sys.stdin, "stdin")
+    grid = bin_pairs(pairs, columns, rows, step, max_latency)
+    _write(render_heatmap_svg(grid, title, width, height), output)
+    if output and output != "-":
+        notice(f"[ probectl heatmap: {grid.total:,} pairs in {grid.columns} x {grid.rows} cells written to {output} ]")

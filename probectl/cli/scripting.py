@@ -10,16 +10,32 @@ from ..script import DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, lost_events, parse_
 from ..tracedat import DEFAULT_FILE, open_trace
 from . import cli, notice
 
+# Timeline formats (probectl.pictures.timeline): Chrome JSON, which Perfetto opens.
+TIMELINE_FORMATS = ("chrome-json", "perfetto")
+
 
 @cli.command()
 @click.option("-i", "--input", "input_", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               help="trace.dat file (probectl's or trace-cmd's).")
 @click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
-@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
-              help="text (perf script), csv, json (one object a line), folded (stacks, for flamegraph.pl).")
+@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + TIMELINE_FORMATS), default="text",
+              show_default=True, help="text (perf script), csv, json (one object a line), folded (stacks, for "
+              "flamegraph.pl), chrome-json (a timeline for Perfetto; perfetto is the same).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
-def script(input_, fields, kind, events):
+@click.option("--counter", "counters", multiple=True, metavar="FIELD",
+              help="chrome-json: also a counter track of these numeric fields (globs, repeatable).")
+def script(input_, fields, kind, events, counters):
     """Print the events of a trace.dat file."""
+    if counters and kind not in TIMELINE_FORMATS:
+        raise click.UsageError("--counter makes counter tracks of a timeline: use it with --format chrome-json")
+    if kind in TIMELINE_FORMATS:
+        if fields:
+            raise click.UsageError("-F picks the fields of text and CSV lines; a timeline carries every field")
+        from ..pictures.timeline import write_chrome_json
+
+        with open_trace(input_) as trace:
+            write_chrome_json(trace, sys.stdout, events, counters)
+        return
     if fields and kind in ("json", "folded"):
         raise click.UsageError(f"-F picks the fields of text and CSV lines; --format {kind} prints "
                                + ("every field of each event" if kind == "json" else "stacks, not fields"))

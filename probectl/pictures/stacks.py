@@ -85,15 +85,17 @@ def records_with_stacks(trace: Any, formats: list, batch: int = 1 << 16) -> Iter
         reader.close()
 
 
-def stack_folder(trace: Any, events: Sequence[str]) -> tuple[FoldedStacks, list]:
+def stack_folder(trace: Any, events: Sequence[str], need_stacks: bool = True) -> tuple[FoldedStacks, list]:
+    """The folder of a recording's stacks (its formatter names frames, processes and threads) and the
+    formats of the events it holds; ``events`` are ``-e`` globs, each of which must match one."""
     formats = trace.present_formats()
     check_event_globs(trace, formats, events)
-    if not stack_ids(formats):
+    if need_stacks and not stack_ids(formats):
         raise ProbectlError(f"{trace.where} has no stacks",
                             "record with -g (probectl record -g ...) to get kernel and user stacks")
     formatter = make_formatter("folded", TraceSource(trace), long_size=trace.layout.long_size, events=events)
     formatter.set_formats(formats)
-    formatter.has_stacks = True
+    formatter.has_stacks = bool(stack_ids(formats))
     return FoldedStacks(formatter, annotate_kernel=True), formats
 
 

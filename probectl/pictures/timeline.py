@@ -1,0 +1,118 @@
+"""Recordings for timeline viewers: the Chrome JSON trace event format, which Perfetto
+(ui.perfetto.dev), chrome://tracing and Speedscope open.
+
+Chrome JSON and not Perfetto's TrackEvent protobuf: Perfetto reads the JSON format as it is, and writing
+it needs no library (Perfetto's Python package reads traces through a trace_processor binary it
+downloads at run time, and writes none).
+
+Each process is a process track and each thread a thread track, named from the file's saved command
+names. A probe and its return probe (``EVENT`` and ``EVENT__return`` of one group) on one thread are a
+slice: a ``B`` (begin) at the entry with its fields as arguments and an ``E`` (end) at the return with
+its own; every other event is a thread-scoped instant (``i``) with its fields. A return without an entry
+open on its thread (the recording started inside the call) is an instant too, so that every recorded
+event is in the output once, and slices nest. Fields named in ``counters`` also make counter tracks
+(``C``) of their numeric values. With stacks (``record -g``) each event's frames are its ``stack``
+argument, innermost first.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+from typing import Any, Iterable, Sequence, TextIO
+
+from ..script.stacks import STACK_EVENTS
+from .stacks import records_with_stacks, stack_folder
+
+RETURN_SUFFIX = "__return"
+_MAX_SAFE = (1 << 53) - 1  # larger integers lose digits in JavaScript: written as hex text
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, int):
+        return v if -_MAX_SAFE <= v <= _MAX_SAFE else hex(v)
+    if isinstance(v, (bytes, bytearray)):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (tuple, list)):
+        return [_value(x) for x in v]
+    return v
+
+
+def _fields(fmt: Any, values: Any) -> dict[str, Any]:
+    if fmt is None or values is None:
+        return {}
+    return {f.name: _value(v) for f, v in zip(fmt.event_fields, values)}
+
+
+class _TimelineWriter:
+    def __init__(self, out: TextIO):
+        self.out = out
+        self.first = True
+        self.written = 0
+
+    def emit(self, event: dict) -> None:
+        self.out.write(("" if self.first else ",\n") + json.dumps(event, separators=(",", ":")))
+        self.first = False
+        self.written += 1
+
+
+def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), counters: Iterable[str] = ()) -> int:
+    """Write the events of an open trace (``events``: ``-e`` globs) as one Chrome JSON trace object;
+    the number of recorded events written (counter samples and track names not included)."""
+    counter_globs = tuple(counters)
+    folded, formats = stack_folder(trace, events, need_stacks=False)
+    f = folded.formatter
+    by_id = {fmt.id: fmt for fmt in formats}
+    # a return probe's id -> its entry's id (both in the file)
+    by_name = {fmt.full_name: fmt.id for fmt in formats}
+    return_of = {fmt.id: by_name[fmt.full_name[:-len(RETURN_SUFFIX)]] for fmt in formats
+                 if fmt.full_name.endswith(RETURN_SUFFIX) and fmt.full_name[:-len(RETURN_SUFFIX)] in by_name}
+    entries = set(return_of.values())
+
+    writer = _TimelineWriter(out)
+    out.write('{"displayTimeUnit":"ns","otherData":{"source":' + json.dumps(str(trace.where)) + '},"traceEvents":[\n')
+    named: set[int] = set()
+    open_slices: dict[int, list[int]] = {}  # tid -> entry ids of the slices open on it, innermost last
+    recorded = 0
+    for rec in records_with_stacks(trace, formats):
+        ts, _cpu, event_id, tid = rec.row[:4]
+        fmt = by_id.get(event_id)
+        if fmt is None or (fmt.system, fmt.name) in STACK_EVENTS or f.plan(event_id).skip:
+            continue
+        pid = f.tgids[tid]
+        if tid not in named:
+            named.add(tid)
+            if pid not in named and pid != tid:
+                named.add(pid)
+                writer.emit({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
+                             "args": {"name": f.comms[pid]}})
+            if pid == tid:
+                writer.emit({"ph": "M", "name": "process_name", "pid": pid, "tid": tid,
+                             "args": {"name": f.comms[tid]}})
+            writer.emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f.comms[tid]}})
+        args = _fields(fmt, rec.row[6])
+        if rec.stacks:
+            args["stack"] = [f"{name}+{off:#x} ({dso})" if off else f"{name} ({dso})"
+                             for _k, _a, name, off, dso in f.frames(rec)]
+        us = ts / 1000
+        base = {"pid": pid, "tid": tid, "ts": us, "cat": fmt.system}
+        stack = open_slices.setdefault(tid, [])
+        entry = return_of.get(event_id)
+        if event_id in entries:
+            stack.append(event_id)
+            writer.emit({"ph": "B", "name": fmt.name, **base, "args": args})
+        elif entry is not None and entry in stack:
+            while stack[-1] != entry:  # (a slice left without its return: longjmp, a lost event) ends here
+                stack.pop()
+                writer.emit({"ph": "E", **base, "args": {"ended_by": fmt.full_name}})
+                recorded -= 1  # (an end without a recorded event of its own)
+            stack.pop()
+            writer.emit({"ph": "E", **base, "args": args})
+        else:
+            writer.emit({"ph": "i", "s": "t", "name": fmt.full_name, **base, "args": args})
+        recorded += 1
+        for name, v in args.items():
+            if isinstance(v, int) and any(fnmatch.fnmatchcase(name, g) for g in counter_globs):
+                writer.emit({"ph": "C", "name": f"{fmt.full_name} {name}", "pid": pid, "tid": tid, "ts": us,
+                             "cat": fmt.system, "args": {name: v}})
+    out.write("\n]}\n")
+    return recorded
