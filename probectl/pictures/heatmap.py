@@ -58,7 +58,8 @@ def parse_pairs(lines: Iterable[str], where: str = "the input") -> Pairs:
 
 
 def nice_step(span: float, parts: int) -> float:
-    """The smallest 1, 2 or 5 × 10^k that cuts ``span`` into at most ``parts`` steps."""
+    """The smallest 1, 2 or 5 × 10^k that cuts ``span`` into at most ``parts`` steps (a value at
+    ``span`` itself starts one more)."""
     if span <= 0:
         return 1.0 if parts else span
     raw = span / parts
@@ -113,10 +114,12 @@ def bin_pairs(pairs: Pairs, columns: int = 100, rows: int = 50, step: Optional[f
     top = max_latency if max_latency is not None else max(pairs.latencies)
     if top <= 0:
         top = 1.0
-    bucket = nice_step(top * (1 + 1e-9), rows)
-    rows = max(1, math.ceil(top * (1 + 1e-9) / bucket))
+    bucket = nice_step(top, rows)
+    # the largest latency gets a row of its own (one more than asked, when it is a bucket's bottom);
+    # a --max-latency is the top of the last row
+    rows = max(1, math.ceil(top / bucket) if max_latency is not None else math.floor(top / bucket) + 1)
     if step is None:
-        step = nice_step(max(t_last - t_first, 1e-6) * (1 + 1e-9), columns)
+        step = nice_step(max(t_last - t_first, 1e-6), columns)
     t0 = math.floor(t_first / step) * step
     columns = max(1, math.floor((t_last - t0) / step) + 1)
     counts = [[0] * rows for _ in range(columns)]
