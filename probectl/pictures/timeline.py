@@ -6,9 +6,9 @@ it needs no library (Perfetto's Python package reads traces through a trace_proc
 downloads at run time, and writes none).
 
 Each process is a process track and each thread a thread track, named from the file's saved command
-names. A probe and its return probe (``EVENT`` and ``EVENT__return`` of one group) on one thread are a
-slice: a ``B`` (begin) at the entry with its fields as arguments and an ``E`` (end) at the return with
-its own; every other event is a thread-scoped instant (``i``) with its fields. A return without an entry
+names. An entry probe and a return probe of one function (the entry's ``__probe_ip`` is the return's
+``__probe_func``: the kernel's own fields, whatever the events are named) on one thread are a slice: a
+``B`` (begin) at the entry with its fields as arguments and an ``E`` (end) at the return with its own; every other event is a thread-scoped instant (``i``) with its fields. A return without an entry
 open on its thread (the recording started inside the call) is an instant too, so that every recorded
 event is in the output once, and slices nest. Fields named in ``counters`` also make counter tracks
 (``C``) of their numeric values. With stacks (``record -g``) each event's frames are its ``stack``
@@ -23,7 +23,6 @@ from typing import Any, Iterable, Sequence, TextIO
 from ..script.stacks import STACK_EVENTS
 from .stacks import records_with_stacks, stack_folder
 
-RETURN_SUFFIX = "__return"
 _MAX_SAFE = (1 << 53) - 1  # larger integers lose digits in JavaScript: written as hex text
 
 
@@ -55,6 +54,33 @@ class _TimelineWriter:
         self.written += 1
 
 
+def _index(fmt: Any, name: str) -> int | None:
+    names = [f.name for f in fmt.event_fields]
+    return names.index(name) if name in names else None
+
+
+def _at(values: Any, index: int | None) -> Any:
+    return values[index] if index is not None and index < len(values) else None
+
+
+def _returned_functions(trace: Any, formats: list, func_index: dict[int, int]) -> set[int]:
+    """The addresses of the functions the return probes of the file saw return (``__probe_func``): an
+    entry probe at one of them (its ``__probe_ip``) begins a slice."""
+    called: set[int] = set()
+    if not formats:
+        return called
+    reader = trace.reader(formats=formats)
+    try:
+        for rows, _lost in reader.rows():
+            for row in rows:
+                i = func_index.get(row[2])
+                if i is not None and row[6] is not None and i < len(row[6]):
+                    called.add(row[6][i])
+    finally:
+        reader.close()
+    return called
+
+
 def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), counters: Iterable[str] = ()) -> int:
     """Write the events of an open trace (``events``: ``-e`` globs) as one Chrome JSON trace object;
     the number of recorded events written (counter samples and track names not included)."""
@@ -62,11 +88,10 @@ def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), count
     folded, formats = stack_folder(trace, events, need_stacks=False)
     f = folded.formatter
     by_id = {fmt.id: fmt for fmt in formats}
-    # a return probe's id -> its entry's id (both in the file)
-    by_name = {fmt.full_name: fmt.id for fmt in formats}
-    return_of = {fmt.id: by_name[fmt.full_name[:-len(RETURN_SUFFIX)]] for fmt in formats
-                 if fmt.full_name.endswith(RETURN_SUFFIX) and fmt.full_name[:-len(RETURN_SUFFIX)] in by_name}
-    entries = set(return_of.values())
+    entry_ip = {fmt.id: _index(fmt, "__probe_ip") for fmt in formats if _index(fmt, "__probe_ip") is not None}
+    return_func = {fmt.id: _index(fmt, "__probe_func") for fmt in formats
+                   if _index(fmt, "__probe_func") is not None}
+    called = _returned_functions(trace, [by_id[i] for i in return_func], return_func)
 
     writer = _TimelineWriter(out)
     out.write('{"displayTimeUnit":"ns","otherData":{"source":' + json.dumps(str(trace.where)) + '},"traceEvents":[\n')
@@ -96,15 +121,16 @@ def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), count
         us = ts / 1000
         base = {"pid": pid, "tid": tid, "ts": us, "cat": fmt.system}
         stack = open_slices.setdefault(tid, [])
-        entry = return_of.get(event_id)
-        if event_id in entries:
-            stack.append(event_id)
+        values = rec.row[6] or ()
+        ip = _at(values, entry_ip.get(event_id))
+        func = _at(values, return_func.get(event_id))
+        if ip is not None and ip in called:
+            stack.append(ip)
             writer.emit({"ph": "B", "name": fmt.name, **base, "args": args})
-        elif entry is not None and entry in stack:
-            while stack[-1] != entry:  # (a slice left without its return: longjmp, a lost event) ends here
+        elif func is not None and func in stack:
+            while stack[-1] != func:  # (a slice left without its return: longjmp, a lost event) ends here
                 stack.pop()
                 writer.emit({"ph": "E", **base, "args": {"ended_by": fmt.full_name}})
-                recorded -= 1  # (an end without a recorded event of its own)
             stack.pop()
             writer.emit({"ph": "E", **base, "args": args})
         else:

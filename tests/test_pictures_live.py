@@ -1,0 +1,173 @@
+"""Pictures of live recordings on this kernel: flame graphs of uprobe stacks (counted, weighed by a field,
+selected by process), off-CPU time of a program that sleeps known times in known functions, and the
+Chrome JSON timeline of entry/return probes checked against the trace event format's rules.
+
+Uprobes and tracepoints with user stacks work here (no kprobes are needed): the fixture programs are
+fixtures/uprobe_target.c and fixtures/offcpu_sleeps.c, built with frame pointers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import TRACEFS, _missing, build_fixture, tracefs_snapshot
+from test_live_uprobes import expect_lines
+from test_pictures import check_geometry, frames_of
+from test_record import prologue_end
+
+pytestmark = pytest.mark.root
+
+GS = f"pfgs{os.getpid()}"  # the stack probe, alone on its function (see test_record)
+GT = f"pfgt{os.getpid()}"  # entry/return probes for the timeline
+
+
+def probectl(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, input=input)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def probes():
+    if os.geteuid() != 0:
+        _missing("live tracing tests need root")
+    if not (TRACEFS / "uprobe_events").exists():
+        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+    binary = build_fixture("uprobe_target")
+    before = tracefs_snapshot()
+    probectl("add", "-x", str(binary),
+             f"{GS}:stk=bump+{prologue_end(binary, 'bump')} step=%si:s32",
+             f"{GT}:add_ints=add_ints a=%di:s32 b=%si:s32",
+             f"{GT}:ret=add_ints%return r=$retval:s32",
+             f"{GT}:pick=pick_label index=%di:s32")
+    try:
+        yield binary
+    finally:
+        probectl("del", f"{GS}:*", f"{GT}:*", check=False)
+        assert tracefs_snapshot() == before
+
+
+@pytest.fixture(scope="module")
+def stack_recording(probes, tmp_path_factory):
+    path = tmp_path_factory.mktemp("fg") / "g.dat"
+    probectl("record", "-g", "-e", f"{GS}:stk", "-o", str(path), "--", str(probes), "4")
+    return path, probes
+
+
+def test_flamegraph_of_a_recording(live_tracefs, stack_recording, tmp_path):
+    path, binary = stack_recording
+    svg = tmp_path / "g.svg"
+    probectl("flamegraph", "-i", str(path), "-o", str(svg), "--width", "900")
+    frames = frames_of(svg.read_text())
+    check_geometry(frames, 4, 900)  # the root weighs the recording's 4 events
+    names = [f["name"] for f in frames]
+    chain = [next(f for f in frames if f["name"] == n) for n in ("main", "round_of_calls", "bump")]
+    assert [f["count"] for f in chain] == [4, 4, 4] and not any(f["kernel"] for f in chain)
+    assert chain[0]["y"] > chain[1]["y"] > chain[2]["y"]  # each on its caller
+    assert binary.name[:15] in names  # the process is the root's child
+    assert any(f["kernel"] for f in frames)  # the uprobe handler's frames, coloured as kernel
+
+    # weighed by a field: bump's step is i+5 in round i
+    folded = probectl("flamegraph", "-i", str(path), "--weight", "step", "--format", "folded").stdout
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines()) == 5 + 6 + 7 + 8
+    probectl("flamegraph", "-i", str(path), "--weight", "step", "-o", str(svg))
+    assert {f["unit"] for f in frames_of(svg.read_text())} == {"step"}
+    got = probectl("flamegraph", "-i", str(path), "--weight", "stp", "-o", str(svg), check=False)
+    assert got.returncode == 1 and "has no field 'stp'" in got.stderr and "did you mean step" in got.stderr
+
+    # per process and per event: a selection that matches nothing says so, and writes nothing
+    probectl("flamegraph", "-i", str(path), "--comm", binary.name[:15], "-e", "stk", "-o", str(svg))
+    other = tmp_path / "none.svg"
+    got = probectl("flamegraph", "-i", str(path), "--comm", "no-such-comm", "-o", str(other), check=False)
+    assert got.returncode == 1 and "no stacks of comm no-such-comm" in got.stderr and not other.exists()
+    got = probectl("flamegraph", "-i", str(path), "-e", "nosuch", "-o", str(other), check=False)
+    assert got.returncode == 1 and "no event in" in got.stderr and not other.exists()
+    got = probectl("flamegraph", "--off-cpu", "-i", str(path), "-o", str(other), check=False)
+    assert got.returncode == 1 and "has no sched:sched_switch events" in got.stderr and not other.exists()
+
+
+def test_off_cpu_time_of_known_sleeps(live_tracefs, tmp_path):
+    binary = build_fixture("offcpu_sleeps")
+    path = tmp_path / "off.dat"
+    out = probectl("record", "-g", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "-o", str(path),
+                   "--", str(binary))
+    expected = {line.split("=")[0].split()[1]: int(line.split("=")[1]) for line in out.stdout.splitlines()
+                if line.startswith("EXPECT ")}
+    assert expected == {"sleep_long": 300, "sleep_short": 100}
+    comm = binary.name[:15]
+    folded = probectl("flamegraph", "--off-cpu", "-i", str(path), "--comm", comm, "--format", "folded").stdout
+    blocked = defaultdict(int)
+    for line in folded.splitlines():
+        stack, ns = line.rsplit(" ", 1)
+        frames = stack.split(";")
+        assert frames[0] == comm
+        for func in expected:
+            if func in frames:
+                blocked[func] += int(ns)
+    for func, ms in expected.items():
+        # five sleeps each: never shorter than asked (less the few µs from the syscall's entry to the
+        # switch), later by the timer's slack (50 µs) and the wakeup's delivery
+        assert ms * 1e6 - 5 * 200e3 <= blocked[func] <= ms * 1e6 + 5 * 3e6, (func, blocked[func])
+    svg = tmp_path / "off.svg"
+    probectl("flamegraph", "--off-cpu", "-i", str(path), "--comm", comm, "-o", str(svg))
+    text = svg.read_text()
+    assert ">Off-CPU Time Flame Graph<" in text
+    frames = frames_of(text)
+    long_frame = next(f for f in frames if f["name"] == "sleep_long")
+    assert long_frame["unit"] == "ms" and abs(long_frame["count"] - 300) <= 16
+    assert re.search(r"4\d\d ms off-CPU in \d+ stacks", text)
+
+
+def test_timeline_of_entry_return_probes(live_tracefs, probes, tmp_path):
+    path = tmp_path / "t.dat"
+    out = probectl("record", "-e", f"{GT}:*", "-o", str(path), "--", str(probes), "3")
+    expects = expect_lines(out.stdout)["add_ints"]
+    trace = json.loads(probectl("script", "-i", str(path), "--format", "chrome-json", "--counter", "index").stdout)
+    events = trace["traceEvents"]
+    recorded = [json.loads(line) for line in
+                probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()]
+    assert len(recorded) == 9
+
+    # the trace event format's rules: phases, required keys, slices nesting per thread
+    open_slices: dict[tuple, list] = defaultdict(list)
+    for e in events:
+        assert e["ph"] in ("M", "B", "E", "i", "C"), e
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name") and e["args"]["name"]
+            continue
+        assert isinstance(e["ts"], float | int) and "args" in e
+        if e["ph"] == "B":
+            open_slices[e["pid"], e["tid"]].append(e)
+        elif e["ph"] == "E":
+            begin = open_slices[e["pid"], e["tid"]].pop()
+            assert begin["ts"] <= e["ts"]
+        elif e["ph"] == "i":
+            assert e["s"] in ("t", "p", "g")
+    assert all(not v for v in open_slices.values())
+
+    # every recorded event once, at its time
+    shown = [e for e in events if e["ph"] in ("B", "E", "i")]
+    assert len(shown) == len(recorded)
+    times = sorted(round(e["ts"] * 1000) for e in shown)
+    assert times == sorted(round(r["time"] * 1e9) for r in recorded)
+    slices = [e for e in events if e["ph"] == "B"]
+    ends = [e for e in events if e["ph"] == "E"]
+    assert [(s["name"], s["args"]["a"], s["args"]["b"]) for s in slices] == \
+        [("add_ints", int(x["a"]), int(x["b"])) for x in expects]
+    assert [e["args"]["r"] for e in ends] == [int(x["ret"]) for x in expects]
+    instants = [e for e in events if e["ph"] == "i"]
+    assert [e["name"] for e in instants] == [f"{GT}:pick"] * 3
+    assert [e["args"]["index"] for e in instants] == [1, 2, 3]
+    counters = [e for e in events if e["ph"] == "C"]
+    assert [e["args"] for e in counters] == [{"index": 1}, {"index": 2}, {"index": 3}]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert probes.name[:15] in names
