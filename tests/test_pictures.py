@@ -28,7 +28,7 @@ from probectl.pictures.heatmap import bin_pairs, parse_pairs, render_heatmap_svg
 from probectl.pictures.stacks import parse_folded
 
 SVG = "{http://www.w3.org/2000/svg}"
-TITLE = re.compile(r"^(.*) \(([\d,]+) (\w+), ([\d.]+)%\)$")
+TITLE = re.compile(r"^(.*) \(([\d,.]+) (\w+), ([\d.]+)%\)$")
 
 FOLDED = """\
 prog;main;read_input;read 40
@@ -57,7 +57,8 @@ def frames_of(svg: str) -> list[dict]:
         m = TITLE.match(g.find(SVG + "title").text)
         assert m, g.find(SVG + "title").text
         rect = g.find(SVG + "rect")
-        out.append({"name": m[1], "count": int(m[2].replace(",", "")), "unit": m[3], "share": float(m[4]),
+        count = m[2].replace(",", "")
+        out.append({"name": m[1], "count": float(count) if "." in count else int(count), "unit": m[3], "share": float(m[4]),
                     "kernel": g.get("class") == "k", "x": float(rect.get("x")), "w": float(rect.get("width")),
                     "y": float(rect.get("y"))})
     return out

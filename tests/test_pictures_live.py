@@ -171,3 +171,38 @@ def test_timeline_of_entry_return_probes(live_tracefs, probes, tmp_path):
     assert [e["args"] for e in counters] == [{"index": 1}, {"index": 2}, {"index": 3}]
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
     assert probes.name[:15] in names
+
+
+def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromium_bin):
+    """Two seconds of every CPU's scheduler events with stacks, drawn as a flame graph of the switches and
+    as off-CPU time; Chromium opens both, a search reports the share Python computes from the folded
+    stacks. With PROBECTL_PICTURES_DIR set the screenshots go there (docs/pictures/ for the README)."""
+    from chromium import Browser
+
+    path = tmp_path / "sys.dat"
+    probectl("record", "-g", "-a", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "--duration", "2",
+             "-o", str(path))
+    shots = Path(os.environ["PROBECTL_PICTURES_DIR"]) if os.environ.get("PROBECTL_PICTURES_DIR") else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    with Browser(chromium_bin) as b:
+        for name, args in (("flamegraph", ["-e", "sched_switch", "--title", "sched_switch stacks, every CPU, 2 s"]),
+                           ("offcpu", ["--off-cpu", "--title", "Off-CPU time, every CPU, 2 s"])):
+            folded = probectl("flamegraph", "-i", str(path), *args, "--format", "folded").stdout
+            weights = [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1]))
+                       for line in folded.splitlines()]
+            total = sum(n for _s, n in weights)
+            share = 100 * sum(n for s, n in weights if "schedule_[k]" in s) / total
+            svg = tmp_path / f"{name}.svg"
+            probectl("flamegraph", "-i", str(path), *args, "-o", str(svg))
+            frames = frames_of(svg.read_text())
+            scale = {"samples": 1, "ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}[frames[0]["unit"]]
+            assert abs(frames[0]["count"] * scale - total) <= total * 0.005  # (times: 3 digits)
+            height = int(re.search(r'height="(\d+)"', svg.read_text())[1])
+            b.open(svg, 1200, height)
+            assert b.errors() == []
+            got = b.evaluate("flamegraph.search('^schedule$')")
+            # (positions are written to 0.01 px: a few hundred frames add up to ~0.1 %)
+            assert got["frames"] >= 1 and abs(got["percent"] - share) < 0.2, (got, share)
+            b.evaluate("flamegraph.resetSearch()")
+            b.screenshot(shots / f"{name}.png")
+            assert (shots / f"{name}.png").read_bytes()[:4] == b"\x89PNG"

@@ -19,6 +19,16 @@ WAKEUPS = ("sched:sched_wakeup", "sched:sched_wakeup_new")
 # prev_state: the kernel's TASK_REPORT states are the low bits; TASK_REPORT_MAX (0x100 on the
 # kernels since 4.14, 0x80 or 0x400 elsewhere) marks a preempted task, which is runnable.
 _STATE_MASK = 0x7F
+# The tracepoint's own frames, innermost in every sched_switch stack: where the event was written, not
+# where the task blocked (that ends in __schedule).
+_TRACING_FRAMES = ("trace_event_raw_event_", "__traceiter_", "perf_trace_", "__bpf_trace_")
+
+
+def _blocked_stack(folded_stack: str) -> str:
+    parts = folded_stack.split(";")
+    while len(parts) > 1 and parts[-1].startswith(_TRACING_FRAMES):
+        parts.pop()
+    return ";".join(parts)
 
 
 def _field_index(fmt: Any, name: str) -> int:
@@ -58,7 +68,7 @@ def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = 
                 intervals += 1
             tid = values[prev_pid]
             if tid and values[prev_state] & _STATE_MASK and rec.stacks and keep(rec):
-                blocked[tid] = [ts, folded.stack(rec), None]
+                blocked[tid] = [ts, _blocked_stack(folded.stack(rec)), None]
         elif event_id in wakeup_pid:
             start = blocked.get(values[wakeup_pid[event_id]])
             if start is not None and start[2] is None:
