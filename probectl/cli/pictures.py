@@ -23,6 +23,26 @@ def _pids(text: str | None) -> tuple[int, ...]:
         raise click.BadParameter(f"{text!r} is not a list of numbers (PID[,PID])", param_hint="--pid") from None
 
 
+class _Progress:
+    """Records read so far, on a terminal's stderr (a big recording takes a while to fold)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.live = sys.stderr.isatty()
+
+    def __call__(self, records: int) -> None:
+        sys.stderr.write(f"\r[ probectl {self.what}: {records:,} records read ]\033[K")
+        sys.stderr.flush()
+
+    def __enter__(self):
+        return self if self.live else None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def _write(text: str, output: str | None) -> None:
     if output and output != "-":
         write_atomically(output, text)
@@ -68,14 +88,13 @@ def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids,
         else:
             stacks = parse_folded(sys.stdin, "stdin")
     else:
-        with open_trace(input_ or str(DEFAULT_FILE)) as trace:
+        if off_cpu and (events or weight):
+            raise click.UsageError("--off-cpu weighs sched_switch stacks by blocked time: -e and --weight do not apply")
+        with open_trace(input_ or str(DEFAULT_FILE)) as trace, _Progress("flamegraph") as progress:
             if off_cpu:
-                if events or weight:
-                    raise click.UsageError("--off-cpu weighs sched_switch stacks by blocked time: "
-                                           "-e and --weight do not apply")
-                stacks = off_cpu_stacks(trace, comms, pid_list)
+                stacks = off_cpu_stacks(trace, comms, pid_list, progress=progress)
             else:
-                stacks = trace_stacks(trace, events, comms, pid_list, weight)
+                stacks = trace_stacks(trace, events, comms, pid_list, weight, progress=progress)
     if kind == "folded":
         _write(stacks.folded_text(), output)
         return

@@ -9,7 +9,7 @@ A task still blocked when the recording ends is not counted: its time is unknown
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ProbectlError
 from .stacks import StackCounts, stack_folder, records_with_stacks, Selection
@@ -39,8 +39,10 @@ def _field_index(fmt: Any, name: str) -> int:
     return names.index(name)
 
 
-def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = ()) -> StackCounts:
-    """Blocked time in ns per folded stack (kernel frames marked ``_[k]``)."""
+def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = (),
+                   progress: Optional[Callable[[int], None]] = None) -> StackCounts:
+    """Blocked time in ns per folded stack (kernel frames marked ``_[k]``); ``progress(records read)``
+    as the file is read."""
     formats = trace.present_formats()
     by_name = {f.full_name: f for f in formats}
     switch = by_name.get(SWITCH)
@@ -56,7 +58,7 @@ def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = 
     blocked: dict[int, list] = {}  # tid -> [switched out at, stack, woken at or None]
     counts = folded.counts
     intervals = 0
-    for rec in records_with_stacks(trace, formats):
+    for rec in records_with_stacks(trace, formats, progress=progress):
         ts, _cpu, event_id, _tid, _flags, _preempt, values = rec.row[:7]
         if values is None:
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from ..errors import ProbectlError, TraceFileError, did_you_mean
 from ..script import FoldedStacks, StackJoiner, TraceSource, check_event_globs, make_formatter, stack_ids
@@ -73,13 +73,19 @@ class Selection:
         return not self.pids or tid in self.pids or self.f.tgids[tid] in self.pids
 
 
-def records_with_stacks(trace: Any, formats: list, batch: int = 1 << 16) -> Iterator[Record]:
-    """The events of a trace with their stacks attached, in time order."""
+def records_with_stacks(trace: Any, formats: list, batch: int = 1 << 16,
+                        progress: Optional[Callable[[int], None]] = None) -> Iterator[Record]:
+    """The events of a trace with their stacks attached, in time order; ``progress(events read)``
+    after each batch."""
     joiner = StackJoiner(stack_ids(formats))
     reader = trace.reader(formats=formats)
+    read = 0
     try:
         for rows, _lost in reader.rows(batch):
+            read += len(rows)
             yield from joiner.feed(rows)
+            if progress is not None:
+                progress(read)
         yield from joiner.finish()
     finally:
         reader.close()
@@ -125,14 +131,14 @@ def _weight_reader(folded: FoldedStacks, formats: list, name: str):
 
 
 def trace_stacks(trace: Any, events: Sequence[str] = (), comms: Sequence[str] = (), pids: Sequence[int] = (),
-                 weight: Optional[str] = None) -> StackCounts:
+                 weight: Optional[str] = None, progress: Optional[Callable[[int], None]] = None) -> StackCounts:
     """The stacks of a recording made with ``-g``: each selected event's stack counted once, or by
-    the value of its field ``weight``."""
+    the value of its field ``weight``; ``progress(records read)`` as the file is read."""
     folded, formats = stack_folder(trace, events)
     folded.keep = Selection(folded, comms, pids)
     if weight is not None:
         folded.weigh = _weight_reader(folded, formats, weight)
-    for rec in records_with_stacks(trace, formats):
+    for rec in records_with_stacks(trace, formats, progress=progress):
         folded.add((rec,))
     if not folded.counts:
         chosen = [g for g in events] + [f"comm {c}" for c in comms] + [f"pid {p}" for p in pids]
