@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Callable, Iterable, TypeVar
 
 import click
 
@@ -12,6 +13,8 @@ from ..pictures.output import write_atomically
 from ..pictures.stacks import parse_folded, trace_stacks
 from ..tracedat import DEFAULT_FILE, open_trace
 from . import cli, notice
+
+T = TypeVar("T")
 
 
 def _pids(text: str | None) -> tuple[int, ...]:
@@ -41,6 +44,17 @@ class _Progress:
         if self.live:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+
+
+def _parse_text(input_: str | None, parse: Callable[[Iterable[str], str], T]) -> T:
+    """``parse(lines, where)`` of the text file ``input_``, or of stdin (none, or ``-``)."""
+    if not input_ or input_ == "-":
+        return parse(sys.stdin, "stdin")
+    try:
+        with open(input_, encoding="utf-8", errors="surrogateescape") as f:
+            return parse(f, input_)
+    except OSError as err:
+        raise click.FileError(input_, err.strerror) from None
 
 
 def _write(text: str, output: str | None) -> None:
@@ -79,14 +93,7 @@ def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids,
         if off_cpu or events or comms or pid_list or weight:
             raise click.UsageError("--folded input is already counted stacks: -e, --comm, --pid, --weight and "
                                    "--off-cpu apply to recordings")
-        if input_ and input_ != "-":
-            try:
-                with open(input_, encoding="utf-8", errors="surrogateescape") as f:
-                    stacks = parse_folded(f, input_)
-            except OSError as err:
-                raise click.FileError(input_, err.strerror) from None
-        else:
-            stacks = parse_folded(sys.stdin, "stdin")
+        stacks = _parse_text(input_, parse_folded)
     else:
         if off_cpu and (events or weight):
             raise click.UsageError("--off-cpu weighs sched_switch stacks by blocked time: -e and --weight do not apply")
@@ -126,14 +133,7 @@ def heatmap(input_, output, title, width, height, rows, columns, step, max_laten
     """Draw latency pairs as a heat map SVG (time x latency, colour: count)."""
     from ..pictures.heatmap import bin_pairs, parse_pairs, render_heatmap_svg
 
-    if input_ and input_ != "-":
-        try:
-            with open(input_, encoding="utf-8", errors="surrogateescape") as f:
-                pairs = parse_pairs(f, input_)
-        except OSError as err:
-            raise click.FileError(input_, err.strerror) from None
-    else:
-        pairs = parse_pairs(sys.stdin, "stdin")
+    pairs = _parse_text(input_, parse_pairs)
     grid = bin_pairs(pairs, columns, rows, step, max_latency)
     _write(render_heatmap_svg(grid, title, width, height), output)
     if output and output != "-":
