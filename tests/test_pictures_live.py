@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRACEFS, _missing, build_fixture, tracefs_snapshot
+from conftest import build_fixture, require_tracefs, tracefs_snapshot
 from test_live_uprobes import expect_lines
 from test_pictures import check_geometry, frames_of
 from test_record import prologue_end
@@ -37,10 +37,7 @@ def probectl(*args: str, check: bool = True, input: str | None = None) -> subpro
 
 @pytest.fixture(scope="module")
 def probes():
-    if os.geteuid() != 0:
-        _missing("live tracing tests need root")
-    if not (TRACEFS / "uprobe_events").exists():
-        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+    require_tracefs()
     binary = build_fixture("uprobe_target")
     before = tracefs_snapshot()
     probectl("add", "-x", str(binary),
