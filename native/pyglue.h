@@ -55,7 +55,7 @@ typedef struct {
 } TextFormatterObject;
 
 extern PyObject *DecodeError;
-extern PyTypeObject ReaderType, TextFormatterType, RecorderType;
+extern PyTypeObject ReaderType, TextFormatterType, RecorderType, AggregatorType;
 
 int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
 PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
@@ -71,6 +71,9 @@ PyObject *reader_row_tuple(ReaderObject *self, Py_ssize_t i);
 // Resolve what tf_format() stopped for by asking Python; 0, or -1 with an exception.
 int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int status,
 			   const struct tf_need *need, size_t *pos);
+
+// pycolumns.c
+PyObject *Reader_read_tables(ReaderObject *self, PyObject *args, PyObject *kwargs);
 
 // pytextout.c
 PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -6,9 +6,10 @@
 //   Reader(streams, formats, ...)                               merged, batched decoding
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
+//   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
 //
-// The types are in pyreader.c, pyformatter.c and pyrecorder.c; pytextout.c holds event_ids() and
+// The types are in pyreader.c, pyformatter.c, pyrecorder.c and pyaggregate.c; pytextout.c holds event_ids() and
 // Reader.format_text; this file the module, parse_page and the helpers they share. Decoding runs
 // without the GIL (it touches no Python object); Python objects are made per batch from the C
 // columns.
@@ -164,7 +165,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	PyObject *m;
 
 	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&RecorderType) < 0 ||
-	    PyType_Ready(&TextFormatterType) < 0)
+	    PyType_Ready(&TextFormatterType) < 0 || PyType_Ready(&AggregatorType) < 0)
 		return NULL;
 	m = PyModule_Create(&native_module);
 	if (!m)
@@ -186,6 +187,9 @@ PyMODINIT_FUNC PyInit__native(void)
 		goto fail;
 	Py_INCREF(&TextFormatterType);
 	if (PyModule_AddObject(m, "TextFormatter", (PyObject *)&TextFormatterType) < 0)
+		goto fail;
+	Py_INCREF(&AggregatorType);
+	if (PyModule_AddObject(m, "Aggregator", (PyObject *)&AggregatorType) < 0)
 		goto fail;
 	if (PyModule_AddIntConstant(m, "LOC_FIXED", RB_LOC_FIXED) ||
 	    PyModule_AddIntConstant(m, "LOC_DATA", RB_LOC_DATA) ||

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // pyreader.c - probectl._native.Reader: the streams of a trace merged by time and decoded in
 // batches (ringbuf.h), handed to Python as columns (read_columns), row tuples (read_rows) or event
-// ids (scan_ids); Reader.format_text is in pytextout.c.
+// ids (scan_ids); Reader.format_text is in pytextout.c, Reader.read_tables in pycolumns.c.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -612,6 +612,11 @@ static PyMethodDef Reader_methods[] = {
 	{ "read_columns", (PyCFunction)(void (*)(void))Reader_read_columns,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read_columns(max_events=1048576) -> dict, or None at the end" },
+	{ "read_tables", (PyCFunction)(void (*)(void))Reader_read_tables,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "read_tables(max_events=1048576, threads=None) -> (events, [per format: None, or (rows, ts, "
+	  "cpu, pid, fields, thread, tgid)]), or None at the end; columns as bytes in Arrow's layout "
+	  "(see columns.h); threads: (tids, tgids) int32 buffers, tids ascending, or None" },
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
 	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },
 	{ "format_text", (PyCFunction)(void (*)(void))Reader_format_text, METH_VARARGS | METH_KEYWORDS,

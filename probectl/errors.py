@@ -27,8 +27,9 @@ class ProbectlError(Exception):
         return self.message
 
 
-class ProbeSyntaxError(ProbectlError):
-    """A probe definition (or filter) that does not parse; ``column`` is 0-based into ``text``."""
+class LocatedError(ProbectlError):
+    """A failure at a place in one line of text, shown with the line and a caret under ``column``
+    (0-based into ``text``)."""
 
     def __init__(self, message: str, text: str, column: int, hint: str = ""):
         super().__init__(message, hint)
@@ -39,8 +40,17 @@ class ProbeSyntaxError(ProbectlError):
         return f"{self.message}\n  {self.text}\n  {' ' * self.column}^"
 
 
+class ProbeSyntaxError(LocatedError):
+    """A probe definition (or filter) that does not parse; ``column`` is 0-based into ``text``."""
+
+
 class ProbeSemanticError(ProbectlError):
     """A definition that parses but cannot mean anything (offset with %return, $retval at entry...)."""
+
+
+class KernelRuleError(LocatedError, ProbeSemanticError):
+    """A definition the kernel would refuse, found before anything is written: ``text`` is the
+    definition line (or an excerpt of it) and ``column`` the start of the offending argument."""
 
 
 class TargetError(ProbectlError):
@@ -58,6 +68,10 @@ class ResolveError(ProbectlError):
 class TypeMismatchError(ResolveError):
     """A member chain, cast or type that does not fit the variable's C type (raised by the DWARF
     and BTF type models of debuginfo and by the fetches of resolve)."""
+
+
+class ValueTooWideError(TypeMismatchError):
+    """A struct or union value wider than the 64 bits a probe argument holds."""
 
 
 class ProbePointNotFound(ResolveError):
@@ -145,6 +159,11 @@ class FormatError(ProbectlError):
 
 class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""
+
+
+class AnalysisError(ProbectlError):
+    """A histogram or latency question the events cannot answer: an unknown key, a key that cannot be
+    counted, a trigger the kernel refuses, a start event that never fired."""
 
 
 class OutputError(Exception):

@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 
 from .errors import ProbectlError
 
+# The longest definition line the kernel takes: trace_parse_run_command() reads a write in chunks of
+# WRITE_BUFSIZE (4096) bytes, and a line must fit one chunk with its '\n' and a NUL (4094 characters
+# were accepted and 4095 refused on 6.1 and 6.18).
+MAX_DEFINITION_LINE = 4094
+
 
 @dataclass(frozen=True)
 class FetchArg:

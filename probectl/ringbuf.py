@@ -5,8 +5,10 @@ turns event formats into the C field tables, wraps the decoded batches, and maps
 probectl's errors:
 
 * :class:`EventReader` merges the pages of several CPUs by time and decodes them with the
-  formats it was given, in batches: :meth:`EventReader.batches` (columnar, :class:`Columns`)
-  or :meth:`EventReader.events` (one :class:`Event` per record, built in batches).
+  formats it was given, in batches: :meth:`EventReader.batches` (columnar, :class:`Columns`),
+  :meth:`EventReader.tables` (a :class:`FormatTable` of Arrow-layout buffers per event format,
+  for SQL and Parquet) or :meth:`EventReader.events` (one :class:`Event` per record, built in
+  batches).
 * :class:`Recorder` copies ``per_cpu/cpuN/trace_pipe_raw`` of a tracefs instance to one file per
   CPU, a thread per CPU, with splice.
 * :func:`parse_page` decodes one page, for tests and tools.
@@ -242,6 +244,35 @@ class Columns:
         return col
 
 
+@dataclass(frozen=True)
+class VarColumn:
+    """A variable-size column in Arrow's "large" layout: ``offsets`` (rows + 1 int64; for an integer
+    array they count elements), ``data`` (UTF-8 text with invalid bytes as U+FFFD, raw bytes, or the
+    int64 elements of integer arrays) and ``validity`` (a bitmap, None when no value is missing)."""
+
+    offsets: bytes
+    data: bytes
+    validity: Optional[bytes]
+    nulls: int
+
+
+@dataclass(frozen=True)
+class FormatTable:
+    """The rows of one event format in one batch, in time order: ``ts`` (uint64 ns), ``cpu`` and
+    ``pid`` (int32, the record's common_pid: a thread id) and, per non-common field of the format,
+    the int64 values of an integer field (the bits of a u64 for an unsigned 8-byte one) or a
+    :class:`VarColumn`. Every buffer is a bytes object that Arrow or numpy can wrap without a copy."""
+
+    format: EventFormat
+    rows: int
+    ts: bytes
+    cpu: bytes
+    pid: bytes
+    fields: list[Union[bytes, VarColumn]]
+    thread: Optional[bytes] = None  # with threads: each row's index in them (int32; n: not there)
+    tgid: Optional[bytes] = None  # with threads: each row's thread group (int32; the tid: not there)
+
+
 class EventReader:
     """Decode the pages of several CPUs, merged by time stamp.
 
@@ -274,6 +305,29 @@ class EventReader:
             if raw is None:
                 return
             yield Columns(raw, self.formats)
+
+    def tables(self, max_events: int = 1 << 20,
+               threads: Optional[tuple[bytes, bytes]] = None) -> Iterator[tuple[int, list[FormatTable]]]:
+        """Batches of up to ``max_events`` events as (events decoded, a :class:`FormatTable` per
+        format with rows in the batch), until the end; no Python object per event. ``threads``
+        (ascending thread ids and their thread groups, as int32 buffers) adds each row's index in
+        them and its thread group."""
+        while True:
+            try:
+                got = self._native.read_tables(max_events, threads)
+            except _native.DecodeError as err:
+                raise _decode_error(err, self.source) from None
+            if got is None:
+                return
+            n, raw = got
+            tables = []
+            for fmt, t in zip(self.formats, raw):
+                if t is not None:
+                    rows, ts, cpu, pid, fields, thread, tgid = t
+                    tables.append(FormatTable(fmt, rows, ts, cpu, pid,
+                                              [f if isinstance(f, bytes) else VarColumn(*f) for f in fields],
+                                              thread, tgid))
+            yield n, tables
 
     def rows(self, max_events: int = 1 << 16) -> Iterator[tuple[list[tuple], list[Lost]]]:
         """Batches of plain tuples ``(ts, cpu, id, pid, flags, preempt, values[, raw])``."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
 from .errors import EventExistsError, ProbectlError, TracefsError, did_you_mean
-from .events import EventDefinition
+from .events import MAX_DEFINITION_LINE, EventDefinition
 from .notice import notice_stderr
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ DEBUGFS_TRACING = Path("/sys/kernel/debug/tracing")
 MOUNT_COMMAND = f"mount -t tracefs nodev {DEFAULT_MOUNT}"
 LOCK_PATHS = (Path("/run/lock/probectl.lock"), Path("/tmp/probectl.lock"))
 
-# The kernel reads a command in chunks of WRITE_BUFSIZE (4096) bytes and rejects longer lines.
-MAX_COMMAND = 4095
 
 PROBE_FILES = ("kprobe_events", "uprobe_events")
 # Entries of events/ that are files, not event systems.
@@ -62,6 +60,9 @@ class Features:
     kretprobe_offset: bool = False  # "place (kretprobe): " — SYM+OFF%return
     array_types: bool = False  # "<type>\[<array-size>\]" — :x8[4] style array types
     retprobe_args: bool = False  # "kernel return probes support: ... $arg<N>" — $argN at a kretprobe
+    entry_args: bool = False  # "$stack<index>, ... $arg<N>" — $argN at a function entry
+    char_type: bool = False  # "type: ... char," — the char type
+    dentry_types: bool = False  # "%pd/%pD" types
     error_log: bool = False  # the error_log file exists
 
     # README glob patterns, as perf's ftrace_readme_table uses them (plus a few newer ones).
@@ -76,6 +77,9 @@ class Features:
         "kretprobe_offset": "*place (kretprobe): *",
         "array_types": "*<type>\\[<array-size>\\]*",
         "retprobe_args": "*return probes support:*$arg<N>*",
+        "entry_args": "*$stack<index>*$arg<N>*",
+        "char_type": "*, char, string*",
+        "dentry_types": "*%pd/%pD*",
     }
 
     @classmethod
@@ -419,10 +423,10 @@ class Tracefs:
                     # (the kernel would pick a name, and then the event could not be rolled back)
                     raise TracefsError(f"the definition {d.render()!r} has no group/event name")
                 text = d.render()
-                if len(text.encode()) > MAX_COMMAND:
+                if len(text.encode()) > MAX_DEFINITION_LINE:
                     raise TracefsError(
                         f"the definition of {d.full_name} is {len(text.encode())} bytes long; "
-                        f"the kernel accepts at most {MAX_COMMAND}",
+                        f"the kernel accepts at most {MAX_DEFINITION_LINE}",
                         "fetch fewer arguments, or split them over several events")
             names = {(d.group, d.event) for d in defs}
             taken = sorted(names & self.event_names())

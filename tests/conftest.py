@@ -83,6 +83,32 @@ def build_static_pair(opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
     return build_program("dwarf_static", [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"], opt, extra)
 
 
+def build_usdt(opt: str = "-O0") -> tuple[Path, Path]:
+    """usdt_target (usdt_target.c + usdt_guarded.c) linked with libusdt_lib.so (usdt_lib.c), SDT probes from
+    <sys/sdt.h> (Debian: systemtap-sdt-dev); returns (program, library). Skips when sdt.h is missing."""
+    check = subprocess.run(["gcc", "-E", "-x", "c", "-", "-o", "/dev/null"], input="#include <sys/sdt.h>\n",
+                           capture_output=True, text=True)
+    if check.returncode != 0:
+        _missing("<sys/sdt.h> is missing (apt systemtap-sdt-dev)")
+    flags = [opt, "-g", "-fno-omit-frame-pointer"]
+    sources = [FIXTURES / n for n in ("usdt_lib.c", "usdt_target.c", "usdt_guarded.c")]
+    ident = b"".join(str(src).encode() + b"\0" + src.read_bytes() for src in sources) + " ".join(flags).encode()
+    out = BUILD_DIR / f"usdt-{opt.lstrip('-')}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    program, library = out / "usdt_target", out / "libusdt_lib.so"
+    if not program.exists():
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True)
+        subprocess.run(["gcc", *flags, "-shared", "-fPIC", "-o", str(tmp / library.name), str(sources[0])], check=True)
+        # The rpath names the final directory, which the rename below creates.
+        subprocess.run(["gcc", *flags, "-o", str(tmp / program.name), *map(str, sources[1:]), f"-L{tmp}",
+                        "-lusdt_lib", f"-Wl,-rpath,{out}"], check=True)
+        try:
+            tmp.rename(out)
+        except OSError:  # another run built it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return program, library
+
+
 @pytest.fixture(scope="session")
 def fixture_binary():
     """``fixture_binary(name, opt='-O0', ...)`` builds a fixture program and returns its path."""

@@ -84,6 +84,8 @@ class GuestResult:
     workload_status: int = 0
     workload_output: str = ""
     seconds: float = 0.0  # qemu start to exit
+    trigger_errors: list[str] = field(default_factory=list)  # "FILE: TEXT" + the error_log, per refusal
+    hists: dict[str, str] = field(default_factory=dict)  # events/G/E/hist path -> its text after the workload
 
     def events(self, name: Optional[str] = None) -> list[TraceEvent]:
         """The trace as TraceEvent objects, optionally only those of event ``name``."""
@@ -213,7 +215,8 @@ class Cpio:
 #   @@insmod N ok | @@insmod N fail, then insmod's message up to @@end (modules, in order)
 #   @@def N ok | @@def N fail, then the error_log up to @@end
 #   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
-#   @@kprobe_events / @@trace / @@workload STATUS ... @@end, and finally @@done
+#   @@trigger N fail, then the error_log up to @@end (triggers: "FILE<TAB>TEXT" lines appended in order)
+#   @@kprobe_events / @@trace / @@workload STATUS ... @@end, @@hist FILE ... @@end, and finally @@done
 INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -264,6 +267,17 @@ while read -r ev filter; do
         echo "@@enable $ev" >&3; echo 'cannot enable' >&3; echo '@@end' >&3
     fi
 done < /tmp/enable
+while read -r name; do
+    mkdir "instances/$name"
+done < /probe/instances
+n=0
+while IFS="$(printf '\t')" read -r file text; do
+    n=$((n+1))
+    if ! printf '%s\n' "$text" >> "$file" 2>/dev/null; then
+        echo "@@trigger $n fail" >&3; cat error_log >&3; echo '@@end' >&3
+        : > error_log
+    fi
+done < /probe/triggers
 echo '@@kprobe_events' >&3
 cat kprobe_events >&3
 echo '@@end' >&3
@@ -279,13 +293,17 @@ echo '@@end' >&3
 echo "@@workload $status" >&3
 cat /tmp/workload.out >&3
 echo '@@end' >&3
+while read -r file; do
+    echo "@@hist $file" >&3; cat "$T/$file" >&3; echo '@@end' >&3
+done < /probe/hists
 echo '@@done' >&3
 exec poweroff -f
 """
 
 
 def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enable: EnableSpec,
-                    busybox: Path, modules: Sequence[Path] = ()) -> None:
+                    busybox: Path, modules: Sequence[Path] = (), triggers: Sequence[tuple[str, str]] = (),
+                    hists: Sequence[str] = (), instances: Sequence[str] = ()) -> None:
     for d in definitions:
         if "\n" in d:
             raise ValueError(f"a definition is one line: {d!r}")
@@ -309,6 +327,14 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
     if enable is None:
         archive.file("probe/enable-all", b"")
     archive.file("probe/workload", workload.encode(), 0o755)
+    for file, text in triggers:
+        if "\t" in file or "\n" in file + text:
+            raise ValueError(f"a trigger is one line: {file!r} {text!r}")
+    archive.file("probe/triggers", "".join(f"{f}\t{t}\n" for f, t in triggers).encode())
+    archive.file("probe/hists", "".join(f + "\n" for f in hists).encode())
+    if any(not n or "/" in n or n.startswith(".") or any(c.isspace() for c in n) for n in instances):
+        raise ValueError(f"bad instance names {instances!r}")
+    archive.file("probe/instances", "".join(n + "\n" for n in instances).encode())
     archive.directory("probe/modules")
     for i, module in enumerate(modules):  # numbered: insmod takes them in this order (dependencies first)
         archive.file(f"probe/modules/{i:02d}-{module.name}", module.read_bytes())
@@ -319,7 +345,8 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
 
 def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workload: str, *,
                  enable: EnableSpec = None, timeout: float = 180.0, memory: str = "512M",
-                 kernel_args: str = "", modules: Sequence[Path] = ()) -> GuestResult:
+                 kernel_args: str = "", modules: Sequence[Path] = (), triggers: Sequence[tuple[str, str]] = (),
+                 hists: Sequence[str] = (), instances: Sequence[str] = ()) -> GuestResult:
     """Boot ``kernel_dir/vmlinuz``, write ``definitions`` to kprobe_events, trace ``workload``, power off.
 
     ``enable``: None enables every kprobe event the kernel lists after the writes; a sequence of
@@ -327,6 +354,9 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     (None or "" for none); an empty sequence enables nothing.  ``workload`` is shell text run by busybox
     sh in /tmp with stdin /dev/null.  ``kernel_args`` are appended to KERNEL_ARGS (e.g. "loglevel=7").
     ``modules`` (loadable .ko files, dependencies first) are insmod'ed before the definitions are written.
+    ``triggers`` are (file under tracefs, text) lines appended after the enables (synthetic_events, a
+    trigger file), and the ``hists`` files (``events/G/E/hist``) are read after the workload;
+    ``instances`` are created (``instances/NAME``) before the triggers are written.
     Raises GuestError when the guest does not report back within ``timeout`` seconds.
     """
     kernel = Path(kernel_dir) / "vmlinuz"
@@ -336,7 +366,7 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
         tmpdir = Path(tmp)
         initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
-        build_initramfs(initrd, definitions, workload, enable, busybox, modules)
+        build_initramfs(initrd, definitions, workload, enable, busybox, modules, triggers, hists, instances)
         cmd = [QEMU, "-kernel", str(kernel), "-initrd", str(initrd),
                "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
                "-m", memory, "-smp", "1", "-no-reboot", "-nodefaults", "-no-user-config",
@@ -353,7 +383,7 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     if "@@done" not in results:
         raise GuestError(f"the guest stopped before reporting back (qemu exit {proc.returncode}"
                          f"{': ' + proc.stderr.strip() if proc.stderr.strip() else ''})", console)
-    result = parse_results(results, definitions, modules)
+    result = parse_results(results, definitions, modules, triggers)
     result.console = console
     result.seconds = seconds
     return result
@@ -366,7 +396,8 @@ def _read(path: Path) -> str:
         return ""
 
 
-def parse_results(text: str, definitions: Sequence[str], modules: Sequence[Path] = ()) -> GuestResult:
+def parse_results(text: str, definitions: Sequence[str], modules: Sequence[Path] = (),
+                  triggers: Sequence[tuple[str, str]] = ()) -> GuestResult:
     """Read the marker-framed report of the init script (see INIT) back into a GuestResult."""
     result = GuestResult(accepted=[], errors=[], trace_lines=[], console="")
     lines = text.replace("\r\n", "\n").split("\n")
@@ -400,6 +431,11 @@ def parse_results(text: str, definitions: Sequence[str], modules: Sequence[Path]
                 result.errors.append("\n".join(block()).strip("\n"))
         elif words[0] == "@@enable":
             result.enable_errors.append(f"{words[1]}: " + "\n".join(block()).strip("\n"))
+        elif words[0] == "@@trigger":
+            file, trigger = triggers[int(words[1]) - 1]
+            result.trigger_errors.append(f"{file}: {trigger}\n" + "\n".join(block()).strip("\n"))
+        elif words[0] == "@@hist":
+            result.hists[words[1]] = "\n".join(block())
         elif words[0] == "@@kprobe_events":
             result.kprobe_events = [x for x in block() if x]
         elif words[0] == "@@trace":

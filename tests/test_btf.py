@@ -35,7 +35,7 @@ from probectl.debuginfo.btf.types import BtfFunctionNotFound
 from probectl.resolve.fetch import FetchOptions
 from probectl.resolve.btf_fetch import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
                                         btf_vars_listing)
-from probectl.errors import TypeMismatchError
+from probectl.errors import TypeMismatchError, ValueTooWideError
 from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
@@ -199,8 +199,10 @@ def test_parameters_follow_the_x86_64_calling_convention():
         btf_fetch(btf, "abi", _v("q"))
     with pytest.raises(VariableUnavailable, match="2 registers"):
         btf_fetch(btf, "abi", _v("s"))
-    # A struct in memory reads as its first 8 bytes, as the DWARF path reads one (perf's size cap).
-    assert _fetch(btf, "abi", "b") == "+24(%sp):x64"
+    # A struct wider than 64 bits is an error (perf cuts it to its first 8 bytes); a cast says to.
+    with pytest.raises(ValueTooWideError, match="'b' is a struct big of 24 bytes"):
+        _fetch(btf, "abi", "b")
+    assert _fetch(btf, "abi", "b:x64") == "+24(%sp):x64"
     assert btf_params(btf, "abi") == ["a", "e", "f", "g", "b", "c"]
 
 

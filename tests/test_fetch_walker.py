@@ -12,7 +12,7 @@ import pytest
 from probectl.debuginfo.place import Computed, Memory, Pieces, Reg, Register, Value, Var
 from probectl.debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND,
                                           Bitfield, scalar_fetch_type)
-from probectl.errors import LocationError, TypeMismatchError
+from probectl.errors import LocationError, TypeMismatchError, ValueTooWideError
 from probectl.resolve.fetch import fetch_chain
 from probectl.resolve.render import RenderOptions
 from probectl.spec import Index, Member, TypeSpec, Variable
@@ -108,8 +108,12 @@ def fetch(var_type, place, text_chain, cast=None, **opts):
 
 def test_pointer_member_and_index():
     assert fetch(PAIRP, DI, ["p", Member("b", True)]).fetch == "+8(%di)"
-    r = fetch(PAIRP, DI, ["p", Index(2)])
-    assert (r.fetch, r.c_type) == ("+32(%di)", "struct pair")
+    r = fetch(PAIRP, DI, ["p", Index(2), Member("a", False)])
+    assert r.fetch == "+32(%di)"
+    with pytest.raises(ValueTooWideError, match=r"'p\[2\]' is a struct pair of 16 bytes"):
+        fetch(PAIRP, DI, ["p", Index(2)])  # perf would cut it to its first 64 bits without a word
+    r = fetch(PAIRP, DI, ["p", Index(2)], TypeSpec("x", 64))
+    assert (r.fetch, r.type) == ("+32(%di)", "x64"), "a cast says which bytes the user wants"
     assert fetch(INTS, Memory(Value(Reg(7), 16)), ["arr", Index(3)]).fetch == "+28(%sp)"
     r = fetch(PAIRP, DI, ["p", Member("name", True)], TypeSpec("string"))
     assert (r.fetch, r.type) == ("+0(+8(%di))", "string")
@@ -173,11 +177,12 @@ def test_truncated_values_are_read_at_their_width():
 def test_offsets_that_the_kernel_would_wrap_are_refused():
     """The kernel keeps a dereference offset in an int: an index computing a larger one used to be
     written, and the probe then read some other object."""
-    assert fetch(PAIRP, DI, ["p", Index(2**31 // 16 - 1)]).fetch == "+2147483632(%di)"
+    a = Member("a", False)
+    assert fetch(PAIRP, DI, ["p", Index(2**31 // 16 - 1), a]).fetch == "+2147483632(%di)"
     with pytest.raises(LocationError, match="does not fit the kernel's 32-bit dereference offsets"):
-        fetch(PAIRP, DI, ["p", Index(2**31 // 16)])
+        fetch(PAIRP, DI, ["p", Index(2**31 // 16), a])
     with pytest.raises(LocationError, match="32-bit"):
-        fetch(PAIRP, DI, ["p", Index(-(2**31) // 16 - 1)])
+        fetch(PAIRP, DI, ["p", Index(-(2**31) // 16 - 1), a])
 
 
 def test_a_huge_c_index_is_an_error_end_to_end():

@@ -69,3 +69,4 @@ def test_script_loads_neither_grammars_nor_dwarf():
     modules = loaded("script", "-i", str(ROOT / "tests" / "data" / "tracedat" / "sample-v7.dat"))
     assert not modules & {"lark", "elftools", "probectl.filters", "probectl.record", "probectl.resolve",
                           "probectl.tracefs", "probectl.events"}, "printing a file needs no tracefs"
+    assert not modules & {"duckdb", "pyarrow", "probectl.analysis"}, "printing text needs no SQL nor Arrow"

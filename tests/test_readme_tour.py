@@ -261,6 +261,17 @@ class Mismatch(AssertionError):
     pass
 
 
+CARET = re.compile(r" *\^ *")
+
+
+def _same_caret(readme_above: str, readme_caret: str, above: str, caret: str) -> bool:
+    """A caret line points at the same text of the line above as the README's does: its column moves
+    with the length of what precedes it there (a path substituted, an address of another width)."""
+    if not CARET.fullmatch(caret):
+        return False
+    return above[caret.index("^"):].rstrip() == readme_above[readme_caret.index("^"):].rstrip()
+
+
 def match_output(expected: list[str], actual: list[str], vary: list[tuple[str, str]],
                  paths: dict[str, str]) -> dict[str, str]:
     """The bindings of the varying values if ``actual`` has the shape of ``expected``; else Mismatch
@@ -279,7 +290,12 @@ def match_output(expected: list[str], actual: list[str], vary: list[tuple[str, s
                     if got is not None:
                         return got
                 return None
-            got = pat.match(actual[j], bound) if j < len(actual) else None
+            if j >= len(actual):
+                got = None
+            elif CARET.fullmatch(expected[i]) and i > 0 and j > 0:
+                got = bound if _same_caret(expected[i - 1], expected[i], actual[j - 1], actual[j]) else None
+            else:
+                got = pat.match(actual[j], bound)
             if got is None:
                 furthest[0] = max(furthest[0], (j, i))
                 return None

@@ -149,10 +149,25 @@ def with_typed_retval(theirs: EventDefinition, mine: EventDefinition) -> EventDe
     return replace(theirs, args=tuple(args))
 
 
+def with_unique_names(p: EventDefinition) -> EventDefinition:
+    """perf writes a name made from two expressions twice (``x=+32(...) x=+64(...)``), which the kernel
+    refuses ("This argument name is already used"); probectl makes them unique: ``x``, ``x_1``."""
+    seen: set[str] = set()
+    args = []
+    for a in p.args:
+        name, i = a.name, 0
+        while name and name in seen:
+            i += 1
+            name = f"{a.name}_{i}"
+        seen.add(name)
+        args.append(replace(a, name=name))
+    return replace(p, args=tuple(args))
+
+
 def normalized(theirs: list[EventDefinition], mine: list[EventDefinition]) -> list[str]:
     out = []
     for i, p in enumerate(theirs):
-        p = globals_as_offsets(p)
+        p = with_unique_names(globals_as_offsets(p))
         if i < len(mine):
             p = with_typed_retval(p, mine[i])
         out.append(p.render())
@@ -390,7 +405,7 @@ def test_vla_through_its_frame_slot_where_perf_misreads(perf_bin):
     theirs, _ = perfs(perf_bin, path, "vla_sum:10 arr")
     (mine,), _ = ours(path, "vla_sum:10 arr arr[1]")
     assert theirs[0].args[0].fetch == "-48(%bp)"
-    assert [a.render() for a in mine.args] == ["arr=+0(-48(%bp))", "arr=+4(-48(%bp)):s32"]
+    assert [a.render() for a in mine.args] == ["arr=+0(-48(%bp))", "arr_1=+4(-48(%bp)):s32"]
 
 
 @pytest.mark.perf

@@ -260,8 +260,8 @@ def test_types(text, typ):
         ("b4@3", 0, "b4@3 is not a valid bitfield"),
         ("b4", 0, "b4 is not a valid bitfield"),
         ("bx@0/8", 1, "expected a decimal bitfield width"),
-        ("x8[64]", 3, "array length must be 1 to 63, not 64"),
-        ("x8[0]", 3, "array length must be 1 to 63, not 0"),
+        ("x8[65]", 3, "array length must be 1 to 64, not 65"),
+        ("x8[0]", 3, "array length must be 1 to 64, not 0"),
         ("x8[]", 3, "expected an array length"),
         ("x8[q]", 3, "'q' is not a valid array length"),
         ("x8[4", 4, "missing ']' after the array length"),
@@ -349,8 +349,9 @@ SEMANTIC = [
     ("f %di:string", "a string is read from memory, not from the register %di: %di:string"),
     ("f $vars:u8", "$vars expands to several arguments and can't have a name, a type or @user"),
     ("f p=$params", "$params expands to several arguments and can't have a name, a type or @user"),
-    ("%sdt_libc:setjmp", "%sdt_libc:setjmp is an SDT or cached event; probectl does not support those yet"),
-    ("sdt_libc:setjmp", "sdt_libc:setjmp is an SDT or cached event; probectl does not support those yet"),
+    ("sdt_libc:setjmp %di", "'%di': the arguments of an SDT probe are arg1, arg2, ... (the note's operands)"),
+    ("%libc:setjmp arg0", "'arg0': the arguments of an SDT probe are arg1, arg2, ... (the note's operands)"),
+    ("%libc:setjmp arg1->x", "'arg1->x': the arguments of an SDT probe are arg1, arg2, ... (the note's operands)"),
 ]
 
 
@@ -359,6 +360,25 @@ def test_semantic_errors(text, message):
     with pytest.raises(ProbeSemanticError) as info:
         parse_probe(text)
     assert info.value.message == message
+
+
+@pytest.mark.parametrize("text,sdt,event,args", [
+    ("sdt_libc:setjmp", ("libc", "setjmp"), None, ()),
+    ("%sdt_libc:setjmp", ("libc", "setjmp"), None, ()),
+    ("%libc:memory_*", ("libc", "memory_*"), None, ()),
+    ("sdt_*:*", ("*", "*"), None, ()),
+    ("jmp=%libc:setjmp env=arg1 arg3:x32", ("libc", "setjmp"), "jmp", (("env", "arg1"), (None, "arg3:x32"))),
+])
+def test_sdt_points(text, sdt, event, args):
+    """perf's is_sdt_event(): '%[sdt_]PROVIDER:NAME', or 'sdt_PROVIDER:NAME' without '='."""
+    spec = parse_probe(text)
+    assert spec.point.sdt == sdt and spec.event == event and not spec.needs_dwarf
+    assert tuple((a.name, a.text) for a in spec.args) == args
+
+
+def test_sdt_prefix_with_a_line_number_stays_a_function():
+    point = parse_probe("sdt_helper:12").point
+    assert point.sdt is None and point.function == "sdt_helper" and point.line == 12
 
 
 def test_semantic_rules_that_are_allowed():

@@ -48,6 +48,17 @@ README_FULL = textwrap.dedent(r"""
     	           symstr, %pd/%pD, <type>\[<array-size>\]
 """)
 
+# Debian's 6.1 cloud kernel (6.1.0-56), as its qemu guest printed it.
+README_61 = textwrap.dedent(r"""
+    	     args: <name>=fetcharg[:type]
+    	 fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],
+    	           $stack<index>, $stack, $retval, $comm, $arg<N>,
+    	           +|-[u]<offset>(<fetcharg>), \imm-value, \"imm-string"
+    	     type: s8/16/32/64, u8/16/32/64, x8/16/32/64, string, symbol,
+    	           b<bit-width>@<bit-offset>/<container-size>, ustring,
+    	           symstr, <type>\[<array-size>\]
+""")
+
 # A 4.x-era README: no append, no immediates, no arrays, no user deref, no semaphores.
 README_OLD = textwrap.dedent(r"""
       kprobe_events		- Add/remove/show the kernel dynamic events
@@ -64,7 +75,15 @@ def test_features_full_readme():
     f = Features.detect(README_FULL, ["README", "kprobe_events", "uprobe_events", "dynamic_events", "error_log"])
     assert f == Features(uprobe_events=True, kprobe_events=True, dynamic_events=True, x_types=True,
                          multiprobe=True, immediates=True, user_deref=True, ref_ctr=True, btf_args=True,
-                         symstr=True, kretprobe_offset=True, array_types=True, error_log=True)
+                         symstr=True, kretprobe_offset=True, array_types=True, error_log=True, entry_args=True,
+                         char_type=True, dentry_types=True)
+
+
+def test_features_of_the_61_readme():
+    """Debian's 6.1 kernel: symstr but no char and no %pd types, $arg<N> at entries but not at returns."""
+    f = Features.detect(README_61, ["README", "kprobe_events", "uprobe_events"])
+    assert (f.symstr, f.entry_args, f.char_type, f.dentry_types, f.retprobe_args) == (True, True, False, False,
+                                                                                       False)
 
 
 def test_features_old_readme():
@@ -220,7 +239,7 @@ def test_add_checks_before_writing(tmp_path):
     t = fake_tracefs(tmp_path, {"uprobe_events": ""}, events=[("sched", "sched_switch")])
     long_def = EventDefinition("p", "g", "e", "/bin/true:0x1000",
                                tuple(FetchArg("%di", f"a{i}", "u64") for i in range(400)), is_uprobe=True)
-    with pytest.raises(TracefsError, match="at most 4095"):
+    with pytest.raises(TracefsError, match="at most 4094"):
         t.add([long_def])
     with pytest.raises(EventExistsError, match="sched:sched_switch already exists"):
         t.add([EventDefinition("p", "sched", "sched_switch", "/bin/true:0x1000", is_uprobe=True)])

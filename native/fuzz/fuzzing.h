@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-// fuzzing.h - what the standalone fuzz drivers (fuzz_driver.c, textfmt_fuzz.c) share: a seeded
+// fuzzing.h - what the standalone fuzz drivers (fuzz_driver.c, textfmt_fuzz.c, aggregate_fuzz.c) share: a seeded
 // xorshift64* generator and a sink that every decoded byte is added to, so that the compiler
 // cannot drop a read and the sanitizers see each one. Included by those drivers only, which are
 // built by the tests, not into the extension.

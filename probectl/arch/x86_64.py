@@ -17,3 +17,34 @@ STACK_POINTER = 7  # %sp
 # function's entry), as DWARF register numbers: %di, %si, %dx, %cx, %r8, %r9.
 ARGUMENT_REGISTERS = (5, 4, 1, 2, 8, 9)
 SSE_ARGUMENT_REGISTERS = 8  # %xmm0..%xmm7, which probe events cannot read
+
+# The register names kprobe and uprobe events take (%NAME): the names of the kernel's x86-64
+# regoffset_table (arch/x86/kernel/ptrace.c), compared case-sensitively. No %rax or %eax spellings,
+# no segment registers but %cs and %ss (%ds..%gs are 32-bit only).
+KERNEL_REGISTERS = frozenset({
+    "r15", "r14", "r13", "r12", "r11", "r10", "r9", "r8",
+    "bx", "cx", "dx", "si", "di", "bp", "ax", "orig_ax", "ip", "cs", "flags", "sp", "ss",
+})
+
+def _assembler_registers() -> dict[str, tuple[str, int, int]]:
+    """GNU as register names -> (kernel fetch name, bit offset, bits): ``eax`` is the low 32 bits of
+    ``%ax``, ``ah`` bits 8..15 of it, ``r8d`` the low 32 bits of ``%r8`` (what SDT notes write)."""
+    table: dict[str, tuple[str, int, int]] = {}
+    for letter in "abcd":
+        kernel = f"%{letter}x"
+        table.update({f"r{letter}x": (kernel, 0, 64), f"e{letter}x": (kernel, 0, 32), f"{letter}x": (kernel, 0, 16),
+                      f"{letter}l": (kernel, 0, 8), f"{letter}h": (kernel, 8, 8)})
+    for name in ("si", "di", "bp", "sp"):
+        kernel = f"%{name}"
+        table.update({f"r{name}": (kernel, 0, 64), f"e{name}": (kernel, 0, 32), name: (kernel, 0, 16),
+                      f"{name}l": (kernel, 0, 8)})
+    for n in range(8, 16):
+        kernel = f"%r{n}"
+        table.update({f"r{n}": (kernel, 0, 64), f"r{n}d": (kernel, 0, 32), f"r{n}w": (kernel, 0, 16),
+                      f"r{n}b": (kernel, 0, 8)})
+    table["rip"] = ("%ip", 0, 64)
+    return table
+
+
+# SDT operands name registers as the assembler does; the kernel knows only the 64-bit ones.
+ASSEMBLER_REGISTERS = _assembler_registers()

@@ -151,12 +151,18 @@ def list_(ctx, patterns, as_json, tracepoints):
 @cli.command()
 @click.argument("pattern", required=False)
 @target_options
+@click.option("--sdt", is_flag=True, help="List SDT (USDT) probes instead, as sdt_PROVIDER:NAME (GLOB: PROVIDER:NAME).")
+@click.option("-p", "--pid", type=int, help="With --sdt: the SDT probes of every file the process maps.")
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
-def funcs(pattern, exec_, vmlinux, module, as_json):
+def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.kallsyms import Kallsyms
 
+    if pid is not None and not sdt:
+        raise click.UsageError("-p PID lists the SDT probes of a process: add --sdt")
+    if sdt:
+        return _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json)
     if exec_ is not None or vmlinux is not None or module is not None:
         elf = ElfFile(make_target(exec_, vmlinux, module).path)
         rows = {}
@@ -185,6 +191,28 @@ def funcs(pattern, exec_, vmlinux, module, as_json):
         click.echo(name)
 
 
+def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
+    from ..probes.listing import sdt_probes
+    from ..target import process_objects
+
+    if vmlinux or module:
+        raise click.UsageError("--sdt lists the probes of user binaries: give -x BINARY or -p PID")
+    if (exec_ is None) == (pid is None):
+        raise click.UsageError("--sdt needs one of -x BINARY or -p PID")
+    paths = [make_target(exec_).path] if exec_ is not None else process_objects(pid)
+    listings = sdt_probes(paths, pattern)
+    if not listings:
+        where = exec_ or f"the files process {pid} maps"
+        raise ProbectlError(f"no SDT probe in {where}" + (f" matches {pattern!r}" if pattern else ""),
+                            hint="'probectl funcs --sdt' without a GLOB lists them all" if pattern else
+                            "SDT probes come from <sys/sdt.h> (.note.stapsdt); this has none")
+    if as_json:
+        click.echo(_json_text([entry.as_json() for entry in listings]))
+        return
+    for entry in listings:
+        click.echo(entry.line(with_path=pid is not None))
+
+
 @cli.command()
 @click.argument("linedesc")
 @target_options
@@ -201,7 +229,10 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
-    listings = list_lines(resolver.source(required=True).debuginfo, parse_line_range(linedesc), source_dir)
+    source = resolver.source(required=True)
+    for note in resolver.notes:
+        notice(f"probectl: {note}")
+    listings = list_lines(source.debuginfo, parse_line_range(linedesc), source_dir, source.fetch_source)
     if as_json:
         click.echo(_json_text([listing.as_json() for listing in listings]))
         return
@@ -227,10 +258,10 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     try:
         if resolver.btf_describes(point):
             places = list_btf_variables(resolver, point)
-            for note in resolver.notes:
-                notice(f"probectl: {note}")
         else:
             places = list_variables(resolver.source(required=True), point, externs)
+        for note in resolver.notes:
+            notice(f"probectl: {note}")
     except ProbePointNotFound:
         _tracepoint_hint(point.function or "")
         raise

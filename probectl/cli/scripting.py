@@ -18,23 +18,30 @@ TIMELINE_FORMATS = ("chrome-json", "perfetto")
 @click.option("-i", "--input", "input_", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               help="trace.dat file (probectl's or trace-cmd's).")
 @click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
-@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + TIMELINE_FORMATS), default="text",
+@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + ("parquet",) + TIMELINE_FORMATS), default="text",
               show_default=True, help="text (perf script), csv, json (one object a line), folded (stacks, for "
-              "flamegraph.pl), chrome-json (a timeline for Perfetto; perfetto is the same).")
+                                      "flamegraph.pl), parquet (a dataset per event under -o DIR), chrome-json "
+                                      "(a timeline for Perfetto; perfetto is the same).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
+@click.option("-o", "--output", "output", metavar="DIR|FILE",
+              help="--format parquet: the directory of the datasets, DIR/SYSTEM.EVENT/host=H/recording=R/; "
+                   "chrome-json: the file (written whole or not at all; default stdout).")
+@click.option("--host", "host", metavar="NAME", help="--format parquet: the host partition (default: the "
+                                                     "node name the file was recorded on).")
+@click.option("--recording", "recording", metavar="NAME", help="--format parquet: the recording partition "
+                                                               "(default: the file name without .dat).")
 @click.option("--counter", "counters", multiple=True, metavar="FIELD",
               help="chrome-json: also a counter track of these numeric fields (globs, repeatable).")
-def script(input_, fields, kind, events, counters):
-    """Print the events of a trace.dat file."""
+def script(input_, fields, kind, events, output, host, recording, counters):
+    """Print the events of a trace.dat file, or write them as Parquet datasets (--format parquet -o DIR)
+    or as a timeline (--format chrome-json)."""
     if counters and kind not in TIMELINE_FORMATS:
         raise click.UsageError("--counter makes counter tracks of a timeline: use it with --format chrome-json")
     if kind in TIMELINE_FORMATS:
-        if fields:
-            raise click.UsageError("-F picks the fields of text and CSV lines; a timeline carries every field")
-        from ..pictures.timeline import write_chrome_json
-
-        with open_trace(input_) as trace:
-            write_chrome_json(trace, sys.stdout, events, counters)
+        _timeline(input_, fields, events, output, host, recording, counters)
+        return
+    if kind == "parquet" or output or host or recording:
+        _parquet(input_, fields, kind, events, output, host, recording)
         return
     if fields and kind in ("json", "folded"):
         raise click.UsageError(f"-F picks the fields of text and CSV lines; --format {kind} prints "
@@ -53,3 +60,43 @@ def script(input_, fields, kind, events, counters):
                    "their events print as unknown")
     if lost:
         notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
+
+
+def _timeline(input_, fields, events, output, host, recording, counters):
+    """script --format chrome-json: the recording as a Chrome JSON trace (pictures.timeline)."""
+    if fields:
+        raise click.UsageError("-F picks the fields of text and CSV lines; a timeline carries every field")
+    if host or recording:
+        raise click.UsageError("--host and --recording go with --format parquet")
+    import io
+
+    from ..pictures.output import write_atomically
+    from ..pictures.timeline import write_chrome_json
+
+    with open_trace(input_) as trace:
+        if output and output != "-":
+            text = io.StringIO()
+            written = write_chrome_json(trace, text, events, counters)
+            write_atomically(output, text.getvalue())
+            notice(f"[ probectl script: {written:,} events written to {output} ]")
+        else:
+            write_chrome_json(trace, sys.stdout, events, counters)
+
+
+def _parquet(input_, fields, kind, events, output, host, recording):
+    """script --format parquet -o DIR: every event (or those of -e) as Parquet (analysis.parquet)."""
+    if kind != "parquet":
+        raise click.UsageError("-o, --host and --recording go with --format parquet")
+    if not output:
+        raise click.UsageError("--format parquet writes files: give their directory with -o DIR")
+    if fields:
+        raise click.UsageError("-F picks the fields of text and CSV lines; Parquet holds every field")
+    from ..analysis.columns import read_tables, select_events
+    from ..analysis.parquet import write_parquet
+
+    with open_trace(input_) as trace:
+        tables = select_events(read_tables(trace, recording), events)
+    result = write_parquet(tables, output, host=host or "", recording=recording or "")
+    notice(f"[ probectl script: {result.rows:,} events of {len(result.files)} event types written under {output} ]")
+    if tables.lost:
+        notice(f"Warning: {tables.lost:,} events were lost while recording (the file's per-CPU statistics)")

@@ -362,6 +362,11 @@ class ElfFile:
         return out
 
     @property
+    def byte_order(self) -> str:
+        """The file's byte order as a struct format prefix: ``<`` or ``>``."""
+        return self._endian
+
+    @property
     def has_dwarf(self) -> bool:
         """Whether this file carries DWARF (.debug_info with data, possibly compressed, or .zdebug_info)."""
         for name in (".debug_info", ".zdebug_info"):
@@ -372,8 +377,9 @@ class ElfFile:
 
     # --- notes: build-id and debuglink ----------------------------------------------------------
 
-    def _notes(self) -> Iterator[tuple[bytes, int, bytes]]:
-        """(name, type, desc) of every note, from SHT_NOTE sections, or PT_NOTE segments if there are none."""
+    def notes(self) -> Iterator[tuple[bytes, int, bytes]]:
+        """(owner name, type, desc) of every note, from SHT_NOTE sections, or PT_NOTE segments if there are
+        none (.note.stapsdt is not loaded, so only its section finds it)."""
         areas = [(s.offset, s.size, s.addralign) for s in self.sections
                  if s.type == SHT_NOTE and s.offset + s.size <= len(self._data)]
         if not areas:
@@ -398,7 +404,7 @@ class ElfFile:
     def build_id(self) -> Optional[str]:
         """The GNU build-id as lower-case hex, or None."""
         try:
-            for name, ntype, desc in self._notes():
+            for name, ntype, desc in self.notes():
                 if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
                     return desc.hex()
         except struct.error:

@@ -10,6 +10,7 @@ from ..resolve import MAX_POINTS, ProbePoint, Resolver
 from ..resolve.fetch import FetchOptions
 from ..spec import ProbeSpec, parse_probe
 from ..target import Target
+from .kernel_rules import check_definitions
 from .naming import assign_events
 
 if TYPE_CHECKING:
@@ -49,11 +50,14 @@ class ProbeSet:
 
     def name(self, taken: Optional[set[tuple[str, str]]] = None, *, force: bool) -> Named:
         """Event definitions per spec, with names free of ``taken`` (updated with them); no ``taken``
-        names them as if no event existed (what -D shows)."""
+        names them as if no event existed (what -D shows). Every definition is checked against the
+        kernel's rules (KernelRuleError), so what -D shows is what the kernel takes."""
         taken = set() if taken is None else taken
-        return [(spec, assign_events(spec, points, group=self.target.default_group, taken=taken, force=force,
-                                     multiprobe=self.multiprobe, is_uprobe=self.target.is_uprobe))
-                for spec, points in self.resolved]
+        named = [(spec, assign_events(spec, points, group=self.target.default_group, taken=taken, force=force,
+                                      multiprobe=self.multiprobe, is_uprobe=self.target.is_uprobe))
+                 for spec, points in self.resolved]
+        check_definitions(definitions(named), self.features)
+        return named
 
     def add(self, tfs: Tracefs, *, force: bool = False, dry_run: bool = False,
             before_write: Optional[Callable[[list[EventDefinition]], object]] = None) -> Named:
@@ -76,7 +80,7 @@ def fetch_options(features: Optional[Features]) -> FetchOptions:
     if features is None:
         return FetchOptions()
     return FetchOptions(x_types=features.x_types, immediates=features.immediates,
-                        args_at_return=features.retprobe_args)
+                        args_at_return=features.retprobe_args, ref_ctr=features.ref_ctr)
 
 
 def definitions(named: Named) -> list[EventDefinition]:

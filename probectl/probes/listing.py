@@ -1,5 +1,6 @@
 """Describing events for people: the ones `add` just created, from their definitions as typed, and the
-existing ones for `list`, each definition mapped back to a readable place.
+existing ones for `list`, each definition mapped back to a readable place; and the SDT probes that
+files carry, for ``funcs --sdt``.
 
 For `list`, tracefs is the source of truth; the place is rebuilt from the definition itself (file
 offset → symbol through the ELF symbol table), so events added by other tools are described as well
@@ -19,6 +20,7 @@ from ..errors import ProbectlError
 from ..events import EventDefinition
 
 if TYPE_CHECKING:
+    from ..debuginfo.sdt import SdtNote
     from ..target import Target
     from . import Named
 
@@ -65,7 +67,11 @@ def added(named: "Named", target: "Target") -> list[EventListing]:
             if d.full_name in seen:
                 continue
             seen.add(d.full_name)
-            where = spec.point.text + (f" in {target.path}" if target.is_uprobe else "")
+            point = spec.point.text
+            if spec.point.sdt is not None:  # the note's own name, not the glob
+                with ElfFile(d.uprobe_path) as elf:
+                    point = _sdt_name_at(elf, elf.offset_to_vaddr(d.uprobe_offset)) or point
+            where = point + (f" in {target.path}" if target.is_uprobe else "")
             args = tuple(f"{a.name}={a.text}" if a.name else a.text for a in spec.args)
             out.append(EventListing(d, where, args))
     return out
@@ -101,6 +107,9 @@ def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
             sym = elf.symbol_at(vaddr)
         except ProbectlError:
             vaddr, sym = None, None
+        sdt = _sdt_name_at(elf, vaddr) if vaddr is not None else None
+        if sdt is not None:
+            return EventListing(defn, f"{sdt}{ret} in {path}", kernel_arg_names(defn))
         if sym is not None:
             off = vaddr - sym.value
             where = sym.name + (f"+{off}" if off else "")
@@ -109,6 +118,17 @@ def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
             where = source if not ret else source.replace("@", ret + "@", 1)
             ret = ""
     return EventListing(defn, f"{where}{ret} in {path}", kernel_arg_names(defn))
+
+
+def _sdt_name_at(elf: ElfFile, vaddr: int) -> str | None:
+    """``sdt_PROVIDER:NAME`` of the SDT probe at ``vaddr``, if there is one."""
+    from ..debuginfo.sdt import read_sdt_notes
+
+    try:
+        notes = read_sdt_notes(elf)
+    except ProbectlError:
+        return None
+    return next((f"sdt_{n.provider}:{n.name}" for n in notes if n.address == vaddr), None)
 
 
 def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> str | None:
@@ -157,3 +177,55 @@ def _matches(defn: EventDefinition, pattern: str) -> bool:
     if not fnmatch.fnmatchcase(defn.event, event):
         return False
     return not group or fnmatch.fnmatchcase(defn.group, group)
+
+
+@dataclass(frozen=True)
+class SdtListing:
+    """One SDT probe of one file, for ``funcs --sdt``: what ``add`` takes (``sdt_PROVIDER:NAME``) and its
+    notes (several when the probe's code was inlined or unrolled: one event, several places)."""
+
+    path: Path
+    notes: tuple["SdtNote", ...]
+
+    @property
+    def note(self) -> "SdtNote":
+        return self.notes[0]
+
+    @property
+    def name(self) -> str:
+        return f"sdt_{self.note.provider}:{self.note.name}"
+
+    def line(self, with_path: bool) -> str:
+        text = f"{self.path} {self.name}" if with_path else self.name
+        if self.note.semaphore:
+            text += " [semaphore]"
+        return text
+
+    def as_json(self) -> dict:
+        note = self.note
+        return {"path": str(self.path), "provider": note.provider, "name": note.name,
+                "addresses": [n.address for n in self.notes], "semaphore": note.semaphore,
+                "arguments": note.operand_texts}
+
+
+def sdt_probes(paths: list[Path], pattern: str | None) -> list[SdtListing]:
+    """The SDT probes of ``paths`` whose ``PROVIDER:NAME`` matches ``pattern`` (a glob, ``sdt_`` and ``%``
+    prefixes allowed; None: all), each provider:name once per file, in file order."""
+    from ..debuginfo.sdt import SdtNote, read_sdt_notes
+
+    wanted = None
+    if pattern:
+        wanted = pattern.lstrip("%")
+        wanted = wanted[4:] if wanted.startswith("sdt_") else wanted
+        if ":" not in wanted:
+            wanted = f"*:{wanted}"  # a bare NAME glob: any provider
+    out = []
+    for path in paths:
+        with ElfFile(path) as elf:
+            by_name: dict[str, list[SdtNote]] = {}
+            for note in read_sdt_notes(elf):
+                key = f"{note.provider}:{note.name}"
+                if wanted is None or fnmatch.fnmatchcase(key, wanted):
+                    by_name.setdefault(key, []).append(note)
+        out.extend(SdtListing(path, tuple(notes)) for notes in by_name.values())
+    return out

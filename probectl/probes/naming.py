@@ -1,7 +1,12 @@
 """Event naming as perf probe does it: ProbePoints of one definition → EventDefinitions with free names.
 
-Group: the user's, else ``probe`` / ``probe_<binary>``. Event: the user's, else the function (``FUNC_L<N>``
-for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
+Argument names made from expressions (``w->next->id`` → ``id``) are made C identifiers of at most 32
+characters and unique within the event (``id``, ``id_1``), avoiding the names the user gave, the
+fields every event has and the kernel's ``argN`` names of unnamed arguments; names the user gave are
+left as they are, for :mod:`.kernel_rules` to refuse if the kernel would.
+
+Group: the user's, else ``sdt_PROVIDER`` for an SDT probe, else ``probe`` / ``probe_<binary>``. Event: the
+user's, else the SDT probe's NAME or the function (``FUNC_L<N>`` for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
 unless --force, which picks ``_1``, ``_2``...; on kernels that can append probes to an event (README
 "Create/append"), every point of one definition shares its event, otherwise the extra points get suffixes.
 """
@@ -12,8 +17,11 @@ import re
 from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
 from ..resolve import ProbePoint
+from ..resolve.points import ResolvedArg
 from ..spec import ProbeSpec
 from ..spec.names import check_group_name
+from ..spec.tree import RESERVED_ARG_NAMES
+from .kernel_rules import MAX_ARG_NAME_LEN, kernel_arg_name
 
 MAX_EVENT_NAME_LEN = 64
 MAX_EVENT_INDEX = 1024
@@ -24,6 +32,8 @@ def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
     if probe.event:
         return probe.event
     pt = probe.point
+    if pt.sdt is not None:
+        return point.function  # the note's NAME, as perf names SDT events
     if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
         base = pt.function
     else:
@@ -48,23 +58,21 @@ def assign_events(
     is_uprobe: bool,
 ) -> list[EventDefinition]:
     """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names."""
-    group = probe.group or group
-    check_group_name(group)  # (the default group comes from a file name)
-    if len(group) >= MAX_EVENT_NAME_LEN:
-        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
-                                 hint="name the group: GROUP:EVENT=...")
     defs: list[EventDefinition] = []
-    shared: dict[str, str] = {}  # base name → event name already chosen in this definition
+    shared: dict[tuple[str, str], str] = {}  # (group, base name) → event name already chosen in this definition
+    default_group = group
     for point in points:
+        group = probe.group or point.group or default_group
+        _check_group(group)
         base = event_base_name(probe, point)
         if point.is_return:
             base += "__return"
-        if multiprobe and base in shared:
-            event = shared[base]
+        if multiprobe and (group, base) in shared:
+            event = shared[group, base]
         else:
             allow_suffix = force or (bool(defs) and not multiprobe)
             event = _free_name(group, base, taken, allow_suffix)
-            shared[base] = event
+            shared[group, base] = event
             taken.add((group, event))
         defs.append(
             EventDefinition(
@@ -72,11 +80,19 @@ def assign_events(
                 group=group,
                 event=event,
                 place=point.place,
-                args=tuple(FetchArg(fetch=a.fetch, name=a.name, type=a.type) for a in point.args),
+                args=tuple(FetchArg(fetch=a.fetch, name=name, type=a.type)
+                           for a, name in zip(point.args, argument_names(point.args))),
                 is_uprobe=is_uprobe,
             )
         )
     return defs
+
+
+def _check_group(group: str) -> None:
+    check_group_name(group)  # (the default group comes from a file name, an SDT group from a provider)
+    if len(group) >= MAX_EVENT_NAME_LEN:
+        raise ProbeSemanticError(f"the group name '{group}' is too long (at most {MAX_EVENT_NAME_LEN - 1} characters)",
+                                 hint="name the group: GROUP:EVENT=...")
 
 
 def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix: bool) -> str:
@@ -94,3 +110,29 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
                 break
             return name
     raise EventExistsError(f"too many events named {group}:{base}_N", hint="remove some with 'probectl del'")
+
+
+def argument_names(args: tuple[ResolvedArg, ...]) -> list[str]:
+    """The names to write for ``args``: given names as they are, unnamed ones left to the kernel,
+    names made from expressions fitted to the kernel's rules and made unique as perf does (``id``,
+    ``id_1``)."""
+    taken = set(RESERVED_ARG_NAMES)
+    taken.update(a.name for a in args if a.named)
+    taken.update(kernel_arg_name(i) for i, a in enumerate(args) if not a.name)
+    names = []
+    for a in args:
+        if a.named or not a.name:
+            names.append(a.name)
+            continue
+        base = re.sub(r"[^A-Za-z0-9_]", "_", a.name)
+        if not base or base[0].isdigit():
+            base = "_" + base
+        base = base[:MAX_ARG_NAME_LEN]
+        name, i = base, 0
+        while name in taken:
+            i += 1
+            suffix = f"_{i}"
+            name = base[:MAX_ARG_NAME_LEN - len(suffix)] + suffix
+        taken.add(name)
+        names.append(name)
+    return names

@@ -10,7 +10,7 @@ from typing import Optional
 from .. import spec as S
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
-from ..debuginfo.dwarf.sources import find_source
+from ..debuginfo.dwarf.sources import SourceFetcher, find_source
 from ..errors import DebugInfoError, ProbePointNotFound, ResolveError
 from ..resolve import Resolver
 from ..resolve.btf_fetch import btf_vars_listing
@@ -61,13 +61,15 @@ class LineListing:
         }
 
 
-def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Optional[str] = None) -> list[LineListing]:
-    """The listings of a LINEDESC: one per matching function (static duplicates) or source file."""
+def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Optional[str] = None,
+               fetch: Optional[SourceFetcher] = None) -> list[LineListing]:
+    """The listings of a LINEDESC: one per matching function (static duplicates) or source file;
+    ``fetch`` gets sources that are not on this machine (debuginfod)."""
     if line_range.function:
         functions = debuginfo.find_functions(line_range.function, line_range.source)
         if not functions:
             raise ProbePointNotFound(line_range.function, hint="list the functions with 'probectl funcs'")
-        return [_function_listing(debuginfo, fn, line_range, source_dir) for fn in functions]
+        return [_function_listing(debuginfo, fn, line_range, source_dir, fetch) for fn in functions]
     files = source_files(debuginfo, line_range.source)
     if not files:
         raise ProbePointNotFound(line_range.source, hint="no compilation unit has a source file of that name")
@@ -76,7 +78,7 @@ def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Option
     listings = []
     for path, numbers in probeable_file_lines(debuginfo, line_range.source, start, end).items():
         cu = next(cu for cu in debuginfo.compile_units() if path in _cu_files(debuginfo, cu))
-        text = _read_source(path, debuginfo.comp_dir(cu), source_dir)
+        text = _read_source(path, debuginfo.comp_dir(cu), source_dir, fetch)
         listing = LineListing(path, None, line_range.start or 0, 0)
         last = len(text) if line_range.end is None else min(line_range.end, len(text))
         probe = set(numbers)
@@ -96,10 +98,10 @@ def _cu_files(debuginfo: DebugInfo, cu) -> list[str]:
 
 
 def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRange,
-                      source_dir: Optional[str]) -> LineListing:
+                      source_dir: Optional[str], fetch: Optional[SourceFetcher]) -> LineListing:
     if not fn.decl_file:
         raise DebugInfoError(f"function '{fn.name}' has no source file in its debug information")
-    text = _read_source(fn.decl_file, debuginfo.comp_dir(fn.cu), source_dir)
+    text = _read_source(fn.decl_file, debuginfo.comp_dir(fn.cu), source_dir, fetch)
     probe = set(probeable_lines(debuginfo, fn))
     rel_start = line_range.start or 0
     first = fn.decl_line + rel_start
@@ -117,8 +119,8 @@ def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRang
     return listing
 
 
-def _read_source(path: str, comp_dir: str, source_dir: Optional[str]) -> list[str]:
-    found = find_source(path, comp_dir, source_dir)
+def _read_source(path: str, comp_dir: str, source_dir: Optional[str], fetch: Optional[SourceFetcher]) -> list[str]:
+    found = find_source(path, comp_dir, source_dir, fetch)
     try:
         return Path(found).read_text(errors="replace").splitlines()
     except OSError as err:

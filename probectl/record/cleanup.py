@@ -19,6 +19,9 @@ from .processes import pid_alive
 
 INSTANCE_PREFIX = "probectl-"
 _INSTANCE_RE = re.compile(r"probectl-(\d+)(?:-(\d+))?$")
+# The synthetic event of a ``latency`` run in the kernel: ``probectl_lat_<pid>`` (event names take no '-').
+SYNTHETIC_PREFIX = "probectl_lat_"
+_SYNTHETIC_RE = re.compile(r"(?:synthetic/)?probectl_lat_(\d+)\b")
 STATE_DIRS = (Path("/run/probectl"), Path("/tmp/probectl-state"))
 
 
@@ -90,7 +93,8 @@ def _identity(d: EventDefinition) -> list:
 
 
 def cleanup_stale(tfs: Tracefs, notice: Callable[[str], None] = notice_stderr) -> list[str]:
-    """Remove the instances (``probectl-<pid>``) and the ``trace`` probes of runs whose pid is dead.
+    """Remove the instances (``probectl-<pid>``), the ``trace`` probes and the ``latency`` synthetic
+    events (``probectl_lat_<pid>``) of runs whose pid is dead.
 
     Returns what was removed, as text for the user.
     """
@@ -110,6 +114,7 @@ def cleanup_stale(tfs: Tracefs, notice: Callable[[str], None] = notice_stderr) -
             notice(f"probectl: could not remove the stale instance {name}: {err.message}")
             continue
         removed.append(f"instance {name}")
+    removed += _remove_stale_synthetic(tfs, notice)
     for d in STATE_DIRS:
         try:
             files = sorted(d.glob("trace-*.json"))
@@ -134,4 +139,27 @@ def cleanup_stale(tfs: Tracefs, notice: Callable[[str], None] = notice_stderr) -
             removed += [f"probe {g}:{e}" for g, e in gone]
             with contextlib.suppress(OSError):
                 path.unlink()
+    return removed
+
+
+def _remove_stale_synthetic(tfs: Tracefs, notice: Callable[[str], None]) -> list[str]:
+    """The synthetic events of dead ``latency`` runs (after their instances, whose triggers use them)."""
+    path = tfs.root / "synthetic_events"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    removed = []
+    for line in lines:
+        m = _SYNTHETIC_RE.match(line)
+        if not m or pid_alive(int(m.group(1))):
+            continue
+        name = SYNTHETIC_PREFIX + m.group(1)
+        try:
+            with open(path, "a") as f:
+                f.write(f"!{name}\n")
+        except OSError as err:
+            notice(f"probectl: could not remove the stale synthetic event {name}: {err.strerror}")
+            continue
+        removed.append(f"synthetic event {name}")
     return removed

@@ -31,7 +31,8 @@ class LiveStream:
 
     def __init__(self, tfs: Tracefs, selected: Sequence[SelectedEvent], *, command: Sequence[str] = (),
                  pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
-                 interval: float = 0.1, notice: Callable[[str], None] = notice_stderr):
+                 interval: float = 0.1, duration: Optional[float] = None, stacks: bool = False,
+                 notice: Callable[[str], None] = notice_stderr):
         self.tfs = tfs
         self.selected = list(selected)
         self.command = list(command)
@@ -39,6 +40,9 @@ class LiveStream:
         self.system_wide = system_wide
         self.buffer_kb = buffer_kb
         self.interval = interval
+        self.duration = duration
+        self.stacks = stacks
+        self.raw = False
         self.notice = notice
         self.formats: list[EventFormat] = [e.format for e in self.selected]
         self.watch = ProcessWatch()
@@ -48,9 +52,17 @@ class LiveStream:
         self.command_status: Optional[int] = None
         self.streaming = False
 
+    def run_pages(self, on_pages: Callable[[list, PageLayout], None],
+                  on_start: Optional[Callable[[], None]] = None) -> None:
+        """As :meth:`run`, handing each batch undecoded: the ``(cpu, buffer, offset, size)`` streams
+        of the CPUs that had events, and their layout (for a native consumer such as the
+        aggregator of ``probectl hist``, which needs no Python object per event)."""
+        self.raw = True
+        self.run(on_pages, on_start)  # type: ignore[arg-type]
+
     def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
-        """Stream until the command ends, Ctrl-C or SIGTERM; then remove the instance. ``on_start`` is
-        called once the events are being traced, before the command starts."""
+        """Stream until the command ends, ``duration`` passes, Ctrl-C or SIGTERM; then remove the
+        instance. ``on_start`` is called once the events are being traced, before the command starts."""
         workload = Workload(self.command) if self.command else None
         inst = Instance(self.tfs)
         fds: dict[int, int] = {}
@@ -76,7 +88,7 @@ class LiveStream:
             inst.create()
             command = workload.pid if workload is not None and not self.system_wide else None
             pids = traced_tids(self.pids, command)
-            inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0)
+            inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0, stacks=self.stacks)
             self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
             for cpu in cpus:
                 path = inst.path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
@@ -92,20 +104,18 @@ class LiveStream:
             if workload is not None:
                 workload.release()
             next_look = 0.0
+            deadline = time.monotonic() + self.duration if self.duration else None
             while True:
                 done = workload is not None and workload.poll() is not None
                 now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    self._drain_whole(fds, on_pages)
+                    self.stopped_by = "duration"
+                    return
                 if pids and now >= next_look:  # names of the traced processes, while they live
                     self.watch.look(inst.traced_pids(), maps=False)
                     next_look = now + 0.5
-                # Pages read are printed before a Ctrl-C or SIGTERM stops the stream: a signal in the
-                # middle of a drain would lose the events it had read.
-                with signals_held() as got:
-                    self._drain(fds, on_pages)
-                if got:
-                    if signal.SIGTERM in got:
-                        raise Terminated()
-                    raise KeyboardInterrupt
+                self._drain_whole(fds, on_pages)
                 if done:
                     self.stopped_by = "command"
                     return
@@ -137,6 +147,17 @@ class LiveStream:
         step(inst.remove)
         step.finish(quiet, self.notice)
 
+    def _drain_whole(self, fds: dict[int, int], on_pages: Callable[[EventReader], None]) -> None:
+        """:meth:`_drain`, never cut in two by Ctrl-C or SIGTERM: pages read from the kernel are
+        gone from its buffer, so they are always handed on; a signal that arrived meanwhile stops
+        the stream right after."""
+        with signals_held() as got:
+            self._drain(fds, on_pages)
+        if signal.SIGTERM in got:
+            raise Terminated()
+        if signal.SIGINT in got:
+            raise KeyboardInterrupt
+
     def _drain(self, fds: dict[int, int], on_pages: Callable[[EventReader], None]) -> None:
         page = self.layout.page_size
         streams = []
@@ -158,6 +179,9 @@ class LiveStream:
                 blob = b"".join(chunks)
                 streams.append((cpu, blob, 0, len(blob)))
         if not streams:
+            return
+        if self.raw:
+            on_pages(streams, self.layout)  # type: ignore[call-arg]
             return
         reader = EventReader(streams, self.formats, self.layout, source="the live trace")
         try:

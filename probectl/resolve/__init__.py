@@ -2,8 +2,9 @@
 
 The :class:`Resolver` decides where the answer comes from — symbols (ELF, or kallsyms for the running
 kernel), DWARF (:mod:`.dwarf`, perf's probe-finder) or, for kprobes without DWARF, BTF (:mod:`.btf`) —
-renders raw fetch arguments, and drops kprobe places the kernel would refuse (:mod:`.kprobe_rules`,
-:mod:`.boundary`). C expressions become fetch text in :mod:`.dwarf_fetch` and :mod:`.btf_fetch`, which
+renders raw fetch arguments, reads SDT probes from their notes (:mod:`.sdt`), and drops kprobe places
+the kernel would refuse (:mod:`.kprobe_rules`, :mod:`.boundary`). Debug files not found locally come
+from debuginfod (:mod:`probectl.target.debuginfod`). C expressions become fetch text in :mod:`.dwarf_fetch` and :mod:`.btf_fetch`, which
 find the variable and its place and hand the member chain to the one walker, :mod:`.fetch`;
 :mod:`.render` writes places as the kernel's fetch syntax. :mod:`.points` holds what comes out.
 """
@@ -107,6 +108,10 @@ class Resolver:
         return allowed
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.point.sdt is not None:
+            from .sdt import resolve_sdt_points
+
+            return resolve_sdt_points(self, probe)
         if probe.needs_dwarf:
             if self.btf_describes(probe.point):
                 return self._resolve_btf(probe)
@@ -170,29 +175,68 @@ class Resolver:
         return resolve_btf_points(self, probe)
 
     def source(self, required: bool) -> "SourceResolver | None":
-        """The DWARF resolver of the target (None when it has no debug info and ``required`` is False)."""
+        """The DWARF resolver of the target (None when it has no debug info and ``required`` is False).
+
+        Debug files not found locally are fetched from debuginfod (``$DEBUGINFOD_URLS``): a user
+        binary's by its build-id, and when a definition needs it, the running kernel's vmlinux."""
         if self._source_resolver is None:
             if self.target.path is None:
-                if required:
-                    raise DebugInfoError(
-                        "kernel source-level probes need the kernel's debug information, and no vmlinux "
-                        "matching the running kernel was found",
-                        hint="install the kernel's debug package (Debian: linux-image-$(uname -r)-dbg) or "
-                             "give one with -k/--vmlinux")
-                return None
+                if not required:
+                    return None
+                self._fetch_running_vmlinux()
             from ..debuginfo.dwarf import DebugInfo
             from .dwarf import SourceResolver
 
             try:
                 debuginfo = DebugInfo.open(self.target.path)
-            except DebugInfoError:
-                if required:
-                    raise
-                return None
+            except DebugInfoError as local:
+                debuginfo = self._debuginfo_from_servers(local, required)
+                if debuginfo is None:
+                    return None
+            from ..target.debuginfod import source_fetcher
+
             self._source_resolver = SourceResolver(
                 debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
-                options=self.options, source_dir=self.source_dir, warn=self.warnings.append)
+                options=self.options, source_dir=self.source_dir, warn=self.warnings.append,
+                fetch_source=source_fetcher(self.target.path))
         return self._source_resolver
+
+    def _debuginfo_from_servers(self, local: DebugInfoError, required: bool):
+        """The DWARF of the target from debuginfod after ``local`` (no local debug file); None, or
+        when ``required`` an error saying where it was looked for locally and what each server answered."""
+        from ..debuginfo.dwarf import DebugInfo
+        from ..target.debuginfod import fetch_for_binary, fetch_note
+
+        assert self.target.path is not None
+        try:
+            fetched = fetch_for_binary(self.target.path)
+        except DebugInfoError as remote:
+            if not required:
+                return None
+            raise DebugInfoError(f"{local.message}\n{remote.message}", hint=remote.hint) from None
+        if fetched is None:
+            if required:
+                raise DebugInfoError(local.message, hint=f"{local.hint}; or set DEBUGINFOD_URLS to debuginfod "
+                                                         "servers that have it")
+            return None
+        self.notes.append(fetch_note(fetched, str(self.target.path)))
+        return DebugInfo.open(self.target.path, debug_file=fetched.path)
+
+    def _fetch_running_vmlinux(self) -> None:
+        """Describe the running kernel by its vmlinux from debuginfod, or say that there is none."""
+        from ..target.debuginfod import fetch_note
+        from ..target.kernel import fetch_running_vmlinux
+
+        fetched = fetch_running_vmlinux()
+        if fetched is None:
+            raise DebugInfoError(
+                "kernel source-level probes need the kernel's debug information, and no vmlinux "
+                "matching the running kernel was found",
+                hint="install the kernel's debug package (Debian: linux-image-$(uname -r)-dbg), give one with "
+                     "-k/--vmlinux, or set DEBUGINFOD_URLS to servers that have it")
+        self.notes.append(fetch_note(fetched, "the running kernel"))
+        self.target = replace(self.target, path=fetched.path)
+        self._elf = None
 
     @staticmethod
     def _retval_type(source: "SourceResolver", address: int) -> str:
@@ -204,7 +248,7 @@ class Resolver:
         return source.retval_type(SourceSite(address, fn, True))
 
     def _resolve_source(self, probe: S.ProbeSpec, source: "SourceResolver") -> list[ProbePoint]:
-        from ..errors import VariableNotFound, VariableUnavailable
+        from ..errors import ValueTooWideError, VariableNotFound, VariableUnavailable
 
         point = probe.point
         wants_variables = any(_needs_debuginfo(arg) for arg in probe.args)
@@ -225,8 +269,14 @@ class Resolver:
                     except (VariableUnavailable, VariableNotFound) as missing:
                         row.append(missing)
                         continue
+                    except ValueTooWideError as wide:
+                        if not isinstance(arg.expr, S.SpecialVar):
+                            raise
+                        self.warnings.append(f"{wide.message}: ${arg.expr.name} leaves it out (fetch its members)")
+                        continue
                     row.append(ResolvedArg(fetch=found.fetch, type=found.type,
-                                           name=var.name or found.default_name, text=arg.text))
+                                           name=var.name or found.default_name, text=arg.text,
+                                           named=bool(var.name)))
             per_site.append(row)
         per_site = self._fill_missing(per_site, sites)
         points = []
@@ -397,8 +447,11 @@ class Resolver:
     # -- arguments ---------------------------------------------------------------------------
 
     def render_arg(self, arg: S.ArgSpec, address: int, at_entry: bool) -> ResolvedArg:
-        """A fetch argument that needs no debug information (registers, $retval, $argN, @sym...)."""
-        fetch = self._render_fetch(arg.expr, address, at_entry)
+        """A fetch argument that needs no debug information (registers, $retval, $argN, @sym...).
+        ``@user`` on a kprobe makes every dereference a user-memory one (``+u0(%si)``), which a
+        string type then reads as a user string; uprobes read user memory anyway."""
+        user = arg.user and not self.target.is_uprobe
+        fetch = self._render_fetch(arg.expr, address, at_entry, user)
         if (isinstance(arg.expr, S.SpecialVar) and arg.expr.name == "retval" and arg.type is not None
                 and arg.type.base in ("string", "ustring")):
             # A string is read from memory: $retval:string means the string $retval points at
@@ -409,9 +462,9 @@ class Resolver:
             typ = arg.type.text
             if arg.type.base in ("s", "u", "x") and arg.type.bits is None:
                 typ = f"{arg.type.base}64"  # registers and raw fetches are machine words
-        return ResolvedArg(fetch=fetch, type=typ, name=arg.name or "", text=arg.text)
+        return ResolvedArg(fetch=fetch, type=typ, name=arg.name or "", text=arg.text, named=bool(arg.name))
 
-    def _render_fetch(self, expr, address: int, at_entry: bool) -> str:
+    def _render_fetch(self, expr, address: int, at_entry: bool, user: bool = False) -> str:
         if isinstance(expr, S.Register):
             return f"%{expr.name}"
         if isinstance(expr, S.SpecialVar):
@@ -426,8 +479,8 @@ class Resolver:
             return f"@{'+' if expr.relative else ''}0x{expr.address:x}"
         if isinstance(expr, S.Deref):
             sign = "-" if expr.offset < 0 else "+"
-            user = "u" if expr.user else ""
-            return f"{sign}{user}{abs(expr.offset)}({self._render_fetch(expr.inner, address, at_entry)})"
+            u = "u" if expr.user or user else ""
+            return f"{sign}{u}{abs(expr.offset)}({self._render_fetch(expr.inner, address, at_entry, user)})"
         if isinstance(expr, S.Immediate):
             if isinstance(expr.value, str):
                 return '\\"' + expr.value + '"'
@@ -458,9 +511,13 @@ class Resolver:
         if not matches:
             raise ResolveError(f"symbol '{ref.name}' not found in {self.target.path}",
                                hint=self._function_hint(ref.name, [s.name for s in self.elf.symbols()]))
-        # The kernel computes base = probe address - probe file offset, then reads base + OFFSET.
+        return self.file_offset_fetch(matches[0].value + ref.offset, address)
+
+    def file_offset_fetch(self, vaddr: int, address: int) -> str:
+        """The uprobe fetch of the memory at ``vaddr`` of the probed file, from a probe at ``address``:
+        ``@+OFFSET``, which the kernel reads at (probe address - probe file offset) + OFFSET."""
         probe_delta = address - self.elf.vaddr_to_offset(address)
-        return f"@+0x{matches[0].value + ref.offset - probe_delta:x}"
+        return f"@+0x{vaddr - probe_delta:x}"
 
 
 def _needs_debuginfo(arg: S.ArgSpec) -> bool:

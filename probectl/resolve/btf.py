@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S
-from ..errors import ResolveError
+from ..errors import ResolveError, ValueTooWideError
 from .btf_fetch import btf_fetch, btf_params, btf_retval_type
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 
@@ -30,13 +30,19 @@ def resolve_btf_points(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
         for arg in probe.args:
             if isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"):
                 for param in btf_params(btf, name, at_return=point.is_return, options=resolver.options):
-                    found = btf_fetch(btf, name, S.Variable(param), None, at_return=point.is_return,
-                                      options=resolver.options)
+                    try:
+                        found = btf_fetch(btf, name, S.Variable(param), None, at_return=point.is_return,
+                                          options=resolver.options)
+                    except ValueTooWideError as wide:  # as the DWARF side's $params leaves it out
+                        resolver.warnings.append(f"{wide.message}: ${arg.expr.name} leaves it out (fetch its "
+                                                 f"members)")
+                        continue
                     args.append(ResolvedArg(found.fetch, found.type, found.default_name, arg.text))
             elif arg.is_c_expr:
                 found = btf_fetch(btf, name, arg.expr, arg.type, at_return=point.is_return,
                                   options=resolver.options, user_access=arg.user)
-                args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text))
+                args.append(ResolvedArg(found.fetch, found.type, arg.name or found.default_name, arg.text,
+                                        named=bool(arg.name)))
             else:
                 resolved = resolver.render_arg(arg, address, not point.is_return)
                 if is_untyped_retval(arg):

@@ -38,7 +38,8 @@ from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS,
 from ..debuginfo.btf import Btf
 from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType, guarded
 from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
-from ..errors import DebugInfoError, LocationError, ResolveError, VariableNotFound, VariableUnavailable
+from ..errors import (DebugInfoError, LocationError, ResolveError, ValueTooWideError, VariableNotFound,
+                      VariableUnavailable)
 from .fetch import FetchOptions, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions
@@ -342,7 +343,10 @@ def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.Ty
         return fetch_chain(btf, loc.type, place, variable, cast, RenderOptions(user_access=user_access),
                            options.x_types)
     except LocationError as exc:
-        raise VariableUnavailable(exc.message, exc.hint, variable.name, 0, [], [], exc.reason) from None
+        message = exc.message
+        if exc.reason == "offset":  # (the message says "its offset": name the expression)
+            message = f"'{S.render_expr(variable)}' cannot be fetched: {message}"
+        raise VariableUnavailable(message, exc.hint, variable.name, 0, [], [], exc.reason) from None
 
 
 # --- $retval, $params, listings ------------------------------------------------------------------------
@@ -387,6 +391,8 @@ def _fetchable(btf: Btf, function: str, name: str, at_return: bool, options: Fet
         loc, place = _param_place(btf, function, name, at_return, options)
         fetch_chain(btf, loc.type, place, S.Variable(name), None, RenderOptions(), True)
         return True
+    except ValueTooWideError:
+        return True  # there to read, member by member (listed; $params leaves it out with a warning)
     except ResolveError:
         return False
 

@@ -7,6 +7,7 @@ SourceSites and ArgSpecs into ResolvedArgs with the debuginfo layer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 from .. import spec as S
@@ -42,6 +43,7 @@ class SourceResolver:
     options: FetchOptions = FetchOptions()
     source_dir: Optional[str] = None
     warn: Callable[[str], None] = lambda message: None
+    fetch_source: Optional[Callable[[str], Path]] = None  # sources not on this machine (debuginfod)
 
     # -- points ---------------------------------------------------------------------------------
 
@@ -75,7 +77,8 @@ class SourceResolver:
             if point.lazy is not None:
                 from ..debuginfo.dwarf.sources import lazy_points
 
-                for lp in lazy_points(self.debuginfo, point.lazy, scope=fn, source_dir=self.source_dir):
+                for lp in lazy_points(self.debuginfo, point.lazy, scope=fn, source_dir=self.source_dir,
+                                      fetch=self.fetch_source):
                     add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
                 continue
             if fn.entry is None:
@@ -153,7 +156,7 @@ class SourceResolver:
                 real = next((f for f in line_table(self.debuginfo, cu).files() if tail_match(f, point.source)), None)
                 if real is not None:
                     points.extend(lazy_points(self.debuginfo, point.lazy, cu=cu, file=real,
-                                              source_dir=self.source_dir))
+                                              source_dir=self.source_dir, fetch=self.fetch_source))
         else:
             points = source_line(self.debuginfo, point.source, point.line)
         sites = []

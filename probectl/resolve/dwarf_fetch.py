@@ -14,7 +14,7 @@ from ..debuginfo.dwarf import types as T
 from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
 from ..debuginfo.dwarf.variables import find_variable, variable_place
-from ..errors import LocationError, ResolveError, VariableUnavailable
+from ..errors import LocationError, ResolveError, ValueTooWideError, VariableUnavailable
 from .fetch import FetchOptions, fetch_chain
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions, check_readable
@@ -75,6 +75,8 @@ def _fetchable(debuginfo: "DebugInfo", var: DIE, address: int) -> bool:
         fetch_chain(DWARF_TYPES, T.type_of(var), place, S.Variable(name), None,
                     RenderOptions(machine=debuginfo.machine), True)
         return True
+    except ValueTooWideError:
+        return True  # there to read, member by member (listed; $vars leaves it out with a warning)
     except ResolveError:
         return False
 

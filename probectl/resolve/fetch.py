@@ -23,7 +23,7 @@ from typing import Optional
 from .. import spec as S
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, Bitfield, TypeModel
-from ..errors import LocationError, TypeMismatchError
+from ..errors import LocationError, TypeMismatchError, ValueTooWideError
 from .fetchresult import FetchResult, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
 
@@ -39,6 +39,7 @@ class FetchOptions:
     x_types: bool = True  # x8..x64 types ("type: ... x8/16/32/64")
     immediates: bool = True  # \IMM arguments ("\imm-value")
     args_at_return: bool = False  # $argN at return probes ("kernel return probes support: ... $arg<N>")
+    ref_ctr: bool = True  # uprobe reference counters, PATH:OFF(REF) ("ref_ctr_offset"), for SDT semaphores
 
 
 def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, cast: Optional[S.TypeSpec],
@@ -198,6 +199,13 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
             raise LocationError(f"'{owner}' is part of a register and has no fetchable size", "register")
         return FetchResult(fetch=render_value(place.value, opts), type=f"b{size * 8}@{place.bit_offset}/64",
                            bits=size * 8, **common)
+    if (real is not None and model.kind(real) == AGGREGATE_KIND and size is not None and size > 8
+            and not isinstance(place, Pieces)):  # (in registers: the error says which ones)
+        # perf cuts it to its first 64 bits with only an info message ("exceeds max-bitwidth"): the
+        # event would show 8 bytes of a larger object as if they were the value.
+        raise ValueTooWideError(f"'{owner}' is a {c_type} of {size} bytes; a probe argument holds at most 8",
+                                hint=f"fetch a member of it ({owner}.MEMBER), or cast it to :x64 to read its first "
+                                     f"8 bytes")
     ktype = model.kernel_type(cur, base if base in SIZE_CASTS else None, x_types)
     bits = int(ktype[1:]) if ktype else 0
     if isinstance(place, Computed) and not place.value.is_const and ktype and place.value.bits < bits:

@@ -9,12 +9,15 @@ from .. import spec as S
 
 @dataclass(frozen=True)
 class ResolvedArg:
-    """One fetch argument: ``name`` is empty when the kernel should name it (argN), as perf leaves it."""
+    """One fetch argument: ``name`` is empty when the kernel should name it (argN), as perf leaves it;
+    ``named`` says the user gave the name (a name made from the expression may be changed to fit the
+    kernel's rules, a given one may not)."""
 
     fetch: str
     type: str = ""
     name: str = ""
     text: str = ""
+    named: bool = False
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class ProbePoint:
     is_return: bool = False
     args: tuple[ResolvedArg, ...] = ()
     line: int | None = None  # relative line of FUNC:RLN, for naming
+    group: str | None = None  # the group the place itself names (sdt_PROVIDER), None: the target's
 
 
 def is_untyped_retval(arg: S.ArgSpec) -> bool:

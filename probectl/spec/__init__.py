@@ -49,7 +49,9 @@ Where probectl is stricter or goes further than perf:
 - Beyond perf's documented forms, the kernel's ``@+OFFS`` (uprobe file offset, see
   :class:`AddressRef`) is accepted, and a C variable may sit inside a dereference (``+8(sk)``,
   as the kernel's BTF arguments allow); :attr:`ArgSpec.is_c_expr` is true for both.
-- SDT/cached events (``%sdt_PROVIDER:EVENT``) are not supported and say so.
+- SDT probes are perf's ``sdt_PROVIDER:NAME`` and ``%[sdt_]PROVIDER:NAME`` (globs in both parts); their
+  arguments are ``argN`` (the note's N-th operand), named with ``NAME=argN`` or cast with ``argN:TYPE``.
+  Cached events (perf's probe cache) are not supported.
 
 The package: :mod:`.tree` (the dataclasses), :mod:`.builder` (parse tree → tree), :mod:`.checks`
 (perf's and the kernel's rules the grammar cannot say), :mod:`.names` (escapes, quotes, C names) and
@@ -65,10 +67,10 @@ from lark.exceptions import LarkError, UnexpectedInput, VisitError
 from ..errors import ProbectlError, ProbeSyntaxError
 from ..grammars import caret_line, check_characters, grammar_path, load_parser
 from .builder import Builder
-from .checks import check_nesting, reject_sdt
+from .checks import check_nesting
 from .syntax_errors import syntax_error
 from .tree import (MAX_PROBE_ARGS, AddressRef, ArgSpec, Deref, Expr, Immediate, Index, LineRange, Member, PointSpec,
-                   ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr)
+                   ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr, sdt_arg_index)
 
 __all__ = [
     "AddressRef",
@@ -92,6 +94,7 @@ __all__ = [
     "parse_point",
     "parse_probe",
     "render_expr",
+    "sdt_arg_index",
 ]
 
 _WHITESPACE_CONTROLS = frozenset("\t\n\v\f\r")
@@ -141,8 +144,6 @@ def _parse(text: str, start: str) -> Tree:
     if not text.strip():
         what = "probe definition" if start == "probe" else "line range"
         raise ProbeSyntaxError(f"empty {what}", caret_line(text), len(text))
-    if start == "probe":
-        reject_sdt(text)
     try:
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:

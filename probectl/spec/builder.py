@@ -79,6 +79,17 @@ class Builder(Transformer):
         parts = [c for c in children if isinstance(c, _Part)]
         return _make_point(self, head, parts, self.text[meta.start_pos:meta.end_pos], meta.start_pos)
 
+    @v_args(meta=True)
+    def sdt_point(self, meta, children):
+        (token,) = children
+        raw = str(token)
+        provider, _, name = raw.lstrip("%").partition(":")
+        if provider.startswith("sdt_"):
+            provider = provider[4:]
+        if not provider or not name:
+            raise self._error("an SDT probe is %[sdt_]PROVIDER:NAME", token.start_pos)
+        return PointSpec(sdt=(provider, name), text=raw)
+
     # -- the arguments -----------------------------------------------------------------------
 
     def member(self, children):

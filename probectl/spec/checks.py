@@ -10,19 +10,7 @@ from lark import Tree
 from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
 from .tree import (MAX_DEREF_DEPTH, MAX_PROBE_ARGS, RESERVED_ARG_NAMES, AddressRef, Deref, Expr, PointSpec, ProbeSpec,
-                   Register, SpecialVar, SymbolRef, Variable, render_expr)
-
-
-def reject_sdt(text: str) -> None:
-    """Refuse SDT and cached events, which probectl does not support."""
-    # perf's is_sdt_event(): "%..." or "sdt_PROVIDER:EVENT" (a ':' and no '=').
-    stripped = text.lstrip()
-    word = stripped.split(None, 1)[0]
-    if word.startswith("%") or (word.startswith("sdt_") and ":" in word and "=" not in word):
-        raise ProbeSemanticError(
-            f"{word} is an SDT or cached event; probectl does not support those yet",
-            hint="probe the marker's function or source line instead",
-        )
+                   Register, SpecialVar, SymbolRef, Variable, render_expr, sdt_arg_index)
 
 
 def check_nesting(tree: Tree, text: str) -> None:
@@ -61,6 +49,15 @@ def check_point(point: PointSpec) -> None:
         raise ProbeSemanticError("Offset/Line/Lazy pattern can't be used with return probe.")
 
 
+def _check_sdt_args(spec: ProbeSpec) -> None:
+    """An SDT probe's arguments are its note's operands, by number: ``argN``, ``NAME=argN``, ``argN:TYPE``."""
+    for arg in spec.args:
+        if sdt_arg_index(arg) is None or arg.user:
+            raise ProbeSemanticError(
+                f"{arg.text!r}: the arguments of an SDT probe are arg1, arg2, ... (the note's operands)",
+                hint="write argN, NAME=argN or argN:TYPE; 'probectl funcs --sdt -x BIN' shows the operands")
+
+
 def _in_memory(expr: Expr) -> bool:
     return isinstance(expr, (Variable, Deref, SymbolRef, AddressRef))
 
@@ -68,6 +65,8 @@ def _in_memory(expr: Expr) -> bool:
 def check_args(spec: ProbeSpec) -> None:
     """Checks over the arguments and the point together (perf's and the kernel's rules)."""
     point = spec.point
+    if point.sdt is not None:
+        _check_sdt_args(spec)
     if len(spec.args) > MAX_PROBE_ARGS:
         raise ProbeSemanticError(f"Too many probe arguments ({len(spec.args)}).",
                                  hint=f"a probe can have at most {MAX_PROBE_ARGS} arguments")

@@ -10,7 +10,7 @@ from typing import Iterator, Optional, Union
 
 MAX_PROBE_ARGS = 128          # perf's MAX_PROBE_ARGS and the kernel's MAX_TRACE_ARGS
 MAX_DEREF_DEPTH = 12          # trace_probe.h: "fetch + deref*N + store + mod + end <= 16, this allows N=12"
-MAX_ARRAY_LEN = 63            # kprobetrace.rst: "N is a fixed number, less than 64"
+MAX_ARRAY_LEN = 64            # trace_probe.h MAX_ARRAY_LEN (the 6.1 kernel takes x8[64] and refuses x8[65])
 INT_BITS = (8, 16, 32, 64)
 
 # Field names every probe event already has (kernel trace_probe.c reserved_field_names).
@@ -31,7 +31,8 @@ class PointSpec:
     ``line`` is relative to the function (RLN) when ``function`` is set and absolute (ALN)
     otherwise. For ``0xADDR`` ``address`` holds the value and ``function`` is None. ``lazy`` is
     the pattern after ``;`` as written (escapes kept). ``offset`` is None when not written;
-    ``+0`` stays 0.
+    ``+0`` stays 0. ``sdt`` is (provider, name), fnmatch globs, for an SDT probe
+    (``%[sdt_]PROVIDER:NAME`` or ``sdt_PROVIDER:NAME``; the other fields are then unset).
     """
 
     function: Optional[str] = None
@@ -42,6 +43,7 @@ class PointSpec:
     lazy: Optional[str] = None
     address: Optional[int] = None
     text: str = ""
+    sdt: Optional[tuple[str, str]] = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,8 @@ class ProbeSpec:
     def needs_dwarf(self) -> bool:
         """perf's rule: a source file, a line, a lazy pattern, a C variable, ``$vars`` or ``$params``."""
         point = self.point
+        if point.sdt is not None:
+            return False  # its arguments are the note's operands, argN
         if point.source is not None or point.line is not None or point.lazy is not None:
             return True
         for arg in self.args:
@@ -206,6 +210,16 @@ class LineRange:
     source: Optional[str] = None
     start: Optional[int] = None
     end: Optional[int] = None
+
+
+def sdt_arg_index(arg: ArgSpec) -> Optional[int]:
+    """N of an SDT probe's argument ``argN`` (N >= 1), None for anything else."""
+    expr = arg.expr
+    if isinstance(expr, Variable) and not expr.accessors:
+        digits = expr.name[3:]
+        if expr.name.startswith("arg") and digits.isdigit() and digits.isascii() and digits[0] != "0":
+            return int(digits)
+    return None
 
 
 def _walk(expr: Expr) -> Iterator[Expr]:

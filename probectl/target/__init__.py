@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import TargetError
-from .binary import find_binary, uprobe_group_name
+from .binary import find_binary, process_objects, uprobe_group_name
 from .kernel import check_vmlinux, find_module, find_running_vmlinux
 
 

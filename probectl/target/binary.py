@@ -349,6 +349,40 @@ def _ldconfig_p() -> list[tuple[str, str]]:
     return entries
 
 
+def process_objects(pid: int, proc: Path = PROC) -> list[Path]:
+    """The ELF files (program and libraries) process ``pid`` maps, in map order, each once, as paths
+    this process can open (through ``/proc/PID/root`` when the process has another root)."""
+    try:
+        maps = (proc / str(pid) / "maps").read_text(errors="surrogateescape")
+    except FileNotFoundError:
+        raise TargetError(f"there is no process {pid}", hint="check the PID (ps, pgrep)") from None
+    except OSError as exc:
+        raise TargetError(f"cannot read the mappings of process {pid}: {exc.strerror}",
+                          hint="run as root, or as the process's owner") from None
+    same_root = True
+    try:
+        here, there = os.stat("/"), os.stat(proc / str(pid) / "root")
+        same_root = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+    except OSError:
+        pass
+    out: list[Path] = []
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/") or parts[5].endswith(" (deleted)"):
+            continue
+        path = Path(parts[5]) if same_root else proc / str(pid) / "root" / parts[5].lstrip("/")
+        if path in out:
+            continue
+        try:
+            with open(path, "rb") as f:
+                if f.read(4) != b"\x7fELF":
+                    continue
+        except OSError:
+            continue
+        out.append(path)
+    return out
+
+
 def mapped_libraries(proc: Path = PROC) -> list[Path]:
     """Shared objects (``*.so*``) mapped by processes that share our root directory, most-mapped first."""
     try:

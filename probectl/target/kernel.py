@@ -75,6 +75,18 @@ def find_running_vmlinux() -> tuple[Optional[Path], list[str]]:
     return None, tried
 
 
+def fetch_running_vmlinux():
+    """The running kernel's vmlinux with DWARF from debuginfod (by its build-id), as a
+    :class:`~probectl.target.debuginfod.Fetched`; None when no server is configured or the kernel
+    exports no build-id. Raises DebugInfoError when the servers do not have it."""
+    from .debuginfod import fetch_debuginfo, server_urls
+
+    wanted = running_build_id()
+    if not server_urls() or not wanted:
+        return None
+    return fetch_debuginfo(wanted, f"vmlinux {os.uname().release}")
+
+
 def check_vmlinux(path: Path) -> Path:
     """A user-given vmlinux must exist and be an x86-64 ELF file with DWARF."""
     if not path.exists():

@@ -227,6 +227,12 @@ class TraceFile:
         self._readers.add(reader)
         return reader
 
+    def page_streams(self, buffer: str = "") -> tuple[list[tuple[int, Any, int, int]], PageLayout]:
+        """The undecoded ``(cpu, buffer, offset, size)`` pages of a buffer and their layout, for a
+        native consumer (the aggregator of ``hist``/``latency``)."""
+        info = self.buffer(buffer)
+        return self._streams(info), PageLayout(self.layout.long_size, self.big_endian, info.page_size)
+
     def _streams(self, info: BufferInfo) -> list[tuple[int, Any, int, int]]:
         streams = []
         for c in info.cpus:

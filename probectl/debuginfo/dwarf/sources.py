@@ -6,7 +6,8 @@ line matches when the glob pattern matches the whole line with all whitespace ig
 addresses in the function (or the whole CU for ``SRC;PTN``) are the probe points.
 The file is found the way perf's ``find_source_path`` looks for it: under ``--source`` DIR
 (the DWARF path appended, then with leading directories dropped one by one), else relative to
-the CU's ``DW_AT_comp_dir``, else as written.
+the CU's ``DW_AT_comp_dir``, else as written; when none of those exists, a ``fetch`` callable
+given by the caller (debuginfod's ``/buildid/ID/source/PATH``) may get it by its absolute path.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import fnmatch
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ...errors import DebugInfoError
 from .die import guarded, tail_match
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 
 _SPACES = re.compile(r"\s+")
 
+# Gets a source file that is not on this machine by its absolute path (as DWARF names it), or raises
+# DebugInfoError saying why not.
+SourceFetcher = Callable[[str], Path]
+
 
 def source_candidates(path: str, comp_dir: str = "", source_dir: Optional[str] = None) -> list[Path]:
     """Where the source file ``path`` (as DWARF names it) may be, in the order perf tries."""
@@ -40,14 +45,22 @@ def source_candidates(path: str, comp_dir: str = "", source_dir: Optional[str] =
     return [Path(path)]
 
 
-def find_source(path: str, comp_dir: str = "", source_dir: Optional[str] = None) -> Path:
+def find_source(path: str, comp_dir: str = "", source_dir: Optional[str] = None,
+                fetch: Optional[SourceFetcher] = None) -> Path:
     """The readable source file for ``path``; DebugInfoError listing the places tried."""
     tried = source_candidates(path, comp_dir, source_dir)
     for p in tried:
         if p.is_file():
             return p
     listing = "\n".join(f"  {p}" for p in tried)
-    raise DebugInfoError(f"source file {path} not found; tried:\n{listing}",
+    remote = ""
+    if fetch is not None:
+        absolute = path if os.path.isabs(path) or not comp_dir else os.path.join(comp_dir, path)
+        try:
+            return fetch(absolute)
+        except DebugInfoError as err:
+            remote = f"\n{err.message}"
+    raise DebugInfoError(f"source file {path} not found; tried:\n{listing}{remote}",
                          hint="point at the source tree with --source DIR")
 
 
@@ -69,7 +82,7 @@ def matching_lines(path: Path, pattern: str) -> list[int]:
 @guarded
 def lazy_points(debuginfo: "DebugInfo", pattern: str, scope: Optional[Function] = None,
                 cu: Optional["CompileUnit"] = None, file: Optional[str] = None,
-                source_dir: Optional[str] = None) -> list[LinePoint]:
+                source_dir: Optional[str] = None, fetch: Optional[SourceFetcher] = None) -> list[LinePoint]:
     """Probe points of a lazy pattern: in function ``scope`` (``FUNC;PTN``, one instance; for an
     inline function call it on each instance), or in ``file`` of ``cu`` (``SRC;PTN``).
     Each address once, in line-table order; an empty list when no matching line has code."""
@@ -78,7 +91,7 @@ def lazy_points(debuginfo: "DebugInfo", pattern: str, scope: Optional[Function] 
         file = scope.decl_file
     if cu is None or not file:
         raise DebugInfoError("a lazy pattern needs a function or a source file with debug information")
-    source = find_source(file, debuginfo.comp_dir(cu), source_dir)
+    source = find_source(file, debuginfo.comp_dir(cu), source_dir, fetch)
     wanted = set(matching_lines(source, pattern))
     points: list[LinePoint] = []
     seen: set[int] = set()

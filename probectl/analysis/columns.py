@@ -1,0 +1,198 @@
+"""Recordings as Arrow tables: one table per event format, columns straight from the native decoder.
+
+The decoder hands each batch over as Arrow-layout buffers (:meth:`probectl.ringbuf.EventReader.tables`:
+integers as int64 arrays, text as offsets + UTF-8 data, no Python object per event); this module wraps
+them as :mod:`pyarrow` arrays without copying, with what the records do not hold: the command name
+(``comm``, from the file's saved cmdlines, a dictionary column whose indexes the decoder writes) and
+the thread group (``pid``, from probectl's saved tgids; the thread id when unknown), both looked up
+in C as the rows are laid out, not per event in Python.
+
+pyarrow earns its place twice: DuckDB scans Arrow tables in place (zero copy, in parallel), so SQL runs
+on the decoder's buffers; and it writes Parquet (:mod:`.parquet`).
+
+Every table has the header columns :data:`HEADER` first, then the event's own fields by their format
+names. A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its
+name and the header column is renamed ``common_<name>``, as the kernel names its common fields.
+"""
+from __future__ import annotations
+
+import os
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence
+
+import pyarrow as pa
+
+from ..errors import ProbectlError, did_you_mean
+from ..formats import EventFormat
+from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, FormatTable, VarColumn, format_specs
+from ..script import STACK_EVENTS, lost_events
+from ..script.plan import event_matches
+from ..tracedat import TraceFile, open_trace
+
+# The header columns of every event table, with what they hold.
+HEADER: dict[str, str] = {
+    "ts": "time stamp, ns (the trace clock)",
+    "cpu": "CPU the event was recorded on",
+    "tid": "thread id (common_pid)",
+    "pid": "thread group id (the process; the thread id when the file does not know it)",
+    "comm": "command name (from the file's saved cmdlines; '<...>' unknown)",
+}
+UNKNOWN_COMM = "<...>"
+BATCH_EVENTS = 1 << 20
+# Up to this many formats in a file (probectl's recordings hold some 20), all are parsed and given to
+# the decoder; above (trace-cmd's files from tracefs hold some 1,500), a walk over the pages finds
+# the ones used first. The walk reads every record header: a fifth of the decoding's time.
+PARSE_ALL_FORMATS = 256
+
+
+def header_name(fmt: EventFormat, name: str) -> str:
+    """The name of header column ``name`` in the table of ``fmt`` (``common_name`` when a field has it)."""
+    return f"common_{name}" if fmt.field(name) is not None and not fmt.field(name).is_common else name
+
+
+def field_type(spec: tuple) -> pa.DataType:
+    """The Arrow type of a field from its decoder spec (offset, size, loc, kind, elem_size, signed)."""
+    _offset, size, _loc, kind, _elem, signed = spec
+    if kind == KIND_INT:
+        return pa.uint64() if size == 8 and not signed else pa.int64()
+    if kind == KIND_STR:
+        return pa.large_string()
+    if kind == KIND_INT_ARRAY:
+        return pa.large_list(pa.int64())
+    assert kind == KIND_BYTES
+    return pa.large_binary()
+
+
+def event_schema(fmt: EventFormat, long_size: int = 8) -> pa.Schema:
+    """The Arrow schema of the table of ``fmt``."""
+    types = {"ts": pa.int64(), "cpu": pa.int32(), "tid": pa.int32(), "pid": pa.int32(),
+             "comm": pa.dictionary(pa.int32(), pa.string())}
+    cols = [pa.field(header_name(fmt, n), t) for n, t in types.items()]
+    for f, spec in zip(fmt.event_fields, format_specs(fmt, long_size)):
+        cols.append(pa.field(f.name, field_type(spec)))
+    return pa.schema(cols)
+
+
+def _buffer(data: Optional[bytes]) -> Optional[pa.Buffer]:
+    return None if data is None else pa.py_buffer(data)
+
+
+def _var_array(col: VarColumn, rows: int, typ: pa.DataType) -> pa.Array:
+    validity, offsets = _buffer(col.validity), pa.py_buffer(col.offsets)
+    if pa.types.is_large_list(typ):
+        count = len(col.data) // 8
+        values = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(col.data)])
+        return pa.Array.from_buffers(typ, rows, [validity, offsets], null_count=col.nulls, children=[values])
+    return pa.Array.from_buffers(typ, rows, [validity, offsets, pa.py_buffer(col.data)], null_count=col.nulls)
+
+
+class ThreadNames:
+    """The threads a file names: ids (ascending) with their thread groups, for the decoder to look
+    each row's thread up in (:meth:`~probectl.ringbuf.EventReader.tables`), and their command names
+    as the dictionary of the ``comm`` column (the decoder's thread index is its index array)."""
+
+    def __init__(self, trace: TraceFile):
+        comms = {0: "<idle>", **trace.cmdlines}
+        tids = sorted({*comms, *trace.tgids})
+        self.lookup = (array("i", tids).tobytes(), array("i", [trace.tgids.get(t, t) for t in tids]).tobytes())
+        self.names = pa.array([comms.get(t, UNKNOWN_COMM) for t in tids] + [UNKNOWN_COMM], pa.string())
+
+
+def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.RecordBatch:
+    """One decoded :class:`~probectl.ringbuf.FormatTable` (read with ``names.lookup``) as an Arrow
+    record batch of ``schema``."""
+    n = table.rows
+    assert table.thread is not None and table.tgid is not None, "read without the threads"
+    arrays = [
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(table.ts)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.cpu)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.pid)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.tgid)]),
+        pa.DictionaryArray.from_buffers(schema.field(4).type, n, [None, pa.py_buffer(table.thread)],
+                                        dictionary=names.names),
+    ]
+    for col, f in zip(table.fields, list(schema)[len(arrays):]):
+        if isinstance(col, bytes):
+            arrays.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
+        else:
+            arrays.append(_var_array(col, n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def host_of(trace: TraceFile) -> str:
+    """The machine a file was recorded on: the node name of its uname option (else 'unknown')."""
+    parts = trace.uname.split()
+    return parts[1] if len(parts) > 1 else "unknown"
+
+
+@dataclass
+class EventTables:
+    """The events of one recording as Arrow tables, by ``system:event`` name."""
+
+    path: Path
+    recording: str  # its name in SQL and Parquet partitions (the file name without .dat by default)
+    host: str
+    formats: dict[str, EventFormat] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    events: int = 0  # records read (stack records and events without a format included)
+    lost: int = 0  # events the kernel lost while recording (the file's statistics)
+
+
+def recording_name(path: Path) -> str:
+    name = path.name
+    return name[:-4] if name.endswith(".dat") and len(name) > 4 else name
+
+
+def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events: int = BATCH_EVENTS,
+                progress: Optional[Callable[[str, int], None]] = None) -> EventTables:
+    """Every event of an open trace file (stack records aside) as one Arrow table per event;
+    ``progress(path, events so far)`` is called after each batch."""
+    out = EventTables(trace.path, recording or recording_name(trace.path), host_of(trace))
+    every = trace.present_formats() if len(trace.format_texts) > PARSE_ALL_FORMATS else trace.formats.values()
+    formats = [f for f in every if (f.system, f.name) not in STACK_EVENTS]
+    schemas = {f.id: event_schema(f, trace.layout.long_size) for f in formats}
+    names = ThreadNames(trace)
+    batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
+    reader = trace.reader(formats=formats)
+    try:
+        for n, tables in reader.tables(batch_events, names.lookup):
+            out.events += n
+            for t in tables:
+                batches[t.format.id].append(batch_of(t, schemas[t.format.id], names))
+            if progress is not None:
+                progress(trace.where, out.events)
+    finally:
+        reader.close()
+    for f in formats:
+        if batches[f.id]:
+            out.formats[f.full_name] = f
+            out.tables[f.full_name] = pa.Table.from_batches(batches[f.id], schemas[f.id])
+    out.lost = lost_events(trace)
+    return out
+
+
+def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (), *,
+                    progress: Optional[Callable[[str, int], None]] = None) -> Iterator[EventTables]:
+    """The tables of each trace file in ``paths`` (named by ``names`` when given, else by file name)."""
+    for i, path in enumerate(paths):
+        with open_trace(path) as trace:
+            yield read_tables(trace, names[i] if i < len(names) else None, progress=progress)
+
+
+def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
+    """``tables`` limited to the events matching ``globs`` (``script -e``'s rule); a glob that matches
+    nothing is an error naming the events there are."""
+    if not globs:
+        return tables
+    names = sorted(tables.tables)
+    for glob in globs:
+        if not any(event_matches(tables.formats[e], glob) for e in names):
+            raise ProbectlError(f"no event in {tables.path} matches {glob!r}",
+                                did_you_mean(glob, names) or (f"the file holds {', '.join(names)}" if names
+                                                              else "the file holds no events"))
+    keep = [e for e in names if any(event_matches(tables.formats[e], g) for g in globs)]
+    return EventTables(tables.path, tables.recording, tables.host, {e: tables.formats[e] for e in keep},
+                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost)
+

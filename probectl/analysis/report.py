@@ -1,0 +1,247 @@
+"""Counts and summaries of recordings, as ``perf report --sort comm,sym`` prints them, built on SQL.
+
+A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys and counts them:
+
+* ``event``, ``comm``, ``pid``, ``tid``, ``cpu``, ``recording``, ``host``: the header columns;
+* ``sym``: the probed function, the symbol of a probe event's ``__probe_ip`` (``__probe_func`` of a
+  return probe) in its process (kernel addresses through the file's kallsyms); events without a
+  probe address have none (``[unknown]``);
+* any field of the selected events (``-e``): the events that have the field are counted.
+
+The rows are sorted by count (ties by key), with their share of the counted events. A ``--hist``
+report draws a power-of-two histogram (:mod:`.log2hist`) of an integer field instead, one per value
+of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
+distinct probe addresses are symbolized in Python.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import pyarrow as pa
+
+from ..errors import ProbectlError, did_you_mean
+from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
+from ..tracedat import open_trace
+from . import log2hist
+from ..script.plan import event_matches
+from .columns import HEADER, header_name
+from .sql import RecordingsDatabase, literal, quote
+
+# The keys of every event, with the titles of their columns.
+HEADER_KEYS = {"event": "Event", "comm": "Command", "pid": "Pid", "tid": "Tid", "cpu": "CPU",
+               "recording": "Recording", "host": "Host"}
+SYM_KEY = "sym"
+KEY_TITLES = {**HEADER_KEYS, SYM_KEY: "Symbol"}
+DEFAULT_KEYS = ("event",)
+_PROBE_ADDRESSES = ("__probe_ip", "__probe_func")  # (entry probes, return probes)
+
+
+@dataclass
+class ReportRow:
+    keys: tuple
+    count: int
+
+
+@dataclass
+class Report:
+    """A count table: ``rows`` by count, of ``total`` selected events."""
+
+    keys: list[str]
+    total: int
+    events: list[str]  # the selected events
+    rows: list[ReportRow] = field(default_factory=list)
+
+    def titles(self) -> list[str]:
+        return [KEY_TITLES.get(k, k) for k in self.keys]
+
+
+@dataclass
+class Histogram:
+    """A power-of-two histogram of ``field`` for one value of the sort keys (``keys``: values)."""
+
+    field: str
+    keys: dict[str, Any]
+    counts: dict[int, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def parse_keys(text: Optional[str]) -> list[str]:
+    """``comm,sym`` as a list of keys (a perf user's ``--sort`` text)."""
+    if not text:
+        return []
+    keys = [k.strip() for k in text.split(",")]
+    if any(not k for k in keys):
+        raise ProbectlError(f"bad --sort {text!r}: an empty key", "give keys separated by commas, e.g. comm,sym")
+    return keys
+
+
+class Reporter:
+    """Reports of a database of recordings, limited to the events matching ``globs`` (all when empty)."""
+
+    def __init__(self, db: RecordingsDatabase, globs: Sequence[str] = ()):
+        self.db = db
+        everything = sorted(db.events)
+        if not everything:
+            files = ", ".join(str(r.path) for r in db.recordings) or "the recordings"
+            raise ProbectlError(f"{files} {'holds' if len(db.recordings) == 1 else 'hold'} no events",
+                                "nothing was recorded: check the events and filters given to 'probectl record'")
+        if globs:
+            chosen = [e for e in everything if any(event_matches(self._formats(e), g) for g in globs)]
+            for g in globs:
+                if not any(event_matches(self._formats(e), g) for e in everything):
+                    raise ProbectlError(f"no event of the recordings matches {g!r}",
+                                        did_you_mean(g, everything) or
+                                        (f"the events: {', '.join(everything)}" if everything
+                                         else "the recordings hold no events"))
+            everything = chosen
+        self.selected = everything
+        self._sym_table: Optional[str] = None
+
+    # -- keys
+    def _formats(self, event: str) -> Any:
+        return next(r.formats[event] for r in self.db.recordings if event in r.formats)
+
+    def field_names(self) -> list[str]:
+        names: dict[str, None] = {}
+        for e in self.selected:
+            for f in self._formats(e).event_fields:
+                names[f.name] = None
+        return list(names)
+
+    def check_keys(self, keys: Sequence[str]) -> None:
+        known = [*KEY_TITLES, *self.field_names()]
+        for k in keys:
+            if k not in known:
+                raise ProbectlError(f"unknown sort key {k!r}",
+                                    did_you_mean(k, known) or f"keys: {', '.join(known)}")
+        if len(set(keys)) != len(keys):
+            raise ProbectlError(f"a sort key is given twice: {','.join(keys)}")
+
+    def _events_with(self, fields: Sequence[str]) -> list[str]:
+        return [e for e in self.selected if all(self._formats(e).field(f) is not None for f in fields)]
+
+    # -- the rows, as SQL
+    def _source(self, keys: Sequence[str], value: Optional[str] = None) -> str:
+        """A SELECT of the key columns (and ``value``) of every selected event that has them."""
+        fields = [k for k in keys if k not in KEY_TITLES] + ([value] if value else [])
+        parts = []
+        for event in self._events_with(fields):
+            fmt = self._formats(event)
+            system, _, name = event.partition(":")
+            cols, join = [], ""
+            for k in keys:
+                if k == "event":
+                    cols.append(f"{literal(event)} AS {quote(k)}")
+                elif k in HEADER:
+                    cols.append(f"t.{quote(header_name(fmt, k))} AS {quote(k)}")
+                elif k == SYM_KEY:
+                    addr = next((a for a in _PROBE_ADDRESSES if fmt.field(a) is not None), None)
+                    if addr is None:
+                        cols.append(f"{literal(UNKNOWN_SYMBOL)} AS {quote(k)}")
+                        continue
+                    join = (f" LEFT JOIN {self._symbols()} s ON s.event = {literal(event)} AND "
+                            f"s.recording = t.recording AND s.pid = t.{quote(header_name(fmt, 'pid'))} "
+                            f"AND s.addr = t.{quote(addr)}")
+                    cols.append(f"coalesce(s.sym, {literal(UNKNOWN_SYMBOL)}) AS {quote(k)}")
+                else:
+                    cols.append(f"t.{quote(k)} AS {quote(k)}")
+            if value:
+                cols.append(f"t.{quote(value)} AS _value")
+            parts.append(f"SELECT {', '.join(cols) or '1 AS _one'} FROM {quote(system)}.{quote(name)} t{join}")
+        return " UNION ALL BY NAME ".join(parts)
+
+    def _symbols(self) -> str:
+        """The table (event, recording, pid, addr, sym) of every distinct probe address, symbolized."""
+        if self._sym_table is not None:
+            return self._sym_table
+        rows: dict[str, list] = {"event": [], "recording": [], "pid": [], "addr": [], "sym": []}
+        for rec in self.db.recordings:
+            with open_trace(rec.path) as trace:
+                symbolizer = Symbolizer(TraceSource(trace))
+                for event in self.selected:
+                    fmt = rec.formats.get(event)
+                    addr = next((a for a in _PROBE_ADDRESSES if fmt is not None and fmt.field(a) is not None), None)
+                    if addr is None:
+                        continue
+                    system, _, name = event.partition(":")
+                    found = self.db.sql(f"SELECT DISTINCT {quote(header_name(fmt, 'pid'))}, {quote(addr)} "
+                                        f"FROM {quote(system)}.{quote(name)} "
+                                        f"WHERE recording = {literal(rec.recording)}")
+                    for pid, a in found.rows:
+                        rows["event"].append(event)
+                        rows["recording"].append(rec.recording)
+                        rows["pid"].append(pid)
+                        rows["addr"].append(a)
+                        rows["sym"].append(symbolizer.resolve(pid, a, is_kernel_address(a))[0])
+        table = pa.table({"event": pa.array(rows["event"], pa.string()),
+                          "recording": pa.array(rows["recording"], pa.string()),
+                          "pid": pa.array(rows["pid"], pa.int32()), "addr": pa.array(rows["addr"], pa.uint64()),
+                          "sym": pa.array(rows["sym"], pa.string())})
+        self.db.con.register("_probe_symbols", table)
+        self._sym_table = "_probe_symbols"
+        return self._sym_table
+
+    def counts(self, keys: Sequence[str] = DEFAULT_KEYS, top: int = 0) -> Report:
+        """Events counted by ``keys``, most first (``top`` rows when not 0)."""
+        keys = list(keys) or list(DEFAULT_KEYS)
+        self.check_keys(keys)
+        source = self._source(keys)
+        report = Report(keys, 0, self.selected)
+        if not source:
+            return report
+        group = ", ".join(quote(k) for k in keys)
+        limit = f" LIMIT {int(top)}" if top else ""
+        result = self.db.sql(f"SELECT {group}, count(*) AS n FROM ({source}) GROUP BY {group} "
+                             f"ORDER BY n DESC, {group}{limit}")
+        report.rows = [ReportRow(tuple(r[:-1]), r[-1]) for r in result.rows]
+        report.total = self.db.sql(f"SELECT count(*) FROM ({source})").rows[0][0]
+        return report
+
+    def histograms(self, value: str, keys: Sequence[str] = (), top: int = 0) -> list[Histogram]:
+        """Power-of-two histograms of the integer field ``value``, one per value of ``keys`` (the
+        largest ``top`` groups when not 0)."""
+        self.check_keys(keys)
+        names = self.field_names()
+        if value not in names:
+            raise ProbectlError(f"no field {value!r} in {', '.join(self.selected) or 'the recordings'}",
+                                did_you_mean(value, names) or (f"fields: {', '.join(names)}" if names
+                                                               else "the events have no fields"))
+        for event in self._events_with([value]):
+            spec = self.db.describe(event.replace(":", ".", 1))
+            typ = dict(spec)[value]
+            if typ not in ("BIGINT", "UBIGINT", "INTEGER"):
+                raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
+                                    "count its values with --sort " + value)
+        source = self._source(keys, value)
+        rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket_fast("_value"), extremes=True)
+        if not log2hist.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
+            rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket("_value"), extremes=False)
+        else:
+            rows = [r[:-2] for r in rows]
+        out: dict[tuple, Histogram] = {}
+        for row in rows:
+            key = tuple(row[:len(keys)])
+            h = out.get(key)
+            if h is None:
+                h = out[key] = Histogram(value, dict(zip(keys, key)), {})
+            h.counts[row[-2]] = row[-1]
+        return sorted(out.values(), key=lambda h: -h.total)
+
+    def _bucket_rows(self, source: str, keys: Sequence[str], top: int, bucket: str, extremes: bool) -> list[tuple]:
+        """(keys..., bucket, count[, min, max]) of the values of ``source`` by keys and bucket; with
+        ``top``, of the ``top`` largest groups of keys only."""
+        group = [quote(k) for k in keys]
+        more = ", min(_value), max(_value)" if extremes else ""
+        select = f"SELECT {', '.join(group + [bucket])} AS _bucket, count(*){more}"
+        if group and top:
+            g = ", ".join(group)
+            sql = (f"WITH src AS ({source}), best AS (SELECT {g} FROM src GROUP BY ALL ORDER BY count(*) DESC, {g} "
+                   f"LIMIT {int(top)}) {select} FROM src SEMI JOIN best USING ({g}) GROUP BY ALL ORDER BY ALL")
+        else:
+            sql = f"{select} FROM ({source}) GROUP BY ALL ORDER BY ALL"
+        return self.db.sql(sql).rows
+

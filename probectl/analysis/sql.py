@@ -1,0 +1,177 @@
+"""SQL over recordings: DuckDB, in memory, scanning the Arrow tables of :mod:`.columns` in place.
+
+Names, chosen so that SQL can type them without quotes:
+
+* one table per event, ``system.event`` (DuckDB schema ``system``, view ``event``): the events of
+  ``probe_libc:malloc`` are ``probe_libc.malloc``; an event name that is a reserved SQL word needs double
+  quotes (``sched."select"``);
+* ``events``: the header columns of every event of every recording, with ``event`` ('system:event');
+* every table has ``host`` (the node name the file was recorded on) and ``recording`` (the file name
+  without ``.dat``, or ``--name``) as its last columns, so that many recordings query as one.
+
+The events come from trace.dat files (:class:`~.columns.EventTables`) and from directories of the
+Parquet datasets ``script --format parquet`` writes (:class:`~.parquet.ParquetDatasets`, read by
+DuckDB with their ``host`` and ``recording`` partitions), together.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Optional, Sequence
+
+import duckdb
+
+from ..errors import ProbectlError, did_you_mean
+from .columns import HEADER, EventTables
+from .parquet import ParquetDatasets
+
+# The columns of the `events` view, in order, with their SQL types.
+EVENTS_VIEW = (("ts", "BIGINT"), ("cpu", "INTEGER"), ("tid", "INTEGER"), ("pid", "INTEGER"),
+               ("comm", "VARCHAR"), ("event", "VARCHAR"), ("host", "VARCHAR"), ("recording", "VARCHAR"))
+
+
+class SqlError(ProbectlError):
+    """DuckDB refused a query: its own message (with its did-you-mean and caret) is the message."""
+
+
+def quote(name: str) -> str:
+    """An SQL identifier, double-quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def table_name(event: str) -> str:
+    """The SQL name of the table of ``system:event``: ``system.event``."""
+    system, _, name = event.partition(":")
+    return f"{system}.{name}"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A query's answer: column names and rows (Python values)."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+
+class RecordingsDatabase:
+    """An in-memory DuckDB database with a table per event and the ``events`` view over ``recordings``."""
+
+    def __init__(self, recordings: Sequence[EventTables], threads: Optional[int] = None,
+                 datasets: Sequence[ParquetDatasets] = ()):
+        self.recordings = list(recordings)
+        self.datasets = list(datasets)
+        self.con = duckdb.connect(":memory:")
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+        self.events: dict[str, list[str]] = {}  # system:event -> SELECTs of its rows, one per source
+        self._register()
+
+    def _register(self) -> None:
+        seen_names = {}
+        columns: dict[str, set[str]] = {}  # system:event -> its column names, when known without DuckDB
+        for i, rec in enumerate(self.recordings):
+            if rec.recording in seen_names:
+                raise ProbectlError(f"two recordings are named {rec.recording!r} ({seen_names[rec.recording]} "
+                                    f"and {rec.path})", "name them apart with --name NAME for each -i FILE")
+            seen_names[rec.recording] = rec.path
+            for k, (event, table) in enumerate(rec.tables.items()):
+                arrow = f"_arrow_{i}_{k}"
+                self.con.register(arrow, table)
+                columns.setdefault(event, set()).update(table.schema.names)
+                self.events.setdefault(event, []).append(
+                    f"SELECT *, {literal(rec.host)} AS host, {literal(rec.recording)} AS recording FROM {arrow}")
+        for ds in self.datasets:
+            for event, files in ds.events.items():
+                self.events.setdefault(event, []).append(
+                    f"SELECT * FROM read_parquet({literal(files)}, hive_partitioning = true, union_by_name = true)")
+                columns[event] = set()  # (asked of DuckDB once the view is made)
+        selects = []
+        for event, parts in sorted(self.events.items()):
+            system, _, name = event.partition(":")
+            table = f"{quote(system)}.{quote(name)}"
+            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(system)}")
+            self.sql(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
+            names = columns[event] or {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
+            # (a field named like a header column keeps its name: the header one is common_<name>)
+            cols = [f"{quote(f'common_{c}' if f'common_{c}' in names else c)} AS {c}" for c in HEADER]
+            selects.append(f"SELECT {', '.join(cols)}, {literal(event)} AS event, host, recording FROM {table}")
+        if not selects:
+            empty = ", ".join(f"NULL::{t} AS {c}" for c, t in EVENTS_VIEW)
+            selects.append(f"SELECT {empty} WHERE false")
+        self.con.execute("CREATE VIEW events AS " + " UNION ALL ".join(selects))
+
+    # -- what the database holds
+    def table_names(self) -> list[str]:
+        return ["events"] + [table_name(e) for e in sorted(self.events)]
+
+    def describe(self, table: str) -> list[tuple[str, str]]:
+        """(column, SQL type) of ``table`` (``events`` or ``system.event``)."""
+        return [(r[0], r[1]) for r in self.sql(f"DESCRIBE {self._sql_table(table)}").rows]
+
+    def _sql_table(self, table: str) -> str:
+        if table == "events":
+            return "events"
+        event = table.replace(".", ":", 1) if ":" not in table else table
+        if event not in self.events:
+            raise SqlError(f"no table {table!r}",
+                           did_you_mean(table, self.table_names()) or "--list-tables shows the tables")
+        system, _, name = event.partition(":")
+        return f"{quote(system)}.{quote(name)}"
+
+    def row_count(self, table: str) -> int:
+        return self.sql(f"SELECT count(*) FROM {self._sql_table(table)}").rows[0][0]
+
+    # -- queries
+    def sql(self, text: str) -> Result:
+        """Run one query; a refused one is an :class:`SqlError` carrying DuckDB's message."""
+        try:
+            cur = self.con.execute(text)
+            if cur.description is None:
+                return Result([], [])
+            return Result([d[0] for d in cur.description], cur.fetchall())
+        except duckdb.Error as err:
+            raise sql_error(err, self.table_names()) from None
+
+    def stream(self, text: str, chunk: int = 1 << 16) -> tuple[list[str], Iterator[list[tuple]]]:
+        """Run one query: its column names and its rows a chunk at a time (an answer of millions of
+        rows is never held whole); errors are :class:`SqlError` as for :meth:`sql`."""
+        try:
+            cur = self.con.execute(text)
+        except duckdb.Error as err:
+            raise sql_error(err, self.table_names()) from None
+        if cur.description is None:
+            return [], iter(())
+
+        def chunks() -> Iterator[list[tuple]]:
+            while True:
+                try:
+                    rows = cur.fetchmany(chunk)
+                except duckdb.Error as err:
+                    raise sql_error(err, self.table_names()) from None
+                if not rows:
+                    return
+                yield rows
+
+        return [d[0] for d in cur.description], chunks()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "RecordingsDatabase":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def sql_error(err: Exception, tables: Iterable[str]) -> SqlError:
+    """DuckDB's message as an error; a missing table gets the tables of the recordings as its hint."""
+    text = str(err).strip()
+    hint = ""
+    if "Table with name" in text or "does not exist" in text:
+        hint = "the tables: " + ", ".join(tables) + " (--list-tables shows their columns)"
+    return SqlError(text, hint)
+

@@ -1,0 +1,506 @@
+"""report, query and script --format parquet: answers from recordings, checked against what a program did.
+
+The fixture program (fixtures/answers_target.c) calls alloc_block(size) with sizes from fixed tables
+from two callers in two processes (itself and a child named answers-child) and tag_event(label), then
+prints exactly what it did (COUNT/SIZE/LABEL/PID lines). It is probed with uprobes and recorded live;
+the counts, sums, histograms and groups of report, query and the Parquet files must equal its lines.
+The columnar path itself is checked against the row decoder on the committed sample files, and bad
+input (unknown keys, fields and tables, bad SQL, truncated and empty recordings) must give an Error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import TRACEFS, _missing, build_fixture
+from probectl.analysis import log2hist
+from probectl.analysis.columns import open_recordings, read_tables
+from probectl.analysis.parquet import write_parquet
+from probectl.errors import ProbectlError
+from probectl.tracedat import open_trace
+
+DATA = Path(__file__).parent / "data" / "tracedat"
+G = f"pans{os.getpid()}"
+ROUNDS = 7
+
+
+def probectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def fails(*args: str, status: int = 1) -> str:
+    """The stderr of a probectl run that must fail cleanly: an Error line, no traceback, ``status``
+    1 (2 for a usage error, as click has it)."""
+    out = probectl(*args, check=False)
+    assert out.returncode == status, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "Error: " in out.stderr, out.stderr
+    assert status != 1 or out.stderr.startswith("Error: "), out.stderr
+    return out.stderr
+
+
+def did(stdout: str) -> dict:
+    """What answers_target printed it did."""
+    got: dict = {"count": Counter(), "size": {}, "label": {}, "pid": {}}
+    for line in stdout.splitlines():
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        if line.startswith("COUNT "):
+            got["count"][(kv["comm"], kv["func"])] += int(kv["calls"])
+        elif line.startswith("SIZE "):
+            got["size"][int(kv["size"])] = int(kv["calls"])
+        elif line.startswith("LABEL "):
+            got["label"][kv["label"]] = int(kv["calls"])
+        elif line.startswith("PID "):
+            got["pid"][kv["comm"]] = int(kv["pid"])
+    assert got["count"] and got["size"] and got["label"] and len(got["pid"]) == 2, stdout
+    return got
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    """answers_target recorded with probes on alloc_block (entry and return) and tag_event."""
+    if os.geteuid() != 0:
+        _missing("live tracing tests need root")
+    if not (TRACEFS / "uprobe_events").exists():
+        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+    binary = build_fixture("answers_target")
+    probectl("add", "-x", str(binary), f"{G}:alloc=alloc_block size=%di:u64",
+             f"{G}:done=alloc_block%return r=$retval:u64", f"{G}:tag=tag_event label=+0(%di):string")
+    try:
+        path = tmp_path_factory.mktemp("answers") / "answers.dat"
+        out = probectl("record", "-e", f"{G}:*", "-o", str(path), "--", str(binary), str(ROUNDS))
+        empty = path.parent / "empty.dat"
+        probectl("record", "-e", f"{G}:alloc", "--filter", "size == 77777", "-o", str(empty), "--",
+                 str(binary), "1")
+    finally:
+        probectl("del", f"{G}:*", check=False)
+    # (only this test's own probes are checked: other tests add and remove theirs meanwhile)
+    assert f"{G}/" not in (TRACEFS / "uprobe_events").read_text()
+    return path, did(out.stdout), empty
+
+
+def report_json(*args: str) -> dict:
+    return json.loads(probectl("report", "--json", *args).stdout)
+
+
+def query_json(*args: str) -> list[dict]:
+    return json.loads(probectl("query", "--json", *args).stdout)
+
+
+# ---- report ---------------------------------------------------------------------------------------
+
+
+def test_report_counts_each_event(recording):
+    path, want, _ = recording
+    got = report_json("-i", str(path))
+    allocs = sum(n for (_, func), n in want["count"].items() if func == "alloc_block")
+    tags = sum(n for (_, func), n in want["count"].items() if func == "tag_event")
+    assert {r["event"]: r["samples"] for r in got["rows"]} == {
+        f"{G}:alloc": allocs, f"{G}:done__return": allocs, f"{G}:tag": tags}
+    assert got["total"] == 2 * allocs + tags
+    text = probectl("report", "-i", str(path)).stdout
+    assert text.startswith("# Available samples\n")
+    assert re.search(rf"^\s+{allocs}\s+[\d.]+%\s+{G}:alloc$", text, re.M), text
+
+
+def test_report_by_command_and_probed_function(recording):
+    path, want, _ = recording
+    got = report_json("-i", str(path), "--sort", "comm,sym", "-e", "alloc", "-e", "tag")
+    assert {(r["comm"], r["sym"]): r["samples"] for r in got["rows"]} == dict(want["count"])
+    counts = [r["samples"] for r in got["rows"]]
+    assert counts == sorted(counts, reverse=True)
+    # the return probe's function is the probed one too (its __probe_func)
+    ret = report_json("-i", str(path), "--sort", "sym", "-e", "done__return")
+    assert [r["sym"] for r in ret["rows"]] == ["alloc_block"]
+
+
+def test_report_by_pid_and_by_field_value(recording):
+    path, want, _ = recording
+    got = report_json("-i", str(path), "--sort", "pid,comm", "-e", "alloc")
+    per_comm = Counter()
+    for (comm, func), n in want["count"].items():
+        if func == "alloc_block":
+            per_comm[comm] += n
+    assert {(r["pid"], r["comm"]) for r in got["rows"]} == {(want["pid"][c], c) for c in per_comm}
+    assert {r["comm"]: r["samples"] for r in got["rows"]} == dict(per_comm)
+    labels = report_json("-i", str(path), "--sort", "label")
+    assert {r["label"]: r["samples"] for r in labels["rows"]} == want["label"]
+    top = report_json("-i", str(path), "--sort", "size", "-e", "alloc", "--top", "2")
+    best = sorted(want["size"].items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    assert [(r["size"], r["samples"]) for r in top["rows"]] == best
+
+
+def test_report_hist_is_the_programs_distribution(recording):
+    path, want, _ = recording
+    buckets = Counter()
+    for size, n in want["size"].items():
+        buckets[size.bit_length()] += n  # (the power-of-two rule, computed here independently)
+    got = report_json("-i", str(path), "--hist", "size", "-e", "alloc")
+    (h,) = got["histograms"]
+    assert {b["bucket"]: b["count"] for b in h["buckets"]} == dict(buckets)
+    assert h["total"] == sum(want["size"].values())
+    text = probectl("report", "-i", str(path), "--hist", "size", "-e", "alloc").stdout
+    assert text.startswith(f"@size: {sum(want['size'].values()):,} events\n")
+    assert re.search(rf"^\[1M, 2M\)\s+{want['size'][1048576]} \|@+\s*\|$", text, re.M), text
+    best = log2hist.bucket_label(max(buckets, key=buckets.__getitem__))
+    assert re.search(rf"^{re.escape(best)}\s+{max(buckets.values())} \|@{{52}}\|$", text, re.M), text  # (a full bar)
+    per_comm = report_json("-i", str(path), "--hist", "size", "-e", "alloc", "--sort", "comm")
+    assert {h["keys"]["comm"] for h in per_comm["histograms"]} == set(want["pid"])
+
+
+# ---- query ----------------------------------------------------------------------------------------
+
+
+def test_query_tables_and_events_view(recording):
+    path, want, _ = recording
+    rows = query_json("-i", str(path), f"SELECT size, count(*) AS n FROM {G}.alloc GROUP BY size")
+    assert {r["size"]: r["n"] for r in rows} == want["size"]
+    sums = query_json("-i", str(path), f"SELECT sum(r - size) AS d, count(*) AS n FROM {G}.alloc a "
+                      f"POSITIONAL JOIN {G}.done__return")
+    assert sums == [{"d": sum(want["size"].values()), "n": sum(want["size"].values())}]  # (returns size + 1)
+    per_comm = query_json("-i", str(path), "SELECT comm, count(*) AS n FROM events GROUP BY comm")
+    want_comm = Counter()
+    for (comm, func), n in want["count"].items():
+        want_comm[comm] += 2 * n if func == "alloc_block" else n
+    assert {r["comm"]: r["n"] for r in per_comm} == dict(want_comm)
+    csv_text = probectl("query", "-i", str(path), "--csv", f"SELECT label, count(*) AS n FROM {G}.tag "
+                        "GROUP BY label ORDER BY label").stdout
+    assert csv_text == "label,n\n" + "".join(f"{k},{v}\n" for k, v in sorted(want["label"].items()))
+    table = probectl("query", "-i", str(path), f"SELECT label, count(*) AS n FROM {G}.tag GROUP BY label "
+                     "ORDER BY n DESC").stdout.splitlines()
+    assert table[0].split() == ["label", "n"] and table[2].split() == ["gamma", str(want["label"]["gamma"])]
+
+
+def test_query_lists_its_tables(recording):
+    path, _, _ = recording
+    text = probectl("query", "-i", str(path), "--list-tables").stdout
+    for name in ("events", f"{G}.alloc", f"{G}.done__return", f"{G}.tag"):
+        assert re.search(rf"^{re.escape(name)}\s", text, re.M), text
+    assert "size ubigint" in text and "label varchar" in text and "comm varchar" in text
+
+
+def test_query_many_recordings(recording, tmp_path):
+    path, want, _ = recording
+    copy = tmp_path / "answers.dat"
+    shutil.copy(path, copy)
+    err = fails("query", "-i", str(path), "-i", str(copy), "SELECT 1")
+    assert "two recordings are named 'answers'" in err and "--name" in err
+    rows = query_json("-i", str(path), "-i", str(copy), "--name", "first", "--name", "second",
+                      f"SELECT recording, host, count(*) AS n FROM {G}.tag GROUP BY ALL ORDER BY recording")
+    assert [r["recording"] for r in rows] == ["first", "second"]
+    assert all(r["n"] == sum(want["label"].values()) and r["host"] == os.uname().nodename for r in rows)
+
+
+# ---- parquet ---------------------------------------------------------------------------------------
+
+
+def test_parquet_datasets_read_back_in_duckdb(recording, tmp_path):
+    path, want, _ = recording
+    out = tmp_path / "fleet"
+    probectl("script", "-i", str(path), "--format", "parquet", "-o", str(out))
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", os.uname().nodename)
+    part = out / f"{G}.alloc" / f"host={host}" / "recording=answers" / "part-0.parquet"
+    assert part.is_file()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "the staging directory is left"
+    probectl("script", "-i", str(path), "--format", "parquet", "-o", str(out), "--recording", "again", "-e", "alloc")
+    rows = duckdb.sql(f"SELECT recording, size, count(*) FROM read_parquet('{out}/{G}.alloc/**/*.parquet', "
+                      "hive_partitioning = true) GROUP BY ALL").fetchall()
+    for rec in ("answers", "again"):
+        assert {s: n for r, s, n in rows if r == rec} == want["size"]
+    types = dict(duckdb.sql(f"DESCRIBE SELECT * FROM '{part}'").fetchall() and
+                 [(r[0], r[1]) for r in duckdb.sql(f"DESCRIBE SELECT * FROM '{part}'").fetchall()])
+    assert types["size"] == "UBIGINT" and types["ts"] == "BIGINT" and types["comm"] == "VARCHAR"
+    labels = duckdb.sql(f"SELECT label, count(*) FROM '{out}/{G}.tag/*/*/*.parquet' GROUP BY ALL").fetchall()
+    assert dict(labels) == want["label"]
+    # another reader: Arrow's dataset reader, with its own hive partitioning
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(out / f"{G}.alloc", format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == 2 * sum(want["size"].values())
+    assert set(table.column("recording").to_pylist()) == {"answers", "again"}
+    assert Counter(table.column("size").to_pylist()) == Counter({s: 2 * n for s, n in want["size"].items()})
+    # the directory is an input of query, with trace.dat files
+    rows = query_json("-i", str(out), "-i", str(path), "--name", "file", f"SELECT host, recording, count(*) AS n "
+                      f"FROM {G}.alloc GROUP BY ALL ORDER BY recording")
+    n = sum(want["size"].values())
+    assert rows == [{"host": host, "recording": r, "n": n} for r in ("again", "answers")] + \
+        [{"host": os.uname().nodename, "recording": "file", "n": n}]
+    tables = probectl("query", "-i", str(out), "--list-tables").stdout
+    assert re.search(rf"^{G}\.tag\s+{sum(want['label'].values())}\s", tables, re.M), tables
+    err = fails("report", "-i", str(out), status=2)
+    assert "is a directory: report reads trace.dat files" in err
+    # an existing partition is never overwritten
+    before = sorted(p for p in out.rglob("*"))
+    err = fails("script", "-i", str(path), "--format", "parquet", "-o", str(out))
+    assert "already exists" in err and "--recording" in err
+    assert sorted(p for p in out.rglob("*")) == before
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_parquet_is_all_or_nothing(recording, tmp_path, monkeypatch, failure):
+    """A write that fails (a full disk, Ctrl-C) after some files leaves the directory as it was.
+    The failure is injected into pyarrow's writer: a full disk cannot be made on demand here."""
+    path, _, _ = recording
+    import pyarrow.parquet as pq
+
+    real, calls = pq.write_table, []
+
+    def failing(table, where, **kw):
+        calls.append(where)
+        if len(calls) == 2:
+            raise failure
+        return real(table, where, **kw)
+
+    monkeypatch.setattr(pq, "write_table", failing)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with open_trace(path) as trace:
+        tables = read_tables(trace)
+    with pytest.raises(ProbectlError if isinstance(failure, OSError) else KeyboardInterrupt):
+        write_parquet(tables, out)
+    assert len(calls) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+
+
+# ---- bad input ---------------------------------------------------------------------------------------
+
+
+def test_unknown_keys_fields_and_tables(recording):
+    path, _, _ = recording
+    err = fails("report", "-i", str(path), "--sort", "comm,szie", "-e", "alloc")
+    assert "unknown sort key 'szie'" in err and "did you mean size?" in err
+    err = fails("report", "-i", str(path), "--hist", "sise", "-e", "alloc")
+    assert "no field 'sise'" in err and "did you mean size?" in err
+    err = fails("report", "-i", str(path), "--hist", "label")
+    assert "needs an integer field" in err
+    err = fails("report", "-i", str(path), "-e", "alocc")
+    assert "no event of the recordings matches 'alocc'" in err
+    err = fails("query", "-i", str(path), "SELECT * FROM alloc")
+    assert "Table with name alloc does not exist" in err and f"{G}.alloc" in err
+    err = fails("query", "-i", str(path), f"SELECT sise FROM {G}.alloc")
+    assert 'Referenced column "sise" not found' in err and '"size"' in err
+    err = fails("query", "-i", str(path), "SELEC 1")
+    assert "syntax error" in err and "^" in err
+
+
+def test_truncated_and_empty_recordings(recording, tmp_path):
+    path, _, empty = recording
+    cut = tmp_path / "cut.dat"
+    data = path.read_bytes()
+    cut.write_bytes(data[:len(data) - 3000])
+    for args in (("report", "-i", str(cut)), ("query", "-i", str(cut), "SELECT 1"),
+                 ("script", "-i", str(cut), "--format", "parquet", "-o", str(tmp_path / "p"))):
+        err = fails(*args)
+        assert "truncated" in err or "corrupt" in err, err
+    assert not (tmp_path / "p").exists()
+    err = fails("report", "-i", str(empty))
+    assert "holds no events" in err
+    assert query_json("-i", str(empty), "SELECT count(*) AS n FROM events") == [{"n": 0}]
+    err = fails("script", "-i", str(empty), "--format", "parquet", "-o", str(tmp_path / "q"))
+    assert "holds no events" in err
+    assert not (tmp_path / "q").exists()
+
+
+# ---- offline: the columnar path and the buckets --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sample-v7.dat", "sample-v6.dat", "tracecmd-v7-zstd.dat"])
+def test_columns_equal_the_row_decoder(name):
+    """Every value of the Arrow tables equals the row decoder's (Event objects), event by event."""
+    with open_trace(DATA / name) as trace:
+        tables = read_tables(trace, batch_events=7)  # (small batches: many per table)
+        formats = {f.full_name: f for f in trace.present_formats()}
+        rows: dict[str, list] = {}
+        for e in trace.events():
+            if e.format is not None and e.name in tables.tables:
+                rows.setdefault(e.name, []).append(
+                    {"ts": e.ts, "cpu": e.cpu, "tid": e.pid, "pid": trace.tgids.get(e.pid, e.pid),
+                     "comm": trace.comm(e.pid),
+                     **{f.name: v for f, v in zip(formats[e.name].event_fields, e.values)}})
+        tgids = dict(trace.tgids)
+    assert sorted(rows) == sorted(tables.tables)
+    for event, table in tables.tables.items():
+        fixed = []
+        for r in table.to_pylist():
+            if "common_pid" in r:  # (a field named pid: the header's thread group is common_pid)
+                assert r.pop("common_pid") == tgids.get(r["tid"], r["tid"])
+            fixed.append({k: (tuple(v) if isinstance(v, list) else v) for k, v in r.items()})
+        assert fixed == rows[event], event
+
+
+def test_the_sql_bucket_is_the_python_bucket():
+    values = [0, 1, 2, 3, 4, 7, 8, 1023, 1024, 1025, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -1, -2**63]
+    con = duckdb.connect()
+    for v in values:
+        expr = log2hist.sql_bucket(f"CAST('{v}' AS BIGINT)")
+        assert con.execute(f"SELECT {expr}").fetchone()[0] == log2hist.bucket(v), v
+    assert con.execute(f"SELECT {log2hist.sql_bucket(f'{2**64 - 1}::UBIGINT')}").fetchone()[0] == 64
+    assert [log2hist.bucket_label(k) for k in (-1, 0, 1, 2, 11, 21)] == \
+        ["(..., 0)", "[0]", "[1]", "[2, 4)", "[1K, 2K)", "[1M, 2M)"]
+    lines = log2hist.render({0: 2, 3: 4}).splitlines()
+    assert [l.split("|")[0].split()[-1] for l in lines] == ["2", "0", "0", "4"]
+    assert lines[3].endswith("|" + "@" * 52 + "|") and lines[0].endswith("|" + "@" * 26 + " " * 26 + "|")
+
+
+def test_many_recordings_open_as_one_database():
+    from probectl.analysis.sql import RecordingsDatabase
+
+    recs = list(open_recordings([DATA / "sample-v7.dat", DATA / "tracecmd-v7-zstd.dat"]))
+    with RecordingsDatabase(recs) as db:
+        assert db.table_names() == ["events", "ftrace.print", "sched.sched_process_exec",
+                                    "syscalls.sys_enter_getpid"]
+        got = db.sql("SELECT recording, count(*) FROM syscalls.sys_enter_getpid GROUP BY ALL ORDER BY 1").rows
+        assert got == [("sample-v7", 100), ("tracecmd-v7-zstd", 100)]
+        # a field named like a header column keeps its name; the header one is common_<name>
+        cols = [c for c, _ in db.describe("sched.sched_process_exec")]
+        assert cols[:5] == ["ts", "cpu", "tid", "common_pid", "comm"] and "pid" in cols
+
+
+def test_hist_values_next_to_large_powers_of_two_are_exact():
+    """floor(log2(x)) of a double puts 2^53 + 1 ... 2^64 - 1 next to a power of two in the wrong
+    bucket; the histogram sees it from the buckets' extremes and counts them exactly."""
+    import pyarrow as pa
+
+    from probectl.analysis.columns import EventTables, event_schema
+    from probectl.analysis.report import Reporter
+    from probectl.analysis.sql import RecordingsDatabase
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse("name: big\nID: 7\nformat:\n"
+                            "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                            "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                            "\tfield:u64 v;\toffset:8;\tsize:8;\tsigned:0;\n\nprint fmt: \"v=%llu\", REC->v\n", "t")
+    values = [2**53 - 1, 2**53 + 1, 2**63 - 1, 2**64 - 1, 5, 0]
+    n = len(values)
+    schema = event_schema(fmt)
+    table = pa.table([pa.array(range(n), pa.int64()), pa.array([0] * n, pa.int32()), pa.array([1] * n, pa.int32()),
+                      pa.array([1] * n, pa.int32()), pa.array(["x"] * n).dictionary_encode().cast(schema[4].type),
+                      pa.array(values, pa.uint64())], schema=schema)
+    tables = EventTables(Path("big.dat"), "big", "h", {"t:big": fmt}, {"t:big": table}, n)
+    assert not log2hist.exact_groups([(64, 2**63, 2**64 - 1), (65, 2**64 - 1, 2**64 - 1)])
+    with RecordingsDatabase([tables]) as db:
+        (h,) = Reporter(db).histograms("v")
+    assert h.counts == dict(Counter(log2hist.bucket(v) for v in values))
+
+
+@pytest.mark.parametrize("be", [False, True])
+def test_columns_of_every_field_kind(be):
+    """Integers of every size and sign, text (fixed, __data_loc, __rel_loc; invalid UTF-8 as U+FFFD),
+    integer arrays (fixed and dynamic, as lists), raw bytes, and a record too short for its fields
+    (nulls), in both byte orders: the Arrow columns hold what the row decoder reads."""
+    import pyarrow as pa
+
+    from probectl.analysis.columns import ThreadNames, batch_of, event_schema
+    from probectl.formats import EventFormat
+    from probectl.ringbuf import EventReader, PageLayout
+    from test_native import KINDS_FORMAT, data_record, kinds_payload, make_page
+
+    fmt = EventFormat.parse(KINDS_FORMAT, "test")
+    payloads = [
+        kinds_payload(7, -5, 65535, -100000, 2**64 - 1, -2**63, b"comm-\xc3\xa9", b"name", b"rel",
+                      (1, 2, 2**32 - 1), (-1, 2, -32768), b"\x00\x01\xfe\xff\x10\x20", be=be),
+        kinds_payload(8, 127, 0, 0, 0, 0, b"bad\xff\xfeutf8", b"x\xe9y", b"", (0, 0, 0), (), b"abcdef", be=be),
+        kinds_payload(9, 1, 1, 1, 1, 1, b"short", b"n", b"r", (3, 4, 5), (7,), b"zzzzzz", be=be)[:40],
+    ]
+    page = make_page(b"".join(data_record(p, 10, be=be) for p in payloads), 1000, be=be)
+    layout = PageLayout(8, be, 4096)
+
+    def reader() -> EventReader:
+        return EventReader([(0, page, 0, len(page))], [fmt], layout, strict=True)
+
+    rows = [r for rs, _ in reader().rows() for r in rs]
+
+    class Names:  # (what a trace file says of its threads: 7 is a thread of process 100)
+        cmdlines = {8: "eight", 100: "main"}
+        tgids = {7: 100, 8: 8}
+
+    schema = event_schema(fmt)
+    names = ThreadNames(Names())
+    ((n, (table,)),) = list(reader().tables(threads=names.lookup))
+    got = batch_of(table, schema, names).to_pylist()
+    assert n == 3 and [g["tid"] for g in got] == [7, 8, 9] and [g["ts"] for g in got] == [r[0] for r in rows]
+    # (the format has a field named comm: the header one is common_comm)
+    assert [(g["pid"], g["common_comm"]) for g in got] == [(100, "<...>"), (8, "eight"), (9, "<...>")]
+
+    def arrow_value(v):  # the row decoder's value as the Arrow column holds it
+        if isinstance(v, str):
+            return v.encode("utf-8", "surrogateescape").decode("unicode_escape").encode("latin-1").decode(
+                "utf-8", "replace") if "\\x" in v else v
+        return list(v) if isinstance(v, tuple) else v
+
+    for g, r in zip(got, rows):
+        want = {f.name: arrow_value(v) for f, v in zip(fmt.event_fields, r[6])}
+        assert {k: g[k] for k in want} == want
+    assert got[1]["comm"] == "bad\ufffd\ufffdutf8" and got[1]["name"] == "x\ufffdy"
+    assert got[0]["arr"] == [1, 2, 2**32 - 1] and got[0]["dyn"] == [-1, 2, -32768] and got[1]["dyn"] == []
+    assert got[0]["d64"] == 2**64 - 1 and got[0]["e64"] == -2**63 and got[0]["raw"] == b"\x00\x01\xfe\xff\x10\x20"
+    assert got[2]["name"] is None and got[2]["dyn"] is None and got[2]["raw"] is None  # (past the short record)
+    assert pa.types.is_large_list(schema.field("dyn").type) and pa.types.is_large_binary(schema.field("raw").type)
+
+
+def test_progress_on_a_terminal_only():
+    """Reading a recording shows its progress on stderr when that is a terminal, and clears it; not
+    otherwise (a pipe or a file gets only the answer)."""
+    import pty
+    import select
+
+    sample = str(DATA / "sample-v7.dat")
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "probectl", "report", "-i", sample], stderr=slave,
+                              stdout=subprocess.PIPE, timeout=60)
+        os.close(slave)
+        slave = -1
+        data = b""
+        while select.select([master], [], [], 0.1)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert proc.returncode == 0 and b"syscalls:sys_enter_getpid" in proc.stdout
+    assert re.search(rf"\r\[ reading {re.escape(sample)}: 104 events \]\x1b\[K\r\x1b\[K$", data.decode()), data
+    piped = probectl("report", "-i", sample)
+    assert piped.stderr == ""
+
+
+def test_columns_under_address_sanitizer(tmp_path):
+    """native/fuzz/columns_fuzz.c built with ASan+UBSan: random spans laid out as every kind of
+    variable-size column in buffers of the exact sizes asked for, and random batches scattered over
+    random thread tables, each checked against a plain computation."""
+    from conftest import ROOT
+
+    gcc = shutil.which("gcc")
+    if not gcc:
+        _missing("gcc is needed to build the sanitizer driver")
+    exe = tmp_path / "colfuzz"
+    native = ROOT / "native"
+    build = subprocess.run(
+        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+         "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", f"-I{native}",
+         str(native / "fuzz" / "columns_fuzz.c"), str(native / "columns.c"), str(native / "ringbuf.c"),
+         str(native / "reader.c"), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    for seed in ("1", "2"):
+        run = subprocess.run([str(exe), "20000", seed], capture_output=True, text=True, env=env, timeout=120)
+        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
+        assert run.returncode == 0 and run.stdout == "ok 20000\n", (run.returncode, run.stderr[-2000:])

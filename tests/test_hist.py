@@ -1,0 +1,374 @@
+"""probectl hist and latency: live uprobes on fixtures/hist_target.c (user-space path, this kernel has no
+hist triggers), the kernel path's trigger texts run in ONE qemu boot of Debian's cloud kernel and its
+hist files read back with probectl's parser, and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import build_program, FIXTURES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, env=env, **kw)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def target() -> Path:
+    return build_program("hist_target", [FIXTURES / "hist_target.c"], extra=("-pthread",))
+
+
+def expected(stdout: str) -> dict[str, list[dict[str, str]]]:
+    out: dict[str, list[dict[str, str]]] = {}
+    for line in stdout.splitlines():
+        if line.startswith("EXPECT "):
+            words = line.split()[1:]
+            name = words[0] if "=" not in words[0] else "_"
+            out.setdefault(name, []).append(dict(w.split("=", 1) for w in words if "=" in w))
+    return out
+
+
+def _run_json(*args: str) -> tuple[dict, str, dict]:
+    out = probectl(*args)
+    body = "\n".join(line for line in out.stdout.splitlines() if not line.startswith("EXPECT "))
+    return json.loads(body), out.stderr, expected(out.stdout)
+
+
+def test_hist_counts_and_sums_are_the_programs(live_tracefs, target):
+    result, err, exp = _run_json("hist", "-x", str(target), "take size", "--key", "size", "--value", "size",
+                                 "--json", "--", str(target))
+    assert (live_tracefs / "events").exists() and not (live_tracefs / "events/sched/sched_switch/hist").exists()
+    assert "user space aggregation" in err and "no hist triggers" in err
+    assert result["path"] == "user space"
+    got = {r["key"]["size"]: (r["count"], r["sum"]) for r in result["rows"]}
+    want = {int(e["size"]): int(e["count"]) for e in exp["take"]}
+    assert got == {s: (n, s * n) for s, n in want.items()}
+    # sorted by sum, biggest first
+    assert [r["key"]["size"] for r in result["rows"]] == sorted(want, key=lambda s: -s * want[s])
+
+
+def test_hist_by_thread_name_and_log2_buckets(live_tracefs, target):
+    result, _, exp = _run_json("hist", "-x", str(target), "take size", "--key", "comm,size", "--log2", "--json",
+                               "--", str(target))
+    per_thread = sum(int(e["count"]) for e in exp["take"]) // 2
+    counts: dict[str, int] = {}
+    for r in result["rows"]:
+        counts[r["key"]["comm"]] = counts.get(r["key"]["comm"], 0) + r["count"]
+    assert counts == {"histA": per_thread, "histB": per_thread}
+    # 4096 is in the kernel's bucket 2^12 ((2K, 4K]), 5000 in 2^13
+    b12 = [r for r in result["rows"] if r["key"]["size.log2"] == 12]
+    assert {r["count"] for r in b12} == {4} and b12[0]["key"]["size.log2.range"] == [2049, 4097]
+
+
+def test_hist_table_has_bars_and_top(live_tracefs, target):
+    out = probectl("hist", "-x", str(target), "take size", "--key", "size", "--top", "2", "--", str(target))
+    rows = [line for line in out.stdout.splitlines() if line.startswith("@[") and "|" in line]
+    assert len(rows) == 2 and rows[0].startswith("@[5000] 10 |@") and rows[1].startswith("@[4096]")
+    result, _, exp = _run_json("hist", "-x", str(target), "take size", "--key", "size", "--top", "1", "--json",
+                               "--", str(target))
+    assert len(result["rows"]) == 1 and result["total"] == sum(int(e["count"]) for e in exp["take"])
+
+
+def test_latency_of_a_function_by_thread(live_tracefs, target, tmp_path):
+    pairs = tmp_path / "pairs.txt"
+    result, err, exp = _run_json("latency", "-x", str(target), "timed", "--json", "--pairs", str(pairs),
+                                 "--", str(target))
+    sleeps = sorted(int(e["us"]) for e in exp["timed"] for _ in range(int(e["count"])))
+    assert "user space aggregation" in err
+    assert result["count"] == len(sleeps) == 8
+    lines = pairs.read_text().splitlines()
+    assert len(lines) == 8 and all(len(line.split()) == 2 for line in lines)
+    measured = sorted(int(line.split()[1]) for line in lines)
+    # nanosleep sleeps at least as asked (so each latency is at least its sleep, in order); a loaded
+    # machine may wake it late, never by 50 ms
+    assert all(s <= m < s + 50_000 for s, m in zip(sleeps, measured)), (sleeps, measured)
+    # nearest-rank percentiles of the pairs
+    assert (result["min"], result["p50"], result["p90"], result["max"]) == (measured[0], measured[3], measured[7],
+                                                                             measured[7])
+
+
+def test_latency_in_nanoseconds(live_tracefs, target):
+    result, _, exp = _run_json("latency", "-x", str(target), "timed", "--ns", "--json", "--", str(target))
+    sleeps = sorted(int(e["us"]) * 1000 for e in exp["timed"] for _ in range(int(e["count"])))
+    assert result["unit"] == "ns" and result["count"] == 8 and result["min"] >= sleeps[0]
+    assert "latency_ns.log2" in result["keys"]
+    from probectl.analysis.keys import parse_keys
+    from probectl.analysis.triggers import latency_triggers
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse(fmt_text_without_comm(), "test")
+    texts = latency_triggers("l", "test.plain", parse_keys("pid", fmt), parse_keys("pid", fmt), "common_timestamp")
+    assert texts.start == "hist:keys=common_pid:l_ts0=common_timestamp"
+    assert texts.end == "hist:keys=common_pid:l_lat=common_timestamp-$l_ts0:onmatch(test.plain).trace(l,$l_lat)"
+
+
+def test_latency_from_an_interrupted_recording(live_tracefs, target, tmp_path):
+    group = f"hl{os.getpid()}"
+    probectl("add", "-x", str(target), f"{group}:s=timed", f"{group}:e=timed%return")
+    try:
+        dat = tmp_path / "t.dat"
+        probectl("record", "-e", f"{group}:*", "-o", str(dat), "--", str(target))
+        full = json.loads(probectl("latency", "-i", str(dat), "--start", f"{group}:s", "--end", f"{group}:e__return",
+                                   "--json").stdout)
+        assert full["count"] == 8 and full["path"] == "recording"
+        cut = tmp_path / "cut.dat"
+        cut.write_bytes(dat.read_bytes()[:-100])
+        out = probectl("latency", "-i", str(cut), "--start", f"{group}:s", "--end", f"{group}:e__return", check=False)
+        assert "Traceback" not in out.stderr
+        assert out.returncode == 0 or out.stderr.startswith("Error:")
+    finally:
+        probectl("del", f"{group}:*")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--key", "sise"), "did you mean 'size'"),
+    (("--key", "size,comm,pid,cpu"), "at most 3"),
+    (("--key", "stacktrace.log2"), "takes no modifier"),
+    (("--key", "size.log3"), "unknown modifier .log3"),
+    (("--key", "size", "--value", "sise"), "did you mean 'size'"),
+])
+def test_bad_keys_are_errors_that_leave_nothing(live_tracefs, target, args, message):
+    out = probectl("hist", "-x", str(target), "take size", *args, "--", str(target), check=False)
+    assert out.returncode == 1 and out.stderr.count("Error:") == 1 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_kernel_stack_as_a_key_in_user_space(live_tracefs, target):
+    """Each uprobe hit's kernel stack (the int3 path into the uprobe handler) is one key: every call counted,
+    and the frames named from kallsyms."""
+    result, _, exp = _run_json("hist", "-x", str(target), "take size", "--key", "stacktrace,comm", "--json",
+                               "--", str(target))
+    assert sum(r["count"] for r in result["rows"]) == sum(int(e["count"]) for e in exp["take"])
+    assert {r["key"]["comm"] for r in result["rows"]} == {"histA", "histB"}
+    frames = result["rows"][0]["key"]["stacktrace"]
+    assert frames and any("uprobe" in f for f in frames), frames
+    out = probectl("hist", "sched:sched_process_exec", "--key", "stacktrace", "--", "/bin/true")
+    assert "execve" in out.stdout and out.stdout.rstrip().endswith("]: 1"), out.stdout
+
+
+def test_duration_ends_a_system_wide_count(live_tracefs):
+    out = probectl("hist", "sched:sched_switch", "--key", "prev_comm", "--top", "3", "--duration", "0.3", "--json")
+    result = json.loads(out.stdout)
+    assert result["stopped_by"] == "duration" and result["total"] > 0 and len(result["rows"]) <= 3
+
+
+def test_options_that_do_not_apply_to_a_recording(tmp_path):
+    for extra in (("--filter", "size > 1"), ("--duration", "1")):
+        out = probectl("hist", "-i", str(tmp_path / "none.dat"), "x:y", "--key", "size", *extra, check=False)
+        assert out.returncode == 2 and "-i" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_start_event_that_never_fires(live_tracefs, target):
+    out = probectl("latency", "-x", str(target), "never_called", "--", str(target), check=False)
+    assert out.returncode == 1 and "the start event never fired" in out.stderr
+
+
+def test_ctrl_c_prints_the_partial_answer_and_removes_everything(live_tracefs, target):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "probectl", "hist", "-x", str(target), "take size", "--key",
+                             "size", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+
+    def streaming() -> bool:
+        """Its instance (another run's has another pid) traces the probe: the event is enabled there
+        (a new instance's tracing_on is 1 before probectl has set it up)."""
+        inst = live_tracefs / "instances" / f"probectl-{proc.pid}"
+        try:
+            return ((inst / "events/probe_hist_target/take/enable").read_text().strip() == "1"
+                    and (inst / "tracing_on").read_text().strip() == "1")
+        except OSError:
+            return False
+
+    while not streaming():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    exp = expected(subprocess.run([str(target)], capture_output=True, text=True, check=True).stdout)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    got = {r["key"]["size"]: r["count"] for r in json.loads(stdout)["rows"]}
+    assert got == {int(e["size"]): int(e["count"]) for e in exp["take"]}
+    # its probe and its instance are gone (checked by name: other runs may be tracing meanwhile)
+    assert str(target) not in (live_tracefs / "uprobe_events").read_text()
+    assert not (live_tracefs / "instances" / f"probectl-{proc.pid}").exists()
+
+
+# ---- the kernel path, in qemu ----------------------------------------------------------------------
+
+def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
+    """Trigger texts made on the host (keys checked against this machine's syscall formats, which the
+    guest's 6.1 kernel shares), run in the guest on a workload of known reads and sleeps, and the
+    guest's hist files read back with probectl's parser."""
+    from conftest import _missing
+    from qemu_kernel import find_kernel_dir, missing_requirements, run_in_guest
+    from probectl.analysis.keys import parse_keys, parse_value
+    from probectl.analysis.latency import result_from_kernel
+    from probectl.analysis.triggers import hist_trigger, latency_triggers, new_error_log_entry, parse_hist
+    from probectl.formats import EventFormat
+
+    kdir = find_kernel_dir()
+    missing = missing_requirements(kdir)
+    if missing:
+        _missing("; ".join(missing))
+    events = live_tracefs / "events" / "syscalls"
+    if not (events / "sys_enter_read").exists():
+        _missing("no syscall tracepoints to take the formats from")
+    read = EventFormat.parse((events / "sys_enter_read" / "format").read_text(), "syscalls")
+    sleep_in = EventFormat.parse((events / "sys_enter_clock_nanosleep" / "format").read_text(), "syscalls")
+    sleep_out = EventFormat.parse((events / "sys_exit_clock_nanosleep" / "format").read_text(), "syscalls")
+    by_count = parse_keys("count", read)
+    by_comm_log2 = parse_keys("comm,count.log2", read)
+    total = parse_value("count", read)
+    flt = 'comm == "dd"'
+    h1 = hist_trigger(by_count, total, filter_text=flt)
+    h2 = hist_trigger(by_comm_log2, filter_text=flt)
+    lat = latency_triggers("probectl_lat_test", "syscalls.sys_enter_clock_nanosleep",
+                           parse_keys("common_pid", sleep_in),
+                           parse_keys("common_pid", sleep_out))
+    bad = hist_trigger(parse_keys("buf.sym", read)).replace("buf.sym", "nosuchthing.sym")  # as a stale format would
+    exec_fmt = EventFormat.parse((live_tracefs / "events/sched/sched_process_exec/format").read_text(), "sched")
+    by_stack = parse_keys("stacktrace", exec_fmt)
+    kmalloc = EventFormat.parse((live_tracefs / "events/kmem/kmalloc/format").read_text(), "kmem")
+    by_site = parse_keys("call_site.sym,bytes_req.buckets=64", kmalloc)
+    # the latency triggers go where probectl's runner puts them: in its own instance (the synthetic
+    # event is global), with the three events enabled there
+    inst = "instances/probectl-1/events"
+    triggers = [("events/syscalls/sys_enter_read/trigger", h1),
+                ("events/syscalls/sys_enter_read/trigger", h2),
+                ("synthetic_events", lat.synthetic),
+                (f"{inst}/syscalls/sys_enter_clock_nanosleep/trigger", lat.start),
+                (f"{inst}/syscalls/sys_exit_clock_nanosleep/trigger", lat.end),
+                (f"{inst}/synthetic/{lat.synthetic_name}/trigger", lat.histogram),
+                (f"{inst}/syscalls/sys_enter_clock_nanosleep/enable", "1"),
+                (f"{inst}/syscalls/sys_exit_clock_nanosleep/enable", "1"),
+                (f"{inst}/synthetic/{lat.synthetic_name}/enable", "1"),
+                ("events/sched/sched_process_exec/trigger", hist_trigger(by_stack)),
+                ("events/kmem/kmalloc/trigger", hist_trigger(by_site)),
+                ("events/syscalls/sys_enter_read/trigger", bad)]
+    workload = ("dd if=/dev/zero of=/dev/null bs=100 count=3 2>/dev/null\n"
+                "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
+                "for us in 2000 4000 8000 16000; do usleep $us; done\n")
+    hists = ["events/syscalls/sys_enter_read/hist", f"{inst}/synthetic/{lat.synthetic_name}/hist",
+             "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist"]
+    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists, instances=["probectl-1"])
+    # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
+    assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
+    log = new_error_log_entry("", result.trigger_errors[0].split("\n", 1)[1])
+    assert "nosuchthing" in log and "^" in log, log
+    other = "[  1.000000] trace_kprobe: error: Invalid register name\n  Command: p:x/y f %zz\n                   ^"
+    assert new_error_log_entry(other, other + "\n" + log) == log  # another writer's entry is not ours
+    assert new_error_log_entry(other, other) == ""
+    # stacks and symbols as the kernel prints them
+    stacks = parse_hist(result.hists[hists[2]], "sched:sched_process_exec", by_stack)
+    assert stacks.total >= 2 and any("execve" in r.key[0] for r in stacks.rows), result.hists[hists[2]]
+    sites = parse_hist(result.hists[hists[3]], "kmem:kmalloc", by_site)
+    assert sites.total > 0 and all(r.key[0] >> 63 and r.key[1] % 64 == 0 for r in sites.rows)
+    text = result.hists[hists[0]]
+    table = parse_hist(text, "syscalls:sys_enter_read", by_count, total)
+    assert table.path == "kernel"
+    assert {r.key[0]: (r.count, r.sum) for r in table.rows} == {100: (3, 300), 4096: (5, 5 * 4096)}
+    second = text[text.index("# event histogram", text.index("Totals:")):]
+    table2 = parse_hist(second, "syscalls:sys_enter_read", by_comm_log2)
+    assert {r.key: r.count for r in table2.rows} == {("dd", 7): 3, ("dd", 12): 5}
+    latency = result_from_kernel("syscalls:sys_enter_clock_nanosleep", "syscalls:sys_exit_clock_nanosleep",
+                                 parse_hist(result.hists[hists[1]], lat.synthetic_name,
+                                            parse_keys("lat", _synthetic_format())))
+    assert latency.count == 4, result.hists[hists[1]]
+    # each sleep at least as asked (in order); TCG on a loaded host wakes late, never by 100 ms
+    measured = latency.sorted_values()
+    assert all(s <= m < s + 100_000 for s, m in zip((2000, 4000, 8000, 16000), measured)), measured
+
+
+def _synthetic_format():
+    from probectl.formats import EventFormat
+
+    return EventFormat.parse("name: lat\nID: 1\nformat:\n\tfield:u64 lat;\toffset:8;\tsize:8;\tsigned:0;\n"
+                             "\nprint fmt: \"lat=%llu\", REC->lat\n", "synthetic")
+
+
+def test_latency_keyed_by_a_field_pairs_requests_that_end_out_of_order(live_tracefs, target):
+    result, _, exp = _run_json("latency", "-x", str(target), "--start", "begin_io id", "--end", "end_io id",
+                               "--key", "id", "--buckets", "1000", "--json", "--", str(target))
+    assert result["count"] == 3 and result["unmatched"] == 0 and result["pending"] == 0
+    mins = sorted(int(e["min_us"]) for e in exp["io"])
+    # by thread, the three would pair as 1 ms, 2 ms, 4 ms; by id they are at least 1, 3 and 7 ms
+    assert result["min"] >= mins[0] and result["p50"] >= mins[1] and result["max"] >= mins[2]
+    assert result["max"] < mins[2] + 50_000
+    assert all(r["key"]["latency_us.buckets=1000.range"][1] - r["key"]["latency_us.buckets=1000.range"][0] == 1000
+               for r in result["rows"])
+
+
+def test_start_and_end_must_be_two_events(live_tracefs):
+    out = probectl("latency", "--start", "sched:sched_switch", "--end", "sched:sched_switch", "--duration", "0.1",
+                   check=False)
+    assert out.returncode == 1 and "one event" in out.stderr, out.stderr
+
+
+def test_a_key_the_kernel_cannot_hist_on():
+    from probectl.analysis.keys import parse_keys
+    from probectl.errors import AnalysisError
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse("name: stackish\nID: 7\nformat:\n"
+                            "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                            "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                            "\tfield:unsigned long caller[8];\toffset:8;\tsize:64;\tsigned:0;\n"
+                            "\tfield:char comm[16];\toffset:72;\tsize:16;\tsigned:0;\n\n"
+                            "print fmt: \"x\"\n", "test")
+    with pytest.raises(AnalysisError, match="a histogram key is a number or text"):
+        parse_keys("caller", fmt)
+    with pytest.raises(AnalysisError, match="applies to numbers"):
+        parse_keys("comm.log2", fmt)
+    # a field named comm is that field; the pseudo keys are the common fields
+    assert [p.trigger_text() for p in parse_keys("comm,pid.hex,cpu", fmt)] == [
+        "comm", "common_pid.hex", "common_cpu"]
+    no_comm = EventFormat.parse(fmt_text_without_comm(), "test")
+    assert [p.trigger_text() for p in parse_keys("comm,common_pid", no_comm)] == [
+        "common_pid.execname", "common_pid"]
+
+
+def fmt_text_without_comm() -> str:
+    return ("name: plain\nID: 8\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+            "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+            "\tfield:u64 size;\toffset:8;\tsize:8;\tsigned:0;\n\nprint fmt: \"x\"\n")
+
+
+def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
+    """The kernel path's runner (instance, trigger, workload, read-back, removal) on this machine: where
+    the event has a hist file it counts the command's one exec; here, where it has none, the kernel
+    refuses the trigger, which is an error naming it (no other writer's error_log entry), and the
+    instance and the command are gone."""
+    from probectl.analysis import live
+    from probectl.analysis.keys import parse_keys
+    from probectl.errors import AnalysisError
+    from probectl.record.selection import SelectedEvent
+    from probectl.tracefs import Tracefs
+
+    tfs = Tracefs.open()
+    fmt = tfs.event_format("sched", "sched_process_exec")
+    event = SelectedEvent("sched", "sched_process_exec", fmt)
+    keys = parse_keys("comm", fmt)
+    mine = live_tracefs / "instances" / f"probectl-{os.getpid()}"
+    if live.kernel_has_hist(tfs, [event]):
+        table = live.kernel_hist(tfs, event, keys, None, command=["/bin/true"])
+        assert table.path == "kernel" and {r.key: r.count for r in table.rows} == {("true",): 1}
+    else:
+        with pytest.raises(AnalysisError, match="refused the hist trigger 'hist:keys=common_pid.execname") as err:
+            live.kernel_hist(tfs, event, keys, None, command=["/bin/true"])
+        assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
+    assert not mine.exists()
+    assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()
