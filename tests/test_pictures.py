@@ -240,6 +240,8 @@ def test_heatmap_cells_hold_the_pairs():
     # units follow the data
     assert bin_pairs(parse_pairs(["1.0 3\n", "1.5 700\n"])).unit[1] == "µs"
     assert bin_pairs(parse_pairs(["1.0 3\n", "1.5 2500000\n"])).unit[1] == "s"
+    in_ns = parse_pairs(["1.0 300\n", "1.5 900\n"], ns=True)  # (latency --ns --pairs)
+    assert list(in_ns.latencies) == [0.3, 0.9] and bin_pairs(in_ns).unit[1] == "ns"
 
 
 def test_heatmap_max_latency_counts_longer_ones_in_the_top_row():

@@ -123,10 +123,17 @@ def test_off_cpu_time_of_known_sleeps(live_tracefs, tmp_path):
     assert re.search(r"4\d\d ms off-CPU in \d+ stacks", text)
 
 
-def test_timeline_of_entry_return_probes(live_tracefs, probes, tmp_path):
-    path = tmp_path / "t.dat"
+@pytest.fixture(scope="module")
+def calls_recording(probes, tmp_path_factory):
+    """add_ints' entries and returns and pick_label's entries, three rounds."""
+    path = tmp_path_factory.mktemp("calls") / "t.dat"
     out = probectl("record", "-e", f"{GT}:*", "-o", str(path), "--", str(probes), "3")
-    expects = expect_lines(out.stdout)["add_ints"]
+    return path, expect_lines(out.stdout)
+
+
+def test_timeline_of_entry_return_probes(live_tracefs, calls_recording, probes):
+    path, expects = calls_recording
+    expects = expects["add_ints"]
     trace = json.loads(probectl("script", "-i", str(path), "--format", "chrome-json", "--counter", "index").stdout)
     events = trace["traceEvents"]
     recorded = [json.loads(line) for line in
@@ -203,3 +210,28 @@ def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromi
             b.evaluate("flamegraph.resetSearch()")
             b.screenshot(shots / f"{name}.png")
             assert (shots / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_heatmap_of_a_recording_is_the_heatmap_of_its_latency_pairs(live_tracefs, calls_recording, tmp_path):
+    """heatmap --start/--end pairs a recording as latency -i does: the same cells as the heat map of
+    latency's --pairs output (in ns, for these sub-µs calls)."""
+    from test_pictures import heat_cells
+
+    path, _expects = calls_recording
+    end = next(json.loads(line)["event"] for line in
+               probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()
+               if "__probe_func" in line)
+    pairs = tmp_path / "pairs.txt"
+    probectl("latency", "-i", str(path), "--start", f"{GT}:add_ints", "--end", end, "--ns", "--pairs", str(pairs))
+    assert len(pairs.read_text().splitlines()) == 3
+    from_pairs = tmp_path / "a.svg"
+    from_recording = tmp_path / "b.svg"
+    probectl("heatmap", "-i", str(pairs), "--ns", "-o", str(from_pairs))
+    probectl("heatmap", "-i", str(path), "--start", f"{GT}:add_ints", "--end", end, "-o", str(from_recording))
+    cells = heat_cells(from_recording.read_text())
+    assert sum(c[-1] for c in cells) == 3
+    assert cells == heat_cells(from_pairs.read_text())
+    got = probectl("heatmap", "-i", str(path), "--start", f"{GT}:pick", "--end", f"{GT}:pick", check=False)
+    assert got.returncode == 1 and "one event" in got.stderr
+    got = probectl("heatmap", "-i", str(path), "--start", f"{GT}:add_ints", check=False)
+    assert got.returncode == 2 and "give both" in got.stderr

@@ -116,25 +116,62 @@ def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids,
 
 @cli.command()
 @click.option("-i", "--input", "input_", metavar="FILE",
-              help="'completion_time latency' pairs (probectl latency --pairs) [default: stdin].")
+              help="'completion_time latency' pairs (probectl latency --pairs) [default: stdin]; with --start "
+              "and --end, a recording.")
+@click.option("--ns", "in_ns", is_flag=True, help="The pairs' latencies are in ns (latency --ns --pairs).")
+@click.option("--start", "start_name", metavar="EVENT", help="The start event of the recording's pairs (with --end).")
+@click.option("--end", "end_name", metavar="EVENT", help="The end event.")
+@click.option("--key", "key_text", default="common_pid", show_default=True, metavar="FIELDS",
+              help="What pairs a start with its end (as in latency).")
 @click.option("-o", "--output", metavar="FILE", help="Write the SVG to FILE [default: stdout].")
 @click.option("--title", default="Latency Heat Map", show_default=True, metavar="TEXT")
 @click.option("--width", type=click.IntRange(min=300), default=1200, show_default=True, help="Width in pixels.")
 @click.option("--height", type=click.IntRange(min=200), default=600, show_default=True, help="Height in pixels.")
 @click.option("--rows", type=click.IntRange(min=1, max=1000), default=50, show_default=True,
-              help="At most this many latency buckets.")
+              help="About this many latency buckets.")
 @click.option("--columns", type=click.IntRange(min=1, max=5000), default=100, show_default=True,
-              help="At most this many time columns.")
+              help="About this many time columns.")
 @click.option("--step", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Time per column [default: from --columns].")
 @click.option("--max-latency", type=click.FloatRange(min=0, min_open=True), metavar="US",
               help="Top of the latency axis in µs; longer ones are counted in the top row [default: the largest].")
-def heatmap(input_, output, title, width, height, rows, columns, step, max_latency):
-    """Draw latency pairs as a heat map SVG (time x latency, colour: count)."""
-    from ..pictures.heatmap import bin_pairs, parse_pairs, render_heatmap_svg
+def heatmap(input_, in_ns, start_name, end_name, key_text, output, title, width, height, rows, columns, step,
+            max_latency):
+    """Draw latency pairs as a heat map SVG (time x latency, colour: count): from 'latency --pairs'
+    output, or from a recording's start and end events (--start, --end)."""
+    from ..pictures.heatmap import bin_pairs, latency_pairs, parse_pairs, render_heatmap_svg
 
-    pairs = _parse_text(input_, parse_pairs)
+    if start_name or end_name:
+        if not (start_name and end_name and input_ and input_ != "-"):
+            raise click.UsageError("--start and --end pair the events of a recording: give both, and -i FILE")
+        if in_ns:
+            raise click.UsageError("--ns is the unit of pairs text; a recording's pairs are timed exactly")
+        pairs = latency_pairs(_recorded_latency(input_, start_name, end_name, key_text))
+    else:
+        pairs = _parse_text(input_, lambda lines, where: parse_pairs(lines, where, ns=in_ns))
     grid = bin_pairs(pairs, columns, rows, step, max_latency)
     _write(render_heatmap_svg(grid, title, width, height), output)
     if output and output != "-":
         notice(f"[ probectl heatmap: {grid.total:,} pairs in {grid.columns} x {grid.rows} cells written to {output} ]")
+
+
+def _recorded_latency(path: str, start_name: str, end_name: str, key_text: str):
+    """analysis' pairing of the recording's start and end events (as 'latency -i' pairs them)."""
+    from pathlib import Path
+
+    from ..analysis.keys import parse_keys
+    from ..analysis.latency import NANOSECONDS
+    from ..analysis.live import file_latency
+    from ..errors import AnalysisError
+    from .analysis import _file_event, _two_events
+
+    with open_trace(path) as trace:
+        sfmt, efmt = _file_event(trace, start_name), _file_event(trace, end_name)
+    _two_events(sfmt.full_name, efmt.full_name)
+    result = file_latency(Path(path), sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
+                          unit=NANOSECONDS)
+    if not result.count:
+        raise AnalysisError(f"{path} has no {sfmt.full_name} -> {efmt.full_name} pairs to draw",
+                            f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: "
+                            "check the events and --key")
+    return result

@@ -12,7 +12,7 @@ import math
 from array import array
 from dataclasses import dataclass, field
 from html import escape
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ..errors import ProbectlError
 
@@ -30,9 +30,9 @@ class Pairs:
         return len(self.times)
 
 
-def parse_pairs(lines: Iterable[str], where: str = "the input") -> Pairs:
-    """``completion_time latency`` lines (``#`` comments and blank lines skipped); any other line is an
-    error naming its number."""
+def parse_pairs(lines: Iterable[str], where: str = "the input", ns: bool = False) -> Pairs:
+    """``completion_time latency`` lines (``#`` comments and blank lines skipped), latencies in µs (in ns
+    with ``ns``: ``latency --ns --pairs``); any other line is an error naming its number."""
     pairs = Pairs()
     for number, line in enumerate(lines, 1):
         text = line.strip()
@@ -50,11 +50,18 @@ def parse_pairs(lines: Iterable[str], where: str = "the input") -> Pairs:
             raise ProbectlError(f"{where}, line {number}: not a 'completion_time latency' pair: {shown!r}",
                                 "each line is 'SECONDS MICROSECONDS', as probectl latency --pairs prints them") from None
         pairs.times.append(t)
-        pairs.latencies.append(lat)
+        pairs.latencies.append(lat / 1000 if ns else lat)
     if not pairs.times:
         raise ProbectlError(f"{where} holds no latency pairs",
                             "give 'completion_time latency' lines, e.g. from probectl latency --pairs")
     return pairs
+
+
+def latency_pairs(result: Any) -> Pairs:
+    """The pairs of an :class:`~probectl.analysis.latency.LatencyResult` (analysis' pairing of a start
+    and an end event): end times in s, latencies in µs."""
+    to_us = result.unit.ns / 1000
+    return Pairs(array("d", (e / 1e9 for e in result.ends)), array("d", (v * to_us for v in result.latencies)))
 
 
 def nice_step(span: float, parts: int) -> float:
