@@ -5,18 +5,16 @@ The SVGs are parsed back: every frame's width is its count's share of the drawin
 within their parent and weigh no more than it, the root weighs the input's total; every heat-map cell
 holds the pairs that fall in its ranges. Then headless Chromium (tests/chromium.py) opens them: no
 script error, search highlights the matching frames and prints their share, a click zooms, and PNG
-screenshots are taken (into PROBECTL_PICTURES_DIR when set: that is how docs/pictures/ is made).
+screenshots are taken (test_pictures_live.py takes those of docs/pictures/, from real recordings).
 """
 from __future__ import annotations
 
-import os
 import random
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -268,11 +266,6 @@ def test_bad_pairs_are_errors_and_write_nothing(tmp_path, text, message):
 # ---- in the browser ----------------------------------------------------------------------------------
 
 
-def _shots() -> Path | None:
-    where = os.environ.get("PROBECTL_PICTURES_DIR")
-    return Path(where) if where else None
-
-
 def test_flamegraph_in_chromium(tmp_path, chromium_bin):
     svg = tmp_path / "g.svg"
     probectl("flamegraph", "--folded", "-o", str(svg), "--width", "1000", input=FOLDED)
@@ -329,7 +322,4 @@ def test_big_flamegraph_and_heatmap_open_in_chromium(tmp_path, chromium_bin):
         assert b.errors() == []
         assert b.evaluate("document.querySelectorAll('rect.cell').length") == len(heat_cells(heat.read_text()))
         b.screenshot(tmp_path / "heat.png")
-        if _shots():
-            _shots().mkdir(parents=True, exist_ok=True)
-            b.screenshot(_shots() / "heatmap.png")
     assert (tmp_path / "heat.png").stat().st_size > 1000

@@ -179,8 +179,9 @@ def test_timeline_of_entry_return_probes(live_tracefs, calls_recording, probes):
 
 def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromium_bin):
     """Two seconds of every CPU's scheduler events with stacks, drawn as a flame graph of the switches and
-    as off-CPU time; Chromium opens both, a search reports the share Python computes from the folded
-    stacks. With PROBECTL_PICTURES_DIR set the screenshots go there (docs/pictures/ for the README)."""
+    as off-CPU time, and two seconds of read() calls as a latency heat map; Chromium opens them, a search
+    reports the share Python computes from the folded stacks, the cells are latency's pairs. With
+    PROBECTL_PICTURES_DIR set the screenshots go there (docs/pictures/, the README's pictures)."""
     from chromium import Browser
 
     path = tmp_path / "sys.dat"
@@ -210,6 +211,26 @@ def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromi
             b.evaluate("flamegraph.resetSearch()")
             b.screenshot(shots / f"{name}.png")
             assert (shots / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+        # read() latencies of every CPU: the heat map's cells hold latency's pairs
+        from test_pictures import heat_cells
+
+        reads = tmp_path / "reads.dat"
+        probectl("record", "-a", "-e", "syscalls:sys_enter_read", "-e", "syscalls:sys_exit_read", "--duration", "2",
+                 "-o", str(reads))
+        pairs = tmp_path / "reads.pairs"
+        probectl("latency", "-i", str(reads), "--start", "sys_enter_read", "--end", "sys_exit_read",
+                 "--pairs", str(pairs))
+        count = len(pairs.read_text().splitlines())
+        svg = tmp_path / "heatmap.svg"
+        probectl("heatmap", "-i", str(reads), "--start", "sys_enter_read", "--end", "sys_exit_read",
+                 "--max-latency", "100", "--title", "read() latency, every CPU, 2 s", "-o", str(svg))
+        cells = heat_cells(svg.read_text())
+        assert sum(c[-1] for c in cells) == count
+        b.open(svg, 1200, 600)
+        assert b.errors() == []
+        assert b.evaluate("document.querySelectorAll('rect.cell').length") == len(cells)
+        b.screenshot(shots / "heatmap.png")
 
 
 def test_heatmap_of_a_recording_is_the_heatmap_of_its_latency_pairs(live_tracefs, calls_recording, tmp_path):
