@@ -323,3 +323,23 @@ def test_big_flamegraph_and_heatmap_open_in_chromium(tmp_path, chromium_bin):
         assert b.evaluate("document.querySelectorAll('rect.cell').length") == len(heat_cells(heat.read_text()))
         b.screenshot(tmp_path / "heat.png")
     assert (tmp_path / "heat.png").stat().st_size > 1000
+
+
+def test_timeline_of_a_trace_cmd_file_has_every_event_once(tmp_path):
+    """A file of tracepoints (no probes: instants only) as Chrome JSON, to a file written whole."""
+    import json
+
+    sample = ROOT / "tests" / "data" / "tracedat" / "sample-v7.dat"
+    recorded = probectl("script", "-i", str(sample), "--format", "json").stdout.splitlines()
+    out = tmp_path / "t.json"
+    got = probectl("script", "-i", str(sample), "--format", "chrome-json", "-o", str(out), "--counter", "target_cpu")
+    assert f"{len(recorded)} events written to {out}" in got.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    shown = [e for e in events if e["ph"] not in ("M", "C")]
+    assert len(shown) == len(recorded) and {e["ph"] for e in shown} == {"i"}
+    assert sorted(round(e["ts"] * 1000) for e in shown) == sorted(round(json.loads(r)["time"] * 1e9) for r in recorded)
+    bad = probectl("script", "-i", str(sample), "--format", "chrome-json", "-o", str(tmp_path / "no" / "t.json"),
+                   check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: cannot write") and not (tmp_path / "no").exists()
+    usage = probectl("script", "-i", str(sample), "--format", "text", "--counter", "x", check=False)
+    assert usage.returncode == 2 and "--counter" in usage.stderr
