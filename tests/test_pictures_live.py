@@ -82,6 +82,11 @@ def test_flamegraph_of_a_recording(live_tracefs, stack_recording, tmp_path):
 
     # per process and per event: a selection that matches nothing says so, and writes nothing
     probectl("flamegraph", "-i", str(path), "--comm", binary.name[:15], "-e", "stk", "-o", str(svg))
+    pid = json.loads(probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()[0])["pid"]
+    by_pid = probectl("flamegraph", "-i", str(path), "--pid", str(pid), "--format", "folded").stdout
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in by_pid.splitlines()) == 4
+    got = probectl("flamegraph", "-i", str(path), "--pid", str(pid + 1000000), check=False)
+    assert got.returncode == 1 and f"no stacks of pid {pid + 1000000}" in got.stderr
     other = tmp_path / "none.svg"
     got = probectl("flamegraph", "-i", str(path), "--comm", "no-such-comm", "-o", str(other), check=False)
     assert got.returncode == 1 and "no stacks of comm no-such-comm" in got.stderr and not other.exists()
