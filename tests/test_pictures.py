@@ -136,8 +136,14 @@ def call_graph_stacks(distinct: int, samples: int, seed: int = 7) -> list[str]:
     return [f"{s} {n}\n" for s, n in counts.items()]
 
 
-def test_minwidth_bounds_a_million_stacks():
-    lines = call_graph_stacks(100_000, 1_000_000)
+@pytest.fixture(scope="module")
+def million_stacks() -> list[str]:
+    """1,000,000 samples of 100,000 distinct stacks, as folded lines."""
+    return call_graph_stacks(100_000, 1_000_000)
+
+
+def test_minwidth_bounds_a_million_stacks(million_stacks):
+    lines = million_stacks
     stacks = parse_folded(lines)
     assert stacks.total == 1_000_000 and len(stacks.counts) == 100_000
     svg = render_svg(stacks, FlameGraphOptions(width=1200, min_width=0.1))
@@ -305,13 +311,9 @@ def test_flamegraph_in_chromium(tmp_path, chromium_bin):
     assert (tmp_path / "zoom.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_big_flamegraph_and_heatmap_open_in_chromium(tmp_path, chromium_bin):
-    rng = random.Random(11)
-    names = [f"function_{i}" for i in range(300)]
-    lines = [";".join(rng.choice(names) for _ in range(rng.randint(4, 14))) + f" {rng.randint(1, 20)}\n"
-             for _ in range(100_000)]
+def test_big_flamegraph_and_heatmap_open_in_chromium(tmp_path, chromium_bin, million_stacks):
     big = tmp_path / "big.svg"
-    probectl("flamegraph", "--folded", "-o", str(big), input="".join(lines))
+    probectl("flamegraph", "--folded", "-o", str(big), input="".join(million_stacks))
     heat = tmp_path / "heat.svg"
     probectl("heatmap", "-o", str(heat), "--title", "Latency", input=pairs_text())
     with Browser(chromium_bin) as b:
