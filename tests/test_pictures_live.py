@@ -1,6 +1,7 @@
 """Pictures of live recordings on this kernel: flame graphs of uprobe stacks (counted, weighed by a field,
-selected by process), off-CPU time of a program that sleeps known times in known functions, and the
-Chrome JSON timeline of entry/return probes checked against the trace event format's rules.
+selected by event and process), off-CPU time of a program that sleeps known times in known functions, the
+Chrome JSON timeline of entry/return probes checked against the trace event format's rules, heat maps of
+a recording's pairs against latency's, and pictures of the whole system opened in Chromium.
 
 Uprobes and tracepoints with user stacks work here (no kprobes are needed): the fixture programs are
 fixtures/uprobe_target.c and fixtures/offcpu_sleeps.c, built with frame pointers.
