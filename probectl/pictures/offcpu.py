@@ -4,7 +4,8 @@ From ``sched:sched_switch`` and ``sched:sched_wakeup`` recorded with stacks (``r
 event runs in the context of the task leaving the CPU, so its stack is where that task blocked. A task
 that left in a sleeping state (``prev_state`` not running: a preempted task is runnable, not blocked)
 is blocked from that switch until its wakeup; without a wakeup in the file (not recorded, or woken
-before the recording saw it), until it is switched in again, which adds its wait on the run queue.
+before the recording saw it), until it is switched in again, which adds its wait on the run queue (or,
+when that switch is not in the file either, until it next leaves the CPU).
 A task still blocked when the recording ends is not counted: its time is unknown.
 """
 from __future__ import annotations
@@ -63,12 +64,14 @@ def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = 
         if values is None:
             continue
         if event_id == switch.id:
-            # the one coming in ends its blocked time
-            start = blocked.pop(values[next_pid], None)
-            if start is not None:
-                counts[start[1]] += (start[2] if start[2] is not None else ts) - start[0]
-                intervals += 1
+            # the one coming in ends its blocked time; so does the one leaving, when its switch in
+            # is not in the file (a recording scoped to a command misses the idle task's switch to it)
             tid = values[prev_pid]
+            for ended in (values[next_pid], tid):
+                start = blocked.pop(ended, None)
+                if start is not None:
+                    counts[start[1]] += (start[2] if start[2] is not None else ts) - start[0]
+                    intervals += 1
             if tid and values[prev_state] & _STATE_MASK and rec.stacks and keep(rec):
                 blocked[tid] = [ts, _blocked_stack(folded.stack(rec)), None]
         elif event_id in wakeup_pid:
