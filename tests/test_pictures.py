@@ -345,3 +345,25 @@ def test_timeline_of_a_trace_cmd_file_has_every_event_once(tmp_path):
     assert bad.returncode == 1 and bad.stderr.startswith("Error: cannot write") and not (tmp_path / "no").exists()
     usage = probectl("script", "-i", str(sample), "--format", "text", "--counter", "x", check=False)
     assert usage.returncode == 2 and "--counter" in usage.stderr
+
+
+def test_blocked_time_of_switches_and_wakeups():
+    """Off-CPU intervals (pictures/offcpu.py) from switch and wakeup sequences, as a recording gives them."""
+    from probectl.pictures.offcpu import BlockedTime
+
+    time = BlockedTime(Counter())
+    S, R, PREEMPTED = 1, 0, 0x100  # prev_state: sleeping, running, preempted (TASK_REPORT_MAX)
+    time.switch(1000, 7, S, 8, lambda: "app;main;wait_k_[k];trace_event_raw_event_sched_switch_[k]")
+    time.wakeup(1600, 7)  # blocked 600 ns: the wakeup ends it, not the switch in
+    time.switch(1900, 8, R, 7, lambda: "other")
+    time.switch(2000, 7, PREEMPTED, 8, lambda: "app;preempted")  # runnable: not blocked
+    time.switch(2100, 8, S, 7, None)  # no stack / not selected: not counted
+    time.switch(3000, 7, S, 0, lambda: "app;main;read")
+    time.wakeup(3500, 7)
+    time.wakeup(3600, 7)  # (a second wakeup does not move the first)
+    # no switch in from the idle task (a command-scoped recording lacks it): the next switch out ends it
+    time.switch(4000, 7, S, 0, lambda: "app;main;read")
+    time.switch(4800, 0, R, 7, None)  # without a wakeup: until the switch in
+    time.switch(5000, 7, S, 0, lambda: "app;main;never_ends")  # still blocked at the end: unknown
+    assert dict(time.counts) == {"app;main;wait_k_[k]": 600, "app;main;read": 500 + 800}
+    assert time.intervals == 3

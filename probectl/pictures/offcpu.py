@@ -10,6 +10,7 @@ A task still blocked when the recording ends is not counted: its time is unknown
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ProbectlError
@@ -30,6 +31,34 @@ def _blocked_stack(folded_stack: str) -> str:
     while len(parts) > 1 and parts[-1].startswith(_TRACING_FRAMES):
         parts.pop()
     return ";".join(parts)
+
+
+class BlockedTime:
+    """The blocked intervals of threads, from their switches and wakeups in time order, summed per
+    stack (``counts``, ns) as they end."""
+
+    def __init__(self, counts: Counter):
+        self.counts = counts
+        self.intervals = 0
+        self.blocked: dict[int, list] = {}  # tid -> [switched out at, stack, woken at or None]
+
+    def switch(self, ts: int, prev_tid: int, prev_state: int, next_tid: int, stack: Optional[Callable[[], str]]) -> None:
+        """A switch from ``prev_tid`` (leaving in ``prev_state``) to ``next_tid``; ``stack()`` is the
+        folded stack of the one leaving, None when it is not counted (no stack, not selected)."""
+        # the one coming in ends its blocked time; so does the one leaving, when its switch in is
+        # not in the file (a recording scoped to a command misses the idle task's switch to it)
+        for ended in (next_tid, prev_tid):
+            start = self.blocked.pop(ended, None)
+            if start is not None:
+                self.counts[start[1]] += (start[2] if start[2] is not None else ts) - start[0]
+                self.intervals += 1
+        if prev_tid and prev_state & _STATE_MASK and stack is not None:
+            self.blocked[prev_tid] = [ts, _blocked_stack(stack()), None]
+
+    def wakeup(self, ts: int, tid: int) -> None:
+        start = self.blocked.get(tid)
+        if start is not None and start[2] is None:
+            start[2] = ts
 
 
 def _field_index(fmt: Any, name: str) -> int:
@@ -56,32 +85,22 @@ def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = 
     prev_pid, prev_state, next_pid = (_field_index(switch, n) for n in ("prev_pid", "prev_state", "next_pid"))
     wakeup_pid = {f.id: _field_index(f, "pid") for name, f in by_name.items() if name in WAKEUPS}
 
-    blocked: dict[int, list] = {}  # tid -> [switched out at, stack, woken at or None]
-    counts = folded.counts
-    intervals = 0
+    time = BlockedTime(folded.counts)
     for rec in records_with_stacks(trace, formats, progress=progress):
         ts, _cpu, event_id, _tid, _flags, _preempt, values = rec.row[:7]
         if values is None:
             continue
         if event_id == switch.id:
-            # the one coming in ends its blocked time; so does the one leaving, when its switch in
-            # is not in the file (a recording scoped to a command misses the idle task's switch to it)
-            tid = values[prev_pid]
-            for ended in (values[next_pid], tid):
-                start = blocked.pop(ended, None)
-                if start is not None:
-                    counts[start[1]] += (start[2] if start[2] is not None else ts) - start[0]
-                    intervals += 1
-            if tid and values[prev_state] & _STATE_MASK and rec.stacks and keep(rec):
-                blocked[tid] = [ts, _blocked_stack(folded.stack(rec)), None]
+            counted = rec.stacks and keep(rec)
+            time.switch(ts, values[prev_pid], values[prev_state], values[next_pid],
+                        (lambda rec=rec: folded.stack(rec)) if counted else None)
         elif event_id in wakeup_pid:
-            start = blocked.get(values[wakeup_pid[event_id]])
-            if start is not None and start[2] is None:
-                start[2] = ts
+            time.wakeup(ts, values[wakeup_pid[event_id]])
+    counts = time.counts
     if not counts:
         chosen = [f"comm {c}" for c in comms] + [f"pid {p}" for p in pids]
         raise ProbectlError(f"{trace.where} shows no thread blocking and running again"
                             + (f" for {', '.join(chosen)}" if chosen else ""),
                             "record sched:sched_switch with -g (stacks) while the workload runs; "
                             "check the selection (--comm, --pid)")
-    return StackCounts(counts, "ns", intervals)
+    return StackCounts(counts, "ns", time.intervals)
