@@ -171,3 +171,14 @@ def trace_cmd_bin():
     if not path:
         _missing("trace-cmd (apt trace-cmd) is not installed")
     return path
+
+
+@pytest.fixture(scope="session")
+def chromium_bin():
+    """Headless Chromium (apt chromium), which opens the pictures as a user's browser does."""
+    from chromium import chromium_binary
+
+    path = chromium_binary()
+    if not path:
+        _missing("chromium (apt chromium) is not installed")
+    return path

@@ -21,7 +21,7 @@ from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
 from probectl.debuginfo.dwarf.variables import best_scope
-from probectl.errors import DebugInfoError
+from probectl.errors import DebugInfoError, ValueTooWideError
 from probectl.events import FetchArg
 from probectl.spec import SpecialVar, Variable, parse_probe
 
@@ -132,6 +132,9 @@ def probe_points(di: DebugInfo, point_text: str, with_args: bool = True) -> list
     return out
 
 
+WIDE_LEFT_OUT = "(left out: wider than 64 bits)"
+
+
 def probectl_definitions(di: DebugInfo, binary, definition: str) -> list[tuple[int, list[FetchArg]]]:
     """What perf -D prints, computed with probectl's DWARF layer."""
     spec = parse_probe(definition)
@@ -143,7 +146,13 @@ def probectl_definitions(di: DebugInfo, binary, definition: str) -> list[tuple[i
             expr = arg.expr
             if isinstance(expr, SpecialVar):
                 for name in expand_variables(di, scope, address, params_only=(expr.name == "params")):
-                    r = fetch_variable(di, scope, address, Variable(name))
+                    try:
+                        r = fetch_variable(di, scope, address, Variable(name))
+                    except ValueTooWideError:
+                        # $vars/$params leave out a value wider than 64 bits (perf keeps its first 8
+                        # bytes as x64): stand for it with perf's text so the comparison shows it
+                        args.append(FetchArg(WIDE_LEFT_OUT, name, "x64"))
+                        continue
                     args.append(FetchArg(r.fetch, r.default_name, r.type))
             else:
                 r = fetch_variable(di, scope, address, expr, arg.type)

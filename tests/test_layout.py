@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "probectl"
 LAYERS: dict[str, set[str]] = {
     "probectl": {"api"},  # the package's read_trace, imported on first use
     "__main__": {"cli"},
-    "cli": {"api", "probes", "record", "script", "analysis", "resolve", "target", "spec", "filters", "tracedat",
+    "cli": {"api", "probes", "record", "script", "analysis", "pictures", "resolve", "target", "spec", "filters", "tracedat",
             "tracefs", "events", "formats", "debuginfo", "debuginfo.dwarf", "debuginfo.btf", "arch", "cachedir"},
     "api": {"tracedat", "ringbuf", "formats"},
     "probes": {"resolve", "target", "spec", "events", "tracefs", "formats", "debuginfo", "debuginfo.dwarf",
@@ -30,6 +30,7 @@ LAYERS: dict[str, set[str]] = {
                "debuginfo.btf", "cachedir"},
     "analysis": {"record", "script", "tracedat", "ringbuf", "tracefs", "events", "formats", "filters", "_native",
                  "cachedir", "arch"},
+    "pictures": {"analysis", "script", "tracedat", "ringbuf", "formats", "events", "_native"},
     "script": {"tracedat", "ringbuf", "formats", "debuginfo", "_native"},
     "resolve": {"spec", "target", "debuginfo", "debuginfo.dwarf", "debuginfo.btf", "arch"},
     "target": {"debuginfo", "cachedir", "arch"},

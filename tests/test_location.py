@@ -28,7 +28,8 @@ from probectl.debuginfo.dwarf.variables import best_scope, find_variable
 from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.spec import TypeSpec, Variable, parse_probe
 
-from test_dwarf import fixture_bins, perf_oracle, probe_points, probectl_definitions, render  # noqa: F401
+from test_dwarf import (WIDE_LEFT_OUT, fixture_bins, perf_oracle, probe_points, probectl_definitions,  # noqa: F401
+                        render)
 
 STRUCTS = DWARFStructs(little_endian=True, dwarf_format=32, address_size=8)
 OPTS = RenderOptions()
@@ -282,6 +283,9 @@ def test_vars_at_every_line_match_perf_or_perf_misreads(fixture_bins, perf_oracl
                 for var in set(m) | set(p):
                     if m.get(var) == p.get(var):
                         same += 1
+                        continue
+                    if var in m and m[var].fetch == WIDE_LEFT_OUT:  # a struct probectl refuses to cut
+                        assert p.get(var) is not None and p[var].type == "x64", (point, var, p.get(var))
                         continue
                     differ += 1
                     assert _first_op_only(di, scope, address, var), (point, var, m.get(var), p.get(var))

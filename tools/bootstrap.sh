@@ -2,13 +2,14 @@
 # Set up probectl on Debian 12 (as root): system packages, a virtualenv in .venv, probectl installed in it.
 #   tools/bootstrap.sh          what probectl itself needs
 #   tools/bootstrap.sh --test   also the test oracles and targets (perf, trace-cmd, qemu, libc6-dbg, busybox,
-#                               <sys/sdt.h> for the USDT fixtures, a debuginfod server)
+#                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
-    pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 zstd systemtap-sdt-dev debuginfod)
+    pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 zstd systemtap-sdt-dev debuginfod
+           chromium)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -51,7 +51,7 @@ COMMAND_MODULES = {
     "add": "probes", "del": "probes", "list": "probes", "funcs": "probes", "lines": "probes", "vars": "probes",
     "record": "recording", "script": "scripting", "trace": "recording", "tracepoints": "recording",
     "fields": "recording", "cleanup": "recording", "report": "reports", "query": "reports",
-    "hist": "analysis", "latency": "analysis",
+    "hist": "analysis", "latency": "analysis", "flamegraph": "pictures", "heatmap": "pictures",
 }
 
 

@@ -10,23 +10,36 @@ from ..script import DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, lost_events, parse_
 from ..tracedat import DEFAULT_FILE, open_trace
 from . import cli, notice
 
+# Timeline formats (probectl.pictures.timeline): Chrome JSON, which Perfetto opens.
+TIMELINE_FORMATS = ("chrome-json", "perfetto")
+
 
 @cli.command()
 @click.option("-i", "--input", "input_", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               help="trace.dat file (probectl's or trace-cmd's).")
 @click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
-@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + ("parquet",)), default="text",
+@click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + ("parquet",) + TIMELINE_FORMATS), default="text",
               show_default=True, help="text (perf script), csv, json (one object a line), folded (stacks, for "
-                                      "flamegraph.pl), parquet (a dataset per event under -o DIR).")
+                                      "flamegraph.pl), parquet (a dataset per event under -o DIR), chrome-json "
+                                      "(a timeline for Perfetto; perfetto is the same).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
-@click.option("-o", "--output", "output", metavar="DIR",
-              help="--format parquet: the directory of the datasets, DIR/SYSTEM.EVENT/host=H/recording=R/.")
+@click.option("-o", "--output", "output", metavar="DIR|FILE",
+              help="--format parquet: the directory of the datasets, DIR/SYSTEM.EVENT/host=H/recording=R/; "
+                   "chrome-json: the file (written whole or not at all; default stdout).")
 @click.option("--host", "host", metavar="NAME", help="--format parquet: the host partition (default: the "
                                                      "node name the file was recorded on).")
 @click.option("--recording", "recording", metavar="NAME", help="--format parquet: the recording partition "
                                                                "(default: the file name without .dat).")
-def script(input_, fields, kind, events, output, host, recording):
-    """Print the events of a trace.dat file, or write them as Parquet datasets (--format parquet -o DIR)."""
+@click.option("--counter", "counters", multiple=True, metavar="FIELD",
+              help="chrome-json: also a counter track of these numeric fields (globs, repeatable).")
+def script(input_, fields, kind, events, output, host, recording, counters):
+    """Print the events of a trace.dat file, or write them as Parquet datasets (--format parquet -o DIR)
+    or as a timeline (--format chrome-json)."""
+    if counters and kind not in TIMELINE_FORMATS:
+        raise click.UsageError("--counter makes counter tracks of a timeline: use it with --format chrome-json")
+    if kind in TIMELINE_FORMATS:
+        _timeline(input_, fields, events, output, host, recording, counters)
+        return
     if kind == "parquet" or output or host or recording:
         _parquet(input_, fields, kind, events, output, host, recording)
         return
@@ -47,6 +60,27 @@ def script(input_, fields, kind, events, output, host, recording):
                    "their events print as unknown")
     if lost:
         notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
+
+
+def _timeline(input_, fields, events, output, host, recording, counters):
+    """script --format chrome-json: the recording as a Chrome JSON trace (pictures.timeline)."""
+    if fields:
+        raise click.UsageError("-F picks the fields of text and CSV lines; a timeline carries every field")
+    if host or recording:
+        raise click.UsageError("--host and --recording go with --format parquet")
+    import io
+
+    from ..pictures.output import write_atomically
+    from ..pictures.timeline import write_chrome_json
+
+    with open_trace(input_) as trace:
+        if output and output != "-":
+            text = io.StringIO()
+            written = write_chrome_json(trace, text, events, counters)
+            write_atomically(output, text.getvalue())
+            notice(f"[ probectl script: {written:,} events written to {output} ]")
+        else:
+            write_chrome_json(trace, sys.stdout, events, counters)
 
 
 def _parquet(input_, fields, kind, events, output, host, recording):

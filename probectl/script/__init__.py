@@ -44,7 +44,7 @@ from ..errors import OutputError, ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..ringbuf import EventReader, _decode_error
 from ..tracedat.procmaps import Mapping
-from .folded import FoldedPlanner, FoldedStacks
+from .folded import KERNEL_MARK, FoldedPlanner, FoldedStacks
 from .formatters import CsvFormatter, JsonFormatter, TextFormatter
 from .nativeplan import native_formatter
 from .plan import DEFAULT_FIELDS, FIELDS, Formatter, event_matches, parse_fields
@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_FIELDS",
     "FIELDS",
     "FoldedStacks",
+    "KERNEL_MARK",
     "Formatter",
     "JsonFormatter",
     "KernelSymbols",
@@ -71,6 +72,7 @@ __all__ = [
     "TraceSource",
     "UNKNOWN_SYMBOL",
     "UserSymbols",
+    "check_event_globs",
     "is_kernel_address",
     "lost_events",
     "make_formatter",
@@ -162,7 +164,7 @@ def stream_events(reader: EventReader, native: Any, out: TextIO, batch_events: i
     return count
 
 
-def _check_event_globs(trace: Any, formats: Sequence[EventFormat], globs: Sequence[str]) -> None:
+def check_event_globs(trace: Any, formats: Sequence[EventFormat], globs: Sequence[str]) -> None:
     """A ``-e`` glob that matches no event of the file is a mistake (a typo, the wrong file), not a
     request for nothing: say so, with the events the file holds."""
     held = [f for f in formats if (f.system, f.name) not in STACK_EVENTS]
@@ -190,7 +192,7 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     # Only the formats of the events the file holds are parsed (one walk over the pages finds
     # their ids): a file recorded from tracefs carries some 1,500 formats and uses a few.
     formats = trace.present_formats()
-    _check_event_globs(trace, formats, events)
+    check_event_globs(trace, formats, events)
     formatter.set_formats(formats)
     sids = stack_ids(formats)
     result = ScriptResult()

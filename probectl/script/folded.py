@@ -2,35 +2,51 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..formats import EventFormat
 from .plan import Formatter, Plan
 from .stacks import Record
+
+# flamegraph.pl's and stackcollapse-perf.pl's (--kernel) mark of a kernel frame in folded text.
+KERNEL_MARK = "_[k]"
 
 
 class FoldedStacks:
     """Counts of unique stacks, for flamegraph.pl: ``comm;outer;...;inner count`` per line.
 
     User frames come first (outermost first), then kernel frames; the process name is the root.
+    With ``annotate_kernel`` kernel frames end in ``_[k]`` (stackcollapse-perf.pl's ``--kernel``), so that
+    a flame graph can colour them apart. Each stack counts 1, or ``weigh(record)`` (a field's value: bytes
+    for a memory flame graph); ``keep(record)`` False leaves a record out (a process selection).
     """
 
-    def __init__(self, formatter: Formatter, include_comm: bool = True):
+    def __init__(self, formatter: Formatter, include_comm: bool = True, annotate_kernel: bool = False,
+                 weigh: Optional[Callable[[Record], int]] = None, keep: Optional[Callable[[Record], bool]] = None):
         self.formatter = formatter
         self.include_comm = include_comm
+        self.annotate_kernel = annotate_kernel
+        self.weigh = weigh
+        self.keep = keep
         self.counts: Counter[str] = Counter()
         self.events = 0
 
-    def add(self, records: Iterable[Record]) -> None:
+    def stack(self, rec: Record) -> str:
+        """The folded stack of one record (without its count)."""
         f = self.formatter
+        frames = f.frames(rec)
+        mark = KERNEL_MARK if self.annotate_kernel else ""
+        user = [n for k, _a, n, _o, _d in frames if k == "user"]
+        kernel = [n + mark for k, _a, n, _o, _d in frames if k == "kernel"]
+        parts = ([f.comms[rec.row[3]]] if self.include_comm else []) + user[::-1] + kernel[::-1]
+        return ";".join(p.replace(";", ":").replace(" ", "_") for p in parts)
+
+    def add(self, records: Iterable[Record]) -> None:
+        f, keep, weigh = self.formatter, self.keep, self.weigh
         for rec in records:
-            if not rec.stacks or f.plan(rec.row[2]).skip:
+            if not rec.stacks or f.plan(rec.row[2]).skip or (keep is not None and not keep(rec)):
                 continue
-            frames = f.frames(rec)
-            user = [n for k, _a, n, _o, _d in frames if k == "user"]
-            kernel = [n for k, _a, n, _o, _d in frames if k == "kernel"]
-            parts = ([f.comms[rec.row[3]]] if self.include_comm else []) + user[::-1] + kernel[::-1]
-            self.counts[";".join(p.replace(";", ":").replace(" ", "_") for p in parts)] += 1
+            self.counts[self.stack(rec)] += 1 if weigh is None else weigh(rec)
             self.events += 1
 
     def text(self) -> str:

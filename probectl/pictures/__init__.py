@@ -1,0 +1,7 @@
+"""Pictures of recordings: flame graphs and off-CPU flame graphs (SVG), latency heat maps (SVG), and
+recordings as Chrome JSON traces for timeline viewers (Perfetto, chrome://tracing).
+
+The flow: stacks (folded text, or a recording made with ``-g``) → :mod:`.stacks` weighted stacks (or
+:mod:`.offcpu` blocked time per stack) → :mod:`.flamegraph` SVG; latency pairs → :mod:`.heatmap` SVG;
+a recording → :mod:`.timeline` JSON. :mod:`.output` writes a file whole or not at all.
+"""
