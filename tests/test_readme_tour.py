@@ -23,7 +23,7 @@ and the clauses are
   place to place. Alignment spaces before VALUE may change width. KINDs: ``pid``, ``cpu`` (``000`` or
   ``0``: as many digits), ``time`` (seconds with as many decimals), ``addr`` (hex; ``0x`` kept if
   written, and ``0xVALUE`` in the output is the same address), ``num`` and ``id`` (decimal), ``count``
-  (decimal with thousands commas), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id).
+  (decimal with thousands commas, which a VALUE keeps: ``count=15,686`` is one), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id).
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
   at OPT (default -O0) by conftest's build_fixture; ``file NAME=usdt[:OPT]`` is the SDT program of
   conftest's build_usdt (its library stays where it was built: the program's rpath names it).
@@ -215,11 +215,13 @@ BLOCKS = parse_readme(README.read_text())
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
-    """``kind=a,b other=c`` → [(kind, a), (kind, b), (other, c)]."""
+    """``kind=a,b other=c`` → [(kind, a), (kind, b), (other, c)]; a ``count`` keeps its thousands
+    commas (``count=15,686,7`` → 15,686 and 7)."""
     out = []
     for item in text.split():
         key, _, values = item.partition("=")
-        out += [(key, v) for v in values.split(",") if v]
+        split = re.findall(r"\d{1,3}(?:,\d{3})+(?=,|$)|[^,]+", values) if key == "count" else values.split(",")
+        out += [(key, v) for v in split if v]
     return out
 
 
@@ -831,5 +833,7 @@ def test_matcher_accepts_the_shape_and_rejects_the_rest():
 
 def test_terminal_rendering():
     assert render(b"a\r\nprogress 1\r\x1b[Kdone\r\n\x1b[?2004hok\x1b[?2004l\r\n") == ["a", "done", "ok"]
+    assert _pairs("count=15,686,7,2624 size=1,493") == [("count", "15,686"), ("count", "7"), ("count", "2624"),
+                                                         ("size", "1"), ("size", "493")]
     assert parse_markup("live; vary pid=1 cpu=0,1; driver=x; other-events") == {
         "live": "", "vary": "pid=1 cpu=0,1", "driver": "x", "other-events": ""}
