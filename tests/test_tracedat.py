@@ -272,6 +272,11 @@ def test_a_device_or_fifo_is_written_in_place_not_replaced(tmp_path):
         os.mknod(null, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
         write_tracedat(null, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
         assert stat.S_ISCHR(null.stat().st_mode)
+        full = tmp_path / "full"  # /dev/full's device: a write error is the user's, not a bug
+        os.mknod(full, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
+        with pytest.raises(TraceFileError, match="cannot write .*full: No space left on device"):
+            write_tracedat(full, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
+        assert stat.S_ISCHR(full.stat().st_mode)
 
 
 def test_write_arguments(tmp_path):

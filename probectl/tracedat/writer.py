@@ -129,24 +129,28 @@ def write_tracedat(path: Path | str, meta: TraceMetadata, cpu_files: Mapping[int
         raise ValueError(f"trace.dat version {version} is not one of {FILE_VERSIONS}")
     path = Path(path)
     sizes = _cpu_sizes(meta, cpu_files)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        # (written whole first: the writer seeks back to fill in section sizes, which a pipe cannot)
-        with tempfile.TemporaryFile() as whole, open(path, "wb") as out:
-            _write_file(whole, meta, cpu_files, sizes, version)
-            whole.seek(0)
-            shutil.copyfileobj(whole, out)
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            _write_file(f, meta, cpu_files, sizes, version)
-        os.replace(tmp, path)
-    except BaseException:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            # (written whole first: the writer seeks back to fill in section sizes, which a pipe cannot)
+            with tempfile.TemporaryFile() as whole, open(path, "wb") as out:
+                _write_file(whole, meta, cpu_files, sizes, version)
+                whole.seek(0)
+                shutil.copyfileobj(whole, out)
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with open(tmp, "wb") as f:
+                _write_file(f, meta, cpu_files, sizes, version)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError as err:  # a full disk, /dev/full, a pipe closed early
+        raise TraceFileError(f"cannot write {path}: {err.strerror or err}",
+                             hint="write the recording elsewhere (-o FILE)") from None
 
 
 def _write_file(f, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]], sizes: dict[int, int],
