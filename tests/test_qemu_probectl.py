@@ -1,0 +1,184 @@
+"""probectl itself on a kernel with kprobes: the seeds' kernel scenarios inside Debian's cloud kernel.
+
+One boot (tests/qemu_probectl.py) runs every step below in order with the real probectl (this
+checkout's package, the venv's interpreter, the vmlinux with DWARF where perf looks for it), and each
+test checks the values its steps printed: sizes sent over loopback TCP, return values, file names,
+stacks named from the syscall down to the probed function, CPUs, lost counts, kprobe_events after.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import _missing
+from qemu_kernel import fetch_kernel_dir, find_kernel_dir, missing_requirements
+from qemu_probectl import GuestRun, Step, run_probectl_in_guest
+
+pytestmark = pytest.mark.qemu
+
+KPROBE_EVENTS = "/sys/kernel/tracing/kprobe_events"
+TCP_ESTABLISHED = 1
+SMALL, BIG = 100, 777  # bytes sent by the clients of send.sh; each fits one read of busybox nc
+
+# send.sh SIZE...: for each size a client (busybox nc) sends a file of that size over loopback TCP, in
+# one write(2) and one tcp_sendmsg; the server's stdin is a sleep, so it closes only after reading all.
+SEND = r"""
+port=5000
+for size in "$@"; do
+    port=$((port+1))
+    printf "%0${size}d" 0 > /tmp/payload$size
+    sleep 60 | nc -l -p $port > /dev/null &
+    while ! netstat -ltn | grep -q ":$port "; do usleep 10000; done
+    nc 127.0.0.1 $port < /tmp/payload$size || exit 1
+done
+"""
+SEND_SH = "sh /guest/files/send.sh"
+
+# name -> shell text; run in this order in one boot.
+STEPS = {
+    # entry probe life cycle, with kernel stacks
+    "add": "probectl add tcp_sendmsg",
+    "list": "probectl list",
+    "record_g": f"probectl record -e probe:tcp_sendmsg -g -o /tmp/g.dat -- {SEND_SH} {SMALL} {BIG} {SMALL}",
+    "script_g": "probectl script -i /tmp/g.dat",
+    "script_g_json": "probectl script -i /tmp/g.dat --format json",
+    "script_g_folded": "probectl script -i /tmp/g.dat --format folded",
+    "del": "probectl del probe:tcp_sendmsg && cat " + KPROBE_EVENTS,
+    # arguments, a member of a member, and a filter on both (with a control run)
+    "add_size": "probectl add 'tcp_sendmsg size sk->__sk_common.skc_state'",
+    "record_filter": ("probectl record -e probe:tcp_sendmsg --filter 'size > 400 && skc_state == 1' "
+                      f"-o /tmp/f.dat -- {SEND_SH} {SMALL} {BIG} && probectl script -i /tmp/f.dat --format json"),
+    "record_control": (f"probectl record -e probe:tcp_sendmsg -o /tmp/c.dat -- {SEND_SH} {SMALL} {BIG} "
+                       "&& probectl script -i /tmp/c.dat --format json"),
+    # -n writes nothing
+    "dry_run": f"probectl add -n 'tcp_sendmsg_locked size'; echo @@; cat {KPROBE_EVENTS}",
+    # a line probe with a local
+    "vars_line": "probectl vars tcp_sendmsg_locked:96",
+    "add_line": "probectl add 'tcp_sendmsg_locked:96 copied'",
+    "list_line": "probectl list 'probe:tcp_sendmsg_locked*'",
+    # the return value equals the bytes sent
+    "add_return": "probectl add 'tcp_sendmsg%return $retval'",
+    "record_return": (f"probectl record -e 'probe:tcp_sendmsg*' -o /tmp/r.dat -- {SEND_SH} {SMALL} {BIG} "
+                      "&& probectl script -i /tmp/r.dat --format json"),
+    # del with a glob leaves nothing
+    "del_glob": f"probectl del 'probe:*' && cat {KPROBE_EVENTS}",
+    # a string argument: the file opened
+    "add_open": "probectl add 'do_sys_openat2 filename:string'",
+    "record_open": ("echo hi > /tmp/opened-by-cat && probectl record -e probe:do_sys_openat2 -o /tmp/o.dat "
+                    "-- cat /tmp/opened-by-cat && probectl script -i /tmp/o.dat --format json"),
+    "del_open": "probectl del probe:do_sys_openat2",
+    # a tracepoint with a filter
+    "record_tracepoint": ("probectl record -e syscalls:sys_enter_read --filter 'count == 4321' -o /tmp/t.dat "
+                          "-- dd if=/dev/zero of=/dev/null bs=4321 count=3 "
+                          "&& probectl script -i /tmp/t.dat --format json"),
+    "after": f"cat {KPROBE_EVENTS}; ls /sys/kernel/tracing/instances",
+}
+
+
+@pytest.fixture(scope="module")
+def kernel_dir():
+    directory = find_kernel_dir()
+    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+        directory = fetch_kernel_dir()
+    reasons = missing_requirements(directory)
+    if reasons:
+        _missing("; ".join(reasons))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def guest(kernel_dir) -> dict[str, Step]:
+    run: GuestRun = run_probectl_in_guest(kernel_dir, list(STEPS.values()),
+                                          files={"send.sh": SEND.encode()})
+    print(f"\nguest: images {run.images_seconds:.1f} s, boot {run.boot_seconds:.1f} s, "
+          f"qemu {run.seconds:.1f} s")
+    for name, step in zip(STEPS, run.steps):
+        print(f"  {name}: {step.seconds:.1f} s, exit {step.status}")
+    assert len(run.steps) == len(STEPS)
+    return dict(zip(STEPS, run.steps))
+
+
+def ok(step: Step) -> Step:
+    assert step.status == 0, f"{step.command!r} exited {step.status}:\n{step.output}"
+    return step
+
+
+def json_events(step: Step) -> list[dict]:
+    return [json.loads(line) for line in ok(step).stdout.splitlines() if line.startswith("{")]
+
+
+def test_entry_probe_life_cycle(guest):
+    assert "probe:tcp_sendmsg" in ok(guest["add"]).output
+    assert re.search(r"probe:tcp_sendmsg\s+\(on tcp_sendmsg", ok(guest["list"]).stdout)
+    # three clients, three sends: three events (stack records are not events)
+    assert re.search(r"\b3 events\b", ok(guest["record_g"]).output), guest["record_g"].output
+    assert ok(guest["del"]).stdout.strip() == ""
+
+
+def test_kernel_stacks_are_named(guest):
+    text = ok(guest["script_g"]).stdout
+    assert text.count("probe:tcp_sendmsg:") == 3
+    assert "[unknown]" not in text
+    for frame in ("tcp_sendmsg", "sock_write_iter", "ksys_write", "entry_SYSCALL_64"):
+        assert frame in text, text[:3000]
+    events = json_events(guest["script_g_json"])
+    assert len(events) == 3
+    for ev in events:
+        stack = ev["kernel_stack"]
+        assert any(f.startswith("ksys_write") for f in stack), stack
+        assert not any(re.fullmatch(r"(0x)?[0-9a-f]+", f) for f in stack), stack
+    folded = ok(guest["script_g_folded"]).stdout.splitlines()
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in folded) == 3
+    assert all("ksys_write" in line and "tcp_sendmsg" in line for line in folded), folded
+
+
+def test_filter_on_argument_and_member(guest):
+    kept = json_events(guest["record_filter"])
+    control = json_events(guest["record_control"])
+    assert sorted(ev["fields"]["size"] for ev in control) == [SMALL, BIG]
+    assert all(ev["fields"]["skc_state"] == TCP_ESTABLISHED for ev in control)
+    assert [ev["fields"]["size"] for ev in kept] == [BIG]
+
+
+def test_dry_run_writes_nothing(guest):
+    step = ok(guest["dry_run"])
+    said, listing = step.stdout.split("@@\n")
+    assert "tcp_sendmsg_locked" not in listing
+    assert "not" in said.lower() and "written" in said.lower(), said
+    assert "You can now use it" not in said
+
+
+def test_line_probe_with_local(guest):
+    assert re.search(r"\bcopied\b", ok(guest["vars_line"]).stdout)
+    ok(guest["add_line"])
+    assert "(on tcp_sendmsg_locked:96@net/ipv4/tcp.c with copied)" in ok(guest["list_line"]).stdout
+
+
+def test_return_value_is_bytes_sent(guest):
+    ok(guest["add_return"])
+    events = json_events(guest["record_return"])
+    returns = [ev["fields"]["arg1"] for ev in events if ev["event"] == "probe:tcp_sendmsg__return"]
+    assert sorted(returns) == [SMALL, BIG]
+    lines = [ev for ev in events if ev["event"] == "probe:tcp_sendmsg_locked_L96"]
+    assert lines and all(0 <= ev["fields"]["copied"] <= BIG for ev in lines)
+    assert ok(guest["del_glob"]).stdout.strip() == ""
+
+
+def test_string_argument_names_the_file(guest):
+    ok(guest["add_open"])
+    names = [ev["fields"]["filename"] for ev in json_events(guest["record_open"])]
+    assert "/tmp/opened-by-cat" in names, names
+    ok(guest["del_open"])
+
+
+def test_tracepoint_filter(guest):
+    events = json_events(guest["record_tracepoint"])
+    assert len(events) == 3 and all(ev["fields"]["count"] == 4321 for ev in events)
+
+
+def test_nothing_left_behind(guest):
+    after = ok(guest["after"]).stdout
+    assert "probe" not in after, after
