@@ -148,7 +148,7 @@ def test_perf_style_bare_definitions_still_work(live_tracefs):
     assert out.stdout.startswith("p:") and out.stdout.rstrip().endswith("a=%di:s32")
     out = run("-x", binary, "-n", "add_ints")
     assert out.returncode == 0, out.stderr
-    assert "Added new event:" in out.stdout and ":add_ints" in out.stdout
+    assert "Would add new event (dry run, nothing was written):" in out.stdout and ":add_ints" in out.stdout
 
 
 _FIXTURE = str(build_fixture("uprobe_target", "-O0"))

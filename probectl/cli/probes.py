@@ -85,16 +85,19 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         for d in definitions(probes.name(force=force)):
             click.echo(d.render())
         return
-    _print_added(probes.add(tfs, force=force, dry_run=dry_run), target)
+    _print_added(probes.add(tfs, force=force, dry_run=dry_run), target, dry_run)
 
 
-def _print_added(named, target: Target) -> None:
+def _print_added(named, target: Target, dry_run: bool) -> None:
     from ..probes.listing import added
 
     listings = added(named, target)
-    click.echo("Added new event:" if len(listings) == 1 else "Added new events:")
+    event = "event" if len(listings) == 1 else "events"
+    click.echo(f"Would add new {event} (dry run, nothing was written):" if dry_run else f"Added new {event}:")
     for listing in listings:
         click.echo(listing.line())
+    if dry_run:
+        return
     click.echo("\nYou can now use it in all perf tools, such as:\n")
     click.echo(f"\tperf record -e {listings[-1].definition.full_name} -aR sleep 1\n")
 
@@ -120,7 +123,7 @@ def delete(patterns, exec_, dry_run):
         if not dry_run:
             tfs.remove(names)
     for group, event in names:
-        click.echo(f"Removed event: {group}:{event}")
+        click.echo(f"Would remove event: {group}:{event}" if dry_run else f"Removed event: {group}:{event}")
 
 
 @cli.command("list")

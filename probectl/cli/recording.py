@@ -101,6 +101,10 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 # ---- record ---------------------------------------------------------------------------------------
 
 
@@ -144,18 +148,21 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
                          buffer_kb=buffer_kb, version=int(file_version))
     live = sys.stderr.isatty()
 
+    # The live count is the ring buffer's entries: with -g, each event's stack records are entries too.
+    unit = "records" if stacks else "events"
+
     def progress(count: int, lost: int) -> None:
-        sys.stderr.write(f"\r[ probectl record: {count:,} events, {lost:,} lost ]\033[K")
+        sys.stderr.write(f"\r[ probectl record: {count:,} {unit}, {lost:,} lost ]\033[K")
         sys.stderr.flush()
 
     result = Recording(tfs, opts, notice=notice, progress=progress if live else None).run()
     if live:
         sys.stderr.write("\r\033[K")
-    notice(f"[ probectl record: {result.events:,} events ({_human(result.bytes)}) written to {result.path}"
+    notice(f"[ probectl record: {_count(result.events, 'event')} ({_human(result.bytes)}) written to {result.path}"
            f"{'' if not result.lost else f', {result.lost:,} lost'} ]")
     if result.lost:
         per_cpu = ", ".join(f"cpu{c}: {n:,}" for c, n in sorted(result.lost_by_cpu.items()) if n)
-        notice(f"Warning: the kernel lost {result.lost:,} events ({per_cpu}); record with a bigger buffer "
+        notice(f"Warning: the kernel lost {_count(result.lost, 'event')} ({per_cpu}); record with a bigger buffer "
                f"(-m KB, now {buffer_kb or 'the default'}) or filter more")
 
 
