@@ -127,6 +127,23 @@ def test_same_definitions_as_perf(resolver, perf_results, n, definition):
             assert my_args == perf_args
 
 
+@pytest.mark.parametrize("definition,where", [
+    ("tcp_sendmsg_locked:96 copied", "tcp_sendmsg_locked:96@net/ipv4/tcp.c"),
+    ("tcp_sendmsg_locked:12 size", "tcp_sendmsg_locked:12@net/ipv4/tcp.c"),
+    ("tcp_sendmsg size", "tcp_sendmsg@net/ipv4/tcp.c"),
+    ("tcp_sendmsg%return $retval", "tcp_sendmsg%return@net/ipv4/tcp.c"),
+])
+def test_list_describes_kernel_probes_by_source_place(resolver, kernel, definition, where):
+    """`list` maps a kprobe's SYMBOL+OFFSET back to FUNC:LINE@FILE through the vmlinux, as it was
+    written (line 96 shares its address with a row of skbuff.h that no inline instance covers)."""
+    from probectl.probes.listing import describe
+
+    (defn,) = ours(resolver, 0, definition)
+    listing = describe(defn, {}, {}, str(kernel))
+    assert listing.where == where
+    assert describe(defn, {}, {}, None).where == defn.place.removesuffix("+0") + ("%return" if defn.kind == "r" else "")
+
+
 def test_constant_arguments_where_perf_gives_up(resolver):
     """perf: "Sorry, we don't support this variable location yet." — the compiler turned clone_it into a
     constant in tcp_transmit_skb's inlined copies; probectl fetches it as an immediate (\\0 or \\1)."""
