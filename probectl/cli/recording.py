@@ -13,7 +13,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields, stream_events
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import cli, exec_option, notice
+from . import cli, exec_option, notice, target_value_callback
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -185,6 +185,11 @@ class _LiveSource(Source):
 @cli.command(cls=_SplitCommand)
 @click.argument("probedefs", nargs=-1)
 @exec_option(help_text="User binary or library of the probes.")
+@click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
+              help="Kernel image with debug information (for line probes and locals).")
+# (no -m: that is the buffer size here, as in record)
+@click.option("--module", metavar="NAME|PATH", callback=target_value_callback,
+              help="Kernel module of the probes (name, or .ko file).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GROUP:EVENT",
               help="Also stream these existing events (globs work).")
 @click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter for every traced event.")
@@ -194,7 +199,7 @@ class _LiveSource(Source):
 @click.option("--format", "kind", type=click.Choice(("text", "json", "csv")), default="text", show_default=True)
 @click.option("-m", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
 @click.pass_context
-def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kind, buffer_kb):
+def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
     """Add probes, print their events as they happen until Ctrl-C (or the end of COMMAND after --),
     then remove the probes:
 
@@ -214,7 +219,7 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     from ..probes import ProbeSet, definitions  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target
 
-    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), tfs.features)
+    probes = ProbeSet.resolve(list(probedefs), make_target(exec_, vmlinux, module), tfs.features)
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
     with contextlib.ExitStack() as stack:
