@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,25 @@ def test_list_describes_kernel_probes_by_source_place(resolver, kernel, definiti
     listing = describe(defn, {}, {}, str(kernel))
     assert listing.where == where
     assert describe(defn, {}, {}, None).where == defn.place.removesuffix("+0") + ("%return" if defn.kind == "r" else "")
+
+
+def test_lines_with_sources_that_do_not_match(kernel, tmp_path):
+    """Debian's DWARF names files under a relative comp_dir (debian/build/build_amd64_none_cloud-amd64):
+    the path tried is not doubled; a source shorter than the DWARF's lines is said to be (perf: "Source
+    file is shorter than expected."), not listed as a header alone."""
+    def lines(*args):
+        return subprocess.run([sys.executable, "-m", "probectl", "lines", "-k", str(kernel), *args, "tcp_sendmsg"],
+                              capture_output=True, text=True)
+
+    build = "debian/build/build_amd64_none_cloud-amd64"
+    out = lines()
+    assert out.returncode == 1 and f"tried:\n  {build}/net/ipv4/tcp.c\n" in out.stderr
+    source = tmp_path / "net" / "ipv4" / "tcp.c"
+    source.parent.mkdir(parents=True)
+    source.write_text("".join(f"/* {n} */\n" for n in range(1495)))  # tcp_sendmsg has code up to 1497
+    out = lines("-s", str(tmp_path))
+    assert out.returncode == 1 and out.stdout == ""
+    assert f"Error: source file {source} is shorter than expected: it has 1495 lines" in out.stderr
 
 
 def test_constant_arguments_where_perf_gives_up(resolver):
