@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from qemu_kernel import KERNEL_ARGS, QEMU, Cpio, GuestError, _read, find_busybox
+from qemu_kernel import KERNEL_ARGS, QEMU, Cpio, GuestError, _read, find_busybox, missing_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST_CACHE = Path(os.environ.get("PROBECTL_GUEST_CACHE", "/var/cache/probectl/guest"))
@@ -243,6 +243,16 @@ def kernel_image(kernel_dir: Path) -> Path:
                 _link_or_copy(child, staging / child.name)
         _make_ext4(staging, image, "probectl-kernel")
     return image
+
+
+def missing_guest_requirements(kernel_dir: Optional[Path]) -> list[str]:
+    """What this machine lacks for run_probectl_in_guest, as readable reasons (empty when all is there)."""
+    reasons = missing_requirements(kernel_dir)
+    if not shutil.which(MKFS):
+        reasons.append(f"{MKFS} is not installed (apt e2fsprogs)")
+    if kernel_dir is not None and not (kernel_dir / "vmlinux").is_file():
+        reasons.append(f"no vmlinux in {kernel_dir}")
+    return reasons
 
 
 # --- the guest ----------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import re
 import pytest
 
 from conftest import _missing
-from qemu_kernel import fetch_kernel_dir, find_kernel_dir, missing_requirements
-from qemu_probectl import GuestRun, Step, run_probectl_in_guest
+from qemu_kernel import fetch_kernel_dir, find_kernel_dir
+from qemu_probectl import GuestRun, Step, missing_guest_requirements, run_probectl_in_guest
 
 pytestmark = pytest.mark.qemu
 
@@ -74,6 +74,44 @@ STEPS = {
     "record_tracepoint": ("probectl record -e syscalls:sys_enter_read --filter 'count == 4321' -o /tmp/t.dat "
                           "-- dd if=/dev/zero of=/dev/null bs=4321 count=3 "
                           "&& probectl script -i /tmp/t.dat --format json"),
+    # registers, named and unnamed; a global variable
+    "add_registers": "probectl add 'tcp_sendmsg sk=%di:x64 %dx sysctl_max_skb_frags'",
+    "record_registers": (f"probectl record -e probe:tcp_sendmsg -o /tmp/x.dat -- {SEND_SH} {BIG} "
+                         "&& probectl script -i /tmp/x.dat --format json"),
+    "del_registers": "probectl del probe:tcp_sendmsg",
+    # offsets: at an instruction, and inside one (refused, nothing written)
+    "offset": "probectl add -D 'tcp_sendmsg+4'",
+    "offset_inside": f"probectl add 'tcp_sendmsg+1'; echo @@; cat {KPROBE_EVENTS}",
+    # duplicates: refused, then -f adds EVENT_1; several recorded with a glob
+    "add_twice": "probectl add tcp_sendmsg && probectl add tcp_sendmsg; echo \"exit $?\"",
+    "add_forced": "probectl add -f tcp_sendmsg && probectl add tcp_recvmsg && probectl list",
+    "record_glob": (f"probectl record -e 'probe:tcp_*' -o /tmp/glob.dat -- {SEND_SH} {SMALL} "
+                    "&& probectl script -i /tmp/glob.dat --format json"),
+    # -C 0 on two CPUs: the client pinned to CPU 1 is not recorded
+    "record_cpu0": (f"probectl record -a -C 0 -e probe:tcp_sendmsg -o /tmp/cpu.dat -- "
+                    f"sh -c 'taskset -c 0 {SEND_SH} {SMALL}; taskset -c 1 {SEND_SH} {BIG}' "
+                    "&& probectl script -i /tmp/cpu.dat --format json"),
+    "del_all": f"probectl del 'probe:*' && cat {KPROBE_EVENTS}",
+    # a tiny buffer under a flood: the kernel's lost count is reported
+    "record_lost": ("probectl record -m 4 -e syscalls:sys_enter_read -o /tmp/lost.dat -- "
+                    "dd if=/dev/zero of=/dev/null bs=1 count=100000"),
+    # trace streams the events of its probes and removes them after
+    "trace": f"probectl trace 'tcp_sendmsg size' -- {SEND_SH} {SMALL} {BIG}; echo @@; cat {KPROBE_EVENTS}",
+    # a module's probe after insmod, from its debug object; the same definitions from its BTF
+    "module": ("insmod /kernel/modules/loadable/overlay.ko && mkdir -p /tmp/ov/l /tmp/ov/u /tmp/ov/w /tmp/ov/m "
+               "&& mount -t overlay overlay -o lowerdir=/tmp/ov/l,upperdir=/tmp/ov/u,workdir=/tmp/ov/w /tmp/ov/m "
+               "&& echo hi > /tmp/ov/m/f "
+               "&& probectl add -m /kernel/modules/overlay.ko 'ovl_open inode file->f_flags' "
+               "&& probectl record -e probe:ovl_open -o /tmp/ovl.dat -- cat /tmp/ov/m/f "
+               "&& probectl script -i /tmp/ovl.dat --format json && probectl del probe:ovl_open"),
+    "module_dwarf_definition": "probectl add -D -m /kernel/modules/overlay.ko 'ovl_open inode file->f_flags'",
+    "module_btf_definition": "probectl add -D --btf -m /kernel/modules/loadable/overlay.ko 'ovl_open inode file->f_flags'",
+    # --btf with no vmlinux where perf looks: the running kernel's /sys/kernel/btf/vmlinux
+    "dwarf_definition": "probectl add -D 'tcp_sendmsg size sk->__sk_common.skc_state'",
+    "btf_definition": ("mount -t tmpfs none /usr/lib/debug && "
+                       "probectl add -D --btf 'tcp_sendmsg size sk->__sk_common.skc_state'; "
+                       "s=$?; umount /usr/lib/debug; exit $s"),
+    "kallsyms": "head -3 /proc/kallsyms",
     "after": f"cat {KPROBE_EVENTS}; ls /sys/kernel/tracing/instances",
 }
 
@@ -83,7 +121,7 @@ def kernel_dir():
     directory = find_kernel_dir()
     if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
         directory = fetch_kernel_dir()
-    reasons = missing_requirements(directory)
+    reasons = missing_guest_requirements(directory)
     if reasons:
         _missing("; ".join(reasons))
     return directory
@@ -121,7 +159,7 @@ def test_entry_probe_life_cycle(guest):
 def test_kernel_stacks_are_named(guest):
     text = ok(guest["script_g"]).stdout
     assert text.count("probe:tcp_sendmsg:") == 3
-    assert "[unknown]" not in text
+    assert "[unknown] ([kernel.kallsyms])" not in text
     for frame in ("tcp_sendmsg", "sock_write_iter", "ksys_write", "entry_SYSCALL_64"):
         assert frame in text, text[:3000]
     events = json_events(guest["script_g_json"])
@@ -169,7 +207,7 @@ def test_return_value_is_bytes_sent(guest):
 
 def test_string_argument_names_the_file(guest):
     ok(guest["add_open"])
-    names = [ev["fields"]["filename"] for ev in json_events(guest["record_open"])]
+    names = [ev["fields"]["filename_string"] for ev in json_events(guest["record_open"])]
     assert "/tmp/opened-by-cat" in names, names
     ok(guest["del_open"])
 
@@ -177,6 +215,67 @@ def test_string_argument_names_the_file(guest):
 def test_tracepoint_filter(guest):
     events = json_events(guest["record_tracepoint"])
     assert len(events) == 3 and all(ev["fields"]["count"] == 4321 for ev in events)
+
+
+def test_registers_and_a_global(guest):
+    ok(guest["add_registers"])
+    (ev,) = json_events(guest["record_registers"])
+    fields = ev["fields"]
+    assert fields["arg2"] == BIG  # %dx, unnamed: the size
+    assert fields["sk"] > 0xffff000000000000  # a kernel pointer
+    assert fields["sysctl_max_skb_frags"] == 17  # MAX_SKB_FRAGS, the default
+    ok(guest["del_registers"])
+
+
+def test_offsets(guest):
+    assert ok(guest["offset"]).stdout.strip() == "p:probe/tcp_sendmsg tcp_sendmsg+4"
+    said, listing = ok(guest["offset_inside"]).stdout.split("@@\n")
+    assert "inside the instruction at tcp_sendmsg+0" in guest["offset_inside"].stderr
+    assert listing.strip() == ""
+
+
+def test_duplicates_and_force(guest):
+    step = guest["add_twice"]
+    assert step.stdout.rstrip().endswith("exit 1") and "already exists" in step.stderr, step.output
+    listing = ok(guest["add_forced"]).stdout
+    for name in ("probe:tcp_sendmsg ", "probe:tcp_sendmsg_1 ", "probe:tcp_recvmsg "):
+        assert name in listing, listing
+    names = {ev["event"] for ev in json_events(guest["record_glob"])}
+    assert names == {"probe:tcp_sendmsg", "probe:tcp_sendmsg_1", "probe:tcp_recvmsg"}
+    assert ok(guest["del_all"]).stdout.splitlines()[-1].startswith("Removed event")
+
+
+def test_cpu_selection(guest):
+    events = json_events(guest["record_cpu0"])
+    assert [(ev["cpu"], ev["comm"]) for ev in events] == [(0, "nc")]  # one client of two
+
+
+def test_lost_events_are_reported(guest):
+    step = ok(guest["record_lost"])
+    m = re.search(r"Warning: the kernel lost ([\d,]+) events? \(cpu\d: ", step.stderr)
+    assert m and int(m[1].replace(",", "")) > 0, step.stderr
+
+
+def test_trace_streams_and_cleans_up(guest):
+    out, listing = ok(guest["trace"]).stdout.split("@@\n")
+    sizes = sorted(int(m, 16) for m in re.findall(r"probe:tcp_sendmsg: \(\w+\) size=0x([0-9a-f]+)", out))
+    assert sizes == [SMALL, BIG], out
+    assert listing.strip() == ""
+
+
+def test_module_probe_after_insmod(guest):
+    events = json_events(guest["module"])
+    assert events and all(ev["event"] == "probe:ovl_open" for ev in events)
+    assert any(ev["fields"]["f_flags"] & 0o100000 for ev in events)  # O_LARGEFILE, as every open here
+    dwarf = ok(guest["module_dwarf_definition"]).stdout
+    assert ok(guest["module_btf_definition"]).stdout == dwarf
+    assert "/sys/kernel/btf/overlay" in guest["module_btf_definition"].stderr
+
+
+def test_btf_without_vmlinux(guest):
+    btf = ok(guest["btf_definition"])
+    assert btf.stdout == ok(guest["dwarf_definition"]).stdout
+    assert "C arguments from BTF (/sys/kernel/btf/vmlinux)" in btf.stderr
 
 
 def test_nothing_left_behind(guest):
