@@ -60,9 +60,12 @@ STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3
                "config-3.11-x86_64-linux-gnu"}
 # probectl commands run here before the image is made, with the image's cache directory as
 # XDG_CACHE_HOME, so the guest finds the kernel's indexes made (DWARF name index, kprobe rules): what
-# takes seconds here takes minutes under TCG.  VMLINUX stands for the kernel's vmlinux.
-WARM_COMMANDS = (("add", "-D", "-k", "VMLINUX", "tcp_sendmsg size sk->__sk_common.skc_state"),
-                 ("vars", "-k", "VMLINUX", "tcp_sendmsg_locked:96"))
+# takes seconds here takes minutes under TCG.  KERNEL stands for the kernel test-data directory.
+WARM_COMMANDS = (("add", "-D", "-k", "KERNEL/vmlinux", "tcp_sendmsg size sk->__sk_common.skc_state"),
+                 ("add", "-D", "-k", "KERNEL/vmlinux", "tcp_sendmsg sysctl_max_skb_frags"),
+                 ("add", "-D", "-k", "KERNEL/vmlinux", "tcp_sendmsg_locked:96 copied size_goal"))
+# Software images kept in the cache (the newest; each is about 500 MB).
+KEEP_IMAGES = 3
 
 
 @dataclass
@@ -88,6 +91,15 @@ class GuestRun:
     boot_seconds: float = 0.0  # qemu start to the first step (as the guest's uptime said)
     images_seconds: float = 0.0  # building (or finding) the images
     files: dict[str, bytes] = field(default_factory=dict)  # ``fetch`` paths -> contents
+
+    def transcript(self) -> str:
+        """Every step's command, status, time and output, for people (and for docs with real output)."""
+        parts = [f"images {self.images_seconds:.1f} s, boot {self.boot_seconds:.1f} s, qemu {self.seconds:.1f} s\n"]
+        for s in self.steps:
+            parts.append(f"# {s.command}   [exit {s.status}, {s.seconds:.1f} s]\n{s.stdout}")
+            if s.stderr:
+                parts.append(f"--- stderr\n{s.stderr}")
+        return "".join(parts)
 
     def step(self, command_prefix: str) -> Step:
         """The first step whose command starts with ``command_prefix``."""
@@ -194,6 +206,7 @@ def software_image(kernel_dir: Path) -> Path:
     release = kernel_release(kernel_dir)
     image = GUEST_CACHE / f"software-{_tree_digest(layout, release)}.ext4"
     if image.is_file():
+        os.utime(image)  # (newest used: kept by _prune_software_images)
         return image
     GUEST_CACHE.mkdir(parents=True, exist_ok=True)
     # Bytecode made here (the guest's file system is read-only; compiling there takes long).
@@ -214,15 +227,23 @@ def software_image(kernel_dir: Path) -> Path:
         (debug / f"vmlinux-{release}").symlink_to("/kernel/vmlinux")
         cache = staging / "probectl-cache"
         cache.mkdir(mode=0o700)
-        _warm_cache(cache, kernel_dir / "vmlinux")
+        _warm_cache(cache, kernel_dir)
         _make_ext4(staging, image, "probectl-sw")
+    _prune_software_images(keep=image)
     return image
 
 
-def _warm_cache(cache: Path, vmlinux: Path) -> None:
+def _prune_software_images(keep: Path) -> None:
+    """Remove all but the KEEP_IMAGES newest software images (other checkouts' too: they rebuild)."""
+    images = sorted(GUEST_CACHE.glob("software-*.ext4"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in [p for p in images if p != keep][KEEP_IMAGES - 1:]:
+        old.unlink(missing_ok=True)
+
+
+def _warm_cache(cache: Path, kernel_dir: Path) -> None:
     env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(ROOT))
     for command in WARM_COMMANDS:
-        args = [str(vmlinux) if a == "VMLINUX" else a for a in command]
+        args = [a.replace("KERNEL/", f"{kernel_dir}/") for a in command]
         subprocess.run([sys.executable, "-m", "probectl", *args], env=env, capture_output=True, timeout=600)
 
 
