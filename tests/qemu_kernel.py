@@ -208,20 +208,23 @@ class Cpio:
         return bytes(self._out)
 
 
-# The init script.  Inputs are files next to it, read with `read -r` so that nothing in a definition,
-# filter or workload is ever interpreted by this shell.  Output markers on fd 3 (the results port):
-#   @@insmod N ok | @@insmod N fail, then insmod's message up to @@end (modules, in order)
-#   @@def N ok | @@def N fail, then the error_log up to @@end
-#   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
-#   @@kprobe_events / @@trace / @@workload STATUS ... @@end, and finally @@done
-INIT = r"""#!/bin/busybox sh
+# How every init here starts (this one's and qemu_probectl's): busybox's applets, the kernel's file systems.
+INIT_MOUNTS = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tracefs tracefs /sys/kernel/tracing
-exec 3>/dev/ttyS1
+"""
+
+# The init script.  Inputs are files next to it, read with `read -r` so that nothing in a definition,
+# filter or workload is ever interpreted by this shell.  Output markers on fd 3 (the results port):
+#   @@insmod N ok | @@insmod N fail, then insmod's message up to @@end (modules, in order)
+#   @@def N ok | @@def N fail, then the error_log up to @@end
+#   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
+#   @@kprobe_events / @@trace / @@workload STATUS ... @@end, and finally @@done
+INIT = INIT_MOUNTS + r"""exec 3>/dev/ttyS1
 ip link set lo up
 T=/sys/kernel/tracing
 cd $T

@@ -33,6 +33,7 @@ Each step's stdout and stderr go back base64-encoded on the second serial port, 
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -42,12 +43,11 @@ import sys
 import sysconfig
 import tempfile
 import time
-import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from qemu_kernel import KERNEL_ARGS, QEMU, Cpio, GuestError, _read, find_busybox, missing_requirements
+from qemu_kernel import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, GuestError, _read, find_busybox, missing_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST_CACHE = Path(os.environ.get("PROBECTL_GUEST_CACHE", "/var/cache/probectl/guest"))
@@ -279,16 +279,9 @@ def missing_guest_requirements(kernel_dir: Optional[Path]) -> list[str]:
 # --- the guest ----------------------------------------------------------------------------------------
 
 # Steps are files /steps/NNN; each one's output is sent as
-#   @@step N STATUS MILLISECONDS / base64 of stdout / @@stderr / base64 of stderr / @@end
-# then, for each file asked for, @@file PATH / base64 / @@end, and finally @@done.
-GUEST_INIT = r"""#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t tracefs tracefs /sys/kernel/tracing
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+#   @@step N STATUS START END (the guest's uptime) / base64 of stdout / @@stderr / base64 of stderr / @@end
+# after "@@begin UPTIME"; then, for each file asked for, @@file PATH / base64 / @@end, and finally @@done.
+GUEST_INIT = INIT_MOUNTS + r"""mount -t tmpfs -o mode=1777 tmpfs /tmp
 exec 3>/dev/ttyS1
 mkdir -p /sw /kernel
 n=0
@@ -326,14 +319,14 @@ exec poweroff -f
 """
 
 
-def guest_wrapper(kernel_dir: Path) -> str:
+def guest_wrapper() -> str:
     """/guest/bin/probectl: this checkout's package on the venv's interpreter."""
     return ("#!/bin/sh\n"
             f"PYTHONPATH={ROOT} exec {Path(sys.prefix) / 'bin' / 'python'} -m probectl \"$@\"\n")
 
 
-def build_guest_initramfs(path: Path, steps: Sequence[str], fetch: Sequence[str], kernel_dir: Path,
-                          busybox: Path, files: dict[str, bytes]) -> None:
+def build_guest_initramfs(path: Path, steps: Sequence[str], fetch: Sequence[str], busybox: Path,
+                          files: dict[str, bytes]) -> None:
     archive = Cpio()
     for d in ("bin", "dev", "proc", "sys", "tmp", "steps", "guest", "guest/bin", "guest/files"):
         archive.directory(d)
@@ -341,7 +334,7 @@ def build_guest_initramfs(path: Path, steps: Sequence[str], fetch: Sequence[str]
     archive.file("bin/busybox", busybox.read_bytes(), 0o755)
     archive.symlink("bin/sh", "busybox")
     archive.file("init", GUEST_INIT.encode(), 0o755)
-    archive.file("guest/bin/probectl", guest_wrapper(kernel_dir).encode(), 0o755)
+    archive.file("guest/bin/probectl", guest_wrapper().encode(), 0o755)
     archive.file("guest/fetch", "".join(f + "\n" for f in fetch).encode())
     for name, data in files.items():
         archive.file(f"guest/files/{name}", data, 0o755)
@@ -374,7 +367,7 @@ def run_probectl_in_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *,
     with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
         tmpdir = Path(tmp)
         initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
-        build_guest_initramfs(initrd, steps, fetch, kernel_dir, busybox, files or {})
+        build_guest_initramfs(initrd, steps, fetch, busybox, files or {})
         cmd = [QEMU, "-kernel", str(kernel_dir / "vmlinuz"), "-initrd", str(initrd),
                "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
                "-m", memory, "-smp", str(cpus), "-no-reboot", "-nodefaults", "-no-user-config",

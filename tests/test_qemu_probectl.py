@@ -39,16 +39,17 @@ done
 """
 SEND_SH = "sh /guest/files/send.sh"
 MODULE_PROBE = "ovl_open inode file->f_flags"
+STACKS_FILE = "/tmp/g.dat"  # (also read here: the kernel's symbols travel in the file)
 
 # name -> shell text; run in this order in one boot.
 STEPS = {
     # entry probe life cycle, with kernel stacks
     "add": "probectl add tcp_sendmsg",
     "list": "probectl list",
-    "record_g": f"probectl record -e probe:tcp_sendmsg -g -o /tmp/g.dat -- {SEND_SH} {SMALL} {BIG} {SMALL}",
-    "script_g": "probectl script -i /tmp/g.dat",
-    "script_g_json": "probectl script -i /tmp/g.dat --format json",
-    "script_g_folded": "probectl script -i /tmp/g.dat --format folded",
+    "record_g": f"probectl record -e probe:tcp_sendmsg -g -o {STACKS_FILE} -- {SEND_SH} {SMALL} {BIG} {SMALL}",
+    "script_g": f"probectl script -i {STACKS_FILE}",
+    "script_g_json": f"probectl script -i {STACKS_FILE} --format json",
+    "script_g_folded": f"probectl script -i {STACKS_FILE} --format folded",
     "del": "probectl del probe:tcp_sendmsg && cat " + KPROBE_EVENTS,
     # arguments, a member of a member, and a filter on both (with a control run)
     "add_size": "probectl add 'tcp_sendmsg size sk->__sk_common.skc_state'",
@@ -132,9 +133,9 @@ def kernel_dir():
 
 
 @pytest.fixture(scope="module")
-def guest(kernel_dir) -> dict[str, Step]:
-    run: GuestRun = run_probectl_in_guest(kernel_dir, list(STEPS.values()),
-                                          files={"send.sh": SEND.encode()})
+def guest_run(kernel_dir) -> GuestRun:
+    run = run_probectl_in_guest(kernel_dir, list(STEPS.values()), files={"send.sh": SEND.encode()},
+                                fetch=[STACKS_FILE])
     print(f"\nguest: images {run.images_seconds:.1f} s, boot {run.boot_seconds:.1f} s, "
           f"qemu {run.seconds:.1f} s")
     for name, step in zip(STEPS, run.steps):
@@ -143,7 +144,13 @@ def guest(kernel_dir) -> dict[str, Step]:
         with open(os.environ["PROBECTL_GUEST_TRANSCRIPT"], "w") as f:
             f.write(run.transcript())
     assert len(run.steps) == len(STEPS)
-    return dict(zip(STEPS, run.steps))
+    return run
+
+
+@pytest.fixture(scope="module")
+def guest(guest_run) -> dict[str, Step]:
+    """The steps' results by name."""
+    return dict(zip(STEPS, guest_run.steps))
 
 
 def ok(step: Step) -> Step:
@@ -177,7 +184,7 @@ def test_entry_probe_life_cycle(guest):
     assert removed_then_left(guest["del"]) == (["probe:tcp_sendmsg"], [])
 
 
-def test_kernel_stacks_are_named(guest):
+def test_kernel_stacks_are_named(guest, guest_run, tmp_path):
     # the case this guards: kallsyms starting with per-CPU symbols at 0 (the host's starts with _stext)
     assert ok(guest["kallsyms"]).stdout.startswith("0000000000000000 A fixed_percpu_data\n")
     text = ok(guest["script_g"]).stdout
@@ -191,6 +198,13 @@ def test_kernel_stacks_are_named(guest):
         stack = ev["kernel_stack"]
         assert any(f.startswith("ksys_write") for f in stack), stack
         assert not any(re.fullmatch(r"(0x)?[0-9a-f]+", f) for f in stack), stack
+    # the file brought back and read here names the same frames (kallsyms is in the file)
+    here = tmp_path / "g.dat"
+    here.write_bytes(guest_run.files[STACKS_FILE])
+    def kernel_lines(script_text: str) -> list[str]:  # (user frames name the host's files here)
+        return [line for line in script_text.splitlines() if "probe:" in line or "[kernel.kallsyms]" in line]
+
+    assert kernel_lines(probectl_here("script", "-i", str(here))) == kernel_lines(text)
     folded = ok(guest["script_g_folded"]).stdout.splitlines()
     assert sum(int(line.rsplit(" ", 1)[1]) for line in folded) == 3
     assert all("ksys_write" in line and "tcp_sendmsg" in line for line in folded), folded
