@@ -210,6 +210,16 @@ class Cpio:
         return bytes(self._out)
 
 
+# How every init here starts (this one's and qemu_probectl's): busybox's applets, the kernel's file systems.
+INIT_MOUNTS = r"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs tracefs /sys/kernel/tracing
+"""
+
 # The init script.  Inputs are files next to it, read with `read -r` so that nothing in a definition,
 # filter or workload is ever interpreted by this shell.  Output markers on fd 3 (the results port):
 #   @@insmod N ok | @@insmod N fail, then insmod's message up to @@end (modules, in order)
@@ -217,14 +227,7 @@ class Cpio:
 #   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
 #   @@trigger N fail, then the error_log up to @@end (triggers: "FILE<TAB>TEXT" lines appended in order)
 #   @@kprobe_events / @@trace / @@workload STATUS ... @@end, @@hist FILE ... @@end, and finally @@done
-INIT = r"""#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t tracefs tracefs /sys/kernel/tracing
-exec 3>/dev/ttyS1
+INIT = INIT_MOUNTS + r"""exec 3>/dev/ttyS1
 ip link set lo up
 T=/sys/kernel/tracing
 cd $T

@@ -148,7 +148,7 @@ def test_perf_style_bare_definitions_still_work(live_tracefs):
     assert out.stdout.startswith("p:") and out.stdout.rstrip().endswith("a=%di:s32")
     out = run("-x", binary, "-n", "add_ints")
     assert out.returncode == 0, out.stderr
-    assert "Added new event:" in out.stdout and ":add_ints" in out.stdout
+    assert "Would add new event (dry run, nothing was written):" in out.stdout and ":add_ints" in out.stdout
 
 
 _FIXTURE = str(build_fixture("uprobe_target", "-O0"))
@@ -159,6 +159,9 @@ EMPTY_TARGETS = [
     (["add", "-n", "-x", _FIXTURE, "main"], "-k"),  # (not "-x cannot be used with -k or -m")
     (["del", "no_such_group_xyz:*"], "-x"),
     (["trace", "no_such_function_xyz"], "-x"),
+    (["trace", "no_such_function_xyz"], "-k"),
+    (["trace", "no_such_function_xyz"], "--module"),  # (trace's -m is the buffer size, as record's)
+    (["list"], "-k"),
     (["schedule", "-n"], "-x"),  # perf style
 ]
 
@@ -169,9 +172,9 @@ def test_an_empty_target_is_a_usage_error(cmd, flag, value):
     """An empty -x/-k/-m is not "no option" (it used to probe, list or describe the running kernel)."""
     args = [*cmd, f"{flag}={value}"] if flag.startswith("--") else [*cmd, flag, value]
     out = run(*args)
-    short = {"--exec": "-x", "--vmlinux": "-k", "--module": "-m"}.get(flag, flag)
+    short = {"--exec": "-x", "--vmlinux": "-k", "--module": "-m" if cmd[0] != "trace" else "--module"}.get(flag, flag)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert f"Error: {short} was given an empty {'name' if short == '-m' else 'path'}; " in out.stderr
+    assert f"Error: {short} was given an empty {'name' if short in ('-m', '--module') else 'path'}; " in out.stderr
     assert not out.stdout and "Traceback" not in out.stderr
 
 

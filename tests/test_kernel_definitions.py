@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,42 @@ def test_same_definitions_as_perf(resolver, perf_results, n, definition):
             assert my_args == [("", "$retval", "s32")]
         else:
             assert my_args == perf_args
+
+
+@pytest.mark.parametrize("definition,where", [
+    ("tcp_sendmsg_locked:96 copied", "tcp_sendmsg_locked:96@net/ipv4/tcp.c"),
+    ("tcp_sendmsg_locked:12 size", "tcp_sendmsg_locked:12@net/ipv4/tcp.c"),
+    ("tcp_sendmsg size", "tcp_sendmsg@net/ipv4/tcp.c"),
+    ("tcp_sendmsg%return $retval", "tcp_sendmsg%return@net/ipv4/tcp.c"),
+])
+def test_list_describes_kernel_probes_by_source_place(resolver, kernel, definition, where):
+    """`list` maps a kprobe's SYMBOL+OFFSET back to FUNC:LINE@FILE through the vmlinux, as it was
+    written (line 96 shares its address with a row of skbuff.h that no inline instance covers)."""
+    from probectl.probes.listing import describe
+
+    (defn,) = ours(resolver, 0, definition)
+    listing = describe(defn, {}, {}, str(kernel))
+    assert listing.where == where
+    assert describe(defn, {}, {}, None).where == defn.place.removesuffix("+0") + ("%return" if defn.kind == "r" else "")
+
+
+def test_lines_with_sources_that_do_not_match(kernel, tmp_path):
+    """Debian's DWARF names files under a relative comp_dir (debian/build/build_amd64_none_cloud-amd64):
+    the path tried is not doubled; a source shorter than the DWARF's lines is said to be (perf: "Source
+    file is shorter than expected."), not listed as a header alone."""
+    def lines(*args):
+        return subprocess.run([sys.executable, "-m", "probectl", "lines", "-k", str(kernel), *args, "tcp_sendmsg"],
+                              capture_output=True, text=True)
+
+    build = "debian/build/build_amd64_none_cloud-amd64"
+    out = lines()
+    assert out.returncode == 1 and f"tried:\n  {build}/net/ipv4/tcp.c\n" in out.stderr
+    source = tmp_path / "net" / "ipv4" / "tcp.c"
+    source.parent.mkdir(parents=True)
+    source.write_text("".join(f"/* {n} */\n" for n in range(1495)))  # tcp_sendmsg has code up to 1497
+    out = lines("-s", str(tmp_path))
+    assert out.returncode == 1 and out.stdout == ""
+    assert f"Error: source file {source} is shorter than expected: it has 1495 lines" in out.stderr
 
 
 def test_constant_arguments_where_perf_gives_up(resolver):

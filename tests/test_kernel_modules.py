@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from probectl.target.kernel import find_module, module_name
+from probectl.target.kernel import find_module, module_name, module_release
 
 from conftest import kernel_testdata
 
@@ -74,6 +74,20 @@ def test_module_name_and_compressed_modules(modules_dir, tmp_path):
 def test_module_errors(modules_dir, definition, message):
     out = probectl("add", "-D", "-m", str(modules_dir / "vfat.ko"), definition)
     assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_btf_of_a_module_of_another_kernel_is_refused(modules_dir):
+    """--btf with -m reads the module's split BTF on top of the running kernel's (tested live in the
+    qemu guest, tests/test_qemu_probectl.py); a module built for another kernel would be read
+    against the wrong types (struct file's f_flags at +40 instead of +64 here), so it is an error."""
+    vfat = modules_dir / "vfat.ko"
+    release = module_release(vfat)
+    assert release == modules_dir.parent.name
+    if release == os.uname().release:
+        pytest.skip("this machine runs the test data's kernel")
+    out = probectl("add", "-D", "--btf", "-m", str(vfat), "vfat_create dir")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"was built for kernel {release}, not for the running {os.uname().release}" in out.stderr
 
 
 def test_missing_module_is_a_clear_error():

@@ -159,8 +159,14 @@ def test_dry_run_writes_nothing(live_tracefs):
     binary = build_fixture("uprobe_target", "-O0")
     before = (live_tracefs / "uprobe_events").read_text()
     out = probectl("add", "-n", "-x", str(binary), f"{GROUP}:ev=add_ints %di")
-    assert "Added new event:" in out.stdout
+    assert out.stdout.startswith("Would add new event (dry run, nothing was written):\n")
+    assert f"{GROUP}:ev " in out.stdout and "You can now use it" not in out.stdout
     assert (live_tracefs / "uprobe_events").read_text() == before
+    probectl("add", "-x", str(binary), f"{GROUP}:ev=add_ints %di")
+    out = probectl("del", "-n", f"{GROUP}:ev")
+    assert out.stdout == f"Would remove event: {GROUP}:ev\n"
+    assert f"{GROUP}/ev " in (live_tracefs / "uprobe_events").read_text()
+    probectl("del", f"{GROUP}:ev")
 
 
 @pytest.mark.root

@@ -334,7 +334,8 @@ def test_cpu_selection(live_tracefs, probes, tmp_path):
 
 def test_stacks_name_the_programs_functions(live_tracefs, probes, tmp_path, trace_cmd_bin):
     path = tmp_path / "g.dat"
-    probectl("record", "-g", "-e", f"{GS}:stk", "-o", str(path), "--", str(probes), "3")
+    rec = probectl("record", "-g", "-e", f"{GS}:stk", "-o", str(path), "--", str(probes), "3")
+    assert "[ probectl record: 3 events (" in rec.stderr  # the stack records are not counted
     folded = probectl("script", "-i", str(path), "--format", "folded").stdout.splitlines()
     assert len(folded) == 1, folded
     stack, count = folded[0].rsplit(" ", 1)

@@ -23,7 +23,7 @@ from probectl.formats import EventFormat
 from probectl.record import decode_proc_maps, encode_proc_maps, synthesize_maps
 from probectl.script import (KernelSymbols, Mapping, Source, StackJoiner, TextFormatter, UserSymbols,
                              parse_fields, split_print_fmt, stack_addresses, trace_template, write_script)
-from probectl.tracedat import open_trace
+from probectl.tracedat import kallsyms_addresses_shown, open_trace
 from test_tracedat import parse_report
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -357,6 +357,18 @@ def test_kernel_symbols_from_kallsyms_text():
     assert ks.lookup(0xffffffff81000250) == ("helper", 0x150)  # data symbols are not code
     assert ks.lookup(0xffffffff81000301) == ("in_mod [mymod]", 1)
     assert ks.lookup(0x1000) is None
+
+
+def test_kallsyms_starting_with_per_cpu_symbols():
+    """Debian's SMP kernels list per-CPU symbols first, at offsets from zero: the addresses are there
+    (the recorder keeps the text) and the functions after them are named."""
+    text = (b"0000000000000000 A fixed_percpu_data\n0000000000001000 A cpu_debug_store\n"
+            b"0000000000000000 A __per_cpu_start\n"
+            b"ffffffffb3a00000 T _stext\nffffffffb3c5b900 T tcp_sendmsg\nffffffffb3c5ba80 t tcp_push\n")
+    assert kallsyms_addresses_shown(text)
+    assert KernelSymbols(text).lookup(0xffffffffb3c5ba31) == ("tcp_sendmsg", 0x131)
+    hidden = b"0000000000000000 A fixed_percpu_data\n0000000000000000 T _stext\n0000000000000000 T tcp_sendmsg\n"
+    assert not kallsyms_addresses_shown(hidden)  # without privileges every address reads as zero
 
 
 def test_user_symbols_through_maps_and_the_elf_file(tmp_path):

@@ -88,6 +88,13 @@ def test_vars_on_a_tracepoint_points_to_fields():
     assert out.returncode == 1
     assert "sched_switch is a tracepoint (sched:sched_switch)" in out.stderr
     assert "probectl fields sched:sched_switch" in out.stderr
+    # the GROUP:EVENT name gets the same pointer (it is no FUNC:LINE, and no grammar error)
+    for name in ("sched:sched_switch", "syscalls:sys_enter_read"):
+        out = probectl("vars", name)
+        assert out.returncode == 1
+        assert out.stderr.startswith(f"Error: {name.split(':')[1]} is a tracepoint ({name}), not a function\n")
+        assert f"probectl fields {name}" in out.stderr
+    assert "expected a line number" in probectl("vars", "no_such_group_xyz:no_such_event").stderr
 
 
 @pytest.mark.root

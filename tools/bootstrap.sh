@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
-    pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 zstd systemtap-sdt-dev debuginfod
-           chromium)
+    pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 e2fsprogs zstd systemtap-sdt-dev
+           debuginfod chromium)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

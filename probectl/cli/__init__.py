@@ -106,6 +106,7 @@ _TARGET_VALUES = {
     "-x": ("path", "give a binary or a library (a path, or a name such as libc), or leave -x out"),
     "-k": ("path", "give a vmlinux with debug information, or leave -k out for the running kernel's"),
     "-m": ("name", "give a module name or a .ko file, or leave -m out to probe the kernel itself"),
+    "--module": ("name", "give a module name or a .ko file, or leave --module out to probe the kernel itself"),
 }
 
 

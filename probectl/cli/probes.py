@@ -6,7 +6,7 @@ import os
 
 import click
 
-from ..errors import ProbectlError, ProbePointNotFound, TracefsError, did_you_mean
+from ..errors import ProbectlError, ProbePointNotFound, ProbeSyntaxError, TracefsError, did_you_mean
 from ..target import Target, find_binary, find_target
 from ..tracefs import Tracefs
 from . import cli, exec_option, notice, target_value_callback
@@ -85,16 +85,19 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         for d in definitions(probes.name(force=force)):
             click.echo(d.render())
         return
-    _print_added(probes.add(tfs, force=force, dry_run=dry_run), target)
+    _print_added(probes.add(tfs, force=force, dry_run=dry_run), target, dry_run)
 
 
-def _print_added(named, target: Target) -> None:
+def _print_added(named, target: Target, dry_run: bool) -> None:
     from ..probes.listing import added
 
     listings = added(named, target)
-    click.echo("Added new event:" if len(listings) == 1 else "Added new events:")
+    event = "event" if len(listings) == 1 else "events"
+    click.echo(f"Would add new {event} (dry run, nothing was written):" if dry_run else f"Added new {event}:")
     for listing in listings:
         click.echo(listing.line())
+    if dry_run:
+        return
     click.echo("\nYou can now use it in all perf tools, such as:\n")
     click.echo(f"\tperf record -e {listings[-1].definition.full_name} -aR sleep 1\n")
 
@@ -120,15 +123,18 @@ def delete(patterns, exec_, dry_run):
         if not dry_run:
             tfs.remove(names)
     for group, event in names:
-        click.echo(f"Removed event: {group}:{event}")
+        click.echo(f"Would remove event: {group}:{event}" if dry_run else f"Removed event: {group}:{event}")
 
 
 @cli.command("list")
 @click.argument("patterns", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of events.")
 @click.option("--tracepoints", is_flag=True, help="List tracepoints instead (same as 'probectl tracepoints').")
+@click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
+              help="Kernel image with debug information, for the source places of kprobes "
+                   "(default: the running kernel's, where perf looks for it).")
 @click.pass_context
-def list_(ctx, patterns, as_json, tracepoints):
+def list_(ctx, patterns, as_json, tracepoints, vmlinux):
     """List probe events (kprobes and uprobes, whoever added them)."""
     from ..probes.listing import describe, match_definitions
 
@@ -140,12 +146,24 @@ def list_(ctx, patterns, as_json, tracepoints):
     tfs = _open_tracefs()
     elf_cache: dict = {}
     dwarf_cache: dict = {}
-    listings = [describe(d, elf_cache, dwarf_cache) for d in match_definitions(tfs.definitions(), list(patterns))]
+    chosen = match_definitions(tfs.definitions(), list(patterns))
+    kernel = None
+    if any(not d.is_uprobe for d in chosen):
+        kernel = str(make_target(None, vmlinux).path) if vmlinux else _running_vmlinux()
+    listings = [describe(d, elf_cache, dwarf_cache, kernel) for d in chosen]
     if as_json:
         click.echo(_json_text([entry.as_json() for entry in listings]))
         return
     for entry in listings:
         click.echo(entry.line())
+
+
+def _running_vmlinux() -> str | None:
+    """The running kernel's vmlinux with DWARF where perf looks for it (None: places stay symbolic)."""
+    from ..target.kernel import find_running_vmlinux
+
+    path, _tried = find_running_vmlinux()
+    return str(path) if path is not None else None
 
 
 @cli.command()
@@ -253,7 +271,14 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     from ..resolve import Resolver
     from ..spec import parse_point
 
-    point = parse_point(probepoint)
+    try:
+        point = parse_point(probepoint)
+    except ProbeSyntaxError:
+        # GROUP:EVENT is no probe point (FUNC:N takes a number); it may name a tracepoint
+        system, _, event = probepoint.partition(":")
+        if event and system.isidentifier() and event.isidentifier():
+            _tracepoint_hint(event, system)
+        raise
     resolver = Resolver(make_target(exec_, vmlinux, module), use_btf=use_btf)
     try:
         if resolver.btf_describes(point):
@@ -274,10 +299,11 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
             click.echo(line)
 
 
-def _tracepoint_hint(name: str) -> None:
-    """`vars` on a tracepoint name: say where its fields are instead of only "not found"."""
+def _tracepoint_hint(name: str, system: str = "*") -> None:
+    """`vars` on a tracepoint's name (``sys_enter_read`` or ``syscalls:sys_enter_read``): say where its
+    fields are instead of only "not found" or a syntax error."""
     try:
-        matches = _open_tracefs().tracepoints(f"*:{name}")
+        matches = _open_tracefs().tracepoints(f"{system}:{name}")
     except ProbectlError:
         return
     if matches:

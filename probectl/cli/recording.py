@@ -13,7 +13,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields, stream_events
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import cli, exec_option, notice
+from . import cli, exec_option, notice, target_value_callback
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -101,6 +101,10 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 # ---- record ---------------------------------------------------------------------------------------
 
 
@@ -144,18 +148,21 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
                          buffer_kb=buffer_kb, version=int(file_version))
     live = sys.stderr.isatty()
 
+    # The live count is the ring buffer's entries: with -g, each event's stack records are entries too.
+    unit = "records" if stacks else "events"
+
     def progress(count: int, lost: int) -> None:
-        sys.stderr.write(f"\r[ probectl record: {count:,} events, {lost:,} lost ]\033[K")
+        sys.stderr.write(f"\r[ probectl record: {count:,} {unit}, {lost:,} lost ]\033[K")
         sys.stderr.flush()
 
     result = Recording(tfs, opts, notice=notice, progress=progress if live else None).run()
     if live:
         sys.stderr.write("\r\033[K")
-    notice(f"[ probectl record: {result.events:,} events ({_human(result.bytes)}) written to {result.path}"
+    notice(f"[ probectl record: {_count(result.events, 'event')} ({_human(result.bytes)}) written to {result.path}"
            f"{'' if not result.lost else f', {result.lost:,} lost'} ]")
     if result.lost:
         per_cpu = ", ".join(f"cpu{c}: {n:,}" for c, n in sorted(result.lost_by_cpu.items()) if n)
-        notice(f"Warning: the kernel lost {result.lost:,} events ({per_cpu}); record with a bigger buffer "
+        notice(f"Warning: the kernel lost {_count(result.lost, 'event')} ({per_cpu}); record with a bigger buffer "
                f"(-m KB, now {buffer_kb or 'the default'}) or filter more")
 
 
@@ -178,6 +185,11 @@ class _LiveSource(Source):
 @cli.command(cls=_SplitCommand)
 @click.argument("probedefs", nargs=-1)
 @exec_option(help_text="User binary or library of the probes.")
+@click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
+              help="Kernel image with debug information (for line probes and locals).")
+# (no -m: that is the buffer size here, as in record)
+@click.option("--module", metavar="NAME|PATH", callback=target_value_callback,
+              help="Kernel module of the probes (name, or .ko file).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GROUP:EVENT",
               help="Also stream these existing events (globs work).")
 @click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter for every traced event.")
@@ -187,7 +199,7 @@ class _LiveSource(Source):
 @click.option("--format", "kind", type=click.Choice(("text", "json", "csv")), default="text", show_default=True)
 @click.option("-m", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
 @click.pass_context
-def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kind, buffer_kb):
+def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
     """Add probes, print their events as they happen until Ctrl-C (or the end of COMMAND after --),
     then remove the probes:
 
@@ -207,7 +219,7 @@ def trace(ctx, probedefs, exec_, events, filter_, pids, system_wide, fields, kin
     from ..probes import ProbeSet, definitions  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target
 
-    probes = ProbeSet.resolve(list(probedefs), make_target(exec_), tfs.features)
+    probes = ProbeSet.resolve(list(probedefs), make_target(exec_, vmlinux, module), tfs.features)
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
     with contextlib.ExitStack() as stack:

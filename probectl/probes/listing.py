@@ -83,23 +83,24 @@ def kernel_arg_names(defn: EventDefinition) -> tuple[str, ...]:
 
 
 def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
-             dwarf_cache: dict[str, DebugInfo | None] | None = None) -> EventListing:
+             dwarf_cache: dict[str, DebugInfo | None] | None = None, vmlinux: str | None = None) -> EventListing:
     """Map a definition's place back to FUNC[+OFF|:RLN|%return][@SRC] (and ` in PATH` for uprobes):
-    through DWARF when the binary has debug information, else through its symbol table."""
+    through DWARF when the binary (for kprobes in the kernel itself: ``vmlinux``) has debug
+    information, else through its symbol table."""
     ret = "%return" if defn.kind == "r" else ""
     if not defn.is_uprobe:
         where = defn.place
         if where.endswith("+0"):
             where = where[:-2]
-        return EventListing(defn, where + ret, kernel_arg_names(defn))
+        source = None
+        if vmlinux is not None and dwarf_cache is not None:
+            vaddr = _kernel_address(defn.place, vmlinux, elf_cache)
+            source = _source_place(vmlinux, vaddr, dwarf_cache) if vaddr is not None else None
+        if source is not None:
+            where = source if not ret else source.replace("@", ret + "@", 1)
+        return EventListing(defn, where + ("" if source else ret), kernel_arg_names(defn))
     path = defn.uprobe_path
-    elf = elf_cache.get(path, False)
-    if elf is False:
-        try:
-            elf = ElfFile(Path(path))
-        except (ProbectlError, OSError):
-            elf = None
-        elf_cache[path] = elf
+    elf = _elf(path, elf_cache)
     where = f"0x{defn.uprobe_offset:x}"
     if elf is not None:
         try:
@@ -129,6 +130,29 @@ def _sdt_name_at(elf: ElfFile, vaddr: int) -> str | None:
     except ProbectlError:
         return None
     return next((f"sdt_{n.provider}:{n.name}" for n in notes if n.address == vaddr), None)
+
+
+def _kernel_address(place: str, vmlinux: str, elf_cache: dict[str, ElfFile | None]) -> int | None:
+    """The address in ``vmlinux`` of a kprobe place ``SYMBOL[+OFFSET]`` (None for a module's
+    ``MOD:SYMBOL``, a raw address, or a symbol vmlinux does not have)."""
+    symbol, _, offset = place.partition("+")
+    if ":" in symbol or not symbol or symbol[0].isdigit():
+        return None
+    elf = _elf(vmlinux, elf_cache)
+    try:
+        found = [s for s in elf.find_symbols(symbol) if s.type == "FUNC"] if elf is not None else []
+        return found[0].value + int(offset or "0", 0) if found else None
+    except (ProbectlError, ValueError):
+        return None
+
+
+def _elf(path: str, elf_cache: dict[str, ElfFile | None]) -> ElfFile | None:
+    if path not in elf_cache:
+        try:
+            elf_cache[path] = ElfFile(Path(path))
+        except (ProbectlError, OSError):
+            elf_cache[path] = None
+    return elf_cache[path]
 
 
 def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> str | None:

@@ -78,7 +78,9 @@ def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Option
     listings = []
     for path, numbers in probeable_file_lines(debuginfo, line_range.source, start, end).items():
         cu = next(cu for cu in debuginfo.compile_units() if path in _cu_files(debuginfo, cu))
-        text = _read_source(path, debuginfo.comp_dir(cu), source_dir, fetch)
+        found = find_source(path, debuginfo.comp_dir(cu), source_dir, fetch)
+        text = _read_source(found)
+        _check_length(found, text, max(numbers, default=0), "file")
         listing = LineListing(path, None, line_range.start or 0, 0)
         last = len(text) if line_range.end is None else min(line_range.end, len(text))
         probe = set(numbers)
@@ -101,8 +103,10 @@ def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRang
                       source_dir: Optional[str], fetch: Optional[SourceFetcher]) -> LineListing:
     if not fn.decl_file:
         raise DebugInfoError(f"function '{fn.name}' has no source file in its debug information")
-    text = _read_source(fn.decl_file, debuginfo.comp_dir(fn.cu), source_dir, fetch)
+    found = find_source(fn.decl_file, debuginfo.comp_dir(fn.cu), source_dir, fetch)
+    text = _read_source(found)
     probe = set(probeable_lines(debuginfo, fn))
+    _check_length(found, text, max(probe | {fn.decl_line}), f"function {fn.name}")
     rel_start = line_range.start or 0
     first = fn.decl_line + rel_start
     if line_range.end is not None:
@@ -119,8 +123,16 @@ def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRang
     return listing
 
 
-def _read_source(path: str, comp_dir: str, source_dir: Optional[str], fetch: Optional[SourceFetcher]) -> list[str]:
-    found = find_source(path, comp_dir, source_dir, fetch)
+def _check_length(found: Path, text: list[str], last_line: int, what: str) -> None:
+    """A source file shorter than the debug information's lines is not the one the binary was
+    built from (perf: "Source file is shorter than expected.")."""
+    if last_line > len(text):
+        raise DebugInfoError(f"source file {found} is shorter than expected: it has {len(text)} lines, "
+                             f"the debug information of the {what} has code on line {last_line}",
+                             hint="give the sources the binary was built from (--source DIR)")
+
+
+def _read_source(found: Path) -> list[str]:
     try:
         return Path(found).read_text(errors="replace").splitlines()
     except OSError as err:

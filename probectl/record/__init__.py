@@ -331,7 +331,8 @@ class Recording:
             with signals_held():
                 meta = self._teardown(state, quiet=False)
                 assert state.recorder is not None and state.layout is not None and meta is not None
-                events, seen = _count_and_pids(state.recorder.files, state.layout)
+                events, seen = _count_and_pids(state.recorder.files, state.layout,
+                                               {sel.format.id for sel in state.selected})
                 self._names(meta, seen, state)
                 write_tracedat(output, meta, state.recorder.files, version=opts.version)
         finally:
@@ -553,8 +554,10 @@ class _RunState:
     pids: list[int] = field(default_factory=list)
 
 
-def _count_and_pids(files: dict[int, Path], layout: PageLayout) -> tuple[int, set[int]]:
-    """Events in the per-CPU files and the pids they carry (decoded natively, no field values)."""
+def _count_and_pids(files: dict[int, Path], layout: PageLayout, ids: set[int]) -> tuple[int, set[int]]:
+    """Events of the types ``ids`` in the per-CPU files (the records ``-g`` adds after each event,
+    ``ftrace:kernel_stack``/``user_stack``, are not events), and the pids of all the records
+    (decoded natively, no field values)."""
     with _mapped(files, layout) as streams:
         if not streams:
             return 0, set()
@@ -562,7 +565,7 @@ def _count_and_pids(files: dict[int, Path], layout: PageLayout) -> tuple[int, se
         reader = EventReader(streams, [], layout, strict=False)
         try:
             for batch in reader.batches():
-                count += len(batch)
+                count += sum(map(ids.__contains__, batch.id))
                 pids.update(batch.pid)
         finally:
             reader.close()

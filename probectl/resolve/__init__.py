@@ -11,8 +11,10 @@ find the variable and its place and hand the member chain to the one walker, :mo
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from .. import spec as S
@@ -161,11 +163,16 @@ class Resolver:
     @property
     def btf(self) -> "Btf":
         if self._btf is None:
-            from ..debuginfo.btf import load_kernel_btf
+            from ..debuginfo.btf import load_kernel_btf, load_module_btf
             from ..debuginfo.btf.format import KERNEL_BTF
 
-            self._btf = load_kernel_btf(self.target.path if self.target.path is not None else None)
-            where = f"the .BTF section of {self.target.path}" if self.target.path else str(KERNEL_BTF)
+            if self.target.module is not None and self.target.path is not None:
+                _check_module_release(self.target.module, self.target.path)
+                self._btf = load_module_btf(self.target.module, self.target.path)
+                where = f"{self._btf.source} on {KERNEL_BTF}"
+            else:
+                self._btf = load_kernel_btf(self.target.path if self.target.path is not None else None)
+                where = f"the .BTF section of {self.target.path}" if self.target.path else str(KERNEL_BTF)
             self.notes.append(f"C arguments from BTF ({where})")
         return self._btf
 
@@ -548,3 +555,18 @@ def _alias_rank(sym: ElfSymbol, wanted: str) -> tuple:
     glob_miss = not fnmatch.fnmatchcase(sym.name, wanted)
     return (exact and glob_miss, sym.bind != "GLOBAL", not sym.default_version,
             len(sym.name) - len(sym.name.lstrip("_")), sym.name)
+
+
+def _check_module_release(name: str, path: Path) -> None:
+    """A module's BTF is split BTF, completed by its kernel's: a module that is not loaded is read
+    from its object file, which is only right when it was built for the running kernel."""
+    from ..debuginfo.btf.format import KERNEL_BTF
+    from ..target.kernel import module_release
+
+    release = module_release(path)
+    if (KERNEL_BTF.parent / name).is_file() or release is None or release == os.uname().release:
+        return
+    raise TargetError(f"{path} was built for kernel {release}, not for the running {os.uname().release}: "
+                      "its BTF refers to the types of its own kernel's BTF",
+                      hint="use --btf on the kernel the module is built for, or its debug information "
+                           "(without --btf)")

@@ -101,15 +101,31 @@ def check_vmlinux(path: Path) -> Path:
 
 def module_name(path: Path) -> str:
     """A module's name as the kernel knows it: ``name=`` in its .modinfo, else the file name."""
+    name = _modinfo(path).get("name")
+    if name:
+        return name
+    return path.name.split(".ko", 1)[0].replace("-", "_")
+
+
+def module_release(path: Path) -> Optional[str]:
+    """The kernel release a module was built for (the first word of ``vermagic=``), or None."""
+    words = _modinfo(path).get("vermagic", "").split()
+    return words[0] if words else None
+
+
+def _modinfo(path: Path) -> dict[str, str]:
+    """The ``key=value`` entries of a module's .modinfo section (the first of each key)."""
     try:
         with ElfFile(path) as elf:
             info = elf.section_data(".modinfo") if elf.section(".modinfo") else b""
     except ProbectlError:
         info = b""
+    entries: dict[str, str] = {}
     for entry in info.split(b"\0"):
-        if entry.startswith(b"name="):
-            return entry[5:].decode(errors="replace")
-    return path.name.split(".ko", 1)[0].replace("-", "_")
+        key, sep, value = entry.partition(b"=")
+        if sep:
+            entries.setdefault(key.decode(errors="replace"), value.decode(errors="replace"))
+    return entries
 
 
 def find_module(spec: str, cache_dir: Optional[Path] = None) -> tuple[Path, str]:

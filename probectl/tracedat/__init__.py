@@ -20,7 +20,7 @@ and :mod:`.compression`.
 from pathlib import Path
 
 from .metadata import (FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, Option, TraceMetadata, clock_name, collect_metadata,
-                       instance_cpus, parse_cmdlines, parse_tgids, read_cpustats)
+                       instance_cpus, kallsyms_addresses_shown, parse_cmdlines, parse_tgids, read_cpustats)
 from .reader import BufferInfo, CpuData, TraceFile, open_trace
 
 # What `probectl record` writes and `probectl script` reads when no file is named.
@@ -38,6 +38,7 @@ __all__ = [
     "TraceMetadata",
     "clock_name",
     "collect_metadata",
+    "kallsyms_addresses_shown",
     "instance_cpus",
     "open_trace",
     "parse_cmdlines",

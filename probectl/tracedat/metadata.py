@@ -143,15 +143,23 @@ def _format_texts(events_dir: Path) -> list[str]:
 
 
 def _readable_kallsyms() -> bytes:
-    """/proc/kallsyms, or b'' when its addresses are hidden (all zero without privileges)."""
+    """/proc/kallsyms, or b'' when its addresses are hidden."""
     try:
         data = Path("/proc/kallsyms").read_bytes()
     except OSError:
         return b""
-    first = data.split(b" ", 1)[0]
-    if not first.strip(b"0"):
-        return b""
-    return data
+    return data if kallsyms_addresses_shown(data) else b""
+
+
+# A line whose address is not all zeros.
+_NONZERO_ADDRESS = re.compile(rb"^0*[1-9a-fA-F][0-9a-fA-F]* ", re.M)
+
+
+def kallsyms_addresses_shown(text: bytes) -> bool:
+    """Whether a kallsyms text has the addresses: without privileges every one reads as zero. Not
+    just its first line's: SMP kernels start with per-CPU symbols, whose offsets begin at zero
+    (``0000000000000000 A fixed_percpu_data``)."""
+    return _NONZERO_ADDRESS.search(text) is not None
 
 
 def read_cpustats(instance: Path | str, cpus: Iterable[int]) -> dict[int, str]:

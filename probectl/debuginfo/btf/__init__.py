@@ -421,3 +421,13 @@ def load_kernel_btf(path: Optional[os.PathLike | str] = None, *, base: Optional[
         base = load_kernel_btf()
     machine = EM_X86_64 if platform.machine() == "x86_64" and str(p).startswith("/sys/") else None
     return Btf(data, base=base, source=str(p), machine=machine)
+
+
+def load_module_btf(name: str, path: os.PathLike | str) -> Btf:
+    """A module's BTF, split BTF on top of the running kernel's: ``/sys/kernel/btf/<name>`` when the
+    module is loaded (what the kernel itself uses), else the ``.BTF`` section of its object ``path``
+    (which must have been built for the running kernel)."""
+    loaded = KERNEL_BTF.parent / name
+    if loaded.is_file():
+        return load_kernel_btf(loaded)
+    return load_kernel_btf(path, base=load_kernel_btf())

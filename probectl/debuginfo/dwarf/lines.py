@@ -392,6 +392,17 @@ def reverse_line(debuginfo: "DebugInfo", cu: CompileUnit, address: int) -> Optio
     return fname, row.line
 
 
+def _statement_line_in(table: LineTable, address: int, fname: Optional[str]) -> int:
+    """The line of a statement row of file ``fname`` at exactly ``address``, or 0."""
+    i = bisect.bisect_left(table.addresses, address)
+    while i < len(table.rows) and table.rows[i].address == address:
+        row = table.rows[i]
+        if row.is_stmt and row.line and table.file_name(row.file) == fname:
+            return row.line
+        i += 1
+    return 0
+
+
 @guarded
 def address_to_line(debuginfo: "DebugInfo", address: int) -> Optional[tuple[str, int]]:
     """The (file, line) of an address, anywhere in the binary."""
@@ -598,6 +609,11 @@ def source_point(debuginfo: "DebugInfo", address: int) -> Optional[SourcePoint]:
             if not name or decl is None:
                 break
             func, baseline, scope = name, decl, inner
+        if scope is fn.die and back is not None and back[0] != fname:
+            # The row perf picks is in another file (an inline's line) though no inline instance
+            # covers the address: gcc also gives it a row of the function's own file (the line a
+            # `FUNC:N` probe put there), which perf overlooks and reads as a line of this file.
+            lineno = _statement_line_in(line_table(debuginfo, cu), address, fname)
         if debuginfo.decl_file(scope) != fname:
             lineno = 0
     if lineno:

@@ -40,8 +40,10 @@ def source_candidates(path: str, comp_dir: str = "", source_dir: Optional[str] =
         rel = path.lstrip("/")
         parts = Path(rel).parts
         return [Path(source_dir, *parts[i:]) for i in range(len(parts))]
-    if not os.path.isabs(path) and comp_dir:
+    if not os.path.isabs(path) and comp_dir and not path.startswith(comp_dir.rstrip("/") + "/"):
         return [Path(comp_dir, path)]
+    # (a path that starts with a relative comp_dir has it already: DWARF 5 line tables name
+    # directory 0 after it, as Debian's kernel builds do with debian/build/build_amd64_...)
     return [Path(path)]
 
 

@@ -1,0 +1,429 @@
+"""Run the real probectl inside Debian's cloud kernel booted in qemu (which has kprobes).
+
+``qemu_kernel`` boots the kernel with a busybox initramfs that writes definitions itself; this module
+adds what probectl needs to run there, so ``add``/``list``/``record``/``script``/``trace``/``del`` are
+tested on a kernel with kprobes, hist triggers and synthetic events::
+
+    run = run_probectl_in_guest(kernel_dir, [
+        "probectl add tcp_sendmsg size",
+        "probectl list",
+    ])
+    run.steps[0].status, run.steps[1].stdout, run.steps[1].stderr
+
+Each step is shell text run by busybox sh (as root, in /tmp, which is kept between steps) where
+``probectl`` runs this checkout's package with the venv's interpreter and libraries.  The guest sees:
+
+- two NVMe namespaces of one controller (NVMe and ext4 are built into the cloud kernel, so no module
+  has to be loaded; the kernel has no 9p):
+  ``nvme0n1`` is the *software image*, mounted read-only on ``/sw``: the interpreter and its standard
+  library, the shared libraries they need, the venv's site-packages and this checkout's ``probectl/``
+  and ``grammar/`` at their host paths, and a probectl cache warmed on the host for the kernel;
+  ``nvme0n2`` is the *kernel image*, mounted read-only on ``/kernel``: the kernel test-data directory
+  (``vmlinux`` with DWARF, ``modules/``), also reachable where perf looks for it
+  (``/usr/lib/debug/boot/vmlinux-RELEASE``);
+- an initramfs with busybox and ``/init``, which links ``/usr``, ``/lib``, ``/lib64`` and ``/work`` into
+  ``/sw``, mounts proc, sysfs, devtmpfs, tracefs and a tmpfs on ``/tmp``, brings up ``lo``, and runs the
+  steps one by one.
+
+Both images are ext4 file systems made without mounting anything (``mkfs.ext4 -d DIR``) and cached in
+``$PROBECTL_GUEST_CACHE`` (default ``/var/cache/probectl/guest``): the software image under a hash of
+the contents of everything it holds, the kernel image under the kernel directory's path, size and time.
+Each step's stdout and stderr go back base64-encoded on the second serial port, framed by ``@@`` lines
+(see GUEST_INIT), so neither binary output nor kernel messages can break the framing.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from qemu_kernel import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, GuestError, _read, find_busybox, missing_requirements
+
+ROOT = Path(__file__).resolve().parent.parent
+GUEST_CACHE = Path(os.environ.get("PROBECTL_GUEST_CACHE", "/var/cache/probectl/guest"))
+MKFS = "mkfs.ext4"
+
+# The checkout's files the guest needs, relative to ROOT.
+CHECKOUT_PARTS = ("probectl", "grammar", "pyproject.toml")
+# Parts of the standard library no probectl command imports; left out to keep the image small.
+STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data",
+               "config-3.11-x86_64-linux-gnu"}
+# probectl commands run here before the image is made, with the image's cache directory as
+# XDG_CACHE_HOME, so the guest finds the kernel's indexes made (DWARF name index, kprobe rules): what
+# takes seconds here takes minutes under TCG.  KERNEL stands for the kernel test-data directory.
+WARM_COMMANDS = (("add", "-D", "-k", "KERNEL/vmlinux", "tcp_sendmsg size sk->__sk_common.skc_state"),
+                 ("add", "-D", "-k", "KERNEL/vmlinux", "tcp_sendmsg sysctl_max_skb_frags"),
+                 ("add", "-D", "-k", "KERNEL/vmlinux", "tcp_sendmsg_locked:96 copied size_goal"))
+# Software images kept in the cache (the newest; each is about 500 MB).
+KEEP_IMAGES = 3
+
+
+@dataclass
+class Step:
+    """One step of the script: the shell text, its exit status and its output."""
+
+    command: str
+    status: int
+    stdout: str
+    stderr: str
+    seconds: float  # as the guest's clock measured it (TCG time)
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+@dataclass
+class GuestRun:
+    steps: list[Step]
+    console: str  # the kernel console (first serial port)
+    seconds: float = 0.0  # qemu start to exit
+    boot_seconds: float = 0.0  # qemu start to the first step (as the guest's uptime said)
+    images_seconds: float = 0.0  # building (or finding) the images
+    files: dict[str, bytes] = field(default_factory=dict)  # ``fetch`` paths -> contents
+
+    def transcript(self) -> str:
+        """Every step's command, status, time and output, for people (and for docs with real output)."""
+        parts = [f"images {self.images_seconds:.1f} s, boot {self.boot_seconds:.1f} s, qemu {self.seconds:.1f} s\n"]
+        for s in self.steps:
+            parts.append(f"# {s.command}   [exit {s.status}, {s.seconds:.1f} s]\n{s.stdout}")
+            if s.stderr:
+                parts.append(f"--- stderr\n{s.stderr}")
+        return "".join(parts)
+
+    def step(self, command_prefix: str) -> Step:
+        """The first step whose command starts with ``command_prefix``."""
+        for s in self.steps:
+            if s.command.startswith(command_prefix):
+                return s
+        raise KeyError(command_prefix)
+
+
+# --- the images ---------------------------------------------------------------------------------------
+
+def _shared_libraries(paths: Sequence[Path]) -> set[Path]:
+    """The shared libraries ``paths`` (executables and extension modules) load, as ldd finds them."""
+    found: set[Path] = set()
+    for path in paths:
+        out = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
+        for m in re.finditer(r"(/\S+\.so[.\d]*) \(0x", out):
+            found.add(Path(m.group(1)))
+    return found
+
+
+def _software_layout() -> dict[str, Path]:
+    """Image path (relative, host layout) -> host file or directory, for everything the guest runs."""
+    venv = Path(sys.prefix)
+    interpreter = Path(os.path.realpath(sys.executable))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    site = Path(sysconfig.get_paths()["purelib"])
+    layout: dict[str, Path] = {str(interpreter)[1:]: interpreter}
+    for child in sorted(stdlib.iterdir()):
+        if child.name not in STDLIB_SKIP and child.name != "site-packages" and child.name != "dist-packages":
+            layout[str(child)[1:]] = child
+    layout[str(site)[1:]] = site
+    layout[str(venv / "pyvenv.cfg")[1:]] = venv / "pyvenv.cfg"
+    for part in CHECKOUT_PARTS:
+        layout[str(ROOT / part)[1:]] = ROOT / part
+    binaries = [interpreter] + [p for d in (stdlib / "lib-dynload", site, ROOT / "probectl")
+                                for p in d.rglob("*.so")]
+    for lib in _shared_libraries(binaries):
+        real = Path(os.path.realpath(lib))
+        # Under the name the loader asks for (the soname), in /usr/lib/... (the image's /lib is a link).
+        name = str(lib)[1:]
+        name = "usr/" + name if name.startswith(("lib/", "lib64/")) else name
+        layout[name] = real
+    return layout
+
+
+def _tree_digest(layout: dict[str, Path], kernel_release: str) -> str:
+    """A hash of everything in ``layout``: the contents of this checkout's files (``__pycache__``
+    excepted: made from the rest), the sizes and times of the others'."""
+    h = hashlib.sha256(f"layout 1 {kernel_release} {WARM_COMMANDS}\n".encode())
+    h.update(Path(__file__).read_bytes())
+    for name, host in sorted(layout.items()):
+        files = [host] if host.is_file() else sorted(p for p in host.rglob("*")
+                                                    if p.is_file() and "__pycache__" not in p.parts)
+        for f in files:
+            h.update(f"{name}/{f.relative_to(host) if f != host else ''}\0".encode())
+            if ROOT in f.parents:  # this checkout: its contents
+                h.update(hashlib.sha256(f.read_bytes()).digest())
+            else:  # the interpreter, libraries and venv (300 MB): their sizes and times
+                st = f.stat()
+                h.update(f"{st.st_size} {st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:24]
+
+
+def kernel_release(kernel_dir: Path) -> str:
+    """The kernel's release string (the directory is named after it by tools/kernel-testdata.sh)."""
+    return kernel_dir.name
+
+
+def _make_ext4(staging: Path, image: Path, label: str) -> None:
+    """An ext4 image of ``staging`` (written next to ``image`` and renamed: others may build it too)."""
+    size = sum(p.lstat().st_size for p in staging.rglob("*")) + (64 << 20)
+    size = int(size * 1.15) // (1 << 20) + 1
+    partial = image.with_name(f".{image.name}.{os.getpid()}")
+    try:
+        subprocess.run([MKFS, "-q", "-F", "-L", label, "-E", "root_owner=0:0", "-d", str(staging),
+                        str(partial), f"{size}M"], check=True, capture_output=True, timeout=1200)
+        os.replace(partial, image)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=True, copy_function=_link_file,
+                        ignore=shutil.ignore_patterns(*STDLIB_SKIP))
+    else:
+        _link_file(src, dst)
+
+
+def _link_file(src, dst) -> None:
+    if os.path.lexists(dst):
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def software_image(kernel_dir: Path) -> Path:
+    """The software image for this checkout and kernel: built when its contents changed."""
+    layout = _software_layout()
+    release = kernel_release(kernel_dir)
+    image = GUEST_CACHE / f"software-{_tree_digest(layout, release)}.ext4"
+    if image.is_file():
+        os.utime(image)  # (newest used: kept by _prune_software_images)
+        return image
+    GUEST_CACHE.mkdir(parents=True, exist_ok=True)
+    # Bytecode made here (the guest's file system is read-only; compiling there takes long).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "probectl")], check=False,
+                   capture_output=True)
+    with tempfile.TemporaryDirectory(prefix="probectl-guest-", dir=GUEST_CACHE) as tmp:
+        staging = Path(tmp) / "root"
+        for name, host in layout.items():
+            if not (staging / name).exists():  # a library inside site-packages is there already
+                _link_or_copy(host, staging / name)
+        for name, target in (("lib", "usr/lib"), ("lib64", "usr/lib64"), ("bin", "usr/bin")):
+            (staging / name).symlink_to(target)
+        venv_bin = staging / str(Path(sys.prefix) / "bin")[1:]
+        venv_bin.mkdir(parents=True, exist_ok=True)
+        (venv_bin / "python").symlink_to(os.path.realpath(sys.executable))
+        debug = staging / "usr/lib/debug/boot"
+        debug.mkdir(parents=True, exist_ok=True)
+        (debug / f"vmlinux-{release}").symlink_to("/kernel/vmlinux")
+        cache = staging / "probectl-cache"
+        cache.mkdir(mode=0o700)
+        _warm_cache(cache, kernel_dir)
+        _make_ext4(staging, image, "probectl-sw")
+    _prune_software_images(keep=image)
+    return image
+
+
+def _prune_software_images(keep: Path) -> None:
+    """Remove all but the KEEP_IMAGES newest software images (other checkouts' too: they rebuild)."""
+    images = sorted(GUEST_CACHE.glob("software-*.ext4"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in [p for p in images if p != keep][KEEP_IMAGES - 1:]:
+        old.unlink(missing_ok=True)
+
+
+def _warm_cache(cache: Path, kernel_dir: Path) -> None:
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(ROOT))
+    for command in WARM_COMMANDS:
+        args = [a.replace("KERNEL/", f"{kernel_dir}/") for a in command]
+        subprocess.run([sys.executable, "-m", "probectl", *args], env=env, capture_output=True, timeout=600)
+
+
+def kernel_image(kernel_dir: Path) -> Path:
+    """The kernel directory (vmlinux with DWARF, modules/) as an image: built once per kernel."""
+    vmlinux = kernel_dir / "vmlinux"
+    st = vmlinux.stat()
+    key = hashlib.sha256(f"{kernel_dir.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    image = GUEST_CACHE / f"kernel-{kernel_release(kernel_dir)}-{key}.ext4"
+    if image.is_file():
+        return image
+    GUEST_CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="probectl-guest-", dir=GUEST_CACHE) as tmp:
+        staging = Path(tmp) / "root"
+        staging.mkdir()
+        for child in kernel_dir.iterdir():
+            if child.name != "tmp":
+                _link_or_copy(child, staging / child.name)
+        _make_ext4(staging, image, "probectl-kernel")
+    return image
+
+
+def missing_guest_requirements(kernel_dir: Optional[Path]) -> list[str]:
+    """What this machine lacks for run_probectl_in_guest, as readable reasons (empty when all is there)."""
+    reasons = missing_requirements(kernel_dir)
+    if not shutil.which(MKFS):
+        reasons.append(f"{MKFS} is not installed (apt e2fsprogs)")
+    if kernel_dir is not None and not (kernel_dir / "vmlinux").is_file():
+        reasons.append(f"no vmlinux in {kernel_dir}")
+    return reasons
+
+
+# --- the guest ----------------------------------------------------------------------------------------
+
+# Steps are files /steps/NNN; each one's output is sent as
+#   @@step N STATUS START END (the guest's uptime) / base64 of stdout / @@stderr / base64 of stderr / @@end
+# after "@@begin UPTIME"; then, for each file asked for, @@file PATH / base64 / @@end, and finally @@done.
+GUEST_INIT = INIT_MOUNTS + r"""mount -t tmpfs -o mode=1777 tmpfs /tmp
+exec 3>/dev/ttyS1
+mkdir -p /sw /kernel
+n=0
+while [ ! -b /dev/nvme0n2 ] && [ $n -lt 600 ]; do usleep 100000; n=$((n+1)); done
+mount -t ext4 -o ro /dev/nvme0n1 /sw || { echo '@@fail mount software image' >&3; exec poweroff -f; }
+mount -t ext4 -o ro /dev/nvme0n2 /kernel || { echo '@@fail mount kernel image' >&3; exec poweroff -f; }
+for d in usr work; do ln -s /sw/$d /$d; done
+ln -s /sw/usr/lib /lib
+ln -s /sw/usr/lib64 /lib64
+ip link set lo up
+mkdir -p /root /tmp/cache
+cp -a /sw/probectl-cache /tmp/cache/probectl
+export HOME=/root XDG_CACHE_HOME=/tmp/cache PYTHONDONTWRITEBYTECODE=1 PATH=/guest/bin:/bin
+echo "@@begin $(cut -d' ' -f1 /proc/uptime)" >&3
+cd /tmp
+for step in /steps/*; do
+    n=${step##*/}
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    sh "$step" > /tmp/.out 2> /tmp/.err < /dev/null
+    status=$?
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "@@step $n $status $t0 $t1" >&3
+    base64 /tmp/.out >&3
+    echo '@@stderr' >&3
+    base64 /tmp/.err >&3
+    echo '@@end' >&3
+done
+while IFS= read -r f; do
+    echo "@@file $f" >&3
+    [ -f "$f" ] && base64 "$f" >&3
+    echo '@@end' >&3
+done < /guest/fetch
+echo '@@done' >&3
+exec poweroff -f
+"""
+
+
+def guest_wrapper() -> str:
+    """/guest/bin/probectl: this checkout's package on the venv's interpreter."""
+    return ("#!/bin/sh\n"
+            f"PYTHONPATH={ROOT} exec {Path(sys.prefix) / 'bin' / 'python'} -m probectl \"$@\"\n")
+
+
+def build_guest_initramfs(path: Path, steps: Sequence[str], fetch: Sequence[str], busybox: Path,
+                          files: dict[str, bytes]) -> None:
+    archive = Cpio()
+    for d in ("bin", "dev", "proc", "sys", "tmp", "steps", "guest", "guest/bin", "guest/files"):
+        archive.directory(d)
+    archive.char_device("dev/console", 5, 1)
+    archive.file("bin/busybox", busybox.read_bytes(), 0o755)
+    archive.symlink("bin/sh", "busybox")
+    archive.file("init", GUEST_INIT.encode(), 0o755)
+    archive.file("guest/bin/probectl", guest_wrapper().encode(), 0o755)
+    archive.file("guest/fetch", "".join(f + "\n" for f in fetch).encode())
+    for name, data in files.items():
+        archive.file(f"guest/files/{name}", data, 0o755)
+    for i, text in enumerate(steps):
+        archive.file(f"steps/{i + 1:03d}", text.encode(), 0o755)
+    path.write_bytes(archive.finish())
+
+
+def run_probectl_in_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *, timeout: float = 1800.0,
+                          memory: str = "1536M", cpus: int = 2, fetch: Sequence[str] = (),
+                          files: Optional[dict[str, bytes]] = None, kernel_args: str = "") -> GuestRun:
+    """Boot ``kernel_dir/vmlinuz`` with probectl on board and run ``steps`` (shell text) one by one.
+
+    Steps run as root in /tmp (a tmpfs kept between steps) with ``probectl`` on the PATH and busybox for
+    everything else (``nc``, ``insmod``, ``cat`` ...); ``/kernel`` is the kernel directory (``vmlinux``,
+    ``modules/loadable/*.ko``).  ``files`` (name -> bytes) are put in ``/guest/files``; ``fetch`` names
+    guest files sent back in ``GuestRun.files`` after the last step.  A step's output and exit status
+    are in ``GuestRun.steps``, in order.  Raises GuestError when the guest does not report back within
+    ``timeout`` seconds or stops before the last step.
+    """
+    kernel_dir = Path(kernel_dir)
+    busybox = find_busybox()
+    if busybox is None:
+        raise GuestError("no statically linked busybox (apt busybox-static)")
+    if not shutil.which(MKFS):
+        raise GuestError(f"{MKFS} is not installed (apt e2fsprogs)")
+    start = time.monotonic()
+    software, kernel = software_image(kernel_dir), kernel_image(kernel_dir)
+    images_seconds = time.monotonic() - start
+    with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
+        tmpdir = Path(tmp)
+        initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
+        build_guest_initramfs(initrd, steps, fetch, busybox, files or {})
+        cmd = [QEMU, "-kernel", str(kernel_dir / "vmlinuz"), "-initrd", str(initrd),
+               "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
+               "-m", memory, "-smp", str(cpus), "-no-reboot", "-nodefaults", "-no-user-config",
+               "-display", "none", "-monitor", "none",
+               "-drive", f"file={software},if=none,id=sw,format=raw,readonly=on",
+               "-drive", f"file={kernel},if=none,id=kernel,format=raw,readonly=on",
+               "-device", "nvme,id=nvme0,serial=probectl",
+               "-device", "nvme-ns,drive=sw,bus=nvme0,nsid=1",
+               "-device", "nvme-ns,drive=kernel,bus=nvme0,nsid=2",
+               "-serial", f"file:{console_file}", "-serial", f"file:{results_file}"]
+        qemu_start = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise GuestError(f"the guest did not power off within {timeout:g} s; steps reported:\n"
+                             + _read(results_file)[-3000:], _read(console_file))
+        seconds = time.monotonic() - qemu_start
+        console, results = _read(console_file), _read(results_file)
+    if "@@done" not in results:
+        raise GuestError(f"the guest stopped before reporting back (qemu exit {proc.returncode}"
+                         f"{': ' + proc.stderr.strip() if proc.stderr.strip() else ''})\n"
+                         + results[-3000:], console)
+    run = parse_guest_results(results, steps)
+    run.console, run.seconds, run.images_seconds = console, seconds, images_seconds
+    return run
+
+
+def parse_guest_results(text: str, steps: Sequence[str]) -> GuestRun:
+    """Read the framed report of GUEST_INIT back into a GuestRun."""
+    run = GuestRun(steps=[], console="")
+    lines = iter(text.replace("\r\n", "\n").split("\n"))
+
+    def until(marker: str) -> bytes:
+        body = []
+        for line in lines:
+            if line == marker:
+                return base64.b64decode("".join(body))
+            body.append(line.strip())
+        raise GuestError("the guest's report ended inside a section")
+
+    for line in lines:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "@@begin":
+            run.boot_seconds = float(words[1])
+        elif words[0] == "@@fail":
+            raise GuestError("the guest could not " + " ".join(words[1:]))
+        elif words[0] == "@@step":
+            index, status, t0, t1 = int(words[1]), int(words[2]), float(words[3]), float(words[4])
+            out = until("@@stderr").decode(errors="replace")
+            err = until("@@end").decode(errors="replace")
+            run.steps.append(Step(steps[index - 1], status, out, err, t1 - t0))
+        elif words[0] == "@@file":
+            run.files[line[len("@@file "):]] = until("@@end")
+        elif words[0] == "@@done":
+            break
+    return run
