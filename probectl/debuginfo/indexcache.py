@@ -20,7 +20,7 @@ cache is an optimisation only: a file that is missing, unreadable or rejected is
 directory that cannot be written is left alone. Files are read and written through
 :mod:`probectl.cachedir`: a file that is not a regular file of the effective user's (a link, a FIFO,
 another user's file...) or is larger than ``MAX_SIZE`` is a miss, never read. At most ``MAX_FILES`` files of each kind are kept,
-the least recently used are removed. ``PROBECTL_NO_CACHE=1`` turns it off.
+the least recently used are removed (with their lock files). ``PROBECTL_NO_CACHE=1`` turns it off.
 
 Indexes are built through :func:`load_or_build`, which lets one process build an index while the
 others wait: parallel cold runs on one vmlinux (a build system, a fleet script) would otherwise all
@@ -173,7 +173,9 @@ def _prune(directory: Path, prefix: str, keep: Path) -> None:
                 pass
     files.sort()
     for _mtime, name in files[:max(0, len(files) + 1 - MAX_FILES)]:
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
+        lock = os.path.join(os.path.dirname(name), ".lock-" + os.path.basename(name)[:-len(_SUFFIX)])
+        for gone in (name, lock):  # (an index's lock file goes with it)
+            try:
+                os.unlink(gone)
+            except OSError:
+                pass
