@@ -4,13 +4,12 @@ a file range, and the variables that can be fetched at each address of a probe p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional
 
 from .. import spec as S
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
-from ..debuginfo.dwarf.sources import find_source
+from ..debuginfo.dwarf.sources import find_source, source_lines
 from ..errors import DebugInfoError, ProbePointNotFound, ResolveError
 from ..resolve import Resolver
 from ..resolve.btf_fetch import btf_vars_listing
@@ -120,7 +119,7 @@ def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRang
 def _read_source(path: str, comp_dir: str, source_dir: Optional[str]) -> list[str]:
     found = find_source(path, comp_dir, source_dir)
     try:
-        return Path(found).read_text(errors="replace").splitlines()
+        return source_lines(found)
     except OSError as err:
         raise DebugInfoError(f"cannot read the source file {found}: {err.strerror}",
                              hint="point --source at the source tree") from err
