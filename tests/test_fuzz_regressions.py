@@ -1,0 +1,46 @@
+"""Defects the fuzz pass (tests/fuzzing.py) found, each pinned by an input of its kind."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import build_fixture
+from fuzzgen import elf_sections
+from probectl.debuginfo.dwarf import DebugInfo
+from probectl.errors import DebugInfoError
+
+
+def _damaged(tmp_path: Path, section: str) -> Path:
+    """The -O2 uprobe_target with the second half of ``section`` zeroed (DIEs then name abbreviation
+    codes the table lacks: pyelftools raises KeyError)."""
+    data = bytearray(build_fixture("uprobe_target", "-O2").read_bytes())
+    for name, _header, off, size in elf_sections(bytes(data)):
+        if name == section:
+            data[off + size // 2:off + size] = bytes(size - size // 2)
+    out = tmp_path / "damaged"
+    out.write_bytes(bytes(data))
+    out.chmod(0o755)
+    return out
+
+
+def test_dwarf_walks_of_a_damaged_abbreviation_table_are_debuginfo_errors(tmp_path):
+    """(targets: a bit flip in .debug_abbrev made `add -D -x BIN 'mix_unsigned factor'` end in
+    'internal error: KeyError' from DebugInfo.cu_is_optimized, a walk without the decoding guard.)"""
+    di = DebugInfo.open(_damaged(tmp_path, ".debug_abbrev"))
+    cu = next(di.dwarf.iter_CUs())
+    for walk in (di.cu_is_optimized, di.cu_functions, di.cu_variables, di.line_table):
+        with pytest.raises(DebugInfoError, match="corrupt or unsupported DWARF"):
+            walk(cu)
+
+
+@pytest.mark.parametrize("args", [["add", "-D", "{bin}", "mix_unsigned factor"], ["vars", "{bin}", "main"],
+                                  ["lines", "{bin}", "main"], ["add", "-D", "{bin}", "main argc"]])
+def test_commands_on_a_damaged_abbreviation_table_say_so(tmp_path, args):
+    path = _damaged(tmp_path, ".debug_abbrev")
+    argv = [a if a != "{bin}" else f"-x{path}" for a in args]
+    out = subprocess.run([sys.executable, "-m", "probectl", *argv], capture_output=True, text=True)
+    assert out.returncode == 1 and "internal error" not in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.startswith("Error: "), out.stderr
