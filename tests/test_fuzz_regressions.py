@@ -44,3 +44,27 @@ def test_commands_on_a_damaged_abbreviation_table_say_so(tmp_path, args):
     out = subprocess.run([sys.executable, "-m", "probectl", *argv], capture_output=True, text=True)
     assert out.returncode == 1 and "internal error" not in out.stderr and "Traceback" not in out.stderr
     assert out.stderr.startswith("Error: "), out.stderr
+
+
+@pytest.mark.parametrize("definition", ["print_layout counter", "print_layout", "main argc"])
+def test_variables_of_a_program_whose_segments_cannot_be_read(tmp_path, definition):
+    """(targets: e_phoff = 1 leaves no PT_LOAD segment; a definition with a variable ended in
+    'internal error: AttributeError' where the variable's symbol base was computed.)"""
+    import struct
+
+    data = bytearray(build_fixture("dwarf_structs", "-O2").read_bytes())
+    struct.pack_into("<Q", data, 0x20, 1)  # e_phoff
+    path = tmp_path / "no-segments"
+    path.write_bytes(bytes(data))
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), definition],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"Error: {path}: address 0x"), out.stderr
+
+
+def test_a_damaged_target_is_named_once(tmp_path):
+    """(targets: 'Error: F: F: truncated file: ...': the reader's message already names the file.)"""
+    path = tmp_path / "truncated"
+    path.write_bytes(build_fixture("uprobe_target", "-O2").read_bytes()[:3000])
+    out = subprocess.run([sys.executable, "-m", "probectl", "funcs", "-x", str(path)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.count(str(path)) == 1, out.stderr

@@ -118,11 +118,11 @@ def _checked_elf(path: Path, name: str) -> Path:
                 raise TargetError(f"{name} is an ELF {elf.type} file, not an executable or shared library",
                                   hint="probe the linked program instead" if elf.type == "REL" else "")
             check_machine(elf, name)
-    except TargetError as exc:
-        if str(real) not in exc.message and name not in exc.message:
-            raise TargetError(f"{name}: {exc.message}", hint=exc.hint) from None
-        raise
-    except ProbectlError as exc:
+    except ProbectlError as exc:  # (named once: the reader's messages often start with the path)
+        if str(real) in exc.message or name in exc.message:
+            if isinstance(exc, TargetError):
+                raise
+            raise TargetError(exc.message, hint=exc.hint) from None
         raise TargetError(f"{name}: {exc.message}", hint=exc.hint) from None
     return real
 
