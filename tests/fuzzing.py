@@ -63,7 +63,7 @@ TIMEOUT = 40.0  # seconds for one input (a cold vmlinux index takes ~20 s on a b
 MAX_LINE = 1100  # termtext.LINE and its excerpt note
 HUGE = "A" * 5000
 ODD_TEXT = ["", " ", "-", "--", "'", '"', "\\", "\x00", "\x1b[2J", "\x1b]0;title\x07", "\u202e", "é", "∞",
-            "\ud800", "%s%n", "${HOME}", "$(id)", "*", "?", "[", "..", "/", "0", "-1", "1e309", "nan",
+            "\udcff", "%s%n", "${HOME}", "$(id)", "*", "?", "[", "..", "/", "0", "-1", "1e309", "nan",
             "18446744073709551616", "-9223372036854775809", "0x", "0xffffffffffffffff", "99999999999", HUGE,
             "a" * 64, "a b", "\t", "\n"]
 
@@ -342,7 +342,10 @@ class Pass:
         rng = self.rng(kind, index)
         case = self.corpus.make(kind, rng)
         fresh = kind == "caches" or index % SUBPROCESS_EVERY == SUBPROCESS_EVERY - 1 or case.fresh
+        if case.argv is not None and any("\0" in a for a in case.argv):
+            fresh = False  # (no exec takes a NUL in an argument: such a one runs in the forked child)
         env = {**self.env, **case.env}
+        outcome = Outcome(0, None, b"", "")
         try:
             if fresh and case.argv is not None:
                 outcome = run_subprocess(case.argv, env, case.timeout, case.interrupt_after)
@@ -351,8 +354,11 @@ class Pass:
                 body = case.body if case.body is not None else cli_body(case.argv, case.env.get("FUZZ_CWD"))
                 outcome = run_forked(body, env, case.timeout, case.interrupt_after)
             what = problems(outcome) + case.check(outcome)
+        except Exception as exc:  # noqa: BLE001 - a fault of the pass itself fails it too, with its input
+            what = [f"fuzz harness error: {type(exc).__name__}: {exc}"]
+        try:
             left = self.tracefs.ours() if case.must_leave_nothing(outcome) else []
-            left += self.tracefs.instances_of(outcome.pid)
+            left += self.tracefs.instances_of(outcome.pid) if outcome.pid else []
             if left:
                 what.append(f"left in tracefs: {left[:3]}")
             self.tracefs.remove_ours()
