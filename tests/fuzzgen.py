@@ -543,7 +543,8 @@ class Corpus:
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
             name = rng.choice(names + [".lock-x"])
             target = directory / name
-            data = target.read_bytes() if target.is_file() and not target.is_symlink() else b""
+            small = target.is_file() and not target.is_symlink() and target.stat().st_size < 1 << 30
+            data = target.read_bytes() if small else b""
             op = rng.randrange(4)
             if op == 0 and data:
                 damaged, what = damage_bytes(rng, data)
@@ -552,7 +553,8 @@ class Corpus:
                 target.chmod(0o600)
             elif op == 1 and len(names) > 1:
                 other = directory / rng.choice([n for n in names if n != name])
-                if other.is_file() and not other.is_symlink():
+                # (never a copy of a file an earlier step made huge and sparse: it would fill the disk)
+                if other.is_file() and not other.is_symlink() and other.stat().st_size < 1 << 30:
                     _remove(target)
                     shutil.copyfile(other, target)
                     target.chmod(0o600)

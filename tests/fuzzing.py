@@ -340,7 +340,14 @@ class Pass:
 
     def one(self, kind: str, index: int) -> None:
         rng = self.rng(kind, index)
-        case = self.corpus.make(kind, rng)
+        try:
+            case = self.corpus.make(kind, rng)
+        except Exception as exc:  # noqa: BLE001 - a fault of the pass itself, reported as one
+            self.counts[kind] += 1
+            self.failures.append(Failure(kind, index, [f"fuzz harness error: {type(exc).__name__}: {exc}"],
+                                         "(making the input)", traceback.format_exc()))
+            self.log(f"FUZZ FAILURE (harness, seed {self.seed} kind {kind} index {index})\n{self.failures[-1]}")
+            return
         fresh = kind == "caches" or index % SUBPROCESS_EVERY == SUBPROCESS_EVERY - 1 or case.fresh
         if case.argv is not None and any("\0" in a for a in case.argv):
             fresh = False  # (no exec takes a NUL in an argument: such a one runs in the forked child)

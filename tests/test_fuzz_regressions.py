@@ -68,3 +68,17 @@ def test_a_damaged_target_is_named_once(tmp_path):
     path.write_bytes(build_fixture("uprobe_target", "-O2").read_bytes()[:3000])
     out = subprocess.run([sys.executable, "-m", "probectl", "funcs", "-x", str(path)], capture_output=True, text=True)
     assert out.returncode == 1 and out.stderr.count(str(path)) == 1, out.stderr
+
+
+@pytest.mark.vmlinux
+@pytest.mark.parametrize("definition", ["* size", "*+99999 current[536870912] rq", "tcp_* sk"])
+def test_a_glob_over_the_limit_is_refused_before_its_arguments_are_resolved(definition):
+    """(definitions: `add -D -k VMLINUX '*+99999 current[536870912] rq'` ran for minutes, the arguments
+    resolved at each of ~46,000 functions before the 128-place limit was checked; the limit is now
+    checked when the places are counted.) The timeout is the hang check, not a speed target."""
+    from conftest import kernel_testdata
+
+    vmlinux = kernel_testdata("vmlinux")
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-k", str(vmlinux), definition],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 1 and "more than 128" in out.stderr, out.stderr

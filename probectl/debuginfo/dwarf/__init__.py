@@ -619,6 +619,15 @@ class DebugInfo:
                 names.add(name)
         return sorted(names)
 
+    def count_functions(self, pattern: str) -> int:
+        """How many top-level function definitions the glob ``pattern`` names (from the name index,
+        without parsing them: a bound to check before ``find_functions`` parses tens of thousands)."""
+        refs = set()
+        for name, found in self.name_index().items():
+            if fnmatch.fnmatchcase(name, pattern):
+                refs.update(found)
+        return len(refs)
+
     @guarded
     def instances(self, func: Function, skip_redundant: bool = True) -> list[Function]:
         """The concrete instances of an inline function in its CU (perf's ``die_walk_instances``):
