@@ -2,7 +2,8 @@
 an error, names and paths from ELF/DWARF, lines of a source file) made safe and short.
 
 - :func:`printable`: control characters shown as ``cat -v`` shows them (``^[`` for ESC, ``^?`` for
-  DEL, ``M-^[`` for the C1 controls a terminal also obeys) and the bidirectional overrides of
+  DEL, ``M-^[`` for the C1 controls a terminal also obeys, ``M-?`` for a byte that is not UTF-8,
+  which Python keeps as a lone surrogate and cannot print) and the bidirectional overrides of
   "Trojan Source" as ``<U+202E>``, so that a file or an argument cannot move the cursor, retitle the
   terminal or reorder what is shown. Tabs stay (source lines are indented with them).
 - :func:`bounded`: every line printable and no run of a huge input longer than ``EXCERPT`` characters:
@@ -19,7 +20,7 @@ import re
 EXCERPT = 200  # characters of a huge word kept in a message
 LINE = 1000  # characters of a line kept in a message (a long input of many short words)
 
-_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _LONG_RUN = re.compile(r"\S{%d,}" % (EXCERPT + 1))
 
 
@@ -31,6 +32,9 @@ def _show(m: re.Match) -> str:
         return "^?"
     if c <= 0x9F:
         return "M-^" + chr(c - 0x80 + 64)
+    if 0xDC80 <= c <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape): as cat -v shows it
+        low = c - 0xDC80
+        return "M-" + ("^" + chr(low + 64) if low < 0x20 else "^?" if low == 0x7F else chr(low))
     return f"<U+{c:04X}>"
 
 

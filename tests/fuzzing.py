@@ -349,8 +349,8 @@ class Pass:
             self.log(f"FUZZ FAILURE (harness, seed {self.seed} kind {kind} index {index})\n{self.failures[-1]}")
             return
         fresh = kind == "caches" or index % SUBPROCESS_EVERY == SUBPROCESS_EVERY - 1 or case.fresh
-        if case.argv is not None and any("\0" in a for a in case.argv):
-            fresh = False  # (no exec takes a NUL in an argument: such a one runs in the forked child)
+        if case.argv is not None:  # (an argument of a real command line never holds a NUL: it ends there)
+            case.argv = [a.split("\0", 1)[0] for a in case.argv]
         env = {**self.env, **case.env}
         outcome = Outcome(0, None, b"", "")
         try:
@@ -401,13 +401,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     sys.path.insert(0, str(TESTS))
     with tempfile.TemporaryDirectory(prefix="probectl-fuzz-") as tmp:
         fuzz = Pass(seed, Path(tmp))
-        if args.index is not None:
-            for kind in args.kind or KINDS:
-                fuzz.corpus.prepare(kind)
-                fuzz.one(kind, args.index)
-        else:
-            fuzz.run(args.seconds, tuple(args.kind or KINDS))
-        fuzz.corpus.close()
+        try:
+            if args.index is not None:
+                for kind in args.kind or KINDS:
+                    fuzz.corpus.prepare(kind)
+                    fuzz.one(kind, args.index)
+            else:
+                fuzz.run(args.seconds, tuple(args.kind or KINDS))
+        finally:  # (the pass's own events go, whatever happened)
+            fuzz.corpus.close()
         print(fuzz.summary())
         return 1 if fuzz.failures else 0
 

@@ -82,3 +82,34 @@ def test_a_glob_over_the_limit_is_refused_before_its_arguments_are_resolved(defi
     out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-k", str(vmlinux), definition],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 1 and "more than 128" in out.stderr, out.stderr
+
+
+def test_a_symbol_name_that_is_not_utf8_prints_under_a_strict_locale(tmp_path):
+    """(targets: a changed byte in .strtab gave a symbol name Python keeps with a lone surrogate;
+    `funcs` died with 'internal error: UnicodeEncodeError' where stdout is strict UTF-8, as under
+    en_US.UTF-8; the name is now shown as cat -v shows the byte.)"""
+    from conftest import build_program
+
+    src = tmp_path / "notutf8.c"
+    src.write_bytes(b'int bad(void) __asm__("\\"b\\277d\\"");\nint bad(void) { return 1; }\n'
+                    b"int main(void) { return bad(); }\n")
+    binary = build_program("notutf8", [src])
+    env = {**__import__("os").environ, "PYTHONIOENCODING": "utf-8:strict"}
+    out = subprocess.run([sys.executable, "-m", "probectl", "funcs", "-x", str(binary)], capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "bM-?d" in out.stdout.splitlines()
+
+
+def test_a_line_table_with_line_range_0_is_corrupt_dwarf(tmp_path):
+    """(targets: .debug_line zeroed; `add -D -x BIN 'scale_long rec->flags'` ended in 'internal error:
+    ZeroDivisionError' decoding the line program.)"""
+    data = bytearray(build_fixture("uprobe_target", "-O0").read_bytes())
+    for name, _header, off, size in elf_sections(bytes(data)):
+        if name == ".debug_line":
+            data[off:off + size] = bytes(size)
+    path = tmp_path / "no-lines"
+    path.write_bytes(bytes(data))
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), "scale_long rec->flags"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "corrupt or unsupported DWARF" in out.stderr, out.stderr
