@@ -353,6 +353,7 @@ class Pass:
             case.argv = [a.split("\0", 1)[0] for a in case.argv]
         env = {**self.env, **case.env}
         outcome = Outcome(0, None, b"", "")
+        before = set(self.tracefs.ours())  # (what an earlier run left and could not be removed is not this one's)
         try:
             if fresh and case.argv is not None:
                 outcome = run_subprocess(case.argv, env, case.timeout, case.interrupt_after)
@@ -364,7 +365,7 @@ class Pass:
         except Exception as exc:  # noqa: BLE001 - a fault of the pass itself fails it too, with its input
             what = [f"fuzz harness error: {type(exc).__name__}: {exc}"]
         try:
-            left = self.tracefs.ours() if case.must_leave_nothing(outcome) else []
+            left = [ln for ln in self.tracefs.ours() if ln not in before] if case.must_leave_nothing(outcome) else []
             left += self.tracefs.instances_of(outcome.pid) if outcome.pid else []
             if left:
                 what.append(f"left in tracefs: {left[:3]}")

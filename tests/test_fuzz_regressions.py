@@ -113,3 +113,14 @@ def test_a_line_table_with_line_range_0_is_corrupt_dwarf(tmp_path):
     out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), "scale_long rec->flags"],
                          capture_output=True, text=True)
     assert out.returncode == 1 and "corrupt or unsupported DWARF" in out.stderr, out.stderr
+
+
+@pytest.mark.vmlinux
+def test_vars_of_a_glob_over_the_limit_is_refused_before_listing():
+    """(definitions: `vars -k VMLINUX '*%return'` listed the variables of ~46,000 functions for
+    minutes; vars now has add's 128-place limit, checked when the functions are counted.)"""
+    from conftest import kernel_testdata
+
+    out = subprocess.run([sys.executable, "-m", "probectl", "vars", "-k", str(kernel_testdata("vmlinux")),
+                          "*%return"], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 1 and "more than 128" in out.stderr and "narrow the glob" in out.stderr, out.stderr

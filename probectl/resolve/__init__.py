@@ -41,6 +41,16 @@ MAX_POINTS = 128
 _SYMBOL_VERSION = re.compile(r"[A-Z][A-Z0-9_]*_[0-9][0-9.]*")
 
 
+ADD_LIMIT_HINT = ("narrow the glob or the definition (perf stops there too); 'probectl add --max-probes N' "
+                  "raises the limit, 0 lifts it")
+
+
+def check_place_count(text: str, count: int, limit: Optional[int] = MAX_POINTS, hint: str = ADD_LIMIT_HINT) -> None:
+    """ResolveError when ``text`` (a definition or a probe point) matches more than ``limit`` places."""
+    if limit is not None and count > limit:
+        raise ResolveError(f"'{text}' matches {count:,} places, more than {limit}", hint=hint)
+
+
 @dataclass
 class Resolver:
     """Resolves ProbeSpecs against one target; ``warnings`` collects perf-style notices for the user."""
@@ -84,10 +94,7 @@ class Resolver:
     def _check_count(self, text: str, count: int) -> None:
         """The limit on the places of one definition, checked as soon as they are counted (before the
         work per place: arguments resolved 35,000 times for a '*' on a vmlinux take minutes)."""
-        if self.max_points is not None and count > self.max_points:
-            raise ResolveError(f"'{text}' matches {count:,} places, more than {self.max_points}",
-                               hint="narrow the glob or the definition (perf stops there too); 'probectl add "
-                                    "--max-probes N' raises the limit, 0 lifts it")
+        check_place_count(text, count, self.max_points)
 
     def _allowed_kprobes(self, points: list[ProbePoint]) -> list[ProbePoint]:
         """Drop the places the kernel would refuse (perf: "... is blacklisted function, skip it."),
