@@ -192,9 +192,8 @@ class SourceResolver:
                                      hint="their registers and stack slots are gone; probe a line before "
                                           "the return, or read $retval")
         symbol_base = None
-        if self.is_uprobe:
-            seg = self.elf.segment_for(site.address)
-            symbol_base = seg.vaddr - seg.offset
+        if self.is_uprobe:  # (a DebugInfoError when no segment maps the address: damaged program headers)
+            symbol_base = site.address - self.elf.vaddr_to_offset(site.address)
         return fetch_variable(self.debuginfo, self.scope(site, point), site.address, var, cast,
                               options=self.options, symbol_base=symbol_base,
                               user_access=user and not self.is_uprobe)
