@@ -9,8 +9,8 @@ A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys a
 * any field of the selected events (``-e``): the events that have the field are counted.
 
 The rows are sorted by count (ties by key), with their share of the counted events. A ``--hist``
-report draws a power-of-two histogram (:mod:`.log2hist`) of an integer field instead, one per value
-of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
+report counts an integer field in the kernel's log2 buckets instead (:mod:`.histogram`, as ``hist``
+counts them), one histogram per value of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
 distinct probe addresses are symbolized in Python.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..errors import ProbectlError, did_you_mean
 from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
-from . import log2hist
+from . import histogram
 from ..script.plan import event_matches
 from .columns import HEADER, header_name
 from .sql import RecordingsDatabase, literal, quote
@@ -58,7 +58,7 @@ class Report:
 
 @dataclass
 class Histogram:
-    """A power-of-two histogram of ``field`` for one value of the sort keys (``keys``: values)."""
+    """A log2 histogram of ``field`` (bucket -> count) for one value of the sort keys (``keys``: values)."""
 
     field: str
     keys: dict[str, Any]
@@ -202,7 +202,7 @@ class Reporter:
         return report
 
     def histograms(self, value: str, keys: Sequence[str] = (), top: int = 0) -> list[Histogram]:
-        """Power-of-two histograms of the integer field ``value``, one per value of ``keys`` (the
+        """Log2 histograms of the integer field ``value``, one per value of ``keys`` (the
         largest ``top`` groups when not 0)."""
         self.check_keys(keys)
         names = self.field_names()
@@ -217,9 +217,9 @@ class Reporter:
                 raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
                                     "count its values with --sort " + value)
         source = self._source(keys, value)
-        rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket_fast("_value"), extremes=True)
-        if not log2hist.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
-            rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket("_value"), extremes=False)
+        rows = self._bucket_rows(source, keys, top, histogram.sql_log2_bucket_fast("_value"), extremes=True)
+        if not histogram.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
+            rows = self._bucket_rows(source, keys, top, histogram.sql_log2_bucket("_value"), extremes=False)
         else:
             rows = [r[:-2] for r in rows]
         out: dict[tuple, Histogram] = {}

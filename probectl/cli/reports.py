@@ -128,7 +128,8 @@ _NAME_HELP = "Name of the recording of each -i FILE, in order (default: the file
               help="Count by these keys, as perf report: event, comm, pid, tid, cpu, sym, recording, host, "
                    "or a field of the events (default: event).")
 @click.option("--hist", "hist_field", metavar="FIELD",
-              help="A power-of-two histogram of an integer field (one per value of --sort keys).")
+              help="A log2 histogram of an integer field, in the kernel's buckets as hist draws them "
+                   "(one per value of --sort keys).")
 @click.option("-n", "--top", type=click.IntRange(min=0), default=0, metavar="N", help="Only the N largest rows/groups.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 def report(inputs, names, events, sort, hist_field, top, as_json):
@@ -138,7 +139,7 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
         probectl report -i probectl.dat --sort comm,sym
         probectl report -e malloc --hist size --sort comm
     """
-    from ..analysis import log2hist
+    from ..analysis.histogram import LOG2, histogram_lines
     from ..analysis.report import KEY_TITLES, Reporter, parse_keys
     from ..analysis.sql import RecordingsDatabase
 
@@ -153,14 +154,14 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
 
                 click.echo(json.dumps({"field": hist_field, "events": reporter.selected, "histograms": [
                     {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
-                     "buckets": [{"bucket": b, "range": log2hist.bucket_label(b), "count": c}
+                     "buckets": [{"bucket": b, "range": list(LOG2.range(b)), "label": LOG2.label(b), "count": c}
                                  for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
                 return
             out = []
             for h in hists:
                 where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
-                out.append(f"@{hist_field}{f'[{where}]' if where else ''}: {h.total:,} events\n"
-                           + log2hist.render(h.counts))
+                out.append(f"@{hist_field}.log2{f'[{where}]' if where else ''}: {h.total:,} events\n"
+                           + "".join(line + "\n" for line in histogram_lines(LOG2, h.counts)))
             click.echo("\n".join(out), nl=False)
             return
         rep = reporter.counts(keys or ["event"], top)
