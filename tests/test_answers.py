@@ -239,8 +239,18 @@ def test_parquet_datasets_read_back_in_duckdb(recording, tmp_path):
         [{"host": os.uname().nodename, "recording": "file", "n": n}]
     tables = probectl("query", "-i", str(out), "--list-tables").stdout
     assert re.search(rf"^{G}\.tag\s+{sum(want['label'].values())}\s", tables, re.M), tables
-    err = fails("report", "-i", str(out), status=2)
-    assert "is a directory: report reads trace.dat files" in err
+    # ... and of report: the same counts and histograms as of the trace.dat files they came from
+    file_counts = report_json("-i", str(path), "--sort", "comm", "-e", "alloc")
+    got = report_json("-i", str(out), "--sort", "recording,comm", "-e", "alloc")
+    assert {(r["recording"], r["comm"]): r["samples"] for r in got["rows"]} == \
+        {(rec, r["comm"]): r["samples"] for rec in ("answers", "again") for r in file_counts["rows"]}
+    (file_hist,) = report_json("-i", str(path), "--hist", "size", "-e", "alloc")["histograms"]
+    dir_hists = report_json("-i", str(out), "-i", str(path), "--name", "file", "--hist", "size", "-e", "alloc",
+                            "--sort", "recording")["histograms"]
+    assert sorted(h["keys"]["recording"] for h in dir_hists) == ["again", "answers", "file"]
+    assert all(h["buckets"] == file_hist["buckets"] for h in dir_hists)
+    sym = report_json("-i", str(out), "--sort", "sym", "-e", "tag")  # (Parquet keeps no process maps)
+    assert sym["rows"] == [{"sym": "[unknown]", "samples": sum(want["label"].values())}]
     # an existing partition is never overwritten
     before = sorted(p for p in out.rglob("*"))
     err = fails("script", "-i", str(path), "--format", "parquet", "-o", str(out))

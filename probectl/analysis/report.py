@@ -24,7 +24,7 @@ from ..errors import ProbectlError, did_you_mean
 from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
 from . import histogram
-from ..script.plan import event_matches
+from ..script.plan import name_matches
 from .columns import HEADER, header_name
 from .sql import RecordingsDatabase, literal, quote
 
@@ -90,9 +90,9 @@ class Reporter:
             raise ProbectlError(f"{files} {'holds' if len(db.recordings) == 1 else 'hold'} no events",
                                 "nothing was recorded: check the events and filters given to 'probectl record'")
         if globs:
-            chosen = [e for e in everything if any(event_matches(self._formats(e), g) for g in globs)]
+            chosen = [e for e in everything if any(name_matches(e, g) for g in globs)]
             for g in globs:
-                if not any(event_matches(self._formats(e), g) for e in everything):
+                if not any(name_matches(e, g) for e in everything):
                     raise ProbectlError(f"no event of the recordings matches {g!r}",
                                         did_you_mean(g, everything) or
                                         (f"the events: {', '.join(everything)}" if everything
@@ -102,14 +102,10 @@ class Reporter:
         self._sym_table: Optional[str] = None
 
     # -- keys
-    def _formats(self, event: str) -> Any:
-        return next(r.formats[event] for r in self.db.recordings if event in r.formats)
-
     def field_names(self) -> list[str]:
         names: dict[str, None] = {}
         for e in self.selected:
-            for f in self._formats(e).event_fields:
-                names[f.name] = None
+            names.update(dict.fromkeys(self.db.fields(e)))
         return list(names)
 
     def check_keys(self, keys: Sequence[str]) -> None:
@@ -122,7 +118,15 @@ class Reporter:
             raise ProbectlError(f"a sort key is given twice: {','.join(keys)}")
 
     def _events_with(self, fields: Sequence[str]) -> list[str]:
-        return [e for e in self.selected if all(self._formats(e).field(f) is not None for f in fields)]
+        return [e for e in self.selected if all(f in self.db.fields(e) for f in fields)]
+
+    def _header(self, event: str, name: str) -> str:
+        """The column of header key ``name`` in ``event``'s table (``common_name`` when a field has the name)."""
+        return f"common_{name}" if name in self.db.fields(event) else name
+
+    def _probe_address(self, event: str) -> Optional[str]:
+        """The field that holds the probed address of a probe event (None for other events)."""
+        return next((a for a in _PROBE_ADDRESSES if a in self.db.fields(event)), None)
 
     # -- the rows, as SQL
     def _source(self, keys: Sequence[str], value: Optional[str] = None) -> str:
@@ -130,21 +134,20 @@ class Reporter:
         fields = [k for k in keys if k not in KEY_TITLES] + ([value] if value else [])
         parts = []
         for event in self._events_with(fields):
-            fmt = self._formats(event)
             system, _, name = event.partition(":")
             cols, join = [], ""
             for k in keys:
                 if k == "event":
                     cols.append(f"{literal(event)} AS {quote(k)}")
                 elif k in HEADER:
-                    cols.append(f"t.{quote(header_name(fmt, k))} AS {quote(k)}")
+                    cols.append(f"t.{quote(self._header(event, k))} AS {quote(k)}")
                 elif k == SYM_KEY:
-                    addr = next((a for a in _PROBE_ADDRESSES if fmt.field(a) is not None), None)
+                    addr = self._probe_address(event)
                     if addr is None:
                         cols.append(f"{literal(UNKNOWN_SYMBOL)} AS {quote(k)}")
                         continue
                     join = (f" LEFT JOIN {self._symbols()} s ON s.event = {literal(event)} AND "
-                            f"s.recording = t.recording AND s.pid = t.{quote(header_name(fmt, 'pid'))} "
+                            f"s.recording = t.recording AND s.pid = t.{quote(self._header(event, 'pid'))} "
                             f"AND s.addr = t.{quote(addr)}")
                     cols.append(f"coalesce(s.sym, {literal(UNKNOWN_SYMBOL)}) AS {quote(k)}")
                 else:
