@@ -115,6 +115,28 @@ def test_latency_in_nanoseconds(live_tracefs, target):
     assert texts.end == "hist:keys=common_pid:l_lat=common_timestamp-$l_ts0:onmatch(test.plain).trace(l,$l_lat)"
 
 
+def test_latency_filter_times_only_the_starts_it_keeps(live_tracefs, target):
+    """--filter on the start event: only the sleeps of 4 ms and more are timed (the fixture's two
+    threads each sleep 1, 2, 4 and 8 ms); in the kernel, the start trigger's filter."""
+    result, err, exp = _run_json("latency", "--start", "timed us", "--end", "timed%return", "-x", str(target),
+                                 "--filter", "us >= 4000", "--json", "--", str(target))
+    sleeps = sorted(int(e["us"]) for e in exp["timed"] for _ in range(int(e["count"])) if int(e["us"]) >= 4000)
+    assert "user space aggregation" in err and result["count"] == len(sleeps) == 4
+    assert result["min"] >= sleeps[0] and result["unmatched"] == 4  # (the returns of the filtered starts)
+    out = probectl("latency", "--start", "timed us", "--end", "timed%return", "-x", str(target),
+                   "--filter", "nosuch > 1", "--", str(target), check=False)
+    assert out.returncode == 1 and "nosuch" in out.stderr and "Traceback" not in out.stderr
+    from probectl.analysis.keys import parse_keys
+    from probectl.analysis.triggers import latency_triggers
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse(fmt_text_without_comm(), "test")
+    texts = latency_triggers("l", "test.plain", parse_keys("pid", fmt), parse_keys("pid", fmt),
+                             start_filter="us >= 4000", end_filter="ret == 0")
+    assert texts.start == "hist:keys=common_pid:l_ts0=common_timestamp.usecs if us >= 4000"
+    assert texts.end.endswith(":onmatch(test.plain).trace(l,$l_lat) if ret == 0")
+
+
 def test_latency_from_an_interrupted_recording(live_tracefs, target, tmp_path):
     group = f"hl{os.getpid()}"
     probectl("add", "-x", str(target), f"{group}:s=timed", f"{group}:e=timed%return")
@@ -168,6 +190,9 @@ def test_duration_ends_a_system_wide_count(live_tracefs):
 def test_options_that_do_not_apply_to_a_recording(tmp_path):
     for extra in (("--filter", "size > 1"), ("--duration", "1")):
         out = probectl("hist", "-i", str(tmp_path / "none.dat"), "x:y", "--key", "size", *extra, check=False)
+        assert out.returncode == 2 and "-i" in out.stderr and "Traceback" not in out.stderr
+    for extra in (("--filter", "us > 1"), ("--end-filter", "ret > 1")):
+        out = probectl("latency", "-i", str(tmp_path / "none.dat"), "x:y", *extra, check=False)
         assert out.returncode == 2 and "-i" in out.stderr and "Traceback" not in out.stderr
 
 
