@@ -397,3 +397,35 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
         assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
     assert not mine.exists()
     assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()
+
+
+def _usdt_answer(*args: str) -> tuple[dict, list[dict[str, str]]]:
+    """The JSON answer of a hist/latency run of usdt_target, and the program's EXPECT lines (its
+    other lines, SKIPPED and DONE, come before the answer)."""
+    lines = probectl(*args).stdout.splitlines()
+    start = lines.index("{")
+    expect = [dict(w.split("=", 1) for w in line.split()[1:]) for line in lines[:start] if line.startswith("EXPECT ")]
+    return json.loads("\n".join(lines[start:])), expect
+
+
+def test_hist_and_latency_of_sdt_events(live_tracefs):
+    """USDT probes (sdt_PROVIDER:NAME, <sys/sdt.h>) are events like any other: hist counts and sums
+    their arguments as the program passed them, and latency times one marker to the next."""
+    from conftest import build_usdt
+
+    program, _ = build_usdt()
+    rounds = 5
+    result, expect = _usdt_answer("hist", "-x", str(program), "sdt_probectl:mem arg1 arg2", "--key", "arg2",
+                                  "--value", "arg1", "--json", "--", str(program), str(rounds))
+    mem = [e for e in expect if e["sdt"] == "mem"]
+    assert len(mem) == rounds and result["path"] == "user space"
+    assert {r["key"]["arg2"]: (r["count"], r["sum"]) for r in result["rows"]} == \
+        {int(e["arg2"]): (1, int(e["arg1"])) for e in mem}  # (a signed s16 argument, summed signed)
+    result, expect = _usdt_answer("hist", "-x", str(program), "sdt_probectl:regs arg2", "--key", "arg2.log2",
+                                  "--json", "--", str(program), str(rounds))
+    assert [(r["key"]["arg2.log2"], r["count"]) for r in result["rows"]] == [(64, rounds)]  # 2^64 - 2^28 + round
+    result, expect = _usdt_answer("latency", "-x", str(program), "--start", "sdt_probectl:regs", "--end",
+                                  "sdt_probectl:mem", "--ns", "--json", "--", str(program), str(rounds))
+    assert result["count"] == rounds and result["unmatched"] == result["pending"] == 0 and result["min"] > 0
+    assert live_tracefs and not [e for e in (live_tracefs / "uprobe_events").read_text().splitlines()
+                                 if "sdt_probectl/" in e]  # (the definitions were removed)
