@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -263,7 +264,11 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     h2 = hist_trigger(by_comm_log2, filter_text=flt)
     lat = latency_triggers("probectl_lat_test", "syscalls.sys_enter_clock_nanosleep",
                            parse_keys("common_pid", sleep_in),
-                           parse_keys("common_pid", sleep_out))
+                           parse_keys("common_pid", sleep_out), start_filter="flags == 0", end_filter="ret == 0")
+    # latency --filter in the kernel: a start filter that no sleep passes leaves its histogram empty
+    none = latency_triggers("probectl_lat_none", "syscalls.sys_enter_clock_nanosleep",
+                            parse_keys("common_pid", sleep_in), parse_keys("common_pid", sleep_out),
+                            start_filter="flags == 12345")
     bad = hist_trigger(parse_keys("buf.sym", read)).replace("buf.sym", "nosuchthing.sym")  # as a stale format would
     exec_fmt = EventFormat.parse((live_tracefs / "events/sched/sched_process_exec/format").read_text(), "sched")
     by_stack = parse_keys("stacktrace", exec_fmt)
@@ -281,6 +286,11 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
                 (f"{inst}/syscalls/sys_enter_clock_nanosleep/enable", "1"),
                 (f"{inst}/syscalls/sys_exit_clock_nanosleep/enable", "1"),
                 (f"{inst}/synthetic/{lat.synthetic_name}/enable", "1"),
+                ("synthetic_events", none.synthetic),
+                (f"{inst}/syscalls/sys_enter_clock_nanosleep/trigger", none.start),
+                (f"{inst}/syscalls/sys_exit_clock_nanosleep/trigger", none.end),
+                (f"{inst}/synthetic/{none.synthetic_name}/trigger", none.histogram),
+                (f"{inst}/synthetic/{none.synthetic_name}/enable", "1"),
                 ("events/sched/sched_process_exec/trigger", hist_trigger(by_stack)),
                 ("events/kmem/kmalloc/trigger", hist_trigger(by_site)),
                 ("events/syscalls/sys_enter_read/trigger", bad)]
@@ -288,7 +298,8 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
                 "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
                 "for us in 2000 4000 8000 16000; do usleep $us; done\n")
     hists = ["events/syscalls/sys_enter_read/hist", f"{inst}/synthetic/{lat.synthetic_name}/hist",
-             "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist"]
+             "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist",
+             f"{inst}/synthetic/{none.synthetic_name}/hist", "instances/probectl-1/trace"]
     result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists, instances=["probectl-1"])
     # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
@@ -316,6 +327,11 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     # each sleep at least as asked (in order); TCG on a loaded host wakes late, never by 100 ms
     measured = latency.sorted_values()
     assert all(s <= m < s + 100_000 for s, m in zip((2000, 4000, 8000, 16000), measured)), measured
+    assert parse_hist(result.hists[hists[4]], none.synthetic_name, parse_keys("lat", _synthetic_format())).total == 0
+    # the synthetic event is recorded as an ordinary event in the instance's ring buffer: one
+    # "lat=N" record a pair, the latencies the histogram counted (what kernel --pairs would stream)
+    recorded = [int(m) for m in re.findall(rf"{lat.synthetic_name}: lat=(\d+)", result.hists[hists[5]])]
+    assert sorted(recorded) == measured, result.hists[hists[5]]
 
 
 def _synthetic_format():
