@@ -160,6 +160,22 @@ def test_report_hist_is_the_programs_distribution(recording):
     assert {h["keys"]["comm"] for h in per_comm["histograms"]} == set(want["pid"])
 
 
+def test_report_sym_names_a_tracepoints_symbol_field(tmp_path):
+    """sym of a tracepoint is its %pS field (kmem:kmalloc's call_site) named from the file's kallsyms:
+    the functions trace-cmd report prints for the same file, counted."""
+    if os.geteuid() != 0 or not (TRACEFS / "events" / "kmem" / "kmalloc").exists():
+        _missing("live tracing tests need root and the kmem:kmalloc tracepoint")
+    if shutil.which("trace-cmd") is None:
+        _missing("trace-cmd (apt trace-cmd) is not installed")
+    path = tmp_path / "kmalloc.dat"
+    probectl("record", "-e", "kmem:kmalloc", "-o", str(path), "--", "/bin/true")
+    text = subprocess.run(["trace-cmd", "report", str(path)], capture_output=True, text=True, check=True).stdout
+    want = Counter(m.split("+")[0] for m in re.findall(r" call_site=(\S+)", text))
+    assert want and not any(name.startswith("0x") for name in want), text
+    got = report_json("-i", str(path), "--sort", "sym")
+    assert {r["sym"]: r["samples"] for r in got["rows"]} == dict(want)
+
+
 # ---- query ----------------------------------------------------------------------------------------
 
 

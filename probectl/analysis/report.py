@@ -4,8 +4,9 @@ A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys a
 
 * ``event``, ``comm``, ``pid``, ``tid``, ``cpu``, ``recording``, ``host``: the header columns;
 * ``sym``: the probed function, the symbol of a probe event's ``__probe_ip`` (``__probe_func`` of a
-  return probe) in its process (kernel addresses through the file's kallsyms); events without a
-  probe address have none (``[unknown]``);
+  return probe) in its process (kernel addresses through the file's kallsyms), or of the field a
+  tracepoint prints with ``%pS`` (kmem:kmalloc's ``call_site``); events without such an address have
+  none (``[unknown]``);
 * any field of the selected events (``-e``): the events that have the field are counted.
 
 The rows are sorted by count (ties by key), with their share of the counted events. A ``--hist``
@@ -25,6 +26,7 @@ from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
 from . import histogram
 from ..script.plan import name_matches
+from ..script.printfmt import symbol_fields
 from .columns import HEADER, header_name
 from .sql import RecordingsDatabase, literal, quote
 
@@ -124,9 +126,15 @@ class Reporter:
         """The column of header key ``name`` in ``event``'s table (``common_name`` when a field has the name)."""
         return f"common_{name}" if name in self.db.fields(event) else name
 
-    def _probe_address(self, event: str) -> Optional[str]:
-        """The field that holds the probed address of a probe event (None for other events)."""
-        return next((a for a in _PROBE_ADDRESSES if a in self.db.fields(event)), None)
+    def _address_field(self, event: str) -> Optional[str]:
+        """The field ``sym`` names: a probe event's probed address, else the first field a
+        tracepoint's print format prints as a kernel symbol (%pS: kmem:kmalloc's call_site);
+        None when the event has neither."""
+        probe = next((a for a in _PROBE_ADDRESSES if a in self.db.fields(event)), None)
+        if probe is not None:
+            return probe
+        fmt = next((r.formats[event] for r in self.db.recordings if event in r.formats), None)
+        return next(iter(symbol_fields(fmt)), None) if fmt is not None else None
 
     # -- the rows, as SQL
     def _source(self, keys: Sequence[str], value: Optional[str] = None) -> str:
@@ -142,7 +150,7 @@ class Reporter:
                 elif k in HEADER:
                     cols.append(f"t.{quote(self._header(event, k))} AS {quote(k)}")
                 elif k == SYM_KEY:
-                    addr = self._probe_address(event)
+                    addr = self._address_field(event)
                     if addr is None:
                         cols.append(f"{literal(UNKNOWN_SYMBOL)} AS {quote(k)}")
                         continue
@@ -167,8 +175,8 @@ class Reporter:
                 symbolizer = Symbolizer(TraceSource(trace))
                 for event in self.selected:
                     fmt = rec.formats.get(event)
-                    addr = next((a for a in _PROBE_ADDRESSES if fmt is not None and fmt.field(a) is not None), None)
-                    if addr is None:
+                    addr = self._address_field(event)
+                    if fmt is None or addr is None:
                         continue
                     system, _, name = event.partition(":")
                     found = self.db.sql(f"SELECT DISTINCT {quote(header_name(fmt, 'pid'))}, {quote(addr)} "
