@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -269,6 +270,13 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     none = latency_triggers("probectl_lat_none", "syscalls.sys_enter_clock_nanosleep",
                             parse_keys("common_pid", sleep_in), parse_keys("common_pid", sleep_out),
                             start_filter="flags == 12345")
+    # latency --pairs in the kernel (live.kernel_latency_pairs): in a second instance, the synthetic
+    # event enabled, the start and end events not (their triggers run in soft mode), then the
+    # triggers taken back out before the instance is removed
+    pairs = latency_triggers("probectl_lat_pairs", "syscalls.sys_enter_clock_nanosleep",
+                             parse_keys("common_pid", sleep_in), parse_keys("common_pid", sleep_out),
+                             start_filter="flags == 0")
+    inst2 = "instances/probectl-2/events"
     bad = hist_trigger(parse_keys("buf.sym", read)).replace("buf.sym", "nosuchthing.sym")  # as a stale format would
     exec_fmt = EventFormat.parse((live_tracefs / "events/sched/sched_process_exec/format").read_text(), "sched")
     by_stack = parse_keys("stacktrace", exec_fmt)
@@ -291,16 +299,28 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
                 (f"{inst}/syscalls/sys_exit_clock_nanosleep/trigger", none.end),
                 (f"{inst}/synthetic/{none.synthetic_name}/trigger", none.histogram),
                 (f"{inst}/synthetic/{none.synthetic_name}/enable", "1"),
+                ("synthetic_events", pairs.synthetic),
+                (f"{inst2}/synthetic/{pairs.synthetic_name}/enable", "1"),
+                (f"{inst2}/syscalls/sys_enter_clock_nanosleep/trigger", pairs.start),
+                (f"{inst2}/syscalls/sys_exit_clock_nanosleep/trigger", pairs.end),
                 ("events/sched/sched_process_exec/trigger", hist_trigger(by_stack)),
                 ("events/kmem/kmalloc/trigger", hist_trigger(by_site)),
                 ("events/syscalls/sys_enter_read/trigger", bad)]
     workload = ("dd if=/dev/zero of=/dev/null bs=100 count=3 2>/dev/null\n"
                 "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
-                "for us in 2000 4000 8000 16000; do usleep $us; done\n")
+                "for us in 2000 4000 8000 16000; do usleep $us; done\n"
+                "T=/sys/kernel/tracing; echo 0 > $T/instances/probectl-2/tracing_on\n"
+                "cat $T/instances/probectl-2/trace\n"
+                f"rmdir $T/instances/probectl-2 || echo RMDIR-REFUSED-WITH-TRIGGERS\n"
+                f"echo {shlex.quote('!' + pairs.end)} >> $T/{inst2}/syscalls/sys_exit_clock_nanosleep/trigger\n"
+                f"echo {shlex.quote('!' + pairs.start)} >> $T/{inst2}/syscalls/sys_enter_clock_nanosleep/trigger\n"
+                "rmdir $T/instances/probectl-2 && echo RMDIR-OK\n"
+                f"echo '!{pairs.synthetic_name}' >> $T/synthetic_events && echo SYNTHETIC-REMOVED\n")
     hists = ["events/syscalls/sys_enter_read/hist", f"{inst}/synthetic/{lat.synthetic_name}/hist",
              "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist",
              f"{inst}/synthetic/{none.synthetic_name}/hist", "instances/probectl-1/trace"]
-    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists, instances=["probectl-1"])
+    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists,
+                          instances=["probectl-1", "probectl-2"])
     # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
     log = new_error_log_entry("", result.trigger_errors[0].split("\n", 1)[1])
@@ -332,6 +352,14 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     # "lat=N" record a pair, the latencies the histogram counted (what kernel --pairs would stream)
     recorded = [int(m) for m in re.findall(rf"{lat.synthetic_name}: lat=(\d+)", result.hists[hists[5]])]
     assert sorted(recorded) == measured, result.hists[hists[5]]
+    # the pairs instance: only the synthetic event reached its ring buffer, a record a sleep, each
+    # at least as asked; its triggers had to go before the instance could, and then the event
+    out = result.workload_output
+    streamed = [int(m) for m in re.findall(rf"{pairs.synthetic_name}: lat=(\d+)", out)]
+    assert len(streamed) == 4 and all(s <= m < s + 100_000 for s, m in zip((2000, 4000, 8000, 16000),
+                                                                          sorted(streamed))), out
+    assert "clock_nanosleep" not in out and "sys_enter" not in out, out
+    assert "RMDIR-REFUSED-WITH-TRIGGERS" in out and "RMDIR-OK" in out and "SYNTHETIC-REMOVED" in out, out
 
 
 def _synthetic_format():
@@ -413,6 +441,16 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
         assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
     assert not mine.exists()
     assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()
+    # latency --pairs in the kernel: where there are no synthetic events, an error, and nothing left
+    if not (live_tracefs / "synthetic_events").exists():
+        from probectl.analysis.triggers import latency_triggers
+
+        exit_fmt = tfs.event_format("sched", "sched_process_exit")
+        texts = latency_triggers(live.latency_name(), "sched.sched_process_exec", keys, parse_keys("comm", exit_fmt))
+        with pytest.raises(AnalysisError, match="refused the synthetic event"):
+            live.kernel_latency_pairs(tfs, event, SelectedEvent("sched", "sched_process_exit", exit_fmt), texts,
+                                      command=["/bin/true"])
+        assert not mine.exists() and not (live_tracefs / "synthetic_events").exists()
 
 
 def _usdt_answer(*args: str) -> tuple[dict, list[dict[str, str]]]:

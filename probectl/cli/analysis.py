@@ -276,7 +276,12 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                 texts = latency_triggers(live.latency_name(), f"{start.group}.{start.event}", skeys, ekeys,
                                          unit.kernel_timestamp, start_filter=start.filter.text if start.filter else "",
                                          end_filter=end.filter.text if end.filter else "")
-                result = live.kernel_latency(tfs, start, end, texts, unit=unit, **scope)
+                if pairs_file:  # (the synthetic event streamed: a pair a record)
+                    with _progress("latency", command) as progress:
+                        result = live.kernel_latency_pairs(tfs, start, end, texts, unit=unit, buffer_kb=buffer_kb,
+                                                           progress=progress, **scope)
+                else:
+                    result = live.kernel_latency(tfs, start, end, texts, unit=unit, **scope)
             else:
                 with _progress("latency", command) as progress:
                     result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, unit=unit,
@@ -287,13 +292,11 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                 f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: check --key")
         raise AnalysisError(f"no latency measured between {result.start} and {result.end}", hint)
     table = result.histogram(latency_part(buckets, unit))
-    if pairs_file and result.path != "kernel":
+    if pairs_file:
         try:
             Path(pairs_file).write_text(result.pairs_text())
         except OSError as err:
             raise ProbectlError(f"cannot write {pairs_file}: {err.strerror}") from None
-    elif pairs_file:
-        notice("Warning: the kernel's histogram keeps no pairs; --pairs needs the user-space path")
     if as_json:
         out = to_json(table)
         out.update(result.summary())
