@@ -15,6 +15,7 @@ from .. import _native
 from ..errors import AnalysisError, did_you_mean
 from ..formats import EventFormat, Field
 from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs
+from . import histogram
 
 MAX_KEYS = 3  # the kernel's TRACING_MAP_KEYS_MAX
 MODIFIERS = ("log2", "buckets", "hex", "sym", "syscall", "execname")
@@ -58,6 +59,15 @@ class KeyPart:
     @property
     def bucketed(self) -> bool:
         return self.modifier in ("log2", "buckets")
+
+    @property
+    def rule(self) -> Optional[histogram.Buckets]:
+        """The bucket rule of a .log2 or .buckets=N key (None for the others)."""
+        if self.modifier == "log2":
+            return histogram.LOG2
+        if self.modifier == "buckets":
+            return histogram.Buckets(self.step)
+        return None
 
     @property
     def label(self) -> str:

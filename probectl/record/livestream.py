@@ -51,20 +51,28 @@ class LiveStream:
         self.stopped_by = ""
         self.command_status: Optional[int] = None
         self.streaming = False
+        self.instance: Optional[Instance] = None
+        self._on_stop: Optional[Callable[[], None]] = None
 
     def run_pages(self, on_pages: Callable[[list, PageLayout], None],
-                  on_start: Optional[Callable[[], None]] = None) -> None:
+                  on_start: Optional[Callable[[], None]] = None,
+                  on_stop: Optional[Callable[[], None]] = None) -> None:
         """As :meth:`run`, handing each batch undecoded: the ``(cpu, buffer, offset, size)`` streams
         of the CPUs that had events, and their layout (for a native consumer such as the
         aggregator of ``probectl hist``, which needs no Python object per event)."""
         self.raw = True
-        self.run(on_pages, on_start)  # type: ignore[arg-type]
+        self.run(on_pages, on_start, on_stop)  # type: ignore[arg-type]
 
-    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
+    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None,
+            on_stop: Optional[Callable[[], None]] = None) -> None:
         """Stream until the command ends, ``duration`` passes, Ctrl-C or SIGTERM; then remove the
-        instance. ``on_start`` is called once the events are being traced, before the command starts."""
+        instance. ``on_start`` is called once the events are being traced, before the command starts
+        (it may write more into :attr:`instance`, such as triggers); ``on_stop`` when tracing has
+        stopped and the last pages are read, before the instance is removed (to take that back out:
+        the kernel keeps an instance that has triggers)."""
         workload = Workload(self.command) if self.command else None
-        inst = Instance(self.tfs)
+        inst = self.instance = Instance(self.tfs)
+        self._on_stop = on_stop
         fds: dict[int, int] = {}
         cpus = list(range(instance_cpus(self.tfs.root)))
         try:
@@ -138,6 +146,8 @@ class LiveStream:
             if on_pages is not None and fds:
                 step(lambda: self._drain(fds, on_pages))
             self.lost = sum(lost_of(st) for st in inst.stats(cpus).values())
+            if self._on_stop is not None:
+                step(self._on_stop)
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)

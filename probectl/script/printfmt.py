@@ -239,6 +239,31 @@ def probe_ip(fmt: Optional[EventFormat]) -> Optional[tuple[str, ...]]:
     return None
 
 
+_CAST_FIELD = re.compile(r"(?:\([^()]*\)\s*)?REC->(\w+)$")
+
+
+def symbol_fields(fmt: EventFormat) -> list[str]:
+    """The fields the print format prints as kernel symbols (``%pS``, ``%ps``, ``%pB``: code
+    addresses, such as kmem:kmalloc's ``call_site`` or ftrace:print's ``ip``), in order."""
+    split = split_print_fmt(fmt.print_fmt)
+    if split is None:
+        return []
+    text, args = split
+    out = []
+    pending = list(args)
+    for m in _CONV_RE.finditer(text):
+        if m.group("conv") == "%":
+            continue
+        if not pending:
+            break
+        arg = pending.pop(0).strip()
+        mf = _CAST_FIELD.match(arg)
+        if m.group("conv") == "p" and text[m.end():m.end() + 1] in ("s", "S", "B") and mf \
+                and fmt.field(mf.group(1)) is not None:
+            out.append(mf.group(1))
+    return out
+
+
 _ADDRESS_NAMES = re.compile(r"(ip|call_site|.*_ip|.*addr.*|caller)$")
 
 
