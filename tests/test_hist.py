@@ -189,6 +189,24 @@ def test_duration_ends_a_system_wide_count(live_tracefs):
     assert result["stopped_by"] == "duration" and result["total"] > 0 and len(result["rows"]) <= 3
 
 
+def test_a_system_wide_syscall_count_leaves_out_its_own_reads(live_tracefs):
+    """Counting every syscall of the system while reading the ring buffer: each read() of the stream
+    is itself a syscall event. probectl's reads are left out (set_event_notrace_pid) and a pass reads at
+    most a buffer's worth of pages (it read "until empty", which never came: 24 GB, then the OOM killer)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.Popen([sys.executable, "-m", "probectl", "hist", "raw_syscalls:sys_enter", "--key", "common_pid",
+                            "--duration", "1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env)
+    try:
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    result = json.loads(stdout)
+    assert result["stopped_by"] == "duration" and result["total"] > 0
+    assert run.pid not in [row["key"]["pid"] for row in result["rows"]]
+
+
 def test_options_that_do_not_apply_to_a_recording(tmp_path):
     for extra in (("--filter", "size > 1"), ("--duration", "1")):
         out = probectl("hist", "-i", str(tmp_path / "none.dat"), "x:y", "--key", "size", *extra, check=False)

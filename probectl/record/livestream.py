@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import signal
+import threading
 import time
 from typing import Callable, Optional, Sequence
 
@@ -53,6 +54,7 @@ class LiveStream:
         self.streaming = False
         self.instance: Optional[Instance] = None
         self._on_stop: Optional[Callable[[], None]] = None
+        self._drain_pages = _buffer_pages("", 4096)
 
     def run_pages(self, on_pages: Callable[[list, PageLayout], None],
                   on_start: Optional[Callable[[], None]] = None,
@@ -97,7 +99,10 @@ class LiveStream:
             command = workload.pid if workload is not None and not self.system_wide else None
             pids = traced_tids(self.pids, command)
             inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0, stacks=self.stacks)
+            if not pids:
+                inst.untrace(threading.get_native_id())  # the thread that reads the pages
             self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
+            self._drain_pages = _buffer_pages(inst.read("buffer_size_kb"), self.layout.page_size)
             for cpu in cpus:
                 path = inst.path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
                 try:
@@ -173,7 +178,10 @@ class LiveStream:
         streams = []
         for cpu, fd in fds.items():
             chunks = []
-            while True:
+            # At most what the buffer can hold: each read() returns the partial page being written,
+            # and when the stream's own reads are traced (raw_syscalls:*, system-wide) every read adds
+            # an event, so reading "until empty" would never end and keep every page in memory.
+            while len(chunks) < self._drain_pages:
                 try:
                     data = os.read(fd, page)
                 except BlockingIOError:
@@ -198,3 +206,12 @@ class LiveStream:
             on_pages(reader)
         finally:
             reader.close()
+
+
+def _buffer_pages(buffer_size_kb: str, page_size: int) -> int:
+    """Pages of one CPU's ring buffer, from the instance's ``buffer_size_kb`` ("1408", or "7 (expanded:
+    1408)" before first use), plus the reader page; 1024 pages when it cannot be read."""
+    numbers = [int(word) for word in buffer_size_kb.replace("(", " ").replace(")", " ").split() if word.isdigit()]
+    if not numbers:
+        return 1024
+    return max(numbers) * 1024 // page_size + 1
