@@ -87,7 +87,10 @@ class Features:
         """Features from the README text and the names of the files at the top of tracefs."""
         present = set(files)
         lines = readme.splitlines()
-        found = {flag: any(_line_matches(line, pattern) for line in lines) for flag, pattern in cls._PATTERNS.items()}
+        found = {}
+        for flag, pattern in cls._PATTERNS.items():
+            longest = max(pattern.split("*"), key=len)  # (only the lines holding it can match)
+            found[flag] = any(_line_matches(line, pattern) for line in lines if longest in line)
         return cls(
             uprobe_events="uprobe_events" in present,
             kprobe_events="kprobe_events" in present,
