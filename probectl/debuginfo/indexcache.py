@@ -12,6 +12,7 @@ milliseconds by the next run. The kinds are:
 - ``elf-functions``: a symbol table's functions in address order (``ElfFile.symbol_at``);
 - ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`);
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
+- ``dwarf-inflated``: the pages of compressed DWARF sections a run read, inflated (:mod:`probectl.debuginfo.dwarf.inflating`);
 - ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 
 A file is a magic line, the SHA-256 of the rest, and the rest: ``marshal`` data of (fingerprint,

@@ -22,7 +22,7 @@ from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
 from ..target import Target
-from .fetch import FetchOptions
+from .fetch_options import FetchOptions
 from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 

@@ -17,7 +17,7 @@ from ..debuginfo.dwarf.variables import best_scope
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
-from .fetch import FetchOptions
+from .fetch_options import FetchOptions
 
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.
