@@ -86,8 +86,11 @@ class LatencyResult:
         return HistTable(f"{self.start} -> {self.end}", [part], None, rows, self.path, lost=self.lost)
 
     def pairs_text(self) -> str:
-        """``completion_time latency`` lines: seconds of the trace clock, latency in the unit."""
-        return "".join(f"{e / 1e9:.6f} {lat}\n" for e, lat in zip(self.ends, self.latencies))
+        """``completion_time latency`` lines: seconds of the trace clock to the nanosecond (as the
+        recording has them, so a heat map of the pairs is the heat map of the recording), latency in
+        the unit."""
+        return "".join(f"{e // 1_000_000_000}.{e % 1_000_000_000:09d} {lat}\n"
+                       for e, lat in zip(self.ends, self.latencies))
 
 
 def latency_part(buckets: Optional[int], unit: TimeUnit = MICROSECONDS) -> KeyPart:
