@@ -101,8 +101,10 @@ def test_latency_of_a_function_by_thread(live_tracefs, target, tmp_path):
 
 
 def test_latency_in_nanoseconds(live_tracefs, target):
-    result, _, exp = _run_json("latency", "-x", str(target), "timed", "--ns", "--json", "--", str(target))
+    result, err, exp = _run_json("latency", "-x", str(target), "timed", "--ns", "--user-space", "--json", "--",
+                                 str(target))
     sleeps = sorted(int(e["us"]) * 1000 for e in exp["timed"] for _ in range(int(e["count"])))
+    assert "user space aggregation" in err and "(--user-space)" in err  # asked for: the notice says so
     assert result["unit"] == "ns" and result["count"] == 8 and result["min"] >= sleeps[0]
     assert "latency_ns.log2" in result["keys"]
     from probectl.analysis.keys import parse_keys
