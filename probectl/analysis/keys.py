@@ -17,6 +17,11 @@ from ..formats import EventFormat, Field
 from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs
 
 MAX_KEYS = 3  # the kernel's TRACING_MAP_KEYS_MAX
+# The kernel's room for a key (HIST_KEY_SIZE_MAX, kernel/trace/trace_events_hist.c): a text key takes
+# MAX_FILTER_STR_VAL bytes whatever its field's size, a stack HIST_STACKTRACE_SIZE, a number its size
+# rounded up to 8; more is refused (EINVAL) without a word in error_log.
+KERNEL_KEY_BYTES = 256 + 16 * 8
+KERNEL_TEXT_KEY_BYTES, KERNEL_STACK_KEY_BYTES = 256, 16 * 8
 MODIFIERS = ("log2", "buckets", "hex", "sym", "syscall", "execname")
 PSEUDO_KEYS = ("comm", "pid", "cpu", "stacktrace")
 STRING_KEY_BYTES = 64  # text keys are compared on their first 64 bytes (the kernel: MAX_FILTER_STR_VAL)
@@ -58,6 +63,15 @@ class KeyPart:
     @property
     def bucketed(self) -> bool:
         return self.modifier in ("log2", "buckets")
+
+    @property
+    def kernel_bytes(self) -> int:
+        """What this part takes of the kernel's key (see KERNEL_KEY_BYTES)."""
+        if self.is_stack:
+            return KERNEL_STACK_KEY_BYTES
+        if self.field is not None and self.field.is_string:
+            return KERNEL_TEXT_KEY_BYTES
+        return (self.field.size + 7) // 8 * 8 if self.field is not None else 8
 
     @property
     def label(self) -> str:
@@ -164,6 +178,11 @@ def parse_keys(text: str, fmt: EventFormat, *, bucket: str = "") -> list[KeyPart
     seen = [p.label for p in parts]
     if len(set(seen)) != len(seen):
         raise AnalysisError(f"a key is named twice in {text!r}")
+    size = sum(p.kernel_bytes for p in parts)
+    if size > KERNEL_KEY_BYTES:
+        raise AnalysisError(f"the key {text!r} takes {size} bytes, and the kernel's hist triggers take at most "
+                            f"{KERNEL_KEY_BYTES} (text {KERNEL_TEXT_KEY_BYTES}, a stack {KERNEL_STACK_KEY_BYTES}, "
+                            "a number 8); so does probectl", "drop a text or stack key")
     return parts
 
 
