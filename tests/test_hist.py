@@ -335,6 +335,10 @@ def test_a_key_the_kernel_cannot_hist_on():
         parse_keys("caller", fmt)
     with pytest.raises(AnalysisError, match="applies to numbers"):
         parse_keys("comm.log2", fmt)
+    # the kernel's room for a key: a text key takes 256 bytes whatever its size, a stack 128, a number 8
+    assert len(parse_keys("stacktrace,comm", fmt)) == 2
+    with pytest.raises(AnalysisError, match=r"takes 392 bytes, and the kernel's hist triggers take at most 384"):
+        parse_keys("stacktrace,comm,pid", fmt)
     # a field named comm is that field; the pseudo keys are the common fields
     assert [p.trigger_text() for p in parse_keys("comm,pid.hex,cpu", fmt)] == [
         "comm", "common_pid.hex", "common_cpu"]
@@ -374,3 +378,20 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
         assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
     assert not mine.exists()
     assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()
+
+
+def test_sym_keys_are_named_among_data_symbols_and_stack_frames_among_code():
+    """A .sym key is often a pointer to data (file->f_op -> null_fops), which the kernel's .sym names;
+    a stack frame is code, named by the text symbol before it."""
+    from probectl.analysis.keys import KeyPart
+    from probectl.analysis.names import KeyNames
+
+    kallsyms = (b"0000000000000000 A fixed_percpu_data\n"
+                b"ffffffff81000000 T _stext\nffffffff81000100 t do_thing\nffffffff81e00000 T _etext\n"
+                b"ffffffff82a00000 r null_fops\nffffffff82a00100 D jiffies\n")
+    names = KeyNames(kallsyms)
+    sym = KeyPart("f_op", "sym")
+    assert names(sym, 0xffffffff82a00000) == "null_fops"
+    assert names(sym, 0xffffffff82a00108) == "jiffies+0x8"
+    assert names(sym, 0xffffffff81000104) == "do_thing+0x4"
+    assert names(KeyPart("stacktrace"), (0xffffffff81000104, 0xffffffff82a00000)) == "do_thing+0x4\n_etext+0xc00000"
