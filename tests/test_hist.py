@@ -335,10 +335,26 @@ def test_a_key_the_kernel_cannot_hist_on():
         parse_keys("caller", fmt)
     with pytest.raises(AnalysisError, match="applies to numbers"):
         parse_keys("comm.log2", fmt)
-    # the kernel's room for a key: a text key takes 256 bytes whatever its size, a stack 128, a number 8
-    assert len(parse_keys("stacktrace,comm", fmt)) == 2
+    # the kernel's room for a key (384 bytes): a string of variable length takes 256, a stack 128, other
+    # fields their size (the guest's 6.1 took stacktrace,prev_comm,prev_pid and refused a stack, a
+    # :string and comm, with no word in error_log: tests/test_qemu_hist.py)
+    assert len(parse_keys("stacktrace,comm,pid", fmt)) == 3
+    strings = EventFormat.parse("name: strings\nID: 9\nformat:\n"
+                                "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                                "\tfield:__data_loc char[] path;\toffset:8;\tsize:4;\tsigned:0;\n"
+                                "\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n\n"
+                                "print fmt: \"x\"\n", "test")
+    assert len(parse_keys("stacktrace,path", strings)) == 2
     with pytest.raises(AnalysisError, match=r"takes 392 bytes, and the kernel's hist triggers take at most 384"):
-        parse_keys("stacktrace,comm,pid", fmt)
+        parse_keys("stacktrace,path,comm", strings)
+    with pytest.raises(AnalysisError, match=r"takes 512 bytes"):
+        parse_keys("path,name", strings)
+    # a field named hitcount is the kernel's own count in vals= (the guest summed 6 writes as 6)
+    from probectl.analysis.keys import parse_value
+
+    hits = EventFormat.parse(fmt_text_without_comm().replace(" size;", " hitcount;"), "test")
+    with pytest.raises(AnalysisError, match="'hitcount' for their own count"):
+        parse_value("hitcount", hits)
     # a field named comm is that field; the pseudo keys are the common fields
     assert [p.trigger_text() for p in parse_keys("comm,pid.hex,cpu", fmt)] == [
         "comm", "common_pid.hex", "common_cpu"]
