@@ -49,16 +49,18 @@ def armed():
         try:
             with open(f"{inst}/events/{event}/trigger") as t, open(f"{inst}/events/{event}/enable") as e, \
                     open(f"{inst}/tracing_on") as on:
-                if "hist:" in t.read() and e.read().strip() == "1" and on.read().strip() == "1":
+                # (enable reads "1*": the hist trigger has put the event in soft mode too)
+                if "hist:" in t.read() and e.read().startswith("1") and on.read().strip() == "1":
                     return True
         except OSError:
             pass
     return False
 
-deadline = time.monotonic() + 600
+deadline = time.monotonic() + 120
 while not armed():
     if proc.poll() is not None or time.monotonic() > deadline:
-        sys.exit(f"during.py: {event} was never armed (probectl exit {proc.poll()})")
+        proc.send_signal(signal.SIGINT)
+        sys.exit(f"during.py: {event} was never armed (probectl exit {proc.wait()})")
     time.sleep(0.1)
 subprocess.run(workload, shell=True, check=True)
 if mode == "interrupt":
@@ -100,11 +102,21 @@ for _name, _text in QUESTIONS.items():
     STEPS[_name + "_k"] = _text
     STEPS[_name + "_u"] = _text.replace(" -- ", " --user-space -- ", 1)
 STEPS.update({
-    # triggers the kernel refuses: its error_log entry is the error, and nothing is left
+    # the kernel refuses the synthetic event: one of that name is there (made here for a live process,
+    # the one that becomes probectl: its own pid, so no clean-up of dead runs removes it); the error
+    # has the kernel's error_log entry, and the event that probectl did not make is left alone
+    "refused_synthetic": (f"sh -c 'echo \"probectl_lat_$$ u64 lat\" >> {TRACING}/synthetic_events && exec probectl "
+                          "latency --start syscalls:sys_enter_clock_nanosleep --end syscalls:sys_exit_clock_nanosleep "
+                          f"-- usleep 1000'; echo @@kept; cat {TRACING}/synthetic_events; "
+                          f"for e in $(cut -f1 {TRACING}/synthetic_events); do echo \"!$e\" >> {TRACING}/synthetic_events; "
+                          f"done; {LEFT}"),
+    # what the kernel refuses without a word in error_log (or takes wrongly) is refused before: a key
+    # too big for it (a stack, a :string and comm), a value named hitcount; and a filter out of range
     "refused_key": (f"probectl hist 'do_sys_openat2 filename:string' --key stacktrace,filename_string,comm "
                     f"-- cat /guest/files/work.sh; {LEFT}"),
-    "refused_match": ("probectl latency --start 'vfs_read count:u32' --end syscalls:sys_enter_read --key count "
-                      f"-- {WORK}; {LEFT}"),
+    "refused_value": f"probectl hist 'vfs_write hitcount=count' --key common_pid --value hitcount -- {WRITE}; {LEFT}",
+    "refused_filter": (f"probectl hist syscalls:sys_enter_read --key count --filter 'count == 99999999999999999999' "
+                       f"-- {WORK}; {LEFT}"),
     # Ctrl-C in the middle: the partial answer, and nothing left
     "ctrl_c_hist": (f"{DURING} interrupt syscalls/sys_enter_read "
                     f"'dd if=/dev/zero of=/dev/null bs={CTRL_C_SIZE} count={CTRL_C_READS} 2>/dev/null' "
@@ -244,13 +256,13 @@ def test_syscall_names(guest):
     assert by_name["sys_read"] == sum(READ_SIZES.values())
     for name in ("syscall_text_k", "syscall_text_u"):
         text = ok(guest[name]).stdout
-        assert re.search(rf"^@\[sys_read\]\s+{sum(READ_SIZES.values())} \|@+\|$", text, re.M), text
+        assert re.search(rf"^@\[sys_read\]\s+{sum(READ_SIZES.values())} \|@+\s*\|$", text, re.M), text
     assert ok(guest["syscall_text_k"]).stdout == ok(guest["syscall_text_u"]).stdout
 
 
-def _latency_agree(kernel: dict, user: dict) -> None:
+def _latency_agree(kernel: dict, user: dict, percentiles=("p50", "p90", "max")) -> None:
     assert kernel["count"] == user["count"]
-    for p in ("p50", "p90", "max"):
+    for p in percentiles:
         assert 0 < kernel[p] and 0 < user[p], (p, kernel, user)
         assert abs(log2_bucket(kernel[p]) - log2_bucket(user[p])) <= 1, (p, kernel[p], user[p])
 
@@ -260,8 +272,10 @@ def test_latency_of_a_kernel_function(guest):
     # dd's reads of /dev/zero, and sh's of its script: the same calls on both paths
     assert kernel["count"] >= sum(READ_SIZES.values())
     assert kernel["unit"] == user["unit"] == "ns"
-    assert kernel["max"] < 1_000_000_000  # a read of /dev/zero, under a second even under TCG
-    _latency_agree(kernel, user)
+    # a read of /dev/zero, under a second even under TCG; the slowest read is an outlier (an interrupt,
+    # a page fault of sh's script) that two runs do not share (711 µs and 104 µs in one run)
+    assert kernel["max"] < 1_000_000_000 and user["max"] < 1_000_000_000
+    _latency_agree(kernel, user, ("p50",))
 
 
 def test_latency_of_known_sleeps(guest):
@@ -278,13 +292,29 @@ def test_latency_of_known_sleeps(guest):
         assert "@latency_us.log2:" in text and re.search(r"^3 pairs  min \d+ µs  p50 \d+ µs", text, re.M), text
 
 
-def test_refused_trigger_shows_the_kernels_words(guest):
-    for name in ("refused_key", "refused_match"):
-        step = guest[name]
-        assert "Error: the kernel refused" in step.stderr, step.output
-        assert "Command:" in step.stderr and "^" in step.stderr, step.stderr  # error_log's entry, caret
-        assert "Traceback" not in step.stderr
-        assert left_behind(step) == [], step.stdout
+def test_refused_synthetic_event_shows_the_kernels_words(guest):
+    step = guest["refused_synthetic"]
+    said, kept = step.stdout.split("@@kept\n")
+    assert re.search(r"Error: the kernel refused the synthetic event 'probectl_lat_(\d+) u64 lat': File exists",
+                     step.stderr), step.output
+    assert "synthetic_events: error:" in step.stderr and "Command: probectl_lat_" in step.stderr, step.stderr
+    assert re.search(r"^ +\^$", step.stderr, re.M), step.stderr  # the caret under the name
+    assert "Traceback" not in step.stderr and said == ""
+    assert re.fullmatch(r"probectl_lat_\d+\tu64 lat\n", kept.split("@@\n")[0]), kept  # not removed by probectl
+    assert left_behind(step) == [], step.stdout
+
+
+@pytest.mark.parametrize("name, message", [
+    ("refused_key", "the key 'stacktrace,filename_string,comm' takes 392 bytes, and the kernel's hist triggers "
+                    "take at most 384"),
+    ("refused_value", "--value hitcount: the kernel's hist triggers take 'hitcount' for their own count"),
+    ("refused_filter", "99999999999999999999 is out of range for count"),
+])
+def test_what_the_kernel_would_take_wrongly_is_refused_before(guest, name, message):
+    step = guest[name]
+    assert f"Error: {message}" in step.stderr, step.output
+    assert "refused" not in step.stderr and "Traceback" not in step.stderr
+    assert left_behind(step) == [], step.stdout  # (the probes it added are removed)
 
 
 def test_ctrl_c_prints_the_partial_answer_and_cleans_up(guest):
