@@ -299,6 +299,7 @@ def test_refused_synthetic_event_shows_the_kernels_words(guest):
                      step.stderr), step.output
     assert "synthetic_events: error:" in step.stderr and "Command: probectl_lat_" in step.stderr, step.stderr
     assert re.search(r"^ +\^$", step.stderr, re.M), step.stderr  # the caret under the name
+    assert "Hint: its name is this process's" in step.stderr
     assert "Traceback" not in step.stderr and said == ""
     assert re.fullmatch(r"probectl_lat_\d+\tu64 lat\n", kept.split("@@\n")[0]), kept  # not removed by probectl
     assert left_behind(step) == [], step.stdout

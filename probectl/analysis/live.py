@@ -78,7 +78,10 @@ def _wait(workload: Optional[Workload], duration: Optional[float]) -> str:
         return "SIGTERM"
 
 
-def _write_trigger(path: Path, text: str, what: str, error_log: Path) -> None:
+KEYS_HINT = "check the keys with 'probectl fields EVENT'"
+
+
+def _write_trigger(path: Path, text: str, what: str, error_log: Path, hint: str = KEYS_HINT) -> None:
     """Write a trigger (or synthetic event); a refusal is an error with the kernel's own words: the
     entries this write added to ``error_log`` (the instance's own for its events' triggers: the kernel
     logs there), not those of other writers."""
@@ -92,8 +95,7 @@ def _write_trigger(path: Path, text: str, what: str, error_log: Path) -> None:
         with contextlib.suppress(OSError):
             after = error_log.read_text()
         log = new_error_log_entry(before, after) or "(the kernel logged no reason in error_log)"
-        raise AnalysisError(f"the kernel refused the {what} {text!r}: {err.strerror}\n{log}",
-                            "check the keys with 'probectl fields EVENT'") from None
+        raise AnalysisError(f"the kernel refused the {what} {text!r}: {err.strerror}\n{log}", hint) from None
 
 
 def _unwrite(path: Path, text: str) -> None:
@@ -236,7 +238,8 @@ def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts
                    notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
     """A synthetic event filled by onmatch() in a private instance, and the histogram of it."""
     synth_dir = tfs.root / "events" / "synthetic" / texts.synthetic_name
-    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log")
+    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
+                   f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
     try:
         with _scoped(tfs, command, pids, system_wide, 4, notice) as (inst, workload):
             sdir = inst.events_dir / start.group / start.event
