@@ -10,7 +10,7 @@ and no tracing are needed. Then, end to end as a user runs them (interpreter sta
 decoding, SQL and printing included), on the same file in one run:
 
 - ``probectl report -i FILE --sort comm`` (malloc calls per command),
-- ``probectl report -i FILE --hist size`` (a power-of-two histogram of the sizes),
+- ``probectl report -i FILE --hist size`` (a log2 histogram of the sizes, the kernel's buckets),
 - ``probectl query -i FILE 'SELECT comm, count(*), sum(size) FROM probe_bench.malloc GROUP BY comm'``,
 - ``trace-cmd report FILE | awk`` counting the lines per command (the seeds' way), the reference.
 

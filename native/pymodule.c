@@ -199,6 +199,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	    PyModule_AddIntConstant(m, "KIND_STR", RB_KIND_STR) ||
 	    PyModule_AddIntConstant(m, "KIND_BYTES", RB_KIND_BYTES) ||
 	    PyModule_AddIntConstant(m, "KIND_INT_ARRAY", RB_KIND_INT_ARRAY) ||
+	    PyModule_AddIntConstant(m, "KIND_STR_ARRAY", RB_KIND_STR_ARRAY) ||
 	    PyModule_AddIntConstant(m, "MISSED_EVENTS", (long)RB_MISSED_EVENTS) ||
 	    PyModule_AddIntConstant(m, "MISSED_STORED", RB_MISSED_STORED))
 		goto fail;

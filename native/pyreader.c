@@ -55,7 +55,7 @@ static int parse_field(PyObject *item, struct rb_field *f)
 	if (!PyArg_ParseTuple(item, "IIiiip;a field is (offset, size, loc, kind, elem_size, signed)",
 			      &offset, &size, &loc, &kind, &elem_size, &is_signed))
 		return -1;
-	if (loc < 0 || loc > RB_LOC_TAIL || kind < 0 || kind > RB_KIND_INT_ARRAY ||
+	if (loc < 0 || loc > RB_LOC_TAIL || kind < 0 || kind > RB_KIND_STR_ARRAY ||
 	    elem_size < 0 || elem_size > 8) {
 		PyErr_Format(PyExc_ValueError, "bad field (loc %d, kind %d, elem_size %d)", loc,
 			     kind, elem_size);
@@ -264,6 +264,34 @@ static PyObject *str_from_span(ReaderObject *self, const uint8_t *p, uint32_t n)
 	return obj;
 }
 
+// An RB_KIND_STR_ARRAY value: a tuple of its strings, None for one the kernel could not read
+// ("(fault)") or that lies outside the record.
+static PyObject *str_array(ReaderObject *self, const struct rb_field *f, const struct rb_span *sp)
+{
+	uint32_t n = f->size / 4;
+	PyObject *t = PyTuple_New((Py_ssize_t)n);
+
+	if (!t)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rb_span item;
+		PyObject *o;
+
+		if (rb_str_array_item(f, sp->ptr, sp->len, self->reader.swap, i, &item) && item.ptr) {
+			o = str_from_span(self, item.ptr, item.len);
+		} else {
+			o = Py_None;
+			Py_INCREF(o);
+		}
+		if (!o) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(t, (Py_ssize_t)i, o);
+	}
+	return t;
+}
+
 static PyObject *field_value(ReaderObject *self, const struct rb_field *f,
 			     const struct rb_column *col, size_t row)
 {
@@ -301,6 +329,8 @@ static PyObject *field_value(ReaderObject *self, const struct rb_field *f,
 		PyObject_GC_UnTrack(t);  // numbers only: no cycles
 		return t;
 	}
+	case RB_KIND_STR_ARRAY:
+		return str_array(self, f, sp);
 	default:
 		return PyBytes_FromStringAndSize((const char *)sp->ptr, sp->len);
 	}

@@ -201,7 +201,10 @@ int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *forma
 		for (uint32_t j = 0; j < fmt->nfields; j++) {
 			const struct rb_field *f = &fmt->fields[j];
 
-			if (f->loc > RB_LOC_TAIL || f->kind > RB_KIND_INT_ARRAY)
+			if (f->loc > RB_LOC_TAIL || f->kind > RB_KIND_STR_ARRAY)
+				return RB_ERR_INVAL;
+			if (f->kind == RB_KIND_STR_ARRAY &&
+			    ((f->loc != RB_LOC_DATA && f->loc != RB_LOC_REL) || f->size % 4))
 				return RB_ERR_INVAL;
 			if (f->kind == RB_KIND_INT &&
 			    (f->loc != RB_LOC_FIXED ||
@@ -235,6 +238,13 @@ bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t le
 
 	ret->ptr = NULL;
 	ret->len = 0;
+	if (field->kind == RB_KIND_STR_ARRAY) {
+		if (field->offset > len || field->size > len - field->offset)
+			return false;
+		ret->ptr = rec;
+		ret->len = len;
+		return true;
+	}
 	switch (field->loc) {
 	case RB_LOC_FIXED:
 		off = field->offset;
@@ -270,5 +280,24 @@ bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t le
 		if (nul)
 			ret->len = (uint32_t)(nul - ret->ptr);
 	}
+	return true;
+}
+
+bool rb_str_array_item(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
+		       uint32_t i, struct rb_span *ret)
+{
+	struct rb_field one = *field;
+
+	ret->ptr = NULL;
+	ret->len = 0;
+	if (i >= field->size / 4)
+		return false;
+	one.offset = field->offset + 4 * i;
+	one.size = 4;
+	one.kind = RB_KIND_STR;
+	if (!rb_field_span(&one, rec, len, swap, ret))
+		return false;
+	if (!(rb_read_uint(rec + one.offset, 4, swap) >> 16))
+		ret->ptr = NULL;	// length 0: the kernel could not read the string
 	return true;
 }

@@ -122,6 +122,8 @@ enum rb_kind {
 	RB_KIND_STR = 1,		// text up to the first NUL
 	RB_KIND_BYTES = 2,		// raw bytes
 	RB_KIND_INT_ARRAY = 3,		// integers of elem_size bytes
+	RB_KIND_STR_ARRAY = 4,		// size / 4 data_loc (RB_LOC_DATA) or rel_loc (RB_LOC_REL) words
+					// at offset, each locating one string: a probe's :string[N]
 };
 
 struct rb_field {
@@ -170,10 +172,20 @@ bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len
 /**
  * rb_field_span - find the bytes of a non-integer field; returns false if out of the record
  *
- * RB_KIND_STR spans stop before the first NUL.
+ * RB_KIND_STR spans stop before the first NUL. An RB_KIND_STR_ARRAY span is the whole record
+ * (its words locate strings anywhere in it; rb_str_array_item reads them).
  */
 bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
 		   struct rb_span *ret);
+
+/**
+ * rb_str_array_item - the string of element @i of an RB_KIND_STR_ARRAY field
+ *
+ * @rec/@len is the field's span (the record). Returns false when the element's word or its string
+ * lies outside the record; a word of length 0 is the kernel's "(fault)" (ret->ptr NULL, true).
+ */
+bool rb_str_array_item(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
+		       uint32_t i, struct rb_span *ret);
 
 static inline uint64_t rb_read_uint(const uint8_t *p, unsigned int size, bool swap)
 {

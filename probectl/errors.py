@@ -12,6 +12,8 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from .termtext import caret_excerpt
+
 _T = TypeVar("_T")
 
 
@@ -37,7 +39,8 @@ class LocatedError(ProbectlError):
         self.column = column
 
     def __str__(self) -> str:
-        return f"{self.message}\n  {self.text}\n  {' ' * self.column}^"
+        shown, column = caret_excerpt(self.text, self.column)
+        return f"{self.message}\n  {shown}\n  {' ' * column}^"
 
 
 class ProbeSyntaxError(LocatedError):
@@ -134,8 +137,22 @@ class TracefsError(ProbectlError):
 
     def __str__(self) -> str:
         if self.kernel_log:
-            return f"{self.message}\n{self.kernel_log}"
+            return f"{self.message}\n{_caret_excerpts(self.kernel_log)}"
         return self.message
+
+
+def _caret_excerpts(log: str) -> str:
+    """error_log text with each ``Command: ...`` line and the caret under it cut to a window around
+    the caret (a 4 KiB definition is not echoed whole; the caret stays under the error)."""
+    lines = log.split("\n")
+    for i in range(len(lines) - 1):
+        head, sep, command = lines[i].partition("Command: ")
+        caret = lines[i + 1]
+        start = len(head) + len(sep)
+        if sep and caret.strip() == "^" and caret.index("^") >= start:
+            shown, column = caret_excerpt(command, caret.index("^") - start)
+            lines[i], lines[i + 1] = head + sep + shown, " " * (start + column) + "^"
+    return "\n".join(lines)
 
 
 class EventExistsError(TracefsError):

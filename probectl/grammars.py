@@ -1,8 +1,9 @@
 """The lark grammars (``grammar/*.lark``), the characters no grammar takes, and the text their
 syntax errors show above a caret.
 
-Shared by the two parsers: probe definitions (:mod:`probectl.spec`) and event filters
-(:mod:`probectl.filters`).
+Shared by the two parsers: probe definitions (:mod:`probectl.spec`, whose parser is generated from
+its grammar ahead of time: ``probectl/spec/probe_parser.py``) and event filters (:mod:`probectl.filters`,
+whose parser lark builds at run time and :func:`load_parser` keeps in the cache).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def cache_name(name: str) -> str:
 def load_parser(name: str, **options) -> "Lark":
     """An LALR parser for the grammar file ``name``.
 
-    Analysing a grammar takes ~50 ms, a tenth of a small ``add``; the analysed parser is kept in a
+    Analysing a grammar takes ~50 ms; the analysed parser is kept in a
     file of the cache directory, under a hash of the grammar text, the options, lark's and Python's
     versions, so an edited grammar or another lark is analysed again. lark keeps parsers with
     ``pickle``, which runs whatever code a file names: lark is never given the file's name (it would

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import sys
 
+from .termtext import bounded
+
 
 def notice_stderr(message: str) -> None:
-    """The message as it is, on stderr."""
-    print(message, file=sys.stderr)
+    """The message on stderr, printable and with huge inputs cut to excerpts (``termtext.bounded``)."""
+    print(bounded(message), file=sys.stderr)

@@ -31,6 +31,7 @@ LOC_FIXED, LOC_DATA, LOC_REL, LOC_TAIL = (_native.LOC_FIXED, _native.LOC_DATA, _
                                           _native.LOC_TAIL)
 KIND_INT, KIND_STR, KIND_BYTES, KIND_INT_ARRAY = (_native.KIND_INT, _native.KIND_STR,
                                                   _native.KIND_BYTES, _native.KIND_INT_ARRAY)
+KIND_STR_ARRAY = _native.KIND_STR_ARRAY
 
 _CHAR_TYPES = {"char", "signed char", "unsigned char"}
 _FIXED_SIZES = {
@@ -78,15 +79,18 @@ def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> tuple
     """The C decoder's description of ``field``: (offset, size, loc, kind, elem_size, signed).
 
     Integers of 1, 2, 4 or 8 bytes are numbers; ``char`` arrays and ``__data_loc char[]`` are text
-    (up to the first NUL); other arrays are tuples of numbers when their element size is known,
-    and bytes otherwise. A ``[]`` array of size 0 (``char buf[]`` of ftrace's ``print``) runs to
+    (up to the first NUL); ``__data_loc char[][N]`` (a probe's ``:string[N]``: N data_loc words,
+    each locating one string) is a tuple of N strings, None for one the kernel could not read;
+    other arrays are tuples of numbers when their element size is known, and bytes otherwise. A ``[]`` array of size 0 (``char buf[]`` of ftrace's ``print``) runs to
     the end of the record, and so does any array when ``tail`` is set.
     """
     elem = field.element_type
     signed = bool(field.signed)
     if field.is_data_loc:
         loc = LOC_REL if field.is_rel_loc else LOC_DATA
-        if field.array_len is not None:  # an array of data_loc words: give the raw words
+        if field.array_len is not None:  # an array of data_loc words
+            if elem in _CHAR_TYPES and field.size == 4 * field.array_len:
+                return (field.offset, field.size, loc, KIND_STR_ARRAY, 4, False)
             return (field.offset, field.size, LOC_FIXED, KIND_BYTES, 0, False)
         if elem in _CHAR_TYPES:
             return (field.offset, 4, loc, KIND_STR, 0, False)

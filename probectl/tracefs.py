@@ -86,7 +86,11 @@ class Features:
     def detect(cls, readme: str, files: Iterable[str] = ()) -> "Features":
         """Features from the README text and the names of the files at the top of tracefs."""
         present = set(files)
-        found = {flag: _readme_line(pattern).search(readme) is not None for flag, pattern in cls._PATTERNS.items()}
+        lines = readme.splitlines()
+        found = {}
+        for flag, pattern in cls._PATTERNS.items():
+            longest = max(pattern.split("*"), key=len)  # (only the lines holding it can match)
+            found[flag] = any(_line_matches(line, pattern) for line in lines if longest in line)
         return cls(
             uprobe_events="uprobe_events" in present,
             kprobe_events="kprobe_events" in present,
@@ -96,10 +100,24 @@ class Features:
         )
 
 
-def _readme_line(pattern: str) -> re.Pattern:
-    """A regex finding a README line that matches ``pattern`` whole, where ``*`` is the only
-    wildcard (any characters within the line) and everything else is literal, ``[`` and ``\\`` too."""
-    return re.compile("^" + ".*".join(map(re.escape, pattern.split("*"))) + "$", re.MULTILINE)
+def _line_matches(line: str, pattern: str) -> bool:
+    """Whether the README ``line`` matches ``pattern`` whole, where ``*`` is the only wildcard (any
+    characters) and everything else is literal, ``[`` and ``\\`` too. (Matched piece by piece,
+    leftmost first, which is exact for ``*``-only patterns: compiling a regex per pattern was ~1.5 ms
+    of every command that opens tracefs.)"""
+    first, *pieces = pattern.split("*")
+    if not pieces:
+        return line == first
+    last = pieces.pop()
+    if len(line) < len(first) + len(last) or not line.startswith(first) or not line.endswith(last):
+        return False
+    at, end = len(first), len(line) - len(last)
+    for piece in pieces:
+        at = line.find(piece, at, end)
+        if at < 0:
+            return False
+        at += len(piece)
+    return True
 
 
 # --------------------------------------------------------------------------------------------

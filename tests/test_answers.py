@@ -22,7 +22,7 @@ import duckdb
 import pytest
 
 from conftest import TRACEFS, _missing, build_fixture
-from probectl.analysis import log2hist
+from probectl.analysis import histogram
 from probectl.analysis.columns import open_recordings, read_tables
 from probectl.analysis.parquet import write_parquet
 from probectl.errors import ProbectlError
@@ -145,18 +145,35 @@ def test_report_hist_is_the_programs_distribution(recording):
     path, want, _ = recording
     buckets = Counter()
     for size, n in want["size"].items():
-        buckets[size.bit_length()] += n  # (the power-of-two rule, computed here independently)
+        buckets[0 if size <= 1 else (size - 1).bit_length()] += n  # (the kernel's .log2, computed here)
     got = report_json("-i", str(path), "--hist", "size", "-e", "alloc")
     (h,) = got["histograms"]
     assert {b["bucket"]: b["count"] for b in h["buckets"]} == dict(buckets)
     assert h["total"] == sum(want["size"].values())
     text = probectl("report", "-i", str(path), "--hist", "size", "-e", "alloc").stdout
-    assert text.startswith(f"@size: {sum(want['size'].values()):,} events\n")
-    assert re.search(rf"^\[1M, 2M\)\s+{want['size'][1048576]} \|@+\s*\|$", text, re.M), text
-    best = log2hist.bucket_label(max(buckets, key=buckets.__getitem__))
+    assert text.startswith(f"@size.log2: {sum(want['size'].values()):,} events\n")
+    assert re.search(rf"^\(512K, 1M\]\s+{want['size'][1048576]} \|@+\s*\|$", text, re.M), text
+    assert re.search(r"^\[0, 1\]\s+\d+ \|", text, re.M), text
+    best = histogram.LOG2.label(max(buckets, key=buckets.__getitem__))
     assert re.search(rf"^{re.escape(best)}\s+{max(buckets.values())} \|@{{52}}\|$", text, re.M), text  # (a full bar)
     per_comm = report_json("-i", str(path), "--hist", "size", "-e", "alloc", "--sort", "comm")
     assert {h["keys"]["comm"] for h in per_comm["histograms"]} == set(want["pid"])
+
+
+def test_report_sym_names_a_tracepoints_symbol_field(tmp_path):
+    """sym of a tracepoint is its %pS field (kmem:kmalloc's call_site) named from the file's kallsyms:
+    the functions trace-cmd report prints for the same file, counted."""
+    if os.geteuid() != 0 or not (TRACEFS / "events" / "kmem" / "kmalloc").exists():
+        _missing("live tracing tests need root and the kmem:kmalloc tracepoint")
+    if shutil.which("trace-cmd") is None:
+        _missing("trace-cmd (apt trace-cmd) is not installed")
+    path = tmp_path / "kmalloc.dat"
+    probectl("record", "-e", "kmem:kmalloc", "-o", str(path), "--", "/bin/true")
+    text = subprocess.run(["trace-cmd", "report", str(path)], capture_output=True, text=True, check=True).stdout
+    want = Counter(m.split("+")[0] for m in re.findall(r" call_site=(\S+)", text))
+    assert want and not any(name.startswith("0x") for name in want), text
+    got = report_json("-i", str(path), "--sort", "sym")
+    assert {r["sym"]: r["samples"] for r in got["rows"]} == dict(want)
 
 
 # ---- query ----------------------------------------------------------------------------------------
@@ -238,8 +255,18 @@ def test_parquet_datasets_read_back_in_duckdb(recording, tmp_path):
         [{"host": os.uname().nodename, "recording": "file", "n": n}]
     tables = probectl("query", "-i", str(out), "--list-tables").stdout
     assert re.search(rf"^{G}\.tag\s+{sum(want['label'].values())}\s", tables, re.M), tables
-    err = fails("report", "-i", str(out), status=2)
-    assert "is a directory: report reads trace.dat files" in err
+    # ... and of report: the same counts and histograms as of the trace.dat files they came from
+    file_counts = report_json("-i", str(path), "--sort", "comm", "-e", "alloc")
+    got = report_json("-i", str(out), "--sort", "recording,comm", "-e", "alloc")
+    assert {(r["recording"], r["comm"]): r["samples"] for r in got["rows"]} == \
+        {(rec, r["comm"]): r["samples"] for rec in ("answers", "again") for r in file_counts["rows"]}
+    (file_hist,) = report_json("-i", str(path), "--hist", "size", "-e", "alloc")["histograms"]
+    dir_hists = report_json("-i", str(out), "-i", str(path), "--name", "file", "--hist", "size", "-e", "alloc",
+                            "--sort", "recording")["histograms"]
+    assert sorted(h["keys"]["recording"] for h in dir_hists) == ["again", "answers", "file"]
+    assert all(h["buckets"] == file_hist["buckets"] for h in dir_hists)
+    sym = report_json("-i", str(out), "--sort", "sym", "-e", "tag")  # (Parquet keeps no process maps)
+    assert sym["rows"] == [{"sym": "[unknown]", "samples": sum(want["label"].values())}]
     # an existing partition is never overwritten
     before = sorted(p for p in out.rglob("*"))
     err = fails("script", "-i", str(path), "--format", "parquet", "-o", str(out))
@@ -340,16 +367,32 @@ def test_columns_equal_the_row_decoder(name):
         assert fixed == rows[event], event
 
 
-def test_the_sql_bucket_is_the_python_bucket():
-    values = [0, 1, 2, 3, 4, 7, 8, 1023, 1024, 1025, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -1, -2**63]
+def test_the_sql_bucket_is_the_kernels_log2_bucket():
+    """ilog2(roundup_pow_of_two(v)) of the value as u64, as the kernel's .log2 and native/aggregate.c
+    count: the SQL expression, exact and fast, and the Python rule agree with it."""
+    values = [0, 1, 2, 3, 4, 5, 7, 8, 9, 1023, 1024, 1025, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -1, -2,
+              -2**63]
+
+    def kernel(v):  # roundup_pow_of_two, then ilog2, on the u64
+        u = v % 2**64
+        p = 1
+        while p < u:
+            p <<= 1
+        return p.bit_length() - 1
+
     con = duckdb.connect()
     for v in values:
-        expr = log2hist.sql_bucket(f"CAST('{v}' AS BIGINT)")
-        assert con.execute(f"SELECT {expr}").fetchone()[0] == log2hist.bucket(v), v
-    assert con.execute(f"SELECT {log2hist.sql_bucket(f'{2**64 - 1}::UBIGINT')}").fetchone()[0] == 64
-    assert [log2hist.bucket_label(k) for k in (-1, 0, 1, 2, 11, 21)] == \
-        ["(..., 0)", "[0]", "[1]", "[2, 4)", "[1K, 2K)", "[1M, 2M)"]
-    lines = log2hist.render({0: 2, 3: 4}).splitlines()
+        assert histogram.log2_bucket(v) == kernel(v), v
+        exact = histogram.sql_log2_bucket(f"CAST('{v}' AS BIGINT)")
+        assert con.execute(f"SELECT {exact}").fetchone()[0] == kernel(v), v
+        fast = con.execute(f"SELECT {histogram.sql_log2_bucket_fast(f'CAST({v!r} AS BIGINT)')}").fetchone()[0]
+        assert fast == kernel(v) or not histogram.exact_groups([(fast, v, v)]), v
+    assert con.execute(f"SELECT {histogram.sql_log2_bucket(f'{2**64 - 1}::UBIGINT')}").fetchone()[0] == 64
+    assert [histogram.LOG2.label(k) for k in (0, 1, 2, 3, 11, 20, 64)] == \
+        ["[0, 1]", "(1, 2]", "(2, 4]", "(4, 8]", "(1K, 2K]", "(512K, 1M]", "(8E, 16E]"]
+    assert [histogram.LOG2.range(k) for k in (0, 1, 3)] == [(0, 2), (2, 3), (5, 9)]
+    assert histogram.Buckets(100).label(200) == "[200, 300)" and histogram.Buckets(1024).label(1024) == "[1K, 2K)"
+    lines = histogram.histogram_lines(histogram.LOG2, {0: 2, 3: 4})
     assert [l.split("|")[0].split()[-1] for l in lines] == ["2", "0", "0", "4"]
     assert lines[3].endswith("|" + "@" * 52 + "|") and lines[0].endswith("|" + "@" * 26 + " " * 26 + "|")
 
@@ -389,10 +432,10 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
                       pa.array([1] * n, pa.int32()), pa.array(["x"] * n).dictionary_encode().cast(schema[4].type),
                       pa.array(values, pa.uint64())], schema=schema)
     tables = EventTables(Path("big.dat"), "big", "h", {"t:big": fmt}, {"t:big": table}, n)
-    assert not log2hist.exact_groups([(64, 2**63, 2**64 - 1), (65, 2**64 - 1, 2**64 - 1)])
+    assert not histogram.exact_groups([(64, 2**63 + 1, 2**64 - 1), (65, 2**64 - 1, 2**64 - 1)])
     with RecordingsDatabase([tables]) as db:
         (h,) = Reporter(db).histograms("v")
-    assert h.counts == dict(Counter(log2hist.bucket(v) for v in values))
+    assert h.counts == dict(Counter(histogram.log2_bucket(v) for v in values))
 
 
 @pytest.mark.parametrize("be", [False, True])

@@ -32,7 +32,7 @@ import pytest
 from probectl.debuginfo.btf import format as B
 from probectl.debuginfo.btf import Btf, load_kernel_btf
 from probectl.debuginfo.btf.types import BtfFunctionNotFound
-from probectl.resolve.fetch import FetchOptions
+from probectl.resolve.fetch_options import FetchOptions
 from probectl.resolve.btf_fetch import (btf_fetch, btf_param_locations, btf_params, btf_retval, btf_retval_type,
                                         btf_vars_listing)
 from probectl.errors import TypeMismatchError, ValueTooWideError

@@ -25,6 +25,17 @@ from probectl.target import kernel
 
 NOBODY = 65534
 DEFINITIONS = ("main", "add_ints a b")  # a symbol, and C expressions (the DWARF name index)
+# The grammar kept in the cache is the filters' (probe definitions are parsed by the generated
+# probectl/spec/probe_parser.py): each run parses this filter, then resolves the definitions.
+FILTER = 'common_pid == 42 && comm ~ "bash*"'
+_FILTER_THEN_ADD = """
+import sys
+from probectl.filters.syntax import parse_filter
+print(parse_filter(sys.argv[1]))
+sys.argv = ["probectl", "add", "-D", "-x"] + sys.argv[2:]
+from probectl.cli import main
+main()
+"""
 
 
 class Planted:
@@ -51,7 +62,7 @@ def _run(binary: Path, cache: Path | None, *definitions: str) -> subprocess.Comp
     else:
         env.pop("PROBECTL_NO_CACHE", None)
         env["XDG_CACHE_HOME"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(binary), *definitions],
+    return subprocess.run([sys.executable, "-c", _FILTER_THEN_ADD, FILTER, str(binary), *definitions],
                           capture_output=True, text=True, env=env, timeout=20)
 
 
@@ -67,7 +78,7 @@ def _warm(binary: Path, base: Path) -> Path:
     out = _run(binary, base, *DEFINITIONS)
     assert out.returncode == 0, out.stderr
     directory = base / "probectl"
-    assert (directory / cache_name("probe.lark")).is_file() and list(directory.glob("dwarf-names-*.bin"))
+    assert (directory / cache_name("filter.lark")).is_file() and list(directory.glob("dwarf-names-*.bin"))
     return directory
 
 
@@ -88,14 +99,14 @@ def test_planted_grammar_pickle_is_never_unpickled(binary, uncached, tmp_path, w
     of the pickle): only the owner and mode checks stand between it and pickle."""
     marker = tmp_path / "marker"
     directory = _warm(binary, tmp_path / "xdg")
-    grammar = directory / cache_name("probe.lark")
+    grammar = directory / cache_name("filter.lark")
     good = grammar.read_bytes()
     magic = b"probectl lark parser\n"
     assert good.startswith(magic)
     evil = _evil(marker)
     grammar.write_bytes(good[:len(magic) + 32] + hashlib.sha256(evil).digest() + evil)
     # and the file earlier versions let lark unpickle, with lark's header
-    (directory / "grammar-probe.lark-cache").write_bytes(b"0" * 64 + b"\n" + evil + evil)
+    (directory / "grammar-filter.lark-cache").write_bytes(b"0" * 64 + b"\n" + evil + evil)
     if where == "directory of another user":
         os.chown(directory, NOBODY, NOBODY)
     elif where == "file of another user":
@@ -115,7 +126,7 @@ def test_own_grammar_cache_is_used_and_checked(binary, uncached, tmp_path):
     file) is not unpickled either."""
     marker = tmp_path / "marker"
     directory = _warm(binary, tmp_path / "xdg")
-    grammar = directory / cache_name("probe.lark")
+    grammar = directory / cache_name("filter.lark")
     good = grammar.read_bytes()
     magic = b"probectl lark parser\n"
     assert grammar.stat().st_mode & 0o777 == 0o600
@@ -160,7 +171,7 @@ def test_hostile_cache_files_are_misses(binary, uncached, tmp_path, kind, hostil
     """In place of the grammar cache or of the name index file: the run finishes at once (the
     timeout is a few seconds), exits 0 with the uncached output, and replaces the file."""
     directory = _warm(binary, tmp_path / "xdg")
-    pattern = cache_name("probe.lark") if kind == "grammar" else "dwarf-names-*.bin"
+    pattern = cache_name("filter.lark") if kind == "grammar" else "dwarf-names-*.bin"
     (path,) = directory.glob(pattern)
     good = path.read_bytes()
     if hostile not in ("other-user", "group-writable"):  # those two keep valid contents

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from probectl.errors import DebugInfoError, ValueTooWideError
 from probectl.events import FetchArg
 from probectl.spec import SpecialVar, Variable, parse_probe
 
-from conftest import FIXTURES, build_fixture, build_static_pair
+from conftest import FIXTURES, ROOT, build_fixture, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 OPTS = ("-O0", "-O2")
@@ -505,6 +506,64 @@ def test_compressed_section_inflated_as_far_as_read(tmp_path):
         InflatingSection(b"not zlib", 100, ".debug_x", "f").read(1)
     with pytest.raises(DebugInfoError, match="header says"):
         InflatingSection(zlib.compress(b"short"), 100, ".debug_x", "f").read(50)
+
+
+def test_kept_windows_answer_the_reads_of_the_next_run():
+    """The pages one run read are kept as page-aligned windows; a stream given them answers the same
+    reads with the same bytes without inflating anything, and inflates for a read outside them."""
+    import random
+    import zlib
+
+    from probectl.debuginfo.dwarf.inflating import PAGE, InflatingSection
+
+    rng = random.Random(16)
+    data = bytes(rng.randrange(8) for _ in range(40 * PAGE + 123))
+    payload = zlib.compress(data)
+    reads = [(rng.randrange(len(data)), rng.randrange(1, 3 * PAGE)) for _ in range(12)] + [(len(data) - 50, 100)]
+    first = InflatingSection(payload, len(data), ".debug_x", "f")
+    for pos, n in reads:
+        first.seek(pos)
+        assert first.read(n) == data[pos:pos + n]
+    windows = first.windows()
+    assert windows and all(offset % PAGE == 0 and data[offset:offset + len(w)] == w for offset, w in windows)
+    assert sum(len(w) for _o, w in windows) < len(data)
+    again = InflatingSection(payload, len(data), ".debug_x", "f", windows)
+    for pos, n in reversed(reads):
+        again.seek(pos)
+        assert again.read(n) == data[pos:pos + n]
+    assert again.inflated == 0 and again.windows() is None, "nothing new was read"
+    outside = next(page for page in range(40) if all(not (o <= page * PAGE < o + len(w)) for o, w in windows))
+    again.seek(outside * PAGE + 1)
+    assert again.read(10) == data[outside * PAGE + 1:outside * PAGE + 11] and again.inflated > 0
+    merged = again.windows()
+    assert merged and all(data[offset:offset + len(w)] == w for offset, w in merged)
+    # windows that are not page-aligned or run past the section are not used
+    odd = InflatingSection(payload, len(data), ".debug_x", "f", [(1, data[1:PAGE + 1]), (0, data + b"x")])
+    assert odd.read(5) == data[:5] and odd.inflated > 0
+
+
+def test_kept_windows_of_compressed_dwarf_in_the_cache(tmp_path):
+    """`add -D` on a binary with compressed DWARF (gcc -gz) keeps what it read under the build-id; the
+    next run prints the same as an uncached run, and a damaged file of windows is not used."""
+    binary = build_fixture("dwarf_structs", "-O2", ("-gz",))
+    definition = "paint scale w->name w->next->label:string w->pts[2].x"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path))
+    env.pop("PROBECTL_NO_CACHE", None)
+
+    def run(**extra):
+        out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(binary), definition],
+                             capture_output=True, text=True, env=dict(env, **extra), timeout=60)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        return out.stdout
+
+    uncached = run(PROBECTL_NO_CACHE="1")
+    assert run() == uncached
+    (kept,) = (tmp_path / "probectl").glob("dwarf-inflated-*.bin")
+    assert kept.stat().st_mode & 0o777 == 0o600
+    good = kept.read_bytes()
+    assert run() == uncached and kept.read_bytes() == good, "read back, and not rewritten when nothing new was read"
+    kept.write_bytes(good[:-64] + bytes(64))
+    assert run() == uncached
 
 
 def test_unit_index_of_a_two_unit_program():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -117,6 +119,28 @@ def test_latency_in_nanoseconds(live_tracefs, target):
     assert texts.end == "hist:keys=common_pid:l_lat=common_timestamp-$l_ts0:onmatch(test.plain).trace(l,$l_lat)"
 
 
+def test_latency_filter_times_only_the_starts_it_keeps(live_tracefs, target):
+    """--filter on the start event: only the sleeps of 4 ms and more are timed (the fixture's two
+    threads each sleep 1, 2, 4 and 8 ms); in the kernel, the start trigger's filter."""
+    result, err, exp = _run_json("latency", "--start", "timed us", "--end", "timed%return", "-x", str(target),
+                                 "--filter", "us >= 4000", "--json", "--", str(target))
+    sleeps = sorted(int(e["us"]) for e in exp["timed"] for _ in range(int(e["count"])) if int(e["us"]) >= 4000)
+    assert "user space aggregation" in err and result["count"] == len(sleeps) == 4
+    assert result["min"] >= sleeps[0] and result["unmatched"] == 4  # (the returns of the filtered starts)
+    out = probectl("latency", "--start", "timed us", "--end", "timed%return", "-x", str(target),
+                   "--filter", "nosuch > 1", "--", str(target), check=False)
+    assert out.returncode == 1 and "nosuch" in out.stderr and "Traceback" not in out.stderr
+    from probectl.analysis.keys import parse_keys
+    from probectl.analysis.triggers import latency_triggers
+    from probectl.formats import EventFormat
+
+    fmt = EventFormat.parse(fmt_text_without_comm(), "test")
+    texts = latency_triggers("l", "test.plain", parse_keys("pid", fmt), parse_keys("pid", fmt),
+                             start_filter="us >= 4000", end_filter="ret == 0")
+    assert texts.start == "hist:keys=common_pid:l_ts0=common_timestamp.usecs if us >= 4000"
+    assert texts.end.endswith(":onmatch(test.plain).trace(l,$l_lat) if ret == 0")
+
+
 def test_latency_from_an_interrupted_recording(live_tracefs, target, tmp_path):
     group = f"hl{os.getpid()}"
     probectl("add", "-x", str(target), f"{group}:s=timed", f"{group}:e=timed%return")
@@ -167,9 +191,30 @@ def test_duration_ends_a_system_wide_count(live_tracefs):
     assert result["stopped_by"] == "duration" and result["total"] > 0 and len(result["rows"]) <= 3
 
 
+def test_a_system_wide_syscall_count_leaves_out_its_own_reads(live_tracefs):
+    """Counting every syscall of the system while reading the ring buffer: each read() of the stream
+    is itself a syscall event. probectl's reads are left out (set_event_notrace_pid) and a pass reads at
+    most a buffer's worth of pages (it read "until empty", which never came: 24 GB, then the OOM killer)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.Popen([sys.executable, "-m", "probectl", "hist", "raw_syscalls:sys_enter", "--key", "common_pid",
+                            "--duration", "1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env)
+    try:
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    result = json.loads(stdout)
+    assert result["stopped_by"] == "duration" and result["total"] > 0
+    assert run.pid not in [row["key"]["pid"] for row in result["rows"]]
+
+
 def test_options_that_do_not_apply_to_a_recording(tmp_path):
     for extra in (("--filter", "size > 1"), ("--duration", "1")):
         out = probectl("hist", "-i", str(tmp_path / "none.dat"), "x:y", "--key", "size", *extra, check=False)
+        assert out.returncode == 2 and "-i" in out.stderr and "Traceback" not in out.stderr
+    for extra in (("--filter", "us > 1"), ("--end-filter", "ret > 1")):
+        out = probectl("latency", "-i", str(tmp_path / "none.dat"), "x:y", *extra, check=False)
         assert out.returncode == 2 and "-i" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -240,7 +285,18 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     h2 = hist_trigger(by_comm_log2, filter_text=flt)
     lat = latency_triggers("probectl_lat_test", "syscalls.sys_enter_clock_nanosleep",
                            parse_keys("common_pid", sleep_in),
-                           parse_keys("common_pid", sleep_out))
+                           parse_keys("common_pid", sleep_out), start_filter="flags == 0", end_filter="ret == 0")
+    # latency --filter in the kernel: a start filter that no sleep passes leaves its histogram empty
+    none = latency_triggers("probectl_lat_none", "syscalls.sys_enter_clock_nanosleep",
+                            parse_keys("common_pid", sleep_in), parse_keys("common_pid", sleep_out),
+                            start_filter="flags == 12345")
+    # latency --pairs in the kernel (live.kernel_latency_pairs): in a second instance, the synthetic
+    # event enabled, the start and end events not (their triggers run in soft mode), then the
+    # triggers taken back out before the instance is removed
+    pairs = latency_triggers("probectl_lat_pairs", "syscalls.sys_enter_clock_nanosleep",
+                             parse_keys("common_pid", sleep_in), parse_keys("common_pid", sleep_out),
+                             start_filter="flags == 0")
+    inst2 = "instances/probectl-2/events"
     bad = hist_trigger(parse_keys("buf.sym", read)).replace("buf.sym", "nosuchthing.sym")  # as a stale format would
     exec_fmt = EventFormat.parse((live_tracefs / "events/sched/sched_process_exec/format").read_text(), "sched")
     by_stack = parse_keys("stacktrace", exec_fmt)
@@ -258,15 +314,33 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
                 (f"{inst}/syscalls/sys_enter_clock_nanosleep/enable", "1"),
                 (f"{inst}/syscalls/sys_exit_clock_nanosleep/enable", "1"),
                 (f"{inst}/synthetic/{lat.synthetic_name}/enable", "1"),
+                ("synthetic_events", none.synthetic),
+                (f"{inst}/syscalls/sys_enter_clock_nanosleep/trigger", none.start),
+                (f"{inst}/syscalls/sys_exit_clock_nanosleep/trigger", none.end),
+                (f"{inst}/synthetic/{none.synthetic_name}/trigger", none.histogram),
+                (f"{inst}/synthetic/{none.synthetic_name}/enable", "1"),
+                ("synthetic_events", pairs.synthetic),
+                (f"{inst2}/synthetic/{pairs.synthetic_name}/enable", "1"),
+                (f"{inst2}/syscalls/sys_enter_clock_nanosleep/trigger", pairs.start),
+                (f"{inst2}/syscalls/sys_exit_clock_nanosleep/trigger", pairs.end),
                 ("events/sched/sched_process_exec/trigger", hist_trigger(by_stack)),
                 ("events/kmem/kmalloc/trigger", hist_trigger(by_site)),
                 ("events/syscalls/sys_enter_read/trigger", bad)]
     workload = ("dd if=/dev/zero of=/dev/null bs=100 count=3 2>/dev/null\n"
                 "dd if=/dev/zero of=/dev/null bs=4096 count=5 2>/dev/null\n"
-                "for us in 2000 4000 8000 16000; do usleep $us; done\n")
+                "for us in 2000 4000 8000 16000; do usleep $us; done\n"
+                "T=/sys/kernel/tracing; echo 0 > $T/instances/probectl-2/tracing_on\n"
+                "cat $T/instances/probectl-2/trace\n"
+                f"rmdir $T/instances/probectl-2 || echo RMDIR-REFUSED-WITH-TRIGGERS\n"
+                f"echo {shlex.quote('!' + pairs.end)} >> $T/{inst2}/syscalls/sys_exit_clock_nanosleep/trigger\n"
+                f"echo {shlex.quote('!' + pairs.start)} >> $T/{inst2}/syscalls/sys_enter_clock_nanosleep/trigger\n"
+                "rmdir $T/instances/probectl-2 && echo RMDIR-OK\n"
+                f"echo '!{pairs.synthetic_name}' >> $T/synthetic_events && echo SYNTHETIC-REMOVED\n")
     hists = ["events/syscalls/sys_enter_read/hist", f"{inst}/synthetic/{lat.synthetic_name}/hist",
-             "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist"]
-    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists, instances=["probectl-1"])
+             "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist",
+             f"{inst}/synthetic/{none.synthetic_name}/hist", "instances/probectl-1/trace"]
+    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists,
+                          instances=["probectl-1", "probectl-2"])
     # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors
     log = new_error_log_entry("", result.trigger_errors[0].split("\n", 1)[1])
@@ -293,6 +367,19 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     # each sleep at least as asked (in order); TCG on a loaded host wakes late, never by 100 ms
     measured = latency.sorted_values()
     assert all(s <= m < s + 100_000 for s, m in zip((2000, 4000, 8000, 16000), measured)), measured
+    assert parse_hist(result.hists[hists[4]], none.synthetic_name, parse_keys("lat", _synthetic_format())).total == 0
+    # the synthetic event is recorded as an ordinary event in the instance's ring buffer: one
+    # "lat=N" record a pair, the latencies the histogram counted (what kernel --pairs would stream)
+    recorded = [int(m) for m in re.findall(rf"{lat.synthetic_name}: lat=(\d+)", result.hists[hists[5]])]
+    assert sorted(recorded) == measured, result.hists[hists[5]]
+    # the pairs instance: only the synthetic event reached its ring buffer, a record a sleep, each
+    # at least as asked; its triggers had to go before the instance could, and then the event
+    out = result.workload_output
+    streamed = [int(m) for m in re.findall(rf"{pairs.synthetic_name}: lat=(\d+)", out)]
+    assert len(streamed) == 4 and all(s <= m < s + 100_000 for s, m in zip((2000, 4000, 8000, 16000),
+                                                                          sorted(streamed))), out
+    assert "clock_nanosleep" not in out and "sys_enter" not in out, out
+    assert "RMDIR-REFUSED-WITH-TRIGGERS" in out and "RMDIR-OK" in out and "SYNTHETIC-REMOVED" in out, out
 
 
 def _synthetic_format():
@@ -394,6 +481,48 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
         assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
     assert not mine.exists()
     assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()
+    # latency --pairs in the kernel: where there are no synthetic events, an error, and nothing left
+    if not (live_tracefs / "synthetic_events").exists():
+        from probectl.analysis.triggers import latency_triggers
+
+        exit_fmt = tfs.event_format("sched", "sched_process_exit")
+        texts = latency_triggers(live.latency_name(), "sched.sched_process_exec", keys, parse_keys("comm", exit_fmt))
+        with pytest.raises(AnalysisError, match="refused the synthetic event"):
+            live.kernel_latency_pairs(tfs, event, SelectedEvent("sched", "sched_process_exit", exit_fmt), texts,
+                                      command=["/bin/true"])
+        assert not mine.exists() and not (live_tracefs / "synthetic_events").exists()
+
+
+def _usdt_answer(*args: str) -> tuple[dict, list[dict[str, str]]]:
+    """The JSON answer of a hist/latency run of usdt_target, and the program's EXPECT lines (its
+    other lines, SKIPPED and DONE, come before the answer)."""
+    lines = probectl(*args).stdout.splitlines()
+    start = lines.index("{")
+    expect = [dict(w.split("=", 1) for w in line.split()[1:]) for line in lines[:start] if line.startswith("EXPECT ")]
+    return json.loads("\n".join(lines[start:])), expect
+
+
+def test_hist_and_latency_of_sdt_events(live_tracefs):
+    """USDT probes (sdt_PROVIDER:NAME, <sys/sdt.h>) are events like any other: hist counts and sums
+    their arguments as the program passed them, and latency times one marker to the next."""
+    from conftest import build_usdt
+
+    program, _ = build_usdt()
+    rounds = 5
+    result, expect = _usdt_answer("hist", "-x", str(program), "sdt_probectl:mem arg1 arg2", "--key", "arg2",
+                                  "--value", "arg1", "--json", "--", str(program), str(rounds))
+    mem = [e for e in expect if e["sdt"] == "mem"]
+    assert len(mem) == rounds and result["path"] == "user space"
+    assert {r["key"]["arg2"]: (r["count"], r["sum"]) for r in result["rows"]} == \
+        {int(e["arg2"]): (1, int(e["arg1"])) for e in mem}  # (a signed s16 argument, summed signed)
+    result, expect = _usdt_answer("hist", "-x", str(program), "sdt_probectl:regs arg2", "--key", "arg2.log2",
+                                  "--json", "--", str(program), str(rounds))
+    assert [(r["key"]["arg2.log2"], r["count"]) for r in result["rows"]] == [(64, rounds)]  # 2^64 - 2^28 + round
+    result, expect = _usdt_answer("latency", "-x", str(program), "--start", "sdt_probectl:regs", "--end",
+                                  "sdt_probectl:mem", "--ns", "--json", "--", str(program), str(rounds))
+    assert result["count"] == rounds and result["unmatched"] == result["pending"] == 0 and result["min"] > 0
+    assert live_tracefs and not [e for e in (live_tracefs / "uprobe_events").read_text().splitlines()
+                                 if "sdt_probectl/" in e]  # (the definitions were removed)
 
 
 def test_sym_keys_are_named_among_data_symbols_and_stack_frames_among_code():

@@ -22,7 +22,7 @@ from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
 from probectl.debuginfo.dwarf.location import EvalContext, evaluate, expression_at, parse_expression
 from probectl.debuginfo.place import Computed, Memory, Reg, Register, Value
 from probectl.errors import LocationError
-from probectl.resolve.fetch import FetchOptions
+from probectl.resolve.fetch_options import FetchOptions
 from probectl.resolve.render import RenderOptions, register_name, render_memory, render_value
 from probectl.debuginfo.dwarf.variables import best_scope, find_variable
 from probectl.errors import VariableNotFound, VariableUnavailable

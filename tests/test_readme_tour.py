@@ -23,9 +23,20 @@ and the clauses are
   place to place. Alignment spaces before VALUE may change width. KINDs: ``pid``, ``cpu`` (``000`` or
   ``0``: as many digits), ``time`` (seconds with as many decimals), ``addr`` (hex; ``0x`` kept if
   written, and ``0xVALUE`` in the output is the same address), ``num`` and ``id`` (decimal), ``count``
-  (decimal with thousands commas), ``size`` (``5.2``).
+  (decimal with thousands commas, which a VALUE keeps: ``count=15,686`` is one), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id).
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
-  at OPT (default -O0) by conftest's build_fixture.
+  at OPT (default -O0) by conftest's build_fixture; ``file NAME=usdt[:OPT]`` is the SDT program of
+  conftest's build_usdt (its library stays where it was built: the program's rpath names it).
+- ``process PID=PROGRAM``  PROGRAM runs while the block runs (started by the tour with its standard
+  input an open pipe, where an interpreter waits reading its program; ended after the block), and PID
+  in the commands stands for its process id.
+- ``debuginfod URL=DIR``  a local debuginfod (``debuginfod -F DIR``, on a free port) serves the ELF files
+  of ./DIR while the block runs; URL (``http://127.0.0.1:8002``) in commands and output stands for its
+  address. The block's commands get a debuginfod cache of their own in the working directory
+  (``DEBUGINFOD_CACHE_PATH``; the user's is left alone), which ``/root/.cache/debuginfod_client`` in
+  the output stands for.
+- ``hostname=NAME``  the commands run in a UTS namespace of their own whose node name is NAME (the
+  README's recordings were made on a machine named so; recordings and Parquet partitions keep it).
 - ``path TEXT=WHERE ...``  TEXT in commands and output is a real path: ``./NAME`` (the absolute path of a
   file of the working directory), ``repo:REL`` (a file of this repository), ``kernel:REL`` (a file of
   the kernel test data, tools/kernel-testdata.sh).
@@ -35,17 +46,27 @@ and the clauses are
 - ``optional=TOOL``  a pipe into TOOL (``| TOOL ...``) is left out when TOOL is not installed (a warning
   says so); the command before the pipe still runs and must succeed.
 - ``then=EXPR``  (```python blocks) EXPR must be true after the block ran.
+- ``histogram-rows``  the output is one run's: a run of histogram rows (``(512, 1K]  201 |@@@ |``) stands
+  for one or more rows of any buckets and counts (which buckets a timing fills changes from run to run).
 
 In a ```console block, ``# COMMAND`` is a command run as root, the lines below it are its output (stdout
-and stderr, as a terminal shows them). A line that is only ``…`` stands for any number of lines, a
-``…`` inside a line for any text. A command exits 0 unless its output shows an ``Error:`` line.
+and stderr, as a terminal shows them); a line is a command when its first word is ``probectl``, a
+program on PATH, a path (``./x``, ``.venv/bin/python``) or a ``VAR=VALUE`` before one, so that
+output lines of perf's ``# comment`` shape (``report``'s headers) stay output. A line that is only
+``…`` stands for any number of lines, a ``…`` inside a line for any text. A command exits 0 unless its
+output shows an ``Error:`` line.
 In a ```sh block each line is a command line; ``tools/bootstrap.sh ... &&`` before it (the set-up CI
-runs) is not run and ``.venv/bin/probectl`` is the probectl under test.
+runs) is not run and ``.venv/bin/probectl`` is the probectl under test; in any command
+``.venv/bin/python`` is the interpreter running the tour.
 
 Every command runs in a pseudo-terminal (``bash -c COMMAND``, 200 columns), in one working directory
 shared by the whole tour and in the README's order, since examples build on each other (``add``, then
 ``list``, ``del``; ``record``, then ``script`` on its file). ``probectl`` on PATH is this tree's. The
 vmlinux index cache is the user's own (~/.cache/probectl), shared with the other kernel tests.
+
+On a shared machine: one tour runs at a time (a lock file; a second waits), the tour removes only the
+probe events it made, and probectl's "waiting for another probectl run to finish" line (another
+user's ``add`` holding the lock) is not part of any output.
 """
 from __future__ import annotations
 
@@ -59,8 +80,11 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import time
+import urllib.error
+import urllib.request
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +92,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from conftest import ROOT, TRACEFS, build_fixture, kernel_testdata, require_tracefs
+from conftest import ROOT, TRACEFS, _missing, build_fixture, build_usdt, kernel_testdata, require_tracefs
 
 README = ROOT / "README.md"
 WILD = "…"
@@ -127,6 +151,16 @@ def parse_markup(text: str) -> dict[str, str]:
     return out
 
 
+def _is_command(line: str) -> bool:
+    """``# probectl list`` is a command, ``# Available samples`` (report's header) output."""
+    if not line.startswith("# "):
+        return False
+    words = line[2:].split()
+    while words and re.fullmatch(r"[A-Za-z_]\w*=\S*", words[0]):
+        words.pop(0)
+    return bool(words) and (words[0] == "probectl" or "/" in words[0] or shutil.which(words[0]) is not None)
+
+
 def parse_readme(text: str) -> list[Block]:
     """The ```console, ```sh and ```python blocks of the README with the tour comment before each
     (an empty markup when there is none: the inventory test reports it)."""
@@ -163,7 +197,7 @@ def parse_readme(text: str) -> list[Block]:
         block = Block(start + 1, lang, parse_markup(mk.group(1)) if mk else {}, body)
         if lang == "console":
             for line in body:
-                if line.startswith("# "):
+                if _is_command(line):
                     block.commands.append(Command(line[2:], []))
                 elif block.commands:
                     block.commands[-1].expected.append(line)
@@ -181,18 +215,20 @@ BLOCKS = parse_readme(README.read_text())
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
-    """``kind=a,b other=c`` → [(kind, a), (kind, b), (other, c)]."""
+    """``kind=a,b other=c`` → [(kind, a), (kind, b), (other, c)]; a ``count`` keeps its thousands
+    commas (``count=15,686,7`` → 15,686 and 7)."""
     out = []
     for item in text.split():
         key, _, values = item.partition("=")
-        out += [(key, v) for v in values.split(",") if v]
+        split = re.findall(r"\d{1,3}(?:,\d{3})+(?=,|$)|[^,]+", values) if key == "count" else values.split(",")
+        out += [(key, v) for v in split if v]
     return out
 
 
 # ---- matching output against the README ------------------------------------------------------------
 
 
-_BOUND = ("pid", "addr", "num", "id")  # kinds whose VALUE is one thing wherever it appears
+_BOUND = ("pid", "addr", "num", "id", "hex")  # kinds whose VALUE is one thing wherever it appears
 
 
 def _vary_pattern(kind: str, value: str) -> str:
@@ -209,6 +245,8 @@ def _vary_pattern(kind: str, value: str) -> str:
         return r"\d[\d,]*"
     if kind == "size":
         return r"\d+(?:\.\d+)?"
+    if kind == "hex":
+        return rf"[0-9a-f]{{{len(value)}}}"
     raise ValueError(f"unknown vary kind {kind!r} (README tour markup)")
 
 
@@ -272,16 +310,36 @@ def _same_caret(readme_above: str, readme_caret: str, above: str, caret: str) ->
     return above[caret.index("^"):].rstrip() == readme_above[readme_caret.index("^"):].rstrip()
 
 
+# A histogram row as hist, latency and report --hist print it: ``(512, 1K]  201 |@@@   |``, ``[0]  5 |@ |``.
+HISTOGRAM_ROW = re.compile(r"[(\[][^\])]*[\])] +\d[\d,]* \|[@ ]*\|")
+ROWS = "rows"  # the pattern of a run of histogram rows
+
+
 def match_output(expected: list[str], actual: list[str], vary: list[tuple[str, str]],
-                 paths: dict[str, str]) -> dict[str, str]:
+                 paths: dict[str, str], histogram_rows: bool = False) -> dict[str, str]:
     """The bindings of the varying values if ``actual`` has the shape of ``expected``; else Mismatch
-    saying where they part."""
-    pats = [None if line.strip() == WILD else LinePattern(line, vary, paths) for line in expected]
+    saying where they part. With ``histogram_rows``, a run of histogram rows in ``expected`` matches
+    one or more rows of any buckets and counts."""
+    if histogram_rows:
+        expected = [line for k, line in enumerate(expected)
+                    if not (k and HISTOGRAM_ROW.fullmatch(line) and HISTOGRAM_ROW.fullmatch(expected[k - 1]))]
+    pats = [None if line.strip() == WILD else
+            ROWS if histogram_rows and HISTOGRAM_ROW.fullmatch(line) else
+            LinePattern(line, vary, paths) for line in expected]
     furthest = [(-1, -1)]
 
     def walk(i: int, j: int, bound: dict[str, str]) -> Optional[dict[str, str]]:
         while i < len(pats):
             pat = pats[i]
+            if pat is ROWS:
+                rows = 0
+                while j + rows < len(actual) and HISTOGRAM_ROW.fullmatch(actual[j + rows].rstrip()):
+                    rows += 1
+                if not rows:
+                    furthest[0] = max(furthest[0], (j, i))
+                    return None
+                i, j = i + 1, j + rows
+                continue
             if pat is None:
                 if i + 1 == len(pats):
                     return bound
@@ -463,6 +521,9 @@ def _listed_group(line: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+_LOCK_WAIT = re.compile(r"waiting for another probectl run to finish \(lock .*\)")
+
+
 class Tour:
     def __init__(self, tmp: Path):
         self.cwd = tmp / "work"
@@ -508,7 +569,7 @@ class Tour:
         return out
 
     def clean_up(self) -> list[str]:
-        """Remove the probe events the tour made and left (the README's record example keeps its probe)."""
+        """Remove the probe events the tour made and left (when an example failed before its ``del``)."""
         if not self.live_checked:
             return []
         left = sorted((g, e) for g, e in self.probe_events() - self.before if g in self.tour_groups)
@@ -551,9 +612,13 @@ class Tour:
     def place_files(self, block: Block) -> None:
         for name, what in _pairs(block.markup.get("file", "")):
             kind, _, spec = what.partition(":")
-            assert kind == "fixture", f"README line {block.line}: unknown file {what!r}"
-            fixture, _, opt = spec.partition(":")
-            built = build_fixture(fixture, opt or "-O0")
+            if kind == "fixture":
+                fixture, _, opt = spec.partition(":")
+                built = build_fixture(fixture, opt or "-O0")
+            elif kind == "usdt":
+                built = build_usdt(spec or "-O0")[0]
+            else:
+                raise AssertionError(f"README line {block.line}: unknown file {what!r}")
             dest = self.cwd / name
             if not dest.exists() or dest.read_bytes() != built.read_bytes():
                 shutil.copyfile(built, dest)
@@ -577,10 +642,57 @@ class Tour:
             nxt = BLOCKS[BLOCKS.index(block) + 1] if block is not BLOCKS[-1] else None
             if nxt is not None and nxt.mode == "output":
                 expected_after = nxt
-        for cmd in block.commands:
-            self.run_command(block, cmd, paths, expected_after)
+        processes = []
+        env = dict(self.env)
+        try:
+            for url, directory in _pairs(block.markup.get("debuginfod", "")):
+                proc, paths[url] = self.start_debuginfod(self.cwd / directory)
+                processes.append(proc)
+                env["DEBUGINFOD_CACHE_PATH"] = paths["/root/.cache/debuginfod_client"] = \
+                    str(self.cwd / "debuginfod_client")
+            for pid, program in _pairs(block.markup.get("process", "")):
+                proc = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, cwd=self.cwd)
+                processes.append(proc)
+                paths[pid] = str(proc.pid)
+            for cmd in block.commands:
+                self.run_command(block, cmd, paths, expected_after, env)
+        finally:
+            for proc in processes:
+                proc.kill()
+                proc.wait()
 
-    def run_command(self, block: Block, cmd: Command, paths: dict[str, str], output: Optional[Block]) -> None:
+    def start_debuginfod(self, directory: Path) -> tuple[subprocess.Popen, str]:
+        """``debuginfod -F DIRECTORY`` on a free port, once it serves every ELF file there (as
+        tests/test_debuginfod.py's server); its process and URL."""
+        from test_debuginfod import build_id, free_port
+
+        exe = shutil.which("debuginfod")
+        if exe is None:
+            _missing("debuginfod (apt debuginfod) is not installed")
+        port = free_port()
+        log = open(self.cwd / f"debuginfod-{port}.log", "w")
+        proc = subprocess.Popen([exe, "-F", "-d", str(self.cwd / f"debuginfod-{port}.sqlite"), "-p", str(port),
+                                 "-t", "0", "-g", "0", str(directory)], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        url = f"http://127.0.0.1:{port}"
+        wanted = [build_id(p) for p in sorted(directory.iterdir()) if p.read_bytes()[:4] == b"\x7fELF"]
+        deadline = time.monotonic() + 60
+        while wanted and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                urllib.request.urlopen(f"{url}/buildid/{wanted[0]}/debuginfo", timeout=5).read(1)
+                wanted.pop(0)
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        if wanted:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"debuginfod did not serve {directory}:\n" +
+                                 (self.cwd / f"debuginfod-{port}.log").read_text()[-2000:])
+        return proc, url
+
+    def run_command(self, block: Block, cmd: Command, paths: dict[str, str], output: Optional[Block],
+                    env: dict[str, str]) -> None:
         text, expected, vary = cmd.text, cmd.expected, _pairs(block.markup.get("vary", ""))
         if block.lang == "sh":
             text = re.sub(r"^tools/bootstrap\.sh[^&]*&&\s*", "", text)
@@ -596,7 +708,12 @@ class Tour:
                 expected = [WILD]
         for readme_path, real in paths.items():
             text = text.replace(readme_path, real)
-        term = Terminal(text, self.cwd, self.env)
+        text = text.replace(".venv/bin/python", shlex.quote(sys.executable))
+        argv = None
+        if block.markup.get("hostname"):
+            argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec bash -c "$1"',
+                    block.markup["hostname"], text]
+        term = Terminal(text, self.cwd, env, argv)
         try:
             driver = block.markup.get("driver")
             if driver:
@@ -606,7 +723,9 @@ class Tour:
             if term.proc.poll() is None:
                 os.killpg(term.proc.pid, signal.SIGKILL)
                 term.proc.wait()
-        actual = term.lines()
+        # Another engineer's (or CI job's) probectl holding the add lock makes ours say so and wait: a
+        # fact of the shared machine, not of the example.
+        actual = [line for line in term.lines() if not _LOCK_WAIT.fullmatch(line)]
         while actual and not actual[-1]:
             actual.pop()
         if "other-events" in block.markup:
@@ -620,7 +739,7 @@ class Tour:
             assert actual, f"{where}: no output"
             return
         try:
-            match_output(expected, actual, vary, paths)
+            match_output(expected, actual, vary, paths, "histogram-rows" in block.markup)
         except Mismatch as exc:
             raise Mismatch(f"{where}\n{exc}") from None
 
@@ -636,11 +755,15 @@ class Tour:
 
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory):
-    session = Tour(tmp_path_factory.mktemp("readme-tour"))
-    yield session
-    removed = session.clean_up()
-    # the README's own tour leaves only the record example's probe behind (it never deletes it)
-    assert set(removed) <= {"probe_libc:malloc"}, f"the tour left these events behind: {removed}"
+    # Two tours at once (two checkouts on one machine) would add and delete each other's probes in the
+    # README's groups: the second waits for the first.
+    lock_dir = Path("/run/lock") if os.access("/run/lock", os.W_OK) else Path(tempfile.gettempdir())
+    with open(lock_dir / "probectl-readme-tour.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = Tour(tmp_path_factory.mktemp("readme-tour"))
+        yield session
+        removed = session.clean_up()
+    assert not removed, f"the tour left these events behind: {removed}"
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.ident for b in BLOCKS])
@@ -669,9 +792,9 @@ def test_every_example_is_marked_and_known():
             i = BLOCKS.index(b)
             assert i and BLOCKS[i - 1].lang == "sh", f"README line {b.line}: output of no ```sh block"
     commands = [c for b in BLOCKS if b.mode in ("live", "offline") for c in b.commands]
-    assert len(commands) >= 19  # the tour of 2026-11-25; more as sections are added
+    assert len(commands) >= 59  # the tour of 2026-11-25; more as sections are added
     assert {"add", "del", "list", "funcs", "lines", "vars", "record", "script", "trace", "tracepoints",
-            "fields"} <= {w for c in commands for w in c.text.split()[1:2]}
+            "fields", "report", "query", "hist", "latency"} <= {w for c in commands for w in c.text.split()[1:2]}
 
 
 def test_matcher_accepts_the_shape_and_rejects_the_rest():
@@ -697,9 +820,20 @@ def test_matcher_accepts_the_shape_and_rejects_the_rest():
     # a value is a whole token: 000 is not the cpu inside 1000
     with pytest.raises(Mismatch):
         match_output(["size=1000"], ["size=1007"], [("cpu", "000")], {})
+    # histogram rows: a run of them stands for one or more, of any buckets; anything else still matches
+    hist = ["@x:", "(1, 2]  3 |@@@ |", "(2, 4]  1 |@   |", "", "4 pairs"]
+    assert match_output(hist, ["@x:", "(8, 16]  4 |@@@@|", "", "4 pairs"], [], {}, histogram_rows=True) == {}
+    for bad in (["@x:", "", "4 pairs"], ["@x:", "(8, 16]  4 |@@@@|", "(8, 16]  four", "", "4 pairs"],
+                ["@x:", "(8, 16]  4 |@@@@|", "", "5 pairs"]):
+        with pytest.raises(Mismatch):
+            match_output(hist, bad, [], {}, histogram_rows=True)
+    with pytest.raises(Mismatch):  # without the clause, rows are literal
+        match_output(hist, ["@x:", "(8, 16]  4 |@@@@|", "", "4 pairs"], [], {})
 
 
 def test_terminal_rendering():
     assert render(b"a\r\nprogress 1\r\x1b[Kdone\r\n\x1b[?2004hok\x1b[?2004l\r\n") == ["a", "done", "ok"]
+    assert _pairs("count=15,686,7,2624 size=1,493") == [("count", "15,686"), ("count", "7"), ("count", "2624"),
+                                                         ("size", "1"), ("size", "493")]
     assert parse_markup("live; vary pid=1 cpu=0,1; driver=x; other-events") == {
         "live": "", "vary": "pid=1 cpu=0,1", "driver": "x", "other-events": ""}

@@ -323,7 +323,7 @@ def test_kernels_without_ref_ctr_or_immediates(usdt):
     a constant operand is left out of an all-arguments probe and an error when asked for."""
     from probectl.errors import ResolveError
     from probectl.resolve import Resolver
-    from probectl.resolve.fetch import FetchOptions
+    from probectl.resolve.fetch_options import FetchOptions
     from probectl.spec import parse_probe
     from probectl.target import Target
 

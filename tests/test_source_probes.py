@@ -699,10 +699,13 @@ def test_index_cache_keeps_few_files(tmp_path, monkeypatch):
         old = directory / f"dwarf-names-{i:040x}.bin"
         old.write_text("{}")
         os.utime(old, (1000 + i, 1000 + i))
+        (directory / f".lock-dwarf-names-{i:040x}").write_text("")
     path = binary("dwarf_inline", "-O0")
     _debuginfo(path).name_index()
-    names = sorted(p.name for p in directory.iterdir())
+    names = sorted(p.name for p in directory.iterdir() if not p.name.startswith(".lock-"))
+    locks = sorted(p.name[len(".lock-"):] for p in directory.iterdir() if p.name.startswith(".lock-"))
     assert len(names) == indexcache.MAX_FILES
+    assert [n + ".bin" for n in locks] == names  # the lock files of removed indexes went with them
     assert f"dwarf-names-{_elf(path).build_id}.bin" in names
     assert f"dwarf-names-{0:040x}.bin" not in names  # the least recently used went first
 

@@ -11,8 +11,10 @@ import json
 import os
 import random
 import re
+import stat
 import struct
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +254,29 @@ def test_probectl_reads_trace_cmd_convert_output(tmp_path, trace_cmd_bin, args):
     with open_trace(original) as a, open_trace(out) as b:
         assert decoded(b) == decoded(a)
         assert b.cmdlines == a.cmdlines and b.kallsyms == a.kallsyms and b.cpustats == a.cpustats
+
+
+def test_a_device_or_fifo_is_written_in_place_not_replaced(tmp_path):
+    """``record -o /dev/null`` once replaced /dev/null by a regular file (the write-then-rename of a
+    regular file): a device node or a FIFO is written into instead, and stays what it was."""
+    path, meta, expect = synthetic_trace(tmp_path, 7)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as pool:
+        drained = pool.submit(fifo.read_bytes)
+        write_tracedat(fifo, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
+        assert drained.result(timeout=30) == path.read_bytes()
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    if os.geteuid() == 0:  # a device node of its own (mknod needs root): the real /dev/null is nobody's to risk
+        null = tmp_path / "null"
+        os.mknod(null, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        write_tracedat(null, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
+        assert stat.S_ISCHR(null.stat().st_mode)
+        full = tmp_path / "full"  # /dev/full's device: a write error is the user's, not a bug
+        os.mknod(full, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
+        with pytest.raises(TraceFileError, match="cannot write .*full: No space left on device"):
+            write_tracedat(full, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
+        assert stat.S_ISCHR(full.stat().st_mode)
 
 
 def test_write_arguments(tmp_path):

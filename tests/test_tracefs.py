@@ -95,6 +95,18 @@ def test_features_without_readme():
     assert Features.detect("", []) == Features()
 
 
+@pytest.mark.parametrize("pattern", sorted(set(Features._PATTERNS.values()) | {"abc", "a*", "*c", "a*c", "a*b*a", "**"}))
+def test_readme_patterns_match_as_their_regex(pattern):
+    """A README line matches a pattern as the regex ``^piece.*piece$`` (``*`` the only wildcard) matches it;
+    the lines are the test READMEs', plus near misses."""
+    import re
+
+    regex = re.compile("^" + ".*".join(map(re.escape, pattern.split("*"))) + "$")
+    lines = set((README_FULL + README_61 + README_OLD).splitlines()) | {"", "a", "abc", "ac", "aba", "abca", "c", "ab"}
+    for line in lines:
+        assert tracefs_mod._line_matches(line, pattern) == bool(regex.match(line)), (pattern, line)
+
+
 def test_features_of_this_machine(live_tracefs):
     t = Tracefs(live_tracefs)
     readme = (live_tracefs / "README").read_text()

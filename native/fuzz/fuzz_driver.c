@@ -90,7 +90,21 @@ static const struct rb_field fields[] = {
 	{ .offset = 20, .size = 0, .loc = RB_LOC_TAIL, .kind = RB_KIND_INT_ARRAY, .elem_size = 4 },
 	{ .offset = 24, .size = 0, .loc = RB_LOC_TAIL, .kind = RB_KIND_STR },
 	{ .offset = 100, .size = 4000, .loc = RB_LOC_FIXED, .kind = RB_KIND_BYTES },
+	{ .offset = 8, .size = 12, .loc = RB_LOC_DATA, .kind = RB_KIND_STR_ARRAY, .elem_size = 4 },
+	{ .offset = 12, .size = 8, .loc = RB_LOC_REL, .kind = RB_KIND_STR_ARRAY, .elem_size = 4 },
 };
+
+// The strings of an RB_KIND_STR_ARRAY span (other kinds have none).
+static void touch_str_array(const struct rb_field *f, const struct rb_span *sp, bool swap)
+{
+	struct rb_span item;
+
+	if (f->kind != RB_KIND_STR_ARRAY)
+		return;
+	for (uint32_t i = 0; i <= f->size / 4; i++)	// (one past the last: must be refused)
+		if (rb_str_array_item(f, sp->ptr, sp->len, swap, i, &item) && item.ptr)
+			touch(item.ptr, item.len);
+}
 
 static void walk_page(const uint8_t *page, size_t len, const struct rb_layout *l)
 {
@@ -111,6 +125,7 @@ static void walk_page(const uint8_t *page, size_t len, const struct rb_layout *l
 				sink += (uint64_t)v;
 			} else if (rb_field_span(&fields[i], ev.data, ev.len, pg.swap, &sp)) {
 				touch(sp.ptr, sp.len);
+				touch_str_array(&fields[i], &sp, pg.swap);
 			}
 		}
 	}
@@ -147,8 +162,10 @@ static void decode_streams(uint8_t **pages, size_t *lens, int n, const struct rb
 
 				if (fields[j].kind == RB_KIND_INT)
 					sink += (uint64_t)c->ints[batch.row[i]];
-				else if (c->spans[batch.row[i]].ptr)
+				else if (c->spans[batch.row[i]].ptr) {
 					touch(c->spans[batch.row[i]].ptr, c->spans[batch.row[i]].len);
+					touch_str_array(&fields[j], &c->spans[batch.row[i]], reader.swap);
+				}
 			}
 		}
 		sink += batch.nlost;

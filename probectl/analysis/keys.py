@@ -15,6 +15,7 @@ from .. import _native
 from ..errors import AnalysisError, did_you_mean
 from ..formats import EventFormat, Field
 from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs
+from . import histogram
 
 MAX_KEYS = 3  # the kernel's TRACING_MAP_KEYS_MAX
 # The kernel's room for a key (HIST_KEY_SIZE_MAX, kernel/trace/trace_events_hist.c): a text of variable
@@ -73,6 +74,15 @@ class KeyPart:
         if self.field is not None and self.field.is_string and self.field.is_data_loc:
             return KERNEL_TEXT_KEY_BYTES
         return (self.field.size + 7) // 8 * 8 if self.field is not None else 8
+
+    @property
+    def rule(self) -> Optional[histogram.Buckets]:
+        """The bucket rule of a .log2 or .buckets=N key (None for the others)."""
+        if self.modifier == "log2":
+            return histogram.LOG2
+        if self.modifier == "buckets":
+            return histogram.Buckets(self.step)
+        return None
 
     @property
     def label(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from array import array
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -252,6 +253,52 @@ def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts
             _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
     table = parse_hist(text, texts.synthetic_name, [KeyPart("lat")], None)
     return result_from_kernel(start.name, end.name, table, unit)
+
+
+def kernel_latency_pairs(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
+                         unit: TimeUnit = MICROSECONDS, command: Sequence[str] = (), pids: Sequence[int] = (),
+                         system_wide: bool = False, buffer_kb: Optional[int] = None,
+                         duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr,
+                         progress: Optional[Callable[[int], None]] = None) -> LatencyResult:
+    """Latencies measured in the kernel (the start and end triggers fill the synthetic event), with
+    the pairs: the synthetic event is recorded as an ordinary event and streamed from the instance,
+    one ``lat`` record a pair, stamped when its end happened. Only it reaches user space: the start
+    and end events are not enabled (their triggers run all the same, in the kernel's soft mode)."""
+    _write_trigger(tfs, tfs.root / "synthetic_events", texts.synthetic, "synthetic event")
+    try:
+        synth = SelectedEvent("synthetic", texts.synthetic_name, tfs.event_format("synthetic", texts.synthetic_name))
+        lat_index = [f.name for f in synth.format.event_fields].index("lat")
+        stream = LiveStream(tfs, [synth], command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
+                            duration=duration, notice=notice)
+        written: list[tuple[Path, str]] = []
+
+        def on_start() -> None:
+            assert stream.instance is not None
+            for event, text in ((start, texts.start), (end, texts.end)):
+                path = stream.instance.events_dir / event.group / event.event / "trigger"
+                _write_trigger(tfs, path, text, "hist trigger")
+                written.append((path, text))
+
+        def on_stop() -> None:  # (before the instance is removed: the kernel keeps one with triggers)
+            while written:
+                path, text = written.pop()
+                _unwrite(path, remove_trigger(text))
+
+        ends, lats = array("Q"), array("Q")
+
+        def on_pages(reader) -> None:
+            for _n, tables in reader.tables():
+                for t in tables:
+                    ends.frombytes(t.ts)
+                    lats.frombytes(t.fields[lat_index])
+            if progress is not None:
+                progress(len(lats))
+
+        stream.run(on_pages, on_start, on_stop)
+    finally:
+        if (tfs.root / "events" / "synthetic" / texts.synthetic_name).exists():
+            _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
+    return LatencyResult(start.name, end.name, ends, lats, KERNEL_PATH, unit, lost=stream.lost)
 
 
 def latency_name() -> str:

@@ -4,13 +4,14 @@ A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys a
 
 * ``event``, ``comm``, ``pid``, ``tid``, ``cpu``, ``recording``, ``host``: the header columns;
 * ``sym``: the probed function, the symbol of a probe event's ``__probe_ip`` (``__probe_func`` of a
-  return probe) in its process (kernel addresses through the file's kallsyms); events without a
-  probe address have none (``[unknown]``);
+  return probe) in its process (kernel addresses through the file's kallsyms), or of the field a
+  tracepoint prints with ``%pS`` (kmem:kmalloc's ``call_site``); events without such an address have
+  none (``[unknown]``);
 * any field of the selected events (``-e``): the events that have the field are counted.
 
 The rows are sorted by count (ties by key), with their share of the counted events. A ``--hist``
-report draws a power-of-two histogram (:mod:`.log2hist`) of an integer field instead, one per value
-of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
+report counts an integer field in the kernel's log2 buckets instead (:mod:`.histogram`, as ``hist``
+counts them), one histogram per value of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
 distinct probe addresses are symbolized in Python.
 """
 from __future__ import annotations
@@ -23,8 +24,9 @@ import pyarrow as pa
 from ..errors import ProbectlError, did_you_mean
 from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
-from . import log2hist
-from ..script.plan import event_matches
+from . import histogram
+from ..script.plan import name_matches
+from ..script.printfmt import symbol_fields
 from .columns import HEADER, header_name
 from .sql import RecordingsDatabase, literal, quote
 
@@ -58,7 +60,7 @@ class Report:
 
 @dataclass
 class Histogram:
-    """A power-of-two histogram of ``field`` for one value of the sort keys (``keys``: values)."""
+    """A log2 histogram of ``field`` (bucket -> count) for one value of the sort keys (``keys``: values)."""
 
     field: str
     keys: dict[str, Any]
@@ -90,9 +92,9 @@ class Reporter:
             raise ProbectlError(f"{files} {'holds' if len(db.recordings) == 1 else 'hold'} no events",
                                 "nothing was recorded: check the events and filters given to 'probectl record'")
         if globs:
-            chosen = [e for e in everything if any(event_matches(self._formats(e), g) for g in globs)]
+            chosen = [e for e in everything if any(name_matches(e, g) for g in globs)]
             for g in globs:
-                if not any(event_matches(self._formats(e), g) for e in everything):
+                if not any(name_matches(e, g) for e in everything):
                     raise ProbectlError(f"no event of the recordings matches {g!r}",
                                         did_you_mean(g, everything) or
                                         (f"the events: {', '.join(everything)}" if everything
@@ -102,14 +104,10 @@ class Reporter:
         self._sym_table: Optional[str] = None
 
     # -- keys
-    def _formats(self, event: str) -> Any:
-        return next(r.formats[event] for r in self.db.recordings if event in r.formats)
-
     def field_names(self) -> list[str]:
         names: dict[str, None] = {}
         for e in self.selected:
-            for f in self._formats(e).event_fields:
-                names[f.name] = None
+            names.update(dict.fromkeys(self.db.fields(e)))
         return list(names)
 
     def check_keys(self, keys: Sequence[str]) -> None:
@@ -122,7 +120,21 @@ class Reporter:
             raise ProbectlError(f"a sort key is given twice: {','.join(keys)}")
 
     def _events_with(self, fields: Sequence[str]) -> list[str]:
-        return [e for e in self.selected if all(self._formats(e).field(f) is not None for f in fields)]
+        return [e for e in self.selected if all(f in self.db.fields(e) for f in fields)]
+
+    def _header(self, event: str, name: str) -> str:
+        """The column of header key ``name`` in ``event``'s table (``common_name`` when a field has the name)."""
+        return f"common_{name}" if name in self.db.fields(event) else name
+
+    def _address_field(self, event: str) -> Optional[str]:
+        """The field ``sym`` names: a probe event's probed address, else the first field a
+        tracepoint's print format prints as a kernel symbol (%pS: kmem:kmalloc's call_site);
+        None when the event has neither."""
+        probe = next((a for a in _PROBE_ADDRESSES if a in self.db.fields(event)), None)
+        if probe is not None:
+            return probe
+        fmt = next((r.formats[event] for r in self.db.recordings if event in r.formats), None)
+        return next(iter(symbol_fields(fmt)), None) if fmt is not None else None
 
     # -- the rows, as SQL
     def _source(self, keys: Sequence[str], value: Optional[str] = None) -> str:
@@ -130,21 +142,20 @@ class Reporter:
         fields = [k for k in keys if k not in KEY_TITLES] + ([value] if value else [])
         parts = []
         for event in self._events_with(fields):
-            fmt = self._formats(event)
             system, _, name = event.partition(":")
             cols, join = [], ""
             for k in keys:
                 if k == "event":
                     cols.append(f"{literal(event)} AS {quote(k)}")
                 elif k in HEADER:
-                    cols.append(f"t.{quote(header_name(fmt, k))} AS {quote(k)}")
+                    cols.append(f"t.{quote(self._header(event, k))} AS {quote(k)}")
                 elif k == SYM_KEY:
-                    addr = next((a for a in _PROBE_ADDRESSES if fmt.field(a) is not None), None)
+                    addr = self._address_field(event)
                     if addr is None:
                         cols.append(f"{literal(UNKNOWN_SYMBOL)} AS {quote(k)}")
                         continue
                     join = (f" LEFT JOIN {self._symbols()} s ON s.event = {literal(event)} AND "
-                            f"s.recording = t.recording AND s.pid = t.{quote(header_name(fmt, 'pid'))} "
+                            f"s.recording = t.recording AND s.pid = t.{quote(self._header(event, 'pid'))} "
                             f"AND s.addr = t.{quote(addr)}")
                     cols.append(f"coalesce(s.sym, {literal(UNKNOWN_SYMBOL)}) AS {quote(k)}")
                 else:
@@ -164,8 +175,8 @@ class Reporter:
                 symbolizer = Symbolizer(TraceSource(trace))
                 for event in self.selected:
                     fmt = rec.formats.get(event)
-                    addr = next((a for a in _PROBE_ADDRESSES if fmt is not None and fmt.field(a) is not None), None)
-                    if addr is None:
+                    addr = self._address_field(event)
+                    if fmt is None or addr is None:
                         continue
                     system, _, name = event.partition(":")
                     found = self.db.sql(f"SELECT DISTINCT {quote(header_name(fmt, 'pid'))}, {quote(addr)} "
@@ -202,7 +213,7 @@ class Reporter:
         return report
 
     def histograms(self, value: str, keys: Sequence[str] = (), top: int = 0) -> list[Histogram]:
-        """Power-of-two histograms of the integer field ``value``, one per value of ``keys`` (the
+        """Log2 histograms of the integer field ``value``, one per value of ``keys`` (the
         largest ``top`` groups when not 0)."""
         self.check_keys(keys)
         names = self.field_names()
@@ -217,9 +228,9 @@ class Reporter:
                 raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
                                     "count its values with --sort " + value)
         source = self._source(keys, value)
-        rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket_fast("_value"), extremes=True)
-        if not log2hist.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
-            rows = self._bucket_rows(source, keys, top, log2hist.sql_bucket("_value"), extremes=False)
+        rows = self._bucket_rows(source, keys, top, histogram.sql_log2_bucket_fast("_value"), extremes=True)
+        if not histogram.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
+            rows = self._bucket_rows(source, keys, top, histogram.sql_log2_bucket("_value"), extremes=False)
         else:
             rows = [r[:-2] for r in rows]
         out: dict[tuple, Histogram] = {}

@@ -67,6 +67,7 @@ class RecordingsDatabase:
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
         self.events: dict[str, list[str]] = {}  # system:event -> SELECTs of its rows, one per source
+        self._fields: dict[str, list[str]] = {}
         self._register()
 
     def _register(self) -> None:
@@ -120,6 +121,16 @@ class RecordingsDatabase:
                            did_you_mean(table, self.table_names()) or "--list-tables shows the tables")
         system, _, name = event.partition(":")
         return f"{quote(system)}.{quote(name)}"
+
+    def fields(self, event: str) -> list[str]:
+        """The columns of ``system:event``'s table that are its fields (not the header's, host or
+        recording), whichever source (trace.dat or Parquet) the rows come from."""
+        if event not in self._fields:
+            names = [c for c, _ in self.describe(event)]
+            header = {*HEADER, "host", "recording"} | {f"common_{c}" for c in HEADER if f"common_{c}" in names}
+            # (a field named like a header column keeps its name, and the header one is common_<name>)
+            self._fields[event] = [c for c in names if c not in header or f"common_{c}" in names]
+        return self._fields[event]
 
     def row_count(self, table: str) -> int:
         return self.sql(f"SELECT count(*) FROM {self._sql_table(table)}").rows[0][0]

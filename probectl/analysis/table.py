@@ -1,17 +1,14 @@
 """The answer of ``probectl hist``, whichever path computed it: rows of key values with a count and
 a sum, sorted and cut to the top N, printed as bpftrace prints its maps (a bar per row) or as JSON.
 
-A log2 bucket ``n`` holds what the kernel's ``.log2`` puts there: ``ilog2(roundup_pow_of_two(v))``,
-the values in ``(2^(n-1), 2^n]`` (bucket 0 holds 0 and 1); a linear bucket ``lo`` of ``.buckets=N``
-holds ``[lo, lo + N)``."""
+Buckets, their labels and the bars are :mod:`.histogram`'s (the kernel's rules on every path)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from .histogram import bar_lines
 from .keys import KeyPart
-
-BAR_WIDTH = 52
 
 
 @dataclass
@@ -85,52 +82,22 @@ def _sortable(v):
 
 
 def bucket_of(part: KeyPart, value: int) -> int:
-    """The bucket of ``value`` under ``part``'s modifier (what native/aggregate.c computes per event)."""
-    if part.modifier == "log2":
-        return 0 if value <= 1 else (value - 1).bit_length()
-    if part.modifier == "buckets":
-        return value // part.step * part.step
-    return value
+    """The bucket of ``value`` under ``part``'s modifier (the value itself when it has none)."""
+    return part.rule.of(value) if part.rule is not None else value
 
 
 def bucket_range(part: KeyPart, value: int) -> tuple[int, int]:
-    """``[lo, hi)`` of the integers in a bucket (see the module's docstring)."""
-    if part.modifier == "log2":
-        if value <= 0:
-            return 0, 2
-        return (1 << (value - 1)) + 1, (1 << value) + 1
-    if part.modifier == "buckets":
-        return value, value + part.step
-    return value, value + 1
-
-
-def _range_text(part: KeyPart, value: int) -> str:
-    if part.modifier == "log2":
-        return "[0, 1]" if value <= 0 else f"({_short(1 << (value - 1))}, {_short(1 << value)}]"
-    lo, hi = bucket_range(part, value)
-    return f"[{_short(lo)}, {_short(hi)})"
-
-
-def _short(n: int) -> str:
-    """bpftrace's sizes: 1K, 4M."""
-    for shift, unit in ((40, "T"), (30, "G"), (20, "M"), (10, "K")):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return str(n)
+    """``[lo, hi)`` of the integers in a bucket."""
+    return part.rule.range(value) if part.rule is not None else (value, value + 1)
 
 
 def _filled(table: HistTable) -> list[HistRow]:
     """A histogram's rows with the empty buckets between the first and last one."""
-    part = table.keys[0]
-    rows = sorted(table.rows, key=lambda r: r.key[0])
-    if not rows or part.modifier not in ("log2", "buckets") or len(rows) > 4096:
-        return rows
-    have = {r.key[0]: r for r in rows}
-    step = 1 if part.modifier == "log2" else part.step
-    lo, hi = rows[0].key[0], rows[-1].key[0]
-    if (hi - lo) // step > 4096:
-        return rows
-    return [have.get(v, HistRow((v,), 0, None if table.value is None else 0)) for v in range(lo, hi + 1, step)]
+    rule = table.keys[0].rule
+    have = {r.key[0]: r for r in table.rows}
+    if rule is None:
+        return [have[k] for k in sorted(have)]
+    return [have.get(v, HistRow((v,), 0, None if table.value is None else 0)) for v in rule.filled(have)]
 
 
 def stack_frames(value, display=None) -> list[str]:
@@ -154,8 +121,8 @@ def key_text(part: KeyPart, value, display: Optional[Callable[[KeyPart, object],
         shown = display(part, value)
         if shown is not None:
             return shown
-    if part.bucketed and isinstance(value, int):
-        return _range_text(part, value)
+    if part.rule is not None and isinstance(value, int):
+        return part.rule.label(value)
     if part.modifier in ("hex", "sym") and isinstance(value, int):
         return hex(value & (1 << 64) - 1)
     return str(value)
@@ -176,7 +143,7 @@ def render_text(table: HistTable, display=None) -> str:
     lines = []
     if table.is_histogram:
         rows = _filled(table)
-        labels = [_range_text(table.keys[0], r.key[0]) for r in rows]
+        labels = [table.keys[0].rule.label(r.key[0]) for r in rows]
         head = f"@{table.keys[0].label}" + (f" (sum of {table.value})" if by_sum else "") + ":"
         lines.append(head)
     else:
@@ -185,15 +152,10 @@ def render_text(table: HistTable, display=None) -> str:
         labels = [f"@[{lab}]" for lab in labels]
         lines.append(f"@[{', '.join(p.label for p in table.keys)}]" + (f": count, sum of {table.value}"
                                                                        if by_sum else ": count"))
-    width = max(len(lab) for lab in labels)
     cw = max(len(str(r.count)) for r in rows)
     sw = max(len(str(r.sum or 0)) for r in rows) if by_sum else 0
-    top = max(((r.sum or 0) if by_sum else r.count) for r in rows) or 1
-    for lab, r in zip(labels, rows):
-        amount = (r.sum or 0) if by_sum else r.count
-        bar = "@" * (BAR_WIDTH * max(amount, 0) // top) if amount else ""
-        nums = f"{r.count:>{cw}}" + (f" {r.sum or 0:>{sw}}" if by_sum else "")
-        lines.append(f"{lab:<{width}} {nums} |{bar:<{BAR_WIDTH}}|")
+    lines += bar_lines([(lab, f"{r.count:>{cw}}" + (f" {r.sum or 0:>{sw}}" if by_sum else ""),
+                         (r.sum or 0) if by_sum else r.count) for lab, r in zip(labels, rows)])
     lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -21,9 +21,12 @@ def hist_trigger(keys: Sequence[KeyPart], value: Optional[KeyPart] = None, *, fi
     if value is not None:
         text += f":vals=hitcount,{value.name}"
     text += f":size={size}"
-    if filter_text:
-        text += f" if {filter_text}"
-    return text
+    return text + _if(filter_text)
+
+
+def _if(filter_text: str) -> str:
+    """A trigger's filter clause (nothing without a filter)."""
+    return f" if {filter_text}" if filter_text else ""
 
 
 def remove_trigger(text: str) -> str:
@@ -44,15 +47,17 @@ class LatencyTriggers:
 
 
 def latency_triggers(name: str, start_event: str, start_keys: Sequence[KeyPart],
-                     end_keys: Sequence[KeyPart], timestamp: str = "common_timestamp.usecs") -> LatencyTriggers:
+                     end_keys: Sequence[KeyPart], timestamp: str = "common_timestamp.usecs", *,
+                     start_filter: str = "", end_filter: str = "") -> LatencyTriggers:
     """The texts for a latency between ``start_event`` (``group.event``, as onmatch() names it) and
     the event the end trigger is written to, keyed by ``start_keys``/``end_keys`` (the thread when
     both are ``pid``), in the unit of ``timestamp`` (``common_timestamp.usecs``: µs; ``common_timestamp``:
-    ns). Latencies are kept exactly and bucketed when read back."""
+    ns). A start the ``start_filter`` rejects saves no time stamp, so nothing is measured from it; an
+    end the ``end_filter`` rejects matches nothing. Latencies are kept exactly and bucketed when read back."""
     var = f"{name}_ts0"
-    start = f"hist:keys={','.join(k.trigger_text() for k in start_keys)}:{var}={timestamp}"
+    start = f"hist:keys={','.join(k.trigger_text() for k in start_keys)}:{var}={timestamp}" + _if(start_filter)
     end = (f"hist:keys={','.join(k.trigger_text() for k in end_keys)}:{name}_lat={timestamp}-${var}"
-           f":onmatch({start_event}).trace({name},${name}_lat)")
+           f":onmatch({start_event}).trace({name},${name}_lat)" + _if(end_filter))
     return LatencyTriggers(synthetic=f"{name} u64 lat", synthetic_name=name, start=start, end=end,
                            histogram=f"hist:keys=lat:sort=lat:size={TABLE_SIZE}")
 

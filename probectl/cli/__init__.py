@@ -18,6 +18,7 @@ import click
 from .. import __version__
 from ..errors import OutputError, ProbectlError, close_matches, did_you_mean
 from ..notice import notice_stderr
+from ..termtext import bounded
 
 # perf's command flags → probectl subcommands (for `probectl -a DEF` muscle memory).
 PERF_COMMAND_FLAGS = {
@@ -210,13 +211,15 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
         click.echo(f"Error: cannot write to standard output: {err.strerror}", err=True)
         return 1
     except ProbectlError as err:
-        click.echo(f"Error: {err}", err=True)
+        # (messages echo the user's input and names from files: printable, huge inputs as excerpts)
+        click.echo(f"Error: {bounded(str(err))}", err=True)
         if err.hint:
-            click.echo(f"  Hint: {err.hint}", err=True)
+            click.echo(f"  Hint: {bounded(err.hint)}", err=True)
         return 1
     except click.exceptions.Abort:
         return 130
     except click.ClickException as err:
+        err.message = bounded(err.message)
         err.show()
         return err.exit_code
     except KeyboardInterrupt:
@@ -228,7 +231,7 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
             import traceback
 
             traceback.print_exc()
-        click.echo(f"Error: internal error: {type(err).__name__}: {err}", err=True)
+        click.echo(f"Error: internal error: {type(err).__name__}: {bounded(str(err))}", err=True)
         if not debug:
             click.echo(f"  Hint: {BUG_HINT.format(env=DEBUG_ENV)}", err=True)
         return 1

@@ -219,13 +219,15 @@ def _hist_from_file(path: Path, word: str, key_text: str, value_name: Optional[s
 @click.option("--buckets", type=click.IntRange(min=1), metavar="N", help="Linear buckets of N µs (ns) (default log2).")
 @click.option("--ns", "in_ns", is_flag=True, help="Latencies in nanoseconds (default microseconds).")
 @click.option("--pairs", "pairs_file", metavar="FILE", help="Write 'completion_time latency' lines (heat maps).")
+@click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter of the start event: only these are timed.")
+@click.option("--end-filter", "end_filter", metavar="EXPR", help="Kernel filter of the end event.")
 @_scope_options
 @click.option("-i", "--input", "input_", metavar="FILE", help="Pair the events of a recording instead.")
 @click.option("--user-space", is_flag=True, help="Pair the events in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
-def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, buckets, in_ns, pairs_file, pids,
-            system_wide, duration, buffer_kb, input_, user_space, as_json):
+def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, buckets, in_ns, pairs_file, filter_,
+            end_filter, pids, system_wide, duration, buffer_kb, input_, user_space, as_json):
     """Time from a start to an end event of the same thread (or key): a histogram in µs and p50, p90,
     p99, max. One function's entry and return:
 
@@ -246,6 +248,9 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
     words = (what[0], what[0] + "%return") if what else (start_name, end_name)
     unit = NANOSECONDS if in_ns else MICROSECONDS
     command = ctx.meta.get("probectl.command", [])
+    if input_ and (filter_ or end_filter):
+        raise click.UsageError("--filter and --end-filter run in the kernel, while events are paired or recorded: "
+                               "with -i, record with --filter instead")
     if input_:
         from ..analysis.live import file_latency
         from ..tracedat import open_trace
@@ -260,8 +265,8 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
 
         tfs = Tracefs.open(notice=notice)
         with _probes_or_events(tfs, words, (exec_, vmlinux, module)) as groups:
-            start = _selected(tfs, _one(groups[0], words[0]), None)
-            end = _selected(tfs, _one(groups[1], words[1]), None)
+            start = _selected(tfs, _one(groups[0], words[0]), filter_)
+            end = _selected(tfs, _one(groups[1], words[1]), end_filter)
             _two_events(start.name, end.name)
             in_kernel = (not user_space and live.kernel_has_hist(tfs, [start, end])
                          and (tfs.root / "synthetic_events").exists())
@@ -273,8 +278,14 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                 from ..analysis.triggers import latency_triggers
 
                 texts = latency_triggers(live.latency_name(), f"{start.group}.{start.event}", skeys, ekeys,
-                                         unit.kernel_timestamp)
-                result = live.kernel_latency(tfs, start, end, texts, unit=unit, **scope)
+                                         unit.kernel_timestamp, start_filter=start.filter.text if start.filter else "",
+                                         end_filter=end.filter.text if end.filter else "")
+                if pairs_file:  # (the synthetic event streamed: a pair a record)
+                    with _progress("latency", command) as progress:
+                        result = live.kernel_latency_pairs(tfs, start, end, texts, unit=unit, buffer_kb=buffer_kb,
+                                                           progress=progress, **scope)
+                else:
+                    result = live.kernel_latency(tfs, start, end, texts, unit=unit, **scope)
             else:
                 with _progress("latency", command) as progress:
                     result = live.user_latency(tfs, start, end, skeys, ekeys, buckets=buckets, unit=unit,
@@ -285,13 +296,11 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                 f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: check --key")
         raise AnalysisError(f"no latency measured between {result.start} and {result.end}", hint)
     table = result.histogram(latency_part(buckets, unit))
-    if pairs_file and result.path != "kernel":
+    if pairs_file:
         try:
             Path(pairs_file).write_text(result.pairs_text())
         except OSError as err:
             raise ProbectlError(f"cannot write {pairs_file}: {err.strerror}") from None
-    elif pairs_file:
-        notice("Warning: the kernel's histogram keeps no pairs; --pairs needs the user-space path")
     if as_json:
         out = to_json(table)
         out.update(result.summary())

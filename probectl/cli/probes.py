@@ -1,4 +1,7 @@
-"""Probe commands: add, del, list, funcs, lines, vars."""
+"""Probe commands: add, del, list, funcs, lines, vars.
+
+What they print from files (symbol names, source lines and paths, names and types from DWARF) goes
+through ``termtext.printable``: a control character in a file is shown, never sent to the terminal."""
 from __future__ import annotations
 
 import fnmatch
@@ -8,6 +11,7 @@ import click
 
 from ..errors import ProbectlError, ProbePointNotFound, ProbeSyntaxError, TracefsError, did_you_mean
 from ..target import Target, find_binary, find_target
+from ..termtext import printable
 from ..tracefs import Tracefs
 from . import cli, exec_option, notice, target_value_callback
 
@@ -83,7 +87,7 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
     if definition:
         # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
         for d in definitions(probes.name(force=force)):
-            click.echo(d.render())
+            click.echo(printable(d.render()))
         return
     _print_added(probes.add(tfs, force=force, dry_run=dry_run), target, dry_run)
 
@@ -95,7 +99,7 @@ def _print_added(named, target: Target, dry_run: bool) -> None:
     event = "event" if len(listings) == 1 else "events"
     click.echo(f"Would add new {event} (dry run, nothing was written):" if dry_run else f"Added new {event}:")
     for listing in listings:
-        click.echo(listing.line())
+        click.echo(printable(listing.line()))
     if dry_run:
         return
     click.echo("\nYou can now use it in all perf tools, such as:\n")
@@ -155,7 +159,7 @@ def list_(ctx, patterns, as_json, tracepoints, vmlinux):
         click.echo(_json_text([entry.as_json() for entry in listings]))
         return
     for entry in listings:
-        click.echo(entry.line())
+        click.echo(printable(entry.line()))
 
 
 def _running_vmlinux() -> str | None:
@@ -206,7 +210,7 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
         click.echo(_json_text([{"name": n, "address": rows[n][0], "size": rows[n][1]} for n in names]))
         return
     for name in names:
-        click.echo(name)
+        click.echo(printable(name))
 
 
 def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
@@ -256,7 +260,7 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
         return
     for listing in listings:
         for line in listing.render():
-            click.echo(line)
+            click.echo(printable(line))
 
 
 @cli.command("vars")
@@ -293,10 +297,10 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
     if as_json:
         click.echo(_json_text({"point": point.text, "places": [p.as_json() for p in places]}))
         return
-    click.echo(f"Available variables at {point_title(point)}")
+    click.echo(printable(f"Available variables at {point_title(point)}"))
     for place in places:
         for line in place.render():
-            click.echo(line)
+            click.echo(printable(line))
 
 
 def _tracepoint_hint(name: str, system: str = "*") -> None:

@@ -27,9 +27,8 @@ def _progress_reader():
     return progress, done
 
 
-def _load(inputs: Sequence[str], names: Sequence[str], *, parquet: bool = False):
-    """The recordings of -i (trace.dat files) and, with ``parquet``, the Parquet datasets of the -i
-    that are directories."""
+def _load(inputs: Sequence[str], names: Sequence[str]):
+    """The recordings of -i: trace.dat files, and the Parquet datasets of the -i that are directories."""
     import os
 
     from ..analysis.columns import open_recordings
@@ -37,9 +36,6 @@ def _load(inputs: Sequence[str], names: Sequence[str], *, parquet: bool = False)
 
     inputs = list(inputs) or [str(DEFAULT_FILE)]
     dirs = [path for path in inputs if os.path.isdir(path)]
-    if dirs and not parquet:
-        raise click.UsageError(f"{dirs[0]} is a directory: report reads trace.dat files "
-                               "(query reads the Parquet datasets of 'script --format parquet' too)")
     files = [path for path in inputs if path not in dirs]
     if len(names) > len(files):  # (the datasets of a directory carry their own names)
         raise click.UsageError(f"{len(names)} --name for {len(files)} trace.dat file{'s' * (len(files) != 1)}")
@@ -111,8 +107,7 @@ def _csv_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], header: boo
     return buf.getvalue()
 
 
-_INPUT_HELP = "trace.dat file (repeat for several recordings; default probectl.dat)."
-_QUERY_INPUT_HELP = ("trace.dat file, or a directory of Parquet datasets (script --format parquet); repeat for "
+_INPUT_HELP = ("trace.dat file, or a directory of Parquet datasets (script --format parquet); repeat for "
                      "several (default probectl.dat).")
 _NAME_HELP = "Name of the recording of each -i FILE, in order (default: the file name without .dat)."
 
@@ -121,30 +116,32 @@ _NAME_HELP = "Name of the recording of each -i FILE, in order (default: the file
 
 
 @cli.command()
-@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE", help=_INPUT_HELP)
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR", help=_INPUT_HELP)
 @click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
 @click.option("-s", "--sort", "sort", metavar="KEYS",
               help="Count by these keys, as perf report: event, comm, pid, tid, cpu, sym, recording, host, "
                    "or a field of the events (default: event).")
 @click.option("--hist", "hist_field", metavar="FIELD",
-              help="A power-of-two histogram of an integer field (one per value of --sort keys).")
+              help="A log2 histogram of an integer field, in the kernel's buckets as hist draws them "
+                   "(one per value of --sort keys).")
 @click.option("-n", "--top", type=click.IntRange(min=0), default=0, metavar="N", help="Only the N largest rows/groups.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 def report(inputs, names, events, sort, hist_field, top, as_json):
-    """Count the events of recordings by event, command, process, probed function or field value:
+    """Count the events of recordings (trace.dat files, or directories of Parquet datasets) by
+    event, command, process, probed function or field value:
 
     \b
         probectl report -i probectl.dat --sort comm,sym
         probectl report -e malloc --hist size --sort comm
     """
-    from ..analysis import log2hist
+    from ..analysis.histogram import LOG2, histogram_lines
     from ..analysis.report import KEY_TITLES, Reporter, parse_keys
     from ..analysis.sql import RecordingsDatabase
 
-    recordings, _ = _load(inputs, names)
+    recordings, datasets = _load(inputs, names)
     keys = parse_keys(sort)
-    with RecordingsDatabase(recordings) as db:
+    with RecordingsDatabase(recordings, datasets=datasets) as db:
         reporter = Reporter(db, events)
         if hist_field:
             hists = reporter.histograms(hist_field, keys, top)
@@ -153,14 +150,14 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
 
                 click.echo(json.dumps({"field": hist_field, "events": reporter.selected, "histograms": [
                     {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
-                     "buckets": [{"bucket": b, "range": log2hist.bucket_label(b), "count": c}
+                     "buckets": [{"bucket": b, "range": list(LOG2.range(b)), "label": LOG2.label(b), "count": c}
                                  for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
                 return
             out = []
             for h in hists:
                 where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
-                out.append(f"@{hist_field}{f'[{where}]' if where else ''}: {h.total:,} events\n"
-                           + log2hist.render(h.counts))
+                out.append(f"@{hist_field}.log2{f'[{where}]' if where else ''}: {h.total:,} events\n"
+                           + "".join(line + "\n" for line in histogram_lines(LOG2, h.counts)))
             click.echo("\n".join(out), nl=False)
             return
         rep = reporter.counts(keys or ["event"], top)
@@ -185,7 +182,7 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
 
 @cli.command()
 @click.argument("sql", required=False)
-@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR", help=_QUERY_INPUT_HELP)
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR", help=_INPUT_HELP)
 @click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of objects.")
@@ -205,7 +202,7 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
         raise click.UsageError("--csv and --json are two output formats: give one")
     if not sql and not list_tables:
         raise click.UsageError("give an SQL query, or --list-tables to see what there is to query")
-    recordings, datasets = _load(inputs, names, parquet=True)
+    recordings, datasets = _load(inputs, names)
     with RecordingsDatabase(recordings, datasets=datasets) as db:
         if list_tables:
             rows = [[t, db.row_count(t), ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]

@@ -12,6 +12,7 @@ milliseconds by the next run. The kinds are:
 - ``elf-functions``: a symbol table's functions in address order (``ElfFile.symbol_at``);
 - ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`);
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
+- ``dwarf-inflated``: the pages of compressed DWARF sections a run read, inflated (:mod:`probectl.debuginfo.dwarf.inflating`);
 - ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 
 A file is a magic line, the SHA-256 of the rest, and the rest: ``marshal`` data of (fingerprint,
@@ -22,17 +23,33 @@ cache is an optimisation only: a file that is missing, unreadable or rejected is
 directory that cannot be written is left alone. Files are read and written through
 :mod:`probectl.cachedir`: a file that is not a regular file of the effective user's (a link, a FIFO,
 another user's file...) or is larger than ``MAX_SIZE`` is a miss, never read. At most ``MAX_FILES`` files of each kind are kept,
-the least recently used are removed. ``PROBECTL_NO_CACHE=1`` turns it off.
+the least recently used are removed (with their lock files). ``PROBECTL_NO_CACHE=1`` turns it off.
+
+Indexes are built through :func:`load_or_build`, which lets one process build an index while the
+others wait: parallel cold runs on one vmlinux (a build system, a fleet script) would otherwise all
+spend tens of seconds building the same index. The builder holds ``flock`` on a lock file of the
+index (``.lock-KIND-KEY`` in the cache directory); the kernel releases it when the holder exits or
+is killed, so a stale lock file never blocks. A process that finds the lock held says on stderr
+that it waits for another probectl building the index of FILE, then reads what was built (or
+builds it itself, when the other one failed). Without a usable cache directory, or when the lock
+file cannot be made, every process builds on its own, as without the cache. With
+``PROBECTL_DEBUG`` set, each build is noted on stderr.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import marshal
 import os
+import stat
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, TypeVar
 
 from ..cachedir import cache_dir, read_file, write_file
+from ..notice import notice_stderr
+
+T = TypeVar("T")
 
 MAX_FILES = 64
 # Larger files are not read (a kernel's name index is some tens of MB).
@@ -64,6 +81,62 @@ def store(kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:
     directory = cache_dir()
     if directory is not None:
         _write(directory, kind, key, (kind,) + fingerprint, payload)
+
+
+def load_or_build(kind: str, key: str, fingerprint: tuple, *, decode: Callable[[tuple], Optional[T]],
+                  build: Callable[[], tuple[T, tuple]], what: str,
+                  notice: Callable[[str], None] = notice_stderr) -> T:
+    """The index (``kind``, ``key``): ``decode`` of the payload stored with ``fingerprint`` (None when
+    it is unusable), else the value of ``build()`` (which gives the value and the payload to store).
+    While one process builds it, the others wait for it (``what`` names the file in the notice)."""
+    stored = load(kind, key, fingerprint)
+    value = decode(stored) if stored is not None else None
+    if value is not None:
+        return value
+    directory = cache_dir()
+    lock = _lock(directory, kind, key, what, notice) if directory is not None else None
+    try:
+        if lock is not None and lock[1]:  # another process built it while this one waited
+            stored = load(kind, key, fingerprint)
+            value = decode(stored) if stored is not None else None
+            if value is not None:
+                return value
+        if os.environ.get("PROBECTL_DEBUG", "0") not in ("", "0"):
+            notice(f"probectl: building the {kind} index of {what}")
+        value, payload = build()
+        store(kind, key, fingerprint, payload)
+        return value
+    finally:
+        if lock is not None:
+            os.close(lock[0])  # (releases the flock)
+
+
+def _lock(directory: Path, kind: str, key: str, what: str,
+          notice: Callable[[str], None]) -> Optional[tuple[int, bool]]:
+    """(descriptor, waited) holding ``flock`` on the lock file of (``kind``, ``key``), or None when it
+    cannot be had (the caller builds without it). ``waited``: another process held it first."""
+    path = directory / f".lock-{kind}-{key}"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            os.close(fd)
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd, False
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        notice(f"probectl: waiting for another probectl building the index for {what}")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd, True
+    except OSError:
+        os.close(fd)
+        return None
 
 
 def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
@@ -103,7 +176,9 @@ def _prune(directory: Path, prefix: str, keep: Path) -> None:
                 pass
     files.sort()
     for _mtime, name in files[:max(0, len(files) + 1 - MAX_FILES)]:
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
+        lock = os.path.join(os.path.dirname(name), ".lock-" + os.path.basename(name)[:-len(_SUFFIX)])
+        for gone in (name, lock):  # (an index's lock file goes with it)
+            try:
+                os.unlink(gone)
+            except OSError:
+                pass

@@ -403,21 +403,22 @@ class SymbolTables:
         entries asked for. A large table's order is kept in the cache (``indexcache``)."""
         if self._by_address is None:
             tables = self._tables()
-            stored = None
             if sum(sec.size for sec, _ in tables) >= _CACHED_TABLE_BYTES:
                 from . import indexcache
 
-                key = indexcache.file_key(self.elf.path, self.elf.build_id)
-                fingerprint = self._symbols_fingerprint(tables)
-                stored = indexcache.load("elf-functions", key, fingerprint)
-                if stored is not None:
+                def decode(stored: tuple) -> Optional[tuple[array, array]]:
                     values, refs = _array(8, stored[0], False), _array(8, stored[1], False)
-                    if len(values) != len(refs):
-                        stored = None
-            if stored is None:
+                    return (values, refs) if len(values) == len(refs) else None
+
+                def build() -> tuple[tuple[array, array], tuple]:
+                    values, refs = self._sort_functions(tables)
+                    return (values, refs), (values.tobytes(), refs.tobytes())
+
+                values, refs = indexcache.load_or_build(
+                    "elf-functions", indexcache.file_key(self.elf.path, self.elf.build_id),
+                    self._symbols_fingerprint(tables), decode=decode, build=build, what=str(self.elf.path))
+            else:
                 values, refs = self._sort_functions(tables)
-                if sum(sec.size for sec, _ in tables) >= _CACHED_TABLE_BYTES:
-                    indexcache.store("elf-functions", key, fingerprint, (values.tobytes(), refs.tobytes()))
             self._by_address = _AddressIndex(values, refs, self._decode_ref)
         return self._by_address
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..events import EventDefinition
 from ..resolve import MAX_POINTS, ProbePoint, Resolver
-from ..resolve.fetch import FetchOptions
+from ..resolve.fetch_options import FetchOptions
 from ..spec import ProbeSpec, parse_probe
 from ..target import Target
 from .kernel_rules import check_definitions

@@ -9,10 +9,11 @@ from typing import Optional
 
 from .. import spec as S
 from ..debuginfo.dwarf import DebugInfo, Function
+from ..debuginfo.dwarf.die import is_glob
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
-from ..debuginfo.dwarf.sources import SourceFetcher, find_source
+from ..debuginfo.dwarf.sources import SourceFetcher, find_source, source_lines
 from ..errors import DebugInfoError, ProbePointNotFound, ResolveError
-from ..resolve import Resolver
+from ..resolve import Resolver, check_place_count
 from ..resolve.btf_fetch import btf_vars_listing
 from ..resolve.dwarf import SourceResolver
 from ..resolve.dwarf_fetch import ListedVariable, available_variables
@@ -134,7 +135,7 @@ def _check_length(found: Path, text: list[str], last_line: int, what: str) -> No
 
 def _read_source(found: Path) -> list[str]:
     try:
-        return Path(found).read_text(errors="replace").splitlines()
+        return source_lines(found)
     except OSError as err:
         raise DebugInfoError(f"cannot read the source file {found}: {err.strerror}",
                              hint="point --source at the source tree") from err
@@ -165,8 +166,13 @@ def list_variables(source: SourceResolver, point: S.PointSpec, externs: bool = F
     """perf -V: each address of the point, with the variables fetchable there (a return probe lists
     the function's entry, where its parameters still are)."""
     entry_point = S.PointSpec(**{**point.__dict__, "is_return": False}) if point.is_return else point
+    hint = "narrow the glob (perf stops there too)"
+    if point.function is not None and is_glob(point.function):  # (counted before tens of thousands are listed)
+        check_place_count(point.text, source.debuginfo.count_functions(point.function), hint=hint)
     places = []
-    for site in source.sites(entry_point, wants_variables=False):
+    sites = source.sites(entry_point, wants_variables=False)
+    check_place_count(point.text, len(sites), hint=hint)
+    for site in sites:
         scope = source.scope(site, point)
         listed = available_variables(source.debuginfo, scope, site.address, externs)
         symbol, offset = _symbol_offset(source, site.address, site.function)

@@ -182,6 +182,12 @@ class Instance:
     def write(self, name: str, text: str) -> None:
         _write(self.path / name, text, f"set {name} of the recording instance")
 
+    def untrace(self, pid: int) -> None:
+        """Leave out the events of thread ``pid`` (``set_event_notrace_pid``, Linux 5.8+; older kernels
+        trace it): a live reader's own read() calls would otherwise be counted among the system's."""
+        if (self.path / "set_event_notrace_pid").exists():
+            self.write("set_event_notrace_pid", str(pid))
+
     def read(self, name: str) -> str:
         """A file of the instance ('' when it cannot be read)."""
         try:

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import signal
+import threading
 import time
 from typing import Callable, Optional, Sequence
 
@@ -51,20 +52,29 @@ class LiveStream:
         self.stopped_by = ""
         self.command_status: Optional[int] = None
         self.streaming = False
+        self.instance: Optional[Instance] = None
+        self._on_stop: Optional[Callable[[], None]] = None
+        self._drain_pages = _buffer_pages("", 4096)
 
     def run_pages(self, on_pages: Callable[[list, PageLayout], None],
-                  on_start: Optional[Callable[[], None]] = None) -> None:
+                  on_start: Optional[Callable[[], None]] = None,
+                  on_stop: Optional[Callable[[], None]] = None) -> None:
         """As :meth:`run`, handing each batch undecoded: the ``(cpu, buffer, offset, size)`` streams
         of the CPUs that had events, and their layout (for a native consumer such as the
         aggregator of ``probectl hist``, which needs no Python object per event)."""
         self.raw = True
-        self.run(on_pages, on_start)  # type: ignore[arg-type]
+        self.run(on_pages, on_start, on_stop)  # type: ignore[arg-type]
 
-    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
+    def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None,
+            on_stop: Optional[Callable[[], None]] = None) -> None:
         """Stream until the command ends, ``duration`` passes, Ctrl-C or SIGTERM; then remove the
-        instance. ``on_start`` is called once the events are being traced, before the command starts."""
+        instance. ``on_start`` is called once the events are being traced, before the command starts
+        (it may write more into :attr:`instance`, such as triggers); ``on_stop`` when tracing has
+        stopped and the last pages are read, before the instance is removed (to take that back out:
+        the kernel keeps an instance that has triggers)."""
         workload = Workload(self.command) if self.command else None
-        inst = Instance(self.tfs)
+        inst = self.instance = Instance(self.tfs)
+        self._on_stop = on_stop
         fds: dict[int, int] = {}
         cpus = list(range(instance_cpus(self.tfs.root)))
         try:
@@ -89,7 +99,10 @@ class LiveStream:
             command = workload.pid if workload is not None and not self.system_wide else None
             pids = traced_tids(self.pids, command)
             inst.configure(buffer_kb=self.buffer_kb, pids=pids, buffer_percent=0, stacks=self.stacks)
+            if not pids:
+                inst.untrace(threading.get_native_id())  # the thread that reads the pages
             self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
+            self._drain_pages = _buffer_pages(inst.read("buffer_size_kb"), self.layout.page_size)
             for cpu in cpus:
                 path = inst.path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
                 try:
@@ -138,6 +151,8 @@ class LiveStream:
             if on_pages is not None and fds:
                 step(lambda: self._drain(fds, on_pages))
             self.lost = sum(lost_of(st) for st in inst.stats(cpus).values())
+            if self._on_stop is not None:
+                step(self._on_stop)
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -163,7 +178,10 @@ class LiveStream:
         streams = []
         for cpu, fd in fds.items():
             chunks = []
-            while True:
+            # At most what the buffer can hold: each read() returns the partial page being written,
+            # and when the stream's own reads are traced (raw_syscalls:*, system-wide) every read adds
+            # an event, so reading "until empty" would never end and keep every page in memory.
+            while len(chunks) < self._drain_pages:
                 try:
                     data = os.read(fd, page)
                 except BlockingIOError:
@@ -188,3 +206,12 @@ class LiveStream:
             on_pages(reader)
         finally:
             reader.close()
+
+
+def _buffer_pages(buffer_size_kb: str, page_size: int) -> int:
+    """Pages of one CPU's ring buffer, from the instance's ``buffer_size_kb`` ("1408", or "7 (expanded:
+    1408)" before first use), plus the reader page; 1024 pages when it cannot be read."""
+    numbers = [int(word) for word in buffer_size_kb.replace("(", " ").replace(")", " ").split() if word.isdigit()]
+    if not numbers:
+        return 1024
+    return max(numbers) * 1024 // page_size + 1

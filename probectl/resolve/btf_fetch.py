@@ -40,7 +40,8 @@ from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, 
 from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
 from ..errors import (DebugInfoError, LocationError, ResolveError, ValueTooWideError, VariableNotFound,
                       VariableUnavailable)
-from .fetch import FetchOptions, fetch_chain
+from .fetch import fetch_chain
+from .fetch_options import FetchOptions
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions
 

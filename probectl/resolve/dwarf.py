@@ -17,7 +17,7 @@ from ..debuginfo.dwarf.variables import best_scope
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
-from .fetch import FetchOptions
+from .fetch_options import FetchOptions
 
 # Line tables, lazy patterns, the instruction decoder and difflib are imported by the points and
 # errors that use them: a probe at a function's entry needs none of them.
@@ -192,9 +192,8 @@ class SourceResolver:
                                      hint="their registers and stack slots are gone; probe a line before "
                                           "the return, or read $retval")
         symbol_base = None
-        if self.is_uprobe:
-            seg = self.elf.segment_for(site.address)
-            symbol_base = seg.vaddr - seg.offset
+        if self.is_uprobe:  # (a DebugInfoError when no segment maps the address: damaged program headers)
+            symbol_base = site.address - self.elf.vaddr_to_offset(site.address)
         return fetch_variable(self.debuginfo, self.scope(site, point), site.address, var, cast,
                               options=self.options, symbol_base=symbol_base,
                               user_access=user and not self.is_uprobe)

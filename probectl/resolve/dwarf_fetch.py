@@ -15,7 +15,8 @@ from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
 from ..debuginfo.dwarf.variables import find_variable, variable_place
 from ..errors import LocationError, ResolveError, ValueTooWideError, VariableUnavailable
-from .fetch import FetchOptions, fetch_chain
+from .fetch import fetch_chain
+from .fetch_options import FetchOptions
 from .fetchresult import FetchResult, ListedVariable
 from .render import RenderOptions, check_readable
 

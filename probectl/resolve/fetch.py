@@ -17,7 +17,6 @@ place and lines they know of.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from .. import spec as S
@@ -29,17 +28,6 @@ from .render import RenderOptions, register_name, render_memory, render_value
 
 STRING_CASTS = ("string", "ustring")
 SIZE_CASTS = ("u", "s", "x")
-
-
-@dataclass(frozen=True)
-class FetchOptions:
-    """What this kernel's fetch arguments can express, as its tracefs README lists them; the defaults
-    are what perf assumes when it only prints definitions (``-D`` without tracefs)."""
-
-    x_types: bool = True  # x8..x64 types ("type: ... x8/16/32/64")
-    immediates: bool = True  # \IMM arguments ("\imm-value")
-    args_at_return: bool = False  # $argN at return probes ("kernel return probes support: ... $arg<N>")
-    ref_ctr: bool = True  # uprobe reference counters, PATH:OFF(REF) ("ref_ctr_offset"), for SDT semaphores
 
 
 def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, cast: Optional[S.TypeSpec],

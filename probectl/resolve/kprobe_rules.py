@@ -39,14 +39,15 @@ class KprobeRules:
 
         fingerprint = (_RULES_FORMAT, elf.elf_class, elf.little_endian, os.path.getsize(elf.path))
         key = indexcache.file_key(elf.path, elf.build_id)
-        stored = indexcache.load("kprobe-rules", key, fingerprint)
-        if stored is not None:
-            rules = cls._decode(stored)
-            if rules is not None:
-                return rules if rules.text != (0, 0) else None
-        rules = cls._read(elf)
-        indexcache.store("kprobe-rules", key, fingerprint, cls._encode(rules))
-        return rules
+
+        def build() -> tuple[KprobeRules, tuple]:
+            rules = cls._read(elf)
+            payload = cls._encode(rules)
+            return rules or cls._decode(payload), payload  # (text (0, 0): not a kernel)
+
+        rules = indexcache.load_or_build("kprobe-rules", key, fingerprint, decode=cls._decode, build=build,
+                                         what=str(elf.path))
+        return rules if rules.text != (0, 0) else None
 
     @classmethod
     def _read(cls, elf: ElfFile) -> Optional["KprobeRules"]:

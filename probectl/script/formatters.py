@@ -9,7 +9,7 @@ from json.encoder import encode_basestring  # the C version when available
 from typing import Any, Callable, Iterable, Optional
 
 from ..formats import EventFormat
-from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, field_spec
+from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, KIND_STR_ARRAY, field_spec
 from .plan import Formatter, Header, Plan
 from .printfmt import Slot, escape_text, literal, native, probe_ip, trace_template
 from .stacks import Record
@@ -89,6 +89,8 @@ class JsonFormatter(Formatter):
                 slots.append(Slot(j, _json_str))
             elif kind == KIND_INT_ARRAY:
                 slots.append(Slot(j, _json_list))
+            elif kind == KIND_STR_ARRAY:
+                slots.append(Slot(j, _json_str_list))
             else:
                 slots.append(Slot(j, _json_bytes))
         if not self.has_stacks:
@@ -116,6 +118,10 @@ def _json_str(value: Any) -> str:
 @native("json_list")
 def _json_list(values: Optional[tuple]) -> str:
     return "null" if values is None else "[" + ", ".join(map(str, values)) + "]"
+
+
+def _json_str_list(values: Optional[tuple]) -> str:
+    return "null" if values is None else "[" + ", ".join(map(_json_str, values)) + "]"
 
 
 @native("json_bytes")

@@ -33,7 +33,12 @@ def parse_fields(text: str) -> tuple[str, ...]:
 
 def event_matches(fmt: EventFormat, glob: str) -> bool:
     """``-e GLOB``: ``GROUP:EVENT`` globs match the full name, a bare glob the event's name."""
-    return fnmatch.fnmatchcase(fmt.full_name, glob) if ":" in glob else fnmatch.fnmatchcase(fmt.name, glob)
+    return name_matches(fmt.full_name, glob)
+
+
+def name_matches(full_name: str, glob: str) -> bool:
+    """:func:`event_matches` for an event known by its ``GROUP:EVENT`` name only."""
+    return fnmatch.fnmatchcase(full_name if ":" in glob else full_name.partition(":")[2], glob)
 
 
 class _Cache(dict):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from ..formats import EventFormat, Field
-from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, field_spec
+from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, KIND_STR_ARRAY, field_spec
 
 _CONV_RE = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d+)?(?:\.(?P<prec>\d+))?"
                       r"(?P<len>hh|h|ll|l|L|z|j|t)?(?P<conv>[diouxXcsp%])")
@@ -239,6 +239,31 @@ def probe_ip(fmt: Optional[EventFormat]) -> Optional[tuple[str, ...]]:
     return None
 
 
+_CAST_FIELD = re.compile(r"(?:\([^()]*\)\s*)?REC->(\w+)$")
+
+
+def symbol_fields(fmt: EventFormat) -> list[str]:
+    """The fields the print format prints as kernel symbols (``%pS``, ``%ps``, ``%pB``: code
+    addresses, such as kmem:kmalloc's ``call_site`` or ftrace:print's ``ip``), in order."""
+    split = split_print_fmt(fmt.print_fmt)
+    if split is None:
+        return []
+    text, args = split
+    out = []
+    pending = list(args)
+    for m in _CONV_RE.finditer(text):
+        if m.group("conv") == "%":
+            continue
+        if not pending:
+            break
+        arg = pending.pop(0).strip()
+        mf = _CAST_FIELD.match(arg)
+        if m.group("conv") == "p" and text[m.end():m.end() + 1] in ("s", "S", "B") and mf \
+                and fmt.field(mf.group(1)) is not None:
+            out.append(mf.group(1))
+    return out
+
+
 _ADDRESS_NAMES = re.compile(r"(ip|call_site|.*_ip|.*addr.*|caller)$")
 
 
@@ -279,6 +304,8 @@ def _value_text(f: Field, long_size: int, hint: Optional[tuple[str, str]] = None
     conv, before = hint if hint else ("", "")
     if kind == KIND_STR:
         return '"%s"', escape_text
+    if kind == KIND_STR_ARRAY:
+        return "%s", str_list
     if kind == KIND_INT:
         if conv in ("x", "X") or (not conv and _is_pointer(f)):
             return "0x%x", _fitter(f.size, False) if f.signed else None
@@ -315,6 +342,14 @@ def trace_template(fmt: EventFormat, long_size: int = 8) -> tuple[str, list[Slot
         parts.append(f"{literal(f.name)}={conv}")
         slots.append(Slot(j, convert, spec=conv.strip('"{}\'') or "%s"))
     return " ".join(parts), slots
+
+
+def str_list(values: Optional[tuple]) -> str:
+    """A ``:string[N]`` value as the kernel prints it: ``{"a","b",""}``, ``(fault)`` for a string
+    it could not read."""
+    if values is None:
+        return ""
+    return "{" + ",".join("(fault)" if v is None else f'"{escape_text(v)}"' for v in values) + "}"
 
 
 @native("hex_list")

@@ -5,10 +5,10 @@ or :class:`~probectl.errors.ProbeSyntaxError` at a column.
 """
 from __future__ import annotations
 
-from lark import Tree
 
 from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
+from .probe_parser import Tree
 from .tree import (MAX_DEREF_DEPTH, MAX_PROBE_ARGS, RESERVED_ARG_NAMES, AddressRef, Deref, Expr, PointSpec, ProbeSpec,
                    Register, SpecialVar, SymbolRef, Variable, render_expr, sdt_arg_index)
 

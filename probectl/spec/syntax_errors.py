@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..errors import ProbeSyntaxError
 from ..grammars import caret_line
 from .names import find_unescaped
+from .probe_parser import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from .tree import TYPE_HINT
 
 _FETCH_STARTS = frozenset({"IDENT", "REGISTER", "SPECIAL", "SYMBOL", "ADDRESS", "DEREF", "IMMEDIATE", "IMMSTR"})

@@ -7,9 +7,11 @@ mapped; when several files match, the one the running system has loaded wins.
 """
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +57,7 @@ def find_binary(name: str) -> Path:
         return _checked_elf(path, name)
 
     rejected: list[str] = []
-    if path.is_file():  # a file in the current directory, as perf takes it
+    if _is_file(path):  # a file in the current directory, as perf takes it
         try:
             return _checked_elf(path, name)
         except TargetError as exc:
@@ -86,11 +88,28 @@ def _searched_text(lines: Iterable[str]) -> str:
     return "searched:\n" + "\n".join(f"  - {line}" for line in lines)
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (False for a name the system refuses: too long, a loop...)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def stat_target(path: Path, name: str) -> os.stat_result:
+    """``path``'s status, or TargetError saying why there is none (missing, a name too long...)."""
+    try:
+        return path.stat()
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise TargetError(f"{name}: no such file", hint="check the path, or give a program or library name") \
+                from None
+        raise TargetError(f"{name}: {err.strerror or err}") from None
+
+
 def _checked_elf(path: Path, name: str) -> Path:
     """``path``'s realpath if it exists and is an ELF file; TargetError otherwise."""
-    if not path.exists():
-        raise TargetError(f"{name}: no such file", hint="check the path, or give a program or library name")
-    if path.is_dir():
+    if stat.S_ISDIR(stat_target(path, name).st_mode):
         raise TargetError(f"{name} is a directory, not an executable or library")
     real = path.resolve()
     try:
@@ -99,11 +118,11 @@ def _checked_elf(path: Path, name: str) -> Path:
                 raise TargetError(f"{name} is an ELF {elf.type} file, not an executable or shared library",
                                   hint="probe the linked program instead" if elf.type == "REL" else "")
             check_machine(elf, name)
-    except TargetError as exc:
-        if str(real) not in exc.message and name not in exc.message:
-            raise TargetError(f"{name}: {exc.message}", hint=exc.hint) from None
-        raise
-    except ProbectlError as exc:
+    except ProbectlError as exc:  # (named once: the reader's messages often start with the path)
+        if str(real) in exc.message or name in exc.message:
+            if isinstance(exc, TargetError):
+                raise
+            raise TargetError(exc.message, hint=exc.hint) from None
         raise TargetError(f"{name}: {exc.message}", hint=exc.hint) from None
     return real
 

@@ -192,8 +192,12 @@ def fetch_debuginfo(build_id: str, what: str, *, kind: str = "debuginfo", source
             answers[server] = "began to send it, then failed"
         listing = "\n".join(f"  {url}: {answers.get(url, 'no answer')}" for url in urls)
         wanted = kind if source is None else f"source {source}"
-        raise DebugInfoError(f"no debuginfod server has the {wanted} of {what} (build-id {build_id}): "
-                             f"{os.strerror(-fd)}; asked:\n{listing}",
+        # libdebuginfod's own error is the answer of whichever server finished last (a 404 or a refused
+        # connection, from one run to the next): the listing says what each answered, so it is only worth
+        # saying when some server's answer is missing from the listing.
+        reason = "" if all(url in answers for url in urls) else f": {os.strerror(-fd)}"
+        raise DebugInfoError(f"no debuginfod server has the {wanted} of {what} (build-id {build_id})"
+                             f"{reason}; asked:\n{listing}",
                              hint="check DEBUGINFOD_URLS and the servers; DEBUGINFOD_TIMEOUT sets the timeout in "
                                   "seconds (default 90)")
     if kind != "source":

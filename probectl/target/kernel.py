@@ -3,6 +3,8 @@ by build-id), and where its BTF is when there is no vmlinux.
 """
 from __future__ import annotations
 
+import errno
+
 import os
 import struct
 from pathlib import Path
@@ -89,8 +91,11 @@ def fetch_running_vmlinux():
 
 def check_vmlinux(path: Path) -> Path:
     """A user-given vmlinux must exist and be an x86-64 ELF file with DWARF."""
-    if not path.exists():
-        raise TargetError(f"vmlinux {path} does not exist")
+    try:
+        path.stat()
+    except OSError as err:
+        raise TargetError(f"vmlinux {path} does not exist" if err.errno in (errno.ENOENT, errno.ENOTDIR)
+                          else f"vmlinux {path}: {err.strerror or err}") from None
     with ElfFile(path) as elf:  # (which refuses what is not a regular file: a FIFO would hang a read)
         check_machine(elf, str(path))
         if not elf.has_dwarf:
@@ -133,7 +138,11 @@ def find_module(spec: str, cache_dir: Optional[Path] = None) -> tuple[Path, str]
     ``.ko.zst`` unpacked into the cache) and the module's name."""
     path = Path(spec)
     if "/" in spec or spec.endswith((".ko", ".ko.xz", ".ko.zst", ".ko.debug")):
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError as err:  # (a name too long, a loop of links)
+            raise TargetError(f"module file {spec}: {err.strerror or err}") from None
+        if not found:
             raise TargetError(f"module file {spec} does not exist")
     else:
         path = _module_by_name(spec)

@@ -3,7 +3,9 @@ per-CPU page files the recorder leaves; ``trace-cmd report`` reads what this wri
 from __future__ import annotations
 
 import os
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -119,29 +121,47 @@ def write_tracedat(path: Path | str, meta: TraceMetadata, cpu_files: Mapping[int
     """Write a trace.dat file of ``version`` 6 or 7 (uncompressed) from metadata and per-CPU
     page files (``cpu -> path``, as :class:`~probectl.ringbuf.Recorder` leaves them).
 
-    The file is written next to ``path`` and renamed into place when complete.
+    The file is written next to ``path`` and renamed into place when complete. A ``path`` that is a
+    device or a FIFO (``-o /dev/null``, ``-o /dev/stdout``, a pipe) is written in place: renaming
+    over it would replace the device node itself with a regular file (as root, /dev/null for everyone).
     """
     if version not in FILE_VERSIONS:
         raise ValueError(f"trace.dat version {version} is not one of {FILE_VERSIONS}")
     path = Path(path)
     sizes = _cpu_sizes(meta, cpu_files)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            o = _Out(f, meta.big_endian)
-            o.raw(MAGIC + _cstr(str(version)) + bytes([int(meta.big_endian), meta.long_size]))
-            o.raw(o.num("I", meta.page_size))
-            if version == 6:
-                _write_v6(o, meta, cpu_files, sizes)
-            else:
-                _write_v7(o, meta, cpu_files, sizes)
-        os.replace(tmp, path)
-    except BaseException:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            # (written whole first: the writer seeks back to fill in section sizes, which a pipe cannot)
+            with tempfile.TemporaryFile() as whole, open(path, "wb") as out:
+                _write_file(whole, meta, cpu_files, sizes, version)
+                whole.seek(0)
+                shutil.copyfileobj(whole, out)
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with open(tmp, "wb") as f:
+                _write_file(f, meta, cpu_files, sizes, version)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError as err:  # a full disk, /dev/full, a pipe closed early
+        raise TraceFileError(f"cannot write {path}: {err.strerror or err}",
+                             hint="write the recording elsewhere (-o FILE)") from None
+
+
+def _write_file(f, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]], sizes: dict[int, int],
+                version: int) -> None:
+    o = _Out(f, meta.big_endian)
+    o.raw(MAGIC + _cstr(str(version)) + bytes([int(meta.big_endian), meta.long_size]))
+    o.raw(o.num("I", meta.page_size))
+    if version == 6:
+        _write_v6(o, meta, cpu_files, sizes)
+    else:
+        _write_v7(o, meta, cpu_files, sizes)
 
 
 def _write_v6(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],

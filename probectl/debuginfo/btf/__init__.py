@@ -151,15 +151,23 @@ class Btf(BtfTypeModel):
 
         key = "sha1-" + hashlib.sha1(types).hexdigest()
         fingerprint = (_OFFSETS_FORMAT, len(words), sys.byteorder)
-        stored = indexcache.load("btf-records", key, fingerprint)
-        if stored is not None and len(stored) == 2 and all(isinstance(part, bytes) for part in stored):
+
+        def decode(stored: tuple) -> Optional[tuple[array, bytes]]:
+            if len(stored) != 2 or not all(isinstance(part, bytes) for part in stored):
+                return None
             offsets = array(words.typecode)
             offsets.frombytes(stored[0])
             if offsets and offsets[0] == 0 and offsets[-1] < len(words) and len(stored[1]) == 4 * len(offsets):
-                self._name_offs = stored[1]
-                return offsets
-        offsets = self._record_offsets(words)
-        indexcache.store("btf-records", key, fingerprint, (offsets.tobytes(), self._record_names(words, offsets)))
+                return offsets, stored[1]
+            return None
+
+        def build() -> tuple[tuple[array, bytes], tuple]:
+            offsets = self._record_offsets(words)
+            names = self._record_names(words, offsets)
+            return (offsets, names), (offsets.tobytes(), names)
+
+        offsets, self._name_offs = indexcache.load_or_build("btf-records", key, fingerprint, decode=decode,
+                                                            build=build, what=self.source)
         return offsets
 
     def _record_names(self, words: array, offsets: array) -> bytes:

@@ -52,9 +52,11 @@ if TYPE_CHECKING:
     from .location import LocationRange
     from .namesearch import NameSearch
 
-# From this size of .debug_info on (a kernel's is 160 MB), an exact name is searched for in the
-# bytes instead of indexing every CU first (see DebugInfo._refs).
-SEARCH_NAMES_FROM = 32 << 20
+# From this size of .debug_info on (a kernel's is 160 MB, libc6-dbg's 5.8 MB), an exact name is
+# searched for in the bytes instead of indexing every CU first (see DebugInfo._refs): on a cold cache
+# libc's `__libc_malloc bytes` takes ~215 ms of CPU instead of ~350 (its full index ~150 ms of that).
+# Smaller files are indexed whole: a few ms, and the index then answers every name and glob.
+SEARCH_NAMES_FROM = 2 << 20
 
 
 class DebugInfo:
@@ -246,6 +248,7 @@ class DebugInfo:
         low = top.attributes.get("DW_AT_low_pc")
         return low.value if low is not None else 0
 
+    @guarded
     def cu_is_optimized(self, cu: CompileUnit) -> bool:
         """perf's ``die_is_optimized_target``: some variable of the CU uses a location list."""
         if cu.cu_offset not in self._optimized:
@@ -315,6 +318,7 @@ class DebugInfo:
                 out.append((lo, hi))
         return out
 
+    @guarded
     def die_entry(self, die: DIE) -> Optional[int]:
         """perf's ``die_entrypc``: DW_AT_entry_pc, else DW_AT_low_pc, else the first DW_AT_ranges entry."""
         attrs = die.attributes
@@ -332,6 +336,7 @@ class DebugInfo:
         ranges = self.die_ranges(die)
         return ranges[0][0] if ranges else None
 
+    @guarded
     def die_contains(self, die: DIE, address: int) -> bool:
         return any(lo <= address < hi for lo, hi in self.die_ranges(die))
 
@@ -344,14 +349,17 @@ class DebugInfo:
             return None
         return self.file_name(die.cu, index)
 
+    @guarded
     def call_file(self, die: DIE) -> Optional[str]:
         index = die.attributes.get("DW_AT_call_file")
         return self.file_name(die.cu, index.value) if index is not None else None
 
+    @guarded
     def file_name(self, cu: CompileUnit, index: int) -> Optional[str]:
         """The path of file ``index`` of the CU's line table, absolute as elfutils builds it."""
         return self.line_table(cu).file_name(index)
 
+    @guarded
     def line_table(self, cu: CompileUnit) -> "LineTable":
         """The line table of ``cu`` (``lines.LineTable``), read once."""
         table = self._line_tables.get(cu.cu_offset)
@@ -369,6 +377,7 @@ class DebugInfo:
 
     # --- children, cached -------------------------------------------------------------------
 
+    @guarded
     def children(self, die: DIE) -> list[DIE]:
         """The children of a DIE (cached); a corrupt sibling chain that does not move forward
         raises DebugInfoError instead of looping."""
@@ -387,6 +396,7 @@ class DebugInfo:
             self._children[key] = kids
         return kids
 
+    @guarded
     def parent_scope(self, var: DIE) -> Optional[DIE]:
         """The DIE whose child ``var`` is, found by walking its CU's scopes (cached); None if none is."""
         key = die_key(var)
@@ -410,6 +420,7 @@ class DebugInfo:
         self._parent_scopes[key] = found
         return found
 
+    @guarded
     def cu_functions(self, cu: CompileUnit) -> list[DIE]:
         """Top-level DW_TAG_subprogram DIEs of a CU, in DIE order."""
         dies = self._cu_functions.get(cu.cu_offset)
@@ -439,6 +450,7 @@ class DebugInfo:
             self._cu_variables[cu.cu_offset] = variables
         return dies
 
+    @guarded
     def cu_variables(self, cu: CompileUnit) -> list[DIE]:
         """Top-level DW_TAG_variable DIEs of a CU (globals, file statics, declarations)."""
         self.cu_functions(cu)
@@ -446,6 +458,7 @@ class DebugInfo:
 
     # --- functions --------------------------------------------------------------------------
 
+    @guarded
     def function(self, die: DIE) -> Function:
         """The Function for a DW_TAG_subprogram or DW_TAG_inlined_subroutine DIE (cached)."""
         key = die_key(die)
@@ -613,7 +626,7 @@ class DebugInfo:
     def _refs(self, name: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The function and variable references of one exact name, as the full indexes list them.
 
-        In a large file (``SEARCH_NAMES_FROM`` bytes of .debug_info: a kernel) without a cached full
+        In a large file (``SEARCH_NAMES_FROM`` bytes of .debug_info: a kernel, libc6-dbg) without a cached full
         index, the name is searched for (``namesearch.lookup_name``: seconds less than indexing every
         CU) and the answer is kept on disk (``nameindex``) for the next run."""
         if self._name_index is None and self._searches_names():
@@ -656,6 +669,15 @@ class DebugInfo:
                 names.add(name)
         return sorted(names)
 
+    def count_functions(self, pattern: str) -> int:
+        """How many top-level function definitions the glob ``pattern`` names (from the name index,
+        without parsing them: a bound to check before ``find_functions`` parses tens of thousands)."""
+        refs = set()
+        for name, found in self.name_index().items():
+            if fnmatch.fnmatchcase(name, pattern):
+                refs.update(found)
+        return len(refs)
+
     @guarded
     def instances(self, func: Function, skip_redundant: bool = True) -> list[Function]:
         """The concrete instances of an inline function in its CU (perf's ``die_walk_instances``):
@@ -694,6 +716,7 @@ class DebugInfo:
         self._instances_cache[key] = found
         return found
 
+    @guarded
     def has_code(self, die: DIE) -> bool:
         # perf's die_is_func_instance: an entry pc or DW_AT_ranges.
         a = die.attributes
@@ -812,6 +835,7 @@ class DebugInfo:
 
     # --- what the other modules read once per file ------------------------------------------
 
+    @guarded
     def call_frames(self) -> "CallFrames":
         """The call-frame information of the binary: ``.eh_frame`` from the runtime binary,
         ``.debug_frame`` from the debug file (read once)."""
@@ -860,6 +884,7 @@ class DebugInfo:
         """Whether ``section_bytes(name)`` has been read already."""
         return name in self._section_bytes
 
+    @guarded
     def cu_bytes(self, cu: CompileUnit) -> bytes:
         """The bytes of one CU from its header on (positions in them are CU offsets), read once;
         only the CU is read, not all of ``.debug_info``."""
@@ -870,6 +895,7 @@ class DebugInfo:
             data = self._cu_bytes[cu.cu_offset] = stream.read(cu.size)
         return data
 
+    @guarded
     def abbrev_table(self, fmt: tuple[int, int, int, int]) -> dict[int, tuple]:
         """The compiled abbreviation table (``dieindex.abbrev_table``) of ``fmt``: (abbreviation
         offset, offset size, address size, version), compiled once."""
@@ -887,6 +913,7 @@ class DebugInfo:
         attribute name); it fills this mapping."""
         return self._location_lists
 
+    @guarded
     def location_parser(self) -> "LocationParser":
         """pyelftools' parser of the file's location lists (made once)."""
         if self._location_parser is None:

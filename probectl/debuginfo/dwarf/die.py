@@ -25,8 +25,10 @@ def _corrupt_dwarf(reader, exc: BaseException) -> DebugInfoError:
 
 
 # Every DWARF entry point: a pyelftools parse failure becomes a DebugInfoError naming the file.
+# (A zero line_range or address size divides by zero; a huge count overflows a C size.)
 guarded = guard_decoding((DWARFError, ELFError, ELFParseError, ConstructError, KeyError, IndexError, ValueError,
-                          AssertionError, UnicodeError, NotImplementedError, RecursionError), _corrupt_dwarf)
+                          AssertionError, UnicodeError, NotImplementedError, RecursionError, ZeroDivisionError,
+                          OverflowError), _corrupt_dwarf)
 
 
 # --- DIE helpers ------------------------------------------------------------------------------

@@ -128,6 +128,8 @@ class LineTable:
         min_inst = header["minimum_instruction_length"]
         line_base = header["line_base"]
         line_range = header["line_range"]
+        if line_range == 0:  # (every special opcode divides by it)
+            raise ValueError("a line table header with line_range 0")
         opcode_base = header["opcode_base"]
         default_is_stmt = bool(header["default_is_stmt"])
         std_lengths = list(header["standard_opcode_lengths"])

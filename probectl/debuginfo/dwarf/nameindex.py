@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ...cachedir import cache_dir
-from ..indexcache import load, store
+from ..indexcache import load, load_or_build as load_or_build_index, store
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -38,10 +38,8 @@ def debuginfo_fingerprint(debuginfo: "DebugInfo") -> tuple:
         for sec in (dwarf.debug_info_sec, dwarf.debug_abbrev_sec, dwarf.debug_str_sec))
 
 
-def load_names(debuginfo: "DebugInfo") -> Optional[tuple[Index, Index]]:
-    """(functions, variables) from a cached full name index of ``debuginfo``, or None."""
-    stored = load(_NAMES, debuginfo.index_key, debuginfo_fingerprint(debuginfo))
-    if stored is None or len(stored) != 2:
+def _decode_names(stored: tuple) -> Optional[tuple[Index, Index]]:
+    if len(stored) != 2:
         return None
     indexes = [CompactIndex.decode(part) for part in stored]
     if indexes[0] is None or indexes[1] is None:
@@ -49,19 +47,26 @@ def load_names(debuginfo: "DebugInfo") -> Optional[tuple[Index, Index]]:
     return indexes[0], indexes[1]
 
 
+def load_names(debuginfo: "DebugInfo") -> Optional[tuple[Index, Index]]:
+    """(functions, variables) from a cached full name index of ``debuginfo``, or None."""
+    stored = load(_NAMES, debuginfo.index_key, debuginfo_fingerprint(debuginfo))
+    return _decode_names(stored) if stored is not None else None
+
+
 def load_or_build(debuginfo: "DebugInfo") -> tuple[Index, Index]:
-    """(functions, variables) name indexes of ``debuginfo``: from the cache, else built and cached."""
+    """(functions, variables) name indexes of ``debuginfo``: from the cache, else built and cached
+    (by one process at a time: the others wait for it)."""
     from .dieindex import build_indexes  # (not needed when the cache answers)
 
     if cache_dir() is None:
         return build_indexes(debuginfo)
-    cached = load_names(debuginfo)
-    if cached is not None:
-        return cached
-    funcs, variables = build_indexes(debuginfo)
-    store(_NAMES, debuginfo.index_key, debuginfo_fingerprint(debuginfo),
-          (CompactIndex.encode(funcs), CompactIndex.encode(variables)))
-    return funcs, variables
+
+    def build() -> tuple[tuple[Index, Index], tuple]:
+        funcs, variables = build_indexes(debuginfo)
+        return (funcs, variables), (CompactIndex.encode(funcs), CompactIndex.encode(variables))
+
+    return load_or_build_index(_NAMES, debuginfo.index_key, debuginfo_fingerprint(debuginfo),
+                               decode=_decode_names, build=build, what=debuginfo.path)
 
 
 def load_lookups(debuginfo: "DebugInfo") -> dict[str, tuple[list, list]]:

@@ -20,7 +20,8 @@ from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFI
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
-from .inflating import InflatingSection
+from ..indexcache import file_key
+from .inflating import open_sections
 from .sectionmap import MAP_MIN, SectionMap
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
             if payload is None:  # (zstd, .zdebug: ELFFile's way)
                 return None
             compressed[arg] = payload
+    inflating = open_sections({found[arg].name: payload for arg, payload in compressed.items()}, elf.path,
+                              file_key(elf.path, elf.build_id)) if compressed else {}
     sections: dict[str, Optional[DebugSectionDescriptor]] = {}
     for arg, sec in found.items():
         if sec is None:
@@ -88,7 +91,7 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
             continue
         size = sec.size
         if arg in compressed:
-            stream, size = InflatingSection(*compressed[arg], sec.name, elf.path), compressed[arg][1]
+            stream, size = inflating[sec.name], compressed[arg][1]
         elif not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ...errors import DebugInfoError
+from ...regularfile import open_regular
 from .die import guarded, tail_match
 from .function import Function
 from .lines import LinePoint, walk_lines
@@ -71,14 +72,27 @@ def lazy_match(line: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(_SPACES.sub("", line), _SPACES.sub("", pattern))
 
 
+def source_lines(path: os.PathLike | str) -> list[str]:
+    """The lines of the source file ``path``, numbered as the compiler numbers them: a line ends at
+    a newline only (``str.splitlines`` and text mode also end lines at ``\\r``, form feeds and other
+    separators, which would shift every number after one); a ``\\r`` before the newline is dropped.
+    OSError when it cannot be read or is not a regular file (a FIFO named by the DWARF never hangs)."""
+    with open_regular(path) as f:
+        text = f.read().decode(errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def matching_lines(path: Path, pattern: str) -> list[int]:
     """1-based numbers of the lines of ``path`` that ``pattern`` matches lazily."""
-    out = []
-    with open(path, "r", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if lazy_match(line.rstrip("\n"), pattern):
-                out.append(number)
-    return out
+    try:
+        lines = source_lines(path)
+    except OSError as err:
+        raise DebugInfoError(f"cannot read the source file {path}: {err.strerror}",
+                             hint="point at the source tree with --source DIR") from None
+    return [number for number, line in enumerate(lines, 1) if lazy_match(line, pattern)]
 
 
 @guarded
