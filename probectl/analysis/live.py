@@ -264,7 +264,8 @@ def kernel_latency_pairs(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent,
     the pairs: the synthetic event is recorded as an ordinary event and streamed from the instance,
     one ``lat`` record a pair, stamped when its end happened. Only it reaches user space: the start
     and end events are not enabled (their triggers run all the same, in the kernel's soft mode)."""
-    _write_trigger(tfs, tfs.root / "synthetic_events", texts.synthetic, "synthetic event")
+    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
+                   f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
     try:
         synth = SelectedEvent("synthetic", texts.synthetic_name, tfs.event_format("synthetic", texts.synthetic_name))
         lat_index = [f.name for f in synth.format.event_fields].index("lat")
@@ -276,7 +277,7 @@ def kernel_latency_pairs(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent,
             assert stream.instance is not None
             for event, text in ((start, texts.start), (end, texts.end)):
                 path = stream.instance.events_dir / event.group / event.event / "trigger"
-                _write_trigger(tfs, path, text, "hist trigger")
+                _write_trigger(path, text, "hist trigger", stream.instance.path / "error_log")
                 written.append((path, text))
 
         def on_stop() -> None:  # (before the instance is removed: the kernel keeps one with triggers)
