@@ -96,6 +96,10 @@ QUESTIONS = {
                       f"--end syscalls:sys_exit_clock_nanosleep --json -- {SLEEPS}"),
     "latency_text": ("probectl latency --start syscalls:sys_enter_clock_nanosleep "
                      f"--end syscalls:sys_exit_clock_nanosleep -- {SLEEPS}"),
+    # the pairs (heat maps): in the kernel, the synthetic event streamed as an ordinary event
+    "latency_pairs": ("probectl latency --start syscalls:sys_enter_clock_nanosleep "
+                      f"--end syscalls:sys_exit_clock_nanosleep --pairs /tmp/pairs.txt --json -- {SLEEPS}; "
+                      "echo @@pairs; cat /tmp/pairs.txt"),
 }
 STEPS = {}
 for _name, _text in QUESTIONS.items():
@@ -290,6 +294,18 @@ def test_latency_of_known_sleeps(guest):
     for name in ("latency_text_k", "latency_text_u"):
         text = ok(guest[name]).stdout
         assert "@latency_us.log2:" in text and re.search(r"^3 pairs  min \d+ µs  p50 \d+ µs", text, re.M), text
+
+
+def test_latency_pairs_from_both_paths(guest):
+    """--pairs: one 'completion_time latency' line a pair, the latencies the summary counts, on the
+    kernel's path (its synthetic event streamed, start and end only triggered) as in user space."""
+    kernel, user = both(guest, "latency_pairs")
+    for name, result in (("latency_pairs_k", kernel), ("latency_pairs_u", user)):
+        lines = guest[name].stdout.split("@@pairs\n", 1)[1].split()
+        times, lats = [float(t) for t in lines[0::2]], [int(v) for v in lines[1::2]]
+        assert len(lats) == result["count"] == len(SLEEPS_US), guest[name].stdout
+        assert times == sorted(times) and max(lats) == result["max"] and min(lats) == result["min"], result
+        assert all(lat >= want for lat, want in zip(sorted(lats), sorted(SLEEPS_US))), lats
 
 
 def test_refused_synthetic_event_shows_the_kernels_words(guest):
