@@ -103,8 +103,10 @@ def test_latency_of_a_function_by_thread(live_tracefs, target, tmp_path):
 
 
 def test_latency_in_nanoseconds(live_tracefs, target):
-    result, _, exp = _run_json("latency", "-x", str(target), "timed", "--ns", "--json", "--", str(target))
+    result, err, exp = _run_json("latency", "-x", str(target), "timed", "--ns", "--user-space", "--json", "--",
+                                 str(target))
     sleeps = sorted(int(e["us"]) * 1000 for e in exp["timed"] for _ in range(int(e["count"])))
+    assert "user space aggregation" in err and "(--user-space)" in err  # asked for: the notice says so
     assert result["unit"] == "ns" and result["count"] == 8 and result["min"] >= sleeps[0]
     assert "latency_ns.log2" in result["keys"]
     from probectl.analysis.keys import parse_keys
@@ -420,6 +422,26 @@ def test_a_key_the_kernel_cannot_hist_on():
         parse_keys("caller", fmt)
     with pytest.raises(AnalysisError, match="applies to numbers"):
         parse_keys("comm.log2", fmt)
+    # the kernel's room for a key (384 bytes): a string of variable length takes 256, a stack 128, other
+    # fields their size (the guest's 6.1 took stacktrace,prev_comm,prev_pid and refused a stack, a
+    # :string and comm, with no word in error_log: tests/test_qemu_hist.py)
+    assert len(parse_keys("stacktrace,comm,pid", fmt)) == 3
+    strings = EventFormat.parse("name: strings\nID: 9\nformat:\n"
+                                "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                                "\tfield:__data_loc char[] path;\toffset:8;\tsize:4;\tsigned:0;\n"
+                                "\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n\n"
+                                "print fmt: \"x\"\n", "test")
+    assert len(parse_keys("stacktrace,path", strings)) == 2
+    with pytest.raises(AnalysisError, match=r"takes 392 bytes, and the kernel's hist triggers take at most 384"):
+        parse_keys("stacktrace,path,comm", strings)
+    with pytest.raises(AnalysisError, match=r"takes 512 bytes"):
+        parse_keys("path,name", strings)
+    # a field named hitcount is the kernel's own count in vals= (the guest summed 6 writes as 6)
+    from probectl.analysis.keys import parse_value
+
+    hits = EventFormat.parse(fmt_text_without_comm().replace(" size;", " hitcount;"), "test")
+    with pytest.raises(AnalysisError, match="'hitcount' for their own count"):
+        parse_value("hitcount", hits)
     # a field named comm is that field; the pseudo keys are the common fields
     assert [p.trigger_text() for p in parse_keys("comm,pid.hex,cpu", fmt)] == [
         "comm", "common_pid.hex", "common_cpu"]
@@ -501,3 +523,20 @@ def test_hist_and_latency_of_sdt_events(live_tracefs):
     assert result["count"] == rounds and result["unmatched"] == result["pending"] == 0 and result["min"] > 0
     assert live_tracefs and not [e for e in (live_tracefs / "uprobe_events").read_text().splitlines()
                                  if "sdt_probectl/" in e]  # (the definitions were removed)
+
+
+def test_sym_keys_are_named_among_data_symbols_and_stack_frames_among_code():
+    """A .sym key is often a pointer to data (file->f_op -> null_fops), which the kernel's .sym names;
+    a stack frame is code, named by the text symbol before it."""
+    from probectl.analysis.keys import KeyPart
+    from probectl.analysis.names import KeyNames
+
+    kallsyms = (b"0000000000000000 A fixed_percpu_data\n"
+                b"ffffffff81000000 T _stext\nffffffff81000100 t do_thing\nffffffff81e00000 T _etext\n"
+                b"ffffffff82a00000 r null_fops\nffffffff82a00100 D jiffies\n")
+    names = KeyNames(kallsyms)
+    sym = KeyPart("f_op", "sym")
+    assert names(sym, 0xffffffff82a00000) == "null_fops"
+    assert names(sym, 0xffffffff82a00108) == "jiffies+0x8"
+    assert names(sym, 0xffffffff81000104) == "do_thing+0x4"
+    assert names(KeyPart("stacktrace"), (0xffffffff81000104, 0xffffffff82a00000)) == "do_thing+0x4\n_etext+0xc00000"

@@ -18,6 +18,12 @@ from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs
 from . import histogram
 
 MAX_KEYS = 3  # the kernel's TRACING_MAP_KEYS_MAX
+# The kernel's room for a key (HIST_KEY_SIZE_MAX, kernel/trace/trace_events_hist.c): a text of variable
+# length (__data_loc, as a probe's :string) takes MAX_FILTER_STR_VAL bytes, a stack HIST_STACKTRACE_SIZE,
+# any other field its size rounded up to 8 (6.1 in qemu: stacktrace,prev_comm,prev_pid is taken, a
+# stack, a :string and comm are not); more is refused (EINVAL) without a word in error_log.
+KERNEL_KEY_BYTES = 256 + 16 * 8
+KERNEL_TEXT_KEY_BYTES, KERNEL_STACK_KEY_BYTES = 256, 16 * 8
 MODIFIERS = ("log2", "buckets", "hex", "sym", "syscall", "execname")
 PSEUDO_KEYS = ("comm", "pid", "cpu", "stacktrace")
 STRING_KEY_BYTES = 64  # text keys are compared on their first 64 bytes (the kernel: MAX_FILTER_STR_VAL)
@@ -59,6 +65,15 @@ class KeyPart:
     @property
     def bucketed(self) -> bool:
         return self.modifier in ("log2", "buckets")
+
+    @property
+    def kernel_bytes(self) -> int:
+        """What this part takes of the kernel's key (see KERNEL_KEY_BYTES)."""
+        if self.is_stack:
+            return KERNEL_STACK_KEY_BYTES
+        if self.field is not None and self.field.is_string and self.field.is_data_loc:
+            return KERNEL_TEXT_KEY_BYTES
+        return (self.field.size + 7) // 8 * 8 if self.field is not None else 8
 
     @property
     def rule(self) -> Optional[histogram.Buckets]:
@@ -174,6 +189,11 @@ def parse_keys(text: str, fmt: EventFormat, *, bucket: str = "") -> list[KeyPart
     seen = [p.label for p in parts]
     if len(set(seen)) != len(seen):
         raise AnalysisError(f"a key is named twice in {text!r}")
+    size = sum(p.kernel_bytes for p in parts)
+    if size > KERNEL_KEY_BYTES:
+        raise AnalysisError(f"the key {text!r} takes {size} bytes, and the kernel's hist triggers take at most "
+                            f"{KERNEL_KEY_BYTES} (a string {KERNEL_TEXT_KEY_BYTES}, a stack {KERNEL_STACK_KEY_BYTES}, "
+                            "a number 8); so does probectl", "drop a text or stack key")
     return parts
 
 
@@ -188,6 +208,9 @@ def parse_value(name: Optional[str], fmt: EventFormat) -> Optional[KeyPart]:
                             or f"its fields: {', '.join(names) or '(none)'}")
     if field_spec(field)[3] != KIND_INT:
         raise AnalysisError(f"--value {name}: {field.type} is not a number, and only numbers are summed")
+    if name == "hitcount":  # (vals=hitcount,hitcount: the kernel sums nothing and says nothing)
+        raise AnalysisError("--value hitcount: the kernel's hist triggers take 'hitcount' for their own count, "
+                            "not for a field of that name", "name the argument otherwise, as in 'FUNC bytes=count'")
     return KeyPart(name, "", 0, field)
 
 

@@ -20,7 +20,7 @@ from ..record.processes import traced_tids
 from ..record.selection import SelectedEvent
 from ..record.teardown import CleanupSteps, Terminated, signals_held, stop_signals
 from ..record.workload import Workload
-from ..tracefs import Tracefs, os_error
+from ..tracefs import Tracefs, os_error, write_once
 from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
                    stack_plan)
 from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
@@ -79,39 +79,39 @@ def _wait(workload: Optional[Workload], duration: Optional[float]) -> str:
         return "SIGTERM"
 
 
-def _write_trigger(tfs: Tracefs, path: Path, text: str, what: str) -> None:
+KEYS_HINT = "check the keys with 'probectl fields EVENT'"
+
+
+def _write_trigger(path: Path, text: str, what: str, error_log: Path, hint: str = KEYS_HINT) -> None:
     """Write a trigger (or synthetic event); a refusal is an error with the kernel's own words: the
-    error_log entries this write added (entries of other writers are not ours to show)."""
-    log_path = tfs.root / "error_log"
+    entries this write added to ``error_log`` (the instance's own for its events' triggers: the kernel
+    logs there), not those of other writers."""
     before = ""
     with contextlib.suppress(OSError):
-        before = log_path.read_text()
-    try:
-        with open(path, "a") as f:
-            f.write(text + "\n")
+        before = error_log.read_text()
+    try:  # one write, no seek (open(…, "a") seeks to the end, and synthetic_events refuses that)
+        write_once(path, (text + "\n").encode(), append=True)
     except OSError as err:
         after = ""
         with contextlib.suppress(OSError):
-            after = log_path.read_text()
-        log = new_error_log_entry(before, after)
-        raise AnalysisError(f"the kernel refused the {what} {text!r}: {err.strerror}" + (f"\n{log}" if log else ""),
-                            "check the keys with 'probectl fields EVENT'") from None
+            after = error_log.read_text()
+        log = new_error_log_entry(before, after) or "(the kernel logged no reason in error_log)"
+        raise AnalysisError(f"the kernel refused the {what} {text!r}: {err.strerror}\n{log}", hint) from None
 
 
 def _unwrite(path: Path, text: str) -> None:
     with contextlib.suppress(OSError):
-        with open(path, "a") as f:
-            f.write(text + "\n")
+        write_once(path, (text + "\n").encode(), append=True)
 
 
-def _triggered_run(tfs: Tracefs, inst: Instance, workload: Optional[Workload], duration: Optional[float],
+def _triggered_run(inst: Instance, workload: Optional[Workload], duration: Optional[float],
                    triggers: Sequence[tuple[Path, str]], hist: Path) -> str:
     """Write ``triggers`` (event directory, text) in order, enable their events, trace until the run
     stops and read ``hist``; the triggers are removed again on every way out."""
     written: list[tuple[Path, str]] = []
     try:
         for d, text in triggers:
-            _write_trigger(tfs, d / "trigger", text, "hist trigger")
+            _write_trigger(d / "trigger", text, "hist trigger", inst.path / "error_log")
             written.append((d, text))
         for d in dict.fromkeys(d for d, _ in triggers):
             inst.write(str((d / "enable").relative_to(inst.path)), "1")
@@ -148,7 +148,7 @@ def kernel_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], val
     trigger = hist_trigger(keys, value, filter_text=event.filter.text if event.filter else "")
     with _scoped(tfs, command, pids, system_wide, 4, notice) as (inst, workload):
         edir = inst.events_dir / event.group / event.event
-        text = _triggered_run(tfs, inst, workload, duration, [(edir, trigger)], edir / "hist")
+        text = _triggered_run(inst, workload, duration, [(edir, trigger)], edir / "hist")
     return parse_hist(text, event.name, keys, value)
 
 
@@ -239,13 +239,14 @@ def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts
                    notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
     """A synthetic event filled by onmatch() in a private instance, and the histogram of it."""
     synth_dir = tfs.root / "events" / "synthetic" / texts.synthetic_name
-    _write_trigger(tfs, tfs.root / "synthetic_events", texts.synthetic, "synthetic event")
+    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
+                   f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
     try:
         with _scoped(tfs, command, pids, system_wide, 4, notice) as (inst, workload):
             sdir = inst.events_dir / start.group / start.event
             edir = inst.events_dir / end.group / end.event
             hdir = inst.events_dir / "synthetic" / texts.synthetic_name
-            text = _triggered_run(tfs, inst, workload, duration,
+            text = _triggered_run(inst, workload, duration,
                                   [(sdir, texts.start), (edir, texts.end), (hdir, texts.histogram)], hdir / "hist")
     finally:
         if synth_dir.exists():
@@ -263,7 +264,8 @@ def kernel_latency_pairs(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent,
     the pairs: the synthetic event is recorded as an ordinary event and streamed from the instance,
     one ``lat`` record a pair, stamped when its end happened. Only it reaches user space: the start
     and end events are not enabled (their triggers run all the same, in the kernel's soft mode)."""
-    _write_trigger(tfs, tfs.root / "synthetic_events", texts.synthetic, "synthetic event")
+    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
+                   f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
     try:
         synth = SelectedEvent("synthetic", texts.synthetic_name, tfs.event_format("synthetic", texts.synthetic_name))
         lat_index = [f.name for f in synth.format.event_fields].index("lat")
@@ -275,7 +277,7 @@ def kernel_latency_pairs(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent,
             assert stream.instance is not None
             for event, text in ((start, texts.start), (end, texts.end)):
                 path = stream.instance.events_dir / event.group / event.event / "trigger"
-                _write_trigger(tfs, path, text, "hist trigger")
+                _write_trigger(path, text, "hist trigger", stream.instance.path / "error_log")
                 written.append((path, text))
 
         def on_stop() -> None:  # (before the instance is removed: the kernel keeps one with triggers)

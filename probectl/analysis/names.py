@@ -14,20 +14,21 @@ class KeyNames:
 
     def __init__(self, kallsyms: Optional[bytes] = None):
         self._kallsyms = kallsyms
-        self._symbols = None
+        self._symbols: dict = {}  # data? -> KernelSymbols
 
-    def symbol(self, addr: int) -> str:
-        """``func+0x1c`` of a kernel address (hex when kallsyms has no symbol there)."""
+    def symbol(self, addr: int, data: bool = False) -> str:
+        """``func+0x1c`` of a kernel address (hex when kallsyms has no symbol there); with ``data``
+        among data symbols too, as the kernel's ``.sym`` (a pointer to ``null_fops`` is not code)."""
         from ..script.symbols import KernelSymbols, symbol_offset
 
-        if self._symbols is None:
+        if data not in self._symbols:
             if self._kallsyms is None:
                 try:
                     self._kallsyms = Path("/proc/kallsyms").read_bytes()
                 except OSError:
                     self._kallsyms = b""
-            self._symbols = KernelSymbols(self._kallsyms)
-        hit = self._symbols.lookup(addr)
+            self._symbols[data] = KernelSymbols(self._kallsyms, data=data)
+        hit = self._symbols[data].lookup(addr)
         return symbol_offset(*hit) if hit else hex(addr)
 
     def __call__(self, part: KeyPart, value) -> Optional[str]:
@@ -36,7 +37,7 @@ class KeyNames:
         if part.is_stack and isinstance(value, str):  # the kernel's frames, already named
             return "\n".join(f for f in value.split(";") if f)
         if part.modifier == "sym" and isinstance(value, int):
-            return self.symbol(value)
+            return self.symbol(value, data=True)
         if part.modifier == "syscall" and isinstance(value, int):
             from ..arch.x86_64_syscalls import SYSCALL_NAMES
 

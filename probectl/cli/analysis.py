@@ -100,9 +100,11 @@ def _two_events(start: str, end: str) -> None:
                             "time between two events: a function's entry and return, or --start A --end B")
 
 
-def _path_notice(path: str, event: str) -> None:
+def _path_notice(path: str, event: str, forced: bool) -> None:
+    """Which path answers; for user space, why: asked for, or the kernel has no hist triggers."""
+    why = "" if path == "kernel" else " (--user-space)" if forced else " (this kernel has no hist triggers)"
     notice(f"[ probectl: {'hist trigger in the kernel' if path == 'kernel' else path + ' aggregation'}"
-           f" of {event}{'' if path == 'kernel' else ' (this kernel has no hist triggers)'} ]")
+           f" of {event}{why} ]")
 
 
 @cli.command(cls=_SplitCommand)
@@ -155,7 +157,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
             in_kernel = not user_space and live.kernel_has_hist(tfs, [event])
             keys = parse_keys(key_text, event.format, bucket=bucket)
             value = parse_value(value_name, event.format)
-            _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, event.name)
+            _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, event.name, user_space)
             scope = dict(command=command, pids=_pids(pids), system_wide=system_wide, duration=duration, notice=notice)
             if in_kernel:
                 table = live.kernel_hist(tfs, event, keys, value, **scope)
@@ -221,10 +223,11 @@ def _hist_from_file(path: Path, word: str, key_text: str, value_name: Optional[s
 @click.option("--end-filter", "end_filter", metavar="EXPR", help="Kernel filter of the end event.")
 @_scope_options
 @click.option("-i", "--input", "input_", metavar="FILE", help="Pair the events of a recording instead.")
+@click.option("--user-space", is_flag=True, help="Pair the events in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
 def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, buckets, in_ns, pairs_file, filter_,
-            end_filter, pids, system_wide, duration, buffer_kb, input_, as_json):
+            end_filter, pids, system_wide, duration, buffer_kb, input_, user_space, as_json):
     """Time from a start to an end event of the same thread (or key): a histogram in µs and p50, p90,
     p99, max. One function's entry and return:
 
@@ -265,10 +268,11 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
             start = _selected(tfs, _one(groups[0], words[0]), filter_)
             end = _selected(tfs, _one(groups[1], words[1]), end_filter)
             _two_events(start.name, end.name)
-            in_kernel = live.kernel_has_hist(tfs, [start, end]) and (tfs.root / "synthetic_events").exists()
+            in_kernel = (not user_space and live.kernel_has_hist(tfs, [start, end])
+                         and (tfs.root / "synthetic_events").exists())
             skeys = parse_keys(key_text, start.format)
             ekeys = parse_keys(key_text, end.format)
-            _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, f"{start.name} -> {end.name}")
+            _path_notice(live.KERNEL_PATH if in_kernel else live.USER_PATH, f"{start.name} -> {end.name}", user_space)
             scope = dict(command=command, pids=_pids(pids), system_wide=system_wide, duration=duration, notice=notice)
             if in_kernel:
                 from ..analysis.triggers import latency_triggers

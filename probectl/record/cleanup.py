@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from ..errors import TracefsError
 from ..events import EventDefinition
 from ..notice import notice_stderr
-from ..tracefs import Tracefs, os_error
+from ..tracefs import Tracefs, os_error, write_once
 from .processes import pid_alive
 
 INSTANCE_PREFIX = "probectl-"
@@ -155,9 +155,8 @@ def _remove_stale_synthetic(tfs: Tracefs, notice: Callable[[str], None]) -> list
         if not m or pid_alive(int(m.group(1))):
             continue
         name = SYNTHETIC_PREFIX + m.group(1)
-        try:
-            with open(path, "a") as f:
-                f.write(f"!{name}\n")
+        try:  # (one write without a seek: open(…, "a") seeks to the end, which synthetic_events refuses)
+            write_once(path, f"!{name}\n".encode(), append=True)
         except OSError as err:
             notice(f"probectl: could not remove the stale synthetic event {name}: {err.strerror}")
             continue

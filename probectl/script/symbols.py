@@ -59,11 +59,18 @@ class TraceSource(Source):
         return self._usyms
 
 
-class KernelSymbols:
-    """Kernel text symbols from a kallsyms text (the file's copy), looked up by address."""
+TEXT_SYMBOL_TYPES = (b"t", b"T", b"w", b"W")
+# and data (what a pointer such as file->f_op points to: null_fops): all but absolute and undefined ones
+DATA_SYMBOL_TYPES = TEXT_SYMBOL_TYPES + (b"d", b"D", b"b", b"B", b"r", b"R", b"v", b"V")
 
-    def __init__(self, kallsyms: bytes):
+
+class KernelSymbols:
+    """Kernel text symbols (with ``data``: data symbols too) from a kallsyms text (the file's copy),
+    looked up by address."""
+
+    def __init__(self, kallsyms: bytes, data: bool = False):
         self._text = kallsyms
+        self._types = DATA_SYMBOL_TYPES if data else TEXT_SYMBOL_TYPES
         self._addrs: Optional[list[int]] = None
         self._names: list[str] = []
 
@@ -71,7 +78,7 @@ class KernelSymbols:
         pairs = []
         for line in self._text.split(b"\n"):
             parts = line.split()
-            if len(parts) < 3 or parts[1] not in (b"t", b"T", b"w", b"W"):
+            if len(parts) < 3 or parts[1] not in self._types:
                 continue
             try:
                 addr = int(parts[0], 16)
