@@ -21,9 +21,10 @@ Each step is shell text run by busybox sh (as root, in /tmp, which is kept betwe
   ``nvme0n2`` is the *kernel image*, mounted read-only on ``/kernel``: the kernel test-data directory
   (``vmlinux`` with DWARF, ``modules/``), also reachable where perf looks for it
   (``/usr/lib/debug/boot/vmlinux-RELEASE``);
-- an initramfs with busybox and ``/init``, which links ``/usr``, ``/lib``, ``/lib64`` and ``/work`` into
-  ``/sw``, mounts proc, sysfs, devtmpfs, tracefs and a tmpfs on ``/tmp``, brings up ``lo``, and runs the
-  steps one by one.
+- an initramfs with busybox and ``/init``, which mounts proc, sysfs, devtmpfs, tracefs and a tmpfs on
+  ``/tmp``, links ``/usr``, ``/lib``, ``/lib64`` and the image's other top directories (the checkout's,
+  wherever it is: ``/work``, ``/home``, or each entry of ``/tmp``) into ``/sw``, brings up ``lo``, and
+  runs the steps one by one.
 
 Both images are ext4 file systems made without mounting anything (``mkfs.ext4 -d DIR``) and cached in
 ``$PROBECTL_GUEST_CACHE`` (default ``/var/cache/probectl/guest``): the software image under a hash of
@@ -288,9 +289,13 @@ n=0
 while [ ! -b /dev/nvme0n2 ] && [ $n -lt 600 ]; do usleep 100000; n=$((n+1)); done
 mount -t ext4 -o ro /dev/nvme0n1 /sw || { echo '@@fail mount software image' >&3; exec poweroff -f; }
 mount -t ext4 -o ro /dev/nvme0n2 /kernel || { echo '@@fail mount kernel image' >&3; exec poweroff -f; }
-for d in usr work; do ln -s /sw/$d /$d; done
+ln -s /sw/usr /usr
 ln -s /sw/usr/lib /lib
 ln -s /sw/usr/lib64 /lib64
+# The checkout and its venv where they are on the host (/work/..., /home/..., /tmp/...): the image's
+# other top directories, and under /tmp (the guest's own tmpfs) each of the image's entries there.
+for d in /sw/*; do [ -e "/${d##*/}" ] || [ -L "/${d##*/}" ] || ln -s "$d" "/${d##*/}"; done
+if [ -d /sw/tmp ]; then for d in /sw/tmp/*; do ln -s "$d" "/tmp/${d##*/}"; done; fi
 ip link set lo up
 mkdir -p /root /tmp/cache
 cp -a /sw/probectl-cache /tmp/cache/probectl
