@@ -401,6 +401,41 @@ def run_probectl_in_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *,
     return run
 
 
+
+def guest_kernel_dir() -> Path:
+    """The kernel test data for a guest test module: fetched under PROBECTL_REQUIRE_ALL=1, and the
+    module skipped (or failed, in CI) with the reasons when anything the guest needs is missing."""
+    from conftest import _missing
+    from qemu_kernel import fetch_kernel_dir, find_kernel_dir
+
+    directory = find_kernel_dir()
+    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+        directory = fetch_kernel_dir()
+    reasons = missing_guest_requirements(directory)
+    if reasons:
+        _missing("; ".join(reasons))
+    return directory
+
+
+def run_named_steps(kernel_dir: Path, steps: dict[str, str], **kw) -> GuestRun:
+    """run_probectl_in_guest over ``steps`` (name -> shell text), its times printed (pytest -s shows
+    them) and, with PROBECTL_GUEST_TRANSCRIPT=FILE, every step's output written there to read or quote."""
+    run = run_probectl_in_guest(kernel_dir, list(steps.values()), **kw)
+    print(f"\nguest: images {run.images_seconds:.1f} s, boot {run.boot_seconds:.1f} s, qemu {run.seconds:.1f} s")
+    for name, step in zip(steps, run.steps):
+        print(f"  {name}: {step.seconds:.1f} s, exit {step.status}")
+    if os.environ.get("PROBECTL_GUEST_TRANSCRIPT"):
+        with open(os.environ["PROBECTL_GUEST_TRANSCRIPT"], "w") as f:
+            f.write(run.transcript())
+    assert len(run.steps) == len(steps)
+    return run
+
+
+def ok(step: Step) -> Step:
+    """``step``, asserted to have exited 0 (the message has its command and output)."""
+    assert step.status == 0, f"{step.command!r} exited {step.status}:\n{step.output}"
+    return step
+
 def parse_guest_results(text: str, steps: Sequence[str]) -> GuestRun:
     """Read the framed report of GUEST_INIT back into a GuestRun."""
     run = GuestRun(steps=[], console="")

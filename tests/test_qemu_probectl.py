@@ -8,16 +8,13 @@ stacks named from the syscall down to the probed function, CPUs, lost counts, kp
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import _missing
-from qemu_kernel import fetch_kernel_dir, find_kernel_dir
-from qemu_probectl import GuestRun, Step, missing_guest_requirements, run_probectl_in_guest
+from qemu_probectl import GuestRun, Step, guest_kernel_dir, ok, run_named_steps
 
 pytestmark = pytest.mark.qemu
 
@@ -123,39 +120,18 @@ STEPS = {
 
 @pytest.fixture(scope="module")
 def kernel_dir():
-    directory = find_kernel_dir()
-    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-        directory = fetch_kernel_dir()
-    reasons = missing_guest_requirements(directory)
-    if reasons:
-        _missing("; ".join(reasons))
-    return directory
+    return guest_kernel_dir()
 
 
 @pytest.fixture(scope="module")
 def guest_run(kernel_dir) -> GuestRun:
-    run = run_probectl_in_guest(kernel_dir, list(STEPS.values()), files={"send.sh": SEND.encode()},
-                                fetch=[STACKS_FILE])
-    print(f"\nguest: images {run.images_seconds:.1f} s, boot {run.boot_seconds:.1f} s, "
-          f"qemu {run.seconds:.1f} s")
-    for name, step in zip(STEPS, run.steps):
-        print(f"  {name}: {step.seconds:.1f} s, exit {step.status}")
-    if os.environ.get("PROBECTL_GUEST_TRANSCRIPT"):  # every step's output, to read or quote
-        with open(os.environ["PROBECTL_GUEST_TRANSCRIPT"], "w") as f:
-            f.write(run.transcript())
-    assert len(run.steps) == len(STEPS)
-    return run
+    return run_named_steps(kernel_dir, STEPS, files={"send.sh": SEND.encode()}, fetch=[STACKS_FILE])
 
 
 @pytest.fixture(scope="module")
 def guest(guest_run) -> dict[str, Step]:
     """The steps' results by name."""
     return dict(zip(STEPS, guest_run.steps))
-
-
-def ok(step: Step) -> Step:
-    assert step.status == 0, f"{step.command!r} exited {step.status}:\n{step.output}"
-    return step
 
 
 def probectl_here(*args: str) -> str:
