@@ -36,6 +36,12 @@ PROBE_FILES = ("kprobe_events", "uprobe_events")
 # Entries of events/ that are files, not event systems.
 _EVENTS_FILES = {"enable", "filter", "header_page", "header_event"}
 # A uprobe place as the kernel prints it: PATH:0x<16 hex digits>[(0xREF_CTR)].
+# GROUP:EVENT or GROUP/EVENT as the kernel names events (a group may hold '.' and '-'): the shape of no
+# probe definition, for FUNC:LINE and SRC:LINE have a number after ':', an SDT point begins with '%' or
+# 'sdt_', and [GROUP:]EVENT=POINT has its '='.
+_EVENT_NAME_RE = re.compile(r"(?!sdt_)([A-Za-z_][\w.-]*)[:/]([A-Za-z_]\w*)\Z")
+# The hint of a name that matches no event.
+LIST_EVENTS_HINT = "list them with 'probectl tracepoints' (probe events: 'probectl list')"
 _UPROBE_PLACE_RE = re.compile(r".+:0x[0-9a-fA-F]+(\(0x[0-9a-fA-F]+\))?")
 
 
@@ -385,6 +391,19 @@ class Tracefs:
                 result.append((system, event))
         return sorted(result)
 
+    def named_event(self, word: str) -> Optional[tuple[str, str]]:
+        """The existing event ``word`` names as GROUP:EVENT (or GROUP/EVENT); None when ``word`` is a
+        probe definition. The one rule where a word may be either (hist, latency, trace): a word
+        shaped like an event's name that names none is no definition either, so it is refused here
+        with the events it may mean, not parsed as one into a syntax error."""
+        name = tuple(word.replace("/", ":", 1).split(":", 1))
+        if len(name) == 2 and name in self.event_names():
+            return name[0], name[1]
+        shaped = _EVENT_NAME_RE.match(word)
+        if shaped is None:
+            return None
+        raise self._unknown_event(shaped[1], shaped[2])
+
     def event_format(self, group: str, event: str) -> "EventFormat":
         """The parsed ``events/<group>/<event>/format``."""
         path = self.root / "events" / group / event / "format"
@@ -403,7 +422,7 @@ class Tracefs:
     def _unknown_event(self, group: str, event: str) -> UnknownEventError:
         wanted = f"{group}:{event}"
         known = [f"{g}:{e}" for g, e in self.event_names()]
-        hint = did_you_mean(wanted, known, cutoff=0.7) or "'probectl list' shows the events"
+        hint = did_you_mean(wanted, known, cutoff=0.7) or LIST_EVENTS_HINT
         return UnknownEventError(f"no event {wanted}", hint)
 
     # ---- changing -----------------------------------------------------------------------

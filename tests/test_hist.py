@@ -172,6 +172,41 @@ def test_bad_keys_are_errors_that_leave_nothing(live_tracefs, target, args, mess
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("command, message, hint", [
+    (("hist", "nope:nope", "--key", "x"), "no event nope:nope", "probectl tracepoints"),
+    (("hist", "sched:sched_swich", "--key", "prev_pid"), "no event sched:sched_swich", "sched:sched_switch"),
+    (("latency", "--start", "sched:sched_switch", "--end", "sched/sched_wakeu"), "no event sched:sched_wakeu",
+     "sched:sched_wakeup"),
+    (("latency", "--start", "timed", "--end", "nope:nope"), "no event nope:nope", "probectl tracepoints"),
+    (("trace", "sched:sched_swich"), "no event sched:sched_swich", "sched:sched_switch"),
+    (("trace", "-e", "sched:sched_swich"), "no event matches 'sched:sched_swich'", "sched:sched_switch"),
+    (("record", "-e", "nope:nope", "-o", "/dev/null"), "no event matches 'nope:nope'", "probectl tracepoints"),
+])
+def test_a_missing_event_is_no_event_not_a_definition(live_tracefs, target, command, message, hint):
+    """A GROUP:EVENT that names no event gets "no event" and the close names, as record -e does (it was
+    parsed as a probe definition: "expected a line number after ':'"); a definition added before it (the
+    start of a latency) is removed again."""
+    args = list(command) + (["-x", str(target)] if command[0] == "latency" else [])
+    out = probectl(*args, "--", "/bin/true", check=False)
+    assert out.returncode == 1 and out.stderr.startswith(f"Error: {message}\n"), out.stderr
+    assert hint in out.stderr and "line number" not in out.stderr
+
+
+def test_a_missing_event_of_a_recording_names_the_recorded_ones(live_tracefs, tmp_path):
+    dat = tmp_path / "exec.dat"
+    probectl("record", "-e", "sched:sched_process_exec", "-o", str(dat), "--", "/bin/true")
+    for word, hint in (("sched:sched_process_exe", "did you mean 'sched:sched_process_exec'?"),
+                       ("nope:nope", "its events: sched:sched_process_exec")):
+        out = probectl("hist", "-i", str(dat), word, "--key", "pid", check=False)
+        assert out.returncode == 1 and out.stderr.startswith(f"Error: {dat} has no event '{word}'\n"), out.stderr
+        assert hint in out.stderr
+
+
+def test_trace_streams_an_existing_event_named_among_its_definitions(live_tracefs):
+    out = probectl("trace", "sched:sched_process_exec", "--", "/bin/true")
+    assert "sched_process_exec" in out.stdout and 'filename="/bin/true"' in out.stdout, out.stdout
+
+
 def test_kernel_stack_as_a_key_in_user_space(live_tracefs, target):
     """Each uprobe hit's kernel stack (the int3 path into the uprobe handler) is one key: every call counted,
     and the frames named from kallsyms."""

@@ -246,6 +246,24 @@ def test_event_names_tracepoints_and_formats(tmp_path):
         t.event_format("../..", "x")
 
 
+def test_a_word_is_an_existing_event_or_a_definition(tmp_path):
+    """hist, latency and trace take either; a word shaped like GROUP:EVENT that names no event is an
+    error naming the close events, not a probe definition with a syntax error."""
+    t = fake_tracefs(tmp_path, {}, events=[("sched", "sched_switch"), ("sdt_app", "mark"), ("probe_t", "greet")])
+    assert t.named_event("sched:sched_switch") == ("sched", "sched_switch")
+    assert t.named_event("probe_t/greet") == ("probe_t", "greet")
+    assert t.named_event("sdt_app:mark") == ("sdt_app", "mark")  # the event perf's SDT definition added
+    for definition in ("malloc", "main:12", "hist.c:40", "fs/read_write.c:12", "sdt_app:other", "%app:mark",
+                       "probe:x=malloc", "take size", "func%return", "kernel/fork.c", "func@a.c"):
+        assert t.named_event(definition) is None, definition
+    with pytest.raises(UnknownEventError) as info:
+        t.named_event("sched:sched_swich")
+    assert info.value.message == "no event sched:sched_swich" and "did you mean sched:sched_switch" in info.value.hint
+    with pytest.raises(UnknownEventError) as info:
+        t.named_event("nope/nope")
+    assert info.value.message == "no event nope:nope" and "probectl tracepoints" in info.value.hint
+
+
 def test_add_checks_before_writing(tmp_path):
     """Too-long definitions, taken names and missing files are refused without touching anything."""
     t = fake_tracefs(tmp_path, {"uprobe_events": ""}, events=[("sched", "sched_switch")])

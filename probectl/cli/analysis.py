@@ -34,17 +34,17 @@ def _scope_options(func):
 @contextlib.contextmanager
 def _probes_or_events(tfs: Tracefs, words: tuple[str, ...], target_args: tuple):
     """The events named by ``words``: an existing GROUP:EVENT as it is, else a probe definition, added
-    now (as ``trace`` adds them) and removed on the way out. Yields one [(group, event)] per word."""
+    now (as ``trace`` adds them) and removed on the way out (``Tracefs.named_event`` tells which).
+    Yields one [(group, event)] per word."""
     from ..record.cleanup import cleanup_stale, probe_state
 
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
-    known = set(tfs.event_names())
     with contextlib.ExitStack() as stack:
         out = []
         for word in words:
-            name = tuple(word.replace("/", ":", 1).split(":", 1))
-            if name in known:
+            name = tfs.named_event(word)
+            if name is not None:
                 out.append([name])
                 continue
             from ..probes import ProbeSet, definitions

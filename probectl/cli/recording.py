@@ -201,7 +201,7 @@ class _LiveSource(Source):
 @click.pass_context
 def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
     """Add probes, print their events as they happen until Ctrl-C (or the end of COMMAND after --),
-    then remove the probes:
+    then remove the probes (an existing GROUP:EVENT among them is streamed as with -e):
 
         probectl trace -x bash 'readline%return line=+0($retval):string'
     """
@@ -215,6 +215,9 @@ def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_
     tfs = _open_tracefs()
     for what in cleanup_stale(tfs, notice):
         notice(f"probectl: removed the leftover {what} of a dead run")
+    named = [(word, tfs.named_event(word)) for word in probedefs]
+    events += tuple(":".join(name) for _, name in named if name)
+    probedefs = tuple(word for word, name in named if not name)
 
     from ..probes import ProbeSet, definitions  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target

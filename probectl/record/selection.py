@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from ..errors import ProbectlError, did_you_mean
 from ..filters import Filter, compile_filter
 from ..formats import EventFormat
-from ..tracefs import Tracefs
+from ..tracefs import LIST_EVENTS_HINT, Tracefs
 from .enumnames import EnumNames
 
 _NOT_ENABLEABLE = {"ftrace"}
@@ -47,8 +47,7 @@ def select_events(tfs: Tracefs, requests: Sequence[EventRequest]) -> list[Select
         hits = [(g, e) for g, e in tfs.tracepoints(pattern) if (g, e) in known]
         if not hits:
             names = sorted(f"{g}:{e}" for g, e in known)
-            hint = (did_you_mean(pattern, names) or
-                    "list them with 'probectl tracepoints' (probe events: 'probectl list')")
+            hint = did_you_mean(pattern, names) or LIST_EVENTS_HINT
             raise ProbectlError(f"no event matches {req.pattern!r}", hint)
         for g, e in hits:
             fmt = tfs.event_format(g, e)
