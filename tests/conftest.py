@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -155,6 +156,20 @@ def live_tracefs():
     yield TRACEFS
     after = tracefs_snapshot()
     assert after == before, "the test left tracefs changed"
+
+
+@pytest.fixture
+def syscall_maker():
+    """A process of the test's own that makes a syscall every millisecond for a minute (killed at the
+    end): a system-wide count or recording finds it among the others, where a quiet machine may make
+    no syscall in a second."""
+    busy = subprocess.Popen([sys.executable, "-c", "import os, time\nend = time.monotonic() + 60\n"
+                             "while time.monotonic() < end:\n    os.getppid()\n    time.sleep(0.001)\n"])
+    try:
+        yield busy
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 @pytest.fixture(scope="session")

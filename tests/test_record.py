@@ -422,6 +422,29 @@ def test_lost_events_are_reported(live_tracefs, tmp_path):
     assert kept + lost >= 2000000
 
 
+def test_a_system_wide_syscall_recording_leaves_out_its_own(live_tracefs, tmp_path, syscall_maker):
+    """Recording every syscall of the system: the recorder's threads make syscalls for each page they
+    move (poll, splice, write) and the main thread while it waits; each is an event, which is more to
+    move (a feedback loop). probectl's threads are left out (set_event_notrace_pid with event-fork),
+    while the other processes are still recorded."""
+    path = tmp_path / "syscalls.dat"
+    run = popen("record", "-a", "-e", "raw_syscalls:*", "--duration", "1.5", "-o", str(path))
+    own: set[int] = set()
+    try:
+        while run.poll() is None:  # probectl's threads, seen while it records
+            with contextlib.suppress(OSError):
+                own.update(int(tid) for tid in os.listdir(f"/proc/{run.pid}/task"))
+            time.sleep(0.02)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    assert len(own) >= 2, own  # the main thread and the recorder's, at least one per CPU
+    rows = csv.DictReader(io.StringIO(probectl("script", "-i", str(path), "--format", "csv").stdout))
+    tids = {int(row["tid"]) for row in rows}
+    assert syscall_maker.pid in tids and not tids & own, sorted(tids & own)
+
+
 def test_duration_and_live_count_on_a_terminal(live_tracefs, tmp_path):
     master, slave = pty.openpty()
     try:

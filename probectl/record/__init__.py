@@ -182,10 +182,14 @@ class Instance:
     def write(self, name: str, text: str) -> None:
         _write(self.path / name, text, f"set {name} of the recording instance")
 
-    def untrace(self, pid: int) -> None:
+    def untrace(self, pid: int, *, follow_forks: bool = False) -> None:
         """Leave out the events of thread ``pid`` (``set_event_notrace_pid``, Linux 5.8+; older kernels
-        trace it): a live reader's own read() calls would otherwise be counted among the system's."""
+        trace it): a live reader's own read() calls would otherwise be counted among the system's.
+        With ``follow_forks`` (``options/event-fork``) the threads it starts from now on are left
+        out too, as the kernel adds a child of a listed task to the list."""
         if (self.path / "set_event_notrace_pid").exists():
+            if follow_forks:
+                self.write("options/event-fork", "1")
             self.write("set_event_notrace_pid", str(pid))
 
     def read(self, name: str) -> str:
@@ -360,6 +364,11 @@ class Recording:
             command = workload.pid if workload is not None and not opts.system_wide else None
             state.pids = traced_tids(opts.pids, command)
             inst.configure(buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks, pids=state.pids)
+            if not state.pids:
+                # Traced system-wide, probectl's own syscalls would be recorded too: the recorder's
+                # poll/splice/write for every page it moves (raw_syscalls:*, a feedback loop), and
+                # this thread's. The recorder threads it starts below inherit the exclusion.
+                inst.untrace(threading.get_native_id(), follow_forks=True)
             state.layout = PageLayout.from_header_page(inst.read("events/header_page"))
             state.recorder = Recorder(inst.path, state.cpus, tmp, state.layout.page_size)
             state.watch.look(list(opts.pids) + ([workload.pid] if workload else []), maps=False)
