@@ -6,8 +6,8 @@ asked twice on the same deterministic workload (busybox dd reads and writes of k
 known lengths): once the default way, which there is the kernel's, and once with --user-space; the
 counts and sums must equal the workload's numbers and the two answers must agree (latencies within the
 resolution of a log2 bucket, since two runs never take the same time). Then what is shown of keys
-(.sym, .syscall, comm, stacks), a trigger the kernel refuses, and Ctrl-C / --duration leaving
-no trigger, synthetic event, probe or instance behind.
+(.sym, .syscall, comm, stacks), a trigger and a synthetic event the kernel refuses (its error_log entry
+is the error), and Ctrl-C / --duration leaving no trigger, synthetic event, probe or instance behind.
 """
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ DURING = f"{sys.prefix}/bin/python /guest/files/during.py"
 LEFT = (f"echo @@; cat {TRACING}/synthetic_events; echo @@; ls {TRACING}/instances; echo @@; "
         f"cat {TRACING}/kprobe_events; echo @@; grep -l hist: {TRACING}/events/*/*/trigger; true")
 DD_READS = "--filter 'comm == \"dd\"'"
+HUGE_BUCKET = 2 ** 64 + 1  # a bucket size no unsigned long holds
 
 # name -> (shell text); the questions asked twice have a '_k' (default: the kernel) and a '_u'
 # (--user-space) step.
@@ -111,6 +112,10 @@ STEPS.update({
                           f"-- usleep 1000'; echo @@kept; cat {TRACING}/synthetic_events; "
                           f"for e in $(cut -f1 {TRACING}/synthetic_events); do echo \"!$e\" >> {TRACING}/synthetic_events; "
                           f"done; {LEFT}"),
+    # the kernel refuses a trigger that probectl's checks let through: a bucket size past an unsigned
+    # long (kstrtoul in the kernel's parse_field; user space counts with it); the probe goes again
+    "refused_trigger": (f"probectl hist 'vfs_write count' --key count.buckets={HUGE_BUCKET} -- {WRITE}; "
+                        f"echo \"exit $?\"; {LEFT}"),
     # what the kernel refuses without a word in error_log (or takes wrongly) is refused before: a key
     # too big for it (a stack, a :string and comm), a value named hitcount; and a filter out of range
     "refused_key": (f"probectl hist 'do_sys_openat2 filename:string' --key stacktrace,filename_string,comm "
@@ -291,6 +296,21 @@ def test_refused_synthetic_event_shows_the_kernels_words(guest):
     assert "Hint: its name is this process's" in step.stderr
     assert "Traceback" not in step.stderr and said == ""
     assert re.fullmatch(r"probectl_lat_\d+\tu64 lat\n", kept.split("@@\n")[0]), kept  # not removed by probectl
+    assert left_behind(step) == [], step.stdout
+
+
+def test_refused_trigger_shows_the_kernels_words(guest):
+    """The kernel's own reason for refusing a hist trigger is the error (its error_log entry, caret
+    under the bucket size), and the probe added for the run and the instance are gone."""
+    step = guest["refused_trigger"]
+    trigger = f"hist:keys=count.buckets={HUGE_BUCKET}"
+    assert re.search(rf"^Error: the kernel refused the hist trigger '{trigger}[:']", step.stderr, re.M), step.output
+    assert re.search(r"^\[ *[\d.]+\] hist:probe:vfs_write: error: Invalid field modifier$", step.stderr, re.M), step.stderr
+    command = next(line for line in step.stderr.splitlines() if line.startswith("  Command: "))
+    caret = step.stderr.splitlines()[step.stderr.splitlines().index(command) + 1]
+    assert trigger in command and caret == " " * command.index(str(HUGE_BUCKET)) + "^", step.stderr
+    assert "Hint: " in step.stderr and "Traceback" not in step.stderr
+    assert step.stdout.startswith("exit 1\n"), step.stdout
     assert left_behind(step) == [], step.stdout
 
 
