@@ -12,7 +12,7 @@ Any form it does not know raises ``Unsupported``; the caller then reads that uni
 from __future__ import annotations
 
 import struct
-from typing import Optional
+from typing import Callable, Optional
 
 from .leb128 import read_sleb128, read_uleb128
 
@@ -44,6 +44,12 @@ TAG_INLINED_SUBROUTINE = 0x1D
 LINE_ATTRS = frozenset({AT_DECL_LINE, AT_CALL_LINE, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION})
 _WANTED = {AT_SIBLING, AT_NAME, AT_LOW_PC, AT_EXTERNAL, AT_DECLARATION, AT_LOCATION, AT_RANGES,
            AT_ENTRY_PC, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION, AT_LINKAGE_NAME, AT_MIPS_LINKAGE_NAME}
+
+# The tags CUScanner.walk hands to the index and to collect, and to line_sites.
+_DEFINITION_TAGS = frozenset({TAG_SUBPROGRAM, TAG_VARIABLE})
+_SUBPROGRAM_TAGS = frozenset({TAG_SUBPROGRAM})
+_NO_TAGS: frozenset = frozenset()
+ALL_LEVELS = -1  # CUScanner.walk into namespaces and modules all the way down
 
 # Fixed sizes; None = variable, 'off' = offset size, 'addr' = address size.
 _FIXED = {
@@ -80,11 +86,10 @@ class Unsupported(Exception):
 
 def compiled_table(data: bytes, offset: int, offset_size: int, address_size: int, version: int,
                    entries: dict[bytes, tuple]) -> dict[int, tuple]:
-    """The abbreviation table at ``offset``: code → (tag, has_children, specs, fixed_size, sibling,
-    wanted), where specs are (attribute, form, implicit value) triples, ``fixed_size`` the size of
-    the DIE's attributes when every form has a fixed size (else None), ``sibling`` the (position,
-    size) of a fixed-size DW_AT_sibling reference preceded only by fixed-size attributes (else
-    None) and ``wanted`` whether the scanner reads the DIE.
+    """The abbreviation table at ``offset``: code → (tag, has_children, specs, fixed_size, sibling),
+    where specs are (attribute, form, implicit value) triples, ``fixed_size`` the size of the DIE's
+    attributes when every form has a fixed size (else None) and ``sibling`` the (position, size) of
+    a fixed-size DW_AT_sibling reference preceded only by fixed-size attributes (else None).
 
     ``entries`` (raw entry bytes → compiled entry, for one format) is shared by all tables: the
     tables of a library's CUs repeat the same entries under other codes. An entry's bytes run
@@ -94,7 +99,6 @@ def compiled_table(data: bytes, offset: int, offset_size: int, address_size: int
     are remembered, and a hit is the same bytes from the same start: the same entry."""
     table = {}
     pos = offset
-    wanted_tags = (TAG_SUBPROGRAM, TAG_VARIABLE, TAG_NAMESPACE, TAG_MODULE)
     while True:
         code = data[pos]
         if code < 0x80:
@@ -110,7 +114,7 @@ def compiled_table(data: bytes, offset: int, offset_size: int, address_size: int
         entry = entries.get(raw)
         if entry is None:
             tag, children, specs, end = _parse_entry(data, pos)
-            entry = (tag, children, specs, *_plan(specs, offset_size, address_size, version), tag in wanted_tags)
+            entry = (tag, children, specs, *_plan(specs, offset_size, address_size, version))
             if end == stop:
                 entries[raw] = entry
             stop = end
@@ -170,9 +174,10 @@ class CUScanner:
     ``scan`` lists the definitions to index, ``collect`` the top-level functions and variables,
     ``line_sites`` the functions and inline instances with their declaration and call lines.
 
-    The DIE loops (``_scan_children``, ``collect``, ``line_sites``, ``_skip_children``) share their first steps (read
-    the code, skip a DIE by its sibling reference or fixed size) but are written out each time: they
-    run once per DIE of a library, and a shared helper would cost a call per DIE."""
+    The three walk the siblings of a unit's top level with one loop, ``walk``, which skips in line
+    the DIEs they do not take (by sibling reference or fixed size: the most of a library's DIEs) and
+    calls back only for those they take, and which also passes the children of a DIE without a
+    sibling reference (``_skip_children``); ``_subtree_sites`` reads every DIE of a subtree."""
 
     def __init__(self, info: bytes, strtab: bytes, line_strtab: bytes, str_offsets: bytes,
                  offset_size: int, address_size: int, version: int, strings: Optional[dict] = None):
@@ -342,96 +347,48 @@ class CUScanner:
         pos, _ = self.read_die(pos, specs, cu_offset, False)
         if not children:
             return
-        self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
+        self._index_children(pos, end, cu_offset, abbrevs, records, seen)
 
-    def _scan_children(self, pos, end, cu_offset, abbrevs, records, seen) -> int:
-        data = self.info
-        while pos < end:
-            die_offset = pos
-            code = data[pos]
-            if code < 0x80:
-                pos += 1
-            else:
-                code, pos = read_uleb128(data, pos)
-            if code == 0:
-                return pos
-            tag, children, specs, fixed, sibling, want = abbrevs[code]
-            if not want:
-                if children:
-                    if sibling is not None:
-                        at, n = sibling
-                        pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
-                        continue
-                elif fixed is not None:
-                    pos += fixed
-                    continue
-            pos, attrs = self.read_die(pos, specs, cu_offset, want)
-            if want and tag != TAG_NAMESPACE and tag != TAG_MODULE:
-                name = attrs.get(AT_NAME)
-                linkage = attrs.get(AT_LINKAGE_NAME) or attrs.get(AT_MIPS_LINKAGE_NAME)
-                origin = attrs.get(AT_ABSTRACT_ORIGIN) or attrs.get(AT_SPECIFICATION)
-                seen[die_offset] = (name if isinstance(name, str) else None,
-                                    linkage if isinstance(linkage, str) else None, origin)
-                if not attrs.get(AT_DECLARATION) and (
-                        tag == TAG_SUBPROGRAM or AT_LOCATION in attrs or AT_EXTERNAL in attrs):
-                    records.append((tag == TAG_SUBPROGRAM, die_offset))
-            if children:
-                if tag == TAG_NAMESPACE or tag == TAG_MODULE:
-                    pos = self._scan_children(pos, end, cu_offset, abbrevs, records, seen)
-                elif AT_SIBLING in attrs:
-                    pos = forward(attrs[AT_SIBLING], pos)
-                else:
-                    pos = self._skip_children(pos, end, abbrevs, cu_offset)
-        return pos
+    def _index_children(self, pos, end, cu_offset, abbrevs, records, seen) -> int:
+        """``scan``'s part below the CU DIE: its definitions, namespaces and modules searched all the
+        way down."""
+
+        def index(die_offset: int, tag: int, children: bool, specs, pos: int) -> int:
+            pos, attrs = self.read_die(pos, specs, cu_offset, True)
+            name = attrs.get(AT_NAME)
+            linkage = attrs.get(AT_LINKAGE_NAME) or attrs.get(AT_MIPS_LINKAGE_NAME)
+            origin = attrs.get(AT_ABSTRACT_ORIGIN) or attrs.get(AT_SPECIFICATION)
+            seen[die_offset] = (name if isinstance(name, str) else None,
+                                linkage if isinstance(linkage, str) else None, origin)
+            if not attrs.get(AT_DECLARATION) and (
+                    tag == TAG_SUBPROGRAM or AT_LOCATION in attrs or AT_EXTERNAL in attrs):
+                records.append((tag == TAG_SUBPROGRAM, die_offset))
+            return self._past_children(pos, attrs, end, abbrevs, cu_offset) if children else pos
+
+        return self.walk(pos, end, abbrevs, cu_offset, _DEFINITION_TAGS, index, ALL_LEVELS)
 
     def collect(self, pos, end, cu_offset, abbrevs, out_funcs, out_vars, nested, bounds=None) -> int:
         """Offsets of the subprogram/variable DIEs among the children starting at ``pos`` (and,
         when ``nested``, among the children of namespaces and modules there); with ``bounds`` (a
         dict), also each subprogram's code-range attributes (``read_values`` of ``BOUND_ATTRS``) by offset."""
-        data = self.info
-        while pos < end:
-            die_offset = pos
-            code = data[pos]
-            if code < 0x80:
-                pos += 1
-            else:
-                code, pos = read_uleb128(data, pos)
-            if code == 0:
-                return pos
-            tag, children, specs, fixed, sibling, _want = abbrevs[code]
-            if tag == TAG_SUBPROGRAM:
-                out_funcs.append(die_offset)
-                if bounds is not None:
-                    pos, values = self.read_values(pos, specs, cu_offset, BOUND_ATTRS)
-                    bounds[die_offset] = values
-                    if children:
-                        sib = values.get(AT_SIBLING)
-                        if sib is not None and (sib[0] in _REF_FORMS or sib[0] == FORM_REF_UDATA):
-                            pos = forward(cu_offset + sib[1], pos)
-                        else:
-                            pos = self._skip_children(pos, end, abbrevs, cu_offset)
-                    continue
-            elif tag == TAG_VARIABLE:
+
+        def take(die_offset: int, tag: int, children: bool, specs, pos: int) -> Optional[int]:
+            if tag == TAG_VARIABLE:
                 out_vars.append(die_offset)
-            descend = children and nested and (tag == TAG_NAMESPACE or tag == TAG_MODULE)
-            if not descend:
-                if children:
-                    if sibling is not None:
-                        at, n = sibling
-                        pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
-                        continue
-                elif fixed is not None:
-                    pos += fixed
-                    continue
-            pos, attrs = self.read_die(pos, specs, cu_offset, False)
-            if children:
-                if descend:
-                    pos = self.collect(pos, end, cu_offset, abbrevs, out_funcs, out_vars, False, bounds)
-                elif AT_SIBLING in attrs:
-                    pos = forward(attrs[AT_SIBLING], pos)
-                else:
-                    pos = self._skip_children(pos, end, abbrevs, cu_offset)
-        return pos
+                return None
+            out_funcs.append(die_offset)
+            if bounds is None:
+                return None
+            pos, values = self.read_values(pos, specs, cu_offset, BOUND_ATTRS)
+            bounds[die_offset] = values
+            if not children:
+                return pos
+            sib = values.get(AT_SIBLING)
+            if sib is not None and (sib[0] in _REF_FORMS or sib[0] == FORM_REF_UDATA):
+                return forward(cu_offset + sib[1], pos)
+            return self._skip_children(pos, end, abbrevs, cu_offset)
+
+        return self.walk(pos, end, abbrevs, cu_offset, _DEFINITION_TAGS, take, 1 if nested else 0)
 
     def line_sites(self, pos: int, end: int, table: dict, nested: bool, found: list, lines: dict) -> int:
         """The subprograms among the DIEs from ``pos`` (and, when ``nested``, among the children of
@@ -439,7 +396,27 @@ class CUScanner:
         order: ``found`` gets (offset, None) for a subprogram, (offset, DW_AT_call_line or 0) for an
         inline instance; ``lines`` maps each offset to ``read_values`` of ``LINE_ATTRS``. A
         subprogram's whole subtree is read; the other DIEs are skipped."""
+
+        def site(die_offset: int, tag: int, children: bool, specs, pos: int) -> int:
+            pos, values = self.read_values(pos, specs, 0, LINE_ATTRS)
+            lines[die_offset] = values
+            found.append((die_offset, None))
+            return self._subtree_sites(pos, end, table, found, lines) if children else pos
+
+        return self.walk(pos, end, table, 0, _SUBPROGRAM_TAGS, site, 1 if nested else 0)
+
+    def walk(self, pos: int, end: int, table: dict, cu_offset: int, tags: frozenset,
+             visit: Optional[Callable[[int, int, bool, list, int], Optional[int]]], levels: int) -> int:
+        """The DIEs from ``pos`` up to the 0 code that ends their parent's children (returns the
+        position after it) and, ``levels`` deep (``ALL_LEVELS``: all the way), the children of the
+        namespaces and modules among them. Each DIE whose tag is in ``tags`` is handed to
+        ``visit(offset, tag, has_children, specs, position after its code)``, which returns the
+        position after the DIE and its children, or None to have it skipped as the others are: by
+        its sibling reference or fixed size when the abbreviation gives them, else by reading it
+        (and its children, without a sibling reference, one by one)."""
         data = self.info
+        entered = 0  # namespaces and modules walked into
+        skipping = 0  # DIEs whose children are passed one by one (no sibling reference to jump by)
         while pos < end:
             die_offset = pos
             code = data[pos]
@@ -447,35 +424,46 @@ class CUScanner:
                 pos += 1
             else:
                 code, pos = read_uleb128(data, pos)
-            if code == 0:
-                return pos
-            tag, children, specs, fixed, sibling, _want = table[code]
-            if tag == TAG_SUBPROGRAM:
-                pos, values = self.read_values(pos, specs, 0, LINE_ATTRS)
-                lines[die_offset] = values
-                found.append((die_offset, None))
-                if children:
-                    pos = self._subtree_sites(pos, end, table, found, lines)
+            if code == 0:  # the end of some DIE's children
+                if skipping:
+                    skipping -= 1
+                elif entered:
+                    entered -= 1
+                else:
+                    return pos
                 continue
-            descend = children and nested and (tag == TAG_NAMESPACE or tag == TAG_MODULE)
-            if not descend:
-                if children:
-                    if sibling is not None:
-                        at, n = sibling
-                        pos = forward(int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+            tag, children, specs, fixed, sibling = table[code]
+            if not skipping:
+                if tag in tags:
+                    after = visit(die_offset, tag, children, specs, pos)  # type: ignore[misc]
+                    if after is not None:
+                        pos = after
                         continue
-                elif fixed is not None:
-                    pos += fixed
+                if children and entered != levels and (tag == TAG_NAMESPACE or tag == TAG_MODULE):
+                    pos, _ = self.read_die(pos, specs, cu_offset, False)
+                    entered += 1
                     continue
-            pos, attrs = self.read_die(pos, specs, 0, False)
-            if descend:
-                pos = self.line_sites(pos, end, table, False, found, lines)
-            elif children:
+            if children:
+                if sibling is not None:
+                    at, n = sibling
+                    pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
+                    continue
+            elif fixed is not None:
+                pos += fixed
+                continue
+            pos, attrs = self.read_die(pos, specs, cu_offset, False)
+            if children:
                 if AT_SIBLING in attrs:
                     pos = forward(attrs[AT_SIBLING], pos)
                 else:
-                    pos = self._skip_children(pos, end, table, 0)
+                    skipping += 1
         return pos
+
+    def _past_children(self, pos: int, attrs: dict, end: int, table: dict, cu_offset: int) -> int:
+        """The position after the children of the DIE whose attributes ``attrs`` end at ``pos``."""
+        if AT_SIBLING in attrs:
+            return forward(attrs[AT_SIBLING], pos)
+        return self._skip_children(pos, end, table, cu_offset)
 
     def _subtree_sites(self, pos: int, end: int, table: dict, found: list, lines: dict) -> int:
         # Every DIE below a subprogram, in order (inline instances nest in lexical blocks and in each other).
@@ -491,7 +479,7 @@ class CUScanner:
             if code == 0:
                 depth -= 1
                 continue
-            tag, children, specs, fixed, _sibling, _want = table[code]
+            tag, children, specs, fixed, _sibling = table[code]
             if tag == TAG_INLINED_SUBROUTINE or tag == TAG_SUBPROGRAM:
                 pos, values = self.read_values(pos, specs, 0, LINE_ATTRS)
                 lines[die_offset] = values
@@ -507,33 +495,8 @@ class CUScanner:
         return pos
 
     def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
-        data = self.info
-        depth = 1
-        while pos < end and depth:
-            code = data[pos]
-            if code < 0x80:
-                pos += 1
-            else:
-                code, pos = read_uleb128(data, pos)
-            if code == 0:
-                depth -= 1
-                continue
-            tag, children, specs, fixed, sibling, _want = abbrevs[code]
-            if children:
-                if sibling is not None:
-                    at, n = sibling
-                    pos = forward(cu_offset + int.from_bytes(data[pos + at:pos + at + n], "little"), pos)
-                    continue
-            elif fixed is not None:
-                pos += fixed
-                continue
-            pos, attrs = self.read_die(pos, specs, cu_offset, False)
-            if children:
-                if AT_SIBLING in attrs:
-                    pos = forward(attrs[AT_SIBLING], pos)
-                else:
-                    depth += 1
-        return pos
+        """The position after the children that start at ``pos`` (``walk`` taking none of them)."""
+        return self.walk(pos, end, abbrevs, cu_offset, _NO_TAGS, None, 0)
 
 
 def forward(target: int, pos: int) -> int:
