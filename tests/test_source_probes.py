@@ -39,7 +39,7 @@ from probectl.cli import main as cli_main
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from conftest import build_fixture, build_static_pair
+from conftest import FIXTURES, build_fixture, build_program, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GLOBAL_REF = re.compile(r"@([A-Za-z_][\w.]*)([+-]\d+)")
@@ -67,6 +67,8 @@ def binary(name: str, opt: str) -> str:
         return LIBC
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the fixtures")
+    if name == "dwarf_namespaces":
+        return str(build_program(name, [FIXTURES / "dwarf_namespaces.cc"], opt))
     return str(build_static_pair(opt) if name == "dwarf_static" else build_fixture(name, opt))
 
 
@@ -718,7 +720,7 @@ def _cu_sample(di, limit: int = 60):
 
 
 @pytest.mark.parametrize("name,opt", [("dwarf_structs", "-O2"), ("dwarf_inline", "-O2"),
-                                      ("dwarf_static", "-O0"), ("libc", "")])
+                                      ("dwarf_static", "-O0"), ("dwarf_namespaces", "-O0"), ("libc", "")])
 def test_byte_scanners_match_pyelftools(name, opt):
     """.debug_aranges, each CU's top-level functions/variables and the name index, read from the
     section bytes, against pyelftools' own parse of the same DWARF."""
@@ -789,6 +791,24 @@ def test_abbreviation_entries_shared_only_when_equal():
             tag, children, specs, pos = _parse_entry(data, pos + 1)
             want[code] = (tag, children, specs)
         assert {c: e[:3] for c, e in got.items()} == want
+
+
+def test_the_index_walks_into_namespaces_for_the_names(monkeypatch):
+    """g++ declares namespace members inside their DW_TAG_namespace (outer::inner two deep) and defines
+    them at the top level with DW_AT_specification: the byte scanner walks the namespaces all the way
+    down, so each definition's name is in what it read, without pyelftools' parse of the DIE (only one
+    level down, the names of outer::inner's members were parsed by pyelftools)."""
+    from probectl.debuginfo.dwarf import die, dieindex
+
+    di = _debuginfo(binary("dwarf_namespaces", "-O0"))
+    fallbacks: list = []
+    real_die_name = die.die_name
+    monkeypatch.setattr(die, "die_name", lambda d: fallbacks.append(d.offset) or real_die_name(d))
+    funcs, variables = dieindex.build_indexes(di)
+    # (but Box::get's declaration, in the class's DW_TAG_structure_type, whose members it does not read)
+    assert [di.dwarf.get_DIE_from_refaddr(o).get_parent().tag for o in fallbacks] == ["DW_TAG_structure_type"]
+    assert {"twice", "_ZN5outer5inner5twiceEi", "get", "call", "main"} <= set(funcs), sorted(funcs)
+    assert {"depth", "_ZN5outer5inner5depthE", "counter"} <= set(variables), sorted(variables)
 
 
 @pytest.mark.parametrize("name,opt", [("uprobe_target", "-O2"), ("libc", "")])
