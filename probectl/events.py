@@ -6,7 +6,7 @@ that the kernel shows (from probectl or any other tool), so ``list`` stays right
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from .dataclass import dataclass, field
 
 from .errors import ProbectlError
 

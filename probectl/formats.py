@@ -21,7 +21,7 @@ file uses the same ``field:`` syntax and can be read with :func:`parse_fields`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from .dataclass import dataclass
 from typing import Optional
 
 from .errors import FormatError

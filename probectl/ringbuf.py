@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from dataclasses import dataclass
+from .dataclass import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 

@@ -15,7 +15,7 @@ import fnmatch
 import os
 import re
 import threading
-from dataclasses import dataclass
+from .dataclass import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 

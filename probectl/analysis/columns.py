@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 

@@ -16,7 +16,7 @@ value fell where it belongs, so that the exact expression is needed only when on
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Iterable, Sequence
 
 BAR_WIDTH = 52

@@ -8,7 +8,7 @@ with at most one modifier as the kernel spells them: ``.log2``, ``.buckets=N``, 
 answer the same questions."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional, Sequence
 
 from .. import _native

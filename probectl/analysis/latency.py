@@ -4,7 +4,7 @@ read."""
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from typing import Optional, Sequence
 
 from .keys import KeyPart

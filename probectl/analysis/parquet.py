@@ -25,7 +25,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq

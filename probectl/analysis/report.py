@@ -16,7 +16,7 @@ distinct probe addresses are symbolized in Python.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from typing import Any, Optional, Sequence
 
 import pyarrow as pa

@@ -15,7 +15,7 @@ DuckDB with their ``host`` and ``recording`` partitions), together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Iterable, Iterator, Optional, Sequence
 
 import duckdb

@@ -4,7 +4,7 @@ user-space aggregator gives (Documentation/trace/histogram.rst is the reference 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional, Sequence
 
 from ..errors import AnalysisError

@@ -18,7 +18,7 @@ import mmap
 import os
 import struct
 import zlib
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar
 

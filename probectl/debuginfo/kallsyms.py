@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 
 from ..errors import TargetError

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 from ..errors import DebugInfoError

@@ -20,7 +20,7 @@ import os
 import re
 import struct
 from array import array
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ Kept apart from both, so that BTF resolution never imports the DWARF reader (or 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional, Protocol, TypeVar
 
 from ..errors import TypeMismatchError, did_you_mean

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import struct
 import sys
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from fractions import Fraction
 from typing import Callable, Optional
 

@@ -2,7 +2,7 @@
 event's format file (numbers, strings, user-string pointers, CPU masks, or nothing)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 from ..formats import Field

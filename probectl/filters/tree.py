@@ -1,7 +1,7 @@
 """The syntax tree of a filter, and :class:`Filter`, the checked text the kernel gets."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Union
 
 

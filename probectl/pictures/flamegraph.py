@@ -15,7 +15,7 @@ the total they cover (nested matches counted once). The script also exposes ``fl
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from html import escape
 from typing import Optional
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from html import escape
 from typing import Any, Iterable, Optional
 

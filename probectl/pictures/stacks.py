@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from ..errors import ProbectlError, TraceFileError, did_you_mean

@@ -2,7 +2,7 @@
 them, then written all or none (the steps `add` and `trace` share; perf's ``__add_probe_trace_events``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..events import EventDefinition

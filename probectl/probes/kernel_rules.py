@@ -37,7 +37,7 @@ an error naming the missing feature (``+u<offset>``, ``\\imm``, ``x`` types, arr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from ..arch.x86_64 import KERNEL_REGISTERS

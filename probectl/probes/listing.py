@@ -9,7 +9,7 @@ as probectl's own.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -3,7 +3,7 @@ a file range, and the variables that can be fetched at each address of a probe p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from pathlib import Path
 from typing import Optional
 

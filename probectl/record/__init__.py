@@ -37,7 +37,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from itertools import compress, repeat
 from operator import eq
 from pathlib import Path

@@ -2,7 +2,7 @@
 each, expanded to the existing events and every filter checked against each event's fields."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional, Sequence
 
 from ..errors import ProbectlError, did_you_mean

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field, replace
+from ..dataclass import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 

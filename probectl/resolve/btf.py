@@ -3,7 +3,7 @@ x86-64 calling convention says where each parameter is, so no DWARF is needed.""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from ..dataclass import replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S

@@ -30,7 +30,7 @@ that way (N counts argument slots: registers, then 8-byte stack slots), else it 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional, Sequence, Union
 
 from .. import spec as S

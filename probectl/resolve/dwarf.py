@@ -6,7 +6,7 @@ SourceSites and ArgSpecs into ResolvedArgs with the debuginfo layer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 

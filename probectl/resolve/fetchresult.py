@@ -4,7 +4,7 @@ and perf's default argument name. Kept apart from the DWARF code so that BTF res
 import pyelftools."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 from .. import spec as S

@@ -6,7 +6,7 @@ import bisect
 import os
 import sys
 from array import array
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 from ..debuginfo.elf import ElfFile

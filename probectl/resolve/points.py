@@ -2,7 +2,7 @@
 by the DWARF, symbol and BTF resolvers)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 
 from .. import spec as S
 

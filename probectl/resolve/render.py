@@ -7,7 +7,7 @@ This is the last step of perf's ``convert_variable_location``; the places come f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 from ..arch.x86_64 import DWARF_REGISTERS, DWARF_VECTOR_REGISTERS

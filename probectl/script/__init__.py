@@ -36,7 +36,7 @@ module drives a file through them.
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .. import _native

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from itertools import compress, repeat
 from operator import add, eq, floordiv, mod, mul
 from typing import Any, Callable, Iterable, Optional, Sequence

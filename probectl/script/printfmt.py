@@ -4,7 +4,7 @@ and the conversion printf would apply, so that a column of values is formatted a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from ..formats import EventFormat, Field

@@ -3,7 +3,7 @@ written right after the event they belong to on the same CPU, joined to that eve
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Any, Iterable, Iterator, Optional
 
 from ..formats import EventFormat

@@ -7,7 +7,7 @@ and line ranges; every failure is raised at the column of the offending characte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 

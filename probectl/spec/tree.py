@@ -5,7 +5,7 @@ limits that the checks of :mod:`probectl.spec.checks` apply are here too.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Iterator, Optional, Union
 
 MAX_PROBE_ARGS = 128          # perf's MAX_PROBE_ARGS and the kernel's MAX_TRACE_ARGS

@@ -7,7 +7,7 @@ and :mod:`.kernel` (the running kernel's vmlinux checked by build-id, modules, u
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 from typing import Optional
 

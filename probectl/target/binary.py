@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import struct
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 

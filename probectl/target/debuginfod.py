@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 from typing import Optional
 

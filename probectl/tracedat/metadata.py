@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from dataclasses import dataclass, field
+from ..dataclass import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Iterable, Optional

@@ -2,7 +2,7 @@
 written by a recording and read by ``script`` (trace-cmd skips options it does not know)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from typing import Optional
 
 # probectl's option in trace.dat: /proc/PID/maps of the traced processes (file-backed lines),

@@ -10,7 +10,7 @@ import os
 import struct
 import weakref
 import zlib
-from dataclasses import dataclass
+from ..dataclass import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 

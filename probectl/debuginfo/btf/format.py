@@ -4,7 +4,7 @@ into a :class:`~probectl.errors.DebugInfoError`. The layout itself is described 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from ...dataclass import dataclass
 from pathlib import Path
 from typing import Optional
 

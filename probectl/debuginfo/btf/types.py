@@ -6,7 +6,7 @@ has the type, name and size the DWARF path gives. :class:`BtfTypeModel` is the p
 (``type``, ``members``, ``params``, ``find``...)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ...dataclass import dataclass
 from typing import Optional
 
 from ...errors import DebugInfoError, TypeMismatchError, did_you_mean

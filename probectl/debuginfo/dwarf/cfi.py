@@ -20,7 +20,7 @@ import io
 import struct
 import sys
 from array import array
-from dataclasses import dataclass
+from ...dataclass import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError

@@ -3,7 +3,7 @@ definition, or one inline instance (what ``DebugInfo`` finds by name and the lin
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from ...dataclass import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from elftools.dwarf.compileunit import CompileUnit

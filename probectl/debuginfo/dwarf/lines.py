@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-from dataclasses import dataclass
+from ...dataclass import dataclass
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
 
 from elftools.dwarf.compileunit import CompileUnit

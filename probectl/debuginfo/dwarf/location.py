@@ -13,7 +13,7 @@ silently fetching wrong values; we are exact or refuse.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from ...dataclass import dataclass, replace
 from typing import Callable, Optional
 
 from elftools.dwarf.dwarf_expr import DWARFExprParser

@@ -7,7 +7,7 @@ one of the DWARF standard, stated next to the code.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ...dataclass import dataclass
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:

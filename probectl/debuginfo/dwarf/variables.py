@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass
+from ...dataclass import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from elftools.dwarf.die import DIE
