@@ -58,7 +58,10 @@ def behaviour(module) -> list:
             Mutable(1) == Mutable(1), Mutable(1) == Mutable(1, (2,)), Mutable(2).double, repr(Mutable(2, (1,))),
             Mutable.__hash__ is None, ByIdentity(1) == ByIdentity(1), hash(ByIdentity(1)) is not None,
             hash(Point(1, items=())) == hash(Point(1, items=())), repr(OwnMethods(1)), OwnMethods(1) == OwnMethods(2),
-            hash(OwnMethods(5)) == hash(OwnMethods(5)), Point(1) == (1, None, [], 3)]
+            hash(OwnMethods(5)) == hash(OwnMethods(5)), Point(1) == (1, None, [], 3),
+            ByIdentity(float("nan")) == ByIdentity(float("nan"))]
+    nan = float("nan")
+    seen += [Point(nan) == Point(nan), Mutable(nan) == Mutable(nan), Point(nan, "a") == Point(nan, "a")]
     for attempt in (lambda: hash(p), lambda: setattr(p, "x", 2), lambda: delattr(p, "x"),
                     lambda: Mutable(), lambda: Point(1, bogus=2)):
         try:
