@@ -7,10 +7,10 @@ and line ranges; every failure is raised at the column of the offending characte
 from __future__ import annotations
 
 import re
-from ..dataclass import dataclass
 from typing import Optional
 
 
+from ..dataclass import dataclass
 from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
 from .checks import check_args, check_point
