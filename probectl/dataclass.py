@@ -5,8 +5,10 @@ Every command defines some fifty data classes before it does any work (``add -D`
 definition: ~55), and ``dataclasses.dataclass`` of Python 3.11 compiles each generated method on
 its own (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``:
 ~6 ``exec`` a class) and works out a signature for each class without a docstring: ~0.3 ms a
-class, ~17 ms of the ~105 ms of ``add -D``. Here only ``__init__`` is compiled for a class (its
-signature is the fields'); the other methods are shared by all classes (~0.07 ms a class).
+class, ~17 ms of the ~105 ms of ``add -D``. Here only ``__init__`` is compiled when a class is made
+(its signature is the fields'); ``__eq__`` and ``__hash__`` are compiled when first used, and
+``__repr__`` and the frozen ``__setattr__`` and ``__delattr__`` are shared by all classes: ~0.07 ms
+a class, and instances as fast to make, compare and hash as the standard library's.
 
 What is kept, as ``dataclasses`` does it: fields from the class's own annotations in order (no
 ``ClassVar``, no ``InitVar``, no inheritance of fields: no probectl data class derives from
@@ -18,7 +20,6 @@ another); defaults and ``field(default=, default_factory=, repr=)``; ``__post_in
 """
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Any, Callable, Optional
 
 __all__ = ["FrozenInstanceError", "dataclass", "field", "fields", "replace"]
@@ -98,34 +99,35 @@ class _StandardFields:
         return made
 
 
-def _field_values(names: tuple[str, ...]) -> Callable[[Any], tuple]:
-    """The field values of an instance as a tuple (always a tuple, as dataclasses compares: a NaN
-    field equals itself by identity)."""
-    if len(names) > 1:
-        return attrgetter(*names)
-    if names:
-        value = attrgetter(names[0])
-        return lambda obj: (value(obj),)
-    return lambda obj: ()
-
-
 def _repr(self: Any) -> str:
     shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in getattr(self, _FIELDS) if f.repr)
     return f"{self.__class__.__qualname__}({shown})"
 
 
-def _equality(values: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return values(self) == values(other)
-        return NotImplemented
-    return __eq__
+# __eq__ and __hash__ are compiled for a class when one of its instances is first compared or hashed
+# (most classes never are in a run; those that are may be in hot loops, and then read their fields
+# inline, as the standard library's do).
+def _compiled(cls: type, name: str) -> Callable:
+    values = "(" + "".join(f"self.{f.name}, " for f in getattr(cls, _FIELDS)) + ")"
+    if name == "__eq__":
+        source = (f"def __eq__(self, other):\n    if other.__class__ is self.__class__:\n"
+                  f"        return {values} == {values.replace('self.', 'other.')}\n    return NotImplemented")
+    else:
+        source = f"def __hash__(self):\n    return hash({values})"
+    namespace: dict[str, Any] = {}
+    exec(source, {}, namespace)
+    method = namespace[name]
+    method.__qualname__ = f"{cls.__qualname__}.{name}"
+    setattr(cls, name, method)
+    return method
 
 
-def _hash(values: Callable[[Any], Any]) -> Callable[[Any], int]:
-    def __hash__(self: Any) -> int:
-        return hash(values(self))
-    return __hash__
+def _first_eq(self: Any, other: Any) -> Any:
+    return _compiled(self.__class__, "__eq__")(self, other)
+
+
+def _first_hash(self: Any) -> int:
+    return _compiled(self.__class__, "__hash__")(self)
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
@@ -191,14 +193,11 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
     exec(f"def __init__(self, {', '.join(params)}):\n    " + ("\n    ".join(body) or "pass"), env, namespace)
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    # Only __init__ is compiled for the class (its signature is the fields'); the other methods are
-    # shared, and read the field values with one attrgetter (C) made for the class.
-    values = _field_values(names)
     methods: dict[str, Any] = {"__init__": init, "__repr__": _repr}
     if eq:
-        methods["__eq__"] = _equality(values)
+        methods["__eq__"] = _first_eq
         if frozen:
-            methods["__hash__"] = _hash(values)
+            methods["__hash__"] = _first_hash
     if frozen:
         methods["__setattr__"] = _frozen_setattr
         methods["__delattr__"] = _frozen_delattr
