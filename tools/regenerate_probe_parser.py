@@ -13,7 +13,9 @@ rule's children become a tree node. probectl/spec/lalr.py runs them.
 
 The first line records the SHA-256 of the grammar they were made from, so tests/test_probe_parser.py
 notices a grammar edited without regenerating; that test also parses a corpus with these tables and
-with lark itself and compares the trees and the failures.
+with lark itself and compares the trees and the failures. The output is not byte-for-byte
+reproducible (lark numbers its states in an order that depends on object identities), hence the
+hash and the comparison rather than a diff.
 """
 from __future__ import annotations
 
