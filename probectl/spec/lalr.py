@@ -265,7 +265,10 @@ def _rule_builder(origin: str, size: int, name: str, include: Optional[tuple], e
             kept = []
             for i, inline in include:
                 if inline:
-                    kept.extend(children[i].children)
+                    if kept:
+                        kept.extend(children[i].children)
+                    else:  # the inlined node's own list, grown in place: a long list (``(_WS arg)*``) stays linear
+                        kept = children[i].children
                 else:
                     kept.append(children[i])
         node = kept[0] if expand1 and len(kept) == 1 else Tree(name, kept)
