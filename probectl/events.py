@@ -6,8 +6,8 @@ that the kernel shows (from probectl or any other tool), so ``list`` stays right
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from .dataclass import dataclass, field
 from .errors import ProbectlError
 
 # The longest definition line the kernel takes: trace_parse_run_command() reads a write in chunks of

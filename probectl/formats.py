@@ -21,9 +21,9 @@ file uses the same ``field:`` syntax and can be read with :func:`parse_fields`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional
 
+from .dataclass import dataclass
 from .errors import FormatError
 
 # Element sizes of the types whose arrays the kernel writes with empty brackets (``u8 arr[]``).

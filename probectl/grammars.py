@@ -2,7 +2,7 @@
 syntax errors show above a caret.
 
 Shared by the two parsers: probe definitions (:mod:`probectl.spec`, whose parser is generated from
-its grammar ahead of time: ``probectl/spec/probe_parser.py``) and event filters (:mod:`probectl.filters`,
+its grammar's tables ahead of time: ``probectl/spec/probe_tables.py``) and event filters (:mod:`probectl.filters`,
 whose parser lark builds at run time and :func:`load_parser` keeps in the cache).
 """
 from __future__ import annotations

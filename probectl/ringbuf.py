@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from . import _native
+from .dataclass import dataclass
 from .errors import FormatError, ProbectlError, TraceFileError, TracefsError
 from .formats import EventFormat, Field, parse_fields
 

@@ -15,10 +15,10 @@ import fnmatch
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
+from .dataclass import dataclass
 from .errors import EventExistsError, ProbectlError, TracefsError, did_you_mean
 from .events import MAX_DEFINITION_LINE, EventDefinition
 from .notice import notice_stderr

@@ -26,7 +26,7 @@ from probectl.target import kernel
 NOBODY = 65534
 DEFINITIONS = ("main", "add_ints a b")  # a symbol, and C expressions (the DWARF name index)
 # The grammar kept in the cache is the filters' (probe definitions are parsed by the generated
-# probectl/spec/probe_parser.py): each run parses this filter, then resolves the definitions.
+# probectl/spec/probe_tables.py): each run parses this filter, then resolves the definitions.
 FILTER = 'common_pid == 42 && comm ~ "bash*"'
 _FILTER_THEN_ADD = """
 import sys

@@ -35,7 +35,9 @@ def test_probes_by_symbol_do_not_load_dwarf():
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints%return ret=$retval:s32", "add_ints a=%di:s32")
     assert "elftools" not in modules and "probectl.resolve.dwarf" not in modules
-    assert "lark" not in modules, "definitions are parsed by the generated probectl.spec.probe_parser"
+    assert "lark" not in modules, "definitions are parsed with the generated probectl.spec.probe_tables"
+    assert not modules & {"logging", "pickle"}, "the probe parser's run-time (probectl.spec.lalr) needs neither"
+    assert "dataclasses" not in modules, "probectl's classes are made by probectl.dataclass"
     assert not modules & {"probectl.resolve.fetch", "probectl.debuginfo.place", "probectl.debuginfo.typemodel"}, \
         "registers and symbols need no member-chain walker"
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 from array import array
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
+from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, FormatTable, VarColumn, format_specs

@@ -16,8 +16,9 @@ value fell where it belongs, so that the exact expression is needed only when on
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+from ..dataclass import dataclass
 
 BAR_WIDTH = 52
 U64 = 1 << 64

@@ -8,10 +8,10 @@ with at most one modifier as the kernel spells them: ``.log2``, ``.buckets=N``, 
 answer the same questions."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .. import _native
+from ..dataclass import dataclass
 from ..errors import AnalysisError, did_you_mean
 from ..formats import EventFormat, Field
 from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs

@@ -4,9 +4,9 @@ read."""
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from ..dataclass import dataclass, field
 from .keys import KeyPart
 from .table import HistRow, HistTable, bucket_of
 

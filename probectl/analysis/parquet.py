@@ -25,11 +25,11 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..dataclass import dataclass, field
 from ..errors import ProbectlError
 from .columns import EventTables
 

@@ -16,11 +16,11 @@ distinct probe addresses are symbolized in Python.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
+from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
 from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace

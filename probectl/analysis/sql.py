@@ -15,11 +15,11 @@ DuckDB with their ``host`` and ``recording`` partitions), together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional, Sequence
 
 import duckdb
 
+from ..dataclass import dataclass
 from ..errors import ProbectlError, did_you_mean
 from .columns import HEADER, EventTables
 from .parquet import ParquetDatasets

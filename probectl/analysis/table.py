@@ -4,9 +4,9 @@ a sum, sorted and cut to the top N, printed as bpftrace prints its maps (a bar p
 Buckets, their labels and the bars are :mod:`.histogram`'s (the kernel's rules on every path)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from ..dataclass import dataclass, field
 from .histogram import bar_lines
 from .keys import KeyPart
 

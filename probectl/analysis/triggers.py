@@ -4,9 +4,9 @@ user-space aggregator gives (Documentation/trace/histogram.rst is the reference 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import AnalysisError
 from .keys import KeyPart
 from .table import HistRow, HistTable

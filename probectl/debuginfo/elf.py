@@ -18,10 +18,10 @@ import mmap
 import os
 import struct
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar
 
+from ..dataclass import dataclass
 from ..errors import DebugInfoError, ProbectlError, TargetError
 from ..regularfile import open_regular
 from .symtab import SHN_UNDEF, SHN_XINDEX, ElfSymbol, SymbolTables, cstring

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..dataclass import dataclass
 from ..errors import TargetError
 
 KALLSYMS = Path("/proc/kallsyms")

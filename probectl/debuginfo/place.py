@@ -16,9 +16,9 @@ Values stay symbolic: registers stay registers and memory reads stay reads, so "
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Optional, Union
 
+from ..dataclass import dataclass, replace
 from ..errors import LocationError
 
 

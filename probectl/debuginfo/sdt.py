@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..errors import DebugInfoError
 from .elf import ElfFile
 

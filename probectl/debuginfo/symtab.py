@@ -20,8 +20,9 @@ import os
 import re
 import struct
 from array import array
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
+
+from ..dataclass import dataclass
 
 if TYPE_CHECKING:
     from .elf import ElfFile, Section

@@ -6,9 +6,9 @@ Kept apart from both, so that BTF resolution never imports the DWARF reader (or 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Protocol, TypeVar
 
+from ..dataclass import dataclass
 from ..errors import TypeMismatchError, did_you_mean
 
 MAX_BASIC_TYPE_BITS = 64  # the widest value a fetch type (u64/s64/x64) reads

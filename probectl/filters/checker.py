@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import struct
 import sys
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Optional
 
+from ..dataclass import dataclass
 from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..grammars import caret_line

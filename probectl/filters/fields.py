@@ -2,9 +2,9 @@
 event's format file (numbers, strings, user-string pointers, CPU masks, or nothing)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..formats import Field
 
 NUMBER, STRING, PTR_STRING, CPUMASK = "number", "string", "string pointer", "cpumask"

@@ -1,8 +1,9 @@
 """The syntax tree of a filter, and :class:`Filter`, the checked text the kernel gets."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
+
+from ..dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ the total they cover (nested matches counted once). The script also exposes ``fl
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from html import escape
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..errors import ProbectlError
 from ..script import KERNEL_MARK
 from .stacks import StackCounts

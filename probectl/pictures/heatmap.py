@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Iterable, Optional
 
+from ..dataclass import dataclass, field
 from ..errors import ProbectlError
 
 _MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 80, 30, 60, 50

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+from ..dataclass import dataclass, field
 from ..errors import ProbectlError, TraceFileError, did_you_mean
 from ..script import FoldedStacks, StackJoiner, TraceSource, check_event_globs, make_formatter, stack_ids
 from ..script.stacks import Record

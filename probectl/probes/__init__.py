@@ -2,9 +2,9 @@
 them, then written all or none (the steps `add` and `trace` share; perf's ``__add_probe_trace_events``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
+from ..dataclass import dataclass, field
 from ..events import EventDefinition
 from ..resolve import MAX_POINTS, ProbePoint, Resolver
 from ..resolve.fetch_options import FetchOptions

@@ -37,10 +37,10 @@ an error naming the missing feature (``+u<offset>``, ``\\imm``, ``x`` types, arr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from ..arch.x86_64 import KERNEL_REGISTERS
+from ..dataclass import dataclass
 from ..errors import KernelRuleError
 from ..events import MAX_DEFINITION_LINE, EventDefinition, FetchArg
 from ..spec.tree import MAX_ARRAY_LEN, RESERVED_ARG_NAMES

@@ -9,10 +9,10 @@ as probectl's own.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..debuginfo.dwarf import DebugInfo
 from ..debuginfo.dwarf.lines import source_point
 from ..debuginfo.elf import ElfFile

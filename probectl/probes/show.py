@@ -3,11 +3,11 @@ a file range, and the variables that can be fetched at each address of a probe p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from .. import spec as S
+from ..dataclass import dataclass, field
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import is_glob
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files

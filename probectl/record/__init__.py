@@ -37,12 +37,12 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import eq
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from ..dataclass import dataclass, field
 from ..errors import ProbectlError
 from ..formats import EventFormat
 from ..notice import notice_stderr

@@ -2,9 +2,9 @@
 each, expanded to the existing events and every filter checked against each event's fields."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import ProbectlError, did_you_mean
 from ..filters import Filter, compile_filter
 from ..formats import EventFormat

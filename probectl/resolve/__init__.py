@@ -13,12 +13,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
+from ..dataclass import dataclass, field, replace
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
 from ..target import Target

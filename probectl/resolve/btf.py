@@ -3,10 +3,10 @@ x86-64 calling convention says where each parameter is, so no DWARF is needed.""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import spec as S
+from ..dataclass import replace
 from ..errors import ResolveError, ValueTooWideError
 from .btf_fetch import btf_fetch, btf_params, btf_retval_type
 from .points import ProbePoint, ResolvedArg, is_untyped_retval

@@ -30,11 +30,11 @@ that way (N counts argument slots: registers, then 8-byte stack slots), else it 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS, STACK_POINTER
+from ..dataclass import dataclass
 from ..debuginfo.btf import Btf
 from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType, guarded
 from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var

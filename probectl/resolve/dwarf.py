@@ -6,11 +6,11 @@ SourceSites and ArgSpecs into ResolvedArgs with the debuginfo layer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from .. import spec as S
+from ..dataclass import dataclass
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import tail_match
 from ..debuginfo.dwarf.variables import best_scope

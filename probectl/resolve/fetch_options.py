@@ -3,7 +3,7 @@
 options without importing the walker and its place and type models (~6 ms of start-up)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ and perf's default argument name. Kept apart from the DWARF code so that BTF res
 import pyelftools."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from .. import spec as S
+from ..dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ import bisect
 import os
 import sys
 from array import array
-from dataclasses import dataclass
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..debuginfo.elf import ElfFile
 from ..errors import ResolveError
 

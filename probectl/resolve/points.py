@@ -2,9 +2,9 @@
 by the DWARF, symbol and BTF resolvers)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .. import spec as S
+from ..dataclass import dataclass
 
 
 @dataclass(frozen=True)

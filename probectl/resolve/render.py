@@ -7,10 +7,10 @@ This is the last step of perf's ``convert_variable_location``; the places come f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from ..arch.x86_64 import DWARF_REGISTERS, DWARF_VECTOR_REGISTERS
+from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Place, Reg, Symbol, Value, Var
 from ..errors import LocationError
 

@@ -36,10 +36,10 @@ module drives a file through them.
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .. import _native
+from ..dataclass import dataclass, field
 from ..errors import OutputError, ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..ringbuf import EventReader, _decode_error

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, eq, floordiv, mod, mul
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import ProbectlError
 from ..formats import EventFormat
 from ..ringbuf import Columns

@@ -4,9 +4,9 @@ and the conversion printf would apply, so that a column of values is formatted a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from ..dataclass import dataclass
 from ..formats import EventFormat, Field
 from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, KIND_STR_ARRAY, field_spec
 

@@ -3,9 +3,9 @@ written right after the event they belong to on the same CPU, joined to that eve
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional
 
+from ..dataclass import dataclass
 from ..formats import EventFormat
 
 STACK_EVENTS = {("ftrace", "kernel_stack"): "kernel", ("ftrace", "user_stack"): "user"}

@@ -7,15 +7,15 @@ and line ranges; every failure is raised at the column of the offending characte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional
 
 
+from ..dataclass import dataclass
 from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
 from .checks import check_args, check_point
 from .names import C_NAME, event_name, find_unescaped, unescape
-from .probe_parser import Token, Transformer, v_args
+from .lalr import Token, Transformer, v_args
 from .tree import (INT_BITS, MAX_ARRAY_LEN, TYPE_HINT, AddressRef, ArgSpec, Deref, Immediate, Index, LineRange, Member,
                    PointSpec, ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import ProbeSemanticError, ProbeSyntaxError
 from ..grammars import caret_line
-from .probe_parser import Tree
+from .lalr import Tree
 from .tree import (MAX_DEREF_DEPTH, MAX_PROBE_ARGS, RESERVED_ARG_NAMES, AddressRef, Deref, Expr, PointSpec, ProbeSpec,
                    Register, SpecialVar, SymbolRef, Variable, render_expr, sdt_arg_index)
 

@@ -9,7 +9,7 @@ from typing import Optional
 from ..errors import ProbeSyntaxError
 from ..grammars import caret_line
 from .names import find_unescaped
-from .probe_parser import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from .lalr import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from .tree import TYPE_HINT
 
 _FETCH_STARTS = frozenset({"IDENT", "REGISTER", "SPECIAL", "SYMBOL", "ADDRESS", "DEREF", "IMMEDIATE", "IMMSTR"})

@@ -5,8 +5,9 @@ limits that the checks of :mod:`probectl.spec.checks` apply are here too.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator, Optional, Union
+
+from ..dataclass import dataclass
 
 MAX_PROBE_ARGS = 128          # perf's MAX_PROBE_ARGS and the kernel's MAX_TRACE_ARGS
 MAX_DEREF_DEPTH = 12          # trace_probe.h: "fetch + deref*N + store + mod + end <= 16, this allows N=12"

@@ -7,10 +7,10 @@ and :mod:`.kernel` (the running kernel's vmlinux checked by build-id, modules, u
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..errors import TargetError
 from .binary import find_binary, process_objects, uprobe_group_name
 from .kernel import check_vmlinux, find_module, find_running_vmlinux

@@ -13,11 +13,11 @@ import os
 import re
 import stat
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
 from ..arch.x86_64 import EM_X86_64, OTHER_MACHINES
+from ..dataclass import dataclass, field
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
 

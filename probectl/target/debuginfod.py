@@ -16,10 +16,10 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..debuginfo.elf import ElfFile
 from ..errors import DebugInfoError, ProbectlError
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import re
 import struct
-from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Iterable, Optional
 
 from .. import __version__
+from ..dataclass import dataclass, field
 from ..ringbuf import PageLayout
 
 MAGIC = b"\x17\x08\x44tracing"

@@ -2,8 +2,9 @@
 written by a recording and read by ``script`` (trace-cmd skips options it does not know)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
+
+from ..dataclass import dataclass
 
 # probectl's option in trace.dat: /proc/PID/maps of the traced processes (file-backed lines),
 # as blocks "pid PID\n<maps lines>\n\n". trace-cmd skips options it does not know.

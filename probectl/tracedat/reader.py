@@ -10,11 +10,11 @@ import os
 import struct
 import weakref
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from .. import _native
+from ..dataclass import dataclass
 from ..errors import TraceFileError
 from ..formats import EventFormat
 from ..regularfile import open_regular

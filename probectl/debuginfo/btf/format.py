@@ -4,10 +4,10 @@ into a :class:`~probectl.errors.DebugInfoError`. The layout itself is described 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ...dataclass import dataclass
 from ...errors import DebugInfoError, guard_decoding
 from ..typemodel import Bitfield
 

@@ -6,9 +6,9 @@ has the type, name and size the DWARF path gives. :class:`BtfTypeModel` is the p
 (``type``, ``members``, ``params``, ``find``...)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
+from ...dataclass import dataclass
 from ...errors import DebugInfoError, TypeMismatchError, did_you_mean
 from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND, Bitfield,
                          no_member_error, scalar_fetch_type)

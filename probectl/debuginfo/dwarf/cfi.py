@@ -20,13 +20,14 @@ import io
 import struct
 import sys
 from array import array
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 from elftools.construct import ConstructError
 from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.structs import DWARFStructs
+
+from ...dataclass import dataclass
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile

@@ -3,12 +3,12 @@ definition, or one inline instance (what ``DebugInfo`` finds by name and the lin
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
+from ...dataclass import dataclass, field
 from .die import die_key
 
 if TYPE_CHECKING:

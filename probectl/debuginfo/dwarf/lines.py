@@ -21,12 +21,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
 
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
+from ...dataclass import dataclass
 from ...errors import DebugInfoError, ResolveError
 from .die import die_attr, die_name, guarded, tail_match
 from .function import Function

@@ -13,12 +13,12 @@ silently fetching wrong values; we are exact or refuse.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from elftools.dwarf.dwarf_expr import DWARFExprParser
 from elftools.dwarf.locationlists import LocationEntry, LocationExpr
 
+from ...dataclass import dataclass, replace
 from ...errors import LocationError
 from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
 

@@ -7,12 +7,12 @@ one of the DWARF standard, stated next to the code.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from elftools.dwarf.die import DIE
 
+from ...dataclass import dataclass
 from ...errors import TypeMismatchError
 from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, SCALAR_KIND, Bitfield, no_member_error,
                          scalar_fetch_type)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from elftools.dwarf.die import DIE
 
+from ...dataclass import dataclass
 from ...errors import LocationError, ResolveError, VariableNotFound, VariableUnavailable
 from ..place import Computed, Memory, Place, Reg, Register, Symbol, Value
 from . import types as T

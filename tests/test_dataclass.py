@@ -1,0 +1,114 @@
+"""probectl.dataclass against the standard library's dataclasses, the oracle: the same class
+definitions made by both must behave alike (construction, defaults, repr, equality, hashing,
+frozen assignment, __post_init__, the standard helpers), and probectl's modules use probectl's."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pickle
+from typing import ClassVar, Optional
+
+import pytest
+
+import probectl.dataclass as light
+from conftest import ROOT
+
+
+def make(module):
+    @module.dataclass(frozen=True)
+    class Point:
+        """A frozen class with every kind of default."""
+
+        x: int
+        name: Optional[str] = None
+        items: list = module.field(default_factory=list)
+        hidden: int = module.field(default=3, repr=False)
+        limit: ClassVar[int] = 9
+
+    @module.dataclass
+    class Mutable:
+        a: int
+        b: tuple = ()
+
+        def __post_init__(self):
+            self.double = self.a * 2
+
+    @module.dataclass(eq=False)
+    class ByIdentity:
+        a: int
+
+    @module.dataclass(frozen=True)
+    class OwnMethods:
+        a: int
+
+        def __repr__(self):
+            return "mine"
+
+        def __eq__(self, other):
+            return True
+
+    return Point, Mutable, ByIdentity, OwnMethods
+
+
+def behaviour(module) -> list:
+    Point, Mutable, ByIdentity, OwnMethods = make(module)
+    p = Point(1)
+    seen = [repr(p), repr(Point(2, "n", [1], 4)), p == Point(1, None, [], 3), p == Point(2), p != Point(1),
+            p.items is not Point(1).items, Point.hidden, Point.limit, hasattr(Point, "items"), Point.__match_args__,
+            Mutable(1) == Mutable(1), Mutable(1) == Mutable(1, (2,)), Mutable(2).double, repr(Mutable(2, (1,))),
+            Mutable.__hash__ is None, ByIdentity(1) == ByIdentity(1), hash(ByIdentity(1)) is not None,
+            hash(Point(1, items=())) == hash(Point(1, items=())), repr(OwnMethods(1)), OwnMethods(1) == OwnMethods(2),
+            hash(OwnMethods(5)) == hash(OwnMethods(5)), Point(1) == (1, None, [], 3),
+            ByIdentity(float("nan")) == ByIdentity(float("nan"))]
+    nan = float("nan")
+    seen += [Point(nan) == Point(nan), Mutable(nan) == Mutable(nan), Point(nan, "a") == Point(nan, "a")]
+    for attempt in (lambda: hash(p), lambda: setattr(p, "x", 2), lambda: delattr(p, "x"),
+                    lambda: Mutable(), lambda: Point(1, bogus=2)):
+        try:
+            attempt()
+            seen.append("no error")
+        except (AttributeError, TypeError) as error:
+            seen.append((type(error).__mro__[1] if type(error).__name__ == "FrozenInstanceError" else type(error),
+                         str(error)))
+    m = Mutable(1)
+    m.a = 5
+    seen += [m.a, repr(dataclasses.replace(p, x=7)), repr(module.replace(p, name="r")), dataclasses.is_dataclass(p),
+             dataclasses.asdict(Point(1, items=[2])), [f.name for f in dataclasses.fields(Point)],
+             [f.name for f in module.fields(p)]]
+    return seen
+
+
+def test_same_behaviour_as_the_standard_library():
+    assert behaviour(light) == behaviour(dataclasses)
+
+
+def test_instances_pickle_and_copy():
+    import copy
+
+    Point, Mutable, _, _ = make(light)
+    globals().update(Point=Point)  # pickle finds a class by its module and name
+    Point.__qualname__ = "Point"
+    p = Point(1, "a", [2])
+    assert pickle.loads(pickle.dumps(p)) == p
+    assert copy.deepcopy(p) == p and copy.copy(p) == p
+
+
+def test_probectl_modules_use_probectl_dataclass():
+    """One way to make a data class: the standard one costs ~0.5 ms a class at every start-up. The lark
+    parser's generated tables (probe_tables.py) define no class."""
+    wrong = []
+    for path in sorted((ROOT / "probectl").rglob("*.py")):
+        if path.name == "dataclass.py" and path.parent.name == "probectl":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" or \
+                    isinstance(node, ast.Import) and any(a.name == "dataclasses" for a in node.names):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not wrong, "import dataclass/field/replace from probectl.dataclass"
+
+
+@pytest.mark.parametrize("bad", ["x: int = 1\n    y: int", ])
+def test_a_field_without_default_after_one_with_is_refused(bad):
+    for module in (light, dataclasses):
+        with pytest.raises((TypeError, SyntaxError)):
+            exec(f"@module.dataclass\nclass C:\n    {bad}\n", {"module": module})
