@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // reader.c - the pages of several CPUs merged by time, decoded into columnar batches.
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,20 @@ void rb_reader_set_stream(struct rb_reader *reader, size_t i, int cpu, const voi
 	s->cpu = cpu;
 	s->data = data;
 	s->size = data ? size : 0;
+	s->stop_page = SIZE_MAX;
+}
+
+void rb_reader_set_range(struct rb_reader *reader, size_t i, int cpu, const void *data,
+			 size_t size, size_t start_page, size_t skip, size_t stop_page,
+			 size_t stop_record)
+{
+	struct rb_stream *s = &reader->streams[i];
+
+	rb_reader_set_stream(reader, i, cpu, data, size);
+	s->next_page = start_page;
+	s->skip = skip;
+	s->stop_page = stop_page;
+	s->stop_record = stop_record;
 }
 
 void rb_reader_deinit(struct rb_reader *reader)
@@ -74,11 +89,23 @@ static int stream_advance(struct rb_reader *reader, struct rb_stream *s)
 		if (s->page_loaded) {
 			ret = rb_page_next(&s->page, &s->ev);
 			if (ret == 1) {
+				size_t k = s->page_records++;
+
+				if (s->page_off == s->stop_page && k >= s->stop_record) {
+					s->done = true;
+					break;
+				}
+				if (k < s->skip)
+					continue;
+				if (s->ev.ts < s->last_ts)
+					s->disordered = true;
+				s->last_ts = s->ev.ts;
 				s->live = true;
 				s->events++;
 				return RB_OK;
 			}
 			s->page_loaded = false;
+			s->skip = 0;	// (only the first page of a range starts inside)
 			if (ret < 0) {
 				if (reader->strict)
 					return stream_error(reader, s, ret, s->page.pos);
@@ -86,7 +113,7 @@ static int stream_advance(struct rb_reader *reader, struct rb_stream *s)
 			}
 			continue;
 		}
-		if (s->next_page >= s->size) {
+		if (s->next_page >= s->size || s->next_page > s->stop_page) {
 			s->done = true;
 			break;
 		}
@@ -101,6 +128,7 @@ static int stream_advance(struct rb_reader *reader, struct rb_stream *s)
 			continue;
 		}
 		s->page_loaded = true;
+		s->page_records = 0;
 		s->pages++;
 		if (s->page.missed) {
 			if (s->page.missed < 0) {

@@ -238,6 +238,14 @@ struct rb_stream {
 	bool live;			// ev is valid
 	bool done;
 	int64_t pending_missed;		// lost before ev: 0 none, -1 unknown count
+	// a range of the stream (rb_reader_set_range): records of the first page to pass over,
+	// and the page and record where the range ends (stop_page SIZE_MAX: at the stream's end)
+	size_t skip;
+	size_t stop_page;
+	size_t stop_record;
+	size_t page_records;		// records of the loaded page walked so far
+	uint64_t last_ts;
+	bool disordered;		// a record's time stamp was before the one before it
 	// statistics
 	uint64_t pages;
 	uint64_t events;
@@ -280,6 +288,15 @@ int rb_reader_init(struct rb_reader *reader, const struct rb_layout *layout, siz
 
 void rb_reader_set_stream(struct rb_reader *reader, size_t i, int cpu, const void *data,
 			  size_t size);
+
+/**
+ * rb_reader_set_range - like rb_reader_set_stream, but only the records from record @skip of the
+ * page at offset @start_page up to (not including) record @stop_record of the page at @stop_page
+ * (@stop_page SIZE_MAX: to the end): one time slice of a CPU's pages (tables.h)
+ */
+void rb_reader_set_range(struct rb_reader *reader, size_t i, int cpu, const void *data,
+			 size_t size, size_t start_page, size_t skip, size_t stop_page,
+			 size_t stop_record);
 
 /**
  * rb_reader_next - the next record of all streams, by time stamp (ties: stream order)
