@@ -549,3 +549,27 @@ def test_columns_under_address_sanitizer(tmp_path):
         run = subprocess.run([str(exe), "20000", seed], capture_output=True, text=True, env=env, timeout=120)
         assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
         assert run.returncode == 0 and run.stdout == "ok 20000\n", (run.returncode, run.stderr[-2000:])
+
+
+def test_report_and_query_say_which_formats_could_not_be_read(tmp_path):
+    """A file whose format texts do not all parse (another tool's, a newer kernel's): report and
+    query count what they can and say, once on stderr, which formats they could not read."""
+    from probectl.tracedat import TraceMetadata, write_tracedat
+    from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+
+    broken = "name: broken\nID: 1003\nformat:\n\tfield:int x;\toffset:oops;\tsize:4;\tsigned:1;\n"
+    raw = tmp_path / "cpu0.raw"
+    raw.write_bytes(make_page(b"".join(data_record(simple_payload(10, i), 5) for i in range(7)), 1000))
+    path = tmp_path / "partly.dat"
+    write_tracedat(path, TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
+                                       event_formats=[("test", [SIMPLE_FORMAT, broken])], cmdlines="10 ten\n",
+                                       tgids="", trace_clock="[local] global", uname="Linux h 6.1 #1 x86_64",
+                                       trace_id=1, cpustats={0: "entries: 7\noverrun: 0\n"}), {0: raw})
+    for args in (("report", "-i", str(path), "--json"), ("query", "-i", str(path), "--json",
+                                                         "SELECT count(*) AS n FROM test.simple")):
+        out = probectl(*args)
+        assert out.stderr.count("Warning: 1 event format of") == 1, out.stderr
+        assert "could not be read (test: " in out.stderr and "their events are in no table" in out.stderr
+        assert "Traceback" not in out.stderr
+    assert json.loads(probectl("report", "-i", str(path), "--json").stdout)["total"] == 7

@@ -141,6 +141,8 @@ class EventTables:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     events: int = 0  # records read (stack records and events without a format included)
     lost: int = 0  # events the kernel lost while recording (the file's statistics)
+    # (system, message) of the file's format texts that did not parse: their events are in no table
+    format_failures: list[tuple[str, str]] = field(default_factory=list)
 
 
 def recording_name(path: Path) -> str:
@@ -189,6 +191,7 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
             out.formats[f.full_name] = f
             out.tables[f.full_name] = pa.Table.from_batches(batches[f.id], schemas[f.id])
     out.lost = lost_events(trace)
+    out.format_failures = trace.format_failures()
     return out
 
 
@@ -213,5 +216,5 @@ def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
                                                               else "the file holds no events"))
     keep = [e for e in names if any(event_matches(tables.formats[e], g) for g in globs)]
     return EventTables(tables.path, tables.recording, tables.host, {e: tables.formats[e] for e in keep},
-                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost)
+                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost, tables.format_failures)
 

@@ -52,6 +52,10 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str):
     finally:
         done()
     for rec in recordings:
+        if rec.format_failures:
+            shown = ", ".join(f"{system}: {message}" for system, message in rec.format_failures[:3])
+            notice(f"Warning: {len(rec.format_failures)} event format{'s' * (len(rec.format_failures) != 1)} of "
+                   f"{rec.path} could not be read ({shown}); their events are in no table")
         if rec.lost:
             notice(f"Warning: {rec.lost:,} events were lost while recording {rec.path} (the file's per-CPU "
                    "statistics): counts are of the events recorded")
