@@ -321,28 +321,18 @@ void rb_batch_deinit(struct rb_batch *batch)
 	memset(batch, 0, sizeof(*batch));
 }
 
-static bool grow(void **p, size_t elem, size_t cap)
-{
-	void *q = realloc(*p, elem * cap);
-
-	if (!q)
-		return false;
-	*p = q;
-	return true;
-}
-
 static int batch_grow(struct rb_batch *b)
 {
 	size_t cap = b->cap ? 2 * b->cap : 1024;
 
-	if (!grow((void **)&b->ts, sizeof(*b->ts), cap) ||
-	    !grow((void **)&b->cpu, sizeof(*b->cpu), cap) ||
-	    !grow((void **)&b->id, sizeof(*b->id), cap) ||
-	    !grow((void **)&b->pid, sizeof(*b->pid), cap) ||
-	    !grow((void **)&b->flags, sizeof(*b->flags), cap) ||
-	    !grow((void **)&b->preempt, sizeof(*b->preempt), cap) ||
-	    !grow((void **)&b->row, sizeof(*b->row), cap) ||
-	    (b->want_raw && !grow((void **)&b->raw, sizeof(*b->raw), cap)))
+	if (!rb_grow((void **)&b->ts, sizeof(*b->ts), cap) ||
+	    !rb_grow((void **)&b->cpu, sizeof(*b->cpu), cap) ||
+	    !rb_grow((void **)&b->id, sizeof(*b->id), cap) ||
+	    !rb_grow((void **)&b->pid, sizeof(*b->pid), cap) ||
+	    !rb_grow((void **)&b->flags, sizeof(*b->flags), cap) ||
+	    !rb_grow((void **)&b->preempt, sizeof(*b->preempt), cap) ||
+	    !rb_grow((void **)&b->row, sizeof(*b->row), cap) ||
+	    (b->want_raw && !rb_grow((void **)&b->raw, sizeof(*b->raw), cap)))
 		return RB_ERR_NOMEM;
 	b->cap = cap;
 	return RB_OK;
@@ -356,9 +346,9 @@ static int rows_grow(struct rb_format_rows *fr, const struct rb_event_format *fm
 		struct rb_column *c = &fr->cols[j];
 
 		if (fmt->fields[j].kind == RB_KIND_INT) {
-			if (!grow((void **)&c->ints, sizeof(*c->ints), cap))
+			if (!rb_grow((void **)&c->ints, sizeof(*c->ints), cap))
 				return RB_ERR_NOMEM;
-		} else if (!grow((void **)&c->spans, sizeof(*c->spans), cap)) {
+		} else if (!rb_grow((void **)&c->spans, sizeof(*c->spans), cap)) {
 			return RB_ERR_NOMEM;
 		}
 	}
@@ -371,7 +361,7 @@ static int add_lost(struct rb_batch *b, size_t index, int cpu, int64_t count)
 	if (b->nlost == b->lost_cap) {
 		size_t cap = b->lost_cap ? 2 * b->lost_cap : 16;
 
-		if (!grow((void **)&b->lost, sizeof(*b->lost), cap))
+		if (!rb_grow((void **)&b->lost, sizeof(*b->lost), cap))
 			return RB_ERR_NOMEM;
 		b->lost_cap = cap;
 	}

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define RB_MISSED_EVENTS	(1U << 31)	// events were lost before this page
 #define RB_MISSED_STORED	(1U << 30)	// the lost count is stored after the data
@@ -221,6 +222,19 @@ static inline int64_t rb_read_int(const uint8_t *p, unsigned int size, bool is_s
 		return (int64_t)(v << shift) >> shift;
 	}
 	return (int64_t)v;
+}
+
+/**
+ * rb_grow - resize the array *@p to @cap elements of @elem bytes; false (*@p kept) when out of memory
+ */
+static inline bool rb_grow(void **p, size_t elem, size_t cap)
+{
+	void *q = realloc(*p, elem * cap);
+
+	if (!q)
+		return false;
+	*p = q;
+	return true;
 }
 
 // ---- merged reader over several CPUs ------------------------------------------------------

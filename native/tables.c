@@ -7,12 +7,6 @@
 
 #include "tables.h"
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HOST_BIG_ENDIAN true
-#else
-#define HOST_BIG_ENDIAN false
-#endif
-
 // ---- the plan -----------------------------------------------------------------------------------
 
 static size_t npages(const struct rb_layout *layout, const struct tab_stream *s)
@@ -158,16 +152,6 @@ void tab_plan_free(struct tab_plan *plan)
 
 // ---- a slice ------------------------------------------------------------------------------------
 
-static bool grow(void **p, size_t elem, size_t cap)
-{
-	void *q = realloc(*p, elem * cap);
-
-	if (!q)
-		return false;
-	*p = q;
-	return true;
-}
-
 static int rows_grow(struct tab_rows *r, const struct rb_event_format *fmt, bool threads)
 {
 	size_t cap = r->cap ? 2 * r->cap : 1024;
@@ -178,17 +162,17 @@ static int rows_grow(struct tab_rows *r, const struct rb_event_format *fmt, bool
 		if (!r->ints || !r->spans)
 			return RB_ERR_NOMEM;
 	}
-	if (!grow((void **)&r->ts, sizeof(*r->ts), cap) ||
-	    !grow((void **)&r->cpu, sizeof(*r->cpu), cap) ||
-	    !grow((void **)&r->tid, sizeof(*r->tid), cap) ||
-	    (threads && (!grow((void **)&r->thread, sizeof(*r->thread), cap) ||
-			 !grow((void **)&r->tgid, sizeof(*r->tgid), cap))))
+	if (!rb_grow((void **)&r->ts, sizeof(*r->ts), cap) ||
+	    !rb_grow((void **)&r->cpu, sizeof(*r->cpu), cap) ||
+	    !rb_grow((void **)&r->tid, sizeof(*r->tid), cap) ||
+	    (threads && (!rb_grow((void **)&r->thread, sizeof(*r->thread), cap) ||
+			 !rb_grow((void **)&r->tgid, sizeof(*r->tgid), cap))))
 		return RB_ERR_NOMEM;
 	for (uint32_t j = 0; j < fmt->nfields; j++) {
 		if (fmt->fields[j].kind == RB_KIND_INT) {
-			if (!grow((void **)&r->ints[j], sizeof(**r->ints), cap))
+			if (!rb_grow((void **)&r->ints[j], sizeof(**r->ints), cap))
 				return RB_ERR_NOMEM;
-		} else if (!grow((void **)&r->spans[j], sizeof(**r->spans), cap)) {
+		} else if (!rb_grow((void **)&r->spans[j], sizeof(**r->spans), cap)) {
 			return RB_ERR_NOMEM;
 		}
 	}
