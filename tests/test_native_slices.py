@@ -6,13 +6,17 @@ recording); and a file it cannot cut exactly (time going back on a CPU, a bad pa
 merged reader."""
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from conftest import ROOT, _missing
 from probectl.analysis.columns import ThreadNames, batch_of, event_schema, read_tables
 from probectl.errors import TraceFileError
 from probectl.formats import EventFormat
@@ -199,3 +203,32 @@ def test_read_tables_is_the_same_on_any_number_of_threads(tmp_path):
             read_tables(trace, workers=workers, slice_bytes=2 * PAGE)
         errors.append(str(err.value))
     assert errors[0] == errors[1] and "cpu 1: page at data offset 0x5000: corrupt" in errors[0]
+
+
+# ---- the C core under sanitizers ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sanitizer", ["address,undefined", "thread"])
+def test_slices_under_sanitizers(tmp_path, sanitizer):
+    """native/fuzz/tables_fuzz.c: random multi-CPU pages (a third of them with flipped bits) cut into
+    1-8 slices decoded on as many threads; whenever no slice refuses them, the merged reader reads
+    them too and the rows are its rows. Under ASan+UBSan (bounds, leaks) and TSan (the threads)."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        _missing("gcc is needed to build the sanitizer driver")
+    native = ROOT / "native"
+    exe = tmp_path / "tabfuzz"
+    build = subprocess.run(
+        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitizer}", "-pthread",
+         "-Wall", "-Wextra", "-Werror", f"-I{native}", *(["-fno-sanitize-recover=undefined"] * ("undefined" in sanitizer)),
+         *(str(native / f) for f in ("fuzz/tables_fuzz.c", "tables.c", "columns.c", "ringbuf.c", "reader.c")),
+         "-o", str(exe)], capture_output=True, text=True)
+    if build.returncode and "cannot find" in build.stderr:
+        _missing(f"no {sanitizer} sanitizer runtime: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
+               TSAN_OPTIONS="halt_on_error=1")
+    for seed in ("1", "2"):
+        run = subprocess.run([str(exe), "1500", seed], capture_output=True, text=True, env=env, timeout=300)
+        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
+        assert run.returncode == 0 and run.stdout == "ok 1500\n", (run.returncode, run.stderr[-2000:])
