@@ -225,8 +225,15 @@ int rb_reader_next(struct rb_reader *reader, struct rb_record *rec)
 	}
 	if (!s->live)
 		reader->heap[0] = reader->heap[--reader->nheap];
-	if (reader->nheap)
+	// (the stream read from is usually still first, or the other of two: no walk down the heap)
+	if (reader->nheap == 2 && stream_before(reader, reader->heap[1], reader->heap[0])) {
+		uint32_t t = reader->heap[0];
+
+		reader->heap[0] = reader->heap[1];
+		reader->heap[1] = t;
+	} else if (reader->nheap > 2) {
 		heap_down(reader, 0);
+	}
 	return 1;
 }
 

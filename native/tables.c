@@ -180,15 +180,36 @@ static int rows_grow(struct tab_rows *r, const struct rb_event_format *fmt, bool
 	return RB_OK;
 }
 
-// The thread lookups of the last thread seen (runs of one thread are common).
-struct thread_memo {
-	int32_t tid;
-	size_t index;
+// The last thread lookups, by tid modulo THREAD_CACHE (several threads usually take turns).
+#define THREAD_CACHE	64
+
+struct thread_cache {
+	int32_t tid[THREAD_CACHE];
+	int32_t index[THREAD_CACHE];
+	int32_t tgid[THREAD_CACHE];
+	bool used[THREAD_CACHE];
 };
+
+static void thread_lookup(struct thread_cache *c, const struct col_threads *t, int32_t tid,
+			  int32_t *index, int32_t *tgid)
+{
+	unsigned int k = (uint32_t)tid % THREAD_CACHE;
+
+	if (!c->used[k] || c->tid[k] != tid) {
+		size_t i = col_thread_index(t, tid);
+
+		c->used[k] = true;
+		c->tid[k] = tid;
+		c->index[k] = (int32_t)i;
+		c->tgid[k] = i < t->n ? t->tgids[i] : tid;
+	}
+	*index = c->index[k];
+	*tgid = c->tgid[k];
+}
 
 // One record into its format's rows (as rb_batch_add decodes it).
 static int add_record(struct tab_slice *slice, const struct rb_record *rec, bool swap,
-		      struct thread_memo *memo)
+		      struct thread_cache *cache)
 {
 	const struct rb_schema *s = slice->schema;
 	const uint8_t *p = rec->data;
@@ -214,16 +235,8 @@ static int add_record(struct tab_slice *slice, const struct rb_record *rec, bool
 	r->ts[row] = rec->ts;
 	r->cpu[row] = rec->cpu;
 	r->tid[row] = tid;
-	if (slice->threads) {
-		const struct col_threads *t = slice->threads;
-
-		if (tid != memo->tid) {
-			memo->index = col_thread_index(t, tid);
-			memo->tid = tid;
-		}
-		r->thread[row] = (int32_t)memo->index;
-		r->tgid[row] = memo->index < t->n ? t->tgids[memo->index] : tid;
-	}
+	if (slice->threads)
+		thread_lookup(cache, slice->threads, tid, &r->thread[row], &r->tgid[row]);
 	for (uint32_t j = 0; j < fmt->nfields; j++) {
 		const struct rb_field *f = &fmt->fields[j];
 
@@ -268,18 +281,20 @@ void tab_decode(struct tab_slice *slice, const struct tab_plan *plan,
 {
 	const struct rb_schema *s = slice->schema;
 	uint64_t lo = plan->bounds[k], hi = plan->bounds[k + 1];
-	struct thread_memo memo = { 0, slice->threads ? col_thread_index(slice->threads, 0) : 0 };
+	struct thread_cache *cache = calloc(1, sizeof(*cache));
 	struct rb_reader reader;
 	struct rb_record rec;
 	int ret;
 
 	slice->rows = calloc(s->nformats ? s->nformats : 1, sizeof(*slice->rows));
-	if (!slice->rows) {
+	if (!slice->rows || !cache) {
+		free(cache);
 		slice->err = RB_ERR_NOMEM;
 		return;
 	}
 	ret = rb_reader_init(&reader, layout, plan->nstreams, true);
 	if (ret < 0) {
+		free(cache);
 		slice->err = ret;
 		return;
 	}
@@ -296,7 +311,7 @@ void tab_decode(struct tab_slice *slice, const struct tab_plan *plan,
 			ret = TAB_ERR_ORDER;
 			break;
 		}
-		ret = add_record(slice, &rec, reader.swap, &memo);
+		ret = add_record(slice, &rec, reader.swap, cache);
 		if (ret < 0)
 			break;
 	}
@@ -307,6 +322,7 @@ void tab_decode(struct tab_slice *slice, const struct tab_plan *plan,
 		if (slice->rows[fi].n)
 			ret = finish_varlen(&slice->rows[fi], &s->formats[fi], reader.swap);
 	rb_reader_deinit(&reader);
+	free(cache);
 	slice->err = ret;
 }
 
