@@ -440,6 +440,28 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
     assert h.counts == dict(Counter(histogram.log2_bucket(v) for v in values))
 
 
+def test_hist_counts_by_value_or_by_event_alike(recording, monkeypatch):
+    """A field of few values is counted by value first, one of many event by event: the two ways
+    give the same histograms, with keys, with --top, of every integer field (sizes, times, ids)."""
+    from probectl.analysis.report import Reporter
+    from probectl.analysis.sql import RecordingsDatabase
+
+    path, _, _ = recording
+    with RecordingsDatabase(list(open_recordings([path]))) as db:
+        reporter = Reporter(db, ["alloc"])
+        assert reporter._few_values(reporter._source([], "size")) and not reporter._few_values(
+            reporter._source([], "size"), sample=1 << 16, few=1)
+        for glob, value, keys, top in (("alloc", "size", [], 0), ("alloc", "size", ["comm"], 0),
+                                       ("alloc", "size", ["comm", "pid"], 1), ("alloc", "__probe_ip", ["cpu"], 0),
+                                       ("done__return", "r", [], 0), ("done__return", "r", ["pid"], 0)):
+            reporter = Reporter(db, [glob])
+            answers = []
+            for few in (True, False):
+                monkeypatch.setattr(Reporter, "_few_values", lambda self, source, few=few: few)
+                answers.append([(h.keys, h.counts) for h in reporter.histograms(value, keys, top)])
+            assert answers[0] == answers[1] and answers[0], (value, keys, top)
+
+
 @pytest.mark.parametrize("be", [False, True])
 def test_columns_of_every_field_kind(be):
     """Integers of every size and sign, text (fixed, __data_loc, __rel_loc; invalid UTF-8 as U+FFFD),
