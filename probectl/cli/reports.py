@@ -35,8 +35,10 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str):
     import threading
 
     # (DuckDB's import takes a tenth of a second of its own; the decoder releases the GIL, so the
-    # two overlap. A failed import fails again, with its error, where the command imports it.)
-    threading.Thread(target=importlib.import_module, args=(then,), daemon=True).start()
+    # two overlap. A failed import fails again, with its error, where the command imports it. Not a
+    # daemon: a run that ends early, on an error, waits for the import; one that left it half-done
+    # aborted in DuckDB's C++ as the interpreter shut down.)
+    threading.Thread(target=importlib.import_module, args=(then,)).start()
     from ..analysis.columns import open_recordings
     from ..analysis.parquet import find_datasets
 
