@@ -34,13 +34,15 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str):
     import os
     import threading
 
+    from ..analysis.columns import open_recordings
+    from ..analysis.parquet import find_datasets
+
     # (DuckDB's import takes a tenth of a second of its own; the decoder releases the GIL, so the
-    # two overlap. A failed import fails again, with its error, where the command imports it. Not a
+    # two overlap. Started once the modules both need are in: the threads never import one module
+    # at once. A failed import fails again, with its error, where the command imports it. Not a
     # daemon: a run that ends early, on an error, waits for the import; one that left it half-done
     # aborted in DuckDB's C++ as the interpreter shut down.)
     threading.Thread(target=importlib.import_module, args=(then,)).start()
-    from ..analysis.columns import open_recordings
-    from ..analysis.parquet import find_datasets
 
     inputs = list(inputs) or [str(DEFAULT_FILE)]
     dirs = [path for path in inputs if os.path.isdir(path)]
