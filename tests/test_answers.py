@@ -553,41 +553,23 @@ def test_columns_under_address_sanitizer(tmp_path):
     """native/fuzz/columns_fuzz.c built with ASan+UBSan: random spans laid out as every kind of
     variable-size column in buffers of the exact sizes asked for, and random batches scattered over
     random thread tables, each checked against a plain computation."""
-    from conftest import ROOT
+    from conftest import run_sanitized, sanitized_driver
 
-    gcc = shutil.which("gcc")
-    if not gcc:
-        _missing("gcc is needed to build the sanitizer driver")
-    exe = tmp_path / "colfuzz"
-    native = ROOT / "native"
-    build = subprocess.run(
-        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", f"-I{native}",
-         str(native / "fuzz" / "columns_fuzz.c"), str(native / "columns.c"), str(native / "ringbuf.c"),
-         str(native / "reader.c"), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    exe = sanitized_driver(tmp_path, ["fuzz/columns_fuzz.c", "columns.c", "ringbuf.c", "reader.c"])
     for seed in ("1", "2"):
-        run = subprocess.run([str(exe), "20000", seed], capture_output=True, text=True, env=env, timeout=120)
-        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
-        assert run.returncode == 0 and run.stdout == "ok 20000\n", (run.returncode, run.stderr[-2000:])
+        assert run_sanitized(exe, "20000", seed, timeout=120) == "ok 20000\n"
 
 
 def test_report_and_query_say_which_formats_could_not_be_read(tmp_path):
     """A file whose format texts do not all parse (another tool's, a newer kernel's): report and
     query count what they can and say, once on stderr, which formats they could not read."""
-    from probectl.tracedat import TraceMetadata, write_tracedat
     from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
-    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from test_native_slices import write_file
 
     broken = "name: broken\nID: 1003\nformat:\n\tfield:int x;\toffset:oops;\tsize:4;\tsigned:1;\n"
-    raw = tmp_path / "cpu0.raw"
-    raw.write_bytes(make_page(b"".join(data_record(simple_payload(10, i), 5) for i in range(7)), 1000))
+    page = make_page(b"".join(data_record(simple_payload(10, i), 5) for i in range(7)), 1000)
     path = tmp_path / "partly.dat"
-    write_tracedat(path, TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
-                                       event_formats=[("test", [SIMPLE_FORMAT, broken])], cmdlines="10 ten\n",
-                                       tgids="", trace_clock="[local] global", uname="Linux h 6.1 #1 x86_64",
-                                       trace_id=1, cpustats={0: "entries: 7\noverrun: 0\n"}), {0: raw})
+    write_file(path, [(0, page, 0, len(page))], tmp_path, formats=(SIMPLE_FORMAT, broken))
     for args in (("report", "-i", str(path), "--json"), ("query", "-i", str(path), "--json",
                                                          "SELECT count(*) AS n FROM test.simple")):
         out = probectl(*args)

@@ -6,17 +6,14 @@ recording); and a file it cannot cut exactly (time going back on a CPU, a bad pa
 merged reader."""
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from conftest import ROOT, _missing
+from conftest import run_sanitized, sanitized_driver
 from probectl.analysis.columns import ThreadNames, batch_of, event_schema, read_tables
 from probectl.errors import TraceFileError
 from probectl.formats import EventFormat
@@ -166,13 +163,16 @@ def test_a_bad_page_is_left_to_the_merged_reader(formats):
 # ---- whole files ------------------------------------------------------------------------------------
 
 
-def write_file(path: Path, data: list[tuple[int, bytes, int, int]], tmp: Path, version: int = 7) -> None:
+def write_file(path: Path, data: list[tuple[int, bytes, int, int]], tmp: Path, version: int = 7,
+               formats: tuple[str, ...] = (KINDS_FORMAT, SIMPLE_FORMAT)) -> None:
+    """A trace.dat of the CPUs' pages in ``data``, with ``formats`` (system ``test``) and the
+    threads of :class:`Threads`."""
     files = {}
     for cpu, raw, _off, _size in data:
         files[cpu] = tmp / f"cpu{cpu}.raw"
         files[cpu].write_bytes(raw)
     meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=PAGE, cpus=len(files),
-                         event_formats=[("test", [KINDS_FORMAT, SIMPLE_FORMAT])],
+                         event_formats=[("test", list(formats))],
                          cmdlines="".join(f"{t} {c}\n" for t, c in Threads.cmdlines.items()),
                          tgids="".join(f"{t} {g}\n" for t, g in Threads.tgids.items()), trace_clock="[local] global",
                          uname="Linux slicehost 6.1 #1 x86_64", trace_id=1,
@@ -213,22 +213,7 @@ def test_slices_under_sanitizers(tmp_path, sanitizer):
     """native/fuzz/tables_fuzz.c: random multi-CPU pages (a third of them with flipped bits) cut into
     1-8 slices decoded on as many threads; whenever no slice refuses them, the merged reader reads
     them too and the rows are its rows. Under ASan+UBSan (bounds, leaks) and TSan (the threads)."""
-    gcc = shutil.which("gcc")
-    if not gcc:
-        _missing("gcc is needed to build the sanitizer driver")
-    native = ROOT / "native"
-    exe = tmp_path / "tabfuzz"
-    build = subprocess.run(
-        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitizer}", "-pthread",
-         "-Wall", "-Wextra", "-Werror", f"-I{native}", *(["-fno-sanitize-recover=undefined"] * ("undefined" in sanitizer)),
-         *(str(native / f) for f in ("fuzz/tables_fuzz.c", "tables.c", "columns.c", "ringbuf.c", "reader.c")),
-         "-o", str(exe)], capture_output=True, text=True)
-    if build.returncode and "cannot find" in build.stderr:
-        _missing(f"no {sanitizer} sanitizer runtime: {build.stderr.strip()[-300:]}")
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
-               TSAN_OPTIONS="halt_on_error=1")
+    exe = sanitized_driver(tmp_path, ["fuzz/tables_fuzz.c", "tables.c", "columns.c", "ringbuf.c", "reader.c"],
+                           sanitizer)
     for seed in ("1", "2"):
-        run = subprocess.run([str(exe), "1500", seed], capture_output=True, text=True, env=env, timeout=300)
-        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
-        assert run.returncode == 0 and run.stdout == "ok 1500\n", (run.returncode, run.stderr[-2000:])
+        assert run_sanitized(exe, "1500", seed) == "ok 1500\n"
