@@ -4,9 +4,8 @@
     .venv/bin/python bench/bench_answers.py [--events 5000000] [--runs 3] [--keep FILE]
 
 A trace.dat of N uprobe events (``probe_bench:malloc`` with ``__probe_ip`` and ``size``, from 6
-commands and 12 threads on 2 CPUs, sizes from a fixed table) is synthesized with probectl's own
-writer (pages built here, the file written by :func:`probectl.tracedat.write_tracedat`), so no root
-and no tracing are needed. Then, end to end as a user runs them (interpreter start-up, imports,
+commands and 12 threads on 2 CPUs, sizes from a fixed table) is synthesized by :mod:`synth`, so no
+root and no tracing are needed. Then, end to end as a user runs them (interpreter start-up, imports,
 decoding, SQL and printing included), on the same file in one run:
 
 - ``probectl report -i FILE --sort comm`` (malloc calls per command),
@@ -26,94 +25,19 @@ import json
 import os
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
+from synth import synthesize
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from probectl.tracedat import TraceMetadata, write_tracedat  # noqa: E402
-from test_native import COMMON_FIELDS  # noqa: E402
-from test_tracedat import HEADER_EVENT, HEADER_PAGE  # noqa: E402
-
-EVENT_ID = 1900
-FORMAT = f"""name: malloc
-ID: {EVENT_ID}
-format:
-{COMMON_FIELDS}
-\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:u64 size;\toffset:16;\tsize:8;\tsigned:0;
-
-print fmt: "(%lx) size=%Lu", REC->__probe_ip, REC->size
-"""
-PAGE = 4096
 COMMS = ["make", "cc1", "ld", "bash", "python3", "sshd"]
 THREADS = {3000 + i: COMMS[i % len(COMMS)] for i in range(12)}
 SIZES = [16, 24, 24, 32, 64, 100, 128, 256, 1000, 4096, 65536, 24]
-RECORD = 4 + 24  # header + payload
-PER_PAGE = (PAGE - 16) // RECORD
-VARIANTS = 97  # distinct page contents (tiled: building every page in Python would take longer than reading)
-
-
-def page_variant(v: int) -> tuple[bytes, dict[str, int]]:
-    """The records of one page variant and its per-command counts."""
-    tids = list(THREADS)
-    out, counts = [], {}
-    for i in range(PER_PAGE):
-        k = v * PER_PAGE + i
-        tid = tids[(k * 7 + v) % len(tids)]
-        counts[THREADS[tid]] = counts.get(THREADS[tid], 0) + 1
-        header = (RECORD // 4 - 1) | (100 << 5)  # type_len = payload words, time delta 100 ns
-        out.append(struct.pack("<IHBBiQQ", header, EVENT_ID, 0, 0, tid, 0x401136, SIZES[k % len(SIZES)]))
-    return b"".join(out), counts
-
-
-def synthesize(path: Path, events: int, tmp: Path) -> dict[str, int]:
-    """A trace.dat of ``events`` malloc events over 2 CPUs; the per-command counts it holds."""
-    variants = [page_variant(v) for v in range(VARIANTS)]
-    counts = dict.fromkeys(COMMS, 0)
-    files = {}
-    per_cpu = [events // 2, events - events // 2]
-    for cpu, n in enumerate(per_cpu):
-        raw = tmp / f"cpu{cpu}.raw"
-        with open(raw, "wb") as f:
-            ts, p = 10**9 + cpu, 0
-            while n > 0:
-                data, c = variants[p % VARIANTS]
-                take = min(n, PER_PAGE)
-                if take < PER_PAGE:
-                    data = data[:take * RECORD]
-                    c = _partial_counts(p % VARIANTS, take)
-                page = struct.pack("<QQ", ts, len(data)) + data
-                f.write(page.ljust(PAGE, b"\0"))
-                for k, v in c.items():
-                    counts[k] += v
-                ts += PER_PAGE * 100 + 1000
-                n -= take
-                p += 1
-        files[cpu] = raw
-    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=PAGE, cpus=2,
-                         event_formats=[("probe_bench", [FORMAT])],
-                         cmdlines="".join(f"{t} {c}\n" for t, c in THREADS.items()),
-                         tgids="".join(f"{t} {t}\n" for t in THREADS), trace_clock="[local] global",
-                         uname="Linux benchhost 6.1 #1 x86_64", trace_id=1,
-                         cpustats={0: "entries: 0\noverrun: 0\n", 1: "entries: 0\noverrun: 0\n"})
-    write_tracedat(path, meta, files, version=7)
-    return counts
-
-
-def _partial_counts(v: int, take: int) -> dict[str, int]:
-    tids = list(THREADS)
-    counts: dict[str, int] = {}
-    for i in range(take):
-        tid = tids[((v * PER_PAGE + i) * 7 + v) % len(tids)]
-        counts[THREADS[tid]] = counts.get(THREADS[tid], 0) + 1
-    return counts
 
 
 def children_cpu() -> float:
@@ -151,7 +75,9 @@ def main() -> None:
     try:
         path = tmp / "bench.dat"
         start = time.monotonic()
-        want = synthesize(path, args.events, tmp)
+        want: Counter = Counter()
+        for (tid, _size), n in synthesize(path, args.events, tmp, threads=THREADS, sizes=SIZES).items():
+            want[THREADS[tid]] += n
         print(f"synthesized {args.events:,} events ({path.stat().st_size / 2**20:.0f} MiB) "
               f"in {time.monotonic() - start:.1f} s")
         if args.keep:

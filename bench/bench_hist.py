@@ -5,8 +5,7 @@ awk``, on the same 5M events, in one run:
     .venv/bin/python bench/bench_hist.py [--events 5000000] [--runs 3]
 
 A trace.dat of ``probe_libc:malloc`` events (``u64 size`` drawn from a fixed table, 8 threads) is
-written with probectl's own writer (tracedat.write_tracedat), so no root and no live tracing is
-needed. Then, on that file:
+synthesized by :mod:`synth`, so no root and no live tracing is needed. Then, on that file:
 
 - ``probectl hist -i FILE probe_libc:malloc --key size`` (the command, start-up included): the pages
   go to the native aggregator (native/aggregate.c), no Python object per event;
@@ -23,7 +22,6 @@ import json
 import os
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,60 +29,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from synth import synthesize
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from probectl.tracedat import TraceMetadata, write_tracedat  # noqa: E402
-from test_native import COMMON_FIELDS, common, data_record, make_page  # noqa: E402
-from test_tracedat import HEADER_EVENT, HEADER_PAGE  # noqa: E402
-
 SIZES = (8, 24, 100, 4096, 5000, 64, 32, 512)
-PIDS = tuple(range(1000, 1008))
-EVENT_ID = 2001
-FORMAT = f"""name: malloc
-ID: {EVENT_ID}
-format:
-{COMMON_FIELDS}
-\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
-\tfield:u64 size;\toffset:16;\tsize:8;\tsigned:0;
-
-print fmt: "(%lx) size=%llu", REC->__probe_ip, REC->size
-"""
-
-
-def synthesize(path: Path, events: int, tmp: Path) -> Counter:
-    """A trace.dat of ``events`` malloc events on 2 CPUs; returns the count of each size."""
-    per_page = (4096 - 16) // 28  # 4-byte header + 24-byte payload
-    pages = []
-    for variant in range(len(SIZES)):  # a few page patterns, so that sizes and threads mix
-        recs = []
-        for i in range(per_page):
-            k = (i + variant) % len(SIZES)
-            recs.append(data_record(common(EVENT_ID, PIDS[(i * 3 + variant) % len(PIDS)])
-                                    + struct.pack("<QQ", 0x401000, SIZES[k]), 10))
-        pages.append((b"".join(recs), Counter(SIZES[(i + variant) % len(SIZES)] for i in range(per_page))))
-    counts: Counter = Counter()
-    files = {}
-    n = 0
-    for cpu in (0, 1):
-        raw = tmp / f"cpu{cpu}.raw"
-        with open(raw, "wb") as f:
-            p = 0
-            while n < events * (cpu + 1) // 2:
-                body, c = pages[p % len(pages)]
-                f.write(make_page(body, 10**9 + p * 10**5))
-                counts.update(c)
-                n += per_page
-                p += 1
-        files[cpu] = raw
-    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=2,
-                         event_formats=[("probe_libc", [FORMAT])],
-                         cmdlines="".join(f"{p} worker{p % 4}\n" for p in PIDS),
-                         trace_clock="[local] global", uname="Linux synthetic 1.0 x86_64", trace_id=1,
-                         cpustats={0: "entries: 0\noverrun: 0\n", 1: "entries: 0\noverrun: 0\n"})
-    write_tracedat(path, meta, files, version=7)
-    return counts
+THREADS = {p: f"worker{p % 4}" for p in range(1000, 1008)}
 
 
 def best_of(runs: int, fn):
@@ -112,7 +61,10 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with tempfile.TemporaryDirectory(prefix="probectl-bench-hist-") as tmp:
         path = Path(tmp) / "malloc.dat"
-        counts = synthesize(path, args.events, Path(tmp))
+        counts: Counter = Counter()
+        for (_tid, size), n in synthesize(path, args.events, Path(tmp), threads=THREADS, sizes=SIZES,
+                                          system="probe_libc", event_id=2001).items():
+            counts[size] += n
         total = sum(counts.values())
         print(f"{total:,} events, {path.stat().st_size / 2**20:.0f} MiB")
 

@@ -5,8 +5,7 @@
 
 #include "columns.h"
 
-// The index of @tid in @threads, threads->n when it is not there.
-static size_t thread_index(const struct col_threads *threads, int32_t tid)
+size_t col_thread_index(const struct col_threads *threads, int32_t tid)
 {
 	size_t lo = 0, hi = threads->n;
 
@@ -26,7 +25,7 @@ void col_common(const struct rb_batch *batch, const struct col_threads *threads,
 {
 	const struct rb_schema *s = batch->schema;
 	int32_t last_tid = 0;
-	size_t last = threads ? thread_index(threads, 0) : 0;	// (runs of one thread are common)
+	size_t last = threads ? col_thread_index(threads, 0) : 0;	// (runs of one thread are common)
 
 	for (size_t i = 0; i < batch->n; i++) {
 		int32_t fi = s->index[batch->id[i]];
@@ -41,7 +40,7 @@ void col_common(const struct rb_batch *batch, const struct col_threads *threads,
 		if (!threads)
 			continue;
 		if (tid != last_tid) {
-			last = thread_index(threads, tid);
+			last = col_thread_index(threads, tid);
 			last_tid = tid;
 		}
 		out->thread[fi][row] = (int32_t)last;

@@ -29,6 +29,11 @@ struct col_threads {
 	const int32_t *tgids;		// the thread group of each
 };
 
+/**
+ * col_thread_index - the index of @tid in @threads, threads->n when it is not there
+ */
+size_t col_thread_index(const struct col_threads *threads, int32_t tid);
+
 // Per format index of the schema, the arrays of that format's nrows (NULL: skip the format);
 // thread and tgid may be NULL when there are no threads to look up.
 struct col_common_out {

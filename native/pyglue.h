@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "ringbuf.h"
+#include "tables.h"
 #include "textfmt.h"
 
 #define SCACHE_SIZE	4096
@@ -37,6 +38,7 @@ typedef struct {
 	bool finished;
 	unsigned long long short_records;
 	uint64_t serial;		// names the schema for the text formatter (textfmt.h)
+	struct tab_plan *plan;		// the time slices of plan_slices(), or NULL
 	struct scache_entry *scache;
 } ReaderObject;
 
@@ -55,7 +57,7 @@ typedef struct {
 } TextFormatterObject;
 
 extern PyObject *DecodeError;
-extern PyTypeObject ReaderType, TextFormatterType, RecorderType, AggregatorType;
+extern PyTypeObject ReaderType, TextFormatterType, RecorderType, AggregatorType, ColumnBufferType;
 
 int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
 PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
@@ -74,6 +76,9 @@ int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int st
 
 // pycolumns.c
 PyObject *Reader_read_tables(ReaderObject *self, PyObject *args, PyObject *kwargs);
+PyObject *Reader_plan_slices(ReaderObject *self, PyObject *args);
+PyObject *Reader_read_slices(ReaderObject *self, PyObject *args, PyObject *kwargs);
+void reader_free_plan(ReaderObject *self);
 
 // pytextout.c
 PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -165,7 +165,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	PyObject *m;
 
 	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&RecorderType) < 0 ||
-	    PyType_Ready(&TextFormatterType) < 0 || PyType_Ready(&AggregatorType) < 0)
+	    PyType_Ready(&TextFormatterType) < 0 || PyType_Ready(&AggregatorType) < 0 ||
+	    PyType_Ready(&ColumnBufferType) < 0)
 		return NULL;
 	m = PyModule_Create(&native_module);
 	if (!m)
@@ -187,6 +188,9 @@ PyMODINIT_FUNC PyInit__native(void)
 		goto fail;
 	Py_INCREF(&TextFormatterType);
 	if (PyModule_AddObject(m, "TextFormatter", (PyObject *)&TextFormatterType) < 0)
+		goto fail;
+	Py_INCREF(&ColumnBufferType);
+	if (PyModule_AddObject(m, "ColumnBuffer", (PyObject *)&ColumnBufferType) < 0)
 		goto fail;
 	Py_INCREF(&AggregatorType);
 	if (PyModule_AddObject(m, "Aggregator", (PyObject *)&AggregatorType) < 0)

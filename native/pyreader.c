@@ -14,6 +14,7 @@
 
 static void reader_release(ReaderObject *self)
 {
+	reader_free_plan(self);
 	if (self->batch_ready)
 		rb_batch_deinit(&self->batch);
 	self->batch_ready = false;
@@ -647,6 +648,13 @@ static PyMethodDef Reader_methods[] = {
 	  "read_tables(max_events=1048576, threads=None) -> (events, [per format: None, or (rows, ts, "
 	  "cpu, pid, fields, thread, tgid)]), or None at the end; columns as bytes in Arrow's layout "
 	  "(see columns.h); threads: (tids, tgids) int32 buffers, tids ascending, or None" },
+	{ "plan_slices", (PyCFunction)Reader_plan_slices, METH_VARARGS,
+	  "plan_slices(n) -> the number of time slices (at most n) the pages are cut into for "
+	  "read_slices, or 0 when they cannot be (a page that does not load: read them merged)" },
+	{ "read_slices", (PyCFunction)(void (*)(void))Reader_read_slices, METH_VARARGS | METH_KEYWORDS,
+	  "read_slices(first, count, threads=None) -> per slice first .. first + count - 1, decoded on "
+	  "count threads: (events, tables as read_tables gives them, columns as ColumnBuffers); or "
+	  "None when a slice's time stamps are out of order or a page is bad (read them merged)" },
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
 	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },
 	{ "format_text", (PyCFunction)(void (*)(void))Reader_format_text, METH_VARARGS | METH_KEYWORDS,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // reader.c - the pages of several CPUs merged by time, decoded into columnar batches.
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,20 @@ void rb_reader_set_stream(struct rb_reader *reader, size_t i, int cpu, const voi
 	s->cpu = cpu;
 	s->data = data;
 	s->size = data ? size : 0;
+	s->stop_page = SIZE_MAX;
+}
+
+void rb_reader_set_range(struct rb_reader *reader, size_t i, int cpu, const void *data,
+			 size_t size, size_t start_page, size_t skip, size_t stop_page,
+			 size_t stop_record)
+{
+	struct rb_stream *s = &reader->streams[i];
+
+	rb_reader_set_stream(reader, i, cpu, data, size);
+	s->next_page = start_page;
+	s->skip = skip;
+	s->stop_page = stop_page;
+	s->stop_record = stop_record;
 }
 
 void rb_reader_deinit(struct rb_reader *reader)
@@ -74,11 +89,23 @@ static int stream_advance(struct rb_reader *reader, struct rb_stream *s)
 		if (s->page_loaded) {
 			ret = rb_page_next(&s->page, &s->ev);
 			if (ret == 1) {
+				size_t k = s->page_records++;
+
+				if (s->page_off == s->stop_page && k >= s->stop_record) {
+					s->done = true;
+					break;
+				}
+				if (k < s->skip)
+					continue;
+				if (s->ev.ts < s->last_ts)
+					s->disordered = true;
+				s->last_ts = s->ev.ts;
 				s->live = true;
 				s->events++;
 				return RB_OK;
 			}
 			s->page_loaded = false;
+			s->skip = 0;	// (only the first page of a range starts inside)
 			if (ret < 0) {
 				if (reader->strict)
 					return stream_error(reader, s, ret, s->page.pos);
@@ -86,7 +113,7 @@ static int stream_advance(struct rb_reader *reader, struct rb_stream *s)
 			}
 			continue;
 		}
-		if (s->next_page >= s->size) {
+		if (s->next_page >= s->size || s->next_page > s->stop_page) {
 			s->done = true;
 			break;
 		}
@@ -101,6 +128,7 @@ static int stream_advance(struct rb_reader *reader, struct rb_stream *s)
 			continue;
 		}
 		s->page_loaded = true;
+		s->page_records = 0;
 		s->pages++;
 		if (s->page.missed) {
 			if (s->page.missed < 0) {
@@ -197,8 +225,15 @@ int rb_reader_next(struct rb_reader *reader, struct rb_record *rec)
 	}
 	if (!s->live)
 		reader->heap[0] = reader->heap[--reader->nheap];
-	if (reader->nheap)
+	// (the stream read from is usually still first, or the other of two: no walk down the heap)
+	if (reader->nheap == 2 && stream_before(reader, reader->heap[1], reader->heap[0])) {
+		uint32_t t = reader->heap[0];
+
+		reader->heap[0] = reader->heap[1];
+		reader->heap[1] = t;
+	} else if (reader->nheap > 2) {
 		heap_down(reader, 0);
+	}
 	return 1;
 }
 
@@ -293,28 +328,18 @@ void rb_batch_deinit(struct rb_batch *batch)
 	memset(batch, 0, sizeof(*batch));
 }
 
-static bool grow(void **p, size_t elem, size_t cap)
-{
-	void *q = realloc(*p, elem * cap);
-
-	if (!q)
-		return false;
-	*p = q;
-	return true;
-}
-
 static int batch_grow(struct rb_batch *b)
 {
 	size_t cap = b->cap ? 2 * b->cap : 1024;
 
-	if (!grow((void **)&b->ts, sizeof(*b->ts), cap) ||
-	    !grow((void **)&b->cpu, sizeof(*b->cpu), cap) ||
-	    !grow((void **)&b->id, sizeof(*b->id), cap) ||
-	    !grow((void **)&b->pid, sizeof(*b->pid), cap) ||
-	    !grow((void **)&b->flags, sizeof(*b->flags), cap) ||
-	    !grow((void **)&b->preempt, sizeof(*b->preempt), cap) ||
-	    !grow((void **)&b->row, sizeof(*b->row), cap) ||
-	    (b->want_raw && !grow((void **)&b->raw, sizeof(*b->raw), cap)))
+	if (!rb_grow((void **)&b->ts, sizeof(*b->ts), cap) ||
+	    !rb_grow((void **)&b->cpu, sizeof(*b->cpu), cap) ||
+	    !rb_grow((void **)&b->id, sizeof(*b->id), cap) ||
+	    !rb_grow((void **)&b->pid, sizeof(*b->pid), cap) ||
+	    !rb_grow((void **)&b->flags, sizeof(*b->flags), cap) ||
+	    !rb_grow((void **)&b->preempt, sizeof(*b->preempt), cap) ||
+	    !rb_grow((void **)&b->row, sizeof(*b->row), cap) ||
+	    (b->want_raw && !rb_grow((void **)&b->raw, sizeof(*b->raw), cap)))
 		return RB_ERR_NOMEM;
 	b->cap = cap;
 	return RB_OK;
@@ -328,9 +353,9 @@ static int rows_grow(struct rb_format_rows *fr, const struct rb_event_format *fm
 		struct rb_column *c = &fr->cols[j];
 
 		if (fmt->fields[j].kind == RB_KIND_INT) {
-			if (!grow((void **)&c->ints, sizeof(*c->ints), cap))
+			if (!rb_grow((void **)&c->ints, sizeof(*c->ints), cap))
 				return RB_ERR_NOMEM;
-		} else if (!grow((void **)&c->spans, sizeof(*c->spans), cap)) {
+		} else if (!rb_grow((void **)&c->spans, sizeof(*c->spans), cap)) {
 			return RB_ERR_NOMEM;
 		}
 	}
@@ -343,7 +368,7 @@ static int add_lost(struct rb_batch *b, size_t index, int cpu, int64_t count)
 	if (b->nlost == b->lost_cap) {
 		size_t cap = b->lost_cap ? 2 * b->lost_cap : 16;
 
-		if (!grow((void **)&b->lost, sizeof(*b->lost), cap))
+		if (!rb_grow((void **)&b->lost, sizeof(*b->lost), cap))
 			return RB_ERR_NOMEM;
 		b->lost_cap = cap;
 	}

@@ -104,84 +104,6 @@ int rb_page_load(struct rb_page *page, const struct rb_layout *layout, const voi
 	return RB_OK;
 }
 
-int rb_page_next(struct rb_page *page, struct rb_event *ev)
-{
-	size_t end = page->data_off + page->size;
-
-	while (page->pos < end) {
-		const uint8_t *p = page->buf + page->pos;
-		size_t room = end - page->pos;
-		uint32_t hdr, type_len, delta, array0;
-
-		if (room < 4)
-			return RB_ERR_RECORD;
-		hdr = (uint32_t)rb_read_uint(p, 4, page->swap);
-		if (page->big_endian) {
-			type_len = hdr >> 27;
-			delta = hdr & ((1U << 27) - 1);
-		} else {
-			type_len = hdr & 0x1f;
-			delta = hdr >> 5;
-		}
-
-		if (type_len >= 1 && type_len <= RB_TYPE_DATA_MAX) {
-			size_t rlen = 4 + 4 * (size_t)type_len;
-
-			if (rlen > room)
-				return RB_ERR_RECORD;
-			page->ts += delta;
-			page->pos += rlen;
-			ev->ts = page->ts;
-			ev->data = p + 4;
-			ev->len = 4 * type_len;
-			return 1;
-		}
-
-		if (type_len == RB_TYPE_PADDING && delta == 0) {
-			// A null event: the rest of the page is unused.
-			page->pos = end;
-			return 0;
-		}
-
-		if (room < 8)
-			return RB_ERR_RECORD;
-		array0 = (uint32_t)rb_read_uint(p + 4, 4, page->swap);
-
-		switch (type_len) {
-		case 0:
-			// array[0] counts itself and the payload; the payload starts after it.
-			if (array0 < 4)
-				return RB_ERR_LENGTH;
-			if (array0 > room - 4)
-				return RB_ERR_RECORD;
-			page->ts += delta;
-			page->pos += 4 + (size_t)array0;
-			ev->ts = page->ts;
-			ev->data = p + 8;
-			ev->len = array0 - 4;
-			return 1;
-		case RB_TYPE_PADDING:
-			// A discarded record or the end-of-page filler: skip 4 + array[0] bytes.
-			// A discarded record keeps its delta and later deltas count from it, so it
-			// moves the clock (libtraceevent's kbuffer does the same).
-			if (array0 > room - 4)
-				return RB_ERR_RECORD;
-			page->ts += delta;
-			page->pos += 4 + (size_t)array0;
-			break;
-		case RB_TYPE_TIME_EXTEND:
-			page->ts += ((uint64_t)array0 << RB_TS_SHIFT) + delta;
-			page->pos += 8;
-			break;
-		case RB_TYPE_TIME_STAMP:
-			page->ts = (((uint64_t)array0 << RB_TS_SHIFT) | delta) | (page->ts & RB_TS_MSB);
-			page->pos += 8;
-			break;
-		}
-	}
-	return 0;
-}
-
 // ---- fields ----------------------------------------------------------------------------------
 
 int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *formats, uint32_t nformats)
@@ -218,17 +140,6 @@ int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *forma
 		schema->index[fmt->id] = (int32_t)i;
 	}
 	return RB_OK;
-}
-
-bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
-		  int64_t *ret)
-{
-	if (field->offset > len || field->size > len - field->offset) {
-		*ret = 0;
-		return false;
-	}
-	*ret = rb_read_int(rec + field->offset, field->size, field->is_signed, swap);
-	return true;
 }
 
 bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define RB_MISSED_EVENTS	(1U << 31)	// events were lost before this page
 #define RB_MISSED_STORED	(1U << 30)	// the lost count is stored after the data
@@ -104,7 +105,7 @@ int rb_page_load(struct rb_page *page, const struct rb_layout *layout, const voi
  * padding record ends the page. Returns 1 with @ev filled, 0 at the end of the page, or
  * RB_ERR_RECORD / RB_ERR_LENGTH for a corrupt record (the page cannot be walked further).
  */
-int rb_page_next(struct rb_page *page, struct rb_event *ev);
+static inline int rb_page_next(struct rb_page *page, struct rb_event *ev);
 
 // ---- field tables ---------------------------------------------------------------------------
 
@@ -166,8 +167,8 @@ struct rb_span {
 /**
  * rb_field_int - read a fixed integer field; returns false if the record is too short
  */
-bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
-		  int64_t *ret);
+static inline bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len,
+				bool swap, int64_t *ret);
 
 /**
  * rb_field_span - find the bytes of a non-integer field; returns false if out of the record
@@ -223,6 +224,110 @@ static inline int64_t rb_read_int(const uint8_t *p, unsigned int size, bool is_s
 	return (int64_t)v;
 }
 
+// rb_page_next() and rb_field_int() run once per record or field of every file read: here, so
+// that the readers inline them.
+static inline __attribute__((always_inline)) int rb_page_next(struct rb_page *page, struct rb_event *ev)
+{
+	size_t end = page->data_off + page->size;
+
+	while (page->pos < end) {
+		const uint8_t *p = page->buf + page->pos;
+		size_t room = end - page->pos;
+		uint32_t hdr, type_len, delta, array0;
+
+		if (room < 4)
+			return RB_ERR_RECORD;
+		hdr = (uint32_t)rb_read_uint(p, 4, page->swap);
+		if (page->big_endian) {
+			type_len = hdr >> 27;
+			delta = hdr & ((1U << 27) - 1);
+		} else {
+			type_len = hdr & 0x1f;
+			delta = hdr >> 5;
+		}
+
+		if (type_len >= 1 && type_len <= RB_TYPE_DATA_MAX) {
+			size_t rlen = 4 + 4 * (size_t)type_len;
+
+			if (rlen > room)
+				return RB_ERR_RECORD;
+			page->ts += delta;
+			page->pos += rlen;
+			ev->ts = page->ts;
+			ev->data = p + 4;
+			ev->len = 4 * type_len;
+			return 1;
+		}
+
+		if (type_len == RB_TYPE_PADDING && delta == 0) {
+			// A null event: the rest of the page is unused.
+			page->pos = end;
+			return 0;
+		}
+
+		if (room < 8)
+			return RB_ERR_RECORD;
+		array0 = (uint32_t)rb_read_uint(p + 4, 4, page->swap);
+
+		switch (type_len) {
+		case 0:
+			// array[0] counts itself and the payload; the payload starts after it.
+			if (array0 < 4)
+				return RB_ERR_LENGTH;
+			if (array0 > room - 4)
+				return RB_ERR_RECORD;
+			page->ts += delta;
+			page->pos += 4 + (size_t)array0;
+			ev->ts = page->ts;
+			ev->data = p + 8;
+			ev->len = array0 - 4;
+			return 1;
+		case RB_TYPE_PADDING:
+			// A discarded record or the end-of-page filler: skip 4 + array[0] bytes.
+			// A discarded record keeps its delta and later deltas count from it, so it
+			// moves the clock (libtraceevent's kbuffer does the same).
+			if (array0 > room - 4)
+				return RB_ERR_RECORD;
+			page->ts += delta;
+			page->pos += 4 + (size_t)array0;
+			break;
+		case RB_TYPE_TIME_EXTEND:
+			page->ts += ((uint64_t)array0 << RB_TS_SHIFT) + delta;
+			page->pos += 8;
+			break;
+		case RB_TYPE_TIME_STAMP:
+			page->ts = (((uint64_t)array0 << RB_TS_SHIFT) | delta) | (page->ts & RB_TS_MSB);
+			page->pos += 8;
+			break;
+		}
+	}
+	return 0;
+}
+
+static inline bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len,
+				bool swap, int64_t *ret)
+{
+	if (field->offset > len || field->size > len - field->offset) {
+		*ret = 0;
+		return false;
+	}
+	*ret = rb_read_int(rec + field->offset, field->size, field->is_signed, swap);
+	return true;
+}
+
+/**
+ * rb_grow - resize the array *@p to @cap elements of @elem bytes; false (*@p kept) when out of memory
+ */
+static inline bool rb_grow(void **p, size_t elem, size_t cap)
+{
+	void *q = realloc(*p, elem * cap);
+
+	if (!q)
+		return false;
+	*p = q;
+	return true;
+}
+
 // ---- merged reader over several CPUs ------------------------------------------------------
 
 // The pages of one CPU: a run of page_size pages (the last one may be cut short).
@@ -238,6 +343,14 @@ struct rb_stream {
 	bool live;			// ev is valid
 	bool done;
 	int64_t pending_missed;		// lost before ev: 0 none, -1 unknown count
+	// a range of the stream (rb_reader_set_range): records of the first page to pass over,
+	// and the page and record where the range ends (stop_page SIZE_MAX: at the stream's end)
+	size_t skip;
+	size_t stop_page;
+	size_t stop_record;
+	size_t page_records;		// records of the loaded page walked so far
+	uint64_t last_ts;
+	bool disordered;		// a record's time stamp was before the one before it
 	// statistics
 	uint64_t pages;
 	uint64_t events;
@@ -280,6 +393,15 @@ int rb_reader_init(struct rb_reader *reader, const struct rb_layout *layout, siz
 
 void rb_reader_set_stream(struct rb_reader *reader, size_t i, int cpu, const void *data,
 			  size_t size);
+
+/**
+ * rb_reader_set_range - like rb_reader_set_stream, but only the records from record @skip of the
+ * page at offset @start_page up to (not including) record @stop_record of the page at @stop_page
+ * (@stop_page SIZE_MAX: to the end): one time slice of a CPU's pages (tables.h)
+ */
+void rb_reader_set_range(struct rb_reader *reader, size_t i, int cpu, const void *data,
+			 size_t size, size_t start_page, size_t skip, size_t stop_page,
+			 size_t stop_record);
 
 /**
  * rb_reader_next - the next record of all streams, by time stamp (ties: stream order)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import _native
 from .dataclass import dataclass
@@ -265,7 +265,8 @@ class FormatTable:
     """The rows of one event format in one batch, in time order: ``ts`` (uint64 ns), ``cpu`` and
     ``pid`` (int32, the record's common_pid: a thread id) and, per non-common field of the format,
     the int64 values of an integer field (the bits of a u64 for an unsigned 8-byte one) or a
-    :class:`VarColumn`. Every buffer is a bytes object that Arrow or numpy can wrap without a copy."""
+    :class:`VarColumn`. Every buffer is a bytes object (or, from :meth:`EventReader.slice_tables`,
+    a read-only ``_native.ColumnBuffer``) that Arrow or numpy can wrap without a copy."""
 
     format: EventFormat
     rows: int
@@ -294,8 +295,10 @@ class EventReader:
         self.source = source
         self._by_id = {f.id: f for f in self.formats}
         self._raw = raw
+        streams = list(streams)
+        self._bytes = sum(size for _cpu, _buf, _offset, size in streams)
         tables = [(f.id, format_specs(f, layout.long_size)) for f in self.formats]
-        self._native = _native.Reader(list(streams), tables, long_size=layout.long_size,
+        self._native = _native.Reader(streams, tables, long_size=layout.long_size,
                                       big_endian=layout.big_endian, page_size=layout.page_size,
                                       strict=strict, raw=raw)
 
@@ -324,14 +327,43 @@ class EventReader:
             if got is None:
                 return
             n, raw = got
-            tables = []
-            for fmt, t in zip(self.formats, raw):
-                if t is not None:
-                    rows, ts, cpu, pid, fields, thread, tgid = t
-                    tables.append(FormatTable(fmt, rows, ts, cpu, pid,
-                                              [f if isinstance(f, bytes) else VarColumn(*f) for f in fields],
-                                              thread, tgid))
-            yield n, tables
+            yield n, self._format_tables(raw)
+
+    def slice_tables(self, workers: int, threads: Optional[tuple[bytes, bytes]] = None, *,
+                     slice_bytes: int = 32 << 20,
+                     progress: Optional[Callable[[int], None]] = None) -> Optional[list[tuple[int, list[FormatTable]]]]:
+        """Every event at once, as :meth:`tables` gives them, decoded on ``workers`` threads: the
+        pages are cut into time slices of about ``slice_bytes`` (a multiple of ``workers`` of them),
+        each slice merged and decoded on its own thread (native/tables.h); the slices in order are
+        the batches. ``progress(events so far)`` after each round of ``workers`` slices. None when
+        the pages cannot be cut so (a CPU's time going back, a bad page): :meth:`tables` reads them
+        (and reports a bad page where it is)."""
+        workers = max(1, workers)
+        rounds = max(1, -(-self._bytes // (workers * max(1, slice_bytes))))
+        count = self._native.plan_slices(1 if self._bytes <= slice_bytes else workers * rounds)
+        if not count:
+            return None
+        out, events = [], 0
+        for first in range(0, count, workers):
+            got = self._native.read_slices(first, min(workers, count - first), threads)
+            if got is None:
+                return None
+            for n, raw in got:
+                events += n
+                out.append((n, self._format_tables(raw)))
+            if progress is not None:
+                progress(events)
+        return out
+
+    def _format_tables(self, raw: list) -> list[FormatTable]:
+        tables = []
+        for fmt, t in zip(self.formats, raw):
+            if t is not None:
+                rows, ts, cpu, pid, fields, thread, tgid = t
+                tables.append(FormatTable(fmt, rows, ts, cpu, pid,
+                                          [VarColumn(*f) if isinstance(f, tuple) else f for f in fields],
+                                          thread, tgid))
+        return tables
 
     def rows(self, max_events: int = 1 << 16) -> Iterator[tuple[list[tuple], list[Lost]]]:
         """Batches of plain tuples ``(ts, cpu, id, pid, flags, preempt, values[, raw])``."""

@@ -28,6 +28,36 @@ def _missing(reason: str):
     pytest.skip(reason)
 
 
+
+def sanitized_driver(tmp_path: Path, sources: list[str], sanitizer: str = "address,undefined") -> Path:
+    """A standalone driver of native/ (``sources`` relative to it, the driver first) built with
+    ``sanitizer`` (gcc -fsanitize=...): its path. Skips when gcc or the sanitizer's runtime is missing."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        _missing("gcc is needed to build the sanitizer driver")
+    native = ROOT / "native"
+    exe = tmp_path / Path(sources[0]).stem
+    strict = ["-fno-sanitize-recover=undefined"] if "undefined" in sanitizer else []
+    build = subprocess.run(
+        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitizer}", *strict, "-pthread",
+         "-Wall", "-Wextra", "-Werror", f"-I{native}", *(str(native / f) for f in sources), "-o", str(exe)],
+        capture_output=True, text=True)
+    if build.returncode and "cannot find" in build.stderr:
+        _missing(f"no {sanitizer} sanitizer runtime: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    return exe
+
+
+def run_sanitized(exe: Path, *args: str, timeout: int = 300) -> str:
+    """Run a :func:`sanitized_driver` (leaks checked, halting on the first report): its output,
+    after checking that no sanitizer spoke and it exited 0."""
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
+               TSAN_OPTIONS="halt_on_error=1")
+    run = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    return run.stdout
+
 @functools.lru_cache(maxsize=None)
 def _kernel_testdata() -> tuple[Optional[Path], str]:
     out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)

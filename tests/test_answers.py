@@ -440,6 +440,28 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
     assert h.counts == dict(Counter(histogram.log2_bucket(v) for v in values))
 
 
+def test_hist_counts_by_value_or_by_event_alike(recording, monkeypatch):
+    """A field of few values is counted by value first, one of many event by event: the two ways
+    give the same histograms, with keys, with --top, of every integer field (sizes, times, ids)."""
+    from probectl.analysis.report import Reporter
+    from probectl.analysis.sql import RecordingsDatabase
+
+    path, _, _ = recording
+    with RecordingsDatabase(list(open_recordings([path]))) as db:
+        reporter = Reporter(db, ["alloc"])
+        assert reporter._few_values(reporter._source([], "size")) and not reporter._few_values(
+            reporter._source([], "size"), sample=1 << 16, few=1)
+        for glob, value, keys, top in (("alloc", "size", [], 0), ("alloc", "size", ["comm"], 0),
+                                       ("alloc", "size", ["comm", "pid"], 1), ("alloc", "__probe_ip", ["cpu"], 0),
+                                       ("done__return", "r", [], 0), ("done__return", "r", ["pid"], 0)):
+            reporter = Reporter(db, [glob])
+            answers = []
+            for few in (True, False):
+                monkeypatch.setattr(Reporter, "_few_values", lambda self, source, few=few: few)
+                answers.append([(h.keys, h.counts) for h in reporter.histograms(value, keys, top)])
+            assert answers[0] == answers[1] and answers[0], (value, keys, top)
+
+
 @pytest.mark.parametrize("be", [False, True])
 def test_columns_of_every_field_kind(be):
     """Integers of every size and sign, text (fixed, __data_loc, __rel_loc; invalid UTF-8 as U+FFFD),
@@ -531,21 +553,40 @@ def test_columns_under_address_sanitizer(tmp_path):
     """native/fuzz/columns_fuzz.c built with ASan+UBSan: random spans laid out as every kind of
     variable-size column in buffers of the exact sizes asked for, and random batches scattered over
     random thread tables, each checked against a plain computation."""
-    from conftest import ROOT
+    from conftest import run_sanitized, sanitized_driver
 
-    gcc = shutil.which("gcc")
-    if not gcc:
-        _missing("gcc is needed to build the sanitizer driver")
-    exe = tmp_path / "colfuzz"
-    native = ROOT / "native"
-    build = subprocess.run(
-        [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", f"-I{native}",
-         str(native / "fuzz" / "columns_fuzz.c"), str(native / "columns.c"), str(native / "ringbuf.c"),
-         str(native / "reader.c"), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    exe = sanitized_driver(tmp_path, ["fuzz/columns_fuzz.c", "columns.c", "ringbuf.c", "reader.c"])
     for seed in ("1", "2"):
-        run = subprocess.run([str(exe), "20000", seed], capture_output=True, text=True, env=env, timeout=120)
-        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr[-3000:]
-        assert run.returncode == 0 and run.stdout == "ok 20000\n", (run.returncode, run.stderr[-2000:])
+        assert run_sanitized(exe, "20000", seed, timeout=120) == "ok 20000\n"
+
+
+def test_report_and_query_say_which_formats_could_not_be_read(tmp_path):
+    """A file whose format texts do not all parse (another tool's, a newer kernel's): report and
+    query count what they can and say, once on stderr, which formats they could not read."""
+    from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from test_native_slices import write_file
+
+    broken = "name: broken\nID: 1003\nformat:\n\tfield:int x;\toffset:oops;\tsize:4;\tsigned:1;\n"
+    page = make_page(b"".join(data_record(simple_payload(10, i), 5) for i in range(7)), 1000)
+    path = tmp_path / "partly.dat"
+    write_file(path, [(0, page, 0, len(page))], tmp_path, formats=(SIMPLE_FORMAT, broken))
+    for args in (("report", "-i", str(path), "--json"), ("query", "-i", str(path), "--json",
+                                                         "SELECT count(*) AS n FROM test.simple")):
+        out = probectl(*args)
+        assert out.stderr.count("Warning: 1 event format of") == 1, out.stderr
+        assert "could not be read (test: " in out.stderr and "their events are in no table" in out.stderr
+        assert "Traceback" not in out.stderr
+    assert json.loads(probectl("report", "-i", str(path), "--json").stdout)["total"] == 7
+
+
+def test_an_early_error_waits_for_the_duckdb_import(recording, tmp_path):
+    """report and query import DuckDB on another thread while the files decode: a run that fails
+    before that import ends (a cut file is refused at once) exits with its error, not with an abort
+    in DuckDB's C++ as the interpreter shuts down under a half-done import (1 run in 4 did)."""
+    path, _, _ = recording
+    cut = tmp_path / "cut.dat"
+    cut.write_bytes(path.read_bytes()[:3000])
+    for _ in range(12):
+        for args in (("report", "-i", str(cut)), ("query", "-i", str(cut), "SELECT 1")):
+            err = fails(*args)
+            assert "truncated" in err or "corrupt" in err, err

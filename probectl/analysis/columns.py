@@ -45,6 +45,9 @@ BATCH_EVENTS = 1 << 20
 # the decoder; above (trace-cmd's files from tracefs hold some 1,500), a walk over the pages finds
 # the ones used first. The walk reads every record header: a fifth of the decoding's time.
 PARSE_ALL_FORMATS = 256
+# A file is decoded in time slices of about this many bytes of pages, a round of one per thread at
+# a time (progress is shown between rounds).
+SLICE_BYTES = 32 << 20
 
 
 def header_name(fmt: EventFormat, name: str) -> str:
@@ -114,10 +117,10 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.Re
                                         dictionary=names.names),
     ]
     for col, f in zip(table.fields, list(schema)[len(arrays):]):
-        if isinstance(col, bytes):
-            arrays.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
-        else:
+        if isinstance(col, VarColumn):
             arrays.append(_var_array(col, n, f.type))
+        else:
+            arrays.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -138,6 +141,8 @@ class EventTables:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     events: int = 0  # records read (stack records and events without a format included)
     lost: int = 0  # events the kernel lost while recording (the file's statistics)
+    # (system, message) of the file's format texts that did not parse: their events are in no table
+    format_failures: list[tuple[str, str]] = field(default_factory=list)
 
 
 def recording_name(path: Path) -> str:
@@ -145,10 +150,21 @@ def recording_name(path: Path) -> str:
     return name[:-4] if name.endswith(".dat") and len(name) > 4 else name
 
 
+def decode_workers() -> int:
+    """The threads that decode a file: one per CPU this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
 def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events: int = BATCH_EVENTS,
-                progress: Optional[Callable[[str, int], None]] = None) -> EventTables:
-    """Every event of an open trace file (stack records aside) as one Arrow table per event;
-    ``progress(path, events so far)`` is called after each batch."""
+                progress: Optional[Callable[[str, int], None]] = None, *, workers: Optional[int] = None,
+                slice_bytes: int = SLICE_BYTES) -> EventTables:
+    """Every event of an open trace file (stack records aside) as one Arrow table per event, rows
+    in time order; ``progress(path, events so far)`` is called after each batch.
+
+    The file is decoded in time slices of about ``slice_bytes`` on ``workers`` threads (default:
+    :func:`decode_workers`); ``workers=0``, or a file whose slices cannot be cut exactly (a CPU's
+    time going back, a bad page), is read by the merged reader in batches of ``batch_events``.
+    Both give the same tables."""
     out = EventTables(trace.path, recording or recording_name(trace.path), host_of(trace))
     every = trace.present_formats() if len(trace.format_texts) > PARSE_ALL_FORMATS else trace.formats.values()
     formats = [f for f in every if (f.system, f.name) not in STACK_EVENTS]
@@ -157,7 +173,12 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
     reader = trace.reader(formats=formats)
     try:
-        for n, tables in reader.tables(batch_events, names.lookup):
+        decoded = None if workers == 0 else reader.slice_tables(
+            workers or decode_workers(), names.lookup, slice_bytes=slice_bytes,
+            progress=None if progress is None else lambda events: progress(trace.where, events))
+        if decoded is None:  # (time going back on a CPU, a bad page: merged, as the row decoder reads it)
+            decoded = reader.tables(batch_events, names.lookup)
+        for n, tables in decoded:
             out.events += n
             for t in tables:
                 batches[t.format.id].append(batch_of(t, schemas[t.format.id], names))
@@ -170,6 +191,7 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
             out.formats[f.full_name] = f
             out.tables[f.full_name] = pa.Table.from_batches(batches[f.id], schemas[f.id])
     out.lost = lost_events(trace)
+    out.format_failures = trace.format_failures()
     return out
 
 
@@ -194,5 +216,5 @@ def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
                                                               else "the file holds no events"))
     keep = [e for e in names if any(event_matches(tables.formats[e], g) for g in globs)]
     return EventTables(tables.path, tables.recording, tables.host, {e: tables.formats[e] for e in keep},
-                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost)
+                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost, tables.format_failures)
 

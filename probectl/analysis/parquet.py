@@ -27,8 +27,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError
 from .columns import EventTables
@@ -109,6 +107,8 @@ def write_parquet(tables: EventTables, out_dir: Path | str, *, host: str = "", r
         staging = Path(tempfile.mkdtemp(prefix=".probectl-staging-", dir=out))
     except OSError as err:
         raise ProbectlError(f"cannot create {out}: {err.strerror}", "give -o a writable directory") from None
+    import pyarrow.parquet as pq  # (here: its import is a third of `report`'s start-up, which reads no Parquet)
+
     result = ParquetResult()
     moved: list[Path] = []
     try:

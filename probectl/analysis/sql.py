@@ -90,10 +90,11 @@ class RecordingsDatabase:
                     f"SELECT * FROM read_parquet({literal(files)}, hive_partitioning = true, union_by_name = true)")
                 columns[event] = set()  # (asked of DuckDB once the view is made)
         selects = []
+        for system in sorted({event.partition(":")[0] for event in self.events}):
+            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(system)}")
         for event, parts in sorted(self.events.items()):
             system, _, name = event.partition(":")
             table = f"{quote(system)}.{quote(name)}"
-            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(system)}")
             self.sql(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
             names = columns[event] or {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
             # (a field named like a header column keeps its name: the header one is common_<name>)

@@ -27,12 +27,22 @@ def _progress_reader():
     return progress, done
 
 
-def _load(inputs: Sequence[str], names: Sequence[str]):
-    """The recordings of -i: trace.dat files, and the Parquet datasets of the -i that are directories."""
+def _load(inputs: Sequence[str], names: Sequence[str], then: str):
+    """The recordings of -i: trace.dat files, and the Parquet datasets of the -i that are directories;
+    meanwhile, module ``then`` (what the command runs on them) is imported on another thread."""
+    import importlib
     import os
+    import threading
 
     from ..analysis.columns import open_recordings
     from ..analysis.parquet import find_datasets
+
+    # (DuckDB's import takes a tenth of a second of its own; the decoder releases the GIL, so the
+    # two overlap. Started once the modules both need are in: the threads never import one module
+    # at once. A failed import fails again, with its error, where the command imports it. Not a
+    # daemon: a run that ends early, on an error, waits for the import; one that left it half-done
+    # aborted in DuckDB's C++ as the interpreter shut down.)
+    threading.Thread(target=importlib.import_module, args=(then,)).start()
 
     inputs = list(inputs) or [str(DEFAULT_FILE)]
     dirs = [path for path in inputs if os.path.isdir(path)]
@@ -46,6 +56,10 @@ def _load(inputs: Sequence[str], names: Sequence[str]):
     finally:
         done()
     for rec in recordings:
+        if rec.format_failures:
+            shown = ", ".join(f"{system}: {message}" for system, message in rec.format_failures[:3])
+            notice(f"Warning: {len(rec.format_failures)} event format{'s' * (len(rec.format_failures) != 1)} of "
+                   f"{rec.path} could not be read ({shown}); their events are in no table")
         if rec.lost:
             notice(f"Warning: {rec.lost:,} events were lost while recording {rec.path} (the file's per-CPU "
                    "statistics): counts are of the events recorded")
@@ -135,11 +149,11 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
         probectl report -i probectl.dat --sort comm,sym
         probectl report -e malloc --hist size --sort comm
     """
+    recordings, datasets = _load(inputs, names, then="probectl.analysis.report")
     from ..analysis.histogram import LOG2, histogram_lines
     from ..analysis.report import KEY_TITLES, Reporter, parse_keys
     from ..analysis.sql import RecordingsDatabase
 
-    recordings, datasets = _load(inputs, names)
     keys = parse_keys(sort)
     with RecordingsDatabase(recordings, datasets=datasets) as db:
         reporter = Reporter(db, events)
@@ -196,13 +210,13 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
     \b
         probectl query -i a.dat -i b.dat 'SELECT recording, comm, count(*) FROM probe_libc.malloc GROUP BY ALL'
     """
-    from ..analysis.sql import RecordingsDatabase
-
     if as_csv and as_json:
         raise click.UsageError("--csv and --json are two output formats: give one")
     if not sql and not list_tables:
         raise click.UsageError("give an SQL query, or --list-tables to see what there is to query")
-    recordings, datasets = _load(inputs, names)
+    recordings, datasets = _load(inputs, names, then="probectl.analysis.sql")
+    from ..analysis.sql import RecordingsDatabase
+
     with RecordingsDatabase(recordings, datasets=datasets) as db:
         if list_tables:
             rows = [[t, db.row_count(t), ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
