@@ -22,22 +22,29 @@ from ...errors import DebugInfoError
 
 # Inflate at least this much at a time: fewer calls into zlib for the many small reads of a parser.
 STEP = 256 << 10
+# Give zlib this much of the stream at a time: what it leaves unused is copied (``unconsumed_tail``),
+# so it must be small, not the rest of the stream.
+FEED = 64 << 10
 # Reads are remembered, and kept windows stored, in pages of this size.
 PAGE = 4 << 10
 
 
 class InflatingSection:
     """The inflated bytes of one section, read like the in-memory streams pyelftools makes of
-    sections (``seek``, ``tell``, ``read``, ``getvalue``)."""
+    sections (``seek``, ``tell``, ``read``, ``getvalue``). ``payload`` is the zlib stream, any
+    bytes-like object (a view of the mapped file: it is read, never copied)."""
 
-    def __init__(self, payload: bytes, size: int, name: str, path: str,
+    def __init__(self, payload, size: int, name: str, path: str,
                  kept: Iterable[tuple[int, bytes]] = ()):
         self.size = size
         self._name = name
         self._path = path
-        self._tail = payload
+        self._payload = memoryview(payload)
+        self._fed = 0  # how much of the payload zlib was given
+        self._pending = b""  # what zlib left of it (unconsumed_tail)
         self._inflate = zlib.decompressobj()
         self._done = bytearray()
+        self._whole: Optional[bytes] = None  # all of it, once getvalue() was asked (then _done is empty)
         self._pos = 0
         # Page-aligned (offset, bytes) windows inflated by an earlier run, in offset order.
         self._kept = sorted((offset, data) for offset, data in kept
@@ -45,20 +52,43 @@ class InflatingSection:
         self._kept_starts = [offset for offset, _data in self._kept]
         self._pages: set[int] = set()  # the pages read by this run
 
+    def _bad_data(self, exc: zlib.error) -> DebugInfoError:
+        return DebugInfoError(f"{self._path}: section {self._name}: bad zlib data ({exc})")
+
+    def _short(self, inflated: int) -> DebugInfoError:
+        return DebugInfoError(f"{self._path}: section {self._name} inflates to {inflated} bytes, "
+                              f"its header says {self.size}")
+
     def _fill(self, end: int) -> None:
         end = min(end, self.size)
-        while len(self._done) < end and self._tail:
+        done, payload = self._done, self._payload
+        while len(done) < end:
+            data = self._pending
+            if not data:
+                if self._fed >= len(payload) or self._inflate.eof:
+                    break
+                data = payload[self._fed:self._fed + FEED]
+                self._fed += len(data)
             try:
-                out = self._inflate.decompress(self._tail, max(end - len(self._done), STEP))
+                done += self._inflate.decompress(data, max(end - len(done), STEP))
             except zlib.error as exc:
-                raise DebugInfoError(f"{self._path}: section {self._name}: bad zlib data ({exc})") from None
-            self._tail = self._inflate.unconsumed_tail
-            if not out:
-                break
-            self._done += out
-        if len(self._done) < end:
-            raise DebugInfoError(f"{self._path}: section {self._name} inflates to {len(self._done)} bytes, "
-                                 f"its header says {self.size}")
+                raise self._bad_data(exc) from None
+            self._pending = self._inflate.unconsumed_tail
+        if len(done) < end:
+            raise self._short(len(done))
+
+    def _inflate_whole(self) -> bytes:
+        """The whole section inflated in one call (a third faster than in steps, and no copy of
+        it is made), at most the size the header says."""
+        if self.size == 0:
+            return b""
+        try:
+            whole = zlib.decompressobj().decompress(self._payload, self.size)
+        except zlib.error as exc:
+            raise self._bad_data(exc) from None
+        if len(whole) < self.size:
+            raise self._short(len(whole))
+        return whole
 
     def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
         if whence == os.SEEK_CUR:
@@ -78,6 +108,8 @@ class InflatingSection:
             return b""
         self._pos = end
         self._pages.update(range(start // PAGE, (end - 1) // PAGE + 1))
+        if self._whole is not None:
+            return self._whole[start:end]
         if end > len(self._done):
             kept = self._kept_bytes(start, end)
             if kept is not None:
@@ -92,6 +124,13 @@ class InflatingSection:
             if end <= offset + len(data):
                 return data[start - offset:end - offset]
         return None
+
+    def _inflated_bytes(self, start: int, end: int) -> bytes:
+        """Bytes ``start:end``, inflated if they are not yet."""
+        if self._whole is not None:
+            return self._whole[start:end]
+        self._fill(end)
+        return bytes(self._done[start:end])
 
     def windows(self) -> Optional[list[tuple[int, bytes]]]:
         """The kept windows with the pages this run read added, as (offset, bytes) in offset order;
@@ -110,22 +149,27 @@ class InflatingSection:
             start, end = first * PAGE, min((prev + 1) * PAGE, self.size)
             data = self._kept_bytes(start, end)
             if data is None:
-                self._fill(end)
-                data = bytes(self._done[start:end])
+                data = self._inflated_bytes(start, end)
             out.append((start, data))
             if page is not None:
                 first = prev = page
         return out
 
     def getvalue(self) -> bytes:
-        """The whole section, as bytes."""
-        self._fill(self.size)
-        return bytes(self._done)
+        """The whole section, as bytes (inflated once; every later read is a slice of it)."""
+        if self._whole is None:
+            if self._fed == 0:  # nothing inflated yet: all of it in one call
+                self._whole = self._inflate_whole()
+            else:
+                self._fill(self.size)
+                self._whole = bytes(self._done[:self.size])
+            self._done = bytearray()
+        return self._whole
 
     @property
     def inflated(self) -> int:
         """How many bytes were inflated so far."""
-        return len(self._done)
+        return len(self._whole) if self._whole is not None else len(self._done)
 
 
 # The index cache's kind for kept windows; the fingerprint also names every compressed section with

@@ -13,6 +13,7 @@ instead of copied: pyelftools copies every DWARF section into memory, 300 MB for
 from __future__ import annotations
 
 import io
+import mmap
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
@@ -82,8 +83,15 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
             if payload is None:  # (zstd, .zdebug: ELFFile's way)
                 return None
             compressed[arg] = payload
-    inflating = open_sections({found[arg].name: payload for arg, payload in compressed.items()}, elf.path,
-                              file_key(elf.path, elf.build_id)) if compressed else {}
+    inflating = {}
+    if compressed:
+        # The zlib streams are read where they lie in a mapping of the file (never copied: a warm
+        # run inflates little or nothing, and a copy would fault in every page of them); the
+        # mapping lives as long as the streams that view it.
+        view = memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))
+        inflating = open_sections({found[arg].name: (view[offset:offset + length], size)
+                                   for arg, (offset, length, size) in compressed.items()},
+                                  elf.path, file_key(elf.path, elf.build_id))
     sections: dict[str, Optional[DebugSectionDescriptor]] = {}
     for arg, sec in found.items():
         if sec is None:
@@ -91,7 +99,7 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
             continue
         size = sec.size
         if arg in compressed:
-            stream, size = inflating[sec.name], compressed[arg][1]
+            stream, size = inflating[sec.name], compressed[arg][2]
         elif not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
