@@ -581,6 +581,25 @@ def test_unit_index_of_libc():
     _units_found_by_offset(LIBC)
 
 
+@pytest.mark.libcdbg
+def test_name_search_of_compressed_libc_reads_nothing_twice(monkeypatch):
+    """Searching libc6-dbg's compressed .debug_info for a name mentioned in ~200 units (``malloc``:
+    declared wherever it is called) scans them in the inflated section, where they are: nothing is
+    read again through the section's stream, so no page of them is kept for the next run."""
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    try:
+        di = DebugInfo.open(LIBC)
+    except DebugInfoError as exc:
+        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+            raise
+        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    stream = di.dwarf.debug_info_sec.stream
+    if type(stream).__name__ != "InflatingSection":
+        pytest.skip("this libc6-dbg's DWARF is not zlib-compressed")
+    assert di.function_refs("malloc") == [] and len(di.function_refs("__libc_malloc")) == 1
+    assert stream.inflated == stream.size and stream.windows() is None
+
+
 # --- separate debug files ---------------------------------------------------------------------------
 
 
