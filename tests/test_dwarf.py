@@ -485,12 +485,21 @@ def _units_found_by_offset(path) -> None:
             assert di.dwarf.get_DIE_from_refaddr(die.offset) == die
 
 
-def test_compressed_section_inflated_as_far_as_read(tmp_path):
+@pytest.mark.parametrize("inflater", ["isal", "zlib"])
+def test_compressed_section_inflated_as_far_as_read(monkeypatch, inflater):
     """A zlib section read at a few places equals its whole inflated bytes there, and what is
-    before the furthest read is all that was inflated; damaged data is a DebugInfoError."""
+    before the furthest read is all that was inflated; damaged data is a DebugInfoError. The same
+    with ISA-L's inflater (what probectl uses) and with zlib's (without the isal package)."""
     import zlib
 
+    from probectl.debuginfo.dwarf import inflating
     from probectl.debuginfo.dwarf.inflating import STEP, InflatingSection
+
+    if inflater == "isal":
+        isal_zlib = pytest.importorskip("isal.isal_zlib")  # (a dependency: installed with probectl)
+        monkeypatch.setattr(inflating, "_INFLATER", isal_zlib)
+    else:
+        monkeypatch.setattr(inflating, "_INFLATER", zlib)
 
     data = bytes(range(256)) * (STEP // 64) + os.urandom(STEP)
     stream = InflatingSection(zlib.compress(data), len(data), ".debug_x", "f")
@@ -502,6 +511,12 @@ def test_compressed_section_inflated_as_far_as_read(tmp_path):
     stream.seek(-3, os.SEEK_END)
     assert stream.read() == data[-3:] and stream.read(5) == b""
     assert stream.getvalue() == data
+    whole = InflatingSection(memoryview(b"x" + zlib.compress(data))[1:], len(data), ".debug_x", "f")
+    assert whole.getvalue() == data and whole.read(7) == data[:7], "read whole at once, from a view"
+    with pytest.raises(DebugInfoError, match="bad zlib data"):
+        InflatingSection(b"not zlib", 100, ".debug_x", "f").getvalue()
+    with pytest.raises(DebugInfoError, match="header says"):
+        InflatingSection(zlib.compress(b"short"), 100, ".debug_x", "f").getvalue()
     with pytest.raises(DebugInfoError, match="bad zlib data"):
         InflatingSection(b"not zlib", 100, ".debug_x", "f").read(1)
     with pytest.raises(DebugInfoError, match="header says"):

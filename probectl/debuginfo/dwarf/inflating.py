@@ -10,6 +10,10 @@ What a run read is kept for the next one (:func:`keep_windows`): the pages read,
 index cache under the file's build-id. A warm ``add`` on libc6-dbg reads ~0.2 MB of ``.debug_info``
 but had to inflate the 2.6 MB before its unit (~20 ms); from the kept pages it inflates nothing.
 Windows are whole pages (``PAGE``), so a read inside a kept window is inside kept bytes.
+
+What must be inflated is inflated by ISA-L (the ``isal`` package), more than twice as fast as zlib
+(libc6-dbg's 5.8 MB of ``.debug_info``: 9 ms instead of 20, the larger part of a cold ``add``); it is
+imported at the first inflation, which a warm run seldom makes. Without it, zlib does the same.
 """
 from __future__ import annotations
 
@@ -19,6 +23,21 @@ import zlib
 from typing import Iterable, Optional
 
 from ...errors import DebugInfoError
+
+def _inflater():
+    """The zlib-compatible module that inflates: ISA-L's when it is installed, else zlib."""
+    global _INFLATER
+    if _INFLATER is None:
+        try:
+            from isal import isal_zlib
+        except ImportError:
+            _INFLATER = zlib
+        else:
+            _INFLATER = isal_zlib
+    return _INFLATER
+
+
+_INFLATER = None
 
 # Inflate at least this much at a time: fewer calls into zlib for the many small reads of a parser.
 STEP = 256 << 10
@@ -42,7 +61,7 @@ class InflatingSection:
         self._payload = memoryview(payload)
         self._fed = 0  # how much of the payload zlib was given
         self._pending = b""  # what zlib left of it (unconsumed_tail)
-        self._inflate = zlib.decompressobj()
+        self._inflate = None  # the decompressor, made at the first inflation
         self._done = bytearray()
         self._whole: Optional[bytes] = None  # all of it, once getvalue() was asked (then _done is empty)
         self._pos = 0
@@ -52,7 +71,7 @@ class InflatingSection:
         self._kept_starts = [offset for offset, _data in self._kept]
         self._pages: set[int] = set()  # the pages read by this run
 
-    def _bad_data(self, exc: zlib.error) -> DebugInfoError:
+    def _bad_data(self, exc: Exception) -> DebugInfoError:
         return DebugInfoError(f"{self._path}: section {self._name}: bad zlib data ({exc})")
 
     def _short(self, inflated: int) -> DebugInfoError:
@@ -62,18 +81,21 @@ class InflatingSection:
     def _fill(self, end: int) -> None:
         end = min(end, self.size)
         done, payload = self._done, self._payload
+        if self._inflate is None:
+            self._inflate = _inflater().decompressobj()
+        inflate, error = self._inflate, _inflater().error
         while len(done) < end:
             data = self._pending
             if not data:
-                if self._fed >= len(payload) or self._inflate.eof:
+                if self._fed >= len(payload) or inflate.eof:
                     break
                 data = payload[self._fed:self._fed + FEED]
                 self._fed += len(data)
             try:
-                done += self._inflate.decompress(data, max(end - len(done), STEP))
-            except zlib.error as exc:
+                done += inflate.decompress(data, max(end - len(done), STEP))
+            except error as exc:
                 raise self._bad_data(exc) from None
-            self._pending = self._inflate.unconsumed_tail
+            self._pending = inflate.unconsumed_tail
         if len(done) < end:
             raise self._short(len(done))
 
@@ -82,9 +104,10 @@ class InflatingSection:
         it is made), at most the size the header says."""
         if self.size == 0:
             return b""
+        inflater = _inflater()
         try:
-            whole = zlib.decompressobj().decompress(self._payload, self.size)
-        except zlib.error as exc:
+            whole = inflater.decompressobj().decompress(self._payload, self.size)
+        except inflater.error as exc:
             raise self._bad_data(exc) from None
         if len(whole) < self.size:
             raise self._short(len(whole))
