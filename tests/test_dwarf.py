@@ -529,7 +529,7 @@ def test_kept_windows_answer_the_reads_of_the_next_run():
     import random
     import zlib
 
-    from probectl.debuginfo.dwarf.inflating import PAGE, InflatingSection
+    from probectl.debuginfo.dwarf.inflating import PAGE, InflatingSection, KeptWindow
 
     rng = random.Random(16)
     data = bytes(rng.randrange(8) for _ in range(40 * PAGE + 123))
@@ -542,7 +542,13 @@ def test_kept_windows_answer_the_reads_of_the_next_run():
     windows = first.windows()
     assert windows and all(offset % PAGE == 0 and data[offset:offset + len(w)] == w for offset, w in windows)
     assert sum(len(w) for _o, w in windows) < len(data)
-    again = InflatingSection(payload, len(data), ".debug_x", "f", windows)
+    loaded = []
+
+    def lazily(offset: int, window: bytes) -> KeptWindow:
+        return KeptWindow(offset, len(window), lambda: loaded.append(offset) or window)
+
+    again = InflatingSection(payload, len(data), ".debug_x", "f", [lazily(o, w) for o, w in windows])
+    assert again.read(0) == b"" and loaded == [], "a window is read when a read needs it"
     for pos, n in reversed(reads):
         again.seek(pos)
         assert again.read(n) == data[pos:pos + n]
@@ -552,9 +558,29 @@ def test_kept_windows_answer_the_reads_of_the_next_run():
     assert again.read(10) == data[outside * PAGE + 1:outside * PAGE + 11] and again.inflated > 0
     merged = again.windows()
     assert merged and all(data[offset:offset + len(w)] == w for offset, w in merged)
+    assert set(loaded) <= {o for o, _w in windows} and len(loaded) == len(set(loaded)), "each read once"
     # windows that are not page-aligned or run past the section are not used
-    odd = InflatingSection(payload, len(data), ".debug_x", "f", [(1, data[1:PAGE + 1]), (0, data + b"x")])
+    odd = InflatingSection(payload, len(data), ".debug_x", "f",
+                           [KeptWindow.holding(1, data[1:PAGE + 1]), KeptWindow.holding(0, data + b"x")])
     assert odd.read(5) == data[:5] and odd.inflated > 0
+    # windows are cut at multiples of WINDOW; a read across two adjacent ones is answered by both
+    from probectl.debuginfo.dwarf.inflating import WINDOW
+
+    big = bytes(rng.randrange(8) for _ in range(3 * WINDOW))
+    whole = InflatingSection(zlib.compress(big), len(big), ".debug_x", "f")
+    whole.seek(100)
+    whole.read(2 * WINDOW)
+    cut = whole.windows()
+    assert [(o, len(w)) for o, w in cut] == [(0, WINDOW), (WINDOW, WINDOW), (2 * WINDOW, PAGE)]
+    across = InflatingSection(zlib.compress(big), len(big), ".debug_x", "f", [KeptWindow.holding(o, w) for o, w in cut])
+    across.seek(WINDOW - 10)
+    assert across.read(WINDOW + 20) == big[WINDOW - 10:2 * WINDOW + 10] and across.inflated == 0
+    # a window that cannot be read (damaged in the cache) is inflated, and counts as not kept
+    bad = InflatingSection(payload, len(data), ".debug_x", "f", [KeptWindow(o, len(w), lambda: None) for o, w in windows])
+    pos, n = reads[0]
+    bad.seek(pos)
+    assert bad.read(n) == data[pos:pos + n] and bad.inflated > 0
+    assert bad.windows() and all(data[o:o + len(w)] == w for o, w in bad.windows())
 
 
 def test_kept_windows_of_compressed_dwarf_in_the_cache(tmp_path):
@@ -577,8 +603,10 @@ def test_kept_windows_of_compressed_dwarf_in_the_cache(tmp_path):
     assert kept.stat().st_mode & 0o777 == 0o600
     good = kept.read_bytes()
     assert run() == uncached and kept.read_bytes() == good, "read back, and not rewritten when nothing new was read"
-    kept.write_bytes(good[:-64] + bytes(64))
-    assert run() == uncached
+    for damaged in (good[:-64] + bytes(64), good[:-1], good[:40] + b"\xff" + good[41:]):
+        # a damaged window (or header) is inflated again, and the file is written anew
+        kept.write_bytes(damaged)
+        assert run() == uncached and kept.read_bytes() == good
 
 
 def test_unit_index_of_a_two_unit_program():

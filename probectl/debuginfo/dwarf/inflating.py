@@ -6,10 +6,12 @@ abbreviations and its lines. This stream inflates in steps, up to the furthest b
 a section that is never read is never inflated. zlib cannot start in the middle of a stream, so a
 read near the end still inflates what is before it.
 
-What a run read is kept for the next one (:func:`keep_windows`): the pages read, inflated, in the
+What a run read is kept for the next one (:func:`open_sections`): the pages read, inflated, in the
 index cache under the file's build-id. A warm ``add`` on libc6-dbg reads ~0.2 MB of ``.debug_info``
 but had to inflate the 2.6 MB before its unit (~20 ms); from the kept pages it inflates nothing.
-Windows are whole pages (``PAGE``), so a read inside a kept window is inside kept bytes.
+Windows are whole pages (``PAGE``), so a read inside a kept window is inside kept bytes. They are
+kept as the index cache's parts: the windows of every function probed so far add up (to
+``MAX_KEPT``), and a run reads (and checks) only the windows it uses.
 
 What must be inflated is inflated by ISA-L (the ``isal`` package), more than twice as fast as zlib
 (libc6-dbg's 5.8 MB of ``.debug_info``: 9 ms instead of 20, the larger part of a cold ``add``); it is
@@ -20,7 +22,8 @@ from __future__ import annotations
 import bisect
 import os
 import zlib
-from typing import Iterable, Optional
+from functools import partial
+from typing import Callable, Iterable, NamedTuple, Optional
 
 from ...errors import DebugInfoError
 
@@ -46,6 +49,23 @@ STEP = 256 << 10
 FEED = 64 << 10
 # Reads are remembered, and kept windows stored, in pages of this size.
 PAGE = 4 << 10
+# Kept windows are cut at multiples of this size: a read loads (and checks) the windows it is in, not
+# a megabyte of abbreviation tables that the units probed so far happen to have next to each other.
+WINDOW = 64 << 10
+
+
+class KeptWindow(NamedTuple):
+    """A page-aligned window of a section that an earlier run inflated: where it starts, its length,
+    and how to read its bytes (None when they cannot be: then they are inflated again)."""
+
+    offset: int
+    length: int
+    load: Callable[[], Optional[bytes]]
+
+    @classmethod
+    def holding(cls, offset: int, data: bytes) -> "KeptWindow":
+        """A window whose bytes are at hand."""
+        return cls(offset, len(data), lambda: data)
 
 
 class InflatingSection:
@@ -54,7 +74,7 @@ class InflatingSection:
     bytes-like object (a view of the mapped file: it is read, never copied)."""
 
     def __init__(self, payload, size: int, name: str, path: str,
-                 kept: Iterable[tuple[int, bytes]] = ()):
+                 kept: Iterable[KeptWindow] = ()):
         self.size = size
         self._name = name
         self._path = path
@@ -65,10 +85,12 @@ class InflatingSection:
         self._done = bytearray()
         self._whole: Optional[bytes] = None  # all of it, once getvalue() was asked (then _done is empty)
         self._pos = 0
-        # Page-aligned (offset, bytes) windows inflated by an earlier run, in offset order.
-        self._kept = sorted((offset, data) for offset, data in kept
-                            if offset % PAGE == 0 and offset + len(data) <= size)
-        self._kept_starts = [offset for offset, _data in self._kept]
+        # Page-aligned windows inflated by an earlier run, in offset order, and the bytes of those read
+        # so far (None: unreadable).
+        self._kept = sorted((w for w in kept if w.offset % PAGE == 0 and 0 < w.length and w.offset + w.length <= size),
+                            key=lambda w: w.offset)
+        self._kept_starts = [w.offset for w in self._kept]
+        self._kept_data: dict[int, Optional[bytes]] = {}
         self._pages: set[int] = set()  # the pages read by this run
 
     def _bad_data(self, exc: Exception) -> DebugInfoError:
@@ -141,12 +163,29 @@ class InflatingSection:
         return bytes(self._done[start:end])
 
     def _kept_bytes(self, start: int, end: int) -> Optional[bytes]:
+        """Bytes ``start:end`` from the kept windows that hold them (adjacent ones), or None."""
         i = bisect.bisect_right(self._kept_starts, start) - 1
-        if i >= 0:
-            offset, data = self._kept[i]
-            if end <= offset + len(data):
-                return data[start - offset:end - offset]
+        pieces = []
+        at = start
+        while 0 <= i < len(self._kept):
+            window = self._kept[i]
+            if not window.offset <= at < window.offset + window.length:
+                return None
+            data = self._kept_window(i)
+            if data is None:
+                return None
+            pieces.append(data[at - window.offset:min(end, window.offset + window.length) - window.offset])
+            at = min(end, window.offset + window.length)
+            if at >= end:
+                return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            i += 1
         return None
+
+    def _kept_window(self, i: int) -> Optional[bytes]:
+        if i not in self._kept_data:
+            data = self._kept[i].load()
+            self._kept_data[i] = data if data is not None and len(data) == self._kept[i].length else None
+        return self._kept_data[i]
 
     def _inflated_bytes(self, start: int, end: int) -> bytes:
         """Bytes ``start:end``, inflated if they are not yet."""
@@ -155,18 +194,21 @@ class InflatingSection:
         self._fill(end)
         return bytes(self._done[start:end])
 
-    def windows(self) -> Optional[list[tuple[int, bytes]]]:
+    def windows(self, always: bool = False) -> Optional[list[tuple[int, bytes]]]:
         """The kept windows with the pages this run read added, as (offset, bytes) in offset order;
-        None when this run read nothing the kept windows did not hold."""
-        kept_pages = {page for offset, data in self._kept for page in range(offset // PAGE, (offset + len(data)) // PAGE + 1)
-                      if page * PAGE < offset + len(data)}
-        if self._pages <= kept_pages:
+        None when this run read nothing the kept windows did not hold (unless ``always``). A kept
+        window that could not be read counts as not kept (it is inflated, and kept anew)."""
+        kept_pages = {page for i, w in enumerate(self._kept) if self._kept_data.get(i, b"") is not None
+                      for page in range(w.offset // PAGE, (w.offset + w.length - 1) // PAGE + 1)}
+        if self._pages <= kept_pages and not always:
             return None
         pages = sorted(self._pages | kept_pages)
+        if not pages:
+            return []
         out = []
         first = prev = pages[0]
         for page in pages[1:] + [None]:
-            if page is not None and page == prev + 1:
+            if page is not None and page == prev + 1 and page * PAGE % WINDOW:
                 prev = page
                 continue
             start, end = first * PAGE, min((prev + 1) * PAGE, self.size)
@@ -212,12 +254,18 @@ def open_sections(compressed: dict[str, tuple[bytes, int]], path: str, key: Opti
     if indexcache.cache_dir() is None:
         key = None
     fingerprint = tuple(sorted((name, len(payload), size) for name, (payload, size) in compressed.items()))
-    stored = indexcache.load(CACHE_KIND, key, fingerprint) if key else None
-    kept: dict[str, list] = {}
+    stored = indexcache.load_parts(CACHE_KIND, key, fingerprint) if key else None
+    kept: dict[str, list[KeptWindow]] = {}
     if stored is not None:
-        try:
-            kept = {name: [(int(offset), bytes(data)) for offset, data in windows] for name, windows in stored[0]}
-        except (TypeError, ValueError):  # (a payload of another shape: not used)
+        try:  # the table: (section name, ((offset, length) of each window...)) in the parts' order
+            part = 0
+            for name, windows in stored.table:
+                for offset, length in windows:
+                    kept.setdefault(name, []).append(KeptWindow(int(offset), int(length), partial(stored.part, part)))
+                    part += 1
+            if part != len(stored):
+                kept = {}
+        except (TypeError, ValueError):  # (a table of another shape: not used)
             kept = {}
     sections = {name: InflatingSection(payload, size, name, path, kept.get(name, ()))
                 for name, (payload, size) in compressed.items()}
@@ -229,15 +277,18 @@ def open_sections(compressed: dict[str, tuple[bytes, int]], path: str, key: Opti
 
 
 def _keep(sections: dict[str, InflatingSection], key: str, fingerprint: tuple) -> None:
+    """Store the windows of ``sections`` if this run read pages that were not kept."""
     from .. import indexcache
 
     try:
         windows = {name: section.windows() for name, section in sections.items()}
+        if all(found is None for found in windows.values()):
+            return
+        windows = {name: found if found is not None else sections[name].windows(always=True)
+                   for name, found in windows.items()}
     except DebugInfoError:  # (damaged data: nothing is kept)
         return
-    if all(found is None for found in windows.values()):
-        return
-    payload = tuple((name, tuple(found if found is not None else sections[name]._kept))
-                    for name, found in windows.items())
-    if sum(len(data) for _name, found in payload for _offset, data in found) <= MAX_KEPT:
-        indexcache.store(CACHE_KIND, key, fingerprint, (payload,))
+    parts = [data for found in windows.values() for _offset, data in found]
+    if sum(map(len, parts)) <= MAX_KEPT:
+        table = tuple((name, tuple((offset, len(data)) for offset, data in found)) for name, found in windows.items())
+        indexcache.store_parts(CACHE_KIND, key, fingerprint, table, parts)
