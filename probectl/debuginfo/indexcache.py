@@ -15,9 +15,9 @@ milliseconds by the next run. The kinds are:
 - ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);
 - ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 
-A file is a magic line, the SHA-256 of the rest, and the rest: ``marshal`` data of (fingerprint,
+A file is a magic line, the CRC-32 of the rest, and the rest: ``marshal`` data of (fingerprint,
 payload...). The checksum is verified before anything is unmarshalled, so a truncated or damaged
-file is never decoded; the fingerprint (the kind's format, Python's marshal version, sizes of the
+file is never decoded (a checksum is for damage, not for a writer: see parts below); the fingerprint (the kind's format, Python's marshal version, sizes of the
 sections the index was made from) rejects files of another format or made for other contents. The
 cache is an optimisation only: a file that is missing, unreadable or rejected is rebuilt; a
 directory that cannot be written is left alone. Files are read and written through
@@ -67,7 +67,8 @@ MAX_FILES = 64
 # Larger files are not read (a kernel's name index is some tens of MB).
 MAX_SIZE = 512 << 20
 _SUFFIX = ".bin"
-_MAGIC = b"probectl index\n"
+_MAGIC = b"probectl index 2\n"  # (the first format's checksum was a SHA-256)
+_CRC = struct.Struct("<I")
 
 
 def file_key(path: os.PathLike | str, build_id: Optional[str]) -> str:
@@ -246,10 +247,13 @@ def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
     if data is None:
         return None
     try:
-        head = len(_MAGIC) + 32
-        if not data.startswith(_MAGIC) or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC):head]:
+        head = len(_MAGIC) + _CRC.size
+        if len(data) < head or not data.startswith(_MAGIC):
             return None
-        stored = marshal.loads(data[head:])
+        body = memoryview(data)[head:]  # (checked and decoded where it is, not copied)
+        if zlib.crc32(body) != _CRC.unpack_from(data, len(_MAGIC))[0]:
+            return None
+        stored = marshal.loads(body)
     except (ValueError, EOFError, TypeError):
         return None
     if type(stored) is not tuple or not stored or stored[0] != fingerprint:
@@ -260,7 +264,7 @@ def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
 def _write(directory: Path, kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:
     path = directory / f"{kind}-{key}{_SUFFIX}"
     data = marshal.dumps((fingerprint, *payload))
-    if write_file(path, _MAGIC + hashlib.sha256(data).digest() + data):
+    if write_file(path, _MAGIC + _CRC.pack(zlib.crc32(data)) + data):
         try:
             _prune(directory, f"{kind}-", keep=path)
         except OSError:
