@@ -450,6 +450,32 @@ def test_parts_are_read_one_by_one(private_cache, monkeypatch):
     assert not (private_cache / "off-key.bin").exists()
 
 
+def test_kept_windows_are_used_only_as_stored(private_cache, monkeypatch):
+    """The windows of compressed sections a run kept answer the next run's reads; a table that does
+    not agree with its parts (a window longer than its part) is not used at all."""
+    import atexit
+    import zlib
+
+    from probectl.debuginfo.dwarf import inflating
+
+    monkeypatch.setattr(atexit, "register", lambda *args: None)  # (kept below, not at exit)
+    data = bytes(range(256)) * 64
+    compressed = {".debug_x": (zlib.compress(data), len(data))}
+    fingerprint = ((".debug_x", len(compressed[".debug_x"][0]), len(data)),)
+    first = inflating.open_sections(compressed, "f", "key")
+    first[".debug_x"].seek(5000)
+    assert first[".debug_x"].read(10) == data[5000:5010]
+    inflating._keep(first, "key", fingerprint)
+    again = inflating.open_sections(compressed, "f", "key")[".debug_x"]
+    again.seek(5000)
+    assert again.read(10) == data[5000:5010] and again.inflated == 0
+    indexcache.store_parts(inflating.CACHE_KIND, "key", fingerprint, ((".debug_x", ((4096, 8192),)),),
+                           [data[4096:8192]])
+    lying = inflating.open_sections(compressed, "f", "key")[".debug_x"]
+    lying.seek(5000)
+    assert lying.read(10) == data[5000:5010] and lying.inflated > 0
+
+
 @pytest.mark.parametrize("offset,size", [(0, 5000), (4095, 1), (4097, 70000), (123457, 9000)])
 def test_mapped_sections_read_like_copies(tmp_path, offset, size):
     """A mapped section reads, seeks and tells like pyelftools' in-memory copy of it, and ends

@@ -112,6 +112,10 @@ class StoredParts:
     def __len__(self) -> int:
         return len(self._places)
 
+    def length(self, i: int) -> int:
+        """The length of part ``i``, as the header says."""
+        return self._places[i][1]
+
     def part(self, i: int) -> Optional[bytes]:
         """The bytes of part ``i``, or None when they cannot be read or do not match their CRC-32."""
         if self._fd is None or not 0 <= i < len(self._places):

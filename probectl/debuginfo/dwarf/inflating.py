@@ -261,6 +261,8 @@ def open_sections(compressed: dict[str, tuple[bytes, int]], path: str, key: Opti
             part = 0
             for name, windows in stored.table:
                 for offset, length in windows:
+                    if part >= len(stored) or stored.length(part) != length:
+                        raise ValueError  # (the table and the parts disagree: none is used)
                     kept.setdefault(name, []).append(KeptWindow(int(offset), int(length), partial(stored.part, part)))
                     part += 1
             if part != len(stored):
