@@ -613,14 +613,19 @@ def test_unit_index_of_a_two_unit_program():
     _units_found_by_offset(build_static_pair("-O2"))
 
 
-@pytest.mark.libcdbg
-def test_unit_index_of_libc():
+def _libc_debuginfo() -> DebugInfo:
+    """libc's DWARF from libc6-dbg (the test is skipped without it, unless PROBECTL_REQUIRE_ALL)."""
     try:
-        DebugInfo.open(LIBC)
+        return DebugInfo.open(LIBC)
     except DebugInfoError as exc:
         if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
             raise
         pytest.skip(f"libc6-dbg is not installed: {exc}")
+
+
+@pytest.mark.libcdbg
+def test_unit_index_of_libc():
+    _libc_debuginfo()
     _units_found_by_offset(LIBC)
 
 
@@ -630,12 +635,7 @@ def test_name_search_of_compressed_libc_reads_nothing_twice(monkeypatch):
     declared wherever it is called) scans them in the inflated section, where they are: nothing is
     read again through the section's stream, so no page of them is kept for the next run."""
     monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
-    try:
-        di = DebugInfo.open(LIBC)
-    except DebugInfoError as exc:
-        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-            raise
-        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    di = _libc_debuginfo()
     stream = di.dwarf.debug_info_sec.stream
     if type(stream).__name__ != "InflatingSection":
         pytest.skip("this libc6-dbg's DWARF is not zlib-compressed")
@@ -650,12 +650,7 @@ def test_name_search_of_compressed_libc_reads_nothing_twice(monkeypatch):
 def test_libc_through_its_debug_file(perf_oracle):
     if not os.path.exists(LIBC):
         pytest.skip("no libc at " + LIBC)
-    try:
-        di = DebugInfo.open(LIBC)
-    except DebugInfoError as exc:
-        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-            raise
-        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    di = _libc_debuginfo()
     assert di.path != LIBC and di.binary_path == LIBC
     elf = ElfFile(LIBC)
     malloc = elf.find_functions("malloc")[0]
