@@ -633,7 +633,8 @@ def test_unit_index_of_libc():
 def test_name_search_of_compressed_libc_reads_nothing_twice(monkeypatch):
     """Searching libc6-dbg's compressed .debug_info for a name mentioned in ~200 units (``malloc``:
     declared wherever it is called) scans them in the inflated section, where they are: nothing is
-    read again through the section's stream, so no page of them is kept for the next run."""
+    read again through the section's stream, so no page of them is kept for the next run. The same
+    for the full index."""
     monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
     di = _libc_debuginfo()
     stream = di.dwarf.debug_info_sec.stream
@@ -641,6 +642,8 @@ def test_name_search_of_compressed_libc_reads_nothing_twice(monkeypatch):
         pytest.skip("this libc6-dbg's DWARF is not zlib-compressed")
     assert di.function_refs("malloc") == [] and len(di.function_refs("__libc_malloc")) == 1
     assert stream.inflated == stream.size and stream.windows() is None
+    # so does the full index (a glob's), which scans every unit
+    assert di.name_index()["__libc_malloc"] == di.function_refs("__libc_malloc") and stream.windows() is None
 
 
 # --- separate debug files ---------------------------------------------------------------------------

@@ -186,7 +186,11 @@ def _all_units(debuginfo: "DebugInfo") -> list[tuple]:
 
 
 def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict]:
-    unit_scanner = UnitScanner(debuginfo, None)
+    # A section held in memory (inflated, or small and copied) is scanned where it is: read again unit
+    # by unit through its stream, it would be copied, and an inflated one's pages all kept for the
+    # next run, which has the index; a mapped one (a kernel's) is read unit by unit.
+    sec = debuginfo.dwarf.debug_info_sec
+    unit_scanner = UnitScanner(debuginfo, section_data(sec) if getattr(sec.stream, "base", None) is None else None)
     funcs: dict = {}
     variables: dict = {}
     for unit in units:
