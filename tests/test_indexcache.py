@@ -415,6 +415,67 @@ def test_store_and_load(private_cache, monkeypatch):
     assert indexcache.file_key("/bin/bash", None).startswith("path-")
 
 
+def test_parts_are_read_one_by_one(private_cache, monkeypatch):
+    """Parts come back with their table, each read when asked for and checked on its own: a damaged
+    part is None and the others still read; a damaged header, a truncated or longer file, another
+    fingerprint or a file of the other format is no parts at all."""
+    parts = [b"first", b"", bytes(range(256)) * 40, b"last"]
+    assert indexcache.load_parts("kind", "key", (1,)) is None
+    indexcache.store_parts("kind", "key", (1,), ("table", (2, 3)), parts)
+    stored = indexcache.load_parts("kind", "key", (1,))
+    assert stored is not None and stored.table == ("table", (2, 3)) and len(stored) == 4
+    assert [stored.part(i) for i in range(4)] == parts and stored.part(4) is None and stored.part(-1) is None
+    stored.close()
+    assert stored.part(0) is None
+    assert indexcache.load_parts("kind", "key", (2,)) is None and indexcache.load_parts("other", "key", (1,)) is None
+    path = private_cache / "kind-key.bin"
+    good = path.read_bytes()
+    at = good.index(parts[2])
+    path.write_bytes(good[:at + 7] + bytes([good[at + 7] ^ 1]) + good[at + 8:])
+    stored = indexcache.load_parts("kind", "key", (1,))
+    assert [stored.part(i) for i in range(4)] == [parts[0], parts[1], None, parts[3]]
+    stored.close()
+    for damaged in (b"", good[:10], good[:-1], good + b"x", good[:20] + bytes([good[20] ^ 1]) + good[21:],
+                    good[:30] + b"\xff" + good[31:]):
+        path.write_bytes(damaged)
+        assert indexcache.load_parts("kind", "key", (1,)) is None
+    indexcache.store("kind", "key", (1,), ("payload",))  # the other format
+    assert indexcache.load_parts("kind", "key", (1,)) is None
+    indexcache.store_parts("kind", "key", (1,), (), [])
+    assert indexcache.load("kind", "key", (1,)) is None and len(indexcache.load_parts("kind", "key", (1,))) == 0
+    path.chmod(0o666)  # writable by others: not read
+    assert indexcache.load_parts("kind", "key", (1,)) is None
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    indexcache.store_parts("off", "key", (1,), (), [b"x"])
+    assert not (private_cache / "off-key.bin").exists()
+
+
+def test_kept_windows_are_used_only_as_stored(private_cache, monkeypatch):
+    """The windows of compressed sections a run kept answer the next run's reads; a table that does
+    not agree with its parts (a window longer than its part) is not used at all."""
+    import atexit
+    import zlib
+
+    from probectl.debuginfo.dwarf import inflating
+
+    monkeypatch.setattr(atexit, "register", lambda *args: None)  # (kept below, not at exit)
+    data = bytes(range(256)) * 64
+    compressed = {".debug_x": (zlib.compress(data), len(data))}
+    fingerprint = ((".debug_x", len(compressed[".debug_x"][0]), len(data)),)
+    first = inflating.open_sections(compressed, "f", "key")
+    first[".debug_x"].seek(5000)
+    assert first[".debug_x"].read(10) == data[5000:5010]
+    inflating._keep(first, "key", fingerprint)
+    again = inflating.open_sections(compressed, "f", "key")[".debug_x"]
+    again.seek(5000)
+    assert again.read(10) == data[5000:5010] and again.inflated == 0
+    indexcache.store_parts(inflating.CACHE_KIND, "key", fingerprint, ((".debug_x", ((4096, 8192),)),),
+                           [data[4096:8192]])
+    lying = inflating.open_sections(compressed, "f", "key")[".debug_x"]
+    lying.seek(5000)
+    assert lying.read(10) == data[5000:5010] and lying.inflated > 0
+
+
 @pytest.mark.parametrize("offset,size", [(0, 5000), (4095, 1), (4097, 70000), (123457, 9000)])
 def test_mapped_sections_read_like_copies(tmp_path, offset, size):
     """A mapped section reads, seeks and tells like pyelftools' in-memory copy of it, and ends

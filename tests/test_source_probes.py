@@ -658,13 +658,14 @@ def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
 
     import hashlib
     import marshal
+    import zlib
 
     good = cached.read_bytes()
-    head = len(indexcache._MAGIC) + 32
+    head = len(indexcache._MAGIC) + 4
     stored = marshal.loads(good[head:])
 
     def sealed(payload: bytes) -> bytes:  # a well-formed file around other contents
-        return indexcache._MAGIC + hashlib.sha256(payload).digest() + payload
+        return indexcache._MAGIC + zlib.crc32(payload).to_bytes(4, "little") + payload
 
     damage = [
         b"", b"{", good[:head], good[: len(good) // 2], good[:-1], good[:head] + b"\x00" + good[head + 1:],
@@ -673,6 +674,8 @@ def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
         sealed(marshal.dumps(((99,) + stored[0][1:], stored[1], stored[2]))),  # another format
         sealed(marshal.dumps((stored[0], [], stored[2]))),
         sealed(marshal.dumps(stored[:2])),
+        # the first format (its checksum a SHA-256)
+        b"probectl index\n" + hashlib.sha256(good[head:]).digest() + good[head:],
     ]
     for data in damage:
         cached.write_bytes(data)

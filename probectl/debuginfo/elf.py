@@ -323,22 +323,24 @@ class ElfFile:
             return self._inflate(sec, raw[12:], expected)
         return raw
 
-    def zlib_payload(self, sec: Section) -> Optional[tuple[bytes, int]]:
-        """(zlib stream, inflated size) of a SHF_COMPRESSED section compressed with zlib, for
-        inflating only what is read (``dwarf.inflating``); None for any other section."""
+    def zlib_payload(self, sec: Section) -> Optional[tuple[int, int, int]]:
+        """(file offset, length) of the zlib stream of a SHF_COMPRESSED section compressed with
+        zlib, and its inflated size, for inflating only what is read (``dwarf.inflating``) from a
+        mapping of the file; None for any other section. Only the compression header is read: the
+        stream's pages are not touched until they are inflated."""
         if not sec.flags & SHF_COMPRESSED or not sec.has_data:
             return None
         chdr = struct.Struct(self._endian + ("IIQQ" if self.elf_class == 64 else "III"))
-        raw = self._bytes(sec.offset, sec.size, f"section {sec.name}")
-        if len(raw) < chdr.size:
+        if sec.size < chdr.size:
             raise self._corrupt(f"section {sec.name}: truncated compression header")
-        fields = chdr.unpack_from(raw, 0)
+        fields = chdr.unpack(self._bytes(sec.offset, chdr.size, f"section {sec.name}"))
         if fields[0] != ELFCOMPRESS_ZLIB:
             return None
         size = fields[2] if self.elf_class == 64 else fields[1]
-        if size > max(64 * len(raw), 1 << 20) + (1 << 30):
+        length = sec.size - chdr.size
+        if size > max(64 * length, 1 << 20) + (1 << 30):
             raise self._corrupt(f"section {sec.name}: implausible decompressed size {size}")
-        return raw[chdr.size:], size
+        return sec.offset + chdr.size, length, size
 
     def _decompress_chdr(self, sec: Section, raw: bytes) -> bytes:
         e = self._endian

@@ -12,18 +12,28 @@ milliseconds by the next run. The kinds are:
 - ``elf-functions``: a symbol table's functions in address order (``ElfFile.symbol_at``);
 - ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`);
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
-- ``dwarf-inflated``: the pages of compressed DWARF sections a run read, inflated (:mod:`probectl.debuginfo.dwarf.inflating`);
+- ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);
 - ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 
-A file is a magic line, the SHA-256 of the rest, and the rest: ``marshal`` data of (fingerprint,
+A file is a magic line, the CRC-32 of the rest, and the rest: ``marshal`` data of (fingerprint,
 payload...). The checksum is verified before anything is unmarshalled, so a truncated or damaged
-file is never decoded; the fingerprint (the kind's format, Python's marshal version, sizes of the
+file is never decoded (a checksum is for damage, not for a writer: see parts below); the fingerprint (the kind's format, Python's marshal version, sizes of the
 sections the index was made from) rejects files of another format or made for other contents. The
 cache is an optimisation only: a file that is missing, unreadable or rejected is rebuilt; a
 directory that cannot be written is left alone. Files are read and written through
 :mod:`probectl.cachedir`: a file that is not a regular file of the effective user's (a link, a FIFO,
 another user's file...) or is larger than ``MAX_SIZE`` is a miss, never read. At most ``MAX_FILES`` files of each kind are kept,
 the least recently used are removed (with their lock files). ``PROBECTL_NO_CACHE=1`` turns it off.
+
+Parts (:func:`store_parts`, :func:`load_parts`) are for an index of which a run reads a little: the
+pages of compressed DWARF earlier runs inflated grow with every function probed (to 16 MB), and a
+warm run reads a few of them. Such a file is a magic line, the length and CRC-32 of a header, the
+header (``marshal`` of the fingerprint, a table and each part's length and CRC-32), then the parts;
+a run reads the header, and each part it uses when it uses it, checked against its CRC-32 (a part
+that does not match, or lies past the end, is a miss). A checksum is for damage (a truncated file,
+a bit flipped on disk): it is no safeguard against a writer, who could rewrite it as well, and who
+is kept out by the checks on the file's owner and mode above. So a CRC-32 serves, and reading the
+parts a run needs costs what they are, not what the file has grown to.
 
 Indexes are built through :func:`load_or_build`, which lets one process build an index while the
 others wait: parallel cold runs on one vmlinux (a build system, a fleet script) would otherwise all
@@ -43,10 +53,12 @@ import hashlib
 import marshal
 import os
 import stat
+import struct
+import zlib
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
-from ..cachedir import cache_dir, read_file, write_file
+from ..cachedir import cache_dir, open_file, read_file, write_file
 from ..notice import notice_stderr
 
 T = TypeVar("T")
@@ -55,7 +67,8 @@ MAX_FILES = 64
 # Larger files are not read (a kernel's name index is some tens of MB).
 MAX_SIZE = 512 << 20
 _SUFFIX = ".bin"
-_MAGIC = b"probectl index\n"
+_MAGIC = b"probectl index 2\n"  # (the first format's checksum was a SHA-256)
+_CRC = struct.Struct("<I")
 
 
 def file_key(path: os.PathLike | str, build_id: Optional[str]) -> str:
@@ -81,6 +94,100 @@ def store(kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:
     directory = cache_dir()
     if directory is not None:
         _write(directory, kind, key, (kind,) + fingerprint, payload)
+
+
+_PARTS_MAGIC = b"probectl parts\n"
+_PARTS_HEAD = struct.Struct("<QI")  # the header's length and CRC-32
+
+
+class StoredParts:
+    """What :func:`load_parts` found: the ``table`` stored with the parts, and ``part(i)`` to read
+    each part (None when it is damaged). The file stays open until this is closed or collected."""
+
+    def __init__(self, fd: int, table, places: list[tuple[int, int, int]]):
+        self._fd: Optional[int] = fd
+        self.table = table
+        self._places = places  # (position in the file, length, CRC-32) of each part
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    def length(self, i: int) -> int:
+        """The length of part ``i``, as the header says."""
+        return self._places[i][1]
+
+    def part(self, i: int) -> Optional[bytes]:
+        """The bytes of part ``i``, or None when they cannot be read or do not match their CRC-32."""
+        if self._fd is None or not 0 <= i < len(self._places):
+            return None
+        at, length, crc = self._places[i]
+        try:
+            data = os.pread(self._fd, length, at)
+        except OSError:
+            return None
+        return data if len(data) == length and zlib.crc32(data) == crc else None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def store_parts(kind: str, key: str, fingerprint: tuple, table, parts: list[bytes]) -> None:
+    """Keep ``table`` (marshal-able) and ``parts`` for (``kind``, ``key``), to be read back part by
+    part (:func:`load_parts`); failures are ignored."""
+    directory = cache_dir()
+    if directory is None:
+        return
+    head = marshal.dumps(((kind,) + fingerprint, table, [(len(part), zlib.crc32(part)) for part in parts]))
+    path = directory / f"{kind}-{key}{_SUFFIX}"
+    if write_file(path, b"".join([_PARTS_MAGIC, _PARTS_HEAD.pack(len(head), zlib.crc32(head)), head, *parts])):
+        try:
+            _prune(directory, f"{kind}-", keep=path)
+        except OSError:
+            pass
+
+
+def load_parts(kind: str, key: str, fingerprint: tuple) -> Optional[StoredParts]:
+    """The parts stored for (``kind``, ``key``) with ``fingerprint`` (header read and checked, parts
+    read when asked for), or None."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    fd = open_file(directory / f"{kind}-{key}{_SUFFIX}", MAX_SIZE)
+    if fd is None:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        first = os.pread(fd, len(_PARTS_MAGIC) + _PARTS_HEAD.size, 0)
+        if len(first) != len(_PARTS_MAGIC) + _PARTS_HEAD.size or not first.startswith(_PARTS_MAGIC):
+            raise ValueError
+        length, crc = _PARTS_HEAD.unpack_from(first, len(_PARTS_MAGIC))
+        if length > size - len(first):
+            raise ValueError
+        head = os.pread(fd, length, len(first))
+        if len(head) != length or zlib.crc32(head) != crc:
+            raise ValueError
+        stored = marshal.loads(head)
+        if type(stored) is not tuple or len(stored) != 3 or stored[0] != (kind,) + fingerprint:
+            raise ValueError
+        places = []
+        at = len(first) + length
+        for part_length, part_crc in stored[2]:
+            if type(part_length) is not int or type(part_crc) is not int or part_length < 0:
+                raise ValueError
+            places.append((at, part_length, part_crc))
+            at += part_length
+        if at != size:  # (truncated, or more than was written)
+            raise ValueError
+        os.utime(fd)  # least recently used goes first when pruning
+    except (OSError, ValueError, EOFError, TypeError):
+        os.close(fd)
+        return None
+    return StoredParts(fd, stored[1], places)
 
 
 def load_or_build(kind: str, key: str, fingerprint: tuple, *, decode: Callable[[tuple], Optional[T]],
@@ -144,10 +251,13 @@ def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
     if data is None:
         return None
     try:
-        head = len(_MAGIC) + 32
-        if not data.startswith(_MAGIC) or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC):head]:
+        head = len(_MAGIC) + _CRC.size
+        if len(data) < head or not data.startswith(_MAGIC):
             return None
-        stored = marshal.loads(data[head:])
+        body = memoryview(data)[head:]  # (checked and decoded where it is, not copied)
+        if zlib.crc32(body) != _CRC.unpack_from(data, len(_MAGIC))[0]:
+            return None
+        stored = marshal.loads(body)
     except (ValueError, EOFError, TypeError):
         return None
     if type(stored) is not tuple or not stored or stored[0] != fingerprint:
@@ -158,7 +268,7 @@ def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
 def _write(directory: Path, kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:
     path = directory / f"{kind}-{key}{_SUFFIX}"
     data = marshal.dumps((fingerprint, *payload))
-    if write_file(path, _MAGIC + hashlib.sha256(data).digest() + data):
+    if write_file(path, _MAGIC + _CRC.pack(zlib.crc32(data)) + data):
         try:
             _prune(directory, f"{kind}-", keep=path)
         except OSError:

@@ -511,6 +511,8 @@ class SymbolTables:
 
     def aliases(self, sym: ElfSymbol) -> list[ElfSymbol]:
         """Every function at ``sym.value`` (including ``sym``), the preferred name first."""
+        if self._by_address is None:  # (the same symbols, found without sorting the tables)
+            return self._functions_starting_at(sym.value)
         index = self._address_index()
         lo = bisect.bisect_left(index.values, sym.value)
         hi = bisect.bisect_right(index.values, sym.value)

@@ -14,7 +14,7 @@ from ..dataclass import dataclass
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import tail_match
 from ..debuginfo.dwarf.variables import best_scope
-from ..debuginfo.elf import ElfFile
+from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
 from .dwarf_fetch import expand_variables, fetch_variable, retval_type
 from .fetch_options import FetchOptions
@@ -114,8 +114,8 @@ class SourceResolver:
         # DWARF function at its address (__libc_malloc).
         found = []
         for sym in self.elf.find_functions(point.function):
-            fn = self.debuginfo.function_at(sym.value)
-            if fn is not None and fn.entry == sym.value and all(f.entry != fn.entry for f in found):
+            fn = self._function_starting_at(sym)
+            if fn is not None and all(f.entry != fn.entry for f in found):
                 if point.source is None or tail_match(fn.decl_file, point.source):
                     found.append(fn)
         if not found:
@@ -126,6 +126,21 @@ class SourceResolver:
                     or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
         return found
+
+    def _function_starting_at(self, sym: ElfSymbol) -> Optional[Function]:
+        """The DWARF function whose entry is the address of ``sym`` (a symbol DWARF does not name):
+        looked up by the names of the other symbols at that address (``__libc_malloc`` for
+        ``malloc``: a lookup by name reads the function's DIE, and a name index answers it), else
+        the out-of-line function at the address (which reads the bounds of every function of its
+        unit: 1.7 MB of libc6-dbg's malloc.c)."""
+        for alias in self.elf.aliases(sym):
+            if alias.name == sym.name:
+                continue
+            for fn in self.debuginfo.find_functions(alias.name):
+                if fn.entry == sym.value and not fn.inlined:
+                    return fn
+        fn = self.debuginfo.function_at(sym.value)
+        return fn if fn is not None and fn.entry == sym.value else None
 
     def _address_site(self, point: S.PointSpec) -> SourceSite:
         """``0xADDR``: the address itself, in the DWARF function that contains it (whose variables,

@@ -75,7 +75,8 @@ class DebugInfo:
         except OSError as exc:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
-            self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size = open_dwarf(self._file)
+            (self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size,
+             index_key) = open_dwarf(self._file)
             accelerate(self.dwarf)
             unitindex.install(self)
         except ProbectlError:
@@ -130,7 +131,7 @@ class DebugInfo:
         # whether _name_search was made (it may be None once made)
         self._name_search_made = False
         # the key of the file's name indexes on disk (index_key)
-        self._index_key: Optional[str] = None
+        self._index_key: str = index_key
 
     @property
     def elffile(self) -> "ELFFile":
@@ -933,17 +934,5 @@ class DebugInfo:
 
     @property
     def index_key(self) -> str:
-        """The key of the file's name indexes on disk (``indexcache.file_key`` of its path and
-        build-id), made once."""
-        if self._index_key is None:
-            from ..elf import ElfFile
-            from ..indexcache import file_key
-
-            build_id = None
-            try:
-                with ElfFile(self.path) as elf:
-                    build_id = elf.build_id
-            except ProbectlError:
-                pass
-            self._index_key = file_key(self.path, build_id)
+        """The key of the file's indexes on disk (``indexcache.file_key`` of its path and build-id)."""
         return self._index_key

@@ -96,44 +96,45 @@ def _unit_headers(info: Optional[bytes], little_endian: bool,
     Without ``info``, ``read(position, length)`` gives the section's bytes (``size`` of them):
     only the headers are read, not the units."""
     e = "<" if little_endian else ">"
+    u16, u32, u64 = struct.Struct(e + "H"), struct.Struct(e + "I"), struct.Struct(e + "Q")
     if read is None:
         assert info is not None
-        data = info
-        size = len(data)
-
-        def read(at: int, length: int) -> bytes:
-            return data[at:at + length]
-
+        size = len(info)
     units = []
     pos = 0
     while pos + 11 <= size:
         start = pos
-        head = read(pos, 24)  # the longest header: 64-bit length, version, unit type, sizes, offset
-        (length,) = struct.unpack_from(e + "I", head, 0)
+        # The header, where it is in ``info`` (h: its position there), or read: the longest header
+        # is 24 bytes (64-bit length, version, unit type, sizes, offset).
+        if read is None:
+            head, h = info, pos
+        else:
+            head, h = read(pos, 24), 0
+        (length,) = u32.unpack_from(head, h)
         at = 4
-        offset_size, off_fmt = 4, "I"
+        offset_size, offset_struct = 4, u32
         if length == 0xFFFFFFFF:
-            (length,) = struct.unpack_from(e + "Q", head, at)
+            (length,) = u64.unpack_from(head, h + at)
             at += 8
-            offset_size, off_fmt = 8, "Q"
+            offset_size, offset_struct = 8, u64
         elif length >= 0xFFFFFFF0:
             return None
         end = pos + at + length
         if end > size:
             return None
-        (version,) = struct.unpack_from(e + "H", head, at)
+        (version,) = u16.unpack_from(head, h + at)
         at += 2
         if version >= 5:
-            unit_type, address_size = head[at], head[at + 1]
+            unit_type, address_size = head[h + at], head[h + at + 1]
             at += 2
             if unit_type not in (1, 3):  # DW_UT_compile, DW_UT_partial
                 return None
-            (abbrev_offset,) = struct.unpack_from(e + off_fmt, head, at)
+            (abbrev_offset,) = offset_struct.unpack_from(head, h + at)
             at += offset_size
         elif version >= 2:
-            (abbrev_offset,) = struct.unpack_from(e + off_fmt, head, at)
+            (abbrev_offset,) = offset_struct.unpack_from(head, h + at)
             at += offset_size
-            address_size = head[at]
+            address_size = head[h + at]
             at += 1
         else:
             return None
@@ -185,7 +186,11 @@ def _all_units(debuginfo: "DebugInfo") -> list[tuple]:
 
 
 def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict]:
-    unit_scanner = UnitScanner(debuginfo, None)
+    # A section held in memory (inflated, or small and copied) is scanned where it is: read again unit
+    # by unit through its stream, it would be copied, and an inflated one's pages all kept for the
+    # next run, which has the index; a mapped one (a kernel's) is read unit by unit.
+    sec = debuginfo.dwarf.debug_info_sec
+    unit_scanner = UnitScanner(debuginfo, section_data(sec) if getattr(sec.stream, "base", None) is None else None)
     funcs: dict = {}
     variables: dict = {}
     for unit in units:

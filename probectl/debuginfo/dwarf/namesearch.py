@@ -54,7 +54,10 @@ class NameSearch:
         self.info_buffer = info_buffer
         self.info_base = info_base
         self.info_size = info_size
-        self.scanner = UnitScanner(debuginfo, None)
+        # An inflated section is scanned where it is, in memory (read again through its stream, the
+        # units would be copied, and their pages kept for the next run as if it needed them); a
+        # mapped one unit by unit.
+        self.scanner = UnitScanner(debuginfo, info_buffer if type(info_buffer) is bytes and info_base == 0 else None)
 
     @classmethod
     def create(cls, debuginfo: "DebugInfo") -> Optional["NameSearch"]:

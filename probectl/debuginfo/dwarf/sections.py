@@ -13,6 +13,7 @@ instead of copied: pyelftools copies every DWARF section into memory, 300 MB for
 from __future__ import annotations
 
 import io
+import mmap
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
@@ -46,6 +47,7 @@ class OpenedDwarf(NamedTuple):
     little_endian: bool
     machine: str  # pyelftools' name of e_machine ("EM_X86_64")
     address_size: int
+    index_key: str  # the name of the file's indexes in the cache (indexcache.file_key)
 
 
 def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
@@ -59,19 +61,21 @@ def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
         if not elf.has_dwarf:
             raise DebugInfoError(f"{file.name} has no DWARF debug information (.debug_info)",
                                  hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
-        dwarf = _from_elf(elf, file.fileno())
+        key = file_key(elf.path, elf.build_id)
+        dwarf = _from_elf(elf, file.fileno(), key)
     if dwarf is not None:
-        return OpenedDwarf(dwarf, None, elf.little_endian, "EM_X86_64", elf.elf_class // 8)
+        return OpenedDwarf(dwarf, None, elf.little_endian, "EM_X86_64", elf.elf_class // 8, key)
     from .mappedelf import MappedELFFile
 
     elffile = MappedELFFile(file)
     dwarf = elffile.get_dwarf_info(relocate_dwarf_sections=elffile["e_type"] == "ET_REL")
-    return OpenedDwarf(dwarf, elffile, elffile.little_endian, elffile["e_machine"], elffile.elfclass // 8)
+    return OpenedDwarf(dwarf, elffile, elffile.little_endian, elffile["e_machine"], elffile.elfclass // 8, key)
 
 
-def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
+def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DWARFInfo]:
     """DWARFInfo over ``elf``'s sections as they are in the file, or None when they need more than
-    reading (relocation, decompression) or the machine is not x86-64 (ELFFile names the others)."""
+    reading (relocation, decompression) or the machine is not x86-64 (ELFFile names the others).
+    ``key`` names the file's inflated windows in the cache."""
     if elf.type == "REL" or elf.machine != EM_X86_64 or elf.section(".zdebug_info") is not None:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
@@ -82,8 +86,15 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
             if payload is None:  # (zstd, .zdebug: ELFFile's way)
                 return None
             compressed[arg] = payload
-    inflating = open_sections({found[arg].name: payload for arg, payload in compressed.items()}, elf.path,
-                              file_key(elf.path, elf.build_id)) if compressed else {}
+    inflating = {}
+    if compressed:
+        # The zlib streams are read where they lie in a mapping of the file (never copied: a warm
+        # run inflates little or nothing, and a copy would fault in every page of them); the
+        # mapping lives as long as the streams that view it.
+        view = memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))
+        inflating = open_sections({found[arg].name: (view[offset:offset + length], size)
+                                   for arg, (offset, length, size) in compressed.items()},
+                                  elf.path, key)
     sections: dict[str, Optional[DebugSectionDescriptor]] = {}
     for arg, sec in found.items():
         if sec is None:
@@ -91,7 +102,7 @@ def _from_elf(elf: ElfFile, fileno: int) -> Optional[DWARFInfo]:
             continue
         size = sec.size
         if arg in compressed:
-            stream, size = inflating[sec.name], compressed[arg][1]
+            stream, size = inflating[sec.name], compressed[arg][2]
         elif not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
