@@ -279,6 +279,9 @@ def missing_guest_requirements(kernel_dir: Optional[Path]) -> list[str]:
 
 # --- the guest ----------------------------------------------------------------------------------------
 
+# The longest step of the guest tests takes well under a minute under TCG.
+STEP_SECONDS = 300
+
 # Steps are files /steps/NNN; each one's output is sent as
 #   @@step N STATUS START END (the guest's uptime) / base64 of stdout / @@stderr / base64 of stderr / @@end
 # after "@@begin UPTIME"; then, for each file asked for, @@file PATH / base64 / @@end, and finally @@done.
@@ -305,8 +308,14 @@ cd /tmp
 for step in /steps/*; do
     n=${step##*/}
     t0=$(cut -d' ' -f1 /proc/uptime)
-    sh "$step" > /tmp/.out 2> /tmp/.err < /dev/null
+    # A step that hangs is killed after STEP_SECONDS (the guest's steps take seconds even under TCG):
+    # the run goes on with the next step and the hung one says what was running, instead of the
+    # whole boot waiting for the host's timeout with nothing to show.
+    timeout -s KILL @STEP_SECONDS@ sh "$step" > /tmp/.out 2> /tmp/.err < /dev/null
     status=$?
+    if [ $status -eq 137 ]; then
+        { echo "@@ step killed after @STEP_SECONDS@ s; the processes then:"; ps; } >> /tmp/.err
+    fi
     t1=$(cut -d' ' -f1 /proc/uptime)
     echo "@@step $n $status $t0 $t1" >&3
     base64 /tmp/.out >&3
@@ -338,7 +347,7 @@ def build_guest_initramfs(path: Path, steps: Sequence[str], fetch: Sequence[str]
     archive.char_device("dev/console", 5, 1)
     archive.file("bin/busybox", busybox.read_bytes(), 0o755)
     archive.symlink("bin/sh", "busybox")
-    archive.file("init", GUEST_INIT.encode(), 0o755)
+    archive.file("init", GUEST_INIT.replace("@STEP_SECONDS@", str(STEP_SECONDS)).encode(), 0o755)
     archive.file("guest/bin/probectl", guest_wrapper().encode(), 0o755)
     archive.file("guest/fetch", "".join(f + "\n" for f in fetch).encode())
     for name, data in files.items():
