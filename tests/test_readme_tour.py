@@ -21,7 +21,8 @@ and the clauses are
   VALUE is one thing: where it appears twice in one command's output, both places must show the same
   actual value (one process, one address); a ``cpu``, ``time``, ``count`` or ``size`` may differ from
   place to place. Alignment spaces before VALUE may change width. KINDs: ``pid``, ``cpu`` (``000`` or
-  ``0``: as many digits), ``time`` (seconds with as many decimals), ``addr`` (hex; ``0x`` kept if
+  ``0``: as many digits), ``time`` (seconds with as many decimals), ``usec`` (a JSON number with at most as many decimals:
+  ``12.5`` is ``12.500`` written short), ``addr`` (hex; ``0x`` kept if
   written, and ``0xVALUE`` in the output is the same address), ``num`` and ``id`` (decimal), ``count``
   (decimal with thousands commas, which a VALUE keeps: ``count=15,686`` is one), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id).
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
@@ -239,6 +240,9 @@ def _vary_pattern(kind: str, value: str) -> str:
     if kind == "time":
         decimals = len(value.partition(".")[2])
         return rf"\d+\.\d{{{decimals}}}"
+    if kind == "usec":  # a JSON number: at most VALUE's decimals, as trailing zeros are dropped
+        decimals = len(value.partition(".")[2])
+        return rf"\d+(?:\.\d{{1,{decimals}}})?" if decimals else r"\d+"
     if kind == "addr":
         return r"0x[0-9a-f]+" if value.startswith("0x") else r"[0-9a-f]+"
     if kind == "count":
@@ -813,6 +817,12 @@ def test_matcher_accepts_the_shape_and_rejects_the_rest():
     ):
         with pytest.raises(Mismatch):
             match_output(readme, bad, vary, {})
+    # a JSON number of microseconds drops trailing zeros: 0 to 3 decimals, never more
+    json = [("usec", "12257257389.037")]
+    for ts in ("26900366234.2", "26900366234", "1.037"):
+        assert match_output(['"ts":12257257389.037,'], [f'"ts":{ts},'], json, {}) == {}
+    with pytest.raises(Mismatch):
+        match_output(['"ts":12257257389.037,'], ['"ts":1.0375,'], json, {})
     paths = {"/path/app": "/tmp/x/app"}
     assert match_output(["a …;z", "p /path/app:1"], ["a b;c;z", "p /tmp/x/app:1"], [], paths) == {}
     with pytest.raises(Mismatch):
