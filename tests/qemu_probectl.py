@@ -410,20 +410,11 @@ def run_probectl_in_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *,
     return run
 
 
-
 def guest_kernel_dir() -> Path:
-    """The kernel test data for a guest test module: fetched under PROBECTL_REQUIRE_ALL=1, and the
-    module skipped (or failed, in CI) with the reasons when anything the guest needs is missing."""
-    from conftest import _missing
-    from qemu_kernel import fetch_kernel_dir, find_kernel_dir
+    """The kernel test data for a module of run_probectl_in_guest (qemu_kernel.kernel_dir_or_skip)."""
+    from qemu_kernel import kernel_dir_or_skip
 
-    directory = find_kernel_dir()
-    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-        directory = fetch_kernel_dir()
-    reasons = missing_guest_requirements(directory)
-    if reasons:
-        _missing("; ".join(reasons))
-    return directory
+    return kernel_dir_or_skip(missing_guest_requirements)
 
 
 def run_named_steps(kernel_dir: Path, steps: dict[str, str], **kw) -> GuestRun:

@@ -16,7 +16,7 @@ import tempfile
 import pytest
 
 from conftest import _missing
-from qemu_kernel import GuestResult, fetch_kernel_dir, find_kernel_dir, missing_requirements, run_in_guest
+from qemu_kernel import GuestResult, kernel_dir_or_skip, run_in_guest
 
 pytestmark = pytest.mark.qemu
 
@@ -55,13 +55,7 @@ nc 127.0.0.1 {PORT} < payload{size} || exit 1
 
 @pytest.fixture(scope="module")
 def kernel_dir():
-    directory = find_kernel_dir()
-    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-        directory = fetch_kernel_dir()
-    reasons = missing_requirements(directory)
-    if reasons:
-        _missing("; ".join(reasons))
-    return directory
+    return kernel_dir_or_skip()
 
 
 def _run_oracle(args: list[str], env_names: tuple[str, ...]) -> list[str]:
