@@ -178,6 +178,12 @@ class TraceFileError(ProbectlError):
     """A trace.dat file (or ring-buffer page) is truncated, corrupt or of an unknown version."""
 
 
+class OutputFileError(ProbectlError):
+    """A file named for a command's output (``-o FILE``) cannot be written: a directory, a directory
+    that is not writable, a FIFO that no process reads, a full disk (raised by
+    :mod:`probectl.outputfile`)."""
+
+
 class AnalysisError(ProbectlError):
     """A histogram or latency question the events cannot answer: an unknown key, a key that cannot be
     counted, a trigger the kernel refuses, a start event that never fired."""

@@ -8,9 +8,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import select
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -200,6 +202,40 @@ def syscall_maker():
     finally:
         busy.kill()
         busy.wait()
+
+
+class FifoReader:
+    """Everything written to the FIFO ``path`` by the next writer, read on a thread.
+
+    Opened at once and without blocking, so the reader is there when the writer comes (probectl
+    refuses a FIFO that nobody reads rather than wait). The thread waits with poll(), not read(): a
+    FIFO that never had a writer reads as at its end, but polls as readable only once data comes, or
+    its writer has come and gone."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while True:
+            poller.poll()
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return
+            self.chunks.append(chunk)
+
+    def result(self, timeout: float = 60) -> bytes:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the FIFO's writer did not close it"
+        os.close(self.fd)
+        return b"".join(self.chunks)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "probectl"
 
 # stage -> the stages it may import (besides itself, the leaves ``errors``, ``notice``, ``termtext``,
-# ``regularfile`` and ``dataclass``, and the root package's __version__).
+# ``regularfile``, ``outputfile`` and ``dataclass``, and the root package's __version__).
 # cli → probes/record/script → resolve → debuginfo/target → arch, as the package docstring draws it.
 LAYERS: dict[str, set[str]] = {
     "probectl": {"api"},  # the package's read_trace, imported on first use
@@ -49,6 +49,7 @@ LAYERS: dict[str, set[str]] = {
     "cachedir": set(),
     "notice": set(),
     "regularfile": set(),
+    "outputfile": set(),
     "termtext": set(),
     "dataclass": set(),
     "errors": set(),
@@ -139,7 +140,7 @@ def test_imports_point_down(module):
             continue
         a, b = stage(source), stage(target)
         if a == b or target in ("probectl.errors", "probectl.notice", "probectl.termtext", "probectl.regularfile",
-                                    "probectl.dataclass", "probectl"):
+                                "probectl.outputfile", "probectl.dataclass", "probectl"):
             continue
         if b not in LAYERS.get(a, ()):
             wrong.append(f"{source}:{line} imports {target} ({a} may import {sorted(LAYERS.get(a, ()))})")

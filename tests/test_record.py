@@ -17,6 +17,7 @@ import re
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRACEFS, _missing, build_fixture, tracefs_snapshot
+from conftest import TRACEFS, FifoReader, _missing, build_fixture, tracefs_snapshot
 from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ProbectlError
 from probectl.record import EventRequest, RecordOptions, Recording, remove_instance
@@ -238,6 +239,27 @@ def test_nothing_is_left_when_a_filter_fails(live_tracefs, probes, tmp_path):
     assert "a" in bad.stderr and not (tmp_path / "x.dat").exists()
     usage = probectl("record", "--filter", "a > 1", "-e", f"{G}:add", check=False)
     assert usage.returncode == 2 and "must follow the -e" in usage.stderr
+
+
+def test_an_output_nobody_can_take_is_refused_before_recording(live_tracefs, probes, tmp_path):
+    """``-o FIFO`` with no reader waited forever once the recording ended (open() for writing blocks
+    until a reader comes); a FIFO nobody reads, a directory or a missing directory is said at once,
+    nothing is enabled, and a FIFO with a reader gets the whole file."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for out, message in ((fifo, "no process is reading this FIFO"), (tmp_path, "is a directory"),
+                         (tmp_path / "no" / "x.dat", "is not a directory")):
+        bad = probectl("record", "-e", f"{G}:add", "-o", str(out), "--", str(probes), "1", check=False, timeout=60)
+        assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    assert not (tmp_path / "no").exists() and not list(tmp_path.glob(".probectl-*"))
+    reader = FifoReader(fifo)
+    rec = probectl("record", "-e", f"{G}:add", "-o", str(fifo), "--", str(probes), "2", timeout=120)
+    assert "events" in rec.stderr
+    data = reader.result()
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    copy = tmp_path / "copy.dat"
+    copy.write_bytes(data)
+    assert [e["fields"]["b"] for e in script_json(copy)] == [-3, -13]
 
 
 def test_teardown_after_a_failure_in_the_instance(live_tracefs, probes, tmp_path, monkeypatch):

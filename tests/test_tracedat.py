@@ -14,13 +14,13 @@ import re
 import stat
 import struct
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from probectl.errors import TraceFileError
+from conftest import FifoReader
+from probectl.errors import OutputFileError, TraceFileError
 from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout, Recorder
 from probectl.tracedat import (OPTION_SAVED_TGIDS, Option, TraceFile, TraceMetadata, collect_metadata,
@@ -262,10 +262,12 @@ def test_a_device_or_fifo_is_written_in_place_not_replaced(tmp_path):
     path, meta, expect = synthetic_trace(tmp_path, 7)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with ThreadPoolExecutor(1) as pool:
-        drained = pool.submit(fifo.read_bytes)
+    # (the reader opens first: a writer never waits for one, a FIFO nobody reads is an error)
+    with pytest.raises(OutputFileError, match="no process is reading this FIFO"):
         write_tracedat(fifo, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
-        assert drained.result(timeout=30) == path.read_bytes()
+    reader = FifoReader(fifo)
+    write_tracedat(fifo, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
+    assert reader.result() == path.read_bytes()
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     if os.geteuid() == 0:  # a device node of its own (mknod needs root): the real /dev/null is nobody's to risk
         null = tmp_path / "null"
@@ -274,7 +276,7 @@ def test_a_device_or_fifo_is_written_in_place_not_replaced(tmp_path):
         assert stat.S_ISCHR(null.stat().st_mode)
         full = tmp_path / "full"  # /dev/full's device: a write error is the user's, not a bug
         os.mknod(full, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
-        with pytest.raises(TraceFileError, match="cannot write .*full: No space left on device"):
+        with pytest.raises(OutputFileError, match="cannot write .*full: No space left on device"):
             write_tracedat(full, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
         assert stat.S_ISCHR(full.stat().st_mode)
 

@@ -11,6 +11,7 @@ import click
 
 from ..analysis.names import KeyNames
 from ..errors import AnalysisError, ProbectlError
+from ..outputfile import OutputFile
 from ..tracefs import Tracefs
 from . import cli, notice
 from .probes import make_target, target_options
@@ -251,6 +252,8 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
     if input_ and (filter_ or end_filter):
         raise click.UsageError("--filter and --end-filter run in the kernel, while events are paired or recorded: "
                                "with -i, record with --filter instead")
+    # (claimed before measuring: a FIFO nobody reads, or a directory, is said now, not after the work)
+    pairs_out = OutputFile(pairs_file) if pairs_file else None
     if input_:
         from ..analysis.live import file_latency
         from ..tracedat import open_trace
@@ -296,11 +299,9 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                 f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: check --key")
         raise AnalysisError(f"no latency measured between {result.start} and {result.end}", hint)
     table = result.histogram(latency_part(buckets, unit))
-    if pairs_file:
-        try:
-            Path(pairs_file).write_text(result.pairs_text())
-        except OSError as err:
-            raise ProbectlError(f"cannot write {pairs_file}: {err.strerror}") from None
+    if pairs_out is not None:
+        pairs = result.pairs_text().encode()
+        pairs_out.write(lambda out: out.write(pairs))
     if as_json:
         out = to_json(table)
         out.update(result.summary())

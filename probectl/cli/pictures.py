@@ -9,7 +9,7 @@ import click
 
 from ..pictures.flamegraph import FlameGraphOptions, render_svg
 from ..pictures.offcpu import off_cpu_stacks
-from ..pictures.output import write_atomically
+from ..outputfile import write_text
 from ..pictures.stacks import parse_folded, trace_stacks
 from ..tracedat import DEFAULT_FILE, open_trace
 from . import cli, notice
@@ -59,7 +59,7 @@ def _parse_text(input_: str | None, parse: Callable[[Iterable[str], str], T]) ->
 
 def _write(text: str, output: str | None) -> None:
     if output and output != "-":
-        write_atomically(output, text)
+        write_text(output, text)
     else:
         sys.stdout.write(text)
 

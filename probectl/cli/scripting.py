@@ -70,14 +70,14 @@ def _timeline(input_, fields, events, output, host, recording, counters):
         raise click.UsageError("--host and --recording go with --format parquet")
     import io
 
-    from ..pictures.output import write_atomically
+    from ..outputfile import write_text
     from ..pictures.timeline import write_chrome_json
 
     with open_trace(input_) as trace:
         if output and output != "-":
             text = io.StringIO()
             written = write_chrome_json(trace, text, events, counters)
-            write_atomically(output, text.getvalue())
+            write_text(output, text.getvalue())
             notice(f"[ probectl script: {written:,} events written to {output} ]")
         else:
             write_chrome_json(trace, sys.stdout, events, counters)

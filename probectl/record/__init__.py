@@ -46,6 +46,7 @@ from ..dataclass import dataclass, field
 from ..errors import ProbectlError
 from ..formats import EventFormat
 from ..notice import notice_stderr
+from ..outputfile import OutputFile
 from ..ringbuf import EventReader, PageLayout, Recorder
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                         write_tracedat)
@@ -312,24 +313,23 @@ class Recording:
         for what in cleanup_stale(self.tfs, self.notice):
             self.notice(f"probectl: removed the leftover {what} of a dead run")
         selected = select_events(self.tfs, opts.events)
-        output = Path(opts.output)
-        if output.is_dir():
-            raise ProbectlError(f"{output} is a directory", "give the file to write with -o FILE")
         ncpus = instance_cpus(self.tfs.root)
         cpus = list(opts.cpus) if opts.cpus is not None else list(range(ncpus))
         for p in opts.pids:
             if not pid_alive(p) or proc_comm(p) is None:
                 raise ProbectlError(f"no process {p}", "give the pid of a running process to -p")
-        workdir = output.parent if str(output.parent) else Path(".")
+        output = OutputFile(opts.output)  # (claimed now: a FIFO nobody reads is an error before, not after)
+        workdir = output.directory
         try:
             tmp = Path(tempfile.mkdtemp(prefix=".probectl-", dir=workdir))
         except OSError as err:
+            output.close()
             raise ProbectlError(f"cannot write in {workdir}: {err.strerror}",
                                 "record to a writable directory (-o DIR/FILE)") from None
         workload: Optional[Workload] = None
-        state = _RunState(Instance(self.tfs), cpus, ncpus, selected, ProcessWatch())
-        self.instance = state.instance
         try:
+            state = _RunState(Instance(self.tfs), cpus, ncpus, selected, ProcessWatch())
+            self.instance = state.instance
             workload = state.workload = Workload(opts.command) if opts.command else None
             try:
                 with stop_signals():
@@ -346,12 +346,13 @@ class Recording:
                 self._names(meta, seen, state)
                 write_tracedat(output, meta, state.recorder.files, version=opts.version)
         finally:
+            output.close()
             if workload is not None:
                 workload.stop()
             shutil.rmtree(tmp, ignore_errors=True)
         lost = {cpu: lost_of(parse_cpustat(text)) for cpu, text in meta.cpustats.items()}
-        return RecordResult(path=output, events=events, lost=sum(lost.values()), lost_by_cpu=lost,
-                            bytes=output.stat().st_size, stopped_by=stopped_by,
+        return RecordResult(path=output.path, events=events, lost=sum(lost.values()), lost_by_cpu=lost,
+                            bytes=output.path.stat().st_size, stopped_by=stopped_by,
                             command_status=workload.status if workload else None,
                             selected=[e.name for e in selected])
 

@@ -3,13 +3,12 @@ per-CPU page files the recorder leaves; ``trace-cmd report`` reads what this wri
 from __future__ import annotations
 
 import os
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import TraceFileError
+from ..outputfile import OutputFile
 from .metadata import FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, V6_FLYRECORD, V6_OPTIONS, Option, TraceMetadata
 
 
@@ -116,41 +115,19 @@ def _options(o: _Out, meta: TraceMetadata, extra: Sequence[tuple[int, bytes]] = 
     return b"".join(o.num("HI", oid, len(data)) + data for oid, data in opts)
 
 
-def write_tracedat(path: Path | str, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],
-                   *, version: int = 7) -> None:
+def write_tracedat(path: OutputFile | Path | str, meta: TraceMetadata,
+                   cpu_files: Mapping[int, Optional[Path | str]], *, version: int = 7) -> None:
     """Write a trace.dat file of ``version`` 6 or 7 (uncompressed) from metadata and per-CPU
     page files (``cpu -> path``, as :class:`~probectl.ringbuf.Recorder` leaves them).
 
-    The file is written next to ``path`` and renamed into place when complete. A ``path`` that is a
-    device or a FIFO (``-o /dev/null``, ``-o /dev/stdout``, a pipe) is written in place: renaming
-    over it would replace the device node itself with a regular file (as root, /dev/null for everyone).
-    """
+    ``path`` is written whole or not at all, and a device or FIFO in place (:mod:`probectl.outputfile`);
+    a recorder claims its :class:`~probectl.outputfile.OutputFile` before it records."""
     if version not in FILE_VERSIONS:
         raise ValueError(f"trace.dat version {version} is not one of {FILE_VERSIONS}")
-    path = Path(path)
     sizes = _cpu_sizes(meta, cpu_files)
-    try:
-        if path.exists() and not path.is_file() and not path.is_dir():
-            # (written whole first: the writer seeks back to fill in section sizes, which a pipe cannot)
-            with tempfile.TemporaryFile() as whole, open(path, "wb") as out:
-                _write_file(whole, meta, cpu_files, sizes, version)
-                whole.seek(0)
-                shutil.copyfileobj(whole, out)
-            return
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                _write_file(f, meta, cpu_files, sizes, version)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError as err:  # a full disk, /dev/full, a pipe closed early
-        raise TraceFileError(f"cannot write {path}: {err.strerror or err}",
-                             hint="write the recording elsewhere (-o FILE)") from None
+    output = path if isinstance(path, OutputFile) else OutputFile(path)
+    # (seekable: the writer seeks back to fill in section sizes, which a pipe cannot)
+    output.write(lambda f: _write_file(f, meta, cpu_files, sizes, version), seekable=True)
 
 
 def _write_file(f, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]], sizes: dict[int, int],
