@@ -28,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_CACHE = Path(os.environ.get("PROBECTL_KERNEL_CACHE", "/var/cache/probectl/kernel"))
@@ -413,26 +413,44 @@ def _read(path: Path) -> str:
         return ""
 
 
+class FramedReport:
+    """What a guest's init script wrote on the second serial port, read back in order: header lines
+    ``@@WORD ARGS…`` (:meth:`headers`), some followed by a body that ends at a marker line (:meth:`body`).
+    The one reader of both guests' reports (INIT here, qemu_probectl's GUEST_INIT)."""
+
+    def __init__(self, text: str):
+        self._lines = iter(text.replace("\r\n", "\n").split("\n"))
+
+    def headers(self) -> Iterator[list[str]]:
+        """The words of each header line, up to ``@@done``; other lines (console noise) are skipped."""
+        for line in self._lines:
+            words = line.split()
+            if not words or not words[0].startswith("@@"):
+                continue
+            if words[0] == "@@done":
+                return
+            yield words
+
+    def body(self, end: str = "@@end") -> list[str]:
+        """The lines up to the marker ``end``: a report cut short (the guest died) is a GuestError."""
+        lines = []
+        for line in self._lines:
+            if line == end:
+                return lines
+            lines.append(line)
+        raise GuestError("the guest's report ended inside a section")
+
+
 def parse_results(text: str, definitions: Sequence[str], modules: Sequence[Path] = (),
                   triggers: Sequence[tuple[str, str]] = ()) -> GuestResult:
     """Read the marker-framed report of the init script (see INIT) back into a GuestResult."""
     result = GuestResult(accepted=[], errors=[], trace_lines=[], console="")
-    lines = text.replace("\r\n", "\n").split("\n")
-    lines = lines[next((i for i, line in enumerate(lines) if line == "@@begin"), -1) + 1:]
-    it = iter(lines)
+    report = FramedReport(text)
 
     def block() -> list[str]:
-        body = []
-        for line in it:
-            if line == "@@end":
-                return body
-            body.append(line)
-        raise GuestError("the guest's report ended inside a section")
+        return report.body()
 
-    for line in it:
-        words = line.split()
-        if not words:
-            continue
+    for words in report.headers():
         if words[0] == "@@insmod":
             module = modules[int(words[1]) - 1].name
             if words[2] == "ok":
@@ -460,6 +478,4 @@ def parse_results(text: str, definitions: Sequence[str], modules: Sequence[Path]
         elif words[0] == "@@workload":
             result.workload_status = int(words[1])
             result.workload_output = "\n".join(block())
-        elif words[0] == "@@done":
-            break
     return result

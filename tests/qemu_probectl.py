@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from qemu_kernel import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, GuestError, _read, find_busybox, missing_requirements
+from qemu_kernel import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, FramedReport, GuestError, _read, find_busybox, missing_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST_CACHE = Path(os.environ.get("PROBECTL_GUEST_CACHE", "/var/cache/probectl/guest"))
@@ -439,20 +439,12 @@ def ok(step: Step) -> Step:
 def parse_guest_results(text: str, steps: Sequence[str]) -> GuestRun:
     """Read the framed report of GUEST_INIT back into a GuestRun."""
     run = GuestRun(steps=[], console="")
-    lines = iter(text.replace("\r\n", "\n").split("\n"))
+    report = FramedReport(text)
 
     def until(marker: str) -> bytes:
-        body = []
-        for line in lines:
-            if line == marker:
-                return base64.b64decode("".join(body))
-            body.append(line.strip())
-        raise GuestError("the guest's report ended inside a section")
+        return base64.b64decode("".join(line.strip() for line in report.body(marker)))
 
-    for line in lines:
-        words = line.split()
-        if not words:
-            continue
+    for words in report.headers():
         if words[0] == "@@begin":
             run.boot_seconds = float(words[1])
         elif words[0] == "@@fail":
@@ -463,7 +455,5 @@ def parse_guest_results(text: str, steps: Sequence[str]) -> GuestRun:
             err = until("@@end").decode(errors="replace")
             run.steps.append(Step(steps[index - 1], status, out, err, t1 - t0))
         elif words[0] == "@@file":
-            run.files[line[len("@@file "):]] = until("@@end")
-        elif words[0] == "@@done":
-            break
+            run.files[" ".join(words[1:])] = until("@@end")
     return run
