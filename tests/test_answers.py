@@ -176,6 +176,66 @@ def test_report_sym_names_a_tracepoints_symbol_field(tmp_path):
     assert {r["sym"]: r["samples"] for r in got["rows"]} == dict(want)
 
 
+# The report shapes both engines answer: (sort keys, --hist field, -e globs, --top).
+ENGINE_SHAPES = [([], None, [], 0), (["comm"], None, [], 0), (["event", "comm", "pid"], None, [], 0),
+                 (["tid", "cpu"], None, [], 2), (["sym"], None, [], 0), (["comm", "sym"], None, ["alloc", "tag"], 0),
+                 (["recording", "host", "event"], None, [], 0), (["size"], None, ["alloc"], 2), (["r", "pid"], None, [], 0),
+                 ([], "size", ["alloc"], 0), (["comm"], "size", [], 0), (["comm", "pid"], "size", ["alloc"], 1),
+                 (["cpu"], "__probe_ip", [], 0), (["sym"], "r", ["done__return"], 0), (["event"], "__probe_ip", [], 0)]
+
+
+def _both_engines(paths, names, keys, value, globs, top):
+    """The answer of the SQL reporter and of the aggregator (None: it leaves the shape to SQL)."""
+    from probectl.analysis.report_aggregate import aggregate_report
+    from probectl.analysis.report_sql import Reporter
+    from probectl.analysis.sql import RecordingsDatabase
+
+    with RecordingsDatabase(list(open_recordings(paths, names))) as db:
+        reporter = Reporter(db, globs)
+        sql = reporter.histograms(value, keys, top) if value else reporter.counts(keys or ["event"], top)
+        sql_selected = reporter.selected
+    got = aggregate_report(paths, names, globs, keys, value, top)
+    if got is None:
+        return sql, None
+    assert got.selected == sql_selected
+    return sql, got.histograms if value else got.report
+
+
+def test_report_engines_give_the_same_answers(recording, tmp_path):
+    """The aggregator (report's common shapes, no DuckDB) and SQL (every shape) count the same rows,
+    in the same order, with the same totals and histograms: on the live recording, on two files at
+    once, on trace-cmd's files (kernel events, ftrace's own formats); text keys are SQL's alone."""
+    path, _, _ = recording
+    copy = tmp_path / "again.dat"
+    shutil.copy(path, copy)
+    for paths, names in (([path], []), ([path, copy], ["one", "two"])):
+        for keys, value, globs, top in ENGINE_SHAPES:
+            sql, native = _both_engines(paths, names, keys, value, globs, top)
+            assert native is not None and native == sql and (sql if value else sql.rows), (keys, value, globs, top)
+    for paths in ([DATA / "sample-v7.dat"], [DATA / "tracecmd-v7-zstd.dat", DATA / "tracecmd-v6.dat"]):
+        for keys, value in (([], None), (["comm", "sym"], None), (["cpu", "tid"], None), (["__syscall_nr"], None),
+                            (["pid"], "old_pid"), ([], "__syscall_nr")):
+            sql, native = _both_engines(paths, [], keys, value, [], 0)
+            assert native is not None and native == sql and (sql if value else sql.rows), (paths, keys, value)
+    for keys in (["label"], ["comm", "label"]):  # (text: SQL's)
+        sql, native = _both_engines([path], [], keys, None, [], 0)
+        assert native is None and sql.rows
+
+
+def test_report_counts_without_duckdb(recording):
+    """report's common shapes import neither DuckDB nor pyarrow (their import is a third of its time)."""
+    path, _, _ = recording
+    code = ("import sys\nfrom probectl.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('duckdb', 'pyarrow') if m in sys.modules), file=sys.stderr)")
+    for args in (["--sort", "comm,sym"], ["--hist", "size", "--sort", "pid"]):
+        out = subprocess.run([sys.executable, "-c", code, "report", "-i", str(path), *args],
+                             capture_output=True, text=True, check=True)
+        assert out.stderr.strip().endswith("[]"), out.stderr
+    out = subprocess.run([sys.executable, "-c", code, "report", "-i", str(path), "--sort", "label"],
+                         capture_output=True, text=True, check=True)
+    assert "'duckdb'" in out.stderr
+
+
 # ---- query ----------------------------------------------------------------------------------------
 
 
@@ -419,7 +479,7 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
     import pyarrow as pa
 
     from probectl.analysis.columns import EventTables, event_schema
-    from probectl.analysis.report import Reporter
+    from probectl.analysis.report_sql import Reporter
     from probectl.analysis.sql import RecordingsDatabase
     from probectl.formats import EventFormat
 
@@ -443,7 +503,7 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
 def test_hist_counts_by_value_or_by_event_alike(recording, monkeypatch):
     """A field of few values is counted by value first, one of many event by event: the two ways
     give the same histograms, with keys, with --top, of every integer field (sizes, times, ids)."""
-    from probectl.analysis.report import Reporter
+    from probectl.analysis.report_sql import Reporter
     from probectl.analysis.sql import RecordingsDatabase
 
     path, _, _ = recording

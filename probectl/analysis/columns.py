@@ -27,32 +27,15 @@ from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
 from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, FormatTable, VarColumn, format_specs
-from ..script import STACK_EVENTS, lost_events
+from ..script import lost_events
 from ..script.plan import event_matches
 from ..tracedat import TraceFile, open_trace
+from .recording import UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
 
-# The header columns of every event table, with what they hold.
-HEADER: dict[str, str] = {
-    "ts": "time stamp, ns (the trace clock)",
-    "cpu": "CPU the event was recorded on",
-    "tid": "thread id (common_pid)",
-    "pid": "thread group id (the process; the thread id when the file does not know it)",
-    "comm": "command name (from the file's saved cmdlines; '<...>' unknown)",
-}
-UNKNOWN_COMM = "<...>"
 BATCH_EVENTS = 1 << 20
-# Up to this many formats in a file (probectl's recordings hold some 20), all are parsed and given to
-# the decoder; above (trace-cmd's files from tracefs hold some 1,500), a walk over the pages finds
-# the ones used first. The walk reads every record header: a fifth of the decoding's time.
-PARSE_ALL_FORMATS = 256
 # A file is decoded in time slices of about this many bytes of pages, a round of one per thread at
 # a time (progress is shown between rounds).
 SLICE_BYTES = 32 << 20
-
-
-def header_name(fmt: EventFormat, name: str) -> str:
-    """The name of header column ``name`` in the table of ``fmt`` (``common_name`` when a field has it)."""
-    return f"common_{name}" if fmt.field(name) is not None and not fmt.field(name).is_common else name
 
 
 def field_type(spec: tuple) -> pa.DataType:
@@ -97,7 +80,7 @@ class ThreadNames:
     as the dictionary of the ``comm`` column (the decoder's thread index is its index array)."""
 
     def __init__(self, trace: TraceFile):
-        comms = {0: "<idle>", **trace.cmdlines}
+        comms = thread_names(trace)
         tids = sorted({*comms, *trace.tgids})
         self.lookup = (array("i", tids).tobytes(), array("i", [trace.tgids.get(t, t) for t in tids]).tobytes())
         self.names = pa.array([comms.get(t, UNKNOWN_COMM) for t in tids] + [UNKNOWN_COMM], pa.string())
@@ -124,12 +107,6 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.Re
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def host_of(trace: TraceFile) -> str:
-    """The machine a file was recorded on: the node name of its uname option (else 'unknown')."""
-    parts = trace.uname.split()
-    return parts[1] if len(parts) > 1 else "unknown"
-
-
 @dataclass
 class EventTables:
     """The events of one recording as Arrow tables, by ``system:event`` name."""
@@ -143,11 +120,6 @@ class EventTables:
     lost: int = 0  # events the kernel lost while recording (the file's statistics)
     # (system, message) of the file's format texts that did not parse: their events are in no table
     format_failures: list[tuple[str, str]] = field(default_factory=list)
-
-
-def recording_name(path: Path) -> str:
-    name = path.name
-    return name[:-4] if name.endswith(".dat") and len(name) > 4 else name
 
 
 def decode_workers() -> int:
@@ -166,8 +138,7 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     time going back, a bad page), is read by the merged reader in batches of ``batch_events``.
     Both give the same tables."""
     out = EventTables(trace.path, recording or recording_name(trace.path), host_of(trace))
-    every = trace.present_formats() if len(trace.format_texts) > PARSE_ALL_FORMATS else trace.formats.values()
-    formats = [f for f in every if (f.system, f.name) not in STACK_EVENTS]
+    formats = event_formats(trace)
     schemas = {f.id: event_schema(f, trace.layout.long_size) for f in formats}
     names = ThreadNames(trace)
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}

@@ -1,84 +1,19 @@
-"""Counts and summaries of recordings, as ``perf report --sort comm,sym`` prints them, built on SQL.
-
-A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys and counts them:
-
-* ``event``, ``comm``, ``pid``, ``tid``, ``cpu``, ``recording``, ``host``: the header columns;
-* ``sym``: the probed function, the symbol of a probe event's ``__probe_ip`` (``__probe_func`` of a
-  return probe) in its process (kernel addresses through the file's kallsyms), or of the field a
-  tracepoint prints with ``%pS`` (kmem:kmalloc's ``call_site``); events without such an address have
-  none (``[unknown]``);
-* any field of the selected events (``-e``): the events that have the field are counted.
-
-The rows are sorted by count (ties by key), with their share of the counted events. A ``--hist``
-report counts an integer field in the kernel's log2 buckets instead (:mod:`.histogram`, as ``hist``
-counts them), one histogram per value of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
-distinct probe addresses are symbolized in Python.
-"""
+"""Reports (:mod:`.report`) of any recordings, built on SQL: the events of a
+:class:`~.sql.RecordingsDatabase` (trace.dat files and Parquet datasets) grouped and counted in DuckDB
+over the decoder's columns; only the distinct probe addresses are symbolized in Python."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import pyarrow as pa
 
-from ..dataclass import dataclass, field
-from ..errors import ProbectlError, did_you_mean
 from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
 from ..tracedat import open_trace
 from . import histogram
-from ..script.plan import name_matches
-from ..script.printfmt import symbol_fields
-from .columns import HEADER, header_name
+from .recording import HEADER, header_name
+from .report import (DEFAULT_KEYS, KEY_TITLES, SYM_KEY, Histogram, Report, ReportRow, address_field, check_hist_field,
+                     check_keys, holding, select_events)
 from .sql import RecordingsDatabase, literal, quote
-
-# The keys of every event, with the titles of their columns.
-HEADER_KEYS = {"event": "Event", "comm": "Command", "pid": "Pid", "tid": "Tid", "cpu": "CPU",
-               "recording": "Recording", "host": "Host"}
-SYM_KEY = "sym"
-KEY_TITLES = {**HEADER_KEYS, SYM_KEY: "Symbol"}
-DEFAULT_KEYS = ("event",)
-_PROBE_ADDRESSES = ("__probe_ip", "__probe_func")  # (entry probes, return probes)
-
-
-@dataclass
-class ReportRow:
-    keys: tuple
-    count: int
-
-
-@dataclass
-class Report:
-    """A count table: ``rows`` by count, of ``total`` selected events."""
-
-    keys: list[str]
-    total: int
-    events: list[str]  # the selected events
-    rows: list[ReportRow] = field(default_factory=list)
-
-    def titles(self) -> list[str]:
-        return [KEY_TITLES.get(k, k) for k in self.keys]
-
-
-@dataclass
-class Histogram:
-    """A log2 histogram of ``field`` (bucket -> count) for one value of the sort keys (``keys``: values)."""
-
-    field: str
-    keys: dict[str, Any]
-    counts: dict[int, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-def parse_keys(text: Optional[str]) -> list[str]:
-    """``comm,sym`` as a list of keys (a perf user's ``--sort`` text)."""
-    if not text:
-        return []
-    keys = [k.strip() for k in text.split(",")]
-    if any(not k for k in keys):
-        raise ProbectlError(f"bad --sort {text!r}: an empty key", "give keys separated by commas, e.g. comm,sym")
-    return keys
 
 
 class Reporter:
@@ -86,21 +21,7 @@ class Reporter:
 
     def __init__(self, db: RecordingsDatabase, globs: Sequence[str] = ()):
         self.db = db
-        everything = sorted(db.events)
-        if not everything:
-            files = ", ".join(str(r.path) for r in db.recordings) or "the recordings"
-            raise ProbectlError(f"{files} {'holds' if len(db.recordings) == 1 else 'hold'} no events",
-                                "nothing was recorded: check the events and filters given to 'probectl record'")
-        if globs:
-            chosen = [e for e in everything if any(name_matches(e, g) for g in globs)]
-            for g in globs:
-                if not any(name_matches(e, g) for e in everything):
-                    raise ProbectlError(f"no event of the recordings matches {g!r}",
-                                        did_you_mean(g, everything) or
-                                        (f"the events: {', '.join(everything)}" if everything
-                                         else "the recordings hold no events"))
-            everything = chosen
-        self.selected = everything
+        self.selected = select_events(sorted(db.events), globs, holding([str(r.path) for r in db.recordings]))
         self._sym_table: Optional[str] = None
 
     # -- keys
@@ -111,13 +32,7 @@ class Reporter:
         return list(names)
 
     def check_keys(self, keys: Sequence[str]) -> None:
-        known = [*KEY_TITLES, *self.field_names()]
-        for k in keys:
-            if k not in known:
-                raise ProbectlError(f"unknown sort key {k!r}",
-                                    did_you_mean(k, known) or f"keys: {', '.join(known)}")
-        if len(set(keys)) != len(keys):
-            raise ProbectlError(f"a sort key is given twice: {','.join(keys)}")
+        check_keys(keys, self.field_names())
 
     def _events_with(self, fields: Sequence[str]) -> list[str]:
         return [e for e in self.selected if all(f in self.db.fields(e) for f in fields)]
@@ -127,14 +42,9 @@ class Reporter:
         return f"common_{name}" if name in self.db.fields(event) else name
 
     def _address_field(self, event: str) -> Optional[str]:
-        """The field ``sym`` names: a probe event's probed address, else the first field a
-        tracepoint's print format prints as a kernel symbol (%pS: kmem:kmalloc's call_site);
-        None when the event has neither."""
-        probe = next((a for a in _PROBE_ADDRESSES if a in self.db.fields(event)), None)
-        if probe is not None:
-            return probe
+        """The field ``sym`` names in ``event`` (:func:`~.report.address_field`)."""
         fmt = next((r.formats[event] for r in self.db.recordings if event in r.formats), None)
-        return next(iter(symbol_fields(fmt)), None) if fmt is not None else None
+        return address_field(fmt, self.db.fields(event))
 
     # -- the rows, as SQL
     def _source(self, keys: Sequence[str], value: Optional[str] = None) -> str:
@@ -216,17 +126,14 @@ class Reporter:
         """Log2 histograms of the integer field ``value``, one per value of ``keys`` (the
         largest ``top`` groups when not 0)."""
         self.check_keys(keys)
-        names = self.field_names()
-        if value not in names:
-            raise ProbectlError(f"no field {value!r} in {', '.join(self.selected) or 'the recordings'}",
-                                did_you_mean(value, names) or (f"fields: {', '.join(names)}" if names
-                                                               else "the events have no fields"))
-        for event in self._events_with([value]):
-            spec = self.db.describe(event.replace(":", ".", 1))
-            typ = dict(spec)[value]
-            if typ not in ("BIGINT", "UBIGINT", "INTEGER"):
-                raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
-                                    "count its values with --sort " + value)
+
+        def type_of(event: str) -> tuple[bool, str]:
+            if value not in self.db.fields(event):
+                return False, ""
+            typ = dict(self.db.describe(event.replace(":", ".", 1)))[value]
+            return typ in ("BIGINT", "UBIGINT", "INTEGER"), typ
+
+        check_hist_field(value, self.field_names(), self.selected, type_of)
         source = self._source(keys, value)
         if not (keys and top) and self._few_values(source):
             # (a size or an error code takes a handful of values: counted by value first, the

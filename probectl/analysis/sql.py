@@ -21,7 +21,8 @@ import duckdb
 
 from ..dataclass import dataclass
 from ..errors import ProbectlError, did_you_mean
-from .columns import HEADER, EventTables
+from .columns import EventTables
+from .recording import HEADER
 from .parquet import ParquetDatasets
 
 # The columns of the `events` view, in order, with their SQL types.

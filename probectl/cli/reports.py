@@ -1,5 +1,5 @@
 """The `report` and `query` commands: counts, histograms and SQL over recordings (analysis.report,
-analysis.sql). Their own module: DuckDB and pyarrow are imported only when one of them runs."""
+analysis.report_aggregate, analysis.report_sql, analysis.sql). Their own module: DuckDB and pyarrow are imported only when one of them runs."""
 from __future__ import annotations
 
 import sys
@@ -56,14 +56,19 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str):
     finally:
         done()
     for rec in recordings:
-        if rec.format_failures:
-            shown = ", ".join(f"{system}: {message}" for system, message in rec.format_failures[:3])
-            notice(f"Warning: {len(rec.format_failures)} event format{'s' * (len(rec.format_failures) != 1)} of "
-                   f"{rec.path} could not be read ({shown}); their events are in no table")
-        if rec.lost:
-            notice(f"Warning: {rec.lost:,} events were lost while recording {rec.path} (the file's per-CPU "
-                   "statistics): counts are of the events recorded")
+        _warn_of(rec.path, rec.lost, rec.format_failures)
     return recordings, datasets
+
+
+def _warn_of(path, lost: int, format_failures: Sequence[tuple[str, str]]) -> None:
+    """The warnings of a recording read: formats that did not parse, events lost while recording."""
+    if format_failures:
+        shown = ", ".join(f"{system}: {message}" for system, message in format_failures[:3])
+        notice(f"Warning: {len(format_failures)} event format{'s' * (len(format_failures) != 1)} of "
+               f"{path} could not be read ({shown}); their events are in no table")
+    if lost:
+        notice(f"Warning: {lost:,} events were lost while recording {path} (the file's per-CPU "
+               "statistics): counts are of the events recorded")
 
 
 def _cell(value: Any) -> Any:
@@ -149,46 +154,77 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
         probectl report -i probectl.dat --sort comm,sym
         probectl report -e malloc --hist size --sort comm
     """
-    recordings, datasets = _load(inputs, names, then="probectl.analysis.report")
-    from ..analysis.histogram import LOG2, histogram_lines
-    from ..analysis.report import KEY_TITLES, Reporter, parse_keys
-    from ..analysis.sql import RecordingsDatabase
+    import os
+
+    from ..analysis.report import parse_keys
+    from ..analysis.report_aggregate import aggregate_report
 
     keys = parse_keys(sort)
+    files = list(inputs) or [str(DEFAULT_FILE)]
+    # (the common shapes, of trace.dat files, are counted by the native aggregator, as hist -i counts:
+    # no DuckDB to import, no columns to fill; the others, and errors in reading, are SQL's)
+    answer = None
+    if not any(os.path.isdir(f) for f in files):
+        progress, done = _progress_reader()
+        try:
+            answer = aggregate_report(files, names, events, keys, hist_field, top, progress=progress)
+        finally:
+            done()
+    if answer is not None:
+        for facts in answer.files:
+            _warn_of(facts.path, facts.lost, facts.format_failures)
+        if hist_field:
+            _print_histograms(hist_field, answer.selected, answer.histograms, as_json)
+        else:
+            _print_report(answer.report, top, as_json)
+        return
+    recordings, datasets = _load(inputs, names, then="probectl.analysis.report_sql")
+    from ..analysis.report_sql import Reporter
+    from ..analysis.sql import RecordingsDatabase
+
     with RecordingsDatabase(recordings, datasets=datasets) as db:
         reporter = Reporter(db, events)
         if hist_field:
-            hists = reporter.histograms(hist_field, keys, top)
-            if as_json:
-                import json
+            _print_histograms(hist_field, reporter.selected, reporter.histograms(hist_field, keys, top), as_json)
+        else:
+            _print_report(reporter.counts(keys or ["event"], top), top, as_json)
 
-                click.echo(json.dumps({"field": hist_field, "events": reporter.selected, "histograms": [
-                    {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
-                     "buckets": [{"bucket": b, "range": list(LOG2.range(b)), "label": LOG2.label(b), "count": c}
-                                 for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
-                return
-            out = []
-            for h in hists:
-                where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
-                out.append(f"@{hist_field}.log2{f'[{where}]' if where else ''}: {h.total:,} events\n"
-                           + "".join(line + "\n" for line in histogram_lines(LOG2, h.counts)))
-            click.echo("\n".join(out), nl=False)
-            return
-        rep = reporter.counts(keys or ["event"], top)
-        if as_json:
-            import json
 
-            click.echo(json.dumps({"total": rep.total, "events": rep.events, "keys": rep.keys, "rows": [
-                {**{k: _json_value(v) for k, v in zip(rep.keys, r.keys)}, "samples": r.count}
-                for r in rep.rows]}, indent=2))
-            return
-        shown = ", ".join(rep.events[:4]) + (f" and {len(rep.events) - 4} more" if len(rep.events) > 4 else "")
-        title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of {shown}"
-        rows = [[f"{r.count:,}", f"{100.0 * r.count / rep.total:.2f}%" if rep.total else "-", *r.keys]
-                for r in rep.rows]
-        click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=(0, 1)), nl=False)
-        if top and len(rep.rows) == top:
-            notice(f"(the {top} largest rows; {rep.total:,} samples in all)")
+def _print_histograms(hist_field: str, selected: Sequence[str], hists, as_json: bool) -> None:
+    from ..analysis.histogram import LOG2, histogram_lines
+    from ..analysis.report import KEY_TITLES
+
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"field": hist_field, "events": list(selected), "histograms": [
+            {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
+             "buckets": [{"bucket": b, "range": list(LOG2.range(b)), "label": LOG2.label(b), "count": c}
+                         for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
+        return
+    out = []
+    for h in hists:
+        where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
+        out.append(f"@{hist_field}.log2{f'[{where}]' if where else ''}: {h.total:,} events\n"
+                   + "".join(line + "\n" for line in histogram_lines(LOG2, h.counts)))
+    click.echo("\n".join(out), nl=False)
+
+
+def _print_report(rep, top: int, as_json: bool) -> None:
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"total": rep.total, "events": rep.events, "keys": rep.keys, "rows": [
+            {**{k: _json_value(v) for k, v in zip(rep.keys, r.keys)}, "samples": r.count}
+            for r in rep.rows]}, indent=2))
+        return
+    shown = ", ".join(rep.events[:4]) + (f" and {len(rep.events) - 4} more" if len(rep.events) > 4 else "")
+    title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of {shown}"
+    rows = [[f"{r.count:,}", f"{100.0 * r.count / rep.total:.2f}%" if rep.total else "-", *r.keys]
+            for r in rep.rows]
+    click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=(0, 1)), nl=False)
+    if top and len(rep.rows) == top:
+        notice(f"(the {top} largest rows; {rep.total:,} samples in all)")
 
 
 # ---- query --------------------------------------------------------------------------------------
