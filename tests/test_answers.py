@@ -281,6 +281,76 @@ def test_query_many_recordings(recording, tmp_path):
     assert all(r["n"] == sum(want["label"].values()) and r["host"] == os.uname().nodename for r in rows)
 
 
+def test_query_columns_a_text_names():
+    from probectl.analysis.sqlcolumns import columns_named
+
+    assert columns_named('SELECT comm, count(*), sum("Size") FROM p.malloc GROUP BY ALL') == {
+        "select", "comm", "count", "sum", "size", "from", "p", "malloc", "group", "by", "all"}
+    assert columns_named('SELECT "a ""b""" FROM t') == {"select", 'a "b"', "from", "t"}
+    for sql in ("SELECT * FROM t", "SELECT t.* FROM t", "SELECT a*b FROM t", "SELECT COLUMNS('s.*') FROM t",
+                "SELECT 1 FROM t NATURAL JOIN u", "SUMMARIZE t", "PIVOT t ON a USING sum(b)", "DESCRIBE t"):
+        assert columns_named(sql) is None, sql
+
+
+def test_query_reads_only_the_columns_duckdb_binds():
+    from probectl.analysis.sqlcolumns import reads_only_columns
+
+    con = duckdb.connect()
+    cols = {"comm", "size", "ts"}
+    assert reads_only_columns(con, "SELECT comm, count(*) AS n, sum(size) FROM a.b GROUP BY comm ORDER BY n", cols)
+    assert reads_only_columns(con, "SELECT t.size FROM a.b t WHERE ts > 5", cols)
+    assert reads_only_columns(con, "SELECT size, count(*) FROM a.b GROUP BY ALL ORDER BY ALL", cols)
+    for sql in ("SELECT t FROM a.b t", "SELECT b FROM a.b", "SELECT size FROM a.b ORDER BY COLUMNS(*)", "SELECT * FROM a.b", "SELECT size FROM a.b NATURAL JOIN c",
+                "SELECT x FROM (SELECT size FROM a.b) x", "SELEC 1", "CREATE TABLE x AS SELECT size FROM a.b",
+                "SELECT list_transform([size], v -> v + 1) FROM a.b", "SELECT sise FROM a.b"):
+        assert not reads_only_columns(con, sql, cols), sql
+
+
+# (query, whether its columns are read alone)
+QUERIES = [("SELECT comm, count(*) AS n, sum(size) AS s FROM {g}.alloc GROUP BY comm ORDER BY n DESC, comm", True),
+           ("SELECT count(*) AS n FROM {g}.done__return", True),
+           ("SELECT pid, tid, cpu, count(*) AS n FROM events GROUP BY ALL ORDER BY ALL", True),
+           ("SELECT a.size, count(*) AS n FROM {g}.alloc a GROUP BY ALL ORDER BY ALL", True),
+           ("SELECT label, count(*) AS n FROM {g}.tag GROUP BY label ORDER BY label", True),
+           ("SELECT t FROM {g}.tag t ORDER BY t.ts LIMIT 3", False),
+           ("SELECT * FROM {g}.alloc ORDER BY ts LIMIT 3", False),
+           ("SELECT min(ts) AS first, max(r) AS most FROM {g}.done__return", True)]
+SAMPLE_QUERIES = [("SELECT pid, common_pid, count(*) AS n FROM sched.sched_process_exec GROUP BY ALL ORDER BY ALL", True),
+                  ("SELECT pid, comm, event, count(*) AS n FROM events GROUP BY ALL ORDER BY ALL", True),
+                  ("SELECT count(*) AS n FROM ftrace.print", True)]
+
+
+def test_query_decodes_the_columns_it_reads(recording):
+    """query decodes only the columns its text names (the others are typed NULLs): the answers are
+    those of every column decoded, for header columns under either name, aliases, a row as a
+    struct, ``*``; and a table that names no column still counts its rows."""
+    from probectl.analysis.sql import RecordingsDatabase
+    from probectl.analysis.sqlcolumns import columns_named, reads_only_columns
+
+    path, _, _ = recording
+    for paths, queries in (([path], [(q.format(g=G), alone) for q, alone in QUERIES]),
+                           ([DATA / "sample-v7.dat", DATA / "tracecmd-v7-zstd.dat"], SAMPLE_QUERIES)):
+        with RecordingsDatabase(list(open_recordings(paths))) as db:
+            for sql, alone in queries:
+                assert (columns_named(sql) is not None and reads_only_columns(db.con, sql, db.column_names)) == alone
+                want = [dict(zip(r.keys(), r.values())) for r in json.loads(json.dumps(
+                    [dict(zip(db.sql(sql).columns, row)) for row in db.sql(sql).rows], default=str))]
+                args = [a for p in paths for a in ("-i", str(p))]
+                assert json.loads(json.dumps(query_json(*args, sql), default=str)) == want, sql
+    # what was decoded: the named columns, the header ones under both names; one column of the others
+    (tables,) = open_recordings([DATA / "sample-v7.dat"], columns={"pid", "select", "comm"})
+    assert tables.tables["sched:sched_process_exec"].schema.names == ["common_pid", "comm", "pid"]
+    assert tables.tables["syscalls:sys_enter_getpid"].schema.names == ["pid", "comm"]
+    assert tables.schemas["sched:sched_process_exec"].names[:5] == ["ts", "cpu", "tid", "common_pid", "comm"]
+    (tables,) = open_recordings([DATA / "sample-v7.dat"], columns={"nothing"})
+    assert {t.schema.names[0] for t in tables.tables.values()} == {"cpu"}
+    for with_slices in (True, False):  # (the merged reader, where a file's slices cannot be cut, alike)
+        with open_trace(DATA / "sample-v7.dat") as trace:
+            got = read_tables(trace, columns={"ts", "__syscall_nr"}, workers=None if with_slices else 0)
+        assert got.tables["syscalls:sys_enter_getpid"].schema.names == ["ts", "__syscall_nr"]
+        assert got.tables["syscalls:sys_enter_getpid"].num_rows == 100
+
+
 # ---- parquet ---------------------------------------------------------------------------------------
 
 

@@ -27,9 +27,10 @@ def _progress_reader():
     return progress, done
 
 
-def _load(inputs: Sequence[str], names: Sequence[str], then: str):
-    """The recordings of -i: trace.dat files, and the Parquet datasets of the -i that are directories;
-    meanwhile, module ``then`` (what the command runs on them) is imported on another thread."""
+def _load(inputs: Sequence[str], names: Sequence[str], then: str, columns=None):
+    """The recordings of -i: trace.dat files (their ``columns`` only, when given), and the Parquet
+    datasets of the -i that are directories; meanwhile, module ``then`` (what the command runs on
+    them) is imported on another thread."""
     import importlib
     import os
     import threading
@@ -52,7 +53,7 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str):
     datasets = [find_datasets(path) for path in dirs]
     progress, done = _progress_reader()
     try:
-        recordings = list(open_recordings(files, names, progress=progress))
+        recordings = list(open_recordings(files, names, progress=progress, columns=columns))
     finally:
         done()
     for rec in recordings:
@@ -250,10 +251,20 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
         raise click.UsageError("--csv and --json are two output formats: give one")
     if not sql and not list_tables:
         raise click.UsageError("give an SQL query, or --list-tables to see what there is to query")
-    recordings, datasets = _load(inputs, names, then="probectl.analysis.sql")
+    from ..analysis.sqlcolumns import columns_named, reads_only_columns
+
+    # (the columns the query's text names are decoded, the others are typed NULLs; when DuckDB's
+    # parse of it reads more than it names, a whole row or an alias, all are decoded again)
+    needed = None if list_tables else columns_named(sql)
+    recordings, datasets = _load(inputs, names, then="probectl.analysis.sql", columns=needed)
     from ..analysis.sql import RecordingsDatabase
 
-    with RecordingsDatabase(recordings, datasets=datasets) as db:
+    db = RecordingsDatabase(recordings, datasets=datasets)
+    if needed is not None and not reads_only_columns(db.con, sql, db.column_names):
+        db.close()
+        recordings, datasets = _load(inputs, names, then="probectl.analysis.sql")
+        db = RecordingsDatabase(recordings, datasets=datasets)
+    with db:
         if list_tables:
             rows = [[t, db.row_count(t), ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
                     for t in db.table_names()]
