@@ -62,6 +62,10 @@ def timed(cmd: list[str] | str, runs: int, shell: bool = False) -> tuple[float, 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # (start-up as an installed package has it, its bytecode cached: with PYTHONDONTWRITEBYTECODE
+    # set, a module changed since its .pyc was written is compiled again on every run, some 0.03 s
+    # of CPU when a few dozen are; the first run writes them, and the best of the runs is shown)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

@@ -134,6 +134,7 @@ static bool part_check(const struct agg_part *p, bool is_value)
 	case AGG_SRC_PID:
 	case AGG_SRC_CPU:
 	case AGG_SRC_LATENCY:
+	case AGG_SRC_ID:
 		break;
 	case AGG_SRC_FIELD:
 		if (p->field.kind == RB_KIND_INT) {
@@ -217,7 +218,7 @@ int agg_init(struct agg *agg, const struct agg_plan *plans, uint32_t nplans, uin
 				return RB_ERR_INVAL;
 		}
 		agg->plans[i] = *p;
-		agg->index[p->id] = (int8_t)i;
+		agg->index[p->id] = (int16_t)i;
 	}
 	if (agg->wants_stack && agg->stack_plan < 0)
 		return RB_ERR_INVAL;
@@ -264,6 +265,9 @@ static bool part_int(const struct agg_part *p, const struct rb_record *rec, bool
 		return true;
 	case AGG_SRC_CPU:
 		*ret = (uint64_t)rec->cpu;
+		return true;
+	case AGG_SRC_ID:
+		*ret = rb_read_uint(rec->data, 2, swap);	// (agg_feed read it: 2 bytes are there)
 		return true;
 	}
 	if (!rb_field_int(&p->field, rec->data, rec->len, swap, &v))
@@ -501,7 +505,7 @@ long agg_feed(struct agg *agg, struct rb_reader *reader)
 		n++;
 		if (rec.len < 2)
 			continue;
-		int8_t i = agg->index[rb_read_uint(rec.data, 2, reader->swap)];
+		int16_t i = agg->index[rb_read_uint(rec.data, 2, reader->swap)];
 
 		if (i < 0)
 			continue;

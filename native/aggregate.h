@@ -24,7 +24,7 @@
 
 #define AGG_MAX_KEYS		4
 #define AGG_MAX_KEY_BYTES	256	// all parts of a key together
-#define AGG_MAX_PLANS		8
+#define AGG_MAX_PLANS		256	// a recording's every format (report counts them all at once)
 #define AGG_STACK_DEPTH		16	// kernel stack frames kept in a key
 
 enum agg_src {
@@ -34,6 +34,7 @@ enum agg_src {
 	AGG_SRC_CPU = 3,	// the CPU the record was written on
 	AGG_SRC_LATENCY = 4,	// latency plans: end - start, in the plan's time unit
 	AGG_SRC_STACK = 5,	// the kernel stack of the event: the kernel_stack record that follows it
+	AGG_SRC_ID = 6,		// the record's event id (common_type): one table counts several events apart
 };
 
 enum agg_bucket {
@@ -86,7 +87,7 @@ struct agg_table {
 struct agg {
 	uint32_t nplans;
 	struct agg_plan plans[AGG_MAX_PLANS];
-	int8_t index[65536];	// event id -> plan, -1 none
+	int16_t index[65536];	// event id -> plan, -1 none
 	uint64_t time_div;	// latency unit: ns per unit (1000: µs)
 	struct agg_table table;	// the answer
 	struct agg_table starts; // latency: key -> start time (in sum)

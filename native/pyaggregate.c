@@ -99,11 +99,11 @@ out:
 static int Aggregator_init(AggregatorObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "plans", "time_div", NULL };
-	struct agg_plan plans[AGG_MAX_PLANS];
+	struct agg_plan *plans = NULL;	// (AGG_MAX_PLANS of them take some 40 KiB: not on the stack)
 	unsigned long long time_div = 1;
 	PyObject *list, *seq;
 	Py_ssize_t n;
-	int ret;
+	int ret = -1;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$K", kwlist, &list, &time_div))
 		return -1;
@@ -112,17 +112,18 @@ static int Aggregator_init(AggregatorObject *self, PyObject *args, PyObject *kwa
 		return -1;
 	n = PySequence_Fast_GET_SIZE(seq);
 	if (n < 1 || n > AGG_MAX_PLANS) {
-		Py_DECREF(seq);
 		PyErr_Format(PyExc_ValueError, "1 to %d plans", AGG_MAX_PLANS);
-		return -1;
+		goto out;
+	}
+	plans = PyMem_Calloc((size_t)n, sizeof(*plans));
+	if (!plans) {
+		PyErr_NoMemory();
+		goto out;
 	}
 	for (Py_ssize_t i = 0; i < n; i++) {
-		if (parse_plan(PySequence_Fast_GET_ITEM(seq, i), &plans[i])) {
-			Py_DECREF(seq);
-			return -1;
-		}
+		if (parse_plan(PySequence_Fast_GET_ITEM(seq, i), &plans[i]))
+			goto out;
 	}
-	Py_DECREF(seq);
 	if (self->agg) {
 		agg_deinit(self->agg);
 		free(self->agg);
@@ -130,7 +131,7 @@ static int Aggregator_init(AggregatorObject *self, PyObject *args, PyObject *kwa
 	self->agg = malloc(sizeof(*self->agg));
 	if (!self->agg) {
 		PyErr_NoMemory();
-		return -1;
+		goto out;
 	}
 	ret = agg_init(self->agg, plans, (uint32_t)n, time_div);
 	if (ret) {
@@ -142,9 +143,12 @@ static int Aggregator_init(AggregatorObject *self, PyObject *args, PyObject *kwa
 			PyErr_SetString(PyExc_ValueError,
 					"bad aggregation plans: keys of different sizes, a text value, "
 					"a bucket on text, a duplicate id or a field that is not a number or text");
-		return -1;
+		ret = -1;
 	}
-	return 0;
+out:
+	PyMem_Free(plans);
+	Py_DECREF(seq);
+	return ret;
 }
 
 static PyObject *Aggregator_feed(AggregatorObject *self, PyObject *args, PyObject *kwargs)

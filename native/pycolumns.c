@@ -243,6 +243,14 @@ static PyObject *take_buffer(void **data, size_t size)
 	return (PyObject *)b;
 }
 
+// take_buffer(), or None when there is no column (a header column the slices skipped).
+static PyObject *take_column(void **data, size_t size)
+{
+	if (!*data)
+		Py_RETURN_NONE;
+	return take_buffer(data, size);
+}
+
 void reader_free_plan(ReaderObject *self)
 {
 	if (self->plan) {
@@ -352,16 +360,11 @@ static PyObject *slice_table(struct tab_slice *slice, uint32_t fi)
 	}
 	if (!fields)
 		return NULL;
-	if (slice->threads)
-		t = Py_BuildValue("(nNNNNNN)", (Py_ssize_t)n, take_buffer((void **)&r->ts, n * sizeof(uint64_t)),
-				  take_buffer((void **)&r->cpu, n * sizeof(int32_t)),
-				  take_buffer((void **)&r->tid, n * sizeof(int32_t)), fields,
-				  take_buffer((void **)&r->thread, n * sizeof(int32_t)),
-				  take_buffer((void **)&r->tgid, n * sizeof(int32_t)));
-	else
-		t = Py_BuildValue("(nNNNNOO)", (Py_ssize_t)n, take_buffer((void **)&r->ts, n * sizeof(uint64_t)),
-				  take_buffer((void **)&r->cpu, n * sizeof(int32_t)),
-				  take_buffer((void **)&r->tid, n * sizeof(int32_t)), fields, Py_None, Py_None);
+	t = Py_BuildValue("(nNNNNNN)", (Py_ssize_t)n, take_column((void **)&r->ts, n * sizeof(uint64_t)),
+			  take_column((void **)&r->cpu, n * sizeof(int32_t)),
+			  take_column((void **)&r->tid, n * sizeof(int32_t)), fields,
+			  take_column((void **)&r->thread, n * sizeof(int32_t)),
+			  take_column((void **)&r->tgid, n * sizeof(int32_t)));
 	return t;
 }
 
@@ -390,8 +393,9 @@ static PyObject *slice_result(struct tab_slice *slice)
 
 PyObject *Reader_read_slices(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = { "first", "count", "threads", NULL };
+	static char *kwlist[] = { "first", "count", "threads", "skip", NULL };
 	Py_ssize_t first, count;
+	unsigned int skip = 0;
 	PyObject *threads_arg = Py_None, *result = NULL;
 	Py_buffer tids_view, tgids_view;
 	struct col_threads threads;
@@ -399,7 +403,7 @@ PyObject *Reader_read_slices(ReaderObject *self, PyObject *args, PyObject *kwarg
 	struct tab_stream *streams = NULL;
 	struct tab_slice *slices = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|O", kwlist, &first, &count, &threads_arg) ||
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|O$I", kwlist, &first, &count, &threads_arg, &skip) ||
 	    check_idle(self))
 		return NULL;
 	if (!self->plan) {
@@ -425,6 +429,7 @@ PyObject *Reader_read_slices(ReaderObject *self, PyObject *args, PyObject *kwarg
 	for (Py_ssize_t i = 0; i < count; i++) {
 		slices[i].schema = self->schema;
 		slices[i].threads = with_threads ? &threads : NULL;
+		slices[i].skip = skip;
 	}
 	self->busy = true;
 	Py_BEGIN_ALLOW_THREADS

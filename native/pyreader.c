@@ -652,8 +652,9 @@ static PyMethodDef Reader_methods[] = {
 	  "plan_slices(n) -> the number of time slices (at most n) the pages are cut into for "
 	  "read_slices, or 0 when they cannot be (a page that does not load: read them merged)" },
 	{ "read_slices", (PyCFunction)(void (*)(void))Reader_read_slices, METH_VARARGS | METH_KEYWORDS,
-	  "read_slices(first, count, threads=None) -> per slice first .. first + count - 1, decoded on "
-	  "count threads: (events, tables as read_tables gives them, columns as ColumnBuffers); or "
+	  "read_slices(first, count, threads=None, *, skip=0) -> per slice first .. first + count - 1, decoded on "
+	  "count threads: (events, tables as read_tables gives them, columns as ColumnBuffers; None for "
+	  "the header columns of skip: 1 ts, 2 cpu, 4 tid, 8 thread, 16 tgid); or "
 	  "None when a slice's time stamps are out of order or a page is bad (read them merged)" },
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
 	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },

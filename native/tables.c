@@ -152,7 +152,12 @@ void tab_plan_free(struct tab_plan *plan)
 
 // ---- a slice ------------------------------------------------------------------------------------
 
-static int rows_grow(struct tab_rows *r, const struct rb_event_format *fmt, bool threads)
+static bool grow_unless(bool skip, void **array, size_t size, size_t cap)
+{
+	return skip || rb_grow(array, size, cap);
+}
+
+static int rows_grow(struct tab_rows *r, const struct rb_event_format *fmt, bool threads, unsigned int skip)
 {
 	size_t cap = r->cap ? 2 * r->cap : 1024;
 
@@ -162,11 +167,11 @@ static int rows_grow(struct tab_rows *r, const struct rb_event_format *fmt, bool
 		if (!r->ints || !r->spans)
 			return RB_ERR_NOMEM;
 	}
-	if (!rb_grow((void **)&r->ts, sizeof(*r->ts), cap) ||
-	    !rb_grow((void **)&r->cpu, sizeof(*r->cpu), cap) ||
-	    !rb_grow((void **)&r->tid, sizeof(*r->tid), cap) ||
-	    (threads && (!rb_grow((void **)&r->thread, sizeof(*r->thread), cap) ||
-			 !rb_grow((void **)&r->tgid, sizeof(*r->tgid), cap))))
+	if (!grow_unless(skip & TAB_SKIP_TS, (void **)&r->ts, sizeof(*r->ts), cap) ||
+	    !grow_unless(skip & TAB_SKIP_CPU, (void **)&r->cpu, sizeof(*r->cpu), cap) ||
+	    !grow_unless(skip & TAB_SKIP_TID, (void **)&r->tid, sizeof(*r->tid), cap) ||
+	    (threads && (!grow_unless(skip & TAB_SKIP_THREAD, (void **)&r->thread, sizeof(*r->thread), cap) ||
+			 !grow_unless(skip & TAB_SKIP_TGID, (void **)&r->tgid, sizeof(*r->tgid), cap))))
 		return RB_ERR_NOMEM;
 	for (uint32_t j = 0; j < fmt->nfields; j++) {
 		if (fmt->fields[j].kind == RB_KIND_INT) {
@@ -229,14 +234,24 @@ static int add_record(struct tab_slice *slice, const struct rb_record *rec, bool
 	}
 	fmt = &s->formats[fi];
 	r = &slice->rows[fi];
-	if (r->n == r->cap && rows_grow(r, fmt, slice->threads))
+	if (r->n == r->cap && rows_grow(r, fmt, slice->threads, slice->skip))
 		return RB_ERR_NOMEM;
 	row = r->n++;
-	r->ts[row] = rec->ts;
-	r->cpu[row] = rec->cpu;
-	r->tid[row] = tid;
-	if (slice->threads)
-		thread_lookup(cache, slice->threads, tid, &r->thread[row], &r->tgid[row]);
+	if (r->ts)
+		r->ts[row] = rec->ts;
+	if (r->cpu)
+		r->cpu[row] = rec->cpu;
+	if (r->tid)
+		r->tid[row] = tid;
+	if (slice->threads) {
+		int32_t index, tgid;
+
+		thread_lookup(cache, slice->threads, tid, &index, &tgid);
+		if (r->thread)
+			r->thread[row] = index;
+		if (r->tgid)
+			r->tgid[row] = tgid;
+	}
 	for (uint32_t j = 0; j < fmt->nfields; j++) {
 		const struct rb_field *f = &fmt->fields[j];
 

@@ -26,6 +26,14 @@
 
 #define TAB_ERR_ORDER	(-100)	// time stamps out of the slice or going back: read it merged
 
+// Header columns a slice does not fill (struct tab_slice.skip): a query that names none of them
+// spares their memory (written once, and faulted in page by page, it is most of what columns cost).
+#define TAB_SKIP_TS	(1u << 0)
+#define TAB_SKIP_CPU	(1u << 1)
+#define TAB_SKIP_TID	(1u << 2)
+#define TAB_SKIP_THREAD	(1u << 3)	// (with threads)
+#define TAB_SKIP_TGID	(1u << 4)	// (with threads)
+
 // The pages of one CPU.
 struct tab_stream {
 	int cpu;
@@ -70,7 +78,7 @@ struct tab_varlen {
 struct tab_rows {
 	size_t n;
 	size_t cap;
-	uint64_t *ts;
+	uint64_t *ts;			// (each header column NULL when skipped)
 	int32_t *cpu;
 	int32_t *tid;			// common_pid
 	int32_t *thread;		// index in the col_threads, n when it is not there
@@ -84,6 +92,7 @@ struct tab_rows {
 struct tab_slice {
 	const struct rb_schema *schema;
 	const struct col_threads *threads;	// NULL: no thread columns
+	unsigned int skip;		// TAB_SKIP_*: header columns not filled (0: all)
 	struct tab_rows *rows;		// per format of the schema
 	uint64_t events;		// records decoded, formats or not
 	uint64_t short_records;		// records too short for a field

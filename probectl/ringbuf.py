@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _native
 from .dataclass import dataclass
@@ -32,6 +32,8 @@ LOC_FIXED, LOC_DATA, LOC_REL, LOC_TAIL = (_native.LOC_FIXED, _native.LOC_DATA, _
 KIND_INT, KIND_STR, KIND_BYTES, KIND_INT_ARRAY = (_native.KIND_INT, _native.KIND_STR,
                                                   _native.KIND_BYTES, _native.KIND_INT_ARRAY)
 KIND_STR_ARRAY = _native.KIND_STR_ARRAY
+# Header columns EventReader.slice_tables may leave out (TAB_SKIP_*, native/tables.h).
+SKIP_TS, SKIP_CPU, SKIP_TID, SKIP_THREAD, SKIP_TGID = 1, 2, 4, 8, 16
 
 _CHAR_TYPES = {"char", "signed char", "unsigned char"}
 _FIXED_SIZES = {
@@ -270,10 +272,10 @@ class FormatTable:
 
     format: EventFormat
     rows: int
-    ts: bytes
-    cpu: bytes
-    pid: bytes
-    fields: list[Union[bytes, VarColumn]]
+    ts: Optional[bytes]  # (a header column is None when :meth:`EventReader.slice_tables` skipped it)
+    cpu: Optional[bytes]
+    pid: Optional[bytes]
+    fields: list[Union[bytes, VarColumn]]  # (those the reader decodes: all, or its ``fields``)
     thread: Optional[bytes] = None  # with threads: each row's index in them (int32; n: not there)
     tgid: Optional[bytes] = None  # with threads: each row's thread group (int32; the tid: not there)
 
@@ -284,12 +286,14 @@ class EventReader:
     ``streams`` gives per CPU ``(cpu, buffer, offset, size)``: ``size`` bytes of pages at
     ``offset`` of ``buffer`` (bytes, an mmap...). ``formats`` are the events to decode; records
     of other ids come out with ``format`` None. With ``strict`` off, a corrupt page is skipped
-    (counted in :meth:`stats`) instead of raising :class:`TraceFileError`.
+    (counted in :meth:`stats`) instead of raising :class:`TraceFileError`. ``fields`` (format id ->
+    the indexes of its fields to decode; every field of the others) leaves the rest out of every
+    batch, table and row.
     """
 
     def __init__(self, streams: Sequence[tuple[int, Buffer, int, int]], formats: Sequence[EventFormat],
                  layout: PageLayout = PageLayout(), *, strict: bool = True, raw: bool = False,
-                 source: str = "trace"):
+                 source: str = "trace", fields: Optional[Mapping[int, Sequence[int]]] = None):
         self.formats = list(formats)
         self.layout = layout
         self.source = source
@@ -298,6 +302,8 @@ class EventReader:
         streams = list(streams)
         self._bytes = sum(size for _cpu, _buf, _offset, size in streams)
         tables = [(f.id, format_specs(f, layout.long_size)) for f in self.formats]
+        if fields:
+            tables = [(i, tuple(specs[k] for k in fields[i]) if i in fields else specs) for i, specs in tables]
         self._native = _native.Reader(streams, tables, long_size=layout.long_size,
                                       big_endian=layout.big_endian, page_size=layout.page_size,
                                       strict=strict, raw=raw)
@@ -330,14 +336,15 @@ class EventReader:
             yield n, self._format_tables(raw)
 
     def slice_tables(self, workers: int, threads: Optional[tuple[bytes, bytes]] = None, *,
-                     slice_bytes: int = 32 << 20,
+                     slice_bytes: int = 32 << 20, skip: int = 0,
                      progress: Optional[Callable[[int], None]] = None) -> Optional[list[tuple[int, list[FormatTable]]]]:
         """Every event at once, as :meth:`tables` gives them, decoded on ``workers`` threads: the
         pages are cut into time slices of about ``slice_bytes`` (a multiple of ``workers`` of them),
         each slice merged and decoded on its own thread (native/tables.h); the slices in order are
         the batches. ``progress(events so far)`` after each round of ``workers`` slices. None when
         the pages cannot be cut so (a CPU's time going back, a bad page): :meth:`tables` reads them
-        (and reports a bad page where it is)."""
+        (and reports a bad page where it is). ``skip`` (``SKIP_*``) names header columns not to
+        fill: None in their place."""
         workers = max(1, workers)
         rounds = max(1, -(-self._bytes // (workers * max(1, slice_bytes))))
         count = self._native.plan_slices(1 if self._bytes <= slice_bytes else workers * rounds)
@@ -345,7 +352,7 @@ class EventReader:
             return None
         out, events = [], 0
         for first in range(0, count, workers):
-            got = self._native.read_slices(first, min(workers, count - first), threads)
+            got = self._native.read_slices(first, min(workers, count - first), threads, skip=skip)
             if got is None:
                 return None
             for n, raw in got:

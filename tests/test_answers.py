@@ -176,6 +176,66 @@ def test_report_sym_names_a_tracepoints_symbol_field(tmp_path):
     assert {r["sym"]: r["samples"] for r in got["rows"]} == dict(want)
 
 
+# The report shapes both engines answer: (sort keys, --hist field, -e globs, --top).
+ENGINE_SHAPES = [([], None, [], 0), (["comm"], None, [], 0), (["event", "comm", "pid"], None, [], 0),
+                 (["tid", "cpu"], None, [], 2), (["sym"], None, [], 0), (["comm", "sym"], None, ["alloc", "tag"], 0),
+                 (["recording", "host", "event"], None, [], 0), (["size"], None, ["alloc"], 2), (["r", "pid"], None, [], 0),
+                 ([], "size", ["alloc"], 0), (["comm"], "size", [], 0), (["comm", "pid"], "size", ["alloc"], 1),
+                 (["cpu"], "__probe_ip", [], 0), (["sym"], "r", ["done__return"], 0), (["event"], "__probe_ip", [], 0)]
+
+
+def _both_engines(paths, names, keys, value, globs, top):
+    """The answer of the SQL reporter and of the aggregator (None: it leaves the shape to SQL)."""
+    from probectl.analysis.report_aggregate import aggregate_report
+    from probectl.analysis.report_sql import Reporter
+    from probectl.analysis.sql import RecordingsDatabase
+
+    with RecordingsDatabase(list(open_recordings(paths, names))) as db:
+        reporter = Reporter(db, globs)
+        sql = reporter.histograms(value, keys, top) if value else reporter.counts(keys or ["event"], top)
+        sql_selected = reporter.selected
+    got = aggregate_report(paths, names, globs, keys, value, top)
+    if got is None:
+        return sql, None
+    assert got.selected == sql_selected
+    return sql, got.histograms if value else got.report
+
+
+def test_report_engines_give_the_same_answers(recording, tmp_path):
+    """The aggregator (report's common shapes, no DuckDB) and SQL (every shape) count the same rows,
+    in the same order, with the same totals and histograms: on the live recording, on two files at
+    once, on trace-cmd's files (kernel events, ftrace's own formats); text keys are SQL's alone."""
+    path, _, _ = recording
+    copy = tmp_path / "again.dat"
+    shutil.copy(path, copy)
+    for paths, names in (([path], []), ([path, copy], ["one", "two"])):
+        for keys, value, globs, top in ENGINE_SHAPES:
+            sql, native = _both_engines(paths, names, keys, value, globs, top)
+            assert native is not None and native == sql and (sql if value else sql.rows), (keys, value, globs, top)
+    for paths in ([DATA / "sample-v7.dat"], [DATA / "tracecmd-v7-zstd.dat", DATA / "tracecmd-v6.dat"]):
+        for keys, value in (([], None), (["comm", "sym"], None), (["cpu", "tid"], None), (["__syscall_nr"], None),
+                            (["pid"], "old_pid"), ([], "__syscall_nr")):
+            sql, native = _both_engines(paths, [], keys, value, [], 0)
+            assert native is not None and native == sql and (sql if value else sql.rows), (paths, keys, value)
+    for keys in (["label"], ["comm", "label"]):  # (text: SQL's)
+        sql, native = _both_engines([path], [], keys, None, [], 0)
+        assert native is None and sql.rows
+
+
+def test_report_counts_without_duckdb(recording):
+    """report's common shapes import neither DuckDB nor pyarrow (their import is a third of its time)."""
+    path, _, _ = recording
+    code = ("import sys\nfrom probectl.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('duckdb', 'pyarrow') if m in sys.modules), file=sys.stderr)")
+    for args in (["--sort", "comm,sym"], ["--hist", "size", "--sort", "pid"]):
+        out = subprocess.run([sys.executable, "-c", code, "report", "-i", str(path), *args],
+                             capture_output=True, text=True, check=True)
+        assert out.stderr.strip().endswith("[]"), out.stderr
+    out = subprocess.run([sys.executable, "-c", code, "report", "-i", str(path), "--sort", "label"],
+                         capture_output=True, text=True, check=True)
+    assert "'duckdb'" in out.stderr
+
+
 # ---- query ----------------------------------------------------------------------------------------
 
 
@@ -219,6 +279,76 @@ def test_query_many_recordings(recording, tmp_path):
                       f"SELECT recording, host, count(*) AS n FROM {G}.tag GROUP BY ALL ORDER BY recording")
     assert [r["recording"] for r in rows] == ["first", "second"]
     assert all(r["n"] == sum(want["label"].values()) and r["host"] == os.uname().nodename for r in rows)
+
+
+def test_query_columns_a_text_names():
+    from probectl.analysis.sqlcolumns import columns_named
+
+    assert columns_named('SELECT comm, count(*), sum("Size") FROM p.malloc GROUP BY ALL') == {
+        "select", "comm", "count", "sum", "size", "from", "p", "malloc", "group", "by", "all"}
+    assert columns_named('SELECT "a ""b""" FROM t') == {"select", 'a "b"', "from", "t"}
+    for sql in ("SELECT * FROM t", "SELECT t.* FROM t", "SELECT a*b FROM t", "SELECT COLUMNS('s.*') FROM t",
+                "SELECT 1 FROM t NATURAL JOIN u", "SUMMARIZE t", "PIVOT t ON a USING sum(b)", "DESCRIBE t"):
+        assert columns_named(sql) is None, sql
+
+
+def test_query_reads_only_the_columns_duckdb_binds():
+    from probectl.analysis.sqlcolumns import reads_only_columns
+
+    con = duckdb.connect()
+    cols = {"comm", "size", "ts"}
+    assert reads_only_columns(con, "SELECT comm, count(*) AS n, sum(size) FROM a.b GROUP BY comm ORDER BY n", cols)
+    assert reads_only_columns(con, "SELECT t.size FROM a.b t WHERE ts > 5", cols)
+    assert reads_only_columns(con, "SELECT size, count(*) FROM a.b GROUP BY ALL ORDER BY ALL", cols)
+    for sql in ("SELECT t FROM a.b t", "SELECT b FROM a.b", "SELECT size FROM a.b ORDER BY COLUMNS(*)", "SELECT * FROM a.b", "SELECT size FROM a.b NATURAL JOIN c",
+                "SELECT x FROM (SELECT size FROM a.b) x", "SELEC 1", "CREATE TABLE x AS SELECT size FROM a.b",
+                "SELECT list_transform([size], v -> v + 1) FROM a.b", "SELECT sise FROM a.b"):
+        assert not reads_only_columns(con, sql, cols), sql
+
+
+# (query, whether its columns are read alone)
+QUERIES = [("SELECT comm, count(*) AS n, sum(size) AS s FROM {g}.alloc GROUP BY comm ORDER BY n DESC, comm", True),
+           ("SELECT count(*) AS n FROM {g}.done__return", True),
+           ("SELECT pid, tid, cpu, count(*) AS n FROM events GROUP BY ALL ORDER BY ALL", True),
+           ("SELECT a.size, count(*) AS n FROM {g}.alloc a GROUP BY ALL ORDER BY ALL", True),
+           ("SELECT label, count(*) AS n FROM {g}.tag GROUP BY label ORDER BY label", True),
+           ("SELECT t FROM {g}.tag t ORDER BY t.ts LIMIT 3", False),
+           ("SELECT * FROM {g}.alloc ORDER BY ts LIMIT 3", False),
+           ("SELECT min(ts) AS first, max(r) AS most FROM {g}.done__return", True)]
+SAMPLE_QUERIES = [("SELECT pid, common_pid, count(*) AS n FROM sched.sched_process_exec GROUP BY ALL ORDER BY ALL", True),
+                  ("SELECT pid, comm, event, count(*) AS n FROM events GROUP BY ALL ORDER BY ALL", True),
+                  ("SELECT count(*) AS n FROM ftrace.print", True)]
+
+
+def test_query_decodes_the_columns_it_reads(recording):
+    """query decodes only the columns its text names (the others are typed NULLs): the answers are
+    those of every column decoded, for header columns under either name, aliases, a row as a
+    struct, ``*``; and a table that names no column still counts its rows."""
+    from probectl.analysis.sql import RecordingsDatabase
+    from probectl.analysis.sqlcolumns import columns_named, reads_only_columns
+
+    path, _, _ = recording
+    for paths, queries in (([path], [(q.format(g=G), alone) for q, alone in QUERIES]),
+                           ([DATA / "sample-v7.dat", DATA / "tracecmd-v7-zstd.dat"], SAMPLE_QUERIES)):
+        with RecordingsDatabase(list(open_recordings(paths))) as db:
+            for sql, alone in queries:
+                assert (columns_named(sql) is not None and reads_only_columns(db.con, sql, db.column_names)) == alone
+                want = [dict(zip(r.keys(), r.values())) for r in json.loads(json.dumps(
+                    [dict(zip(db.sql(sql).columns, row)) for row in db.sql(sql).rows], default=str))]
+                args = [a for p in paths for a in ("-i", str(p))]
+                assert json.loads(json.dumps(query_json(*args, sql), default=str)) == want, sql
+    # what was decoded: the named columns, the header ones under both names; one column of the others
+    (tables,) = open_recordings([DATA / "sample-v7.dat"], columns={"pid", "select", "comm"})
+    assert tables.tables["sched:sched_process_exec"].schema.names == ["common_pid", "comm", "pid"]
+    assert tables.tables["syscalls:sys_enter_getpid"].schema.names == ["pid", "comm"]
+    assert tables.schemas["sched:sched_process_exec"].names[:5] == ["ts", "cpu", "tid", "common_pid", "comm"]
+    (tables,) = open_recordings([DATA / "sample-v7.dat"], columns={"nothing"})
+    assert {t.schema.names[0] for t in tables.tables.values()} == {"cpu"}
+    for with_slices in (True, False):  # (the merged reader, where a file's slices cannot be cut, alike)
+        with open_trace(DATA / "sample-v7.dat") as trace:
+            got = read_tables(trace, columns={"ts", "__syscall_nr"}, workers=None if with_slices else 0)
+        assert got.tables["syscalls:sys_enter_getpid"].schema.names == ["ts", "__syscall_nr"]
+        assert got.tables["syscalls:sys_enter_getpid"].num_rows == 100
 
 
 # ---- parquet ---------------------------------------------------------------------------------------
@@ -419,7 +549,7 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
     import pyarrow as pa
 
     from probectl.analysis.columns import EventTables, event_schema
-    from probectl.analysis.report import Reporter
+    from probectl.analysis.report_sql import Reporter
     from probectl.analysis.sql import RecordingsDatabase
     from probectl.formats import EventFormat
 
@@ -443,7 +573,7 @@ def test_hist_values_next_to_large_powers_of_two_are_exact():
 def test_hist_counts_by_value_or_by_event_alike(recording, monkeypatch):
     """A field of few values is counted by value first, one of many event by event: the two ways
     give the same histograms, with keys, with --top, of every integer field (sizes, times, ids)."""
-    from probectl.analysis.report import Reporter
+    from probectl.analysis.report_sql import Reporter
     from probectl.analysis.sql import RecordingsDatabase
 
     path, _, _ = recording

@@ -10,7 +10,8 @@
 // cuts them into 1-8 slices, decodes them all on as many threads, and checks the promise of
 // tables.h: when no slice reports an error, the merged reader reads the same pages without one,
 // and the slices' rows, in order, are its rows (time, cpu, tid, thread and thread group, values,
-// strings and nulls). Exit 0 and "ok N": no bug found.
+// strings and nulls; the header columns a random skip mask leaves out are not there). Exit 0 and
+// "ok N": no bug found.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,7 +129,8 @@ static size_t expected_text(const struct rb_span *sp, uint8_t *out)
 
 // The slices' rows against the merged reader's.
 static void check(struct tab_slice *slices, size_t nslices, const struct rb_schema *schema,
-		  const struct tab_stream *streams, size_t nstreams, const struct col_threads *threads)
+		  const struct tab_stream *streams, size_t nstreams, const struct col_threads *threads,
+		  unsigned int skip)
 {
 	const struct rb_layout layout = { 8, false, PAGE_SIZE };
 	struct rb_reader reader;
@@ -164,12 +166,17 @@ static void check(struct tab_slice *slices, size_t nslices, const struct rb_sche
 			FAIL("format %d: fewer rows in the slices", fi);
 		r = &slices[slice_of[fi]].rows[fi];
 		row = at[fi]++;
-		if (r->ts[row] != batch.ts[i] || r->cpu[row] != batch.cpu[i] || r->tid[row] != batch.pid[i])
+		if (!(r->ts == NULL) != !(skip & TAB_SKIP_TS) || !(r->cpu == NULL) != !(skip & TAB_SKIP_CPU) ||
+		    !(r->tid == NULL) != !(skip & TAB_SKIP_TID) ||
+		    !(r->thread == NULL) != !(skip & TAB_SKIP_THREAD) || !(r->tgid == NULL) != !(skip & TAB_SKIP_TGID))
+			FAIL("event %ld: a header column skipped is there, or one not skipped is not", i);
+		if ((r->ts && r->ts[row] != batch.ts[i]) || (r->cpu && r->cpu[row] != batch.cpu[i]) ||
+		    (r->tid && r->tid[row] != batch.pid[i]))
 			FAIL("event %ld: time, cpu or tid differ", i);
 		size_t t = col_thread_index(threads, batch.pid[i]);
 
-		if ((size_t)r->thread[row] != t ||
-		    r->tgid[row] != (t < threads->n ? threads->tgids[t] : batch.pid[i]))
+		if ((r->thread && (size_t)r->thread[row] != t) ||
+		    (r->tgid && r->tgid[row] != (t < threads->n ? threads->tgids[t] : batch.pid[i])))
 			FAIL("event %ld: thread or thread group differ", i);
 		if (fi == 0) {
 			if (r->ints[0][row] != batch.rows[0].cols[0].ints[mrow])
@@ -224,6 +231,7 @@ int main(int argc, char **argv)
 		size_t nstreams = 1 + rnd() % MAX_STREAMS, nslices = 1 + rnd() % 8;
 		struct tab_plan plan;
 		struct tab_slice slices[8];
+		unsigned int skip = rnd() % 2 ? 0 : (unsigned int)(rnd() % 32);	// (header columns left out)
 		bool ok = true;
 
 		for (size_t i = 0; i < nstreams; i++) {
@@ -245,16 +253,18 @@ int main(int argc, char **argv)
 		for (size_t k = 0; k < plan.nslices; k++) {
 			slices[k].schema = &schema;
 			slices[k].threads = &threads;
+			slices[k].skip = skip;
 		}
 		tab_decode_all(slices, &plan, streams, &layout, 0, plan.nslices);
 		for (size_t k = 0; k < plan.nslices; k++) {
 			ok &= !slices[k].err;
 			for (uint32_t fi = 0; slices[k].rows && fi < 2; fi++)
-				touch((const uint8_t *)slices[k].rows[fi].ts,
-				      slices[k].rows[fi].n * sizeof(uint64_t));
+				if (slices[k].rows[fi].ts)
+					touch((const uint8_t *)slices[k].rows[fi].ts,
+					      slices[k].rows[fi].n * sizeof(uint64_t));
 		}
 		if (ok) {
-			check(slices, plan.nslices, &schema, streams, nstreams, &threads);
+			check(slices, plan.nslices, &schema, streams, nstreams, &threads, skip);
 			clean++;
 			cut += plan.nslices > 1;
 			for (size_t c = nstreams; c < plan.nslices * nstreams; c++)

@@ -19,40 +19,24 @@ from __future__ import annotations
 import os
 from array import array
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Collection, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
 from ..formats import EventFormat
-from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, FormatTable, VarColumn, format_specs
-from ..script import STACK_EVENTS, lost_events
+from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
+                       SKIP_TS, FormatTable, VarColumn, format_specs)
+from ..script import lost_events
 from ..script.plan import event_matches
 from ..tracedat import TraceFile, open_trace
+from .recording import HEADER, UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
 
-# The header columns of every event table, with what they hold.
-HEADER: dict[str, str] = {
-    "ts": "time stamp, ns (the trace clock)",
-    "cpu": "CPU the event was recorded on",
-    "tid": "thread id (common_pid)",
-    "pid": "thread group id (the process; the thread id when the file does not know it)",
-    "comm": "command name (from the file's saved cmdlines; '<...>' unknown)",
-}
-UNKNOWN_COMM = "<...>"
 BATCH_EVENTS = 1 << 20
-# Up to this many formats in a file (probectl's recordings hold some 20), all are parsed and given to
-# the decoder; above (trace-cmd's files from tracefs hold some 1,500), a walk over the pages finds
-# the ones used first. The walk reads every record header: a fifth of the decoding's time.
-PARSE_ALL_FORMATS = 256
 # A file is decoded in time slices of about this many bytes of pages, a round of one per thread at
 # a time (progress is shown between rounds).
 SLICE_BYTES = 32 << 20
-
-
-def header_name(fmt: EventFormat, name: str) -> str:
-    """The name of header column ``name`` in the table of ``fmt`` (``common_name`` when a field has it)."""
-    return f"common_{name}" if fmt.field(name) is not None and not fmt.field(name).is_common else name
 
 
 def field_type(spec: tuple) -> pa.DataType:
@@ -97,25 +81,33 @@ class ThreadNames:
     as the dictionary of the ``comm`` column (the decoder's thread index is its index array)."""
 
     def __init__(self, trace: TraceFile):
-        comms = {0: "<idle>", **trace.cmdlines}
+        comms = thread_names(trace)
         tids = sorted({*comms, *trace.tgids})
         self.lookup = (array("i", tids).tobytes(), array("i", [trace.tgids.get(t, t) for t in tids]).tobytes())
         self.names = pa.array([comms.get(t, UNKNOWN_COMM) for t in tids] + [UNKNOWN_COMM], pa.string())
 
 
-def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.RecordBatch:
+# The header columns as the decoder's FormatTable holds them: (its attribute, the Arrow type).
+_HEADER_COLUMNS = {"ts": ("ts", pa.int64()), "cpu": ("cpu", pa.int32()), "tid": ("pid", pa.int32()),
+                   "pid": ("tgid", pa.int32()), "comm": ("thread", None)}
+
+
+def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames,
+             header: Sequence[str] = tuple(HEADER)) -> pa.RecordBatch:
     """One decoded :class:`~probectl.ringbuf.FormatTable` (read with ``names.lookup``) as an Arrow
-    record batch of ``schema``."""
+    record batch of ``schema``: the ``header`` columns (those of :data:`HEADER` it has, in order),
+    then the table's fields."""
     n = table.rows
-    assert table.thread is not None and table.tgid is not None, "read without the threads"
-    arrays = [
-        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(table.ts)]),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.cpu)]),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.pid)]),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(table.tgid)]),
-        pa.DictionaryArray.from_buffers(schema.field(4).type, n, [None, pa.py_buffer(table.thread)],
-                                        dictionary=names.names),
-    ]
+    arrays = []
+    for name in header:
+        attr, typ = _HEADER_COLUMNS[name]
+        data = getattr(table, attr)
+        assert data is not None, f"read without the {attr} column"
+        if typ is None:
+            arrays.append(pa.DictionaryArray.from_buffers(schema.field(len(arrays)).type, n,
+                                                          [None, pa.py_buffer(data)], dictionary=names.names))
+        else:
+            arrays.append(pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)]))
     for col, f in zip(table.fields, list(schema)[len(arrays):]):
         if isinstance(col, VarColumn):
             arrays.append(_var_array(col, n, f.type))
@@ -124,10 +116,29 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames) -> pa.Re
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def host_of(trace: TraceFile) -> str:
-    """The machine a file was recorded on: the node name of its uname option (else 'unknown')."""
-    parts = trace.uname.split()
-    return parts[1] if len(parts) > 1 else "unknown"
+@dataclass
+class _Columns:
+    """The columns of one format's table that are decoded: header names, field indexes, and the
+    Arrow schema of those."""
+
+    header: list[str]
+    fields: list[int]
+    schema: pa.Schema
+
+
+def _columns_of(fmt: EventFormat, full: pa.Schema, wanted: Optional[set[str]]) -> _Columns:
+    """The columns of ``fmt``'s table named in ``wanted`` (lower case; all when None). A header
+    column is decoded under either of its names (``pid`` is ``common_pid`` in the table of an event
+    with a field ``pid``, and ``pid`` again in the ``events`` view)."""
+    if wanted is None:
+        return _Columns(list(HEADER), list(range(len(fmt.event_fields))), full)
+    header = [h for h in HEADER if h in wanted or header_name(fmt, h).lower() in wanted]
+    fields = [i for i, f in enumerate(fmt.event_fields) if f.name.lower() in wanted]
+    if not header and not fields:
+        header = ["cpu"]  # (a table has a column, if only to count its rows: the narrowest)
+    schema = pa.schema([full.field(header_name(fmt, h)) for h in header] +
+                       [full.field(len(HEADER) + i) for i in fields])
+    return _Columns(header, fields, schema)
 
 
 @dataclass
@@ -138,16 +149,13 @@ class EventTables:
     recording: str  # its name in SQL and Parquet partitions (the file name without .dat by default)
     host: str
     formats: dict[str, EventFormat] = field(default_factory=dict)
-    tables: dict[str, pa.Table] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)  # (of the columns read: see ``schemas``)
     events: int = 0  # records read (stack records and events without a format included)
     lost: int = 0  # events the kernel lost while recording (the file's statistics)
     # (system, message) of the file's format texts that did not parse: their events are in no table
     format_failures: list[tuple[str, str]] = field(default_factory=list)
-
-
-def recording_name(path: Path) -> str:
-    name = path.name
-    return name[:-4] if name.endswith(".dat") and len(name) > 4 else name
+    # every column of each table, those not read included (read_tables' ``columns``)
+    schemas: dict[str, pa.Schema] = field(default_factory=dict)
 
 
 def decode_workers() -> int:
@@ -157,31 +165,38 @@ def decode_workers() -> int:
 
 def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events: int = BATCH_EVENTS,
                 progress: Optional[Callable[[str, int], None]] = None, *, workers: Optional[int] = None,
-                slice_bytes: int = SLICE_BYTES) -> EventTables:
+                slice_bytes: int = SLICE_BYTES, columns: Optional[Collection[str]] = None) -> EventTables:
     """Every event of an open trace file (stack records aside) as one Arrow table per event, rows
-    in time order; ``progress(path, events so far)`` is called after each batch.
+    in time order; ``progress(path, events so far)`` is called after each batch. With ``columns``
+    (names, in any case), a table holds only the columns so named; ``schemas`` has them all.
 
     The file is decoded in time slices of about ``slice_bytes`` on ``workers`` threads (default:
     :func:`decode_workers`); ``workers=0``, or a file whose slices cannot be cut exactly (a CPU's
     time going back, a bad page), is read by the merged reader in batches of ``batch_events``.
     Both give the same tables."""
     out = EventTables(trace.path, recording or recording_name(trace.path), host_of(trace))
-    every = trace.present_formats() if len(trace.format_texts) > PARSE_ALL_FORMATS else trace.formats.values()
-    formats = [f for f in every if (f.system, f.name) not in STACK_EVENTS]
-    schemas = {f.id: event_schema(f, trace.layout.long_size) for f in formats}
+    formats = event_formats(trace)
+    wanted = None if columns is None else {c.lower() for c in columns}
+    full = {f.id: event_schema(f, trace.layout.long_size) for f in formats}
+    cols = {f.id: _columns_of(f, full[f.id], wanted) for f in formats}
+    read = {h for c in cols.values() for h in c.header}
+    skip = sum(bit for h, bit in (("ts", SKIP_TS), ("cpu", SKIP_CPU), ("tid", SKIP_TID), ("comm", SKIP_THREAD),
+                                  ("pid", SKIP_TGID)) if h not in read)
     names = ThreadNames(trace)
+    threads = names.lookup if read & {"comm", "pid"} else None
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
-    reader = trace.reader(formats=formats)
+    reader = trace.reader(formats=formats, fields=None if wanted is None else {i: c.fields for i, c in cols.items()})
     try:
         decoded = None if workers == 0 else reader.slice_tables(
-            workers or decode_workers(), names.lookup, slice_bytes=slice_bytes,
+            workers or decode_workers(), threads, slice_bytes=slice_bytes, skip=skip,
             progress=None if progress is None else lambda events: progress(trace.where, events))
         if decoded is None:  # (time going back on a CPU, a bad page: merged, as the row decoder reads it)
-            decoded = reader.tables(batch_events, names.lookup)
+            decoded = reader.tables(batch_events, threads)
         for n, tables in decoded:
             out.events += n
             for t in tables:
-                batches[t.format.id].append(batch_of(t, schemas[t.format.id], names))
+                c = cols[t.format.id]
+                batches[t.format.id].append(batch_of(t, c.schema, names, c.header))
             if progress is not None:
                 progress(trace.where, out.events)
     finally:
@@ -189,18 +204,21 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     for f in formats:
         if batches[f.id]:
             out.formats[f.full_name] = f
-            out.tables[f.full_name] = pa.Table.from_batches(batches[f.id], schemas[f.id])
+            out.tables[f.full_name] = pa.Table.from_batches(batches[f.id], cols[f.id].schema)
+            out.schemas[f.full_name] = full[f.id]
     out.lost = lost_events(trace)
     out.format_failures = trace.format_failures()
     return out
 
 
 def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (), *,
-                    progress: Optional[Callable[[str, int], None]] = None) -> Iterator[EventTables]:
-    """The tables of each trace file in ``paths`` (named by ``names`` when given, else by file name)."""
+                    progress: Optional[Callable[[str, int], None]] = None,
+                    columns: Optional[Collection[str]] = None) -> Iterator[EventTables]:
+    """The tables of each trace file in ``paths`` (named by ``names`` when given, else by file name;
+    of the ``columns`` so named only, when given)."""
     for i, path in enumerate(paths):
         with open_trace(path) as trace:
-            yield read_tables(trace, names[i] if i < len(names) else None, progress=progress)
+            yield read_tables(trace, names[i] if i < len(names) else None, progress=progress, columns=columns)
 
 
 def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
@@ -216,5 +234,6 @@ def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
                                                               else "the file holds no events"))
     keep = [e for e in names if any(event_matches(tables.formats[e], g) for g in globs)]
     return EventTables(tables.path, tables.recording, tables.host, {e: tables.formats[e] for e in keep},
-                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost, tables.format_failures)
+                       {e: tables.tables[e] for e in keep}, tables.events, tables.lost, tables.format_failures,
+                       {e: tables.schemas[e] for e in keep if e in tables.schemas})
 

@@ -1,6 +1,7 @@
-"""Counts and summaries of recordings, as ``perf report --sort comm,sym`` prints them, built on SQL.
+"""Counts and summaries of recordings, as ``perf report --sort comm,sym`` prints them: what a report
+is, its keys, and the checks of what the user asked for.
 
-A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys and counts them:
+A report groups the events of recordings by sort keys and counts them:
 
 * ``event``, ``comm``, ``pid``, ``tid``, ``cpu``, ``recording``, ``host``: the header columns;
 * ``sym``: the probed function, the symbol of a probe event's ``__probe_ip`` (``__probe_func`` of a
@@ -11,24 +12,22 @@ A report groups the events of a :class:`~.sql.RecordingsDatabase` by sort keys a
 
 The rows are sorted by count (ties by key), with their share of the counted events. A ``--hist``
 report counts an integer field in the kernel's log2 buckets instead (:mod:`.histogram`, as ``hist``
-counts them), one histogram per value of the sort keys when there are some. The grouping runs in DuckDB over the decoder's columns; only the
-distinct probe addresses are symbolized in Python.
+counts them), one histogram per value of the sort keys when there are some.
+
+Two engines give the same answers: the native aggregator over trace.dat files
+(:mod:`.report_aggregate`, the one ``hist -i`` counts with: no DuckDB to import, no column per
+event), which takes the common shapes, and SQL over the decoder's columns and Parquet datasets
+(:mod:`.report_sql`), which takes every shape.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
-
-import pyarrow as pa
+from typing import Any, Callable, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..script import Symbolizer, TraceSource, UNKNOWN_SYMBOL, is_kernel_address
-from ..tracedat import open_trace
-from . import histogram
+from ..formats import EventFormat
 from ..script.plan import name_matches
 from ..script.printfmt import symbol_fields
-from .columns import HEADER, header_name
-from .sql import RecordingsDatabase, literal, quote
 
 # The keys of every event, with the titles of their columns.
 HEADER_KEYS = {"event": "Event", "comm": "Command", "pid": "Pid", "tid": "Tid", "cpu": "CPU",
@@ -36,7 +35,7 @@ HEADER_KEYS = {"event": "Event", "comm": "Command", "pid": "Pid", "tid": "Tid", 
 SYM_KEY = "sym"
 KEY_TITLES = {**HEADER_KEYS, SYM_KEY: "Symbol"}
 DEFAULT_KEYS = ("event",)
-_PROBE_ADDRESSES = ("__probe_ip", "__probe_func")  # (entry probes, return probes)
+PROBE_ADDRESSES = ("__probe_ip", "__probe_func")  # (entry probes, return probes)
 
 
 @dataclass
@@ -81,191 +80,57 @@ def parse_keys(text: Optional[str]) -> list[str]:
     return keys
 
 
-class Reporter:
-    """Reports of a database of recordings, limited to the events matching ``globs`` (all when empty)."""
+def select_events(everything: Sequence[str], globs: Sequence[str], where: str) -> list[str]:
+    """The events of ``everything`` (those the recordings hold, sorted) that match ``globs`` (all
+    when none); ``where`` names the recordings (the files) in the error when they hold none."""
+    if not everything:
+        raise ProbectlError(f"{where} no events",
+                            "nothing was recorded: check the events and filters given to 'probectl record'")
+    if not globs:
+        return list(everything)
+    for g in globs:
+        if not any(name_matches(e, g) for e in everything):
+            raise ProbectlError(f"no event of the recordings matches {g!r}",
+                                did_you_mean(g, everything) or f"the events: {', '.join(everything)}")
+    return [e for e in everything if any(name_matches(e, g) for g in globs)]
 
-    def __init__(self, db: RecordingsDatabase, globs: Sequence[str] = ()):
-        self.db = db
-        everything = sorted(db.events)
-        if not everything:
-            files = ", ".join(str(r.path) for r in db.recordings) or "the recordings"
-            raise ProbectlError(f"{files} {'holds' if len(db.recordings) == 1 else 'hold'} no events",
-                                "nothing was recorded: check the events and filters given to 'probectl record'")
-        if globs:
-            chosen = [e for e in everything if any(name_matches(e, g) for g in globs)]
-            for g in globs:
-                if not any(name_matches(e, g) for e in everything):
-                    raise ProbectlError(f"no event of the recordings matches {g!r}",
-                                        did_you_mean(g, everything) or
-                                        (f"the events: {', '.join(everything)}" if everything
-                                         else "the recordings hold no events"))
-            everything = chosen
-        self.selected = everything
-        self._sym_table: Optional[str] = None
 
-    # -- keys
-    def field_names(self) -> list[str]:
-        names: dict[str, None] = {}
-        for e in self.selected:
-            names.update(dict.fromkeys(self.db.fields(e)))
-        return list(names)
+def holding(files: Sequence[str]) -> str:
+    """``a.dat holds`` / ``a.dat, b.dat hold``: the subject of :func:`select_events`' error."""
+    names = ", ".join(files) or "the recordings"
+    return f"{names} {'holds' if len(files) == 1 else 'hold'}"
 
-    def check_keys(self, keys: Sequence[str]) -> None:
-        known = [*KEY_TITLES, *self.field_names()]
-        for k in keys:
-            if k not in known:
-                raise ProbectlError(f"unknown sort key {k!r}",
-                                    did_you_mean(k, known) or f"keys: {', '.join(known)}")
-        if len(set(keys)) != len(keys):
-            raise ProbectlError(f"a sort key is given twice: {','.join(keys)}")
 
-    def _events_with(self, fields: Sequence[str]) -> list[str]:
-        return [e for e in self.selected if all(f in self.db.fields(e) for f in fields)]
+def check_keys(keys: Sequence[str], field_names: Sequence[str]) -> None:
+    """Every sort key is a header key, ``sym`` or one of ``field_names`` (the selected events'), once."""
+    known = [*KEY_TITLES, *field_names]
+    for k in keys:
+        if k not in known:
+            raise ProbectlError(f"unknown sort key {k!r}", did_you_mean(k, known) or f"keys: {', '.join(known)}")
+    if len(set(keys)) != len(keys):
+        raise ProbectlError(f"a sort key is given twice: {','.join(keys)}")
 
-    def _header(self, event: str, name: str) -> str:
-        """The column of header key ``name`` in ``event``'s table (``common_name`` when a field has the name)."""
-        return f"common_{name}" if name in self.db.fields(event) else name
 
-    def _address_field(self, event: str) -> Optional[str]:
-        """The field ``sym`` names: a probe event's probed address, else the first field a
-        tracepoint's print format prints as a kernel symbol (%pS: kmem:kmalloc's call_site);
-        None when the event has neither."""
-        probe = next((a for a in _PROBE_ADDRESSES if a in self.db.fields(event)), None)
-        if probe is not None:
-            return probe
-        fmt = next((r.formats[event] for r in self.db.recordings if event in r.formats), None)
-        return next(iter(symbol_fields(fmt)), None) if fmt is not None else None
+def check_hist_field(value: str, field_names: Sequence[str], selected: Sequence[str],
+                     type_of: Callable[[str], tuple[bool, str]]) -> None:
+    """``--hist value`` names a field of the selected events, an integer in each that has it
+    (``type_of(event)``: whether it is one there, and its type's name)."""
+    if value not in field_names:
+        raise ProbectlError(f"no field {value!r} in {', '.join(selected) or 'the recordings'}",
+                            did_you_mean(value, field_names) or (f"fields: {', '.join(field_names)}" if field_names
+                                                                 else "the events have no fields"))
+    for event in selected:
+        is_int, typ = type_of(event)
+        if typ and not is_int:
+            raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
+                                "count its values with --sort " + value)
 
-    # -- the rows, as SQL
-    def _source(self, keys: Sequence[str], value: Optional[str] = None) -> str:
-        """A SELECT of the key columns (and ``value``) of every selected event that has them."""
-        fields = [k for k in keys if k not in KEY_TITLES] + ([value] if value else [])
-        parts = []
-        for event in self._events_with(fields):
-            system, _, name = event.partition(":")
-            cols, join = [], ""
-            for k in keys:
-                if k == "event":
-                    cols.append(f"{literal(event)} AS {quote(k)}")
-                elif k in HEADER:
-                    cols.append(f"t.{quote(self._header(event, k))} AS {quote(k)}")
-                elif k == SYM_KEY:
-                    addr = self._address_field(event)
-                    if addr is None:
-                        cols.append(f"{literal(UNKNOWN_SYMBOL)} AS {quote(k)}")
-                        continue
-                    join = (f" LEFT JOIN {self._symbols()} s ON s.event = {literal(event)} AND "
-                            f"s.recording = t.recording AND s.pid = t.{quote(self._header(event, 'pid'))} "
-                            f"AND s.addr = t.{quote(addr)}")
-                    cols.append(f"coalesce(s.sym, {literal(UNKNOWN_SYMBOL)}) AS {quote(k)}")
-                else:
-                    cols.append(f"t.{quote(k)} AS {quote(k)}")
-            if value:
-                cols.append(f"t.{quote(value)} AS _value")
-            parts.append(f"SELECT {', '.join(cols) or '1 AS _one'} FROM {quote(system)}.{quote(name)} t{join}")
-        return " UNION ALL BY NAME ".join(parts)
 
-    def _symbols(self) -> str:
-        """The table (event, recording, pid, addr, sym) of every distinct probe address, symbolized."""
-        if self._sym_table is not None:
-            return self._sym_table
-        rows: dict[str, list] = {"event": [], "recording": [], "pid": [], "addr": [], "sym": []}
-        for rec in self.db.recordings:
-            with open_trace(rec.path) as trace:
-                symbolizer = Symbolizer(TraceSource(trace))
-                for event in self.selected:
-                    fmt = rec.formats.get(event)
-                    addr = self._address_field(event)
-                    if fmt is None or addr is None:
-                        continue
-                    system, _, name = event.partition(":")
-                    found = self.db.sql(f"SELECT DISTINCT {quote(header_name(fmt, 'pid'))}, {quote(addr)} "
-                                        f"FROM {quote(system)}.{quote(name)} "
-                                        f"WHERE recording = {literal(rec.recording)}")
-                    for pid, a in found.rows:
-                        rows["event"].append(event)
-                        rows["recording"].append(rec.recording)
-                        rows["pid"].append(pid)
-                        rows["addr"].append(a)
-                        rows["sym"].append(symbolizer.resolve(pid, a, is_kernel_address(a))[0])
-        table = pa.table({"event": pa.array(rows["event"], pa.string()),
-                          "recording": pa.array(rows["recording"], pa.string()),
-                          "pid": pa.array(rows["pid"], pa.int32()), "addr": pa.array(rows["addr"], pa.uint64()),
-                          "sym": pa.array(rows["sym"], pa.string())})
-        self.db.con.register("_probe_symbols", table)
-        self._sym_table = "_probe_symbols"
-        return self._sym_table
-
-    def counts(self, keys: Sequence[str] = DEFAULT_KEYS, top: int = 0) -> Report:
-        """Events counted by ``keys``, most first (``top`` rows when not 0)."""
-        keys = list(keys) or list(DEFAULT_KEYS)
-        self.check_keys(keys)
-        source = self._source(keys)
-        report = Report(keys, 0, self.selected)
-        if not source:
-            return report
-        group = ", ".join(quote(k) for k in keys)
-        limit = f" LIMIT {int(top)}" if top else ""
-        result = self.db.sql(f"SELECT {group}, count(*) AS n FROM ({source}) GROUP BY {group} "
-                             f"ORDER BY n DESC, {group}{limit}")
-        report.rows = [ReportRow(tuple(r[:-1]), r[-1]) for r in result.rows]
-        report.total = self.db.sql(f"SELECT count(*) FROM ({source})").rows[0][0]
-        return report
-
-    def histograms(self, value: str, keys: Sequence[str] = (), top: int = 0) -> list[Histogram]:
-        """Log2 histograms of the integer field ``value``, one per value of ``keys`` (the
-        largest ``top`` groups when not 0)."""
-        self.check_keys(keys)
-        names = self.field_names()
-        if value not in names:
-            raise ProbectlError(f"no field {value!r} in {', '.join(self.selected) or 'the recordings'}",
-                                did_you_mean(value, names) or (f"fields: {', '.join(names)}" if names
-                                                               else "the events have no fields"))
-        for event in self._events_with([value]):
-            spec = self.db.describe(event.replace(":", ".", 1))
-            typ = dict(spec)[value]
-            if typ not in ("BIGINT", "UBIGINT", "INTEGER"):
-                raise ProbectlError(f"--hist needs an integer field; {value!r} of {event} is {typ}",
-                                    "count its values with --sort " + value)
-        source = self._source(keys, value)
-        if not (keys and top) and self._few_values(source):
-            # (a size or an error code takes a handful of values: counted by value first, the
-            # bucket is worked out once per value instead of once per event, a third of the time;
-            # a time or an address takes millions, and that count would take ten times longer)
-            source = f"SELECT {', '.join([quote(k) for k in keys] + ['_value'])}, count(*) AS _n FROM ({source}) GROUP BY ALL"
-        else:
-            source = f"SELECT *, 1 AS _n FROM ({source})"
-        rows = self._bucket_rows(source, keys, top, histogram.sql_log2_bucket_fast("_value"), extremes=True)
-        if not histogram.exact_groups((r[-4], r[-2], r[-1]) for r in rows):
-            rows = self._bucket_rows(source, keys, top, histogram.sql_log2_bucket("_value"), extremes=False)
-        else:
-            rows = [r[:-2] for r in rows]
-        out: dict[tuple, Histogram] = {}
-        for row in rows:
-            key = tuple(row[:len(keys)])
-            h = out.get(key)
-            if h is None:
-                h = out[key] = Histogram(value, dict(zip(keys, key)), {})
-            h.counts[row[-2]] = row[-1]
-        return sorted(out.values(), key=lambda h: -h.total)
-
-    def _few_values(self, source: str, sample: int = 1 << 16, few: int = 1 << 12) -> bool:
-        """Whether the first ``sample`` values of ``source`` take at most ``few`` distinct values."""
-        return self.db.sql(f"SELECT count(DISTINCT _value) FROM (SELECT _value FROM ({source}) LIMIT {sample})"
-                           ).rows[0][0] <= few
-
-    def _bucket_rows(self, source: str, keys: Sequence[str], top: int, bucket: str, extremes: bool) -> list[tuple]:
-        """(keys..., bucket, count[, min, max]) of the values of ``source`` (keys, ``_value`` and
-        ``_n``, the events it stands for) by keys and bucket; with ``top``, of the ``top`` largest
-        groups of keys only."""
-        group = [quote(k) for k in keys]
-        more = ", min(_value), max(_value)" if extremes else ""
-        select = f"SELECT {', '.join(group + [bucket])} AS _bucket, sum(_n)::BIGINT{more}"
-        if group and top:
-            g = ", ".join(group)
-            sql = (f"WITH src AS ({source}), best AS (SELECT {g} FROM src GROUP BY ALL ORDER BY sum(_n) DESC, {g} "
-                   f"LIMIT {int(top)}) {select} FROM src SEMI JOIN best USING ({g}) GROUP BY ALL ORDER BY ALL")
-        else:
-            sql = f"{select} FROM ({source}) GROUP BY ALL ORDER BY ALL"
-        return self.db.sql(sql).rows
-
+def address_field(fmt: Optional[EventFormat], fields: Sequence[str]) -> Optional[str]:
+    """The field ``sym`` names in an event with ``fields`` and format ``fmt``: a probe event's probed
+    address, else the first field a tracepoint's print format prints as a kernel symbol (%pS:
+    kmem:kmalloc's call_site); None when the event has neither."""
+    probe = next((a for a in PROBE_ADDRESSES if a in fields), None)
+    if probe is not None:
+        return probe
+    return next(iter(symbol_fields(fmt)), None) if fmt is not None else None

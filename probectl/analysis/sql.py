@@ -21,7 +21,8 @@ import duckdb
 
 from ..dataclass import dataclass
 from ..errors import ProbectlError, did_you_mean
-from .columns import HEADER, EventTables
+from .columns import EventTables
+from .recording import HEADER
 from .parquet import ParquetDatasets
 
 # The columns of the `events` view, in order, with their SQL types.
@@ -68,6 +69,8 @@ class RecordingsDatabase:
             self.con.execute(f"SET threads = {int(threads)}")
         self.events: dict[str, list[str]] = {}  # system:event -> SELECTs of its rows, one per source
         self._fields: dict[str, list[str]] = {}
+        # every column name of the tables and views (those not decoded included)
+        self.column_names: set[str] = {c for c, _ in EVENTS_VIEW}
         self._register()
 
     def _register(self) -> None:
@@ -81,9 +84,11 @@ class RecordingsDatabase:
             for k, (event, table) in enumerate(rec.tables.items()):
                 arrow = f"_arrow_{i}_{k}"
                 self.con.register(arrow, table)
-                columns.setdefault(event, set()).update(table.schema.names)
+                schema = rec.schemas.get(event, table.schema)
+                columns.setdefault(event, set()).update(schema.names)
                 self.events.setdefault(event, []).append(
-                    f"SELECT *, {literal(rec.host)} AS host, {literal(rec.recording)} AS recording FROM {arrow}")
+                    f"SELECT {_columns(schema, table.schema.names)}, {literal(rec.host)} AS host, "
+                    f"{literal(rec.recording)} AS recording FROM {arrow}")
         for ds in self.datasets:
             for event, files in ds.events.items():
                 self.events.setdefault(event, []).append(
@@ -97,6 +102,7 @@ class RecordingsDatabase:
             table = f"{quote(system)}.{quote(name)}"
             self.sql(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
             names = columns[event] or {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
+            self.column_names.update(names)
             # (a field named like a header column keeps its name: the header one is common_<name>)
             cols = [f"{quote(f'common_{c}' if f'common_{c}' in names else c)} AS {c}" for c in HEADER]
             selects.append(f"SELECT {', '.join(cols)}, {literal(event)} AS event, host, recording FROM {table}")
@@ -177,6 +183,23 @@ class RecordingsDatabase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The SQL types of the Arrow types of the decoder's columns (analysis.columns.field_type).
+_SQL_TYPES = {"int64": "BIGINT", "uint64": "UBIGINT", "int32": "INTEGER", "large_string": "VARCHAR",
+              "dictionary<values=string, indices=int32, ordered=0>": "VARCHAR", "large_list<item: int64>": "BIGINT[]",
+              "large_binary": "BLOB"}
+
+
+def _columns(schema, read: Sequence[str]) -> str:
+    """The select list of a table of ``schema`` of which the columns ``read`` were decoded: the
+    others are typed NULLs, never read (the query named none of them), there for the names only,
+    so that DuckDB binds, describes and suggests as over the whole table."""
+    if list(read) == schema.names:
+        return "*"
+    have = set(read)
+    return ", ".join(quote(f.name) if f.name in have else f"NULL::{_SQL_TYPES[str(f.type)]} AS {quote(f.name)}"
+                     for f in schema)
 
 
 def sql_error(err: Exception, tables: Iterable[str]) -> SqlError:

@@ -1,5 +1,5 @@
 """The `report` and `query` commands: counts, histograms and SQL over recordings (analysis.report,
-analysis.sql). Their own module: DuckDB and pyarrow are imported only when one of them runs."""
+analysis.report_aggregate, analysis.report_sql, analysis.sql). Their own module: DuckDB and pyarrow are imported only when one of them runs."""
 from __future__ import annotations
 
 import sys
@@ -27,9 +27,10 @@ def _progress_reader():
     return progress, done
 
 
-def _load(inputs: Sequence[str], names: Sequence[str], then: str):
-    """The recordings of -i: trace.dat files, and the Parquet datasets of the -i that are directories;
-    meanwhile, module ``then`` (what the command runs on them) is imported on another thread."""
+def _load(inputs: Sequence[str], names: Sequence[str], then: str, columns=None):
+    """The recordings of -i: trace.dat files (their ``columns`` only, when given), and the Parquet
+    datasets of the -i that are directories; meanwhile, module ``then`` (what the command runs on
+    them) is imported on another thread."""
     import importlib
     import os
     import threading
@@ -52,18 +53,23 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str):
     datasets = [find_datasets(path) for path in dirs]
     progress, done = _progress_reader()
     try:
-        recordings = list(open_recordings(files, names, progress=progress))
+        recordings = list(open_recordings(files, names, progress=progress, columns=columns))
     finally:
         done()
     for rec in recordings:
-        if rec.format_failures:
-            shown = ", ".join(f"{system}: {message}" for system, message in rec.format_failures[:3])
-            notice(f"Warning: {len(rec.format_failures)} event format{'s' * (len(rec.format_failures) != 1)} of "
-                   f"{rec.path} could not be read ({shown}); their events are in no table")
-        if rec.lost:
-            notice(f"Warning: {rec.lost:,} events were lost while recording {rec.path} (the file's per-CPU "
-                   "statistics): counts are of the events recorded")
+        _warn_of(rec.path, rec.lost, rec.format_failures)
     return recordings, datasets
+
+
+def _warn_of(path, lost: int, format_failures: Sequence[tuple[str, str]]) -> None:
+    """The warnings of a recording read: formats that did not parse, events lost while recording."""
+    if format_failures:
+        shown = ", ".join(f"{system}: {message}" for system, message in format_failures[:3])
+        notice(f"Warning: {len(format_failures)} event format{'s' * (len(format_failures) != 1)} of "
+               f"{path} could not be read ({shown}); their events are in no table")
+    if lost:
+        notice(f"Warning: {lost:,} events were lost while recording {path} (the file's per-CPU "
+               "statistics): counts are of the events recorded")
 
 
 def _cell(value: Any) -> Any:
@@ -149,46 +155,77 @@ def report(inputs, names, events, sort, hist_field, top, as_json):
         probectl report -i probectl.dat --sort comm,sym
         probectl report -e malloc --hist size --sort comm
     """
-    recordings, datasets = _load(inputs, names, then="probectl.analysis.report")
-    from ..analysis.histogram import LOG2, histogram_lines
-    from ..analysis.report import KEY_TITLES, Reporter, parse_keys
-    from ..analysis.sql import RecordingsDatabase
+    import os
+
+    from ..analysis.report import parse_keys
+    from ..analysis.report_aggregate import aggregate_report
 
     keys = parse_keys(sort)
+    files = list(inputs) or [str(DEFAULT_FILE)]
+    # (the common shapes, of trace.dat files, are counted by the native aggregator, as hist -i counts:
+    # no DuckDB to import, no columns to fill; the others, and errors in reading, are SQL's)
+    answer = None
+    if not any(os.path.isdir(f) for f in files):
+        progress, done = _progress_reader()
+        try:
+            answer = aggregate_report(files, names, events, keys, hist_field, top, progress=progress)
+        finally:
+            done()
+    if answer is not None:
+        for facts in answer.files:
+            _warn_of(facts.path, facts.lost, facts.format_failures)
+        if hist_field:
+            _print_histograms(hist_field, answer.selected, answer.histograms, as_json)
+        else:
+            _print_report(answer.report, top, as_json)
+        return
+    recordings, datasets = _load(inputs, names, then="probectl.analysis.report_sql")
+    from ..analysis.report_sql import Reporter
+    from ..analysis.sql import RecordingsDatabase
+
     with RecordingsDatabase(recordings, datasets=datasets) as db:
         reporter = Reporter(db, events)
         if hist_field:
-            hists = reporter.histograms(hist_field, keys, top)
-            if as_json:
-                import json
+            _print_histograms(hist_field, reporter.selected, reporter.histograms(hist_field, keys, top), as_json)
+        else:
+            _print_report(reporter.counts(keys or ["event"], top), top, as_json)
 
-                click.echo(json.dumps({"field": hist_field, "events": reporter.selected, "histograms": [
-                    {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
-                     "buckets": [{"bucket": b, "range": list(LOG2.range(b)), "label": LOG2.label(b), "count": c}
-                                 for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
-                return
-            out = []
-            for h in hists:
-                where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
-                out.append(f"@{hist_field}.log2{f'[{where}]' if where else ''}: {h.total:,} events\n"
-                           + "".join(line + "\n" for line in histogram_lines(LOG2, h.counts)))
-            click.echo("\n".join(out), nl=False)
-            return
-        rep = reporter.counts(keys or ["event"], top)
-        if as_json:
-            import json
 
-            click.echo(json.dumps({"total": rep.total, "events": rep.events, "keys": rep.keys, "rows": [
-                {**{k: _json_value(v) for k, v in zip(rep.keys, r.keys)}, "samples": r.count}
-                for r in rep.rows]}, indent=2))
-            return
-        shown = ", ".join(rep.events[:4]) + (f" and {len(rep.events) - 4} more" if len(rep.events) > 4 else "")
-        title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of {shown}"
-        rows = [[f"{r.count:,}", f"{100.0 * r.count / rep.total:.2f}%" if rep.total else "-", *r.keys]
-                for r in rep.rows]
-        click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=(0, 1)), nl=False)
-        if top and len(rep.rows) == top:
-            notice(f"(the {top} largest rows; {rep.total:,} samples in all)")
+def _print_histograms(hist_field: str, selected: Sequence[str], hists, as_json: bool) -> None:
+    from ..analysis.histogram import LOG2, histogram_lines
+    from ..analysis.report import KEY_TITLES
+
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"field": hist_field, "events": list(selected), "histograms": [
+            {"keys": {k: _json_value(v) for k, v in h.keys.items()}, "total": h.total,
+             "buckets": [{"bucket": b, "range": list(LOG2.range(b)), "label": LOG2.label(b), "count": c}
+                         for b, c in sorted(h.counts.items())]} for h in hists]}, indent=2))
+        return
+    out = []
+    for h in hists:
+        where = ", ".join(f"{KEY_TITLES.get(k, k).lower()}={_cell(v)}" for k, v in h.keys.items())
+        out.append(f"@{hist_field}.log2{f'[{where}]' if where else ''}: {h.total:,} events\n"
+                   + "".join(line + "\n" for line in histogram_lines(LOG2, h.counts)))
+    click.echo("\n".join(out), nl=False)
+
+
+def _print_report(rep, top: int, as_json: bool) -> None:
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"total": rep.total, "events": rep.events, "keys": rep.keys, "rows": [
+            {**{k: _json_value(v) for k, v in zip(rep.keys, r.keys)}, "samples": r.count}
+            for r in rep.rows]}, indent=2))
+        return
+    shown = ", ".join(rep.events[:4]) + (f" and {len(rep.events) - 4} more" if len(rep.events) > 4 else "")
+    title = "Available samples" if rep.keys == ["event"] else f"{rep.total:,} samples of {shown}"
+    rows = [[f"{r.count:,}", f"{100.0 * r.count / rep.total:.2f}%" if rep.total else "-", *r.keys]
+            for r in rep.rows]
+    click.echo(f"# {title}\n" + _table(["Samples", "Overhead", *rep.titles()], rows, right=(0, 1)), nl=False)
+    if top and len(rep.rows) == top:
+        notice(f"(the {top} largest rows; {rep.total:,} samples in all)")
 
 
 # ---- query --------------------------------------------------------------------------------------
@@ -214,10 +251,20 @@ def query(sql, inputs, names, as_csv, as_json, list_tables):
         raise click.UsageError("--csv and --json are two output formats: give one")
     if not sql and not list_tables:
         raise click.UsageError("give an SQL query, or --list-tables to see what there is to query")
-    recordings, datasets = _load(inputs, names, then="probectl.analysis.sql")
+    from ..analysis.sqlcolumns import columns_named, reads_only_columns
+
+    # (the columns the query's text names are decoded, the others are typed NULLs; when DuckDB's
+    # parse of it reads more than it names, a whole row or an alias, all are decoded again)
+    needed = None if list_tables else columns_named(sql)
+    recordings, datasets = _load(inputs, names, then="probectl.analysis.sql", columns=needed)
     from ..analysis.sql import RecordingsDatabase
 
-    with RecordingsDatabase(recordings, datasets=datasets) as db:
+    db = RecordingsDatabase(recordings, datasets=datasets)
+    if needed is not None and not reads_only_columns(db.con, sql, db.column_names):
+        db.close()
+        recordings, datasets = _load(inputs, names, then="probectl.analysis.sql")
+        db = RecordingsDatabase(recordings, datasets=datasets)
+    with db:
         if list_tables:
             rows = [[t, db.row_count(t), ", ".join(f"{c} {typ.lower()}" for c, typ in db.describe(t))]
                     for t in db.table_names()]

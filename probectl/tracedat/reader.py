@@ -11,7 +11,7 @@ import struct
 import weakref
 import zlib
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .. import _native
 from ..dataclass import dataclass
@@ -217,13 +217,15 @@ class TraceFile:
         raise TraceFileError(f"{self.where} has no buffer {name!r} (buffers: {known})")
 
     def reader(self, *, buffer: str = "", strict: bool = True, raw: bool = False,
-               formats: Optional[Sequence[EventFormat]] = None) -> EventReader:
-        """An :class:`~probectl.ringbuf.EventReader` over one buffer's pages, merged by time."""
+               formats: Optional[Sequence[EventFormat]] = None,
+               fields: Optional[Mapping[int, Sequence[int]]] = None) -> EventReader:
+        """An :class:`~probectl.ringbuf.EventReader` over one buffer's pages, merged by time (of
+        the fields ``fields`` names per format id, when given)."""
         info = self.buffer(buffer)
         streams = self._streams(info)
         layout = PageLayout(self.layout.long_size, self.big_endian, info.page_size)
         reader = EventReader(streams, list(self.formats.values()) if formats is None else formats,
-                             layout, strict=strict, raw=raw, source=self.where)
+                             layout, strict=strict, raw=raw, source=self.where, fields=fields)
         self._readers.add(reader)
         return reader
 
