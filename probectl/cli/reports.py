@@ -1,5 +1,6 @@
 """The `report` and `query` commands: counts, histograms and SQL over recordings (analysis.report,
-analysis.report_aggregate, analysis.report_sql, analysis.sql). Their own module: DuckDB and pyarrow are imported only when one of them runs."""
+analysis.report_aggregate, analysis.report_sql, analysis.sql). Their own module: DuckDB and pyarrow
+are imported only when one of them needs them."""
 from __future__ import annotations
 
 import sys
