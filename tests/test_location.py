@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+from types import SimpleNamespace
 
 import pytest
-from elftools.dwarf.structs import DWARFStructs
 from elftools.elf.elffile import ELFFile
 
 from probectl.debuginfo.dwarf import lines as L
@@ -31,7 +31,8 @@ from probectl.spec import TypeSpec, Variable, parse_probe
 from test_dwarf import (WIDE_LEFT_OUT, fixture_bins, perf_oracle, probe_points, probectl_definitions,  # noqa: F401
                         render)
 
-STRUCTS = DWARFStructs(little_endian=True, dwarf_format=32, address_size=8)
+# The format of the units the hand-assembled expressions are in: 64-bit addresses, 32-bit DWARF 5.
+STRUCTS = SimpleNamespace(address_size=8, offset_size=4, version=5)
 OPTS = RenderOptions()
 
 

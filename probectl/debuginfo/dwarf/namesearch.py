@@ -187,7 +187,7 @@ def _foreign_references(abbrev: bytes) -> bool:
 
 
 def _searchable(sec) -> tuple:
-    """(buffer with ``find``, position of the section in it, section size) for a pyelftools section."""
+    """(buffer with ``find``, position of the section in it, section size) for a section."""
     stream = sec.stream
     base = getattr(stream, "base", None)
     if base is not None:  # a mapped section (sectionmap.SectionMap)
