@@ -42,11 +42,24 @@ def test_probes_by_symbol_do_not_load_dwarf():
         "registers and symbols need no member-chain walker"
 
 
-def test_definitions_with_c_expressions_load_dwarf():
+def test_definitions_with_c_expressions_load_dwarf_but_not_pyelftools():
+    """probectl reads the DWARF of a user binary itself (debuginfo/dwarf/units.py): pyelftools, whose
+    import alone (construct, and pdb through it) cost ~15 ms, is not loaded."""
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints a b")
-    assert {"elftools", "probectl.resolve.dwarf"} <= modules
+    assert "probectl.resolve.dwarf" in modules
+    assert "elftools" not in modules
     assert "lark" not in modules
+
+
+def test_member_chains_at_o2_and_lines_do_not_load_pyelftools():
+    """The largest fixture definition (25 member chains, location lists at -O2) and a line probe (line
+    tables) of a user binary: no pyelftools."""
+    binary = build_fixture("dwarf_structs", "-O2")
+    modules = loaded("add", "-D", "-x", str(binary), "paint w->next->label:string w->pts[2].x scale")
+    assert "elftools" not in modules and "probectl.debuginfo.dwarf.lists" in modules
+    modules = loaded("add", "-D", "-x", str(binary), "dwarf_structs.c:166 n")
+    assert "elftools" not in modules and "probectl.debuginfo.dwarf.lines" in modules
 
 
 @pytest.mark.vmlinux
