@@ -47,7 +47,7 @@ def test_definitions_with_c_expressions_load_dwarf_but_not_pyelftools():
     import alone (construct, and pdb through it) cost ~15 ms, is not loaded."""
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints a b")
-    assert "probectl.resolve.dwarf" in modules
+    assert {"probectl.resolve.dwarf", "probectl.debuginfo.dwarf.cfi"} <= modules, "-O0: stack variables at the CFA"
     assert "elftools" not in modules
     assert "lark" not in modules
 

@@ -20,7 +20,6 @@ from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
 from ..indexcache import file_key
-from .inflating import open_sections
 from .sectionmap import MAP_MIN, SectionMap
 from .units import DwarfSections, Section, pread_reader
 
@@ -101,6 +100,8 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
         # run inflates little or nothing, and a copy would fault in every page of them); the
         # mapping lives as long as the streams that view it.
         view = memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))
+        from .inflating import open_sections  # (only for compressed sections)
+
         inflating = open_sections({found[arg].name: (view[offset:offset + length], size)
                                    for arg, (offset, length, size) in compressed.items()},
                                   elf.path, key)
