@@ -121,8 +121,8 @@ class DebugInfo:
 
     @property
     def elffile(self) -> "ELFFile":
-        """pyelftools' ELFFile of the file (call-frame information reads its sections); opened on
-        first use when the DWARF was read without it."""
+        """pyelftools' ELFFile of the file, which opened it when probectl's ELF reader could not
+        (relocation, zstd or ``.zdebug`` sections, other machines); opened on first use otherwise."""
         if self._elffile is None:
             from .mappedelf import MappedELFFile
 
@@ -260,7 +260,7 @@ class DebugInfo:
     @guarded
     def die_ranges(self, die: DIE) -> list[tuple[int, int]]:
         """The address ranges of a DIE in DW_AT_ranges order (low_pc/high_pc gives one range)."""
-        # A range list is decoded once (pyelftools' parser takes ~0.2 ms a list; `vars` asks for
+        # A range list is decoded once (`vars` asks for
         # the ranges of the same functions once per line-table row).
         found = self._die_ranges.get(die.offset)
         if found is None:
@@ -343,7 +343,7 @@ class DebugInfo:
             try:
                 table = LineTable(self, cu)
             except (TypeError, AttributeError) as exc:
-                # pyelftools hands back None or bytes where a corrupt line-program header has garbage.
+                # (a corrupt line-program header gives None or bytes where a number belongs)
                 raise DebugInfoError(f"{self.path}: corrupt line table of CU 0x{cu.cu_offset:x} ({exc})",
                                      hint="the debug information is damaged") from None
             self._line_tables[cu.cu_offset] = table
@@ -751,7 +751,7 @@ class DebugInfo:
                 if self.has_code(die) and self.die_contains(die, address):
                     return die
             return None
-        # The same first match, parsing only the DIE found (and those pyelftools must judge).
+        # The same first match, reading only the DIE found (and those the byte scanner cannot judge).
         from .dieindex import COMPLEX
 
         for offset, bound in bounds:

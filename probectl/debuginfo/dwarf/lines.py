@@ -65,7 +65,7 @@ class LineSharedError(ResolveError):
 
 
 def _text(value) -> str:
-    # pyelftools gives None for a string whose offset is outside the string section.
+    # (None: a string whose offset is outside the string section)
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
 
 

@@ -74,7 +74,7 @@ def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
     except (ELFError, ELFParseError, DWARFError, ConstructError) as exc:
         raise DebugInfoError(f"{file.name}: unreadable ELF/DWARF ({exc})",
                              hint="check that the file is a complete ELF file with debug information") from None
-    # (pyelftools' section descriptors have Section's fields: its relocated, inflated streams are read as they are)
+    # (pyelftools' section descriptors have Section's fields: their relocated, inflated streams are read as they are)
     dwarf = DwarfSections({name: getattr(info, name, None) for name in DWARF_SECTIONS}, elffile.little_endian,
                           elffile.elfclass // 8)
     return OpenedDwarf(dwarf, elffile, elffile.little_endian, elffile["e_machine"], elffile.elfclass // 8, key)
