@@ -108,14 +108,16 @@ def test_every_die_reads_like_pyelftools():
 
 def test_ranges_and_location_lists_read_like_pyelftools():
     """The address ranges (DW_AT_ranges, low/high pc) and location lists of every DIE of the
-    fixtures, DWARF 5 and 4, against pyelftools' range and location list parsers."""
+    fixtures, DWARF 5 and 4, and of a sample of libc6-dbg's and the vmlinux's units, against
+    pyelftools' range and location list parsers."""
     listed = located = 0
-    for path, count in _debug_files()[:3]:
+    for path, count in _debug_files():
         di = DebugInfo(path)
         theirs_dwarf = pyelftools_dwarfinfo(di)
         ranges = theirs_dwarf.range_lists()
         locations = LocationParser(theirs_dwarf.location_lists())
-        for cu in di.dwarf.iter_CUs():
+        units = di.dwarf.iter_CUs()
+        for cu in (units if count >= 10**6 else itertools.islice(units, 0, 400, 7)):
             base = di.cu_base(cu)
             for die in cu.iter_DIEs():
                 rng = die.attributes.get("DW_AT_ranges")
