@@ -18,14 +18,13 @@ import bisect
 import marshal
 import os
 import struct
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
                       AT_SPECIFICATION, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX,
                       FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
 from .leb128 import read_uleb128
-from .units import (DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, parse_abbrev_window, section_data,
-                    unit_headers)
+from .units import DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, parse_abbrev_window, section_data
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -96,15 +95,12 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
 PARALLEL_FROM = 32 << 20
 
 
-def read_unit_headers(debuginfo: "DebugInfo", info=None) -> Optional[list[tuple]]:
+def read_unit_headers(debuginfo: "DebugInfo") -> Optional[list[tuple]]:
     """(offset, end, first DIE offset, abbrev offset, offset size, address size, version) of each
-    compilation or partial unit of the file's ``.debug_info`` (``units.unit_headers``; of ``info``,
-    the section's bytes, when given); None when a header is damaged."""
+    compilation or partial unit of the file's ``.debug_info`` (``DwarfSections.unit_headers``, read
+    once a file); None when a header is damaged."""
     try:
-        if info is None:
-            headers = debuginfo.dwarf.unit_headers()
-        else:
-            headers = unit_headers(lambda at, length: bytes(info[at:at + length]), len(info), debuginfo.little_endian)
+        headers = debuginfo.dwarf.unit_headers()
     except (DwarfFormatError, IndexError):
         return None
     return [h[:7] for h in headers if h.unit_type in (DW_UT_COMPILE, DW_UT_PARTIAL)]
@@ -214,7 +210,7 @@ class UnitScanner:
 
     def definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
         """(is a function, name, (CU offset, DIE offset)) of each definition of ``unit`` (a tuple of
-        ``_unit_headers``) under each of its names, in DIE order."""
+        ``read_unit_headers``) under each of its names, in DIE order."""
         cu_offset, end, die_offset, aoff, offset_size, address_size, version = unit
         base = 0
         info = self.info

@@ -69,7 +69,7 @@ class NameSearch:
         if _foreign_references(debuginfo.section_bytes("debug_abbrev_sec")):
             return None
         buffer, base, size = _searchable(dwarf.debug_info_sec)
-        units = read_unit_headers(debuginfo, memoryview(buffer)[base:base + size])
+        units = read_unit_headers(debuginfo)
         if not units:
             return None
         return cls(debuginfo, units, buffer, base, size)
