@@ -18,7 +18,7 @@ from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationPa
 
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.dwarf.location import location_entries, parse_expression
-from probectl.debuginfo.dwarf.units import DwarfFormatError, abbreviations
+from probectl.debuginfo.dwarf.units import DwarfFormatError
 from probectl.errors import DebugInfoError
 
 from conftest import build_fixture, kernel_testdata_dir, pyelftools_dwarfinfo
@@ -42,29 +42,34 @@ def _debug_files() -> list[tuple[Path, int]]:
 
 
 def test_abbreviation_tables_read_like_pyelftools():
+    """The tables the DIE reader names (compiled by diescan.compiled_table, shared with the byte scanner)."""
     from probectl.debuginfo.dwarf.names import FORM
 
     for path, _count in _debug_files():
         di = DebugInfo(path)
         theirs_dwarf = pyelftools_dwarfinfo(di)
-        offsets = sorted({cu["debug_abbrev_offset"] for cu in itertools.islice(di.dwarf.iter_CUs(), 50)})
         sec = di.dwarf.debug_abbrev_sec
-        for offset in offsets:
-            ours = {code: (tag, children, [(name, FORM.get(form, form), value) for name, form, value in specs])
-                    for code, (tag, children, specs) in di.dwarf.abbreviation_table(offset).items()}
-            table = AbbrevTable(theirs_dwarf.structs, sec.stream, offset)
+        seen = set()
+        for cu in itertools.islice(di.dwarf.iter_CUs(), 50):
+            if cu["debug_abbrev_offset"] in seen:
+                continue
+            seen.add(cu["debug_abbrev_offset"])
+            ours = {code: (tag, children, [(name, FORM.get(form, form), value if form == 0x21 else None)
+                                           for name, form, value in specs])
+                    for code, (tag, children, specs) in cu.abbrevs.items()}
+            table = AbbrevTable(theirs_dwarf.structs, sec.stream, cu["debug_abbrev_offset"])
             theirs = {code: (decl["tag"], decl.has_children(),
                              [(s.name, s.form, s.value if s.form == "DW_FORM_implicit_const" else None)
                               for s in decl["attr_spec"]])
                       for code, decl in table._abbrev_map.items()}
-            assert ours == theirs, (path, offset)
+            assert ours == theirs, (path, cu["debug_abbrev_offset"])
 
 
 def test_truncated_abbreviation_table_is_an_error():
+    from probectl.debuginfo.dwarf.diescan import compiled_table
+
     with pytest.raises(IndexError):
-        abbreviations(b"\x01\x11\x01\x03")  # ends inside an attribute spec
-    with pytest.raises(DwarfFormatError):
-        abbreviations(b"\x01\x11\x07\0\0\0")  # children flag 7
+        compiled_table(b"\x01\x11\x01\x03", 0, 4, 8, 5, {})  # ends inside an attribute spec
 
 
 def _ops(ops) -> list:

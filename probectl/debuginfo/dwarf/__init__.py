@@ -8,9 +8,9 @@ accessor. The package:
 - opening: ``sections`` (the sections, without pyelftools' ELFFile where it is not needed; only
   relocatable objects are relocated), ``sectionmap`` (a section mapped instead of copied),
   ``mappedelf`` (ELFFile with mapped sections, for the other files);
-- reading: ``units`` (units, abbreviations, DIEs and attribute forms), ``names`` (DWARF's names of
-  its numbers), ``lists`` (range and location lists), ``leb128``, ``die`` (DIE helpers and the
-  error guard);
+- reading: ``units`` (units, DIEs and attribute forms, with the abbreviation tables ``diescan``
+  compiles), ``names`` (DWARF's names of its numbers), ``lists`` (range and location lists),
+  ``leb128``, ``die`` (DIE helpers and the error guard);
 - names: ``dieindex`` (index of top-level definitions, CU function bounds), ``diescan`` (its byte
   scanner), ``namesearch`` (one exact name searched in the bytes), ``nameindex`` (the indexes
   kept on disk);
@@ -106,10 +106,6 @@ class DebugInfo:
         self._global_objects: dict[str, Optional[int]] = {}
         # die_key of a variable -> the DIE whose child it is (parent_scope)
         self._parent_scopes: dict[tuple[int, int], Optional[DIE]] = {}
-        # (abbrev offset, offset size, address size, version) -> the scanner's compiled abbreviation table (abbrev_table)
-        self._abbrev_tables: dict[tuple[int, int, int, int], dict[int, tuple]] = {}
-        # (offset size, address size, version) -> the compiled abbreviations shared by the tables of that format
-        self._abbrev_entries: dict[tuple[int, int, int], dict] = {}
         # (CU offset, DIE offset, attribute) -> location.location_entries of it (location_lists)
         self._location_lists: dict[tuple[int, int, str], Optional[list["LocationRange"]]] = {}
         # namesearch's searcher of exact names, None for a file it cannot search (name_search)
@@ -863,15 +859,9 @@ class DebugInfo:
 
     @guarded
     def abbrev_table(self, fmt: tuple[int, int, int, int]) -> dict[int, tuple]:
-        """The compiled abbreviation table (``dieindex.abbrev_table``) of ``fmt``: (abbreviation
-        offset, offset size, address size, version), compiled once."""
-        table = self._abbrev_tables.get(fmt)
-        if table is None:
-            from .dieindex import abbrev_table
-
-            shared = self._abbrev_entries.setdefault(fmt[1:], {})
-            table = self._abbrev_tables[fmt] = abbrev_table(self, fmt[0], fmt[1:], shared)
-        return table
+        """The compiled abbreviation table (``diescan.compiled_table``) of ``fmt``: (abbreviation
+        offset, offset size, address size, version), compiled once (``DwarfSections.compiled_abbreviations``)."""
+        return self.dwarf.compiled_abbreviations(fmt)
 
     @property
     def location_lists(self) -> dict[tuple[int, int, str], Optional[list["LocationRange"]]]:

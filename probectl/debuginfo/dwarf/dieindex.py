@@ -24,7 +24,7 @@ from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION,
                       AT_SPECIFICATION, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX,
                       FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
 from .leb128 import read_uleb128
-from .units import DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, parse_abbrev_window, section_data
+from .units import DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, section_data
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -281,16 +281,6 @@ def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "CUScanner"]:
     table = debuginfo.abbrev_table((header["debug_abbrev_offset"], offset_size, header["address_size"],
                                     header["version"]))
     return info, table, CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
-
-
-def abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
-    """``compiled_table`` of the table at ``offset``, read from a window of the section after it
-    (``units.parse_abbrev_window``), or from the whole section when it is already in memory.
-    (``DebugInfo.abbrev_table`` keeps it.)"""
-    sec = debuginfo.dwarf.debug_abbrev_sec
-    if not debuginfo.has_section_bytes("debug_abbrev_sec") and sec is not None and 0 <= offset < sec.size:
-        return parse_abbrev_window(sec.stream, offset, sec.size, lambda data: compiled_table(data, 0, *fmt, shared))
-    return compiled_table(debuginfo.section_bytes("debug_abbrev_sec"), offset, *fmt, shared)
 
 
 def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:

@@ -2,7 +2,8 @@
 
 ``DwarfSections`` holds a file's DWARF sections (each a ``Section``: a stream read like an
 in-memory copy, mapped or inflated as it is read) and reads from them what the resolver asks:
-units (``Unit``: the header, the abbreviation table, the bytes), DIEs (``DIE``: the tag and the
+units (``Unit``: the header, the abbreviation table, the bytes; the tables are the ones
+``diescan.compiled_table`` compiles for the byte scanner, named), DIEs (``DIE``: the tag and the
 attributes, each an ``AttributeValue``), strings and indexed addresses. A DIE is read when it is
 asked for (by offset, as a child, as the target of a reference) and kept by its unit.
 
@@ -163,33 +164,6 @@ FORM_IMPLICIT_CONST = 0x21
 FORM_INDIRECT = 0x16
 
 
-def abbreviations(data: bytes) -> dict[int, tuple[object, bool, tuple]]:
-    """code → (tag name, has children, ((attribute name, form number, implicit constant), ...)) of
-    the table at the start of ``data`` (IndexError: it runs past the end)."""
-    decls = {}
-    pos = 0
-    while True:
-        code, pos = read_uleb128(data, pos)
-        if code == 0:
-            return decls
-        tag, pos = read_uleb128(data, pos)
-        children = data[pos]
-        pos += 1
-        if children > 1:
-            raise DwarfFormatError(f"abbreviation {code}: bad children flag {children}")
-        specs = []
-        while True:
-            name, pos = read_uleb128(data, pos)
-            form, pos = read_uleb128(data, pos)
-            if name == 0 and form == 0:
-                break
-            value = None
-            if form == FORM_IMPLICIT_CONST:
-                value, pos = read_sleb128(data, pos)
-            specs.append((AT.get(name, name), form, value))
-        decls[code] = (TAG.get(tag, tag), bool(children), tuple(specs))
-
-
 # --- forms ----------------------------------------------------------------------------------------
 
 _STRP, _LINE_STRP, _FLAG, _FLAG_PRESENT, _SDATA, _UDATA, _STRING = 0x0E, 0x1F, 0x0C, 0x19, 0x0D, 0x0F, 0x08
@@ -293,8 +267,11 @@ class Unit:
 
     @property
     def abbrevs(self) -> dict:
+        """code → (tag name, has children, ((attribute name, form number, implicit constant), ...))."""
         if self._abbrevs is None:
-            self._abbrevs = self.dwarfinfo.abbreviation_table(self.header.abbrev_offset)
+            h = self.header
+            self._abbrevs = self.dwarfinfo.named_abbreviations(
+                self.dwarfinfo.compiled_abbreviations((h.abbrev_offset, h.offset_size, h.address_size, h.version)))
         return self._abbrevs
 
     def has_top_DIE(self) -> bool:
@@ -549,7 +526,13 @@ class DwarfSections:
         self._units: dict[int, Unit] = {}
         self._headers: Optional[list[UnitHeader]] = None
         self._starts: list[int] = []
-        self._abbrev_tables: dict[int, dict] = {}
+        # (abbrev offset, offset size, address size, version) -> compiled table (compiled_abbreviations)
+        self._compiled: dict[tuple[int, int, int, int], dict[int, tuple]] = {}
+        self._compiled_entries: dict[tuple[int, int, int], dict] = {}
+        # id of a compiled table / entry -> its named form (named_abbreviations; the entry is kept
+        # with it, so that its id is not reused)
+        self._named: dict[int, dict] = {}
+        self._named_entries: dict[int, tuple] = {}
         self._bytes: dict[str, bytes] = {}
 
     # --- sections -------------------------------------------------------------------------------
@@ -640,16 +623,44 @@ class DwarfSections:
             raise DwarfFormatError(f"address index {index} outside .debug_addr")
         return int.from_bytes(data, self.byteorder)
 
-    def abbreviation_table(self, offset: int) -> dict:
-        """The abbreviation table at ``offset`` of ``.debug_abbrev`` (``abbreviations``), read once."""
-        table = self._abbrev_tables.get(offset)
+    def compiled_abbreviations(self, fmt: tuple[int, int, int, int]) -> dict[int, tuple]:
+        """The abbreviation table of ``fmt`` (abbreviation offset, offset size, address size,
+        version) as ``diescan.compiled_table`` compiles it for the byte scanner (which the DIE reader
+        names: ``named_abbreviations``), compiled once; the entries of one format are shared by the
+        tables (a library's units repeat them)."""
+        table = self._compiled.get(fmt)
         if table is None:
+            from .diescan import compiled_table
+
+            offset, rest = fmt[0], fmt[1:]
+            shared = self._compiled_entries.setdefault(rest, {})
             sec = self.debug_abbrev_sec
             if sec is None or not 0 <= offset < sec.size:
                 raise DwarfFormatError(f"abbreviation table offset 0x{offset:x} outside .debug_abbrev")
-            table = self.window("debug_abbrev_sec", offset, abbreviations)
-            self._abbrev_tables[offset] = table
+            whole = self._whole("debug_abbrev_sec")
+            if whole is not None:
+                table = compiled_table(whole, offset, *rest, shared)
+            else:
+                table = parse_abbrev_window(sec.stream, offset, sec.size,
+                                            lambda data: compiled_table(data, 0, *rest, shared))
+            self._compiled[fmt] = table
         return table
+
+    def named_abbreviations(self, table: dict[int, tuple]) -> dict[int, tuple]:
+        """A compiled table with its tags and attributes named (``names``), as DIEs carry them."""
+        named = self._named.get(id(table))
+        if named is None:
+            named = {}
+            entries = self._named_entries
+            for code, entry in table.items():
+                found = entries.get(id(entry))
+                if found is None:
+                    tag, children, specs = entry[0], entry[1], entry[2]
+                    found = entries[id(entry)] = (entry, (TAG.get(tag, tag), children,
+                                                          tuple((AT.get(a, a), f, v) for a, f, v in specs)))
+                named[code] = found[1]
+            self._named[id(table)] = named
+        return named
 
     # --- units ----------------------------------------------------------------------------------
 
