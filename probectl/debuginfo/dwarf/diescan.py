@@ -498,8 +498,11 @@ class CUScanner:
         return self.walk(pos, end, abbrevs, cu_offset, _NO_TAGS, None, 0)
 
 
-def forward(target: int, pos: int) -> int:
-    # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF.
+def forward(target, pos: int) -> int:
+    # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF. (A value that is
+    # no offset, None or a string: one in a form that is no reference, as damaged DWARF has.)
+    if type(target) is not int:
+        raise Unsupported(f"DW_AT_sibling is not a reference ({target!r})")
     if target <= pos:
         raise Unsupported(f"DW_AT_sibling 0x{target:x} points backwards")
     return target
