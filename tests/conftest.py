@@ -69,6 +69,18 @@ def _kernel_testdata() -> tuple[Optional[Path], str]:
     return Path(lines[-1]), ""
 
 
+def pyelftools_dwarfinfo(debuginfo):
+    """pyelftools' DWARFInfo over the very sections a DebugInfo opened (mapped, inflated: a kernel's are
+    not copied): the oracle the DWARF tests compare probectl's reader with."""
+    from elftools.dwarf.dwarfinfo import DwarfConfig, DWARFInfo
+
+    from probectl.debuginfo.dwarf.sections import DWARF_SECTIONS
+
+    config = DwarfConfig(little_endian=debuginfo.little_endian, machine_arch="x64",
+                         default_address_size=debuginfo.address_size)
+    return DWARFInfo(config=config, **{arg: getattr(debuginfo.dwarf, arg) for arg in DWARF_SECTIONS})
+
+
 def kernel_testdata_dir() -> Optional[Path]:
     """The kernel test data directory (tools/kernel-testdata.sh: Debian's cloud kernel with its DWARF
     vmlinux, bootable image and a few modules, downloaded and cached on first use), or None."""

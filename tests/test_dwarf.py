@@ -433,16 +433,17 @@ def test_address_to_line_round_trip(fixture_bins):
 
 
 def _same_sections(path) -> None:
-    """probectl's own opening of a file's DWARF gives pyelftools' sections, byte for byte, and its config."""
-    from probectl.debuginfo.dwarf.dieindex import section_data
-    from probectl.debuginfo.dwarf.sections import DWARF_SECTIONS, open_dwarf
+    """probectl's own opening of a file's DWARF gives pyelftools' sections, byte for byte."""
     from probectl.debuginfo.dwarf.mappedelf import MappedELFFile
+    from probectl.debuginfo.dwarf.sections import DWARF_SECTIONS, open_dwarf
+    from probectl.debuginfo.dwarf.units import section_data
 
     with open(path, "rb") as f:
         mine = open_dwarf(f)
         assert mine.elffile is None, "an x86-64 file with plain sections is opened without ELFFile"
         theirs = MappedELFFile(f).get_dwarf_info(relocate_dwarf_sections=False)
-        assert mine.dwarf.config == theirs.config
+        assert (mine.little_endian, mine.address_size) == (theirs.config.little_endian,
+                                                           theirs.config.default_address_size)
         for arg in DWARF_SECTIONS:
             a, b = getattr(mine.dwarf, arg), getattr(theirs, arg)
             assert (a is None) == (b is None), arg
@@ -464,25 +465,25 @@ def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
 
 
 def _units_found_by_offset(path) -> None:
-    """The unit index (``unitindex``) lists pyelftools' units, parses only the unit of a reference,
-    and sends every DIE reference to the unit pyelftools' own search finds."""
-    from elftools.dwarf.dwarfinfo import DWARFInfo
-
+    """The units are pyelftools' units; a reference is read from its unit alone (the one pyelftools'
+    own search finds), without reading the units before it."""
+    from conftest import pyelftools_dwarfinfo
     from probectl.debuginfo.dwarf.dieindex import read_unit_headers
 
     di = DebugInfo.open(path)
     fresh = DebugInfo.open(path)
+    theirs = pyelftools_dwarfinfo(di)
     cus = list(di.dwarf.iter_CUs())
     last = list(cus[-1].iter_DIEs())[-1]
     assert fresh.dwarf.get_DIE_from_refaddr(last.offset).tag == last.tag
-    assert len(fresh.dwarf._cu_cache) == 1  # (pyelftools' search parses every unit before it)
+    assert len(fresh.dwarf._units) == 1
     assert len(cus) >= 2
+    assert [(cu.cu_offset, cu.size) for cu in cus] == [(cu.cu_offset, cu.size) for cu in theirs.iter_CUs()]
     assert [u[:2] for u in read_unit_headers(di)] == [(cu.cu_offset, cu.cu_offset + cu.size) for cu in cus]
-    assert "get_CU_containing" in vars(di.dwarf)  # the index is in place of pyelftools' search
     for cu in cus[:: max(1, len(cus) // 40)]:
         for die in (cu.get_top_DIE(), list(cu.iter_DIEs())[-1]):
-            assert di.dwarf.get_CU_containing(die.offset) is DWARFInfo.get_CU_containing(di.dwarf, die.offset)
-            assert di.dwarf.get_DIE_from_refaddr(die.offset) == die
+            assert di.dwarf.get_CU_containing(die.offset).cu_offset == theirs.get_CU_containing(die.offset).cu_offset
+            assert di.dwarf.get_DIE_from_refaddr(die.offset) is die
 
 
 @pytest.mark.parametrize("inflater", ["isal", "zlib"])

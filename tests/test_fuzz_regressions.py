@@ -1,6 +1,7 @@
 """Defects the fuzz pass (tests/fuzzing.py) found, each pinned by an input of its kind."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,30 @@ def test_commands_on_a_damaged_abbreviation_table_say_so(tmp_path, args):
     out = subprocess.run([sys.executable, "-m", "probectl", *argv], capture_output=True, text=True)
     assert out.returncode == 1 and "internal error" not in out.stderr and "Traceback" not in out.stderr
     assert out.stderr.startswith("Error: "), out.stderr
+
+
+@pytest.mark.parametrize("form", [0x0E, 0x19, 0x06])  # DW_FORM_strp, flag_present, data4
+@pytest.mark.parametrize("definition", ["use_globals gbuf:u8[16] counter:x32", "dwarf_structs.c:166 n"])
+def test_a_sibling_attribute_of_another_form_is_an_error_or_skipped(tmp_path, form, definition):
+    """(targets: byte flips in .debug_abbrev gave DW_AT_sibling the form of a string, and the byte
+    scanner compared the string with a position: 'internal error: TypeError'.) Every DW_AT_sibling
+    of the -O0 dwarf_structs is given another form: a clean error, or the DIEs walked without it."""
+    data = bytearray(build_fixture("dwarf_structs", "-O0").read_bytes())
+    for name, _header, off, size in elf_sections(bytes(data)):
+        if name == ".debug_abbrev":
+            section = bytes(data[off:off + size])
+            at = section.find(b"\x01\x13")  # (DW_AT_sibling, DW_FORM_ref4)
+            assert at >= 0
+            while at >= 0:
+                data[off + at + 1] = form
+                at = section.find(b"\x01\x13", at + 2)
+    path = tmp_path / "siblings"
+    path.write_bytes(bytes(data))
+    path.chmod(0o755)
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), definition],
+                         capture_output=True, text=True, env=dict(os.environ, PROBECTL_NO_CACHE="1"))
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 0 or "Error: " in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("definition", ["print_layout counter", "print_layout", "main argc"])

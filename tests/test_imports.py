@@ -42,11 +42,24 @@ def test_probes_by_symbol_do_not_load_dwarf():
         "registers and symbols need no member-chain walker"
 
 
-def test_definitions_with_c_expressions_load_dwarf():
+def test_definitions_with_c_expressions_load_dwarf_but_not_pyelftools():
+    """probectl reads the DWARF of a user binary itself (debuginfo/dwarf/units.py): pyelftools, whose
+    import alone (construct, and pdb through it) cost ~15 ms, is not loaded."""
     binary = build_fixture("uprobe_target")
     modules = loaded("add", "-D", "-x", str(binary), "add_ints a b")
-    assert {"elftools", "probectl.resolve.dwarf"} <= modules
+    assert {"probectl.resolve.dwarf", "probectl.debuginfo.dwarf.cfi"} <= modules, "-O0: stack variables at the CFA"
+    assert "elftools" not in modules
     assert "lark" not in modules
+
+
+def test_member_chains_at_o2_and_lines_do_not_load_pyelftools():
+    """The largest fixture definition (25 member chains, location lists at -O2) and a line probe (line
+    tables) of a user binary: no pyelftools."""
+    binary = build_fixture("dwarf_structs", "-O2")
+    modules = loaded("add", "-D", "-x", str(binary), "paint w->next->label:string w->pts[2].x scale")
+    assert "elftools" not in modules and "probectl.debuginfo.dwarf.lists" in modules
+    modules = loaded("add", "-D", "-x", str(binary), "dwarf_structs.c:166 n")
+    assert "elftools" not in modules and "probectl.debuginfo.dwarf.lines" in modules
 
 
 @pytest.mark.vmlinux
@@ -56,18 +69,18 @@ def test_kernel_entry_probe_loads_only_what_it_uses():
     subprocess (-x lookups) or pyelftools' ELFFile: those are imported by the definitions that use them."""
     modules = loaded("add", "-D", "-k", str(kernel_testdata("vmlinux")), "tcp_sendmsg size sk->__sk_common.skc_state")
     assert "probectl.resolve.dwarf" in modules
-    assert "elftools.elf.elffile" not in modules, "the DWARF of a vmlinux is opened without pyelftools' ELFFile"
+    assert "elftools" not in modules, "the DWARF of a vmlinux is read by probectl alone"
     assert not modules & {"subprocess", "probectl.debuginfo.dwarf.lines", "probectl.debuginfo.dwarf.sources",
                           "probectl.debuginfo.dwarf.cfi", "probectl.debuginfo.kallsyms", "probectl.arch.x86_insn"}
 
 
 @pytest.mark.vmlinux
-def test_kernel_stack_local_reads_call_frames_without_elffile():
+def test_kernel_stack_local_reads_call_frames_without_pyelftools():
     """A stack variable at a kernel line needs the CFA from .debug_frame: read through probectl's ELF
-    reader and the FDE index, not pyelftools' ELFFile."""
+    reader and the FDE index, and decoded by probectl (no pyelftools)."""
     modules = loaded("add", "-D", "-k", str(kernel_testdata("vmlinux")), "tcp_sendmsg_locked:207 mss_now")
     assert {"probectl.debuginfo.dwarf.cfi", "probectl.debuginfo.dwarf.lines"} <= modules
-    assert "elftools.elf.elffile" not in modules
+    assert "elftools" not in modules
 
 
 def test_btf_arguments_do_not_load_dwarf():

@@ -727,14 +727,16 @@ def _cu_sample(di, limit: int = 60):
 def test_byte_scanners_match_pyelftools(name, opt):
     """.debug_aranges, each CU's top-level functions/variables and the name index, read from the
     section bytes, against pyelftools' own parse of the same DWARF."""
-    from probectl.debuginfo.dwarf.dieindex import _scan_with_pyelftools, top_level_dies
+    from probectl.debuginfo.dwarf.dieindex import scan_dies, top_level_dies
 
     path = binary(name, opt)
     try:
         di = _debuginfo(path)
     except Exception as exc:  # libc without libc6-dbg
         pytest.skip(str(exc))
-    aranges = di.dwarf.get_aranges()
+    from conftest import pyelftools_dwarfinfo
+
+    aranges = pyelftools_dwarfinfo(di).get_aranges()
     for entry in aranges.entries:
         for address in (entry.begin_addr, entry.begin_addr + entry.length - 1):
             if entry.length:
@@ -751,7 +753,7 @@ def test_byte_scanners_match_pyelftools(name, opt):
             elif die.tag == "DW_TAG_variable":
                 v.append(die.offset)
         assert top_level_dies(di, cu) == (f, v)
-        py_funcs, py_vars = _scan_with_pyelftools(di, cu)
+        py_funcs, py_vars = scan_dies(di, cu)
         for index, py in ((functions, py_funcs), (variables, py_vars)):
             mine = {(n, r) for n, refs in index.items() for r in refs if r[0] == cu.cu_offset}
             assert mine == {(n, r) for n, refs in py.items() for r in refs}

@@ -1,7 +1,7 @@
 """A small, fast ELF reader: headers, PT_LOAD segments, sections, notes, separate debug files.
 
 Everything is parsed straight from an ``mmap`` of the file with ``struct``, so a symbol table of
-ten thousand entries loads in milliseconds (pyelftools is kept for DWARF, where it is needed).
+ten thousand entries loads in milliseconds (DWARF is read by :mod:`.dwarf`, from these sections).
 The symbol tables are read by ``symtab.SymbolTables``, which an ``ElfFile`` owns and whose
 searches its symbol methods (``symbols``, ``find_functions``, ``symbol_at``, …) pass on.
 File offsets for uprobes come from the PT_LOAD segment that holds an address, which is what the

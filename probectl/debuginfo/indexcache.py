@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import marshal
 import os
 import stat
@@ -78,6 +77,8 @@ def file_key(path: os.PathLike | str, build_id: Optional[str]) -> str:
         return build_id
     st = os.stat(path)
     text = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}"
+    import hashlib  # (only for a file without a build-id: loading OpenSSL's hashes costs ~2.5 ms)
+
     return "path-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 

@@ -2,7 +2,7 @@
 bitfield placement, the kernel fetch type of a scalar, and the questions the member-chain walker asks
 (:class:`TypeModel`).
 
-Kept apart from both, so that BTF resolution never imports the DWARF reader (or pyelftools).
+Kept apart from both, so that BTF resolution never imports the DWARF reader.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..debuginfo.kallsyms import Kallsyms
     from .dwarf import SourceResolver
 
-# The DWARF side (.dwarf, debuginfo.dwarf, pyelftools) is imported when a definition
+# The DWARF side (.dwarf, debuginfo.dwarf) is imported when a definition
 # needs it: probes by symbol with register or BTF arguments do not pay for it. So are kallsyms, the
 # instruction decoder and difflib, which only some definitions (or errors) need.
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from elftools.dwarf.die import DIE
 
 from .. import spec as S
 from ..debuginfo.dwarf import types as T
 from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
+from ..debuginfo.dwarf.units import DIE
 from ..debuginfo.dwarf.variables import find_variable, variable_place
 from ..errors import LocationError, ResolveError, ValueTooWideError, VariableUnavailable
 from .fetch import fetch_chain

@@ -1,7 +1,7 @@
 """What resolving a C expression gives, whichever debug information answered it (DWARF through
 :mod:`.dwarf_fetch`, or BTF through :mod:`.btf_fetch`): the fetch result, a variable listing line,
 and perf's default argument name. Kept apart from the DWARF code so that BTF resolution does not
-import pyelftools."""
+import the DWARF readers."""
 from __future__ import annotations
 
 from typing import Optional

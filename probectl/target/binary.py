@@ -8,7 +8,6 @@ mapped; when several files match, the one the running system has loaded wins.
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import re
 import stat
@@ -285,6 +284,8 @@ def _ld_so_conf_dirs(conf: Path, visited: set[Path]) -> list[str]:
         if line.startswith("include"):
             pattern = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
             base = pattern if pattern.startswith("/") else str(conf.parent / pattern)
+            import glob  # (only for an ld.so.conf with includes)
+
             for inc in sorted(glob.glob(base)):
                 out.extend(_ld_so_conf_dirs(Path(inc), visited))
         elif line.startswith("/"):

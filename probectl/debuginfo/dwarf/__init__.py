@@ -1,14 +1,15 @@
 """DWARF debug information of one binary: compilation units, functions, inline instances and scopes.
 
-``DebugInfo`` wraps pyelftools' ``DWARFInfo`` for the questions a probe resolver asks, the way
+``DebugInfo`` reads a file's units and DIEs (``units``) for the questions a probe resolver asks, the way
 ``perf probe`` answers them (``probe-finder.c``/``dwarf-aux.c``), and keeps every answer, including
 those the other modules compute (line tables, call frames, location lists...), each behind an
 accessor. The package:
 
-- opening: ``sections`` (the sections as a ``DWARFInfo``, without pyelftools' ELFFile where it is
-  not needed; only relocatable objects are relocated), ``sectionmap`` (a section mapped instead
-  of copied), ``mappedelf`` (ELFFile with mapped sections, for the other files);
-- reading: ``forms`` (plain attribute-form and abbreviation readers put into pyelftools),
+- opening: ``sections`` (the sections, without pyelftools' ELFFile where it is not needed; only
+  relocatable objects are relocated), ``sectionmap`` (a section mapped instead of copied),
+  ``mappedelf`` (ELFFile with mapped sections, for the other files);
+- reading: ``units`` (units, DIEs and attribute forms, with the abbreviation tables ``diescan``
+  compiles), ``names`` (DWARF's names of its numbers), ``lists`` (range and location lists),
   ``leb128``, ``die`` (DIE helpers and the error guard);
 - names: ``dieindex`` (index of top-level definitions, CU function bounds), ``diescan`` (its byte
   scanner), ``namesearch`` (one exact name searched in the bytes), ``nameindex`` (the indexes
@@ -29,21 +30,14 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
-from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
-from elftools.construct import ConstructError
-from elftools.dwarf.compileunit import CompileUnit
-from elftools.dwarf.die import DIE
-
 from ...errors import DebugInfoError, ProbectlError
 from ...regularfile import open_regular
 from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
-from . import unitindex
-from .forms import accelerate
 from .function import Function
 from .sections import open_dwarf
+from .units import DIE, Unit as CompileUnit
 
 if TYPE_CHECKING:
-    from elftools.dwarf.locationlists import LocationParser
     from elftools.elf.elffile import ELFFile
 
     from ..elf import ElfFile
@@ -77,12 +71,10 @@ class DebugInfo:
         try:
             (self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size,
              index_key) = open_dwarf(self._file)
-            accelerate(self.dwarf)
-            unitindex.install(self)
         except ProbectlError:
             self._file.close()
             raise
-        except (ELFError, ELFParseError, DWARFError, ConstructError, ValueError) as exc:
+        except (ValueError, IndexError) as exc:
             self._file.close()
             raise DebugInfoError(f"{self.path}: unreadable ELF/DWARF ({exc})",
                                  hint="check that the file is a complete ELF file with debug information") from None
@@ -114,18 +106,8 @@ class DebugInfo:
         self._global_objects: dict[str, Optional[int]] = {}
         # die_key of a variable -> the DIE whose child it is (parent_scope)
         self._parent_scopes: dict[tuple[int, int], Optional[DIE]] = {}
-        # DWARFInfo section attribute ("debug_abbrev_sec"...) -> the section's bytes (section_bytes)
-        self._section_bytes: dict[str, bytes] = {}
-        # CU offset -> the CU's bytes, from its header on (cu_bytes)
-        self._cu_bytes: dict[int, bytes] = {}
-        # (abbrev offset, offset size, address size, version) -> compiled abbreviation table (abbrev_table)
-        self._abbrev_tables: dict[tuple[int, int, int, int], dict[int, tuple]] = {}
-        # (offset size, address size, version) -> the compiled abbreviations shared by the tables of that format
-        self._abbrev_entries: dict[tuple[int, int, int], dict] = {}
         # (CU offset, DIE offset, attribute) -> location.location_entries of it (location_lists)
         self._location_lists: dict[tuple[int, int, str], Optional[list["LocationRange"]]] = {}
-        # pyelftools' parser of .debug_loc/.debug_loclists (location_parser)
-        self._location_parser: Optional["LocationParser"] = None
         # namesearch's searcher of exact names, None for a file it cannot search (name_search)
         self._name_search: Optional["NameSearch"] = None
         # whether _name_search was made (it may be None once made)
@@ -135,8 +117,8 @@ class DebugInfo:
 
     @property
     def elffile(self) -> "ELFFile":
-        """pyelftools' ELFFile of the file (call-frame information reads its sections); opened on
-        first use when the DWARF was read without it."""
+        """pyelftools' ELFFile of the file, which opened it when probectl's ELF reader could not
+        (relocation, zstd or ``.zdebug`` sections, other machines); opened on first use otherwise."""
         if self._elffile is None:
             from .mappedelf import MappedELFFile
 
@@ -256,7 +238,7 @@ class DebugInfo:
             from .dieindex import uses_location_lists
 
             found = uses_location_lists(self, cu)
-            if found is None:  # a CU the byte scanner cannot read: ask pyelftools
+            if found is None:  # a CU the byte scanner cannot read: read its DIEs
                 found = False
                 version = cu.header.version
                 for die in cu.iter_DIEs():
@@ -274,7 +256,7 @@ class DebugInfo:
     @guarded
     def die_ranges(self, die: DIE) -> list[tuple[int, int]]:
         """The address ranges of a DIE in DW_AT_ranges order (low_pc/high_pc gives one range)."""
-        # A range list is decoded once (pyelftools' parser takes ~0.2 ms a list; `vars` asks for
+        # A range list is decoded once (`vars` asks for
         # the ranges of the same functions once per line-table row).
         found = self._die_ranges.get(die.offset)
         if found is None:
@@ -294,30 +276,17 @@ class DebugInfo:
             return [(low.value, low.value + 1)]
         if rng is None:
             return []
-        lists = self.dwarf.range_lists()
-        if lists is None:
-            return []
         cu = die.cu
-        if cu.header.version < 5 and rng.form not in ("DW_FORM_sec_offset", "DW_FORM_data4", "DW_FORM_data8"):
+        if cu.version < 5 and rng.form not in ("DW_FORM_sec_offset", "DW_FORM_data4", "DW_FORM_data8"):
             return []
         offset = rng.value
-        if die.tag != "DW_TAG_compile_unit" and cu.header.version < 5:
-            base_attr = cu.get_top_DIE().attributes.get("DW_AT_ranges_base")
+        if die.tag != "DW_TAG_compile_unit" and cu.version < 5:
+            base_attr = cu.get_top_DIE().attributes.get("DW_AT_GNU_ranges_base")
             if base_attr is not None and rng.form != "DW_FORM_sec_offset":
                 offset += base_attr.value
-        entries = lists.get_range_list_at_offset(offset, cu=cu)
-        base = self.cu_base(cu)
-        out = []
-        for e in entries:
-            if hasattr(e, "base_address"):
-                base = e.base_address
-                continue
-            lo, hi = e.begin_offset, e.end_offset
-            if not getattr(e, "is_absolute", False):
-                lo, hi = lo + base, hi + base
-            if hi > lo:
-                out.append((lo, hi))
-        return out
+        from .lists import range_list
+
+        return range_list(cu, offset, self.cu_base(cu))
 
     @guarded
     def die_entry(self, die: DIE) -> Optional[int]:
@@ -370,7 +339,7 @@ class DebugInfo:
             try:
                 table = LineTable(self, cu)
             except (TypeError, AttributeError) as exc:
-                # pyelftools hands back None or bytes where a corrupt line-program header has garbage.
+                # (a corrupt line-program header gives None or bytes where a number belongs)
                 raise DebugInfoError(f"{self.path}: corrupt line table of CU 0x{cu.cu_offset:x} ({exc})",
                                      hint="the debug information is damaged") from None
             self._line_tables[cu.cu_offset] = table
@@ -778,7 +747,7 @@ class DebugInfo:
                 if self.has_code(die) and self.die_contains(die, address):
                     return die
             return None
-        # The same first match, parsing only the DIE found (and those pyelftools must judge).
+        # The same first match, reading only the DIE found (and those the byte scanner cannot judge).
         from .dieindex import COMPLEX
 
         for offset, bound in bounds:
@@ -870,58 +839,35 @@ class DebugInfo:
         return self._binary_elf
 
     def section_bytes(self, name: str) -> bytes:
-        """The bytes of a DWARF section, by its ``DWARFInfo`` attribute (``"debug_abbrev_sec"``;
-        empty without the section); the small ones (abbreviations, strings) are read once per file."""
-        from .dieindex import section_data
-
+        """The bytes of a DWARF section, by its ``DwarfSections`` attribute (``"debug_abbrev_sec"``;
+        empty without the section); all but ``.debug_info`` are read once per file."""
         if name == "debug_info_sec":
+            from .units import section_data
+
             return section_data(self.dwarf.debug_info_sec)
-        data = self._section_bytes.get(name)
-        if data is None:
-            data = self._section_bytes[name] = section_data(getattr(self.dwarf, name, None))
-        return data
+        return self.dwarf.section_bytes(name)
 
     def has_section_bytes(self, name: str) -> bool:
         """Whether ``section_bytes(name)`` has been read already."""
-        return name in self._section_bytes
+        return self.dwarf.has_section_bytes(name)
 
     @guarded
     def cu_bytes(self, cu: CompileUnit) -> bytes:
         """The bytes of one CU from its header on (positions in them are CU offsets), read once;
         only the CU is read, not all of ``.debug_info``."""
-        data = self._cu_bytes.get(cu.cu_offset)
-        if data is None:
-            stream = self.dwarf.debug_info_sec.stream
-            stream.seek(cu.cu_offset)
-            data = self._cu_bytes[cu.cu_offset] = stream.read(cu.size)
-        return data
+        return cu.data
 
     @guarded
     def abbrev_table(self, fmt: tuple[int, int, int, int]) -> dict[int, tuple]:
-        """The compiled abbreviation table (``dieindex.abbrev_table``) of ``fmt``: (abbreviation
-        offset, offset size, address size, version), compiled once."""
-        table = self._abbrev_tables.get(fmt)
-        if table is None:
-            from .dieindex import abbrev_table
-
-            shared = self._abbrev_entries.setdefault(fmt[1:], {})
-            table = self._abbrev_tables[fmt] = abbrev_table(self, fmt[0], fmt[1:], shared)
-        return table
+        """The compiled abbreviation table (``diescan.compiled_table``) of ``fmt``: (abbreviation
+        offset, offset size, address size, version), compiled once (``DwarfSections.compiled_abbreviations``)."""
+        return self.dwarf.compiled_abbreviations(fmt)
 
     @property
     def location_lists(self) -> dict[tuple[int, int, str], Optional[list["LocationRange"]]]:
         """The location lists ``location.location_entries`` has read, by (CU offset, DIE offset,
         attribute name); it fills this mapping."""
         return self._location_lists
-
-    @guarded
-    def location_parser(self) -> "LocationParser":
-        """pyelftools' parser of the file's location lists (made once)."""
-        if self._location_parser is None:
-            from elftools.dwarf.locationlists import LocationParser
-
-            self._location_parser = LocationParser(self.dwarf.location_lists())
-        return self._location_parser
 
     def name_search(self) -> Optional["NameSearch"]:
         """``namesearch.NameSearch`` of the file (made once); None for a file it cannot search."""

@@ -9,29 +9,23 @@ The FDE for an address is found through the ``.eh_frame_hdr`` binary-search tabl
 binary has one, so only that FDE (and its CIE) is parsed. ``.debug_frame`` has no such table: its
 entry headers are scanned once (lengths and initial locations only, ~25 ms for a kernel's 46k FDEs,
 where pyelftools' full parse of every entry and instruction took ten seconds) into an index by
-address, kept on disk by build-id (``indexcache``, kind ``cfi-fdes``). pyelftools decodes the one
-FDE found and its instruction table. (An ``.eh_frame`` without ``.eh_frame_hdr`` is parsed whole:
+address, kept on disk by build-id (``indexcache``, kind ``cfi-fdes``). The one FDE found, its CIE
+and their instructions are then decoded here (``_Entries``), as far as the address asked for, and
+for the CFA only. (An ``.eh_frame`` without ``.eh_frame_hdr`` has all its entry headers read:
 its pointers' encodings are in each CIE's augmentation.)
 """
 from __future__ import annotations
 
 import bisect
-import io
 import struct
 import sys
 from array import array
-from typing import TYPE_CHECKING, Optional
-
-from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
-from elftools.construct import ConstructError
-from elftools.dwarf.callframe import FDE, CallFrameInfo
-from elftools.dwarf.structs import DWARFStructs
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ...dataclass import dataclass
+from .leb128 import read_sleb128, read_uleb128
 
 if TYPE_CHECKING:
-    from elftools.elf.elffile import ELFFile
-
     from ..elf import ElfFile
 
 # DW_EH_PE pointer encodings (LSB Core spec, .eh_frame_hdr)
@@ -48,32 +42,278 @@ class CfaRule:
     offset: int
 
 
+class _Fde(NamedTuple):
+    """What the CFA at an address needs of one FDE: the code it covers, its CIE's alignment factors
+    and the instructions of both (the CIE's first)."""
+
+    initial_location: int
+    address_range: int
+    code_alignment: int
+    data_alignment: int
+    cie_instructions: bytes
+    instructions: bytes
+    encoding: int  # the pointer encoding of DW_CFA_set_loc (.eh_frame: the CIE's 'R'; else absolute)
+    offset: int  # (of the instructions in the section, for pc-relative set_loc)
+
+
+class _Cie(NamedTuple):
+    code_alignment: int
+    data_alignment: int
+    instructions: bytes
+    fde_encoding: int
+    has_augmentation_data: bool
+    address_size: int
+
+
+class _Entries:
+    """The entries of one CFI section (``.eh_frame`` or ``.debug_frame``), read one at a time."""
+
+    def __init__(self, data: bytes, address: int, eh: bool, address_size: int, little_endian: bool):
+        self.data, self.address, self.eh = data, address, eh
+        self.address_size = address_size
+        self.order = "little" if little_endian else "big"
+        self._cies: dict[int, _Cie] = {}
+
+    def _int(self, pos: int, size: int, signed: bool = False) -> int:
+        if pos < 0 or pos + size > len(self.data):
+            raise ValueError("a call-frame entry runs past the end of its section")
+        return int.from_bytes(self.data[pos:pos + size], self.order, signed=signed)
+
+    def pointer(self, encoding: int, pos: int, absolute: bool = True) -> tuple[int, int]:
+        """An encoded pointer (DW_EH_PE_*) at ``pos``: (value, position after it); without
+        ``absolute``, its value alone (an address range is not relocated)."""
+        fmt = encoding & 0x0F
+        if fmt == 0x01:
+            value, end = read_uleb128(self.data, pos)
+        elif fmt == 0x09:
+            value, end = read_sleb128(self.data, pos)
+        else:
+            size = {0x00: self.address_size, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}.get(fmt)
+            if size is None:
+                raise ValueError(f"pointer encoding 0x{encoding:x}")
+            value, end = self._int(pos, size, signed=fmt >= 0x08), pos + size
+        if absolute:
+            application = encoding & 0x70
+            if application == _PE_PCREL:
+                value += self.address + pos
+            elif application == _PE_DATAREL:
+                value += self.address
+            elif application != 0:
+                raise ValueError(f"pointer application 0x{application:x}")
+        return value & 0xFFFFFFFFFFFFFFFF, end
+
+    def _header(self, offset: int) -> tuple[int, int, int, bool]:
+        """(position of the body, end, the CIE id/pointer field's position, is a CIE) of the entry at
+        ``offset``."""
+        length = self._int(offset, 4)
+        if length == 0xFFFFFFFF:
+            length = self._int(offset + 4, 8)
+            id_at, size, end = offset + 12, 8, offset + 12 + length
+        else:
+            id_at, size, end = offset + 4, 4, offset + 4 + length
+        if length == 0 or end > len(self.data):
+            raise ValueError(f"call-frame entry at 0x{offset:x}: length {length}")
+        cie_id = self._int(id_at, size)
+        is_cie = cie_id == 0 if self.eh else cie_id == (0xFFFFFFFF if size == 4 else 0xFFFFFFFFFFFFFFFF)
+        return id_at + size, end, id_at, is_cie
+
+    def cie(self, offset: int) -> _Cie:
+        found = self._cies.get(offset)
+        if found is not None:
+            return found
+        pos, end, _, is_cie = self._header(offset)
+        if not is_cie:
+            raise ValueError(f"call-frame entry at 0x{offset:x} is not a CIE")
+        version = self.data[pos]
+        stop = self.data.index(b"\0", pos + 1)
+        augmentation = bytes(self.data[pos + 1:stop])
+        pos = stop + 1
+        address_size = self.address_size
+        if version >= 4:
+            address_size = self.data[pos]
+            pos += 2  # address size, segment selector size
+        code_alignment, pos = read_uleb128(self.data, pos)
+        data_alignment, pos = read_sleb128(self.data, pos)
+        if version == 1:
+            pos += 1
+        else:
+            _, pos = read_uleb128(self.data, pos)  # the return address register
+        fde_encoding = 0
+        has_data = augmentation.startswith(b"z")
+        if has_data:
+            length, pos = read_uleb128(self.data, pos)
+            at, stop = pos, pos + length
+            for letter in augmentation[1:]:
+                if letter == ord("R"):
+                    fde_encoding = self.data[at]
+                    at += 1
+                elif letter == ord("P"):
+                    encoding = self.data[at]
+                    _, at = self.pointer(encoding & 0x7F, at + 1, absolute=False)
+                elif letter == ord("L"):
+                    at += 1
+                elif letter != ord("S"):
+                    break
+            pos = stop
+        elif augmentation and augmentation != b"eh":
+            raise ValueError(f"CIE augmentation {augmentation!r}")
+        found = self._cies[offset] = _Cie(code_alignment, data_alignment, bytes(self.data[pos:end]), fde_encoding,
+                                          has_data, address_size)
+        return found
+
+    def fde(self, offset: int) -> Optional[_Fde]:
+        """The FDE at ``offset`` of the section (None for a CIE)."""
+        pos, end, id_at, is_cie = self._header(offset)
+        if is_cie:
+            return None
+        pointer = self._int(id_at, pos - id_at)
+        cie = self.cie(id_at - pointer if self.eh else pointer)
+        if self.eh:
+            start, pos = self.pointer(cie.fde_encoding, pos)
+            span, pos = self.pointer(cie.fde_encoding & 0x0F, pos, absolute=False)
+        else:
+            start, span = self._int(pos, cie.address_size), self._int(pos + cie.address_size, cie.address_size)
+            pos += 2 * cie.address_size
+        if cie.has_augmentation_data:
+            length, pos = read_uleb128(self.data, pos)
+            pos += length
+        encoding = cie.fde_encoding if self.eh else 0
+        return _Fde(start, span, cie.code_alignment, cie.data_alignment, cie.instructions,
+                    bytes(self.data[pos:end]), encoding, pos)
+
+    def all_fdes(self) -> list[_Fde]:
+        """Every FDE of the section (an ``.eh_frame`` ends at a zero length)."""
+        out = []
+        pos, size = 0, len(self.data)
+        while pos + 4 <= size:
+            if self._int(pos, 4) == 0:
+                break
+            _, end, _, is_cie = self._header(pos)
+            if not is_cie:
+                out.append(self.fde(pos))
+            pos = end
+        return out
+
+
+# DW_CFA_* instructions (the three in the high two bits, then the others).
+_CFA_ADVANCE_LOC, _CFA_OFFSET, _CFA_RESTORE = 0x40, 0x80, 0xC0
+_ULEB_OPERANDS = {0x05: 2, 0x06: 1, 0x07: 1, 0x08: 1, 0x09: 2, 0x14: 2, 0x2E: 1, 0x2F: 2}  # (ULEB128s it takes)
+_ULEB_SLEB_OPERANDS = {0x11, 0x15}  # offset_extended_sf, val_offset_sf
+_ULEB_BLOCK_OPERANDS = {0x10, 0x16}  # expression, val_expression
+
+
+def _cfa_rule(entries: _Entries, fde: _Fde, pc: int) -> Optional["CfaRule"]:
+    """The CFA rule in force at ``pc`` by the FDE's (and its CIE's) instructions; None when the CFA is
+    a DWARF expression there."""
+    cfa: Optional[tuple[int, int]] = None  # (register, offset); None: an expression (or not yet set)
+    expression = False
+    saved: list[tuple[Optional[tuple[int, int]], bool]] = []
+    location = fde.initial_location
+    for program, base in ((fde.cie_instructions, None), (fde.instructions, fde.offset)):
+        data = program
+        pos, n = 0, len(data)
+        while pos < n:
+            op = data[pos]
+            pos += 1
+            high = op & 0xC0
+            if high:
+                if high == _CFA_ADVANCE_LOC:
+                    location += (op & 0x3F) * fde.code_alignment
+                elif high == _CFA_OFFSET:
+                    _, pos = read_uleb128(data, pos)
+                if location > pc:
+                    break
+                continue
+            if op in (0x02, 0x03, 0x04, 0x1D):  # advance_loc1/2/4, MIPS_advance_loc8
+                size = {0x02: 1, 0x03: 2, 0x04: 4, 0x1D: 8}[op]
+                if pos + size > n:
+                    raise ValueError("a call-frame instruction runs past its entry")
+                location += int.from_bytes(data[pos:pos + size], entries.order) * fde.code_alignment
+                pos += size
+                if location > pc:
+                    break
+            elif op == 0x01:  # set_loc
+                if fde.encoding and base is not None:
+                    value, used = entries.pointer(fde.encoding, base + pos)
+                    pos = used - base
+                else:
+                    size = entries.address_size
+                    value = int.from_bytes(data[pos:pos + size], entries.order)
+                    pos += size
+                location = value
+                if location > pc:
+                    break
+            elif op == 0x0C:  # def_cfa
+                reg, pos = read_uleb128(data, pos)
+                off, pos = read_uleb128(data, pos)
+                cfa, expression = (reg, off), False
+            elif op == 0x12:  # def_cfa_sf
+                reg, pos = read_uleb128(data, pos)
+                off, pos = read_sleb128(data, pos)
+                cfa, expression = (reg, off * fde.data_alignment), False
+            elif op == 0x0D:  # def_cfa_register
+                reg, pos = read_uleb128(data, pos)
+                cfa, expression = (reg, cfa[1] if cfa else 0), False
+            elif op == 0x0E:  # def_cfa_offset
+                off, pos = read_uleb128(data, pos)
+                if cfa is not None:
+                    cfa = (cfa[0], off)
+            elif op == 0x13:  # def_cfa_offset_sf
+                off, pos = read_sleb128(data, pos)
+                if cfa is not None:
+                    cfa = (cfa[0], off * fde.data_alignment)
+            elif op == 0x0F:  # def_cfa_expression
+                length, pos = read_uleb128(data, pos)
+                pos += length
+                expression = True
+            elif op == 0x0A:  # remember_state
+                saved.append((cfa, expression))
+            elif op == 0x0B:  # restore_state
+                if saved:
+                    cfa, expression = saved.pop()
+            elif op in _ULEB_OPERANDS:
+                for _ in range(_ULEB_OPERANDS[op]):
+                    _, pos = read_uleb128(data, pos)
+            elif op in _ULEB_SLEB_OPERANDS:
+                _, pos = read_uleb128(data, pos)
+                _, pos = read_sleb128(data, pos)
+            elif op in _ULEB_BLOCK_OPERANDS:
+                _, pos = read_uleb128(data, pos)
+                length, pos = read_uleb128(data, pos)
+                pos += length
+            elif op != 0x00:  # (nop)
+                raise ValueError(f"unknown call-frame instruction 0x{op:02x}")
+        else:
+            continue
+        break
+    if expression or cfa is None:
+        return None
+    return CfaRule(cfa[0], cfa[1])
+
+
 class _Table:
     """One CFI section: FDE lookup and decoded rows."""
 
     def __init__(self, data: bytes, address: int, eh: bool, address_size: int, little_endian: bool,
                  hdr: Optional[tuple[bytes, int]] = None, index_key: Optional[str] = None):
-        structs = DWARFStructs(little_endian=little_endian, dwarf_format=32, address_size=address_size)
-        self.cfi = CallFrameInfo(io.BytesIO(data), len(data), address, structs, for_eh_frame=eh)
+        self.entries = _Entries(data, address, eh, address_size, little_endian)
         self.address = address
         self.eh = eh
         self._search: Optional[tuple[list[int], list[int]]] = None
-        self._all: Optional[tuple[list[int], list[FDE]]] = None
+        self._all: Optional[tuple[list[int], list[_Fde]]] = None
         self._index: Optional[tuple[array, array]] = None
-        if not hasattr(self.cfi, "_parse_entry_at"):  # (another pyelftools: parse everything)
-            return
         if hdr is not None:
             self._search = _parse_eh_frame_hdr(hdr[0], hdr[1], little_endian)
         elif not eh:
             self._index = _debug_frame_index(data, address_size, little_endian, index_key)
 
-    def fde_for(self, pc: int) -> Optional[FDE]:
+    def fde_for(self, pc: int) -> Optional[_Fde]:
         if self._search is not None:
             starts, fdes = self._search
             i = bisect.bisect_right(starts, pc) - 1
             if i >= 0:
-                entry = self.cfi._parse_entry_at(fdes[i] - self.address)
-                if isinstance(entry, FDE) and _covers(entry, pc):
+                entry = self.entries.fde(fdes[i] - self.address)
+                if entry is not None and _covers(entry, pc):
                     return entry
             return None
         if self._index is not None:
@@ -81,14 +321,13 @@ class _Table:
             i = bisect.bisect_right(starts, pc) - 1
             # Overlapping FDEs are not expected, but look back a little in case of zero-sized ones.
             for j in range(i, max(i - 4, -1), -1):
-                entry = self.cfi._parse_entry_at(offsets[j])
-                if isinstance(entry, FDE) and _covers(entry, pc):
+                entry = self.entries.fde(offsets[j])
+                if entry is not None and _covers(entry, pc):
                     return entry
             return None
         if self._all is None:
-            found = [e for e in self.cfi.get_entries() if isinstance(e, FDE)]
-            found.sort(key=lambda e: e["initial_location"])
-            self._all = ([e["initial_location"] for e in found], found)
+            found = sorted(self.entries.all_fdes(), key=lambda e: e.initial_location)
+            self._all = ([e.initial_location for e in found], found)
         starts, entries = self._all
         i = bisect.bisect_right(starts, pc) - 1
         # Overlapping FDEs are not expected, but look back a little in case of zero-sized ones.
@@ -98,9 +337,8 @@ class _Table:
         return None
 
 
-def _covers(fde: FDE, pc: int) -> bool:
-    start = fde["initial_location"]
-    return start <= pc < start + fde["address_range"]
+def _covers(fde: _Fde, pc: int) -> bool:
+    return fde.initial_location <= pc < fde.initial_location + fde.address_range
 
 
 # Bump when _scan_debug_frame's result changes, so older cached indexes are not trusted.
@@ -211,42 +449,19 @@ class CallFrames:
     :param debug: the ELF holding ``.debug_frame``, if different
     """
 
-    def __init__(self, binary: ELFFile, debug: Optional[ELFFile] = None, index_key: Optional[str] = None):
-        """:param index_key: the ``indexcache`` key of the file holding ``.debug_frame`` (its
-        index is kept on disk under it), or None not to cache it."""
+    def __init__(self) -> None:
         self._tables: list[_Table] = []
-        address_size = binary.elfclass // 8
-        little = binary.little_endian
-        try:
-            eh = binary.get_section_by_name(".eh_frame")
-            if eh is not None and eh["sh_type"] != "SHT_NOBITS" and eh["sh_size"]:
-                hdr_sec = binary.get_section_by_name(".eh_frame_hdr")
-                hdr = None
-                if hdr_sec is not None and hdr_sec["sh_type"] != "SHT_NOBITS":
-                    hdr = (hdr_sec.data(), hdr_sec["sh_addr"])
-                self._tables.append(_Table(eh.data(), eh["sh_addr"], True, address_size, little, hdr))
-            for elf in (debug, binary) if debug is not None else (binary,):
-                df = elf.get_section_by_name(".debug_frame")
-                if df is not None and df["sh_type"] != "SHT_NOBITS" and df["sh_size"]:
-                    key = index_key if elf is (debug if debug is not None else binary) else None
-                    self._tables.append(_Table(df.data(), 0, False, address_size, little, index_key=key))
-                    break
-        except (ELFError, ELFParseError, DWARFError, ConstructError, ValueError):
-            pass
         self._cache: dict[int, Optional[CfaRule]] = {}
 
     @classmethod
     def from_sections(cls, binary: "ElfFile", debug_frame: Optional[bytes],
                       index_key: Optional[str] = None) -> "CallFrames":
-        """The same rules read through probectl's ELF reader, without pyelftools' ``ELFFile`` (~30 ms
-        to make for a kernel, its section table parsed by ``construct``): ``binary``'s
-        ``.eh_frame``, then ``debug_frame`` (the debug file's ``.debug_frame`` bytes, or None to
-        take the binary's own). A section that cannot be read is left out, as the constructor does."""
+        """The rules of ``binary``'s ``.eh_frame``, then of ``debug_frame`` (the debug file's
+        ``.debug_frame`` bytes, or None to take the binary's own). A section that cannot be read is
+        left out."""
         from ...errors import ProbectlError
 
-        self = cls.__new__(cls)
-        self._tables = []
-        self._cache = {}
+        self = cls()
         address_size = binary.elf_class // 8
         little = binary.little_endian
         try:
@@ -264,7 +479,7 @@ class CallFrames:
                     index_key = None  # (the key names the debug file, not the binary)
             if debug_frame:
                 self._tables.append(_Table(debug_frame, 0, False, address_size, little, index_key=index_key))
-        except (ProbectlError, DWARFError, ConstructError, ValueError):
+        except (ProbectlError, ValueError, IndexError):
             pass
         return self
 
@@ -279,19 +494,9 @@ class CallFrames:
                 fde = table.fde_for(pc)
                 if fde is None:
                     continue
-                rows = fde.get_decoded().table
-            except (DWARFError, ELFParseError, ConstructError, ValueError, KeyError, AssertionError):
+                rule = _cfa_rule(table.entries, fde, pc)
+            except (ValueError, IndexError, KeyError):
                 continue
-            best = None
-            for row in rows:
-                if row["pc"] <= pc:
-                    best = row
-                else:
-                    break
-            if best is not None:
-                cfa = best["cfa"]
-                if cfa.expr is None and cfa.reg is not None:
-                    rule = CfaRule(cfa.reg, cfa.offset or 0)
             break
         self._cache[pc] = rule
         return rule

@@ -1,4 +1,4 @@
-"""Small helpers over pyelftools DIEs: attributes through abstract origins, names, keys, globs,
+"""Small helpers over DIEs (``units.DIE``): attributes through abstract origins, names, keys, globs,
 and the error guard every DWARF entry point uses."""
 from __future__ import annotations
 
@@ -6,11 +6,8 @@ import os
 import re
 from typing import Optional
 
-from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
-from elftools.construct import ConstructError
-from elftools.dwarf.die import DIE
-
 from ...errors import DebugInfoError, guard_decoding
+from .units import DIE
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -24,9 +21,10 @@ def _corrupt_dwarf(reader, exc: BaseException) -> DebugInfoError:
                           hint="rebuild the binary with a supported compiler, or check the debug file belongs to it")
 
 
-# Every DWARF entry point: a pyelftools parse failure becomes a DebugInfoError naming the file.
+# Every DWARF entry point: a failure to read damaged DWARF (units.DwarfFormatError is a ValueError;
+# bytes that end too soon raise IndexError) becomes a DebugInfoError naming the file.
 # (A zero line_range or address size divides by zero; a huge count overflows a C size.)
-guarded = guard_decoding((DWARFError, ELFError, ELFParseError, ConstructError, KeyError, IndexError, ValueError,
+guarded = guard_decoding((KeyError, IndexError, ValueError,
                           AssertionError, UnicodeError, NotImplementedError, RecursionError, ZeroDivisionError,
                           OverflowError), _corrupt_dwarf)
 

@@ -3,14 +3,14 @@
 Finding a function by name means looking at every compilation unit: perf walks all of them
 (``dwarf_getfuncs``), and gcc emits no name index (``.debug_names``/``.debug_pubnames``) by
 default. This module lists each unit's definitions from its top-level DIEs, read straight from
-the section bytes by ``diescan.CUScanner`` (seconds less than pyelftools on libc), under their
+the section bytes by ``diescan.CUScanner`` (much faster than reading every DIE whole), under their
 own names or those of their abstract origin or specification; ``build_indexes`` maps each name to
-the CUs that define it, and those CUs alone are then parsed by pyelftools. ``top_level_dies``
-gives one CU's functions and variables the same way, so that pyelftools parses those DIEs and not
+the CUs that define it, and those CUs alone are then read DIE by DIE (``units``). ``top_level_dies``
+gives one CU's functions and variables the same way, so that only those DIEs are read, not
 the types around them (``function_bounds`` adds their code ranges, for ``DebugInfo.function_at``).
 ``indexcache`` keeps the index on disk; ``namesearch`` answers one exact name without it.
 
-A unit the scanner cannot read (``diescan.Unsupported``) is read with pyelftools instead.
+A unit the scanner cannot read (``diescan.Unsupported``) is read DIE by DIE instead (``scan_dies``).
 """
 from __future__ import annotations
 
@@ -18,27 +18,16 @@ import bisect
 import marshal
 import os
 import struct
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
                       AT_SPECIFICATION, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX,
                       FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
-from .forms import parse_abbrev_window
 from .leb128 import read_uleb128
+from .units import DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, section_data
 
 if TYPE_CHECKING:
     from . import DebugInfo
-
-
-def section_data(sec) -> bytes:
-    """The bytes of a pyelftools DWARF section (already decompressed by pyelftools)."""
-    if sec is None:
-        return b""
-    stream = sec.stream
-    if hasattr(stream, "getvalue"):
-        return stream.getvalue()
-    stream.seek(0)
-    return stream.read()
 
 
 def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], list[int], list[int]]:
@@ -87,62 +76,6 @@ def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], l
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
-def _unit_headers(info: Optional[bytes], little_endian: bool,
-                  read: Optional[Callable[[int, int], bytes]] = None, size: int = 0) -> Optional[list[tuple]]:
-    """(offset, end, first DIE offset, abbrev offset, offset size, address size, version) of each
-    compilation/partial unit in ``.debug_info``, read without pyelftools; None when a unit is of
-    a kind (type, skeleton, split units) or shape this reader leaves to pyelftools.
-
-    Without ``info``, ``read(position, length)`` gives the section's bytes (``size`` of them):
-    only the headers are read, not the units."""
-    e = "<" if little_endian else ">"
-    u16, u32, u64 = struct.Struct(e + "H"), struct.Struct(e + "I"), struct.Struct(e + "Q")
-    if read is None:
-        assert info is not None
-        size = len(info)
-    units = []
-    pos = 0
-    while pos + 11 <= size:
-        start = pos
-        # The header, where it is in ``info`` (h: its position there), or read: the longest header
-        # is 24 bytes (64-bit length, version, unit type, sizes, offset).
-        if read is None:
-            head, h = info, pos
-        else:
-            head, h = read(pos, 24), 0
-        (length,) = u32.unpack_from(head, h)
-        at = 4
-        offset_size, offset_struct = 4, u32
-        if length == 0xFFFFFFFF:
-            (length,) = u64.unpack_from(head, h + at)
-            at += 8
-            offset_size, offset_struct = 8, u64
-        elif length >= 0xFFFFFFF0:
-            return None
-        end = pos + at + length
-        if end > size:
-            return None
-        (version,) = u16.unpack_from(head, h + at)
-        at += 2
-        if version >= 5:
-            unit_type, address_size = head[h + at], head[h + at + 1]
-            at += 2
-            if unit_type not in (1, 3):  # DW_UT_compile, DW_UT_partial
-                return None
-            (abbrev_offset,) = offset_struct.unpack_from(head, h + at)
-            at += offset_size
-        elif version >= 2:
-            (abbrev_offset,) = offset_struct.unpack_from(head, h + at)
-            at += offset_size
-            address_size = head[h + at]
-            at += 1
-        else:
-            return None
-        units.append((start, end, pos + at, abbrev_offset, offset_size, address_size, version))
-        pos = end
-    return units
-
-
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)].
 
@@ -162,26 +95,25 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
 PARALLEL_FROM = 32 << 20
 
 
-def read_unit_headers(debuginfo: "DebugInfo", info=None) -> Optional[list[tuple]]:
-    """``_unit_headers`` of the file's ``.debug_info``: read with pread when the section is mapped
-    from the open file, else from ``info`` (the section's bytes; read here when not given)."""
-    sec = debuginfo.dwarf.debug_info_sec
-    fd = debuginfo.fileno()
-    if getattr(sec.stream, "base", None) is not None and sec.global_offset is not None and fd is not None:
-        # Only the headers, with pread: faulting in a page of the mapping per unit costs more.
-        start = sec.global_offset
-        return _unit_headers(None, debuginfo.little_endian,
-                             lambda at, length: os.pread(fd, length, start + at), sec.size)
-    return _unit_headers(section_data(sec) if info is None else info, debuginfo.little_endian)
+def read_unit_headers(debuginfo: "DebugInfo") -> Optional[list[tuple]]:
+    """(offset, end, first DIE offset, abbrev offset, offset size, address size, version) of each
+    compilation or partial unit of the file's ``.debug_info`` (``DwarfSections.unit_headers``, read
+    once a file); None when a header is damaged."""
+    try:
+        headers = debuginfo.dwarf.unit_headers()
+    except (DwarfFormatError, IndexError):
+        return None
+    return [h[:7] for h in headers if h.unit_type in (DW_UT_COMPILE, DW_UT_PARTIAL)]
 
 
 def _all_units(debuginfo: "DebugInfo") -> list[tuple]:
-    """The unit headers of ``_unit_headers`` (from pyelftools when that reader declines)."""
+    """The units ``read_unit_headers`` lists (a damaged header: DebugInfoError)."""
     units = read_unit_headers(debuginfo)
     if units is None:
-        units = [(cu.cu_offset, cu.cu_offset + cu.size, cu.cu_die_offset, cu.header["debug_abbrev_offset"],
-                  cu.structs.dwarf_format // 8, cu.header["address_size"], cu.header["version"])
-                 for cu in debuginfo.compile_units()]
+        from ...errors import DebugInfoError
+
+        raise DebugInfoError(f"{debuginfo.path}: corrupt DWARF (a unit header of .debug_info is damaged)",
+                             hint="the debug information is damaged")
     return units
 
 
@@ -278,7 +210,7 @@ class UnitScanner:
 
     def definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
         """(is a function, name, (CU offset, DIE offset)) of each definition of ``unit`` (a tuple of
-        ``_unit_headers``) under each of its names, in DIE order."""
+        ``read_unit_headers``) under each of its names, in DIE order."""
         cu_offset, end, die_offset, aoff, offset_size, address_size, version = unit
         base = 0
         info = self.info
@@ -301,7 +233,7 @@ class UnitScanner:
                                  version, self.strings)
             scanner.scan(cu_offset - base, die_offset, end, table, records, seen)
         except (Unsupported, KeyError, IndexError, ValueError, struct.error):
-            cu_funcs, cu_vars = _scan_with_pyelftools(self.debuginfo, dwarf.get_CU_at(cu_offset))
+            cu_funcs, cu_vars = scan_dies(self.debuginfo, dwarf.get_CU_at(cu_offset))
             found = [(True, name, ref) for name, refs in cu_funcs.items() for ref in refs]
             found += [(False, name, ref) for name, refs in cu_vars.items() for ref in refs]
             # in DIE order, as the byte scanner gives them (a name's references stay in order)
@@ -345,20 +277,10 @@ def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "CUScanner"]:
     table and a scanner for it, both kept by the DebugInfo (``cu_bytes``, ``abbrev_table``)."""
     info = debuginfo.cu_bytes(cu)
     header = cu.header
-    offset_size = cu.structs.dwarf_format // 8
+    offset_size = cu.offset_size
     table = debuginfo.abbrev_table((header["debug_abbrev_offset"], offset_size, header["address_size"],
                                     header["version"]))
     return info, table, CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
-
-
-def abbrev_table(debuginfo: "DebugInfo", offset: int, fmt: tuple, shared: dict) -> dict[int, tuple]:
-    """``compiled_table`` of the table at ``offset``, read from a window of the section after it
-    (``forms.parse_abbrev_window``), or from the whole section when it is already in memory.
-    (``DebugInfo.abbrev_table`` keeps it.)"""
-    sec = debuginfo.dwarf.debug_abbrev_sec
-    if not debuginfo.has_section_bytes("debug_abbrev_sec") and sec is not None and 0 <= offset < sec.size:
-        return parse_abbrev_window(sec.stream, offset, sec.size, lambda data: compiled_table(data, 0, *fmt, shared))
-    return compiled_table(debuginfo.section_bytes("debug_abbrev_sec"), offset, *fmt, shared)
 
 
 def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:
@@ -383,13 +305,13 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
 
 
 _HIGH_PC_OFFSET_FORMS = frozenset({0x0B, 0x05, 0x06, 0x07, 0x0F, 0x21})  # data1 data2 data4 data8 udata implicit_const
-# A subprogram whose code range the byte scanner leaves to pyelftools (DW_AT_ranges, indexed addresses).
+# A subprogram whose code range the byte scanner leaves to the DIE reader (DW_AT_ranges, indexed addresses).
 COMPLEX = "complex"
 
 
 def _code_bounds(values: dict):
     """What ``DebugInfo.die_ranges`` gives a subprogram with these attribute values: (low, high) for
-    one range, ``COMPLEX`` when pyelftools must say (range lists, indexed addresses), None without
+    one range, ``COMPLEX`` when the DIE reader must say (range lists, indexed addresses), None without
     code ranges (no DW_AT_low_pc or DW_AT_ranges)."""
     low = values.get(AT_LOW_PC)
     high = values.get(AT_HIGH_PC)
@@ -517,7 +439,9 @@ def uses_location_lists(debuginfo: "DebugInfo", cu) -> Optional[bool]:
         return None
 
 
-def _scan_with_pyelftools(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
+def scan_dies(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
+    """The definitions of a unit the byte scanner cannot read, found among its DIEs (as ``build_indexes``
+    lists them: {name: [(CU offset, DIE offset)]} of functions and of variables)."""
     from .die import die_linkage_name, die_name
 
     funcs: dict = {}

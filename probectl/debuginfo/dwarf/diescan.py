@@ -1,13 +1,12 @@
 """DIEs read straight from ``.debug_info`` bytes: compiled abbreviation tables and ``CUScanner``.
 
-pyelftools parses each DIE through ``construct``, which takes seconds on a library such as libc.
-This scanner decodes only the attributes the indexes need and skips every subtree it does not
+Reading every DIE whole (``units``) would take seconds on a library such as libc. This scanner decodes only the attributes the indexes need and skips every subtree it does not
 want through ``DW_AT_sibling`` or the fixed size of its attributes; abbreviation entries are
 compiled once per distinct byte string (a library's CUs repeat them). It is apart from
 ``dieindex``, which decides what a unit's definitions are and builds the index of all units,
 because it is the hot loop: what it reads, and how fast, is all it is about.
 
-Any form it does not know raises ``Unsupported``; the caller then reads that unit with pyelftools.
+Any form it does not know raises ``Unsupported``; the caller then reads that unit DIE by DIE.
 """
 from __future__ import annotations
 
@@ -81,7 +80,7 @@ BOUND_ATTRS = frozenset({AT_LOW_PC, AT_HIGH_PC, AT_RANGES, AT_ENTRY_PC, AT_SIBLI
 
 
 class Unsupported(Exception):
-    """A form or shape this scanner does not read: the caller falls back to pyelftools for that unit."""
+    """A form or shape this scanner does not read: the caller reads that unit DIE by DIE."""
 
 
 def compiled_table(data: bytes, offset: int, offset_size: int, address_size: int, version: int,
@@ -499,8 +498,11 @@ class CUScanner:
         return self.walk(pos, end, abbrevs, cu_offset, _NO_TAGS, None, 0)
 
 
-def forward(target: int, pos: int) -> int:
-    # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF.
+def forward(target, pos: int) -> int:
+    # A DW_AT_sibling that does not move forward would loop forever: corrupt DWARF. (A value that is
+    # no offset, None or a string: one in a form that is no reference, as damaged DWARF has.)
+    if type(target) is not int:
+        raise Unsupported(f"DW_AT_sibling is not a reference ({target!r})")
     if target <= pos:
         raise Unsupported(f"DW_AT_sibling 0x{target:x} points backwards")
     return target

@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Optional
 
-from elftools.dwarf.compileunit import CompileUnit
-from elftools.dwarf.die import DIE
+from .units import DIE, Unit as CompileUnit
 
 from ...dataclass import dataclass, field
 from .die import die_key

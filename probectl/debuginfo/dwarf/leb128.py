@@ -1,5 +1,5 @@
 """DWARF's LEB128 variable-length integers, read straight from section bytes (the hot loops of the
-line-table decoder and the DIE scanner do not go through pyelftools)."""
+line-table decoder, the DIE scanner and the DIE reader)."""
 from __future__ import annotations
 
 

@@ -1,7 +1,6 @@
 """Line tables, and the line rules of ``perf probe``.
 
-A CU's line program is decoded here straight from ``.debug_line`` (pyelftools parses the header;
-decoding the opcodes ourselves is several times faster than its per-row state copies) and sorted
+A CU's line program, header and opcodes, is decoded here straight from ``.debug_line`` and sorted
 by address the way elfutils sorts it (stable, end-of-sequence rows first at equal addresses),
 because perf's choices depend on that order.
 
@@ -23,14 +22,12 @@ import itertools
 import os
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
 
-from elftools.dwarf.compileunit import CompileUnit
-from elftools.dwarf.die import DIE
-
 from ...dataclass import dataclass
 from ...errors import DebugInfoError, ResolveError
 from .die import die_attr, die_name, guarded, tail_match
 from .function import Function
 from .leb128 import read_sleb128, read_uleb128
+from .units import DIE, DwarfFormatError, Unit as CompileUnit
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -68,7 +65,7 @@ class LineSharedError(ResolveError):
 
 
 def _text(value) -> str:
-    # pyelftools gives None for a string whose offset is outside the string section.
+    # (None: a string whose offset is outside the string section)
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
 
 
@@ -84,35 +81,41 @@ class LineTable:
         self._files: list[Optional[str]] = []
         self._rows: Optional[list[LineRow]] = []
         self._addresses: Optional[list[int]] = []
-        program = debuginfo.dwarf.line_program_for_CU(cu)
-        if program is None:
+        stmt_list = cu.get_top_DIE().attributes.get("DW_AT_stmt_list")
+        if stmt_list is None:
             return
-        header = program.header
-        self.version = header["version"]
+        dwarf = cu.dwarfinfo
+        start = stmt_list.value
+        head = dwarf.read("debug_line_sec", start, 12)
+        if len(head) < 4:
+            raise DwarfFormatError(f"line table offset 0x{start:x} outside .debug_line")
+        length = int.from_bytes(head[:4], dwarf.byteorder)
+        length = 4 + length if length != 0xFFFFFFFF or len(head) < 12 else 12 + int.from_bytes(head[4:12], dwarf.byteorder)
+        data = dwarf.read("debug_line_sec", start, length)  # (this table's bytes only)
+        header = LineProgramHeader.read(data, 0, cu)
+        self.version = header.version
         comp_dir = debuginfo.comp_dir(cu)
-        dirs = [_text(d) for d in header["include_directory"]]
+        dirs = [_text(d) for d in header.directories]
         if self.version < 5:
             dirs = [comp_dir] + dirs
-        for entry in header["file_entry"]:
-            name = _text(entry.name)
+        for file_name, dir_index in header.files:
+            name = _text(file_name)
             if not os.path.isabs(name):
-                d = dirs[entry.dir_index] if entry.dir_index < len(dirs) else ""
+                d = dirs[dir_index] if dir_index < len(dirs) else ""
                 # Directory 0 is the compilation directory itself (relative in Debian's libc6-dbg:
                 # './malloc'); the others are relative to it.
-                if d and not os.path.isabs(d) and entry.dir_index != 0:
+                if d and not os.path.isabs(d) and dir_index != 0:
                     d = os.path.join(comp_dir, d)
                 name = os.path.join(d, name) if d else name
             self._files.append(name)
-        self._program = (debuginfo.dwarf.debug_line_sec.stream, program, debuginfo.address_size)
+        self._program = (data, header)
         self._rows = self._addresses = None
 
     @property
     def rows(self) -> list[LineRow]:
         if self._rows is None:
-            stream, program, address_size = self._program
-            stream.seek(program.program_start_offset)
-            data = stream.read(program.program_end_offset - program.program_start_offset)
-            rows = self._decode(data, program.header, address_size)
+            data, header = self._program
+            rows = self._decode(data[header.program_start:header.program_end], header)
             rows.sort(key=lambda r: (r.address, not r.end_sequence))
             self._rows = rows
         return self._rows
@@ -124,15 +127,15 @@ class LineTable:
         return self._addresses
 
     @staticmethod
-    def _decode(data: bytes, header, address_size: int) -> list[LineRow]:
-        min_inst = header["minimum_instruction_length"]
-        line_base = header["line_base"]
-        line_range = header["line_range"]
+    def _decode(data: bytes, header: "LineProgramHeader") -> list[LineRow]:
+        min_inst = header.minimum_instruction_length
+        line_base = header.line_base
+        line_range = header.line_range
         if line_range == 0:  # (every special opcode divides by it)
             raise ValueError("a line table header with line_range 0")
-        opcode_base = header["opcode_base"]
-        default_is_stmt = bool(header["default_is_stmt"])
-        std_lengths = list(header["standard_opcode_lengths"])
+        opcode_base = header.opcode_base
+        default_is_stmt = header.default_is_stmt
+        std_lengths = header.standard_opcode_lengths
         rows: list[LineRow] = []
         append = rows.append
         pos = 0
@@ -229,6 +232,137 @@ class LineTable:
             if row.is_stmt:
                 return row
         return None
+
+
+# DW_LNCT_* content types of a DWARF 5 directory or file entry, and the forms they come in.
+_LNCT_PATH, _LNCT_DIRECTORY_INDEX = 1, 2
+_FORM_STRING, _FORM_LINE_STRP, _FORM_STRP, _FORM_UDATA = 0x08, 0x1F, 0x0E, 0x0F
+_FORM_SIZES = {0x0B: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x1E: 16, 0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4}  # data*, strx*
+_FORM_BLOCK, _FORM_STRX = 0x09, 0x1A
+
+
+@dataclass(frozen=True)
+class LineProgramHeader:
+    """The header of one line program: what decoding its opcodes needs, its directories and its
+    files as (name, directory index), names as bytes (None where a string offset is outside its
+    section), and where the opcodes are in ``.debug_line``."""
+
+    version: int
+    minimum_instruction_length: int
+    default_is_stmt: bool
+    line_base: int
+    line_range: int
+    opcode_base: int
+    standard_opcode_lengths: tuple
+    directories: tuple
+    files: tuple
+    program_start: int
+    program_end: int
+
+    @classmethod
+    def read(cls, data: bytes, offset: int, cu: CompileUnit) -> "LineProgramHeader":
+        """The header at ``offset`` of ``.debug_line`` (``data``), for ``cu``; DwarfFormatError (or
+        IndexError) where it is damaged."""
+        order = cu.dwarfinfo.byteorder
+
+        def number(at: int, size: int) -> int:
+            if at + size > len(data):
+                raise DwarfFormatError(f"line table at 0x{offset:x} runs past the end of .debug_line")
+            return int.from_bytes(data[at:at + size], order)
+
+        length, offset_size, pos = number(offset, 4), 4, offset + 4
+        if length == 0xFFFFFFFF:
+            length, offset_size, pos = number(pos, 8), 8, pos + 8
+        end = pos + length
+        if end > len(data):
+            raise DwarfFormatError(f"line table at 0x{offset:x} runs past the end of .debug_line")
+        version = number(pos, 2)
+        pos += 2
+        if not 2 <= version <= 5:
+            raise DwarfFormatError(f"line table at 0x{offset:x}: version {version}")
+        if version >= 5:
+            pos += 2  # address size, segment selector size
+        header_length = number(pos, offset_size)
+        pos += offset_size
+        program_start = pos + header_length
+        min_inst = data[pos]
+        pos += 1
+        if version >= 4:
+            pos += 1  # maximum operations per instruction
+        default_is_stmt, line_base, line_range, opcode_base = data[pos] != 0, data[pos + 1], data[pos + 2], data[pos + 3]
+        line_base -= 256 if line_base >= 128 else 0
+        pos += 4
+        std_lengths = tuple(data[pos:pos + max(0, opcode_base - 1)])
+        pos += max(0, opcode_base - 1)
+        if version >= 5:
+            dirs, pos = cls._entries(data, pos, cu, offset_size, number)
+            files, pos = cls._entries(data, pos, cu, offset_size, number)
+            directories = tuple(name for name, _ in dirs)
+        else:
+            names = []
+            while data[pos] != 0:
+                stop = data.index(b"\0", pos)
+                names.append(data[pos:stop])
+                pos = stop + 1
+            pos += 1
+            directories = tuple(names)
+            files = []
+            while data[pos] != 0:
+                stop = data.index(b"\0", pos)
+                name = data[pos:stop]
+                dir_index, pos = read_uleb128(data, stop + 1)
+                _, pos = read_uleb128(data, pos)  # modification time
+                _, pos = read_uleb128(data, pos)  # size
+                files.append((name, dir_index))
+        if not pos <= program_start <= end:
+            raise DwarfFormatError(f"line table at 0x{offset:x}: its header runs past its program")
+        return cls(version, min_inst, default_is_stmt, line_base, line_range, opcode_base, std_lengths,
+                   directories, tuple(files), program_start, end)
+
+    @staticmethod
+    def _entries(data: bytes, pos: int, cu: CompileUnit, offset_size: int, number) -> tuple[list, int]:
+        """The directory or file entries of a DWARF 5 header at ``pos``: [(path, directory index)]."""
+        formats = []
+        count = data[pos]
+        pos += 1
+        for _ in range(count):
+            kind, pos = read_uleb128(data, pos)
+            form, pos = read_uleb128(data, pos)
+            formats.append((kind, form))
+        entries, pos = read_uleb128(data, pos)
+        dwarf = cu.dwarfinfo
+        out = []
+        for _ in range(entries):
+            path, dir_index = None, 0
+            for kind, form in formats:
+                if form == _FORM_STRING:
+                    stop = data.index(b"\0", pos)
+                    value, pos = data[pos:stop], stop + 1
+                elif form in (_FORM_LINE_STRP, _FORM_STRP):
+                    at = number(pos, offset_size)
+                    pos += offset_size
+                    value = dwarf.line_string(at) if form == _FORM_LINE_STRP else dwarf.string(at)
+                elif form in (_FORM_UDATA, _FORM_STRX):
+                    value, pos = read_uleb128(data, pos)
+                elif form in _FORM_SIZES:
+                    size = _FORM_SIZES[form]
+                    value = number(pos, size)
+                    pos += size
+                elif form == _FORM_BLOCK:
+                    size, pos = read_uleb128(data, pos)
+                    value, pos = None, pos + size
+                else:
+                    raise DwarfFormatError(f"line table: form 0x{form:x} in a file entry")
+                if form in (_FORM_STRX, 0x25, 0x26, 0x27, 0x28):
+                    value = dwarf.string(dwarf.indexed_offset(
+                        "debug_str_offsets_sec", cu.bases().get("str_offsets", 8 if offset_size == 4 else 16),
+                        value, cu.offset_size))
+                if kind == _LNCT_PATH:
+                    path = value
+                elif kind == _LNCT_DIRECTORY_INDEX:
+                    dir_index = value
+            out.append((path, dir_index))
+        return out, pos
 
 
 def line_table(debuginfo: "DebugInfo", cu: CompileUnit) -> LineTable:

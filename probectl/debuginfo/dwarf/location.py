@@ -13,14 +13,15 @@ silently fetching wrong values; we are exact or refuse.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
-
-from elftools.dwarf.dwarf_expr import DWARFExprParser
-from elftools.dwarf.locationlists import LocationEntry, LocationExpr
+from typing import Callable, NamedTuple, Optional
 
 from ...dataclass import dataclass, replace
 from ...errors import LocationError
 from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
+from .leb128 import read_sleb128, read_uleb128
+from .lists import location_list
+from .names import OP
+from .units import DwarfFormatError
 
 # --- evaluation -----------------------------------------------------------------------------------
 
@@ -41,15 +42,97 @@ class EvalContext:
 _CONST_OPS = {"DW_OP_const1u", "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u",
               "DW_OP_const4s", "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts"}
 _MASK64 = (1 << 64) - 1
-_parsers: dict[int, DWARFExprParser] = {}
 
 
-def parse_expression(expr, structs) -> list:
-    """Decode expression bytes with pyelftools (parsers cached per structs)."""
-    parser = _parsers.get(id(structs))
-    if parser is None:
-        parser = _parsers[id(structs)] = DWARFExprParser(structs)
-    return parser.parse_expr(expr)
+# --- decoding -------------------------------------------------------------------------------------
+
+
+class Operation(NamedTuple):
+    """One operation of an expression: its number, name, operands and offset in the expression.
+    The operand of DW_OP_entry_value is the decoded sub-expression; DW_OP_implicit_value's are
+    (length, bytes)."""
+
+    op: int
+    op_name: str
+    args: list
+    offset: int
+
+
+# Operands by operation: 1/2/4/8 fixed unsigned, x/y/z/w fixed signed (1/2/4/8), "u" ULEB128, "s" SLEB128,
+# "a" an address, "o" an offset (the size of a DW_FORM_ref_addr), "b" a ULEB128-counted block,
+# "e" a ULEB128-counted expression, "B" a 1-byte-counted block.
+_OPERANDS: dict[int, str] = {
+    0x03: "a", 0x08: "1", 0x09: "x", 0x0A: "2", 0x0B: "y", 0x0C: "4", 0x0D: "z", 0x0E: "8", 0x0F: "w",
+    0x10: "u", 0x11: "s", 0x15: "1", 0x23: "u", 0x28: "y", 0x2F: "y", 0x90: "u", 0x91: "s", 0x92: "us",
+    0x93: "u", 0x94: "1", 0x95: "1", 0x98: "2", 0x99: "4", 0x9A: "o", 0x9D: "uu", 0x9E: "b", 0xA0: "os",
+    0xA1: "u", 0xA2: "u", 0xA3: "e", 0xA4: "uB", 0xA5: "uu", 0xA6: "1u", 0xA7: "1u", 0xA8: "u", 0xA9: "u",
+    0xF2: "os", 0xF3: "e", 0xF4: "uB", 0xF5: "uu", 0xF6: "1u", 0xF7: "u", 0xF9: "u", 0xFA: "4", 0xFB: "u",
+    0xFC: "u", 0xFD: "o",
+}
+_OPERANDS.update({0x70 + n: "s" for n in range(32)})  # DW_OP_breg0..31
+_SIGNED = {"x": 1, "y": 2, "z": 4, "w": 8}
+
+
+def parse_expression(expr, unit) -> list[Operation]:
+    """The operations of an expression's bytes (or list of byte values), in a unit of ``unit``'s
+    address and offset sizes (anything with ``address_size``, ``offset_size``, ``version``);
+    DwarfFormatError where the bytes do not decode."""
+    data = bytes(expr)
+    order = "little" if getattr(unit, "dwarfinfo", None) is None else unit.dwarfinfo.byteorder
+    address_size = unit.address_size
+    offset_size = address_size if unit.version == 2 else unit.offset_size
+    return _decode(data, order, address_size, offset_size)
+
+
+def _decode(data: bytes, order: str, address_size: int, offset_size: int) -> list[Operation]:
+    ops = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        start = pos
+        op = data[pos]
+        pos += 1
+        name = OP.get(op)
+        if name is None:
+            raise DwarfFormatError(f"unknown expression operation 0x{op:02x}")
+        args: list = []
+        for kind in _OPERANDS.get(op, ""):
+            if kind == "u":
+                value, pos = read_uleb128(data, pos)
+            elif kind == "s":
+                value, pos = read_sleb128(data, pos)
+            elif kind in "ao":
+                size = address_size if kind == "a" else offset_size
+                if pos + size > n:
+                    raise DwarfFormatError(f"{name} runs past the end of its expression")
+                value = int.from_bytes(data[pos:pos + size], order)
+                pos += size
+            elif kind in "beB":
+                if kind == "B":
+                    if pos >= n:
+                        raise DwarfFormatError(f"{name} runs past the end of its expression")
+                    length, pos = data[pos], pos + 1
+                else:
+                    length, pos = read_uleb128(data, pos)
+                if pos + length > n:
+                    raise DwarfFormatError(f"{name} runs past the end of its expression")
+                block = data[pos:pos + length]
+                pos += length
+                if kind == "e":
+                    value = _decode(block, order, address_size, offset_size)
+                else:
+                    if kind == "b":
+                        args.append(length)
+                    value = list(block)
+            else:  # a fixed size
+                width = _SIGNED.get(kind) or int(kind)
+                if pos + width > n:
+                    raise DwarfFormatError(f"{name} runs past the end of its expression")
+                value = int.from_bytes(data[pos:pos + width], order, signed=kind in _SIGNED)
+                pos += width
+            args.append(value)
+        ops.append(Operation(op, name, args, start))
+    return ops
 
 
 def _fold(op: str, a: int, b: int) -> int:
@@ -267,24 +350,9 @@ def location_entries(debuginfo, die, attr_name: str = "DW_AT_location") -> Optio
     attr = die.attributes.get(attr_name)
     result = None
     if attr is not None and not _is_exprloc(attr):
-        parser = debuginfo.location_parser()
-        entries = parser.parse_from_attribute(attr, die.cu.header.version, die)
-        result = []
-        if not isinstance(entries, LocationExpr):
-            base = debuginfo.cu_base(die.cu)
-            for e in entries:
-                if hasattr(e, "base_address"):
-                    base = e.base_address
-                    continue
-                if not isinstance(e, LocationEntry):
-                    continue
-                lo, hi = e.begin_offset, e.end_offset
-                if lo == -1 and hi == -1:  # DW_LLE_default_location
-                    lo, hi = 0, 1 << 64
-                elif not e.is_absolute:
-                    lo, hi = lo + base, hi + base
-                if hi >= lo:
-                    result.append(LocationRange(lo, hi, parse_expression(e.loc_expr, die.cu.structs)))
+        cu = die.cu
+        result = [LocationRange(lo, hi, parse_expression(expr, cu))
+                  for lo, hi, expr in location_list(cu, attr.value, debuginfo.cu_base(cu))]
     cache[key] = result
     return result
 
@@ -294,7 +362,7 @@ def single_expression(die, attr_name: str = "DW_AT_location") -> Optional[list]:
     attr = die.attributes.get(attr_name)
     if attr is None or not _is_exprloc(attr):
         return None
-    return parse_expression(attr.value, die.cu.structs)
+    return parse_expression(attr.value, die.cu)
 
 
 def _is_exprloc(attr) -> bool:

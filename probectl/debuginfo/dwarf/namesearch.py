@@ -69,7 +69,7 @@ class NameSearch:
         if _foreign_references(debuginfo.section_bytes("debug_abbrev_sec")):
             return None
         buffer, base, size = _searchable(dwarf.debug_info_sec)
-        units = read_unit_headers(debuginfo, memoryview(buffer)[base:base + size])
+        units = read_unit_headers(debuginfo)
         if not units:
             return None
         return cls(debuginfo, units, buffer, base, size)
@@ -187,7 +187,7 @@ def _foreign_references(abbrev: bytes) -> bool:
 
 
 def _searchable(sec) -> tuple:
-    """(buffer with ``find``, position of the section in it, section size) for a pyelftools section."""
+    """(buffer with ``find``, position of the section in it, section size) for a section."""
     stream = sec.stream
     base = getattr(stream, "base", None)
     if base is not None:  # a mapped section (sectionmap.SectionMap)

@@ -1,4 +1,4 @@
-"""The DWARF sections of one file, opened as pyelftools' ``DWARFInfo``.
+"""The DWARF sections of one file, opened for probectl's DIE reader (:class:`.units.DwarfSections`).
 
 An x86-64 executable or shared object, the usual case and a kernel's, is opened from probectl's
 own ELF reader: pyelftools' ``ELFFile`` is not needed for it, and importing and constructing one
@@ -16,19 +16,17 @@ import io
 import mmap
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
-
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
 from ..indexcache import file_key
-from .inflating import open_sections
 from .sectionmap import MAP_MIN, SectionMap
+from .units import DwarfSections, Section, pread_reader
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
 
-# DWARFInfo's section arguments and the sections they take, as ELFFile.get_dwarf_info passes them.
+# DwarfSections' section attributes and the sections they hold.
 DWARF_SECTIONS = {
     "debug_info_sec": ".debug_info", "debug_aranges_sec": ".debug_aranges", "debug_abbrev_sec": ".debug_abbrev",
     "debug_frame_sec": ".debug_frame", "eh_frame_sec": ".eh_frame", "debug_str_sec": ".debug_str",
@@ -42,7 +40,7 @@ DWARF_SECTIONS = {
 class OpenedDwarf(NamedTuple):
     """A file's DWARF and what the resolver needs to know of the file around it."""
 
-    dwarf: DWARFInfo
+    dwarf: DwarfSections
     elffile: Optional["ELFFile"]  # pyelftools' ELFFile when it read the file (else made on demand)
     little_endian: bool
     machine: str  # pyelftools' name of e_machine ("EM_X86_64")
@@ -52,7 +50,7 @@ class OpenedDwarf(NamedTuple):
 
 def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
     """The DWARF of the open ``file``: a DebugInfoError if it is not ELF or has no DWARF (or damaged
-    headers); pyelftools' errors escape for damaged DWARF."""
+    headers, or sections pyelftools' ELFFile cannot read); ValueError or IndexError for damaged DWARF."""
     try:
         elf = ElfFile(file.name)
     except TargetError as err:  # (not an ELF file: a file given as debug information is wrong)
@@ -65,15 +63,25 @@ def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
         dwarf = _from_elf(elf, file.fileno(), key)
     if dwarf is not None:
         return OpenedDwarf(dwarf, None, elf.little_endian, "EM_X86_64", elf.elf_class // 8, key)
+    from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
+    from elftools.construct import ConstructError
+
     from .mappedelf import MappedELFFile
 
-    elffile = MappedELFFile(file)
-    dwarf = elffile.get_dwarf_info(relocate_dwarf_sections=elffile["e_type"] == "ET_REL")
+    try:
+        elffile = MappedELFFile(file)
+        info = elffile.get_dwarf_info(relocate_dwarf_sections=elffile["e_type"] == "ET_REL")
+    except (ELFError, ELFParseError, DWARFError, ConstructError) as exc:
+        raise DebugInfoError(f"{file.name}: unreadable ELF/DWARF ({exc})",
+                             hint="check that the file is a complete ELF file with debug information") from None
+    # (pyelftools' section descriptors have Section's fields: their relocated, inflated streams are read as they are)
+    dwarf = DwarfSections({name: getattr(info, name, None) for name in DWARF_SECTIONS}, elffile.little_endian,
+                          elffile.elfclass // 8)
     return OpenedDwarf(dwarf, elffile, elffile.little_endian, elffile["e_machine"], elffile.elfclass // 8, key)
 
 
-def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DWARFInfo]:
-    """DWARFInfo over ``elf``'s sections as they are in the file, or None when they need more than
+def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
+    """DwarfSections over ``elf``'s sections as they are in the file, or None when they need more than
     reading (relocation, decompression) or the machine is not x86-64 (ELFFile names the others).
     ``key`` names the file's inflated windows in the cache."""
     if elf.type == "REL" or elf.machine != EM_X86_64 or elf.section(".zdebug_info") is not None:
@@ -92,10 +100,12 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DWARFInfo]:
         # run inflates little or nothing, and a copy would fault in every page of them); the
         # mapping lives as long as the streams that view it.
         view = memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))
+        from .inflating import open_sections  # (only for compressed sections)
+
         inflating = open_sections({found[arg].name: (view[offset:offset + length], size)
                                    for arg, (offset, length, size) in compressed.items()},
                                   elf.path, key)
-    sections: dict[str, Optional[DebugSectionDescriptor]] = {}
+    sections: dict[str, Optional[Section]] = {}
     for arg, sec in found.items():
         if sec is None:
             sections[arg] = None
@@ -109,7 +119,8 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DWARFInfo]:
             stream = SectionMap(fileno, sec.offset, sec.size)
         else:
             stream = io.BytesIO(elf.section_data(sec.name))
-        sections[arg] = DebugSectionDescriptor(stream=stream, name=sec.name, global_offset=sec.offset,
-                                               size=size, address=sec.addr)
-    config = DwarfConfig(little_endian=elf.little_endian, machine_arch="x64", default_address_size=elf.elf_class // 8)
-    return DWARFInfo(config=config, **sections)
+        sections[arg] = Section(stream=stream, name=sec.name, global_offset=sec.offset, size=size, address=sec.addr)
+    info = found["debug_info_sec"]
+    # (a mapped .debug_info's unit headers are read with pread: faulting in a page of the mapping per unit costs more)
+    read_info = pread_reader(fileno, info.offset) if isinstance(sections["debug_info_sec"].stream, SectionMap) else None
+    return DwarfSections(sections, elf.little_endian, elf.elf_class // 8, read_info)

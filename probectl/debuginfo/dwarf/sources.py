@@ -24,7 +24,7 @@ from .function import Function
 from .lines import LinePoint, walk_lines
 
 if TYPE_CHECKING:
-    from elftools.dwarf.compileunit import CompileUnit
+    from .units import Unit as CompileUnit
 
     from . import DebugInfo
 

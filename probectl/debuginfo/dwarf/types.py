@@ -1,6 +1,6 @@
 """The C type model, from DWARF type DIEs: sizes, signedness, names, members, arrays, bitfields.
 
-Functions here take pyelftools DIEs and follow perf's ``dwarf-aux.c`` where perf's output is
+Functions here take DIEs (``units.DIE``) and follow perf's ``dwarf-aux.c`` where perf's output is
 compared with ours (type names in ``-V``, the kernel type chosen for a fetch); where perf fails
 (DWARF 5 bitfields) or is wrong (DWARF 4 bitfields on little-endian machines), the rule is the
 one of the DWARF standard, stated next to the code.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from elftools.dwarf.die import DIE
+    from .units import DIE
 
 from ...dataclass import dataclass
 from ...errors import TypeMismatchError

@@ -17,7 +17,6 @@ import bisect
 import os
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
-from elftools.dwarf.die import DIE
 
 from ...dataclass import dataclass
 from ...errors import LocationError, ResolveError, VariableNotFound, VariableUnavailable
@@ -25,6 +24,7 @@ from ..place import Computed, Memory, Place, Reg, Register, Symbol, Value
 from . import types as T
 from .die import die_attr, die_name, guarded
 from .location import EvalContext, evaluate, expression_at, location_entries, single_expression
+from .units import DIE
 
 if TYPE_CHECKING:
     from . import DebugInfo
