@@ -18,8 +18,9 @@ import sys
 # that may form cycles, and the imports of a command (click, the resolver, the DWARF reader: tens
 # of thousands of such objects, nearly none garbage) made ~30 collections of an `add -D`, ~3 ms.
 # Every 20,000 leaves a short command none; a long one (record, script) still collects, with at
-# most that many objects waiting. Set as the command line is imported (only the program imports
-# it), before the rest of it; ``main`` then freezes what the imports made.
+# most that many objects waiting. Set as the command line is imported, before the rest of it (a
+# test that imports it to run commands in its own process only collects less often); ``main`` then
+# freezes what the imports made.
 GC_THRESHOLD = 20_000
 gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
