@@ -21,8 +21,8 @@ import struct
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
-                      AT_SPECIFICATION, FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX,
-                      FORM_SEC_OFFSET, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
+                      AT_SPECIFICATION, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
+from .forms import FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX, FORM_SEC_OFFSET
 from .leb128 import read_uleb128
 from .units import DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, section_data
 

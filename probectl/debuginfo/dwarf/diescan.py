@@ -13,9 +13,12 @@ from __future__ import annotations
 import struct
 from typing import Callable, Optional
 
+from .forms import (BLOCK_LENGTH_SIZE, CONSTANT_SIZE, FORM_ADDR, FORM_BLOCK, FORM_EXPRLOC, FORM_FLAG,
+                    FORM_IMPLICIT_CONST, FORM_INDIRECT, FORM_LINE_STRP, FORM_REF_ADDR, FORM_REF_UDATA, FORM_SDATA,
+                    FORM_STRING, FORM_STRP, FORM_STRX, LEB128, OFFSET_SIZED, STRX_SIZE, UNIT_REF_SIZE)
 from .leb128 import read_sleb128, read_uleb128
 
-# DW_TAG / DW_AT / DW_FORM numbers used by the scanner and the indexes built with it.
+# DW_TAG / DW_AT numbers used by the scanner and the indexes built with it.
 TAG_SUBPROGRAM = 0x2E
 TAG_VARIABLE = 0x34
 TAG_FORMAL_PARAMETER = 0x05
@@ -50,31 +53,6 @@ _SUBPROGRAM_TAGS = frozenset({TAG_SUBPROGRAM})
 _NO_TAGS: frozenset = frozenset()
 ALL_LEVELS = -1  # CUScanner.walk into namespaces and modules all the way down
 
-# Fixed sizes; None = variable, 'off' = offset size, 'addr' = address size.
-_FIXED = {
-    0x0B: 1, 0x11: 1, 0x0C: 1, 0x25: 1, 0x29: 1,  # data1 ref1 flag strx1 addrx1
-    0x05: 2, 0x12: 2, 0x26: 2, 0x2A: 2,  # data2 ref2 strx2 addrx2
-    0x27: 3, 0x2B: 3,  # strx3 addrx3
-    0x06: 4, 0x13: 4, 0x28: 4, 0x2C: 4, 0x1C: 4,  # data4 ref4 strx4 addrx4 ref_sup4
-    0x07: 8, 0x14: 8, 0x20: 8, 0x24: 8,  # data8 ref8 ref_sig8 ref_sup8
-    0x1E: 16,  # data16
-    0x19: 0, 0x21: 0,  # flag_present implicit_const
-}
-_OFFSET_FORMS = {0x0E, 0x1F, 0x17, 0x10, 0x1D, 0x1F20, 0x1F21}  # strp line_strp sec_offset ref_addr strp_sup GNU alt
-_LEB_FORMS = {0x0D, 0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}  # sdata udata ref_udata strx addrx loclistx rnglistx
-FORM_ADDR = 0x01
-FORM_STRING = 0x08
-FORM_STRP = 0x0E
-FORM_LINE_STRP = 0x1F
-FORM_STRX = 0x1A
-_STRX_FIXED = {0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4}
-_BLOCK_FORMS = {0x0A: 1, 0x03: 2, 0x04: 4}  # block1 block2 block4 (length prefix size)
-FORM_BLOCK = 0x09
-FORM_EXPRLOC = 0x18
-FORM_INDIRECT = 0x16
-_REF_FORMS = {0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8}
-FORM_REF_UDATA = 0x15
-FORM_SEC_OFFSET, FORM_LOCLISTX, FORM_DATA4, FORM_DATA8 = 0x17, 0x22, 0x06, 0x07
 # The attributes of a subprogram's code range (CUScanner.collect reads them for function_bounds).
 BOUND_ATTRS = frozenset({AT_LOW_PC, AT_HIGH_PC, AT_RANGES, AT_ENTRY_PC, AT_SIBLING})
 
@@ -145,7 +123,7 @@ def _parse_entry(data: bytes, pos: int) -> tuple[int, bool, list, int]:
         if attr == 0 and form == 0:
             return tag, children, specs, pos
         value = 0
-        if form == 0x21:  # implicit_const
+        if form == FORM_IMPLICIT_CONST:
             value, pos = read_sleb128(data, pos)
         specs.append((attr, form, value))
 
@@ -154,15 +132,15 @@ def _plan(specs, offset_size: int, address_size: int, version: int) -> tuple[Opt
     size = 0
     sibling = None
     for attr, form, _ in specs:
-        if form in _FIXED:
-            n = _FIXED[form]
-        elif form in _OFFSET_FORMS:
-            n = address_size if (form == 0x10 and version <= 2) else offset_size
+        if form in CONSTANT_SIZE:
+            n = CONSTANT_SIZE[form]
+        elif form in OFFSET_SIZED:
+            n = address_size if (form == FORM_REF_ADDR and version <= 2) else offset_size
         elif form == FORM_ADDR:
             n = address_size
         else:
             return None, sibling
-        if attr == AT_SIBLING and form in _REF_FORMS and sibling is None:
+        if attr == AT_SIBLING and form in UNIT_REF_SIZE and sibling is None:
             sibling = (size, n)
         size += n
     return size, sibling
@@ -214,37 +192,37 @@ class CUScanner:
         for attr, form, implicit in specs:
             if form == FORM_INDIRECT:
                 form, pos = read_uleb128(data, pos)
-            size = _FIXED.get(form)
+            size = CONSTANT_SIZE.get(form)
             if size is not None:
                 if want and attr in _WANTED:
-                    if form in _REF_FORMS:
+                    if form in UNIT_REF_SIZE:
                         found[attr] = cu_offset + int.from_bytes(data[pos:pos + size], "little")
-                    elif form in _STRX_FIXED:
+                    elif form in STRX_SIZE:
                         found[attr] = self._strx(int.from_bytes(data[pos:pos + size], "little"))
-                    elif form == 0x21:
+                    elif form == FORM_IMPLICIT_CONST:
                         found[attr] = implicit
-                    elif form == 0x0C:
+                    elif form == FORM_FLAG:
                         found[attr] = data[pos] != 0
                     else:
                         found[attr] = True
-                elif attr == AT_SIBLING and form in _REF_FORMS:
+                elif attr == AT_SIBLING and form in UNIT_REF_SIZE:
                     found[attr] = cu_offset + int.from_bytes(data[pos:pos + size], "little")
                 pos += size
-            elif form in _OFFSET_FORMS or (form == 0x10 and self.version <= 2):
-                size = self.offset_size if not (form == 0x10 and self.version <= 2) else self.address_size
+            elif form in OFFSET_SIZED or (form == FORM_REF_ADDR and self.version <= 2):
+                size = self.offset_size if not (form == FORM_REF_ADDR and self.version <= 2) else self.address_size
                 if want and attr in _WANTED:
                     value = int.from_bytes(data[pos:pos + size], "little")
                     if form == FORM_STRP:
                         found[attr] = self._cstr(self.strtab, value)
                     elif form == FORM_LINE_STRP:
                         found[attr] = self._cstr(self.line_strtab, value)
-                    elif form == 0x10:
+                    elif form == FORM_REF_ADDR:
                         found[attr] = ("ref_addr", value)
                     else:
                         found[attr] = True
                 pos += size
-            elif form in _LEB_FORMS:
-                if form == 0x0D:
+            elif form in LEB128:
+                if form == FORM_SDATA:
                     value, pos = read_sleb128(data, pos)
                 else:
                     value, pos = read_uleb128(data, pos)
@@ -269,8 +247,8 @@ class CUScanner:
                 if want and attr in _WANTED:
                     found[attr] = True
                 pos += length
-            elif form in _BLOCK_FORMS:
-                n = _BLOCK_FORMS[form]
+            elif form in BLOCK_LENGTH_SIZE:
+                n = BLOCK_LENGTH_SIZE[form]
                 length = int.from_bytes(data[pos:pos + n], "little")
                 pos += n + length
                 if want and attr in _WANTED:
@@ -287,18 +265,18 @@ class CUScanner:
         for attr, form, implicit in specs:
             if form == FORM_INDIRECT:
                 form, pos = read_uleb128(data, pos)
-            size = _FIXED.get(form)
+            size = CONSTANT_SIZE.get(form)
             if size is not None:
                 if attr in wanted:
-                    found[attr] = (form, implicit if form == 0x21 else int.from_bytes(data[pos:pos + size], "little"))
+                    found[attr] = (form, implicit if form == FORM_IMPLICIT_CONST else int.from_bytes(data[pos:pos + size], "little"))
                 pos += size
-            elif form in _OFFSET_FORMS or (form == 0x10 and self.version <= 2):
-                size = self.offset_size if not (form == 0x10 and self.version <= 2) else self.address_size
+            elif form in OFFSET_SIZED or (form == FORM_REF_ADDR and self.version <= 2):
+                size = self.offset_size if not (form == FORM_REF_ADDR and self.version <= 2) else self.address_size
                 if attr in wanted:
                     found[attr] = (form, int.from_bytes(data[pos:pos + size], "little"))
                 pos += size
-            elif form in _LEB_FORMS:
-                if form == 0x0D:
+            elif form in LEB128:
+                if form == FORM_SDATA:
                     value, pos = read_sleb128(data, pos)
                 else:
                     value, pos = read_uleb128(data, pos)
@@ -313,8 +291,8 @@ class CUScanner:
             elif form in (FORM_EXPRLOC, FORM_BLOCK):
                 length, pos = read_uleb128(data, pos)
                 pos += length
-            elif form in _BLOCK_FORMS:
-                n = _BLOCK_FORMS[form]
+            elif form in BLOCK_LENGTH_SIZE:
+                n = BLOCK_LENGTH_SIZE[form]
                 pos += n + int.from_bytes(data[pos:pos + n], "little")
             else:
                 raise Unsupported(f"form 0x{form:x}")
@@ -383,7 +361,7 @@ class CUScanner:
             if not children:
                 return pos
             sib = values.get(AT_SIBLING)
-            if sib is not None and (sib[0] in _REF_FORMS or sib[0] == FORM_REF_UDATA):
+            if sib is not None and (sib[0] in UNIT_REF_SIZE or sib[0] == FORM_REF_UDATA):
                 return forward(cu_offset + sib[1], pos)
             return self._skip_children(pos, end, abbrevs, cu_offset)
 

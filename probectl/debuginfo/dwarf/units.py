@@ -23,8 +23,15 @@ import bisect
 import os
 from typing import Callable, Iterator, NamedTuple, Optional
 
+from .forms import (ADDRX, BLOCK_LENGTH_SIZE, FORM_BLOCK, FORM_DATA16, FORM_EXPRLOC, FORM_FLAG, FORM_FLAG_PRESENT,
+                    FORM_IMPLICIT_CONST, FORM_INDIRECT, FORM_LINE_STRP, FORM_LOCLISTX, FORM_RNGLISTX, FORM_SDATA,
+                    FORM_STRING, FORM_STRP, STRX, ULEB128, fixed_sizes)
 from .leb128 import read_sleb128, read_uleb128
 from .names import AT, FORM, TAG
+
+# The forms whose value is an index into a table of the unit's (strings, addresses, lists): resolved
+# once the unit's bases (DW_AT_str_offsets_base…) are known.
+_INDEXED_FORMS = STRX | ADDRX | {FORM_LOCLISTX, FORM_RNGLISTX}
 
 
 class DwarfFormatError(ValueError):
@@ -160,34 +167,6 @@ def parse_abbrev_window(stream, offset: int, size: Optional[int], parse: Callabl
     return parse(stream.read() if rest is None else stream.read(rest))
 
 
-FORM_IMPLICIT_CONST = 0x21
-FORM_INDIRECT = 0x16
-
-
-# --- forms ----------------------------------------------------------------------------------------
-
-_STRP, _LINE_STRP, _FLAG, _FLAG_PRESENT, _SDATA, _UDATA, _STRING = 0x0E, 0x1F, 0x0C, 0x19, 0x0D, 0x0F, 0x08
-_STRX = {0x1A, 0x25, 0x26, 0x27, 0x28, 0x1F02}
-_ADDRX = {0x1B, 0x29, 0x2A, 0x2B, 0x2C, 0x1F01}
-_LOCLISTX, _RNGLISTX = 0x22, 0x23
-_ULEB_FORMS = {0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}  # udata ref_udata strx addrx loclistx rnglistx
-_BLOCK_LENGTH = {0x0A: 1, 0x03: 2, 0x04: 4}  # block1 block2 block4
-_BLOCK, _EXPRLOC, _DATA16 = 0x09, 0x18, 0x1E
-_INDIRECT_FORMS = _STRX | _ADDRX | {_LOCLISTX, _RNGLISTX}
-_UNIT_REFS = {0x11, 0x12, 0x13, 0x14, 0x15}  # ref1 ref2 ref4 ref8 ref_udata
-_REF_ADDR = 0x10
-
-
-def _fixed_sizes(offset_size: int, address_size: int, version: int) -> dict[int, int]:
-    """form → size in bytes of the forms of a fixed size, in a unit of these sizes and version."""
-    return {
-        0x01: address_size, 0x0B: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x0C: 1, 0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8,
-        0x10: address_size if version == 2 else offset_size, 0x0E: offset_size, 0x1F: offset_size,
-        0x17: offset_size, 0x1D: offset_size, 0x1C: 4, 0x24: 8, 0x20: 8, 0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4,
-        0x29: 1, 0x2A: 2, 0x2B: 3, 0x2C: 4, 0x19: 0, 0x21: 0, 0x1F20: offset_size, 0x1F21: offset_size,
-    }
-
-
 class DIE:
     """One debugging information entry: ``tag``, ``attributes`` (name → AttributeValue, in the order
     of the abbreviation), ``offset`` in ``.debug_info``, ``size`` in bytes (its own attributes, not
@@ -248,7 +227,8 @@ class Unit:
         self._abbrevs: Optional[dict] = None
         self._dies: dict[int, DIE] = {}
         self._after: dict[int, int] = {}  # DIE offset → offset after its subtree
-        self._fixed = _fixed_sizes(header.offset_size, header.address_size, header.version)
+        self._fixed = fixed_sizes(header.offset_size, header.address_size, header.version)
+        del self._fixed[FORM_DATA16]  # (read below as a block of 16 bytes, not as a number)
         self._bases: Optional[dict[str, int]] = None
 
     def __getitem__(self, key: str):
@@ -407,36 +387,36 @@ class Unit:
                 raw = int.from_bytes(data[pos:end], order) if size else (implicit if form == FORM_IMPLICIT_CONST
                                                                            else b"")
                 pos = end
-                if form == _STRP:
+                if form == FORM_STRP:
                     value = self.dwarfinfo.string(raw)
-                elif form == _FLAG:
+                elif form == FORM_FLAG:
                     value = raw != 0
-                elif form in _INDIRECT_FORMS:
+                elif form in _INDEXED_FORMS:
                     value = raw
                     deferred = (deferred or []) + [name]
-                elif form == _LINE_STRP:
+                elif form == FORM_LINE_STRP:
                     value = self.dwarfinfo.line_string(raw)
-                elif form == _FLAG_PRESENT:
+                elif form == FORM_FLAG_PRESENT:
                     value = True
                 else:
                     value = raw
-            elif form in _ULEB_FORMS:
+            elif form in ULEB128:
                 raw, pos = read_uleb128(data, pos)
                 value = raw
-                if form in _INDIRECT_FORMS:
+                if form in _INDEXED_FORMS:
                     deferred = (deferred or []) + [name]
-            elif form == _SDATA:
+            elif form == FORM_SDATA:
                 raw, pos = read_sleb128(data, pos)
                 value = raw
-            elif form == _STRING:
+            elif form == FORM_STRING:
                 end = data.find(b"\0", pos)
                 if end < 0:
                     raise DwarfFormatError(f"DIE 0x{offset:x}: a string runs past the end of its unit")
                 raw = value = data[pos:end]
                 pos = end + 1
-            elif form == _EXPRLOC or form == _BLOCK or form in _BLOCK_LENGTH:
-                if form in _BLOCK_LENGTH:
-                    width = _BLOCK_LENGTH[form]
+            elif form == FORM_EXPRLOC or form == FORM_BLOCK or form in BLOCK_LENGTH_SIZE:
+                if form in BLOCK_LENGTH_SIZE:
+                    width = BLOCK_LENGTH_SIZE[form]
                     length = int.from_bytes(data[pos:pos + width], order)
                     pos += width
                 else:
@@ -446,7 +426,7 @@ class Unit:
                     raise DwarfFormatError(f"DIE 0x{offset:x}: a block runs past the end of its unit")
                 raw = value = list(data[pos:end])
                 pos = end
-            elif form == _DATA16:
+            elif form == FORM_DATA16:
                 end = pos + 16
                 if end > n:
                     raise DwarfFormatError(f"DIE 0x{offset:x} runs past the end of its unit")
