@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from .. import spec as S
 from ..dataclass import dataclass
 from ..debuginfo.dwarf import DebugInfo, Function
-from ..debuginfo.dwarf.die import tail_match
+from ..debuginfo.dwarf.die import is_glob, tail_match
 from ..debuginfo.dwarf.variables import best_scope
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
@@ -107,6 +107,10 @@ class SourceResolver:
         return sites
 
     def _functions(self, point: S.PointSpec) -> list[Function]:
+        if self.is_uprobe and point.source is None and not is_glob(point.function):
+            functions = self._function_at_symbol(point.function)
+            if functions:
+                return functions
         functions = self.debuginfo.probe_functions(point.function, point.source)
         if functions:
             return functions
@@ -125,6 +129,41 @@ class SourceResolver:
             hint = (did_you_mean(point.function, self.debuginfo.function_names(), sep=", ")
                     or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
+        return found
+
+    def _function_at_symbol(self, name: str) -> Optional[list[Function]]:
+        """The DWARF functions of a global function symbol of a user binary, found at its address
+        (``.debug_aranges``, then the one unit that holds it), or None when DWARF may define more
+        than that under the name: then every unit is searched for it by name, as perf does.
+
+        Searching by name costs most where a name is an alias (``malloc`` of ``__libc_malloc``):
+        its string lies in the declarations of every unit that calls it (191 units of
+        libc6-dbg), each of which must be read to find none is a definition; the address gives the
+        answer from one unit. Both give the same functions when no other definition can hold the
+        name: a global symbol is defined once, a static function of the same name in another unit
+        would have a LOCAL symbol in ``.symtab`` (or a clone's, ``name.constprop.0``), and a global
+        function gcc inlined as well has an abstract origin (whose inline instances perf probes
+        too). Left out of this reasoning: a static function of that name inlined everywhere (no
+        symbol at all), in a unit that cannot see the global's declaration."""
+        symbols = self.elf.find_functions(name)
+        if not symbols or any(sym.bind not in ("GLOBAL", "WEAK") for sym in symbols):
+            return None
+        told = False  # (a stripped runtime binary has no .symtab: its debug file's tells)
+        for elf in dict.fromkeys((self.elf, self.debuginfo.debug_elf())):
+            local = elf.has_local_function(name) if elf is not None else None
+            if local:
+                return None
+            told = told or local is False
+        if not told:
+            return None
+        found: list[Function] = []
+        for sym in symbols:
+            fn = self.debuginfo.function_at(sym.value)
+            if (fn is None or fn.entry != sym.value or fn.inlined
+                    or "DW_AT_abstract_origin" in fn.die.attributes or "DW_AT_specification" in fn.die.attributes):
+                return None
+            if all(f.entry != fn.entry for f in found):
+                found.append(fn)
         return found
 
     def _function_starting_at(self, sym: ElfSymbol) -> Optional[Function]:
