@@ -184,11 +184,9 @@ class DebugInfo:
         """``.debug_aranges`` as sorted (starts, ends, CU offsets), or None without the section."""
         if not self._aranges_loaded:
             self._aranges_loaded = True
-            sec = self.dwarf.debug_aranges_sec
-            if sec is not None:
-                from .dieindex import parse_aranges, section_data
+            from .dieindex import address_ranges
 
-                self._aranges = parse_aranges(section_data(sec), self.little_endian)
+            self._aranges = address_ranges(self)
         return self._aranges
 
     def _aranges_cu_offset(self, address: int) -> Optional[int]:

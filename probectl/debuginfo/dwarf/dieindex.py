@@ -71,6 +71,40 @@ def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], l
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
+# From this size of .debug_aranges on (a library's: libc6-dbg's is 97 KB, 2,063 sets), the table
+# parse_aranges makes of it is kept in the index cache (``dwarf-aranges``).
+CACHED_ARANGES_FROM = 32 << 10
+_ARANGES_FORMAT = 1
+
+
+def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int], list[int]]]:
+    """``parse_aranges`` of the file's ``.debug_aranges`` (None without one). A large one's table
+    is kept on disk: a function found at its symbol's address reads it on every run, and three
+    arrays are read back in a fraction of the time the sets take to parse (0.2 ms, not 1-2)."""
+    sec = debuginfo.dwarf.debug_aranges_sec
+    if sec is None:
+        return None
+    if sec.size < CACHED_ARANGES_FROM:
+        return parse_aranges(section_data(sec), debuginfo.little_endian)
+    from .. import indexcache
+    from array import array
+
+    info = debuginfo.dwarf.debug_info_sec
+    fingerprint = (_ARANGES_FORMAT, debuginfo.little_endian, sec.size, info.size if info is not None else 0)
+    stored = indexcache.load("dwarf-aranges", debuginfo.index_key, fingerprint)
+    if stored is not None and len(stored) == 3 and all(type(part) is bytes and len(part) % 8 == 0 for part in stored):
+        columns = [array("Q", part).tolist() for part in stored]
+        if len(columns[0]) == len(columns[1]) == len(columns[2]):
+            return columns[0], columns[1], columns[2]
+    table = parse_aranges(section_data(sec), debuginfo.little_endian)
+    try:
+        payload = tuple(array("Q", column).tobytes() for column in table)
+    except OverflowError:  # (a negative or huge value from damaged DWARF: not kept)
+        return table
+    indexcache.store("dwarf-aranges", debuginfo.index_key, fingerprint, payload)
+    return table
+
+
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)].
 
