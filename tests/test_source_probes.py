@@ -375,7 +375,8 @@ def _alias_case(which: str) -> tuple[str, Callable]:
 
 @pytest.mark.perf
 @pytest.mark.parametrize("which", list(ALIAS_BINARIES))
-@pytest.mark.parametrize("definition", ["public_helper x", "real_helper x", "other_entry x", "real_helper%return $retval"])
+@pytest.mark.parametrize("definition", ["public_helper x", "real_helper x", "other_entry x", "real_helper%return $retval",
+                                        "public_helper:4 x", "real_helper:3 x"])
 def test_functions_of_global_symbols_match_perf(perf_bin, which, definition):
     """public_helper is a global alias of real_helper and a static function of the other unit:
     perf finds the static one by its DWARF name, and so must probectl."""

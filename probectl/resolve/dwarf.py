@@ -65,7 +65,9 @@ class SourceResolver:
         if point.line is not None:
             from ..debuginfo.dwarf.lines import function_line
 
-            definitions = self.debuginfo.find_functions(point.function, point.source) or functions
+            # (a function found at its symbol is the one definition of the name: no search by name)
+            definitions = (self._functions_at_symbol(point) or self.debuginfo.find_functions(point.function, point.source)
+                           or functions)
             for fn in definitions:
                 for lp in function_line(self.debuginfo, fn, point.line):
                     add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line))
@@ -107,10 +109,9 @@ class SourceResolver:
         return sites
 
     def _functions(self, point: S.PointSpec) -> list[Function]:
-        if self.is_uprobe and point.source is None and not is_glob(point.function):
-            functions = self._function_at_symbol(point.function)
-            if functions:
-                return functions
+        functions = self._functions_at_symbol(point)
+        if functions:
+            return functions
         functions = self.debuginfo.probe_functions(point.function, point.source)
         if functions:
             return functions
@@ -130,6 +131,12 @@ class SourceResolver:
                     or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
         return found
+
+    def _functions_at_symbol(self, point: S.PointSpec) -> Optional[list[Function]]:
+        """``_function_at_symbol`` of a user binary's function named exactly, without ``@SRC``."""
+        if not self.is_uprobe or point.source is not None or point.function is None or is_glob(point.function):
+            return None
+        return self._function_at_symbol(point.function)
 
     def _function_at_symbol(self, name: str) -> Optional[list[Function]]:
         """The DWARF functions of a global function symbol of a user binary, found at its address
