@@ -313,6 +313,7 @@ LIBC_ALIASES = [
     ("free mem", "__libc_free mem", "free"),
     ("wmemcpy s1 n", "__wmemcpy s1 n", "wmemcpy"),
     ("malloc%return $retval", "__libc_malloc%return $retval", "malloc__return"),
+    ("malloc:12 bytes", "__libc_malloc:12 bytes", "malloc_L12"),  # the scope: __libc_malloc's, not the innermost
 ]
 
 
@@ -387,12 +388,15 @@ def test_functions_of_global_symbols_match_perf(perf_bin, which, definition):
 
 @pytest.mark.perf
 @pytest.mark.parametrize("which", list(ALIAS_BINARIES))
-def test_alias_without_a_dwarf_name_gets_the_real_functions_definition(perf_bin, which):
+@pytest.mark.parametrize("alias,real,event", [("lone_alias x", "real_helper x", "lone_alias"),
+                                              ("lone_alias:3 x", "real_helper:3 x", "lone_alias_L3")])
+def test_alias_without_a_dwarf_name_gets_the_real_functions_definition(perf_bin, which, alias, real, event):
     path, theirs = _alias_case(which)
-    assert "Failed to add events" in perf_fails(perf_bin, str(ALIAS_BINARIES[which]()[1]), "lone_alias x")
-    mine, _ = ours(path, "lone_alias x")
-    assert [replace(d, event="lone_alias").render() for d in mine] == normalized(
-        [replace(p, event="lone_alias") for p in theirs(perf_bin, "real_helper x")], mine)
+    assert "Failed to add events" in perf_fails(perf_bin, str(ALIAS_BINARIES[which]()[1]), alias)
+    mine, _ = ours(path, alias)
+    assert [d.event for d in mine] == [event]
+    assert [replace(d, event=event).render() for d in mine] == normalized(
+        [replace(p, event=event) for p in theirs(perf_bin, real)], mine)
 
 
 # --- where perf fails or is wrong -----------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from .. import spec as S
 from ..dataclass import dataclass
 from ..debuginfo.dwarf import DebugInfo, Function
-from ..debuginfo.dwarf.die import is_glob, tail_match
+from ..debuginfo.dwarf.die import die_linkage_name, is_glob, tail_match
 from ..debuginfo.dwarf.variables import best_scope
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
@@ -31,6 +31,9 @@ class SourceSite:
     function: Function  # the matched function, or the instance (inline or out-of-line) the address is in
     at_entry: bool  # the address is the function's entry (for $argN)
     line: Optional[int] = None
+    # The name of the scope to prefer there when the probe point named an alias (``malloc:12``:
+    # ``__libc_malloc``, whose variables perf would give for ``__libc_malloc:12``), else None.
+    scope_name: Optional[str] = None
 
 
 @dataclass
@@ -70,7 +73,8 @@ class SourceResolver:
                            or functions)
             for fn in definitions:
                 for lp in function_line(self.debuginfo, fn, point.line):
-                    add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line))
+                    add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line,
+                                   self._alias_scope(point, fn)))
             if not sites:
                 raise ProbePointNotFound(point.text, hint="that line has no code; see the probe-able lines with "
                                                           f"'probectl lines {point.function}'")
@@ -81,7 +85,7 @@ class SourceResolver:
 
                 for lp in lazy_points(self.debuginfo, point.lazy, scope=fn, source_dir=self.source_dir,
                                       fetch=self.fetch_source):
-                    add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
+                    add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line, self._alias_scope(point, fn)))
                 continue
             if fn.entry is None:
                 continue
@@ -107,6 +111,15 @@ class SourceResolver:
         if not sites:
             raise ProbePointNotFound(point.text, hint="no line matches the pattern" if point.lazy else "")
         return sites
+
+    @staticmethod
+    def _alias_scope(point: S.PointSpec, fn: Function) -> Optional[str]:
+        """``SourceSite.scope_name`` of a site in ``fn``: its name when the point's function is
+        another name of it (an ELF alias), which names no scope in DWARF."""
+        name = point.function
+        if name is None or is_glob(name) or name == fn.name or name == die_linkage_name(fn.die):
+            return None
+        return fn.name
 
     def _functions(self, point: S.PointSpec) -> list[Function]:
         functions = self._functions_at_symbol(point)
@@ -272,7 +285,8 @@ class SourceResolver:
             # A function's own instance, even when its entry pc lies outside its ranges (perf's
             # probe_point_inline_cb looks variables up from the instance DIE itself).
             return site.function.die
-        scope = best_scope(self.debuginfo, site.address, function=point.function or site.function.name)
+        scope = best_scope(self.debuginfo, site.address,
+                           function=site.scope_name or point.function or site.function.name)
         return scope if scope is not None else site.function.die
 
 
