@@ -8,8 +8,10 @@ Each case runs both tools on the same binary and the same work:
 1. libc ``malloc bytes``: perf fails on the alias, so perf runs ``__libc_malloc bytes`` (the
    definition probectl gives for ``malloc bytes``); perf's failing ``malloc bytes`` is timed too;
 2. libc ``__libc_malloc bytes`` in both;
-3. libc ``malloc size=%di``: a symbol and a register, no DWARF read (perf's work is the same);
-4. the largest fixture definition: ``paint`` of dwarf_structs at -O2 with 25 arguments.
+3. libc ``free mem``: an alias again (perf runs ``__libc_free mem``), of a name so common (the tail
+   of every ``*free`` string) that searching the units for it by name gives up;
+4. libc ``malloc size=%di``: a symbol and a register, no DWARF read (perf's work is the same);
+5. the largest fixture definition: ``paint`` of dwarf_structs at -O2 with 25 arguments.
 
 Issue 16's targets: libc <= 1.0x perf warm and <= 1.5x cold; ``paint`` <= 60 ms warm.
 
@@ -177,6 +179,7 @@ def main() -> int:
     cases = [
         ("libc malloc bytes", LIBC, "malloc bytes", "__libc_malloc bytes"),
         ("libc __libc_malloc bytes", LIBC, "__libc_malloc bytes", "__libc_malloc bytes"),
+        ("libc free mem (an alias of a common name)", LIBC, "free mem", "__libc_free mem"),
         ("libc malloc size=%di (by symbol)", LIBC, "malloc size=%di", "malloc size=%di"),
         ("dwarf_structs -O2 paint (25 arguments)", structs, PAINT, PAINT),
     ]

@@ -128,6 +128,40 @@ def build_static_pair(opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
     return build_program("dwarf_static", [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"], opt, extra)
 
 
+def build_alias_pair(opt: str = "-O0") -> Path:
+    """dwarf_alias_a.c + dwarf_alias_b.c linked into one program: global aliases of a function, and a
+    static function named like one of them in the other CU."""
+    return build_program("dwarf_alias", [FIXTURES / "dwarf_alias_a.c", FIXTURES / "dwarf_alias_b.c"], opt)
+
+
+def build_alias_library(opt: str = "-O2") -> tuple[Path, Path]:
+    """The alias fixture as a shared library stripped as distributions ship one (libc): only
+    ``.dynsym`` left, the DWARF and ``.symtab`` in a debug file beside it, found by its
+    ``.gnu_debuglink``; the static public_helper is then known by the debug file alone. Returns
+    (the stripped library, the library before stripping: the same code at the same addresses,
+    for perf, which does not follow the link)."""
+    sources = [FIXTURES / "dwarf_alias_a.c", FIXTURES / "dwarf_alias_b.c"]
+    ident = b"".join(str(src).encode() + b"\0" + src.read_bytes() for src in sources) + opt.encode()
+    out = BUILD_DIR / f"libdwarf_alias-{opt.lstrip('-')}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    stripped, full = out / "libdwarf_alias.so", out / "full" / "libdwarf_alias.so"
+    if not out.exists():
+        if not shutil.which("objcopy"):
+            _missing("objcopy (binutils) is not installed")
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        (tmp / "full").mkdir(parents=True, exist_ok=True)
+        lib = tmp / stripped.name
+        subprocess.run(["gcc", opt, "-g", "-fPIC", "-shared", "-o", str(tmp / "full" / lib.name), *map(str, sources)],
+                       check=True)
+        shutil.copyfile(tmp / "full" / lib.name, lib)
+        subprocess.run(["objcopy", "--only-keep-debug", str(lib), f"{lib}.debug"], check=True)
+        subprocess.run(["objcopy", "--strip-all", f"--add-gnu-debuglink={lib}.debug", str(lib)], check=True)
+        try:
+            tmp.rename(out)
+        except OSError:  # (built meanwhile by another test process)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return stripped, full
+
+
 def build_usdt(opt: str = "-O0") -> tuple[Path, Path]:
     """usdt_target (usdt_target.c + usdt_guarded.c) linked with libusdt_lib.so (usdt_lib.c), SDT probes from
     <sys/sdt.h> (Debian: systemtap-sdt-dev); returns (program, library). Skips when sdt.h is missing."""

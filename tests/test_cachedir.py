@@ -24,7 +24,9 @@ from probectl.grammars import cache_name
 from probectl.target import kernel
 
 NOBODY = 65534
-DEFINITIONS = ("main", "add_ints a b")  # a symbol, and C expressions (the DWARF name index)
+# A symbol, and C expressions in a function found by name (with @SRC: the DWARF name index; a
+# global function alone is found at its symbol's address, which builds no index).
+DEFINITIONS = ("main", "add_ints@uprobe_target.c a b")
 # The grammar kept in the cache is the filters' (probe definitions are parsed by the generated
 # probectl/spec/probe_tables.py): each run parses this filter, then resolves the definitions.
 FILTER = 'common_pid == 42 && comm ~ "bash*"'

@@ -273,6 +273,37 @@ def test_cu_by_address_without_aranges(fixture_bins):
         assert via_aranges.cu_offset == via_ranges == fn.cu.cu_offset
 
 
+def _aranges_set(cu_offset: int, ranges: list[tuple[int, int]], address_size: int = 8, segment_size: int = 0,
+                 dwarf64: bool = False, at: int = 0) -> bytes:
+    """One .debug_aranges set as a producer writes it, starting ``at`` bytes into the section."""
+    import struct
+
+    a = "Q" if address_size == 8 else "I"
+    body = struct.pack("<H", 2) + struct.pack("<Q" if dwarf64 else "<I", cu_offset) + bytes([address_size, segment_size])
+    head = 12 if dwarf64 else 4
+    pad = (-(at + head + len(body))) % (2 * address_size)
+    body += b"\0" * pad + b"".join(struct.pack("<" + a + a, lo, n) for lo, n in ranges) + bytes(4 * address_size)
+    return (b"\xff\xff\xff\xff" + struct.pack("<Q", len(body)) if dwarf64 else struct.pack("<I", len(body))) + body
+
+
+def test_parse_aranges_of_every_shape():
+    """32- and 64-bit sets, several ranges, a zero-length one, 4-byte addresses, a set with segment
+    selectors (skipped), and a truncated last set (the ranges before it kept)."""
+    from probectl.debuginfo.dwarf.dieindex import parse_aranges
+
+    data = b""
+    for args, kw in (((0x10, [(0x3000, 0x10), (0x1000, 0x20), (0x5000, 0)]), {}),
+                     ((0x80, [(0x2000, 8)]), {"dwarf64": True}),
+                     ((0x90, [(0x9000, 4)]), {"address_size": 4}),
+                     ((0xa0, [(0x7000, 4)]), {"segment_size": 2})):
+        data += _aranges_set(*args, **kw, at=len(data))
+    whole = ([0x1000, 0x2000, 0x3000, 0x9000], [0x1020, 0x2008, 0x3010, 0x9004], [0x10, 0x80, 0x10, 0x90])
+    assert parse_aranges(data) == whole
+    truncated = data + _aranges_set(0xb0, [(0xb000, 4)], at=len(data))[:-9]
+    assert parse_aranges(truncated) == whole
+    assert parse_aranges(data + b"\x01\x02") == whole  # (a tail too short for a header)
+
+
 def test_dwarf4_and_compressed_sections(fixture_bins):
     five = fixture_bins.di("dwarf_structs", "-O2")
     for extra in (("-gdwarf-4",), ("-gz",), ("-gz=zlib-gnu",)):

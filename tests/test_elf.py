@@ -199,6 +199,16 @@ def test_globs_return_aliases(libc):
     assert elf.find_functions("no_such_function_xyz") == []
 
 
+def test_local_functions_and_their_clones(libc, libc_debug):
+    """What tells the resolver that a global name may also be a static function's (``has_local_function``)."""
+    dbg = ElfFile(libc_debug)
+    assert dbg.has_local_function("malloc") is False  # global only (malloc.c's FILE symbol is no function)
+    assert dbg.has_local_function("_int_malloc") is True  # static in malloc.c
+    assert dbg.has_local_function("obstack_free") is True  # global, but with a local part: obstack_free.cold
+    assert dbg.has_local_function("no_such_function_xyz") is False
+    assert ElfFile(libc).has_local_function("_int_malloc") is None  # no .symtab: nothing can be told
+
+
 def test_libc_debug_symtab_aliases(libc_debug):
     dbg = ElfFile(libc_debug)
     assert dbg.has_dwarf

@@ -336,6 +336,38 @@ def test_address_order_is_cached(private_cache, monkeypatch):
     assert len(sorts) == 4
 
 
+def test_address_ranges_are_cached(private_cache, monkeypatch):
+    """A large .debug_aranges (libc6-dbg's) is parsed once and read back as the same table; a
+    damaged file is parsed again and replaced; a small one (a fixture's) is not kept."""
+    from probectl.debuginfo.dwarf import dieindex
+
+    try:
+        DebugInfo.open(LIBC).close()
+    except Exception as exc:  # (DebugInfoError: no libc6-dbg)
+        _missing(f"libc6-dbg is not installed: {exc}")
+    parses = []
+    real = dieindex.parse_aranges
+    monkeypatch.setattr(dieindex, "parse_aranges", lambda *a: parses.append(1) or real(*a))
+
+    def table():
+        with DebugInfo.open(LIBC) as di:
+            return dieindex.address_ranges(di), real(dieindex.section_data(di.dwarf.debug_aranges_sec))
+
+    first, truth = table()
+    assert first == truth and len(truth[0]) > 1000 and len(parses) == 1
+    (cached,) = private_cache.glob("dwarf-aranges-*")
+    again, _ = table()
+    assert again == truth and len(parses) == 1
+    good = cached.read_bytes()
+    for damaged in (b"", good[:-3], good[:40] + bytes([good[40] ^ 1]) + good[41:]):
+        cached.write_bytes(damaged)
+        assert table()[0] == truth and cached.read_bytes() == good
+    assert len(parses) == 4
+    with DebugInfo.open(_target("dwarf_structs -O2")) as di:
+        assert di.cu_at(di.find_functions("paint")[0].entry) is not None
+    assert len(list(private_cache.glob("dwarf-aranges-*"))) == 1
+
+
 # --- kprobe rules -------------------------------------------------------------------------------
 
 

@@ -33,13 +33,15 @@ import time
 from dataclasses import replace
 from functools import lru_cache
 
+from typing import Callable
+
 import pytest
 
 from probectl.cli import main as cli_main
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from conftest import FIXTURES, build_fixture, build_program, build_static_pair
+from conftest import FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GLOBAL_REF = re.compile(r"@([A-Za-z_][\w.]*)([+-]\d+)")
@@ -311,6 +313,7 @@ LIBC_ALIASES = [
     ("free mem", "__libc_free mem", "free"),
     ("wmemcpy s1 n", "__wmemcpy s1 n", "wmemcpy"),
     ("malloc%return $retval", "__libc_malloc%return $retval", "malloc__return"),
+    ("malloc:12 bytes", "__libc_malloc:12 bytes", "malloc_L12"),  # the scope: __libc_malloc's, not the innermost
 ]
 
 
@@ -347,6 +350,53 @@ def test_libc_alias_gets_the_real_functions_definition(perf_bin, libc_dbg, alias
     assert [d.event for d in mine] == [event] * len(theirs)
     assert [replace(d, event=event).render() for d in mine] == normalized(
         [replace(p, event=event) for p in theirs], mine)
+
+
+# A function of a global symbol is found at the symbol's address (one unit read), not by searching
+# every unit for its name, unless another definition may have the name: these cases have one.
+ALIAS_BINARIES = {
+    "program -O0": lambda: (build_alias_pair("-O0"),) * 2,
+    "program -O2": lambda: (build_alias_pair("-O2"),) * 2,
+    # stripped: the static public_helper is only in the debug file's .symtab, the aliases in
+    # .dynsym (perf reads the library before stripping: it does not follow .gnu_debuglink here)
+    "stripped library -O2": lambda: build_alias_library("-O2"),
+}
+
+
+def _alias_case(which: str) -> tuple[str, Callable]:
+    """(the binary probectl reads, the definitions perf gives for a definition, with that path)."""
+    mine, perfs_binary = map(str, ALIAS_BINARIES[which]())
+
+    def theirs(perf_bin: str, definition: str) -> list[EventDefinition]:
+        found, _ = perfs(perf_bin, perfs_binary, definition)
+        return [replace(d, place=d.place.replace(perfs_binary, mine)) for d in found]
+
+    return mine, theirs
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("which", list(ALIAS_BINARIES))
+@pytest.mark.parametrize("definition", ["public_helper x", "real_helper x", "other_entry x", "real_helper%return $retval",
+                                        "public_helper:4 x", "real_helper:3 x"])
+def test_functions_of_global_symbols_match_perf(perf_bin, which, definition):
+    """public_helper is a global alias of real_helper and a static function of the other unit:
+    perf finds the static one by its DWARF name, and so must probectl."""
+    path, theirs = _alias_case(which)
+    mine, _ = ours(path, definition)
+    assert [d.render() for d in mine] == normalized(theirs(perf_bin, definition), mine)
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("which", list(ALIAS_BINARIES))
+@pytest.mark.parametrize("alias,real,event", [("lone_alias x", "real_helper x", "lone_alias"),
+                                              ("lone_alias:3 x", "real_helper:3 x", "lone_alias_L3")])
+def test_alias_without_a_dwarf_name_gets_the_real_functions_definition(perf_bin, which, alias, real, event):
+    path, theirs = _alias_case(which)
+    assert "Failed to add events" in perf_fails(perf_bin, str(ALIAS_BINARIES[which]()[1]), alias)
+    mine, _ = ours(path, alias)
+    assert [d.event for d in mine] == [event]
+    assert [replace(d, event=event).render() for d in mine] == normalized(
+        [replace(p, event=event) for p in theirs(perf_bin, real)], mine)
 
 
 # --- where perf fails or is wrong -----------------------------------------------------------------

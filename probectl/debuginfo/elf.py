@@ -478,6 +478,12 @@ class ElfFile:
         return self.symbol_tables.find_functions(pattern)
 
     @_guarded
+    def has_local_function(self, name: str) -> Optional[bool]:
+        """Whether ``.symtab`` has a static function called ``name`` or a compiler's clone of one
+        (``name.constprop.0``); None without a ``.symtab``."""
+        return self.symbol_tables.has_local_function(name)
+
+    @_guarded
     def aliases(self, sym: ElfSymbol) -> list[ElfSymbol]:
         """Every function at ``sym.value`` (including ``sym``), the preferred name first."""
         return self.symbol_tables.aliases(sym)

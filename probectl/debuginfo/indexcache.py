@@ -10,6 +10,7 @@ milliseconds by the next run. The kinds are:
 - ``dwarf-names`` and ``dwarf-lookups``: a DWARF name index and single names found without it
   (:mod:`probectl.debuginfo.dwarf.nameindex`);
 - ``elf-functions``: a symbol table's functions in address order (``ElfFile.symbol_at``);
+- ``dwarf-aranges``: a large ``.debug_aranges`` as sorted address ranges and their units (:func:`probectl.debuginfo.dwarf.dieindex.address_ranges`);
 - ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`);
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
 - ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);

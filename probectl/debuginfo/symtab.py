@@ -135,6 +135,28 @@ class SymbolTables:
                 found[sym.name].append(sym)
         return found
 
+    def has_local_function(self, name: str) -> Optional[bool]:
+        """Whether ``.symtab`` has a defined LOCAL function called ``name`` or a clone of one that
+        the compiler made (``name.constprop.0``, ``name.isra.0``, ``name.part.0``: any function whose
+        name starts with ``name.``); None without a ``.symtab``, which would tell nothing of the
+        file's static functions. Only the entries whose names are such strings are decoded."""
+        tables = [sec for sec, table in self._tables() if table == "symtab"]
+        if not tables:
+            return None
+        key = name.encode("utf-8", "surrogateescape")
+        for sec in tables:
+            offsets = self._string_offsets(sec, name)
+            strtab = self._string_table(sec)
+            at = strtab.find(key + b".")
+            while at >= 0:  # (inside a longer string too: linkers share string tails)
+                offsets.add(at)
+                at = strtab.find(key + b".", at + 1)
+            for _i, sym in self._decode_symbols(sec, "symtab", self._entries_named(sec, offsets)):
+                if (sym.bind == "LOCAL" and sym.type in _FUNCTION_TYPES and sym.defined
+                        and (sym.name == name or sym.name.startswith(name + "."))):
+                    return True
+        return False
+
     def _tables(self) -> list[tuple[Section, str]]:
         """The symbol tables in the order their symbols are merged: .symtab first, then .dynsym."""
         return ([(s, "symtab") for s in self.elf.sections if s.type == SHT_SYMTAB and s.has_data]

