@@ -73,6 +73,15 @@ def test_member_chains_at_o2_and_lines_do_not_load_pyelftools():
     assert "elftools" not in modules and "probectl.debuginfo.dwarf.lines" in modules
 
 
+def test_member_chains_of_a_local_binary_load_only_what_they_use():
+    """The largest fixture definition (issue 16's ``paint``, <= 60 ms warm): its debug information is
+    on this machine, and its entry needs no source file: debuginfod's client is not imported."""
+    binary = build_fixture("dwarf_structs", "-O2")
+    modules = loaded("add", "-D", "-x", str(binary), "paint scale w->id w->next->label:string w->pts[2].x")
+    assert "probectl.resolve.dwarf" in modules
+    assert not modules & {"probectl.target.debuginfod"}
+
+
 @pytest.mark.vmlinux
 def test_kernel_entry_probe_loads_only_what_it_uses():
     """A C-expression probe at a kernel function's entry (the README's first example) reads DWARF,

@@ -213,12 +213,10 @@ class Resolver:
                 debuginfo = self._debuginfo_from_servers(local, required)
                 if debuginfo is None:
                     return None
-            from ..target.debuginfod import source_fetcher
-
             self._source_resolver = SourceResolver(
                 debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
                 options=self.options, source_dir=self.source_dir, warn=self.warnings.append,
-                fetch_source=source_fetcher(self.target.path))
+                sources_of=self.target.path)
         return self._source_resolver
 
     def _debuginfo_from_servers(self, local: DebugInfoError, required: bool):
