@@ -78,9 +78,13 @@ def test_member_chains_of_a_local_binary_load_only_what_they_use():
     on this machine, and its entry needs no source file: debuginfod's client is not imported; a user
     binary needs neither the kernel's files nor its kprobe rules; a definition that parses needs no
     syntax-error reporting, and options that exist no close matches."""
+    from probectl import tracefs
+
     binary = build_fixture("dwarf_structs", "-O2")
-    modules = loaded("add", "-D", "-x", str(binary), "paint scale w->id w->next->label:string w->pts[2].x")
+    run = started("add", "-D", "-x", str(binary), "paint scale w->id w->next->label:string w->pts[2].x")
+    modules = run["modules"]
     assert "probectl.resolve.dwarf" in modules
+    assert not run["patterns"] & {tracefs._EVENT_NAME, tracefs._UPROBE_PLACE}, "-D reads no definitions of tracefs"
     assert not modules & {"probectl.target.debuginfod", "probectl.target.kernel", "probectl.resolve.kprobe_rules",
                           "probectl.spec.syntax_errors"}
     assert "difflib" not in modules, "short options (-D, -x) are matched without click's did-you-mean"
