@@ -146,3 +146,35 @@ def test_init_is_compiled_at_the_first_instance():
 
     Mutable.__init__ = wrapped
     assert Mutable(3).double == 6 and Mutable(4, (1,)).b == (1,) and calls == [(3,), (4, (1,))]
+
+
+def test_classes_of_one_shape_share_one_compiled_init():
+    """The ``__init__`` of a shape (fields, which have factories, frozen, __post_init__) is compiled
+    once; each class of that shape gets it with its own names, defaults and factories."""
+    from unittest import mock
+
+    @light.dataclass(frozen=True)
+    class First:
+        a: int
+        b: str = "b"
+        c: list = light.field(default_factory=list)
+
+    @light.dataclass(frozen=True)
+    class Second:  # (names that are another position's placeholders in the shared code)
+        _1: int
+        _0: str = "zero"
+        _2: dict = light.field(default_factory=lambda: {"new": 1})
+
+    with mock.patch("builtins.exec", wraps=exec) as compiling:
+        first, second = First(1), Second(2, _2={"given": 2})
+    assert compiling.call_count <= 1  # (none if another test made this shape first)
+    assert Second(3) == Second(3, "zero", {"new": 1}) and Second(3)._2 is not Second(3)._2
+    assert First.__init__.__code__.co_code == Second.__init__.__code__.co_code
+    assert (first.a, first.b, first.c) == (1, "b", []) and first.c is not First(1).c
+    assert (second._1, second._0, second._2) == (2, "zero", {"given": 2})
+    assert repr(Second(1, _0="x")) == "test_classes_of_one_shape_share_one_compiled_init.<locals>.Second(_1=1, _0='x', _2={'new': 1})"
+    assert list(inspect.signature(Second).parameters) == ["_1", "_0", "_2"]
+    with pytest.raises(TypeError, match=r"Second.__init__\(\) missing 1 required positional argument: '_1'"):
+        Second()
+    with pytest.raises(light.FrozenInstanceError):
+        second._1 = 5
