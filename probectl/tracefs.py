@@ -218,13 +218,14 @@ def find_mount(mounts: str) -> Optional[Path]:
     debugfs: list[Path] = []
     for line in mounts.splitlines():
         parts = line.split()
-        if len(parts) < 3:
+        if len(parts) < 3 or parts[2] not in ("tracefs", "debugfs"):
             continue
         # /proc/mounts escapes spaces and tabs in paths as octal (\040, \011)
-        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[1]))
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[1]) if "\\" in parts[1]
+                     else parts[1])
         if parts[2] == "tracefs":
             tracefs.append(point)
-        elif parts[2] == "debugfs":
+        else:
             debugfs.append(point / "tracing")
     tracefs.sort(key=lambda p: p != DEFAULT_MOUNT)  # prefer the standard place
     candidates = tracefs + debugfs
