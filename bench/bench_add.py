@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of source-level resolution: `probectl add -D` against `perf probe -D`, in one run.
 
-    .venv/bin/python bench/bench_add.py [--runs 7] [--perf perf] [--tree OLD_CHECKOUT]
+    .venv/bin/python bench/bench_add.py [--runs 7] [--perf perf] [--tree OLD_CHECKOUT] [--case paint]
 
 Each case runs both tools on the same binary and the same work:
 
