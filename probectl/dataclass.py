@@ -5,11 +5,11 @@ Every command defines some fifty data classes before it does any work (``add -D`
 definition: ~55), and ``dataclasses.dataclass`` of Python 3.11 compiles each generated method on
 its own (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``:
 ~6 ``exec`` a class) and works out a signature for each class without a docstring: ~0.3 ms a
-class, ~17 ms of the ~105 ms of ``add -D``. Here ``__init__`` is compiled when the first instance
-is made (one ``exec``, ~0.07 ms: a third of the classes an ``add -D`` defines never get an instance),
-``__eq__`` and ``__hash__`` when first used, and ``__repr__`` and the frozen ``__setattr__`` and
-``__delattr__`` are shared by all classes; instances are as fast to make, compare and hash as the
-standard library's.
+class, ~17 ms of the ~105 ms of ``add -D``. Here a class gets its ``__init__`` when its first
+instance is made (a third of the classes an ``add -D`` defines never get one), compiled once for
+all the classes of its shape (``_INIT_CODE``); ``__eq__`` and ``__hash__`` are compiled when first
+used, and ``__repr__`` and the frozen ``__setattr__`` and ``__delattr__`` are shared by all classes;
+instances are as fast to make, compare and hash as the standard library's.
 
 What is kept, as ``dataclasses`` does it: fields from the class's own annotations in order (no
 ``ClassVar``, no ``InitVar``, no inheritance of fields: no probectl data class derives from
