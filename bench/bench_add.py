@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of source-level resolution: `probectl add -D` against `perf probe -D`, in one run.
 
-    .venv/bin/python bench/bench_add.py [--runs 7] [--perf perf] [--tree OLD_CHECKOUT]
+    .venv/bin/python bench/bench_add.py [--runs 7] [--perf perf] [--tree OLD_CHECKOUT] [--case paint]
 
 Each case runs both tools on the same binary and the same work:
 
@@ -164,6 +164,7 @@ def main() -> int:
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="run probectl without cached bytecode (as with PYTHONDONTWRITEBYTECODE=1)")
     parser.add_argument("--no-work", action="store_true", help="do not time the work of each case apart")
+    parser.add_argument("--case", help="run only the cases whose label contains this text (e.g. paint)")
     parser.add_argument("--list-modules", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--time-work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("probectl_args", nargs="*", help=argparse.SUPPRESS)
@@ -183,6 +184,7 @@ def main() -> int:
         ("libc malloc size=%di (by symbol)", LIBC, "malloc size=%di", "malloc size=%di"),
         ("dwarf_structs -O2 paint (25 arguments)", structs, PAINT, PAINT),
     ]
+    cases = [case for case in cases if args.case is None or args.case in case[0]]
 
     work = Path(tempfile.mkdtemp(prefix="bench-add-"))
     # Run from an empty directory, so `python -m probectl` does not import the tree it starts in.

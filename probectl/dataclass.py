@@ -1,14 +1,15 @@
 """probectl's ``@dataclass``: the standard library's meaning, for the part of it probectl uses, made
-with one small ``exec`` a class.
+without compiling anything until a class is used.
 
 Every command defines some fifty data classes before it does any work (``add -D`` of a small
 definition: ~55), and ``dataclasses.dataclass`` of Python 3.11 compiles each generated method on
 its own (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``:
 ~6 ``exec`` a class) and works out a signature for each class without a docstring: ~0.3 ms a
-class, ~17 ms of the ~105 ms of ``add -D``. Here only ``__init__`` is compiled when a class is made
-(its signature is the fields'); ``__eq__`` and ``__hash__`` are compiled when first used, and
-``__repr__`` and the frozen ``__setattr__`` and ``__delattr__`` are shared by all classes: ~0.07 ms
-a class, and instances as fast to make, compare and hash as the standard library's.
+class, ~17 ms of the ~105 ms of ``add -D``. Here a class gets its ``__init__`` when its first
+instance is made (a third of the classes an ``add -D`` defines never get one), compiled once for
+all the classes of its shape (``_INIT_CODE``); ``__eq__`` and ``__hash__`` are compiled when first
+used, and ``__repr__`` and the frozen ``__setattr__`` and ``__delattr__`` are shared by all classes;
+instances are as fast to make, compare and hash as the standard library's.
 
 What is kept, as ``dataclasses`` does it: fields from the class's own annotations in order (no
 ``ClassVar``, no ``InitVar``, no inheritance of fields: no probectl data class derives from
@@ -20,6 +21,7 @@ another); defaults and ``field(default=, default_factory=, repr=)``; ``__post_in
 """
 from __future__ import annotations
 
+from types import CodeType, FunctionType
 from typing import Any, Callable, Optional
 
 __all__ = ["FrozenInstanceError", "dataclass", "field", "fields", "replace"]
@@ -143,6 +145,70 @@ def _is_classvar(annotation: Any) -> bool:
     return text.startswith(("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar"))
 
 
+def _first_init(cls: type, field_list: tuple[Field, ...], frozen: bool, post_init: bool) -> Callable:
+    """The ``__init__`` a class has until its first instance: it compiles the class's own (see
+    :func:`_compiled_init`), puts it in the class in its place and calls it (and only it from then
+    on, should a caller have kept this one)."""
+    compiled: Optional[Callable] = None
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal compiled
+        if compiled is None:
+            compiled = _compiled_init(cls, field_list, frozen, post_init)
+            if cls.__dict__.get("__init__") is __init__:
+                cls.__init__ = compiled  # type: ignore[misc]
+        compiled(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+# The code of each shape of __init__ (how many fields, which have a default factory, frozen or not,
+# with __post_init__ or not), compiled once with the fields named _0, _1...: a class of that shape
+# gets a copy of it with its own fields' names (``CodeType.replace``), and defaults are the
+# function's. Compiling is what costs (~0.05 ms an exec); the 35 classes an `add -D` makes
+# instances of have 14 shapes.
+_INIT_CODE: dict[tuple, CodeType] = {}
+
+
+def _init_code(shape: tuple) -> CodeType:
+    factories, frozen, post_init = shape
+    params, body = [], []
+    for i, has_factory in enumerate(factories):
+        params.append(f"_{i}")
+        value = f"_factories[{i}]() if _{i} is MISSING else _{i}" if has_factory else f"_{i}"
+        body.append(f"object_setattr(self, '_{i}', {value})" if frozen else f"self._{i} = {value}")
+    if post_init:
+        body.append("self.__post_init__()")
+    namespace: dict[str, Any] = {}
+    exec(f"def __init__(self, {', '.join(params)}):\n    " + ("\n    ".join(body) or "pass"), {}, namespace)
+    return namespace["__init__"].__code__
+
+
+def _compiled_init(cls: type, field_list: tuple[Field, ...], frozen: bool, post_init: bool) -> Callable:
+    """``cls``'s ``__init__``: its signature is the fields' (a field with a default factory defaults
+    to MISSING, and gets the factory's value)."""
+    shape = (tuple(f.default_factory is not MISSING for f in field_list), frozen, post_init)
+    template = _INIT_CODE.get(shape)
+    if template is None:
+        template = _INIT_CODE[shape] = _init_code(shape)
+    names = {f"_{i}": f.name for i, f in enumerate(field_list)}
+    qualname = f"{cls.__qualname__}.__init__"
+    code = template.replace(
+        co_varnames=tuple(names.get(n, n) for n in template.co_varnames),
+        co_names=tuple(names.get(n, n) for n in template.co_names),
+        co_consts=tuple(names.get(c, c) if type(c) is str else c for c in template.co_consts),
+        **({"co_qualname": qualname} if hasattr(template, "co_qualname") else {}))
+    defaults = tuple(f.default if f.default_factory is MISSING else MISSING
+                     for f in field_list if f.default is not MISSING or f.default_factory is not MISSING)
+    # The generated __init__ refers to factories and helpers by these names only.
+    env = {"MISSING": MISSING, "object_setattr": object.__setattr__,
+           "_factories": tuple(f.default_factory for f in field_list)}
+    init = FunctionType(code, env, "__init__", defaults or None)
+    init.__qualname__ = qualname
+    return init
+
+
 def dataclass(cls: Optional[type] = None, *, frozen: bool = False, eq: bool = True) -> Any:
     """``@dataclass``, ``@dataclass(frozen=True)``, ``@dataclass(eq=False)``: as ``dataclasses.dataclass``."""
 
@@ -167,32 +233,14 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
                 delattr(cls, name)
             else:
                 setattr(cls, name, f.default)
+        if f.default is MISSING and f.default_factory is MISSING and field_list and (
+                field_list[-1].default is not MISSING or field_list[-1].default_factory is not MISSING):
+            # (what compiling the __init__ would say, said when the class is made)
+            raise TypeError(f"non-default argument {name!r} follows default argument")
         field_list.append(f)
 
-    # The generated __init__ refers to defaults, factories and helpers by these names only.
-    env: dict[str, Any] = {"MISSING": MISSING, "object_setattr": object.__setattr__}
-    params, body = [], []
-    for f in field_list:
-        if f.default_factory is not MISSING:
-            env[f"factory_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=MISSING")
-            value = f"factory_{f.name}() if {f.name} is MISSING else {f.name}"
-        elif f.default is not MISSING:
-            env[f"default_{f.name}"] = f.default
-            params.append(f"{f.name}=default_{f.name}")
-            value = f.name
-        else:
-            params.append(f.name)
-            value = f.name
-        body.append(f"object_setattr(self, {f.name!r}, {value})" if frozen else f"self.{f.name} = {value}")
-    if "__post_init__" in own:
-        body.append("self.__post_init__()")
-
-    names = tuple(f.name for f in field_list)
-    namespace: dict[str, Any] = {}
-    exec(f"def __init__(self, {', '.join(params)}):\n    " + ("\n    ".join(body) or "pass"), env, namespace)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    made = tuple(field_list)
+    init = _first_init(cls, made, frozen, "__post_init__" in own)
     methods: dict[str, Any] = {"__init__": init, "__repr__": _repr}
     if eq:
         methods["__eq__"] = _first_eq
@@ -208,7 +256,7 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
             setattr(cls, name, method)
     if eq and not frozen and "__hash__" not in defined:
         cls.__hash__ = None  # type: ignore[assignment]  # mutable and compared by value: unhashable
-    setattr(cls, _FIELDS, tuple(field_list))
+    setattr(cls, _FIELDS, made)
     cls.__dataclass_fields__ = _StandardFields()  # type: ignore[attr-defined]
-    cls.__match_args__ = tuple(names)  # type: ignore[attr-defined]
+    cls.__match_args__ = tuple(f.name for f in made)  # type: ignore[attr-defined]
     return cls

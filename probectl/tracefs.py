@@ -35,14 +35,15 @@ LOCK_PATHS = (Path("/run/lock/probectl.lock"), Path("/tmp/probectl.lock"))
 PROBE_FILES = ("kprobe_events", "uprobe_events")
 # Entries of events/ that are files, not event systems.
 _EVENTS_FILES = {"enable", "filter", "header_page", "header_event"}
-# A uprobe place as the kernel prints it: PATH:0x<16 hex digits>[(0xREF_CTR)].
+# Patterns (compiled by re when first used: an `add` reads no definitions and names no event):
 # GROUP:EVENT or GROUP/EVENT as the kernel names events (a group may hold '.' and '-'): the shape of no
 # probe definition, for FUNC:LINE and SRC:LINE have a number after ':', an SDT point begins with '%' or
 # 'sdt_', and [GROUP:]EVENT=POINT has its '='.
-_EVENT_NAME_RE = re.compile(r"(?!sdt_)([A-Za-z_][\w.-]*)[:/]([A-Za-z_]\w*)\Z")
+_EVENT_NAME = r"(?!sdt_)([A-Za-z_][\w.-]*)[:/]([A-Za-z_]\w*)\Z"
+# A uprobe place as the kernel prints it: PATH:0x<16 hex digits>[(0xREF_CTR)].
+_UPROBE_PLACE = r".+:0x[0-9a-fA-F]+(\(0x[0-9a-fA-F]+\))?"
 # The hint of a name that matches no event.
 LIST_EVENTS_HINT = "list them with 'probectl tracepoints' (probe events: 'probectl list')"
-_UPROBE_PLACE_RE = re.compile(r".+:0x[0-9a-fA-F]+(\(0x[0-9a-fA-F]+\))?")
 
 
 @dataclass(frozen=True)
@@ -217,13 +218,14 @@ def find_mount(mounts: str) -> Optional[Path]:
     debugfs: list[Path] = []
     for line in mounts.splitlines():
         parts = line.split()
-        if len(parts) < 3:
+        if len(parts) < 3 or parts[2] not in ("tracefs", "debugfs"):
             continue
         # /proc/mounts escapes spaces and tabs in paths as octal (\040, \011)
-        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[1]))
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[1]) if "\\" in parts[1]
+                     else parts[1])
         if parts[2] == "tracefs":
             tracefs.append(point)
-        elif parts[2] == "debugfs":
+        else:
             debugfs.append(point / "tracing")
     tracefs.sort(key=lambda p: p != DEFAULT_MOUNT)  # prefer the standard place
     candidates = tracefs + debugfs
@@ -348,7 +350,7 @@ class Tracefs:
                 if not re.fullmatch(r"[pr]\d*(:.*)?", head):
                     continue  # f:, t:, e:, s: (synthetic) and other kinds are not ours to manage
                 parts = line.split()
-                is_uprobe = len(parts) > 1 and bool(_UPROBE_PLACE_RE.fullmatch(parts[1].split("%", 1)[0]))
+                is_uprobe = len(parts) > 1 and bool(re.fullmatch(_UPROBE_PLACE, parts[1].split("%", 1)[0]))
             else:
                 is_uprobe = name == "uprobe_events"
             try:
@@ -399,7 +401,7 @@ class Tracefs:
         name = tuple(word.replace("/", ":", 1).split(":", 1))
         if len(name) == 2 and name in self.event_names():
             return name[0], name[1]
-        shaped = _EVENT_NAME_RE.match(word)
+        shaped = re.match(_EVENT_NAME, word)
         if shaped is None:
             return None
         raise self._unknown_event(shaped[1], shaped[2])

@@ -365,3 +365,26 @@ def test_debug_changes_nothing_else():
     failed = run("--debug", "add", "-D", "-x", binary, "no_such_function_xyz")
     assert failed.returncode == 1 and failed.stderr.startswith("Error: Probe point") and "Traceback" not in failed.stderr
     assert "--debug" in run("--help").stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["add", "--btff", "x"], "No such option '--btff'. Did you mean '--btf'?"),
+    (["record", "--evnt", "x"], "No such option '--evnt'. Did you mean '--event'?"),
+    (["add", "-q", "x"], "No such option '-q'."),
+    (["add", "-Dq", "x"], "No such option '-q'."),
+    (["add", "--definition=1", "x"], "Option '--definition' does not take a value."),
+])
+def test_unknown_options_are_reported_as_click_reports_them(args, message):
+    """probectl's option parser skips click's did-you-mean for each short option (probectl.cli
+    ._OptionParser): an unknown long option still gets its suggestion, an unknown short one none."""
+    out = run(*args)
+    assert out.returncode == 2 and f"Error: {message}" in out.stderr, out.stderr
+
+
+def test_short_options_and_their_clusters_parse_as_click_parses_them():
+    binary = build_fixture("uprobe_target")
+    expected = run("add", "--definition", "--exec", str(binary), "add_ints a=%di:s32").stdout
+    assert expected.startswith("p:")
+    for args in (["add", "-D", "-x", str(binary)], ["add", "-Dx", str(binary)], ["add", f"-Dx{binary}"],
+                 ["add", "-fnD", "-x", str(binary)], ["-x", str(binary), "-D"]):
+        assert run(*args, "add_ints a=%di:s32").stdout == expected, args

@@ -4,6 +4,7 @@ frozen assignment, __post_init__, the standard helpers), and probectl's modules 
 from __future__ import annotations
 
 import ast
+import inspect
 import dataclasses
 import pickle
 from typing import ClassVar, Optional
@@ -112,3 +113,68 @@ def test_a_field_without_default_after_one_with_is_refused(bad):
     for module in (light, dataclasses):
         with pytest.raises((TypeError, SyntaxError)):
             exec(f"@module.dataclass\nclass C:\n    {bad}\n", {"module": module})
+
+
+def test_init_is_compiled_at_the_first_instance():
+    """A class is made without compiling anything (a third of the classes an `add -D` defines never get
+    an instance); its first instance compiles the ``__init__`` of the fields' signature, which then
+    replaces the first one in the class, and a wrong first call fails as the standard library's does."""
+    from unittest import mock
+
+    for module in (light, dataclasses):
+        _, Mutable, _, _ = make(module)
+        with pytest.raises(TypeError) as first:
+            Mutable(1, (), 3)
+        assert "__init__() takes from 2 to 3 positional arguments but 4 were given" in str(first.value)
+    Point, Mutable, _, _ = make(light)
+    with mock.patch("builtins.exec", side_effect=AssertionError("compiled")) as compiling:
+        Point, Mutable, _, _ = make(light)
+        assert compiling.call_count == 0
+    first_init = Point.__init__
+    assert Point(1).x == 1 and Point.__init__ is not first_init
+    assert list(inspect.signature(Point).parameters) == ["x", "name", "items", "hidden"]
+    kept = object.__new__(Point)
+    first_init(kept, 2, "kept")  # (a caller that kept the first __init__ gets the compiled one's work)
+    assert kept == Point(2, "kept")
+    # a wrapper put in the class before the first instance (as a test's patch may) calls through
+    original = Mutable.__init__
+    calls = []
+
+    def wrapped(self, *args, **kwargs):
+        calls.append(args)
+        original(self, *args, **kwargs)
+
+    Mutable.__init__ = wrapped
+    assert Mutable(3).double == 6 and Mutable(4, (1,)).b == (1,) and calls == [(3,), (4, (1,))]
+
+
+def test_classes_of_one_shape_share_one_compiled_init():
+    """The ``__init__`` of a shape (fields, which have factories, frozen, __post_init__) is compiled
+    once; each class of that shape gets it with its own names, defaults and factories."""
+    from unittest import mock
+
+    @light.dataclass(frozen=True)
+    class First:
+        a: int
+        b: str = "b"
+        c: list = light.field(default_factory=list)
+
+    @light.dataclass(frozen=True)
+    class Second:  # (names that are another position's placeholders in the shared code)
+        _1: int
+        _0: str = "zero"
+        _2: dict = light.field(default_factory=lambda: {"new": 1})
+
+    with mock.patch("builtins.exec", wraps=exec) as compiling:
+        first, second = First(1), Second(2, _2={"given": 2})
+    assert compiling.call_count <= 1  # (none if another test made this shape first)
+    assert Second(3) == Second(3, "zero", {"new": 1}) and Second(3)._2 is not Second(3)._2
+    assert First.__init__.__code__.co_code == Second.__init__.__code__.co_code
+    assert (first.a, first.b, first.c) == (1, "b", []) and first.c is not First(1).c
+    assert (second._1, second._0, second._2) == (2, "zero", {"given": 2})
+    assert repr(Second(1, _0="x")) == "test_classes_of_one_shape_share_one_compiled_init.<locals>.Second(_1=1, _0='x', _2={'new': 1})"
+    assert list(inspect.signature(Second).parameters) == ["_1", "_0", "_2"]
+    with pytest.raises(TypeError, match=r"Second.__init__\(\) missing 1 required positional argument: '_1'"):
+        Second()
+    with pytest.raises(light.FrozenInstanceError):
+        second._1 = 5

@@ -11,24 +11,35 @@ import pytest
 
 from conftest import ROOT, _missing, build_fixture, kernel_testdata
 
-# Runs probectl's command line in this interpreter, then prints the top-level packages loaded.
+# Runs probectl's command line in this interpreter, then prints the top-level packages loaded and
+# the regular expressions compiled (the keys of re's cache, CPython's: (type, pattern, flags)).
 _RUN = """
-import json, runpy, sys
+import json, re, runpy, sys
 sys.argv = ["probectl"] + json.loads(sys.argv[1])
 try:
     runpy.run_module("probectl", run_name="__main__")
 except SystemExit as exit:
     if exit.code not in (0, None):
         raise
-print(json.dumps(sorted({name.split(".")[0] for name in sys.modules} | {n for n in sys.modules if n.startswith(("probectl.", "elftools."))})))
+cached = list(re._cache) + list(getattr(re, "_cache2", ()))
+print(json.dumps({
+    "modules": sorted({name.split(".")[0] for name in sys.modules}
+                      | {n for n in sys.modules if n.startswith(("probectl.", "elftools."))}),
+    "patterns": sorted({key[1] for key in cached if isinstance(key[1], str)}),
+}))
 """
 
 
-def loaded(*args: str) -> set[str]:
+def started(*args: str) -> dict[str, set[str]]:
+    """What ``probectl ARGS`` loaded (``modules``) and compiled (``patterns``), in a fresh interpreter."""
     out = subprocess.run([sys.executable, "-c", _RUN, json.dumps(list(args))], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    return set(json.loads(out.stdout.splitlines()[-1]))
+    return {key: set(value) for key, value in json.loads(out.stdout.splitlines()[-1]).items()}
+
+
+def loaded(*args: str) -> set[str]:
+    return started(*args)["modules"]
 
 
 def test_probes_by_symbol_do_not_load_dwarf():
@@ -60,6 +71,23 @@ def test_member_chains_at_o2_and_lines_do_not_load_pyelftools():
     assert "elftools" not in modules and "probectl.debuginfo.dwarf.lists" in modules
     modules = loaded("add", "-D", "-x", str(binary), "dwarf_structs.c:166 n")
     assert "elftools" not in modules and "probectl.debuginfo.dwarf.lines" in modules
+
+
+def test_member_chains_of_a_local_binary_load_only_what_they_use():
+    """The largest fixture definition (issue 16's ``paint``, <= 60 ms warm): its debug information is
+    on this machine, and its entry needs no source file: debuginfod's client is not imported; a user
+    binary needs neither the kernel's files nor its kprobe rules; a definition that parses needs no
+    syntax-error reporting, and options that exist no close matches."""
+    from probectl import tracefs
+
+    binary = build_fixture("dwarf_structs", "-O2")
+    run = started("add", "-D", "-x", str(binary), "paint scale w->id w->next->label:string w->pts[2].x")
+    modules = run["modules"]
+    assert "probectl.resolve.dwarf" in modules
+    assert not run["patterns"] & {tracefs._EVENT_NAME, tracefs._UPROBE_PLACE}, "-D reads no definitions of tracefs"
+    assert not modules & {"probectl.target.debuginfod", "probectl.target.kernel", "probectl.resolve.kprobe_rules",
+                          "probectl.spec.syntax_errors"}
+    assert "difflib" not in modules, "short options (-D, -x) are matched without click's did-you-mean"
 
 
 @pytest.mark.vmlinux
@@ -98,3 +126,17 @@ def test_script_loads_neither_grammars_nor_dwarf():
     assert not modules & {"lark", "elftools", "probectl.filters", "probectl.record", "probectl.resolve",
                           "probectl.tracefs", "probectl.events"}, "printing a file needs no tracefs"
     assert not modules & {"duckdb", "pyarrow", "probectl.analysis"}, "printing text needs no SQL nor Arrow"
+
+
+def test_printable_output_compiles_no_pattern_of_termtext():
+    """Every command imports probectl.termtext; what it prints is nearly always printable already
+    (``str.isprintable``), and then none of termtext's patterns is compiled (its character class of
+    controls and surrogates alone took ~0.5 ms at each start)."""
+    from probectl import termtext
+
+    own = {getattr(p, "pattern", p) for p in (termtext._UNSAFE, termtext._LONG_RUN)}
+    binary = build_fixture("dwarf_structs", "-O2")
+    patterns = started("add", "-D", "-x", str(binary), "paint scale w->id")["patterns"]
+    assert patterns, "re's cache is where this test looks (CPython's re._cache)"
+    assert not patterns & own
+    assert not started("--version")["patterns"] & own

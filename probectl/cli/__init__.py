@@ -67,8 +67,38 @@ COMMAND_MODULES = {
 }
 
 
+# click's option parser (public as OptionParser before click 8.2).
+_ClickParser = getattr(click.parser, "_OptionParser", None) or click.parser.OptionParser
+
+
+class _OptionParser(_ClickParser):  # type: ignore[misc, valid-type]
+    """click's option parser, without the did-you-mean it works out for every short option: click
+    tries each option as a long one first (``-D`` too) and, when that misses, makes NoSuchOption
+    with the close matches among the long options (importing difflib, ~0.5 ms, and comparing) before
+    it matches the short option and drops that error. A miss of an option without the long prefix
+    (which click always goes on to match as short options) is raised without them; an unknown long
+    option still gets click's suggestions."""
+
+    def _match_long_opt(self, opt: str, explicit_value, state) -> None:
+        if opt not in self._long_opt and opt[:2] not in self._opt_prefixes:
+            raise click.NoSuchOption(opt, ctx=self.ctx)
+        super()._match_long_opt(opt, explicit_value, state)
+
+
+class Command(click.Command):
+    """A probectl command: click's, with probectl's option parser."""
+
+    def make_parser(self, ctx: click.Context):
+        parser = _OptionParser(ctx)
+        for param in self.get_params(ctx):
+            param.add_to_parser(parser, ctx)
+        return parser
+
+
 class LazyGroup(click.Group):
     """A click group whose commands register themselves when their module is first imported."""
+
+    command_class = Command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))

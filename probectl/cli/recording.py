@@ -13,7 +13,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields, stream_events
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import cli, exec_option, notice, target_value_callback
+from . import Command, cli, exec_option, notice, target_value_callback
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -26,7 +26,7 @@ def _open_tracefs() -> Tracefs:
     return Tracefs.open(notice=notice)
 
 
-class _OrderedCommand(click.Command):
+class _OrderedCommand(Command):
     """A command that remembers the order of its options (``--filter`` belongs to the ``-e`` before
     it, as in perf) in ``ctx.meta['probectl.order']``, and takes ``-- COMMAND ARGS`` after its
     own arguments into ``ctx.meta['probectl.command']``."""

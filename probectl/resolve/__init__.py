@@ -23,17 +23,18 @@ from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
 from ..target import Target
 from .fetch_options import FetchOptions
-from .kprobe_rules import KprobeRules
 from .points import ProbePoint, ResolvedArg, is_untyped_retval
 
 if TYPE_CHECKING:
     from ..debuginfo.btf import Btf
     from ..debuginfo.kallsyms import Kallsyms
     from .dwarf import SourceResolver
+    from .kprobe_rules import KprobeRules
 
 # The DWARF side (.dwarf, debuginfo.dwarf) is imported when a definition
 # needs it: probes by symbol with register or BTF arguments do not pay for it. So are kallsyms, the
-# instruction decoder and difflib, which only some definitions (or errors) need.
+# instruction decoder and difflib, which only some definitions (or errors) need, and the kprobe
+# rules, which uprobes do not.
 
 # perf's filler for an argument that exists at some places of a multi-place event but not at others.
 MISSING_ARG_MAGIC = 0xDEADE12D
@@ -69,7 +70,7 @@ class Resolver:
     _elf: ElfFile | None = None
     _kallsyms: "Kallsyms | None" = None
     _source_resolver: "SourceResolver | None" = None
-    _kprobe_rules: KprobeRules | bool | None = None
+    _kprobe_rules: "KprobeRules | bool | None" = None
 
     @property
     def elf(self) -> ElfFile:
@@ -103,6 +104,8 @@ class Resolver:
         """Drop the places the kernel would refuse (perf: "... is blacklisted function, skip it."),
         with a warning each; when none is left, the first reason is the error."""
         if self._kprobe_rules is None:
+            from .kprobe_rules import KprobeRules
+
             self._kprobe_rules = KprobeRules.from_vmlinux(self.elf) or False
         rules = self._kprobe_rules
         if not rules:
@@ -213,12 +216,10 @@ class Resolver:
                 debuginfo = self._debuginfo_from_servers(local, required)
                 if debuginfo is None:
                     return None
-            from ..target.debuginfod import source_fetcher
-
             self._source_resolver = SourceResolver(
                 debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
                 options=self.options, source_dir=self.source_dir, warn=self.warnings.append,
-                fetch_source=source_fetcher(self.target.path))
+                sources_of=self.target.path)
         return self._source_resolver
 
     def _debuginfo_from_servers(self, local: DebugInfoError, required: bool):

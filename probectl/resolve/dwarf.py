@@ -46,7 +46,23 @@ class SourceResolver:
     options: FetchOptions = FetchOptions()
     source_dir: Optional[str] = None
     warn: Callable[[str], None] = lambda message: None
-    fetch_source: Optional[Callable[[str], Path]] = None  # sources not on this machine (debuginfod)
+    sources_of: Optional[Path] = None  # the binary whose sources debuginfod may send when not found here
+
+    # (debuginfod's fetcher, made when a source file is first looked for: lines and lazy patterns
+    # only; a probe at a function and its arguments need none, nor the debuginfod module)
+    _fetch_source = None
+    _fetch_source_made = False
+
+    @property
+    def fetch_source(self) -> Optional[Callable[[str], Path]]:
+        """Gets a source file not on this machine from debuginfod (None: no server, or no build-id)."""
+        if not self._fetch_source_made:
+            if self.sources_of is not None:
+                from ..target.debuginfod import source_fetcher
+
+                self._fetch_source = source_fetcher(self.sources_of)
+            self._fetch_source_made = True
+        return self._fetch_source
 
     # -- points ---------------------------------------------------------------------------------
 

@@ -69,7 +69,6 @@ from .builder import Builder
 from .checks import check_nesting
 from . import probe_tables
 from .lalr import LarkError, Parser, Token, Tree, UnexpectedInput, VisitError
-from .syntax_errors import syntax_error
 from .tree import (MAX_PROBE_ARGS, AddressRef, ArgSpec, Deref, Expr, Immediate, Index, LineRange, Member, PointSpec,
                    ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr, sdt_arg_index)
 
@@ -145,6 +144,8 @@ def _parse(text: str, start: str) -> Tree:
     try:
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:
+        from .syntax_errors import syntax_error  # (only a definition that does not parse needs it)
+
         raise syntax_error(err, text, start) from None
     except LarkError as err:  # pragma: no cover - lark raises UnexpectedInput for bad input
         raise ProbeSyntaxError(f"cannot parse: {err}", caret_line(text), 0) from None

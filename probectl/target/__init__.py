@@ -13,7 +13,8 @@ from typing import Optional
 from ..dataclass import dataclass
 from ..errors import TargetError
 from .binary import find_binary, process_objects, uprobe_group_name
-from .kernel import check_vmlinux, find_module, find_running_vmlinux
+
+# (.kernel is imported by the kprobe targets that use it: -x BINARY does not.)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
                               hint=f"name the {'module' if flag == '-m' else 'file'}, or leave {flag} out")
     if exec_:
         return Target(kind="uprobe", path=find_binary(exec_))
+    from .kernel import check_vmlinux, find_module, find_running_vmlinux
+
     if module and vmlinux:
         # perf takes -m's object as the module's description and ignores -k there: say so instead.
         raise TargetError("-k and -m cannot be used together: a module's probes are described by its own "

@@ -42,27 +42,20 @@ class CfaRule:
     offset: int
 
 
-class _Fde(NamedTuple):
+class _Fde(NamedTuple("_Fde", [("initial_location", int), ("address_range", int), ("code_alignment", int),
+                               ("data_alignment", int), ("cie_instructions", bytes), ("instructions", bytes),
+                               ("encoding", int), ("offset", int)])):
     """What the CFA at an address needs of one FDE: the code it covers, its CIE's alignment factors
-    and the instructions of both (the CIE's first)."""
+    and the instructions of both (the CIE's first); ``encoding`` is the pointer encoding of
+    DW_CFA_set_loc (.eh_frame: the CIE's 'R'; else absolute), ``offset`` that of the instructions in
+    the section (for pc-relative set_loc). (Fields as a list: see units.Section.)"""
 
-    initial_location: int
-    address_range: int
-    code_alignment: int
-    data_alignment: int
-    cie_instructions: bytes
-    instructions: bytes
-    encoding: int  # the pointer encoding of DW_CFA_set_loc (.eh_frame: the CIE's 'R'; else absolute)
-    offset: int  # (of the instructions in the section, for pc-relative set_loc)
+    __slots__ = ()
 
 
-class _Cie(NamedTuple):
-    code_alignment: int
-    data_alignment: int
-    instructions: bytes
-    fde_encoding: int
-    has_augmentation_data: bool
-    address_size: int
+class _Cie(NamedTuple("_Cie", [("code_alignment", int), ("data_alignment", int), ("instructions", bytes),
+                               ("fde_encoding", int), ("has_augmentation_data", bool), ("address_size", int)])):
+    __slots__ = ()
 
 
 class _Entries:

@@ -33,16 +33,11 @@ if TYPE_CHECKING:
     from . import DebugInfo
 
 
-class LineRow(NamedTuple):
-    """One row of a line table."""
+class LineRow(NamedTuple("LineRow", [("address", int), ("file", int), ("line", int), ("column", int), ("is_stmt", bool),
+                                     ("end_sequence", bool), ("prologue_end", bool)])):
+    """One row of a line table. (Fields as a list: see units.Section.)"""
 
-    address: int
-    file: int
-    line: int
-    column: int
-    is_stmt: bool
-    end_sequence: bool
-    prologue_end: bool
+    __slots__ = ()
 
 
 @dataclass(frozen=True)

@@ -47,15 +47,12 @@ _MASK64 = (1 << 64) - 1
 # --- decoding -------------------------------------------------------------------------------------
 
 
-class Operation(NamedTuple):
+class Operation(NamedTuple("Operation", [("op", int), ("op_name", str), ("args", list), ("offset", int)])):
     """One operation of an expression: its number, name, operands and offset in the expression.
     The operand of DW_OP_entry_value is the decoded sub-expression; DW_OP_implicit_value's are
-    (length, bytes)."""
+    (length, bytes). (Fields as a list: see units.Section.)"""
 
-    op: int
-    op_name: str
-    args: list
-    offset: int
+    __slots__ = ()
 
 
 # Operands by operation: 1/2/4/8 fixed unsigned, x/y/z/w fixed signed (1/2/4/8), "u" ULEB128, "s" SLEB128,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import mmap
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
@@ -22,9 +22,6 @@ from ..elf import ElfFile
 from ..indexcache import file_key
 from .sectionmap import MAP_MIN, SectionMap
 from .units import DwarfSections, Section, pread_reader
-
-if TYPE_CHECKING:
-    from elftools.elf.elffile import ELFFile
 
 # DwarfSections' section attributes and the sections they hold.
 DWARF_SECTIONS = {
@@ -37,15 +34,14 @@ DWARF_SECTIONS = {
     "debug_rnglists_sec": ".debug_rnglists", "debug_sup_sec": ".debug_sup",
     "gnu_debugaltlink_sec": ".gnu_debugaltlink", "debug_types_sec": ".debug_types",
 }
-class OpenedDwarf(NamedTuple):
-    """A file's DWARF and what the resolver needs to know of the file around it."""
+class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile", object), ("little_endian", bool),
+                                             ("machine", str), ("address_size", int), ("index_key", str)])):
+    """A file's DWARF and what the resolver needs to know of the file around it: ``elffile`` is
+    pyelftools' ELFFile when it read the file (else None: made on demand), ``machine`` pyelftools'
+    name of e_machine ("EM_X86_64"), ``index_key`` the name of the file's indexes in the cache
+    (indexcache.file_key). (Fields as a list: see units.Section.)"""
 
-    dwarf: DwarfSections
-    elffile: Optional["ELFFile"]  # pyelftools' ELFFile when it read the file (else made on demand)
-    little_endian: bool
-    machine: str  # pyelftools' name of e_machine ("EM_X86_64")
-    address_size: int
-    index_key: str  # the name of the file's indexes in the cache (indexcache.file_key)
+    __slots__ = ()
 
 
 def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
