@@ -28,7 +28,9 @@ def _env(cache: Path) -> dict[str, str]:
 
 
 def _start(cache: Path, binary: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "probectl", "vars", "-x", str(binary), "main"],
+    # (main@FILE: a function named with its source file is searched by name, which builds the names
+    # index; a plain global name is found at its symbol's address and builds none)
+    return subprocess.Popen([sys.executable, "-m", "probectl", "vars", "-x", str(binary), "main@dwarf_structs.c"],
                             stdout=open(out.with_suffix(".out"), "w"), stderr=open(out.with_suffix(".err"), "w"),
                             env=_env(cache))
 
@@ -101,5 +103,9 @@ def test_without_a_usable_lock_each_run_builds_alone(cache, tmp_path, kind):
         assert r.wait(timeout=120) == 0
     errs = [(tmp_path / f"run{i}.err").read_text() for i in range(2)]
     assert not any(WAITING in e for e in errs)
+    if kind == "unsafe-dir":  # (no cache at all: the index is built in memory, nothing is stored there)
+        assert not any(p.name.startswith("dwarf-names-") for p in (cache / "probectl").iterdir())
+    else:  # (the index was built, so the lock was in the way; the later run may read what the first stored)
+        assert any(BUILDING in e for e in errs), errs
     outs = {(tmp_path / f"run{i}.out").read_text() for i in range(2)}
     assert len(outs) == 1

@@ -67,11 +67,14 @@ COMMAND_MODULES = {
 }
 
 
-# click's option parser (public as OptionParser before click 8.2).
-_ClickParser = getattr(click.parser, "_OptionParser", None) or click.parser.OptionParser
+# click's option parser (public as OptionParser before click 8.2). What follows leans on its
+# internals (``_match_long_opt``, ``_long_opt``, ``_opt_prefixes``), so it is used only where they are
+# there; a click without them parses as click does (tests/test_cli checks the errors either way).
+_ClickParser = getattr(click.parser, "_OptionParser", None) or getattr(click.parser, "OptionParser", None)
+_LEAN_PARSER = _ClickParser is not None and hasattr(_ClickParser, "_match_long_opt")
 
 
-class _OptionParser(_ClickParser):  # type: ignore[misc, valid-type]
+class _OptionParser(_ClickParser or object):  # type: ignore[misc, valid-type]
     """click's option parser, without the did-you-mean it works out for every short option: click
     tries each option as a long one first (``-D`` too) and, when that misses, makes NoSuchOption
     with the close matches among the long options (importing difflib, ~0.5 ms, and comparing) before
@@ -80,7 +83,7 @@ class _OptionParser(_ClickParser):  # type: ignore[misc, valid-type]
     option still gets click's suggestions."""
 
     def _match_long_opt(self, opt: str, explicit_value, state) -> None:
-        if opt not in self._long_opt and opt[:2] not in self._opt_prefixes:
+        if opt not in getattr(self, "_long_opt", (opt,)) and opt[:2] not in getattr(self, "_opt_prefixes", (opt[:2],)):
             raise click.NoSuchOption(opt, ctx=self.ctx)
         super()._match_long_opt(opt, explicit_value, state)
 
@@ -89,6 +92,8 @@ class Command(click.Command):
     """A probectl command: click's, with probectl's option parser."""
 
     def make_parser(self, ctx: click.Context):
+        if not _LEAN_PARSER:
+            return super().make_parser(ctx)
         parser = _OptionParser(ctx)
         for param in self.get_params(ctx):
             param.add_to_parser(parser, ctx)
