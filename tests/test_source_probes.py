@@ -305,6 +305,7 @@ LIBC_CASES = [
     "__wmemcpy s1 s2 n",  # a memcpy-family C function by its real name
     "__memcpy_avx_unaligned_erms",  # the assembly memcpy by its real name (no DWARF function)
     "__memmove_avx_unaligned_erms",
+    "__malloc",  # a static alias only the debug file's .symtab names (libc.so.6 has no .symtab)
 ]
 # perf fails on aliases ("Failed to add events": it resolves the symbol, then finds no DWARF
 # function of that name); probectl gives perf's definition for the real function's name.
@@ -314,6 +315,7 @@ LIBC_ALIASES = [
     ("wmemcpy s1 n", "__wmemcpy s1 n", "wmemcpy"),
     ("malloc%return $retval", "__libc_malloc%return $retval", "malloc__return"),
     ("malloc:12 bytes", "__libc_malloc:12 bytes", "malloc_L12"),  # the scope: __libc_malloc's, not the innermost
+    ("__malloc bytes", "__libc_malloc bytes", "__malloc"),  # the static alias, found in the debug file's .symtab
 ]
 
 

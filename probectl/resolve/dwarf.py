@@ -147,7 +147,13 @@ class SourceResolver:
         # perf's find_alternative_probe_point: a symbol (an alias such as malloc) mapped to the
         # DWARF function at its address (__libc_malloc).
         found = []
-        for sym in self.elf.find_functions(point.function):
+        symbols = self.elf.find_functions(point.function)
+        debug_elf = self.debuginfo.debug_elf() if not symbols else None
+        if debug_elf is not None and debug_elf.path != self.elf.path:
+            # (a static function of a stripped binary, such as libc's __malloc: only the debug file's
+            # .symtab names it, where perf finds it too)
+            symbols = debug_elf.find_functions(point.function)
+        for sym in symbols:
             fn = self._function_starting_at(sym)
             if fn is not None and all(f.entry != fn.entry for f in found):
                 if point.source is None or tail_match(fn.decl_file, point.source):
