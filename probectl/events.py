@@ -16,6 +16,13 @@ from .errors import ProbectlError
 MAX_DEFINITION_LINE = 4094
 
 
+def definition_bytes(text: str) -> bytes:
+    """A definition line as the kernel gets it (and counts it). A path or a symbol name that is not
+    UTF-8 reached probectl decoded with surrogateescape (as Python decodes argv and file names, and
+    the ELF reader symbol names): its own bytes go back, which are what the kernel matches."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 @dataclass(frozen=True)
 class FetchArg:
     """One argument of a definition: ``name=fetch:type``; ``name`` is empty when the kernel names it."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequen
 
 from .dataclass import dataclass
 from .errors import EventExistsError, ProbectlError, TracefsError, did_you_mean
-from .events import MAX_DEFINITION_LINE, EventDefinition
+from .events import MAX_DEFINITION_LINE, EventDefinition, definition_bytes
 from .notice import notice_stderr
 
 if TYPE_CHECKING:
@@ -443,7 +443,7 @@ class Tracefs:
 
     def _write(self, name: str, text: str) -> None:
         """One command line, appended (never truncating: that would clear all events)."""
-        write_once(self.root / name, (text + "\n").encode(), append=True)
+        write_once(self.root / name, definition_bytes(text + "\n"), append=True)
 
     def add(self, defs: Sequence[EventDefinition]) -> None:
         """Create every event of ``defs``, or none of them.
@@ -462,9 +462,9 @@ class Tracefs:
                     # (the kernel would pick a name, and then the event could not be rolled back)
                     raise TracefsError(f"the definition {d.render()!r} has no group/event name")
                 text = d.render()
-                if len(text.encode()) > MAX_DEFINITION_LINE:
+                if len(definition_bytes(text)) > MAX_DEFINITION_LINE:
                     raise TracefsError(
-                        f"the definition of {d.full_name} is {len(text.encode())} bytes long; "
+                        f"the definition of {d.full_name} is {len(definition_bytes(text))} bytes long; "
                         f"the kernel accepts at most {MAX_DEFINITION_LINE}",
                         "fetch fewer arguments, or split them over several events")
             names = {(d.group, d.event) for d in defs}

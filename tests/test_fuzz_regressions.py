@@ -71,6 +71,42 @@ def test_a_sibling_attribute_of_another_form_is_an_error_or_skipped(tmp_path, fo
     assert out.returncode == 0 or "Error: " in out.stderr, out.stderr
 
 
+@pytest.mark.parametrize("form", [0x0A, 0x08, 0x18])  # DW_FORM_block1, string, exprloc
+@pytest.mark.parametrize("definition", ["0x1139 $vars", "add_ints a", "main"])
+def test_a_code_range_attribute_of_another_form_is_an_error(tmp_path, form, definition):
+    """(targets: a bit flip gave DW_AT_high_pc a block form, and the address range added a list to the
+    low pc: 'internal error: TypeError'.) Every DW_AT_high_pc of the -O0 uprobe_target is given a form
+    that holds no number: a clean error, or the DIEs walked without it."""
+    data = bytearray(build_fixture("uprobe_target", "-O0").read_bytes())
+    for name, _header, off, size in elf_sections(bytes(data)):
+        if name == ".debug_abbrev":
+            section = bytes(data[off:off + size])
+            at = section.find(b"\x12\x07")  # (DW_AT_high_pc, DW_FORM_data8)
+            assert at >= 0
+            while at >= 0:
+                data[off + at + 1] = form
+                at = section.find(b"\x12\x07", at + 2)
+    path = tmp_path / "ranges"
+    path.write_bytes(bytes(data))
+    path.chmod(0o755)
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), definition],
+                         capture_output=True, text=True, env=dict(os.environ, PROBECTL_NO_CACHE="1"))
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 0 or "Error: " in out.stderr, out.stderr
+
+
+def test_a_module_file_name_that_is_not_utf8_is_counted_as_bytes(tmp_path):
+    """(targets: a damaged .strtab of a file given to -m made a definition line hold a byte that is
+    not UTF-8, kept by Python as a lone surrogate; the kernel-rule check counted the line's bytes
+    with a strict encode: 'internal error: UnicodeEncodeError'.)"""
+    module = os.fsencode(tmp_path) + b"/mod\xff.ko"
+    with open(module, "wb") as out:
+        out.write(build_fixture("dwarf_structs", "-O0").read_bytes())
+    run = subprocess.run([os.fsencode(sys.executable), b"-m", b"probectl", b"add", b"-D", b"-m", module,
+                          b"print_layout"], capture_output=True)
+    assert run.returncode == 0 and b"probe/print_layout" in run.stdout, run.stderr
+
+
 @pytest.mark.parametrize("definition", ["print_layout counter", "print_layout", "main argc"])
 def test_variables_of_a_program_whose_segments_cannot_be_read(tmp_path, definition):
     """(targets: e_phoff = 1 leaves no PT_LOAD segment; a definition with a variable ended in

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,23 @@ def test_duplicate_needs_force(cleanup_group):
     forced = probectl("add", "-f", "-x", str(binary), f"{GROUP}:ev=add_ints")
     assert f"{GROUP}:ev_1" in forced.stdout
     assert f"perf record -e {GROUP}:ev_1 -aR sleep 1" in forced.stdout
+
+
+@pytest.mark.root
+def test_a_path_that_is_not_utf8_reaches_the_kernel_as_its_bytes(cleanup_group, tmp_path):
+    """A file name is bytes: one that is not UTF-8 arrives decoded with surrogateescape (as Python
+    decodes argv), and the definition line must go to the kernel, and be counted, as those bytes (it
+    was an internal UnicodeEncodeError; the fuzzer met it as a damaged symbol name)."""
+    folder = os.fsencode(tmp_path) + b"/bin\xff\xfe"
+    os.mkdir(folder)
+    binary = folder + b"/target"
+    shutil.copy(build_fixture("uprobe_target", "-O0"), binary)
+    argv = [os.fsencode(sys.executable), b"-m", b"probectl"]
+    shown = subprocess.run(argv + [b"add", b"-D", b"-x", binary, b"add_ints"], capture_output=True)
+    assert shown.returncode == 0 and binary + b":0x" in shown.stdout, shown.stderr
+    added = subprocess.run(argv + [b"add", b"-x", binary, f"{GROUP}:odd=add_ints".encode()], capture_output=True)
+    assert added.returncode == 0, added.stderr
+    assert binary + b":0x" in (cleanup_group / "uprobe_events").read_bytes()
 
 
 @pytest.mark.root

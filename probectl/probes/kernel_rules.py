@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from ..arch.x86_64 import KERNEL_REGISTERS
 from ..dataclass import dataclass
 from ..errors import KernelRuleError
-from ..events import MAX_DEFINITION_LINE, EventDefinition, FetchArg
+from ..events import MAX_DEFINITION_LINE, EventDefinition, FetchArg, definition_bytes
 from ..spec.tree import MAX_ARRAY_LEN, RESERVED_ARG_NAMES
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def check_definition(d: EventDefinition, features: Optional["Features"]) -> None
             raise _error(line, column + why.offset, f"argument {i + 1} ({_short(arg.render())}): {why.message}",
                          why.hint) from None
         column += len(arg.render()) + 1
-    size = len(line.encode())  # (the kernel counts bytes: a path may hold UTF-8)
+    size = len(definition_bytes(line))  # (the kernel counts bytes: a path may hold UTF-8, or any byte)
     if size > MAX_DEFINITION_LINE:
         raise _error(line, min(MAX_DEFINITION_LINE, len(line) - 1),
                      f"the definition of {d.full_name} is {size} characters long; the kernel takes lines "

@@ -35,7 +35,7 @@ from ...regularfile import open_regular
 from .die import die_attr, die_key, die_linkage_name, die_name, die_origin, guarded, is_glob, tail_match
 from .function import Function
 from .sections import open_dwarf
-from .units import DIE, Unit as CompileUnit
+from .units import DIE, DwarfFormatError, Unit as CompileUnit
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
@@ -269,11 +269,16 @@ class DebugInfo:
         attrs = die.attributes
         low = attrs.get("DW_AT_low_pc")
         high = attrs.get("DW_AT_high_pc")
+        rng = attrs.get("DW_AT_ranges")
+        for attr in (low, high, rng):
+            # (an address, a constant or an offset; a block or a string there is damage, not a range)
+            if attr is not None and not isinstance(attr.value, int):
+                raise DwarfFormatError(f"DIE 0x{die.offset:x}: {attr.name} has the form {attr.form}, "
+                                       "not an address, a constant or an offset")
         if low is not None and high is not None:
             if high.form.startswith("DW_FORM_addr"):
                 return [(low.value, high.value)]
             return [(low.value, low.value + high.value)]
-        rng = attrs.get("DW_AT_ranges")
         if rng is None and low is not None:
             return [(low.value, low.value + 1)]
         if rng is None:
