@@ -313,8 +313,10 @@ class Tracefs:
     # ---- reading ------------------------------------------------------------------------
 
     def _read(self, name: str) -> str:
+        # (surrogateescape: a path that is not UTF-8 in a definition reads back as probectl wrote it,
+        # definition_bytes, and is removed by the same name)
         try:
-            return (self.root / name).read_text()
+            return (self.root / name).read_text(errors="surrogateescape")
         except OSError as err:
             raise os_error(err, f"read {name}", self.root / name) from None
 
@@ -323,7 +325,7 @@ class Tracefs:
         if not self.features.error_log:
             return ""
         try:
-            return (self.root / "error_log").read_text()
+            return (self.root / "error_log").read_text(errors="surrogateescape")
         except OSError:
             return ""
 

@@ -200,7 +200,7 @@ def tracefs_snapshot() -> dict[str, str]:
     for name in ("uprobe_events", "kprobe_events", "dynamic_events"):
         path = TRACEFS / name
         if path.exists():
-            snap[name] = path.read_text()
+            snap[name] = path.read_text(errors="surrogateescape")
     instances = TRACEFS / "instances"
     if instances.is_dir():
         snap["instances"] = "\n".join(sorted(os.listdir(instances)))

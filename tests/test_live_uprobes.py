@@ -159,7 +159,8 @@ def test_duplicate_needs_force(cleanup_group):
 def test_a_path_that_is_not_utf8_reaches_the_kernel_as_its_bytes(cleanup_group, tmp_path):
     """A file name is bytes: one that is not UTF-8 arrives decoded with surrogateescape (as Python
     decodes argv), and the definition line must go to the kernel, and be counted, as those bytes (it
-    was an internal UnicodeEncodeError; the fuzzer met it as a damaged symbol name)."""
+    was an internal UnicodeEncodeError; the fuzzer met it as a damaged symbol name). -D into a pipe
+    prints those bytes too, and list and del read the event back (they failed on the kernel's text)."""
     folder = os.fsencode(tmp_path) + b"/bin\xff\xfe"
     os.mkdir(folder)
     binary = folder + b"/target"
@@ -170,6 +171,10 @@ def test_a_path_that_is_not_utf8_reaches_the_kernel_as_its_bytes(cleanup_group, 
     added = subprocess.run(argv + [b"add", b"-x", binary, f"{GROUP}:odd=add_ints".encode()], capture_output=True)
     assert added.returncode == 0, added.stderr
     assert binary + b":0x" in (cleanup_group / "uprobe_events").read_bytes()
+    listed = subprocess.run(argv + [b"list", f"{GROUP}:*".encode()], capture_output=True)
+    assert listed.returncode == 0 and f"{GROUP}:odd".encode() in listed.stdout, listed.stderr
+    removed = subprocess.run(argv + [b"del", f"{GROUP}:odd".encode()], capture_output=True)
+    assert removed.returncode == 0 and binary not in (cleanup_group / "uprobe_events").read_bytes(), removed.stderr
 
 
 @pytest.mark.root

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 
 import click
 
 from ..errors import ProbectlError, ProbePointNotFound, ProbeSyntaxError, TracefsError, did_you_mean
+from ..events import definition_bytes
 from ..target import Target, find_binary, find_target
 from ..termtext import printable
 from ..tracefs import Tracefs
@@ -85,9 +87,12 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         notice(f"Warning: {warning}")
 
     if definition:
-        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed.
+        # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed. As ls
+        # does, a terminal sees control characters and bytes that are not UTF-8 as cat -v shows them;
+        # a pipe or a file gets the line's own bytes, which are what the kernel must be given.
+        tty = sys.stdout.isatty()
         for d in definitions(probes.name(force=force)):
-            click.echo(printable(d.render()))
+            click.echo(printable(d.render()) if tty else definition_bytes(d.render()))
         return
     _print_added(probes.add(tfs, force=force, dry_run=dry_run), target, dry_run)
 

@@ -68,6 +68,9 @@ class SourceResolver:
 
     def sites(self, point: S.PointSpec, wants_variables: bool) -> list[SourceSite]:
         """Every address of ``point``; ``wants_variables`` enables perf's prologue skip."""
+        if point.sdt is not None:  # (add takes them apart, by their notes; vars and lines cannot)
+            raise ProbeSemanticError(f"'{point.text}' names an SDT probe, which has no source place or C variables",
+                                     "its arguments are the operands of its note: see 'probectl funcs --sdt'")
         if point.address is not None:
             return [self._address_site(point)]
         if point.function is None:
