@@ -700,7 +700,7 @@ def test_index_cache_cold_warm_and_damaged(tmp_path, monkeypatch):
     cold = _debuginfo(path)
     built = (cold.name_index(), cold.variable_index())
     (cached,) = (tmp_path / "probectl").glob("dwarf-names-*")
-    assert cached.name == f"dwarf-names-{_elf(path).build_id}.bin"
+    assert cached.name == f"dwarf-names-{cold.index_key}.bin"
 
     real_build = dieindex.build_indexes
     calls = []
@@ -763,7 +763,7 @@ def test_index_cache_keeps_few_files(tmp_path, monkeypatch):
     locks = sorted(p.name[len(".lock-"):] for p in directory.iterdir() if p.name.startswith(".lock-"))
     assert len(names) == indexcache.MAX_FILES
     assert [n + ".bin" for n in locks] == names  # the lock files of removed indexes went with them
-    assert f"dwarf-names-{_elf(path).build_id}.bin" in names
+    assert f"dwarf-names-{_debuginfo(path).index_key}.bin" in names
     assert f"dwarf-names-{0:040x}.bin" not in names  # the least recently used went first
 
 

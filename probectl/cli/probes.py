@@ -90,9 +90,11 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed. As ls
         # does, a terminal sees control characters and bytes that are not UTF-8 as cat -v shows them;
         # a pipe or a file gets the line's own bytes, which are what the kernel must be given.
-        tty = sys.stdout.isatty()
+        # (A caller's text stream without a binary buffer, in process, gets the text as it is.)
+        tty, binary = sys.stdout.isatty(), hasattr(sys.stdout, "buffer")
         for d in definitions(probes.name(force=force)):
-            click.echo(printable(d.render()) if tty else definition_bytes(d.render()))
+            line = d.render()
+            click.echo(printable(line) if tty else definition_bytes(line) if binary else line)
         return
     _print_added(probes.add(tfs, force=force, dry_run=dry_run), target, dry_run)
 

@@ -72,11 +72,15 @@ _CRC = struct.Struct("<I")
 
 
 def file_key(path: os.PathLike | str, build_id: Optional[str]) -> str:
-    """The name a file's indexes are kept under: its build-id, else a hash of its path, size and
-    modification time."""
-    if build_id:
-        return build_id
+    """The name a file's indexes are kept under: its build-id with its size and modification time,
+    else a hash of its path, size and modification time.
+
+    A build-id names a build, not a file: a copy damaged or edited in place keeps it, and with the
+    build-id alone the indexes of one answered for the other (a fuzzed copy without segments stored
+    a names index without its functions, and the intact fixture's functions were then 'not found')."""
     st = os.stat(path)
+    if build_id:
+        return f"{build_id}-{st.st_size:x}-{st.st_mtime_ns:x}"
     text = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}"
     import hashlib  # (only for a file without a build-id: loading OpenSSL's hashes costs ~2.5 ms)
 
