@@ -47,28 +47,40 @@ def test_commands_on_a_damaged_abbreviation_table_say_so(tmp_path, args):
     assert out.stderr.startswith("Error: "), out.stderr
 
 
+def _with_abbrev_form(tmp_path: Path, fixture: str, attr_form: bytes, form: int) -> Path:
+    """The -O0 ``fixture`` with the form of every (attribute, form) pair ``attr_form`` of its
+    .debug_abbrev replaced by ``form`` (the DIEs then hold other bytes than their table says)."""
+    data = bytearray(build_fixture(fixture, "-O0").read_bytes())
+    for name, _header, off, size in elf_sections(bytes(data)):
+        if name == ".debug_abbrev":
+            section = bytes(data[off:off + size])
+            at = section.find(attr_form)
+            assert at >= 0
+            while at >= 0:
+                data[off + at + 1] = form
+                at = section.find(attr_form, at + 2)
+    path = tmp_path / "reformed"
+    path.write_bytes(bytes(data))
+    path.chmod(0o755)
+    return path
+
+
+def _assert_clean_add(path: Path, definition: str) -> None:
+    """``add -D`` of ``definition`` gives a definition or a clean error, never an internal one."""
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), definition],
+                         capture_output=True, text=True, env=dict(os.environ, PROBECTL_NO_CACHE="1"))
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 0 or "Error: " in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("form", [0x0E, 0x19, 0x06])  # DW_FORM_strp, flag_present, data4
 @pytest.mark.parametrize("definition", ["use_globals gbuf:u8[16] counter:x32", "dwarf_structs.c:166 n"])
 def test_a_sibling_attribute_of_another_form_is_an_error_or_skipped(tmp_path, form, definition):
     """(targets: byte flips in .debug_abbrev gave DW_AT_sibling the form of a string, and the byte
     scanner compared the string with a position: 'internal error: TypeError'.) Every DW_AT_sibling
     of the -O0 dwarf_structs is given another form: a clean error, or the DIEs walked without it."""
-    data = bytearray(build_fixture("dwarf_structs", "-O0").read_bytes())
-    for name, _header, off, size in elf_sections(bytes(data)):
-        if name == ".debug_abbrev":
-            section = bytes(data[off:off + size])
-            at = section.find(b"\x01\x13")  # (DW_AT_sibling, DW_FORM_ref4)
-            assert at >= 0
-            while at >= 0:
-                data[off + at + 1] = form
-                at = section.find(b"\x01\x13", at + 2)
-    path = tmp_path / "siblings"
-    path.write_bytes(bytes(data))
-    path.chmod(0o755)
-    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), definition],
-                         capture_output=True, text=True, env=dict(os.environ, PROBECTL_NO_CACHE="1"))
-    assert "internal error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
-    assert out.returncode == 0 or "Error: " in out.stderr, out.stderr
+    # (DW_AT_sibling, DW_FORM_ref4)
+    _assert_clean_add(_with_abbrev_form(tmp_path, "dwarf_structs", b"\x01\x13", form), definition)
 
 
 @pytest.mark.parametrize("form", [0x0A, 0x08, 0x18])  # DW_FORM_block1, string, exprloc
@@ -77,22 +89,8 @@ def test_a_code_range_attribute_of_another_form_is_an_error(tmp_path, form, defi
     """(targets: a bit flip gave DW_AT_high_pc a block form, and the address range added a list to the
     low pc: 'internal error: TypeError'.) Every DW_AT_high_pc of the -O0 uprobe_target is given a form
     that holds no number: a clean error, or the DIEs walked without it."""
-    data = bytearray(build_fixture("uprobe_target", "-O0").read_bytes())
-    for name, _header, off, size in elf_sections(bytes(data)):
-        if name == ".debug_abbrev":
-            section = bytes(data[off:off + size])
-            at = section.find(b"\x12\x07")  # (DW_AT_high_pc, DW_FORM_data8)
-            assert at >= 0
-            while at >= 0:
-                data[off + at + 1] = form
-                at = section.find(b"\x12\x07", at + 2)
-    path = tmp_path / "ranges"
-    path.write_bytes(bytes(data))
-    path.chmod(0o755)
-    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(path), definition],
-                         capture_output=True, text=True, env=dict(os.environ, PROBECTL_NO_CACHE="1"))
-    assert "internal error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
-    assert out.returncode == 0 or "Error: " in out.stderr, out.stderr
+    # (DW_AT_high_pc, DW_FORM_data8)
+    _assert_clean_add(_with_abbrev_form(tmp_path, "uprobe_target", b"\x12\x07", form), definition)
 
 
 def test_a_module_file_name_that_is_not_utf8_is_counted_as_bytes(tmp_path):
