@@ -40,7 +40,7 @@ class OutputFile:
         except OSError as err:
             raise OutputFileError(f"cannot write {self.path}: {err.strerror}") from None
         if mode is not None and stat.S_ISDIR(mode):
-            raise OutputFileError(f"{self.path} is a directory", "give the file to write with -o FILE")
+            raise OutputFileError(f"{self.path} is a directory", "give the path of a file to write, in it or elsewhere")
         if mode is not None and not stat.S_ISREG(mode):
             self._in_place = self._open_in_place()
             return

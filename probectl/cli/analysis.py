@@ -10,7 +10,7 @@ from typing import Optional
 import click
 
 from ..analysis.names import KeyNames
-from ..errors import AnalysisError, ProbectlError
+from ..errors import AnalysisError
 from ..outputfile import OutputFile
 from ..tracefs import Tracefs
 from . import cli, notice
