@@ -24,7 +24,9 @@ and the clauses are
   ``0``: as many digits), ``time`` (seconds with as many decimals), ``usec`` (a JSON number with at most as many decimals:
   ``12.5`` is ``12.500`` written short), ``addr`` (hex; ``0x`` kept if
   written, and ``0xVALUE`` in the output is the same address), ``num`` and ``id`` (decimal), ``count``
-  (decimal with thousands commas, which a VALUE keeps: ``count=15,686`` is one), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id).
+  (decimal with thousands commas, which a VALUE keeps: ``count=15,686`` is one), ``size`` (``5.2``), ``hex`` (as many hex digits: a build-id),
+  ``ksym`` (a kernel function as a stack shows it: ``name``, ``name+0xOFF`` or folded ``name_[k]``; which
+  functions a probe's kernel stack passes through, and at what offsets, is the running kernel build's).
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
   at OPT (default -O0) by conftest's build_fixture; ``file NAME=usdt[:OPT]`` is the SDT program of
   conftest's build_usdt (its library stays where it was built: the program's rpath names it).
@@ -251,6 +253,8 @@ def _vary_pattern(kind: str, value: str) -> str:
         return r"\d+(?:\.\d+)?"
     if kind == "hex":
         return rf"[0-9a-f]{{{len(value)}}}"
+    if kind == "ksym":  # a kernel frame: which functions and offsets are the kernel build's own
+        return r"[A-Za-z_.][\w.$]*(?:\+0x[0-9a-f]+|\[k\])?"
     raise ValueError(f"unknown vary kind {kind!r} (README tour markup)")
 
 
@@ -265,7 +269,7 @@ class LinePattern:
             before = r"(?:(?<=0x)|(?<![0-9A-Za-z_]))" if kind == "addr" else r"(?<![0-9A-Za-z_])"  # 0xADDR too
             for m in re.finditer(rf"( *){before}{re.escape(value)}(?![0-9A-Za-z_])", line):
                 spots.append((m.start(), m.end(), m.group(1), kind, value))
-        spots.sort()
+        spots.sort(key=lambda spot: (spot[0], -spot[1]))  # the longest VALUE of those at one place
         regex, pos = "", 0
         for start, end, spaces, kind, value in spots:
             if start < pos:  # overlaps an earlier value
@@ -827,6 +831,18 @@ def test_matcher_accepts_the_shape_and_rejects_the_rest():
     assert match_output(["a …;z", "p /path/app:1"], ["a b;c;z", "p /tmp/x/app:1"], [], paths) == {}
     with pytest.raises(Mismatch):
         match_output(["p /path/app:1"], ["p /tmp/y/app:1"], [], {"/path/app": "/tmp/x/app"})
+    # a kernel frame is the kernel build's: another function, offset or outermost frame still matches
+    ksym = [("addr", "ffffffff814c7050"), ("ksym", "__uprobe_trace_func+0xa0"), ("ksym", "__uprobe_trace_func"),
+            ("ksym", "asm_exc_int3"), ("ksym", "asm_exc_int3_[k]")]
+    frame = ["\tffffffff814c7050 __uprobe_trace_func+0xa0 ([kernel.kallsyms])"]
+    assert match_output(frame, ["\tffffffff81234567 uprobe_trace_func+0xe0 ([kernel.kallsyms])"], ksym, {}) == {
+        "ffffffff814c7050": "ffffffff81234567"}
+    assert match_output(["1,asm_exc_int3;…;__uprobe_trace_func,malloc"], ["1,exc_int3;a;b;uprobe_trace,malloc"],
+                        ksym, {}) == {}
+    assert match_output(["ls;malloc;asm_exc_int3_[k];… 9"], ["ls;malloc;entry_int3_[k];x_[k] 9"], ksym, {}) == {}
+    for bad in (["\tffffffff81234567 +0xe0 ([kernel.kallsyms])"], ["\tffffffff81234567 f+0xe0 ([vmlinux])"]):
+        with pytest.raises(Mismatch):
+            match_output(frame, bad, ksym, {})
     # a value is a whole token: 000 is not the cpu inside 1000
     with pytest.raises(Mismatch):
         match_output(["size=1000"], ["size=1007"], [("cpu", "000")], {})
