@@ -49,6 +49,8 @@ and the clauses are
 - ``optional=TOOL``  a pipe into TOOL (``| TOOL ...``) is left out when TOOL is not installed (a warning
   says so); the command before the pipe still runs and must succeed.
 - ``then=EXPR``  (```python blocks) EXPR must be true after the block ran.
+- ``kernel-frames``  a run of kernel frames of a stack key (``    bprm_execve+…``) stands for one or more
+  frames of any functions: which functions a stack passes through is the running kernel build's.
 - ``histogram-rows``  the output is one run's: a run of histogram rows (``(512, 1K]  201 |@@@ |``) stands
   for one or more rows of any buckets and counts (which buckets a timing fills changes from run to run).
 
@@ -303,6 +305,20 @@ class LinePattern:
         return new
 
 
+# The notice of hist and latency names the path the running kernel takes: the README's runs were made on
+# a kernel without hist triggers; where the kernel has them (and synthetic events, for a latency), it counts.
+USER_SPACE_NOTICE = re.compile(r"\[ probectl: user space aggregation of (.*) \(this kernel has no hist triggers\) \]")
+
+
+def kernel_notice(line: str, hist: bool, synthetic: bool) -> str:
+    """The README's user-space notice as this kernel prints it (``hist``: events have hist files;
+    ``synthetic``: it has synthetic events); any other line as it is."""
+    m = USER_SPACE_NOTICE.fullmatch(line)
+    if m is None or not hist or (" -> " in m.group(1) and not synthetic):
+        return line
+    return f"[ probectl: hist trigger in the kernel of {m.group(1)} ]"
+
+
 class Mismatch(AssertionError):
     pass
 
@@ -320,28 +336,44 @@ def _same_caret(readme_above: str, readme_caret: str, above: str, caret: str) ->
 
 # A histogram row as hist, latency and report --hist print it: ``(512, 1K]  201 |@@@   |``, ``[0]  5 |@ |``.
 HISTOGRAM_ROW = re.compile(r"[(\[][^\])]*[\])] +\d[\d,]* \|[@ ]*\|")
-ROWS = "rows"  # the pattern of a run of histogram rows
+# A kernel frame of a stack key as hist prints it: ``    bprm_execve+0x2d8`` (``+…`` in the README).
+KERNEL_FRAME = re.compile(r"\s+[A-Za-z_.][\w.$]*\+(?:0x[0-9a-f]+|…)")
+
+
+class Run:
+    """The pattern of a run of lines of one kind: one or more lines that match ``line``."""
+
+    def __init__(self, line: re.Pattern):
+        self.line = line
 
 
 def match_output(expected: list[str], actual: list[str], vary: list[tuple[str, str]],
-                 paths: dict[str, str], histogram_rows: bool = False) -> dict[str, str]:
+                 paths: dict[str, str], histogram_rows: bool = False, kernel_frames: bool = False) -> dict[str, str]:
     """The bindings of the varying values if ``actual`` has the shape of ``expected``; else Mismatch
     saying where they part. With ``histogram_rows``, a run of histogram rows in ``expected`` matches
-    one or more rows of any buckets and counts."""
-    if histogram_rows:
-        expected = [line for k, line in enumerate(expected)
-                    if not (k and HISTOGRAM_ROW.fullmatch(line) and HISTOGRAM_ROW.fullmatch(expected[k - 1]))]
-    pats = [None if line.strip() == WILD else
-            ROWS if histogram_rows and HISTOGRAM_ROW.fullmatch(line) else
-            LinePattern(line, vary, paths) for line in expected]
+    one or more rows of any buckets and counts; with ``kernel_frames``, a run of kernel frames matches
+    one or more frames of any functions (a stack's frames are the kernel build's)."""
+    kinds = [kind for kind, on in ((HISTOGRAM_ROW, histogram_rows), (KERNEL_FRAME, kernel_frames)) if on]
+
+    def kind_of(line: str) -> Optional[re.Pattern]:
+        return next((kind for kind in kinds if kind.fullmatch(line)), None)
+
+    pats: list = []
+    for line in expected:
+        kind = kind_of(line)
+        if kind is not None and pats and isinstance(pats[-1], Run) and pats[-1].line is kind:
+            continue  # (the run's pattern already stands for this line)
+        pats.append(None if line.strip() == WILD else Run(kind) if kind is not None else LinePattern(line, vary, paths))
+    expected = [line for k, line in enumerate(expected)
+                if not (k and kind_of(line) is not None and kind_of(line) is kind_of(expected[k - 1]))]
     furthest = [(-1, -1)]
 
     def walk(i: int, j: int, bound: dict[str, str]) -> Optional[dict[str, str]]:
         while i < len(pats):
             pat = pats[i]
-            if pat is ROWS:
+            if isinstance(pat, Run):
                 rows = 0
-                while j + rows < len(actual) and HISTOGRAM_ROW.fullmatch(actual[j + rows].rstrip()):
+                while j + rows < len(actual) and pat.line.fullmatch(actual[j + rows].rstrip()):
                     rows += 1
                 if not rows:
                     furthest[0] = max(furthest[0], (j, i))
@@ -702,6 +734,8 @@ class Tour:
     def run_command(self, block: Block, cmd: Command, paths: dict[str, str], output: Optional[Block],
                     env: dict[str, str]) -> None:
         text, expected, vary = cmd.text, cmd.expected, _pairs(block.markup.get("vary", ""))
+        hist, synthetic = (TRACEFS / "events/sched/sched_switch/hist").exists(), (TRACEFS / "synthetic_events").exists()
+        expected = [kernel_notice(line, hist, synthetic) for line in expected]
         if block.lang == "sh":
             text = re.sub(r"^tools/bootstrap\.sh[^&]*&&\s*", "", text)
             text = text.replace(".venv/bin/probectl", "probectl")
@@ -747,7 +781,8 @@ class Tour:
             assert actual, f"{where}: no output"
             return
         try:
-            match_output(expected, actual, vary, paths, "histogram-rows" in block.markup)
+            match_output(expected, actual, vary, paths, "histogram-rows" in block.markup,
+                         "kernel-frames" in block.markup)
         except Mismatch as exc:
             raise Mismatch(f"{where}\n{exc}") from None
 
@@ -843,6 +878,19 @@ def test_matcher_accepts_the_shape_and_rejects_the_rest():
     for bad in (["\tffffffff81234567 +0xe0 ([kernel.kallsyms])"], ["\tffffffff81234567 f+0xe0 ([vmlinux])"]):
         with pytest.raises(Mismatch):
             match_output(frame, bad, ksym, {})
+    # the engine's notice is the running kernel's: in the kernel where it has hist triggers
+    notice = "[ probectl: user space aggregation of a:b -> a:c (this kernel has no hist triggers) ]"
+    assert kernel_notice(notice, hist=False, synthetic=False) == notice
+    assert kernel_notice(notice, hist=True, synthetic=False) == notice  # a latency needs synthetic events too
+    assert kernel_notice(notice, hist=True, synthetic=True) == "[ probectl: hist trigger in the kernel of a:b -> a:c ]"
+    # a run of kernel frames stands for one or more frames of any functions
+    stack = ["@[", "    trace_event_raw_event_x+…", "    bprm_execve+…", ", true]: 1"]
+    assert match_output(stack, ["@[", "    f+0x10", ", true]: 1"], [], {}, kernel_frames=True) == {}
+    assert match_output(stack, ["@[", "    f+0x10", "    g.isra.0+0x8", "    h+0x1", ", true]: 1"], [], {},
+                        kernel_frames=True) == {}
+    for bad in (["@[", ", true]: 1"], ["@[", "    f", ", true]: 1"]):
+        with pytest.raises(Mismatch):
+            match_output(stack, bad, [], {}, kernel_frames=True)
     # a value is a whole token: 000 is not the cpu inside 1000
     with pytest.raises(Mismatch):
         match_output(["size=1000"], ["size=1007"], [("cpu", "000")], {})
