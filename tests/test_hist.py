@@ -510,6 +510,7 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
     from probectl.analysis.keys import parse_keys
     from probectl.errors import AnalysisError
     from probectl.record.selection import SelectedEvent
+    from probectl.record.session import RunScope, TracedRun
     from probectl.tracefs import Tracefs
 
     tfs = Tracefs.open()
@@ -518,11 +519,13 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
     keys = parse_keys("comm", fmt)
     mine = live_tracefs / "instances" / f"probectl-{os.getpid()}"
     if live.kernel_has_hist(tfs, [event]):
-        table = live.kernel_hist(tfs, event, keys, None, command=["/bin/true"])
+        with TracedRun(tfs, RunScope(command=["/bin/true"])) as run:
+            table = live.kernel_hist(run, event, keys, None)
         assert table.path == "kernel" and {r.key: r.count for r in table.rows} == {("true",): 1}
     else:
         with pytest.raises(AnalysisError, match="refused the hist trigger 'hist:keys=common_pid.execname") as err:
-            live.kernel_hist(tfs, event, keys, None, command=["/bin/true"])
+            with TracedRun(tfs, RunScope(command=["/bin/true"])) as run:
+                live.kernel_hist(run, event, keys, None)
         assert "Command:" not in err.value.message  # this write logged nothing; others' entries are not shown
     assert not mine.exists()
     assert "hist:" not in (live_tracefs / "events/sched/sched_process_exec/trigger").read_text()
@@ -533,8 +536,8 @@ def test_the_kernel_path_in_pieces_on_this_kernel(live_tracefs):
         exit_fmt = tfs.event_format("sched", "sched_process_exit")
         texts = latency_triggers(live.latency_name(), "sched.sched_process_exec", keys, parse_keys("comm", exit_fmt))
         with pytest.raises(AnalysisError, match="refused the synthetic event"):
-            live.kernel_latency_pairs(tfs, event, SelectedEvent("sched", "sched_process_exit", exit_fmt), texts,
-                                      command=["/bin/true"])
+            with TracedRun(tfs, RunScope(command=["/bin/true"])) as run:
+                live.kernel_latency_pairs(run, event, SelectedEvent("sched", "sched_process_exit", exit_fmt), texts)
         assert not mine.exists() and not (live_tracefs / "synthetic_events").exists()
 
 

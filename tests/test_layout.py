@@ -26,8 +26,9 @@ LAYERS: dict[str, set[str]] = {
     "api": {"tracedat", "ringbuf", "formats"},
     "probes": {"resolve", "target", "spec", "events", "tracefs", "formats", "debuginfo", "debuginfo.dwarf",
                "debuginfo.btf", "arch"},
-    "record": {"tracefs", "filters", "tracedat", "ringbuf", "formats", "events", "debuginfo", "debuginfo.dwarf",
-               "debuginfo.btf", "cachedir"},
+    # (a traced run adds the probes of its definitions for the run: record composes probes, lazily)
+    "record": {"probes", "target", "tracefs", "filters", "tracedat", "ringbuf", "formats", "events", "debuginfo",
+               "debuginfo.dwarf", "debuginfo.btf", "cachedir"},
     "analysis": {"record", "script", "tracedat", "ringbuf", "tracefs", "events", "formats", "filters", "_native",
                  "cachedir", "arch"},
     "pictures": {"analysis", "script", "tracedat", "ringbuf", "formats", "events", "_native"},
@@ -56,9 +57,10 @@ LAYERS: dict[str, set[str]] = {
     "_native": set(),
 }
 # Stages whose imports of these may only be lazy (inside the function that needs them): reading debug
-# information is rare in a recording (enum names in filters) and in a script (user symbols).
+# information is rare in a recording (enum names in filters) and in a script (user symbols), and a run
+# resolves definitions (the resolver's DWARF and grammars) only when it was given some.
 LAZY_ONLY = {("record", "debuginfo"), ("record", "debuginfo.dwarf"), ("record", "debuginfo.btf"),
-             ("script", "debuginfo")}
+             ("record", "probes"), ("record", "target"), ("script", "debuginfo")}
 
 
 def _module_name(path: Path) -> str:

@@ -265,7 +265,7 @@ def test_an_output_nobody_can_take_is_refused_before_recording(live_tracefs, pro
 def test_teardown_after_a_failure_in_the_instance(live_tracefs, probes, tmp_path, monkeypatch):
     """A failure once the instance exists (the kernel refusing the second filter, a buffer size it
     cannot allocate) disables everything and removes the instance."""
-    import probectl.record as record
+    import probectl.record.instance as record
 
     calls = []
     real = record.apply_filter

@@ -1,35 +1,253 @@
-"""Running ``hist`` and ``latency``: in the kernel with hist triggers where the event has a ``hist``
-file, otherwise from the events streamed out of probectl's own instance into the native aggregator;
-or from a recording. Every path removes what it wrote (triggers, synthetic event, instance) on every
-exit: the end of the command, ``--duration``, Ctrl-C, SIGTERM or an error."""
+"""Running ``hist`` and ``latency``: the events named (probe definitions added for the run), the path
+chosen — in the kernel with hist triggers where the events have a ``hist`` file, otherwise from the
+events streamed out of probectl's own instance into the native aggregator — and the answer; or the
+answer from a recording. Each live path is a :class:`~probectl.record.session.TracedRun` with its part
+(:class:`TriggerPart` in the kernel, a raw :class:`~probectl.record.livestream.LiveStream` in user
+space), which removes what it wrote (triggers, synthetic event, instance, probes) on every exit: the end
+of the command, ``--duration``, Ctrl-C, SIGTERM or an error."""
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 from array import array
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from ..errors import AnalysisError
+from ..errors import AnalysisError, did_you_mean
 from ..notice import notice_stderr
-from ..record import Instance
 from ..record.cleanup import SYNTHETIC_PREFIX
 from ..record.livestream import LiveStream
-from ..record.processes import traced_tids
 from ..record.selection import SelectedEvent
-from ..record.teardown import CleanupSteps, Terminated, signals_held, stop_signals
-from ..record.workload import Workload
+from ..record.session import RunPart, RunScope, TracedRun
+from ..record.teardown import CleanupSteps
 from ..tracefs import Tracefs, os_error, write_once
 from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
-                   stack_plan)
+                   parse_keys, parse_value, stack_plan)
 from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
                       result_from_pairs)
 from .table import HistTable, rows_from_entries
-from .triggers import LatencyTriggers, hist_trigger, new_error_log_entry, parse_hist, remove_trigger
+from .triggers import (LatencyTriggers, hist_trigger, latency_triggers, new_error_log_entry, parse_hist,
+                       remove_trigger)
 
 USER_PATH = "user space"
 KERNEL_PATH = "kernel"
+KEYS_HINT = "check the keys with 'probectl fields EVENT'"
+Progress = Optional[Callable[[int], None]]  # called with the events counted so far, after every batch
+
+
+# ---- hist -------------------------------------------------------------------------------------------
+
+
+def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, value_name: Optional[str] = None,
+         bucket: str = "", filter_text: Optional[str] = None, scope: RunScope = RunScope(), user_space: bool = False,
+         buffer_kb: Optional[int] = None, notice: Callable[[str], None] = notice_stderr,
+         progress: Progress = None) -> HistTable:
+    """``probectl hist`` live: the event ``word`` names (a definition on ``target()`` is added for the
+    run), keyed by ``key_text`` (``bucket``: ``log2`` or ``buckets=N`` for the first key) with
+    ``value_name`` summed, counted in the kernel where it can (unless ``user_space``), else in user
+    space; a notice says which."""
+    from ..record.trace import LiveNames
+
+    with TracedRun(tfs, scope, notice=notice) as run:
+        (names,) = run.events_of([word], target)
+        event = _selected(tfs, _one(names, word), filter_text)
+        in_kernel = not user_space and kernel_has_hist(tfs, [event])
+        keys = parse_keys(key_text, event.format, bucket=bucket)
+        value = parse_value(value_name, event.format)
+        _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, event.name, user_space)
+        if in_kernel:
+            table = kernel_hist(run, event, keys, value)
+        else:
+            table = user_hist(run, event, keys, value, buffer_kb=buffer_kb, progress=progress)
+            if any(k.is_thread_name for k in keys):
+                table.merge_by(LiveNames(tfs.root, {}).comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
+    return table
+
+
+def recorded_hist(path: Path, word: str, key_text: str, *, value_name: Optional[str] = None,
+                  bucket: str = "") -> tuple[HistTable, bytes]:
+    """``probectl hist -i FILE``: the histogram of the events ``word`` names in a recording, and the
+    recording's kallsyms (to name ``.sym`` keys)."""
+    from ..tracedat import open_trace
+
+    with open_trace(path) as trace:
+        fmt = recorded_event(trace, word)
+        keys = parse_keys(key_text, fmt, bucket=bucket)
+        value = parse_value(value_name, fmt)
+        table = file_hist(path, fmt, keys, value)
+        if any(k.is_thread_name for k in keys):
+            table.merge_by(trace.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
+        return table, trace.kallsyms
+
+
+def kernel_hist(run: TracedRun, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart]) -> HistTable:
+    """A hist trigger on ``event`` in the run's instance, read back when the run stops."""
+    trigger = hist_trigger(keys, value, filter_text=event.filter.text if event.filter else "")
+    part = TriggerPart([(event, trigger)], enable=[event], read=event)
+    run.trace([part], buffer_kb=4)
+    return parse_hist(part.text, event.name, keys, value)
+
+
+def user_hist(run: TracedRun, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart], *,
+              buffer_kb: Optional[int] = None, progress: Progress = None) -> HistTable:
+    """The events of ``event`` streamed from the run's instance into the native aggregator. A
+    ``stacktrace`` key has the kernel write each event's stack after it (options/stacktrace) and
+    counts the two together."""
+    stacks = any(k.is_stack for k in keys)
+    plans = [hist_plan(event.format, keys, value)]
+    if stacks:
+        plans.append(stack_plan(run.tfs.event_format("ftrace", "kernel_stack")))
+    agg = native_aggregator(plans)
+    run.trace([_aggregating([event], agg, progress)], buffer_kb=buffer_kb, buffer_percent=0, stacks=stacks)
+    table = HistTable(event.name, list(keys), value.name if value else None,
+                      rows_from_entries(agg.entries(), keys, value is not None), USER_PATH, lost=run.lost)
+    table.extra["stopped_by"] = run.stopped_by
+    return table
+
+
+def file_hist(path: Path, fmt: Any, keys: Sequence[KeyPart], value: Optional[KeyPart]) -> HistTable:
+    """The histogram of ``fmt``'s events in a recording."""
+    from ..tracedat import open_trace
+
+    plans = [hist_plan(fmt, keys, value)]
+    with open_trace(path) as trace:
+        if any(k.is_stack for k in keys):
+            stack = next((f for f in trace.ftrace_formats if f.name == "kernel_stack"), None)
+            if stack is None or stack.id not in trace.event_ids():
+                raise AnalysisError(f"{trace.where} has no kernel stacks", "record with -g")
+            plans.append(stack_plan(stack))
+        agg = native_aggregator(plans)
+        streams, layout = trace.page_streams()
+        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size,
+                 strict=False)
+    return HistTable(fmt.full_name, list(keys), value.name if value else None,
+                     rows_from_entries(agg.entries(), keys, value is not None), "recording")
+
+
+# ---- latency ----------------------------------------------------------------------------------------
+
+
+def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key_text: str = "common_pid", *,
+            buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS, filter_text: Optional[str] = None,
+            end_filter: Optional[str] = None, pairs: bool = False, scope: RunScope = RunScope(),
+            user_space: bool = False, buffer_kb: Optional[int] = None,
+            notice: Callable[[str], None] = notice_stderr, progress: Progress = None) -> LatencyResult:
+    """``probectl latency`` live: the time from the start to the end event ``words`` name (definitions
+    on ``target()`` added for the run), paired on ``key_text``; in the kernel where it can (a synthetic
+    event filled by hist triggers; streamed when the ``pairs`` are wanted), unless ``user_space``,
+    else paired natively in user space; a notice says which. No pair measured is an error."""
+    with TracedRun(tfs, scope, notice=notice) as run:
+        start_names, end_names = run.events_of(words, target)
+        start = _selected(tfs, _one(start_names, words[0]), filter_text)
+        end = _selected(tfs, _one(end_names, words[1]), end_filter)
+        _two_events(start.name, end.name)
+        in_kernel = (not user_space and kernel_has_hist(tfs, [start, end])
+                     and (tfs.root / "synthetic_events").exists())
+        skeys = parse_keys(key_text, start.format)
+        ekeys = parse_keys(key_text, end.format)
+        _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, f"{start.name} -> {end.name}", user_space)
+        if not in_kernel:
+            result = user_latency(run, start, end, skeys, ekeys, buckets=buckets, unit=unit, buffer_kb=buffer_kb,
+                                  progress=progress)
+        else:
+            texts = latency_triggers(latency_name(), f"{start.group}.{start.event}", skeys, ekeys,
+                                     unit.kernel_timestamp, start_filter=start.filter.text if start.filter else "",
+                                     end_filter=end.filter.text if end.filter else "")
+            if pairs:  # (the synthetic event streamed: a pair a record)
+                result = kernel_latency_pairs(run, start, end, texts, unit=unit, buffer_kb=buffer_kb,
+                                              progress=progress)
+            else:
+                result = kernel_latency(run, start, end, texts, unit=unit)
+    return _measured(result)
+
+
+def recorded_latency(path: Path, words: tuple[str, str], key_text: str = "common_pid", *,
+                     buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
+    """``probectl latency -i FILE``: the latencies between the two events ``words`` name in a recording."""
+    from ..tracedat import open_trace
+
+    with open_trace(path) as trace:
+        sfmt, efmt = recorded_event(trace, words[0]), recorded_event(trace, words[1])
+    _two_events(sfmt.full_name, efmt.full_name)
+    return _measured(file_latency(path, sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
+                                  buckets, unit))
+
+
+def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
+                  end_keys: Sequence[KeyPart], buckets: Optional[int]) -> list[tuple]:
+    value = (SRC_LATENCY, None, LINEAR, buckets, 8) if buckets else (SRC_LATENCY, None, LOG2, 0, 8)
+    return [(start.format.id, ROLE_START, plan_parts(start_keys), None),
+            (end.format.id, ROLE_END, plan_parts(end_keys), value)]
+
+
+def user_latency(run: TracedRun, start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
+                 end_keys: Sequence[KeyPart], *, buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS,
+                 buffer_kb: Optional[int] = None, progress: Progress = None) -> LatencyResult:
+    """Start and end events streamed from the run's instance, paired natively on their keys."""
+    agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=unit.ns)
+    run.trace([_aggregating([start, end], agg, progress)], buffer_kb=buffer_kb, buffer_percent=0)
+    return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, run.lost, unit)
+
+
+def file_latency(path: Path, start_fmt: Any, end_fmt: Any, start_keys: Sequence[KeyPart],
+                 end_keys: Sequence[KeyPart], buckets: Optional[int] = None,
+                 unit: TimeUnit = MICROSECONDS) -> LatencyResult:
+    """Latencies between two events of a recording (a damaged or cut recording: what can be read)."""
+    from ..tracedat import open_trace
+
+    s = SelectedEvent(start_fmt.system, start_fmt.name, start_fmt)
+    e = SelectedEvent(end_fmt.system, end_fmt.name, end_fmt)
+    agg = native_aggregator(latency_plans(s, e, start_keys, end_keys, buckets), time_div=unit.ns)
+    with open_trace(path) as trace:
+        streams, layout = trace.page_streams()
+        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size,
+                 strict=False)
+    return result_from_pairs(s.name, e.name, *agg.pairs(), agg.counters(), "recording", unit=unit)
+
+
+def kernel_latency(run: TracedRun, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
+                   unit: TimeUnit = MICROSECONDS) -> LatencyResult:
+    """A synthetic event filled by onmatch() in the run's instance, and the histogram of it."""
+    with _synthetic_event(run.tfs, texts):
+        synth = SelectedEvent("synthetic", texts.synthetic_name, run.tfs.event_format("synthetic", texts.synthetic_name))
+        part = TriggerPart([(start, texts.start), (end, texts.end), (synth, texts.histogram)],
+                           enable=[start, end, synth], read=synth)
+        run.trace([part], buffer_kb=4)
+    table = parse_hist(part.text, texts.synthetic_name, [KeyPart("lat")], None)
+    return result_from_kernel(start.name, end.name, table, unit)
+
+
+def kernel_latency_pairs(run: TracedRun, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
+                         unit: TimeUnit = MICROSECONDS, buffer_kb: Optional[int] = None,
+                         progress: Progress = None) -> LatencyResult:
+    """Latencies measured in the kernel (the start and end triggers fill the synthetic event), with
+    the pairs: the synthetic event is recorded as an ordinary event and streamed from the instance,
+    one ``lat`` record a pair, stamped when its end happened. Only it reaches user space: the start
+    and end events are not enabled (their triggers run all the same, in the kernel's soft mode)."""
+    with _synthetic_event(run.tfs, texts):
+        synth = SelectedEvent("synthetic", texts.synthetic_name, run.tfs.event_format("synthetic", texts.synthetic_name))
+        lat_index = [f.name for f in synth.format.event_fields].index("lat")
+        ends, lats = array("Q"), array("Q")
+
+        def on_pages(reader: Any) -> None:
+            for _n, tables in reader.tables():
+                for t in tables:
+                    ends.frombytes(t.ts)
+                    lats.frombytes(t.fields[lat_index])
+            if progress is not None:
+                progress(len(lats))
+
+        triggers = TriggerPart([(start, texts.start), (end, texts.end)])
+        run.trace([LiveStream([synth], on_pages), triggers], buffer_kb=buffer_kb, buffer_percent=0)
+    return LatencyResult(start.name, end.name, ends, lats, KERNEL_PATH, unit, lost=run.lost)
+
+
+def latency_name() -> str:
+    """The synthetic event of this run (one per process: runs never share it)."""
+    return f"{SYNTHETIC_PREFIX}{os.getpid()}"
+
+
+# ---- the kernel's side: triggers and the synthetic event ---------------------------------------------
 
 
 def kernel_has_hist(tfs: Tracefs, events: Sequence[SelectedEvent]) -> bool:
@@ -37,52 +255,47 @@ def kernel_has_hist(tfs: Tracefs, events: Sequence[SelectedEvent]) -> bool:
     return all((tfs.root / "events" / e.group / e.event / "hist").exists() for e in events)
 
 
-@contextlib.contextmanager
-def _scoped(tfs: Tracefs, command: Sequence[str], pids: Sequence[int], system_wide: bool,
-            buffer_kb: Optional[int], notice: Callable[[str], None]):
-    """A private instance scoped as ``record`` scopes one; removed on the way out."""
-    workload = Workload(list(command)) if command else None
-    inst = Instance(tfs)
-    try:
-        inst.create()
-        traced = traced_tids(list(pids), workload.pid if workload is not None and not system_wide else None)
-        inst.configure(buffer_kb=buffer_kb or 64, pids=traced)
-        yield inst, workload
-    finally:
-        with signals_held():
-            step = CleanupSteps()
-            if inst.created:
-                step(lambda: inst.tracing(False))
-                step(lambda: inst.write("events/enable", "0"))
-            if workload is not None:
-                workload.stop()
-            step(inst.remove)
-            step.finish(True, notice)
+class TriggerPart(RunPart):
+    """Hist triggers in a run's instance: ``triggers`` ((event, text), written in order before tracing
+    starts; a refusal is an error with the kernel's own words), the ``enable`` events enabled, and the
+    ``hist`` file of ``read`` read into :attr:`text` when tracing stops. The triggers are taken out
+    again on every way out, before the instance (the kernel keeps an instance that has triggers)."""
+
+    def __init__(self, triggers: Sequence[tuple[SelectedEvent, str]], *, enable: Sequence[SelectedEvent] = (),
+                 read: Optional[SelectedEvent] = None):
+        self.triggers = list(triggers)
+        self.enable = list(enable)
+        self.read = read
+        self.text = ""
+        self._written: list[tuple[Path, str]] = []
+
+    def arm(self, run: TracedRun) -> None:
+        inst = run.instance
+        assert inst is not None
+        for event, text in self.triggers:
+            path = inst.events_dir / event.group / event.event / "trigger"
+            write_trigger(path, text, "hist trigger", inst.path / "error_log")
+            self._written.append((path, text))
+        for event in self.enable:
+            inst.write(f"events/{event.group}/{event.event}/enable", "1")
+
+    def stop(self, run: TracedRun, step: CleanupSteps, complete: bool) -> None:
+        inst = run.instance
+        assert inst is not None
+        if complete and self.read is not None and inst.created:
+            step(lambda: self._read_hist(inst.events_dir / self.read.group / self.read.event / "hist"))
+        while self._written:
+            path, text = self._written.pop()
+            _unwrite(path, remove_trigger(text))
+
+    def _read_hist(self, path: Path) -> None:
+        try:
+            self.text = path.read_text()
+        except OSError as err:
+            raise os_error(err, "read the kernel's histogram", path) from None
 
 
-def _wait(workload: Optional[Workload], duration: Optional[float]) -> str:
-    """Until the command ends, ``duration`` passes, Ctrl-C or SIGTERM: what stopped it."""
-    deadline = time.monotonic() + duration if duration else None
-    try:
-        with stop_signals():
-            if workload is not None:
-                workload.release()
-            while True:
-                if workload is not None and workload.poll() is not None:
-                    return "command"
-                if deadline is not None and time.monotonic() >= deadline:
-                    return "duration"
-                time.sleep(0.05)
-    except KeyboardInterrupt:
-        return "SIGINT"
-    except Terminated:
-        return "SIGTERM"
-
-
-KEYS_HINT = "check the keys with 'probectl fields EVENT'"
-
-
-def _write_trigger(path: Path, text: str, what: str, error_log: Path, hint: str = KEYS_HINT) -> None:
+def write_trigger(path: Path, text: str, what: str, error_log: Path, hint: str = KEYS_HINT) -> None:
     """Write a trigger (or synthetic event); a refusal is an error with the kernel's own words: the
     entries this write added to ``error_log`` (the instance's own for its events' triggers: the kernel
     logs there), not those of other writers."""
@@ -104,205 +317,76 @@ def _unwrite(path: Path, text: str) -> None:
         write_once(path, (text + "\n").encode(), append=True)
 
 
-def _triggered_run(inst: Instance, workload: Optional[Workload], duration: Optional[float],
-                   triggers: Sequence[tuple[Path, str]], hist: Path) -> str:
-    """Write ``triggers`` (event directory, text) in order, enable their events, trace until the run
-    stops and read ``hist``; the triggers are removed again on every way out."""
-    written: list[tuple[Path, str]] = []
+@contextlib.contextmanager
+def _synthetic_event(tfs: Tracefs, texts: LatencyTriggers):
+    """The run's synthetic event, defined for the block and removed after it (after the instance,
+    whose triggers use it)."""
+    write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
+                  f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
     try:
-        for d, text in triggers:
-            _write_trigger(d / "trigger", text, "hist trigger", inst.path / "error_log")
-            written.append((d, text))
-        for d in dict.fromkeys(d for d, _ in triggers):
-            inst.write(str((d / "enable").relative_to(inst.path)), "1")
-        inst.tracing(True)
-        _wait(workload, duration)
-        inst.tracing(False)
-        try:
-            return hist.read_text()
-        except OSError as err:
-            raise os_error(err, "read the kernel's histogram", hist) from None
+        yield
     finally:
-        for d, t in reversed(written):
-            _unwrite(d / "trigger", remove_trigger(t))
+        if (tfs.root / "events" / "synthetic" / texts.synthetic_name).exists():
+            _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
 
 
-def _stream_into(agg, stream: LiveStream, progress: Optional[Callable[[int], None]]) -> None:
-    """Stream until it stops, each batch of pages fed to the native aggregator as it is read."""
+# ---- the events of a run or a recording ----------------------------------------------------------------
 
-    def on_pages(streams, layout) -> None:
+
+def _aggregating(events: Sequence[SelectedEvent], agg: Any, progress: Progress) -> LiveStream:
+    """A stream of ``events`` whose pages are fed, undecoded, to the native aggregator ``agg``."""
+
+    def on_pages(streams: list, layout: Any) -> None:
         agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size)
         if progress is not None:
             progress(agg.counters()["events"])
 
-    stream.run_pages(on_pages)
+    return LiveStream(events, on_pages, raw=True)
 
 
-# ---- hist ------------------------------------------------------------------------------------------
+def _selected(tfs: Tracefs, name: tuple[str, str], filter_text: Optional[str]) -> SelectedEvent:
+    from ..filters import compile_filter
+
+    fmt = tfs.event_format(*name)
+    return SelectedEvent(name[0], name[1], fmt, compile_filter(filter_text, fmt) if filter_text else None)
 
 
-def kernel_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart], *,
-                command: Sequence[str] = (), pids: Sequence[int] = (), system_wide: bool = False,
-                duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr) -> HistTable:
-    """A hist trigger on ``event`` in a private instance, read back when it stops."""
-    trigger = hist_trigger(keys, value, filter_text=event.filter.text if event.filter else "")
-    with _scoped(tfs, command, pids, system_wide, 4, notice) as (inst, workload):
-        edir = inst.events_dir / event.group / event.event
-        text = _triggered_run(inst, workload, duration, [(edir, trigger)], edir / "hist")
-    return parse_hist(text, event.name, keys, value)
+def _one(names: list[tuple[str, str]], word: str) -> tuple[str, str]:
+    if len(names) != 1:
+        raise AnalysisError(f"{word!r} made {len(names)} events, and one is needed here",
+                            "name one place (e.g. FUNC@FILE or a binary with -x)")
+    return names[0]
 
 
-def user_hist(tfs: Tracefs, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart], *,
-              command: Sequence[str] = (), pids: Sequence[int] = (), system_wide: bool = False,
-              buffer_kb: Optional[int] = None, duration: Optional[float] = None,
-              notice: Callable[[str], None] = notice_stderr,
-              progress: Optional[Callable[[int], None]] = None) -> HistTable:
-    """The events of ``event`` streamed from a private instance into the native aggregator;
-    ``progress(events)`` after every batch. A ``stacktrace`` key has the kernel write each event's
-    stack after it (options/stacktrace) and counts the two together."""
-    stacks = any(k.is_stack for k in keys)
-    plans = [hist_plan(event.format, keys, value)]
-    if stacks:
-        plans.append(stack_plan(tfs.event_format("ftrace", "kernel_stack")))
-    agg = native_aggregator(plans)
-    stream = LiveStream(tfs, [event], command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
-                        duration=duration, stacks=stacks, notice=notice)
-    _stream_into(agg, stream, progress)
-    table = HistTable(event.name, list(keys), value.name if value else None,
-                      rows_from_entries(agg.entries(), keys, value is not None), USER_PATH, lost=stream.lost)
-    table.extra["stopped_by"] = stream.stopped_by
-    return table
+def recorded_event(trace: Any, word: str) -> Any:
+    """The format of the one event of a recording that ``word`` names (GROUP:EVENT or EVENT)."""
+    pattern = word.replace("/", ":", 1)
+    fmts = [f for f in trace.event_formats if f.full_name == pattern or f.name == pattern]
+    if len(fmts) != 1:
+        names = [f.full_name for f in trace.present_formats()]
+        raise AnalysisError(f"{trace.where} has no event {word!r}" if not fmts else f"{word!r} is ambiguous",
+                            did_you_mean(pattern, names, quote=True) or f"its events: {', '.join(names) or 'none'}")
+    return fmts[0]
 
 
-def file_hist(path: Path, fmt, keys: Sequence[KeyPart], value: Optional[KeyPart]) -> HistTable:
-    """The histogram of ``fmt``'s events in a recording."""
-    from ..tracedat import open_trace
-
-    plans = [hist_plan(fmt, keys, value)]
-    with open_trace(path) as trace:
-        if any(k.is_stack for k in keys):
-            stack = next((f for f in trace.ftrace_formats if f.name == "kernel_stack"), None)
-            if stack is None or stack.id not in trace.event_ids():
-                raise AnalysisError(f"{trace.where} has no kernel stacks", "record with -g")
-            plans.append(stack_plan(stack))
-        agg = native_aggregator(plans)
-        streams, layout = trace.page_streams()
-        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size,
-                 strict=False)
-    return HistTable(fmt.full_name, list(keys), value.name if value else None,
-                     rows_from_entries(agg.entries(), keys, value is not None), "recording")
+def _two_events(start: str, end: str) -> None:
+    if start == end:
+        raise AnalysisError(f"the start and the end are one event ({start})",
+                            "time between two events: a function's entry and return, or --start A --end B")
 
 
-# ---- latency ---------------------------------------------------------------------------------------
+def _measured(result: LatencyResult) -> LatencyResult:
+    """``result``, unless it measured nothing: then an error that says why."""
+    if not result.count:
+        hint = ("the start event never fired: check the function and the scope (-p, -- COMMAND)"
+                if not result.pending and not result.unmatched else
+                f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: check --key")
+        raise AnalysisError(f"no latency measured between {result.start} and {result.end}", hint)
+    return result
 
 
-def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
-                  end_keys: Sequence[KeyPart], buckets: Optional[int]) -> list[tuple]:
-    value = (SRC_LATENCY, None, LINEAR, buckets, 8) if buckets else (SRC_LATENCY, None, LOG2, 0, 8)
-    return [(start.format.id, ROLE_START, plan_parts(start_keys), None),
-            (end.format.id, ROLE_END, plan_parts(end_keys), value)]
-
-
-def user_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
-                 end_keys: Sequence[KeyPart], *, buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS,
-                 command: Sequence[str] = (),
-                 pids: Sequence[int] = (), system_wide: bool = False, buffer_kb: Optional[int] = None,
-                 duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr,
-                 progress: Optional[Callable[[int], None]] = None) -> LatencyResult:
-    """Start and end events streamed from a private instance, paired natively on their keys;
-    ``progress(events)`` after every batch."""
-    agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=unit.ns)
-    stream = LiveStream(tfs, [start, end], command=command, pids=pids, system_wide=system_wide,
-                        buffer_kb=buffer_kb, duration=duration, notice=notice)
-    _stream_into(agg, stream, progress)
-    return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, stream.lost, unit)
-
-
-def file_latency(path: Path, start_fmt, end_fmt, start_keys: Sequence[KeyPart], end_keys: Sequence[KeyPart],
-                 buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
-    """Latencies between two events of a recording (a damaged or cut recording: what can be read)."""
-    from ..tracedat import open_trace
-
-    s = SelectedEvent(start_fmt.system, start_fmt.name, start_fmt)
-    e = SelectedEvent(end_fmt.system, end_fmt.name, end_fmt)
-    agg = native_aggregator(latency_plans(s, e, start_keys, end_keys, buckets), time_div=unit.ns)
-    with open_trace(path) as trace:
-        streams, layout = trace.page_streams()
-        agg.feed(streams, long_size=layout.long_size, big_endian=layout.big_endian, page_size=layout.page_size,
-                 strict=False)
-    return result_from_pairs(s.name, e.name, *agg.pairs(), agg.counters(), "recording", unit=unit)
-
-
-def kernel_latency(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
-                   unit: TimeUnit = MICROSECONDS, command: Sequence[str] = (), pids: Sequence[int] = (),
-                   system_wide: bool = False, duration: Optional[float] = None,
-                   notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
-    """A synthetic event filled by onmatch() in a private instance, and the histogram of it."""
-    synth_dir = tfs.root / "events" / "synthetic" / texts.synthetic_name
-    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
-                   f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
-    try:
-        with _scoped(tfs, command, pids, system_wide, 4, notice) as (inst, workload):
-            sdir = inst.events_dir / start.group / start.event
-            edir = inst.events_dir / end.group / end.event
-            hdir = inst.events_dir / "synthetic" / texts.synthetic_name
-            text = _triggered_run(inst, workload, duration,
-                                  [(sdir, texts.start), (edir, texts.end), (hdir, texts.histogram)], hdir / "hist")
-    finally:
-        if synth_dir.exists():
-            _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
-    table = parse_hist(text, texts.synthetic_name, [KeyPart("lat")], None)
-    return result_from_kernel(start.name, end.name, table, unit)
-
-
-def kernel_latency_pairs(tfs: Tracefs, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
-                         unit: TimeUnit = MICROSECONDS, command: Sequence[str] = (), pids: Sequence[int] = (),
-                         system_wide: bool = False, buffer_kb: Optional[int] = None,
-                         duration: Optional[float] = None, notice: Callable[[str], None] = notice_stderr,
-                         progress: Optional[Callable[[int], None]] = None) -> LatencyResult:
-    """Latencies measured in the kernel (the start and end triggers fill the synthetic event), with
-    the pairs: the synthetic event is recorded as an ordinary event and streamed from the instance,
-    one ``lat`` record a pair, stamped when its end happened. Only it reaches user space: the start
-    and end events are not enabled (their triggers run all the same, in the kernel's soft mode)."""
-    _write_trigger(tfs.root / "synthetic_events", texts.synthetic, "synthetic event", tfs.root / "error_log",
-                   f"its name is this process's; another tool made one of that name: see {tfs.root}/synthetic_events")
-    try:
-        synth = SelectedEvent("synthetic", texts.synthetic_name, tfs.event_format("synthetic", texts.synthetic_name))
-        lat_index = [f.name for f in synth.format.event_fields].index("lat")
-        stream = LiveStream(tfs, [synth], command=command, pids=pids, system_wide=system_wide, buffer_kb=buffer_kb,
-                            duration=duration, notice=notice)
-        written: list[tuple[Path, str]] = []
-
-        def on_start() -> None:
-            assert stream.instance is not None
-            for event, text in ((start, texts.start), (end, texts.end)):
-                path = stream.instance.events_dir / event.group / event.event / "trigger"
-                _write_trigger(path, text, "hist trigger", stream.instance.path / "error_log")
-                written.append((path, text))
-
-        def on_stop() -> None:  # (before the instance is removed: the kernel keeps one with triggers)
-            while written:
-                path, text = written.pop()
-                _unwrite(path, remove_trigger(text))
-
-        ends, lats = array("Q"), array("Q")
-
-        def on_pages(reader) -> None:
-            for _n, tables in reader.tables():
-                for t in tables:
-                    ends.frombytes(t.ts)
-                    lats.frombytes(t.fields[lat_index])
-            if progress is not None:
-                progress(len(lats))
-
-        stream.run(on_pages, on_start, on_stop)
-    finally:
-        if (tfs.root / "events" / "synthetic" / texts.synthetic_name).exists():
-            _unwrite(tfs.root / "synthetic_events", "!" + texts.synthetic_name)
-    return LatencyResult(start.name, end.name, ends, lats, KERNEL_PATH, unit, lost=stream.lost)
-
-
-def latency_name() -> str:
-    """The synthetic event of this run (one per process: runs never share it)."""
-    return f"{SYNTHETIC_PREFIX}{os.getpid()}"
-
+def _path_notice(notice: Callable[[str], None], path: str, event: str, forced: bool) -> None:
+    """Which path answers; for user space, why: asked for, or the kernel has no hist triggers."""
+    why = "" if path == KERNEL_PATH else " (--user-space)" if forced else " (this kernel has no hist triggers)"
+    notice(f"[ probectl: {'hist trigger in the kernel' if path == KERNEL_PATH else path + ' aggregation'}"
+           f" of {event}{why} ]")

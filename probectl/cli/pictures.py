@@ -159,19 +159,7 @@ def _recorded_latency(path: str, start_name: str, end_name: str, key_text: str):
     """analysis' pairing of the recording's start and end events (as 'latency -i' pairs them)."""
     from pathlib import Path
 
-    from ..analysis.keys import parse_keys
     from ..analysis.latency import NANOSECONDS
-    from ..analysis.live import file_latency
-    from ..errors import AnalysisError
-    from .analysis import _file_event, _two_events
+    from ..analysis.live import recorded_latency
 
-    with open_trace(path) as trace:
-        sfmt, efmt = _file_event(trace, start_name), _file_event(trace, end_name)
-    _two_events(sfmt.full_name, efmt.full_name)
-    result = file_latency(Path(path), sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
-                          unit=NANOSECONDS)
-    if not result.count:
-        raise AnalysisError(f"{path} has no {sfmt.full_name} -> {efmt.full_name} pairs to draw",
-                            f"{result.pending:,} starts never ended and {result.unmatched:,} ends had no start: "
-                            "check the events and --key")
-    return result
+    return recorded_latency(Path(path), (start_name, end_name), key_text, unit=NANOSECONDS)

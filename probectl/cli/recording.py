@@ -1,7 +1,6 @@
-"""Recording commands: record, script, trace, tracepoints, fields, cleanup."""
+"""Recording commands: record, trace, tracepoints, fields, cleanup."""
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from ..errors import ProbectlError, close_matches
-from ..script import DEFAULT_FIELDS, CsvFormatter, Source, make_formatter, native_formatter, parse_fields, stream_events
+from ..script import DEFAULT_FIELDS, parse_fields, print_live
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
 from . import Command, cli, exec_option, notice, target_value_callback
@@ -169,19 +168,6 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
 # ---- trace ----------------------------------------------------------------------------------------
 
 
-class _LiveSource(Source):
-    """The formatters' Source for a live trace: the names of live processes (no symbols)."""
-
-    def __init__(self, names):
-        self.names = names
-
-    def comm(self, tid: int) -> str:
-        return self.names.comm(tid)
-
-    def tgid(self, tid: int) -> int:
-        return self.names.tgid(tid)
-
-
 @cli.command(cls=_SplitCommand)
 @click.argument("probedefs", nargs=-1)
 @exec_option(help_text="User binary or library of the probes.")
@@ -208,59 +194,18 @@ def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_
     command = ctx.meta.get("probectl.command", [])
     if not probedefs and not events:
         raise click.UsageError("give probe definitions to add, or existing events with -e")
-    from ..record.cleanup import cleanup_stale, probe_state
+    from ..record.session import RunScope
     from ..record.trace import LiveTrace
-
-    chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
-    tfs = _open_tracefs()
-    for what in cleanup_stale(tfs, notice):
-        notice(f"probectl: removed the leftover {what} of a dead run")
-    named = [(word, tfs.named_event(word)) for word in probedefs]
-    events += tuple(":".join(name) for _, name in named if name)
-    probedefs = tuple(word for word, name in named if not name)
-
-    from ..probes import ProbeSet, definitions  # the resolver's imports (DWARF, grammars) only for `trace`
     from .probes import make_target
 
-    probes = ProbeSet.resolve(list(probedefs), make_target(exec_, vmlinux, module), tfs.features)
-    for warning in probes.warnings:
-        notice(f"Warning: {warning}")
-    with contextlib.ExitStack() as stack:
-        defs = []
-        if probes.resolved:
-            # Noted in a state file before they are written, so that a killed run's probes are found
-            # by the next one; streamed without the lock (it may last for hours), removed at the end.
-            defs = definitions(probes.add(tfs, force=True,
-                                          before_write=lambda defs: stack.enter_context(probe_state(defs))))
-            stack.callback(tfs.remove, list(dict.fromkeys((d.group, d.event) for d in defs)))
-        live = LiveTrace(tfs, defs, events, filter_, command=command, pids=_pids(pids), system_wide=system_wide,
-                         buffer_kb=buffer_kb, notice=notice)
-        shown = ", ".join(dict.fromkeys(d.full_name for d in defs))
+    chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
+    scope = RunScope(command, _pids(pids), system_wide)
+    with LiveTrace(_open_tracefs(), scope, buffer_kb=buffer_kb, notice=notice) as live:
+        live.select(probedefs, lambda: make_target(exec_, vmlinux, module), events, filter_)
+        shown = ", ".join(live.added)
         # Said once the events are traced, not before: what a user does after reading it is seen.
-        started = (lambda: notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))) if defs else None
-        _print_live(live, chosen, kind, started)
-
-
-def _print_live(live, fields: tuple[str, ...], kind: str, on_start=None) -> None:
-    """Print the events of a LiveTrace as they arrive, until it ends (``on_start`` once they are traced)."""
-    formatter = make_formatter(kind, _LiveSource(live.names), fields if kind != "csv" else
-                               ("time", "cpu", "pid", "tid", "comm", "event", "trace"))
-    formatter.set_formats(live.formats)
-    if isinstance(formatter, CsvFormatter):
-        formatter.set_present(live.formats)
-    out = sys.stdout
-    out.write(formatter.begin())
-    out.flush()
-
-    native = native_formatter(formatter)
-
-    def on_pages(reader) -> None:
-        stream_events(reader, native, out)
-        out.flush()
-
-    live.run(on_pages, on_start)
-    out.write(formatter.end())
-    out.flush()
+        started = (lambda: notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))) if shown else None
+        print_live(live, sys.stdout, kind, chosen, started)
     if live.lost:
         notice(f"Warning: the kernel lost {live.lost:,} events; use a bigger buffer (-m KB)")
 

@@ -1,11 +1,12 @@
-"""What ``probectl trace`` streams: the events of the probes it added and of the existing events it
-was asked for (``-e``), all under its one ``--filter``, read from a private instance as they happen
-(:class:`~probectl.record.livestream.LiveStream`), and the names of the live processes that made them."""
+"""What ``probectl trace`` streams: the events of the probes it adds for the run and of the existing
+events it was asked for (``-e``), all under its one ``--filter``, read from a private instance as they
+happen (a :class:`~probectl.record.session.TracedRun` with a :class:`~probectl.record.livestream.LiveStream`),
+and the names of the live processes that made them."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from ..events import EventDefinition
 from ..filters import compile_filter
@@ -15,8 +16,12 @@ from ..ringbuf import EventReader
 from ..tracefs import Tracefs
 from .enumnames import EnumNames
 from .livestream import LiveStream
-from .processes import proc_comm, proc_tgid
+from .processes import ProcessWatch, proc_comm, proc_tgid
 from .selection import EventRequest, SelectedEvent, select_events
+from .session import RunScope, TracedRun
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 
 class LiveNames:
@@ -77,18 +82,42 @@ def trace_selection(tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Seq
 
 
 class LiveTrace:
-    """A ``probectl trace`` stream: the :func:`trace_selection` of ``defs`` and ``patterns``, streamed
-    from a private instance (scoped to ``command``, ``pids`` or everything) until the command ends,
-    Ctrl-C or SIGTERM. The probes are the caller's to add before and remove after."""
+    """A ``probectl trace`` run: the probes of its definitions added for it, their events and those of the
+    existing events it was asked for streamed from a private instance (scoped as ``scope`` says) until
+    the command ends, Ctrl-C or SIGTERM, and the probes removed when it closes (a context manager)."""
 
-    def __init__(self, tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Sequence[str] = (),
-                 filter_text: Optional[str] = None, *, command: Sequence[str] = (), pids: Sequence[int] = (),
-                 system_wide: bool = False, buffer_kb: Optional[int] = None,
+    def __init__(self, tfs: Tracefs, scope: RunScope, *, buffer_kb: Optional[int] = None,
                  notice: Callable[[str], None] = notice_stderr):
-        self.selected = trace_selection(tfs, defs, patterns, filter_text)
-        self.stream = LiveStream(tfs, self.selected, command=command, pids=pids, system_wide=system_wide,
-                                 buffer_kb=buffer_kb, notice=notice)
-        self.names = LiveNames(tfs.root, self.stream.watch.comms)
+        self.tfs = tfs
+        self.traced = TracedRun(tfs, scope, notice=notice)
+        self.buffer_kb = buffer_kb
+        self.selected: list[SelectedEvent] = []
+        self.watch = ProcessWatch()
+        self.names = LiveNames(tfs.root, self.watch.comms)
+
+    def __enter__(self) -> "LiveTrace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.traced.close()
+
+    def select(self, words: Sequence[str], target: Callable[[], Target], patterns: Sequence[str] = (),
+               filter_text: Optional[str] = None) -> None:
+        """The events to stream: each of ``words`` an existing ``GROUP:EVENT`` or a definition on
+        ``target()`` (added now, for the run), and the events of ``patterns``; every one with
+        ``filter_text``."""
+        self.traced.remove_stale()
+        named = [self.tfs.named_event(word) for word in words]
+        definitions = [word for word, name in zip(words, named) if name is None]
+        if definitions:
+            self.traced.add_probes(definitions, target())
+        patterns = [*patterns, *(":".join(name) for name in named if name is not None)]
+        self.selected = trace_selection(self.tfs, self.traced.definitions, patterns, filter_text)
+
+    @property
+    def added(self) -> list[str]:
+        """The events of the probes added for the run (what the start notice names)."""
+        return list(dict.fromkeys(d.full_name for d in self.traced.definitions))
 
     @property
     def formats(self) -> list[EventFormat]:
@@ -98,9 +127,10 @@ class LiveTrace:
     @property
     def lost(self) -> int:
         """Events the kernel dropped (known once :meth:`run` returns)."""
-        return self.stream.lost
+        return self.traced.lost
 
     def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
         """Stream, handing each batch of events to ``on_pages`` (``on_start`` is called once the events
         are traced); the instance is gone when it returns."""
-        self.stream.run(on_pages, on_start)
+        stream = LiveStream(self.selected, on_pages, on_start=on_start, watch=self.watch)
+        self.traced.trace([stream], buffer_kb=self.buffer_kb, buffer_percent=0)

@@ -50,7 +50,8 @@ from .nativeplan import native_formatter
 from .plan import DEFAULT_FIELDS, FIELDS, Formatter, event_matches, parse_fields
 from .printfmt import split_print_fmt, trace_template
 from .stacks import STACK_EVENTS, StackJoiner, stack_addresses, stack_ids
-from .symbols import UNKNOWN_SYMBOL, KernelSymbols, Source, Symbolizer, TraceSource, UserSymbols, is_kernel_address
+from .symbols import (UNKNOWN_SYMBOL, KernelSymbols, LiveSource, Source, Symbolizer, TraceSource, UserSymbols,
+                      is_kernel_address)
 
 __all__ = [
     "CsvFormatter",
@@ -65,6 +66,7 @@ __all__ = [
     "OUTPUT_FORMATS",
     "STACK_EVENTS",
     "ScriptResult",
+    "LiveSource",
     "Source",
     "StackJoiner",
     "Symbolizer",
@@ -78,6 +80,7 @@ __all__ = [
     "make_formatter",
     "native_formatter",
     "parse_fields",
+    "print_live",
     "split_print_fmt",
     "stack_addresses",
     "stack_ids",
@@ -162,6 +165,29 @@ def stream_events(reader: EventReader, native: Any, out: TextIO, batch_events: i
         count += n
         write(data)
     return count
+
+
+def print_live(live: Any, out: TextIO, kind: str = "text", fields: Sequence[str] = DEFAULT_FIELDS,
+               on_start: Callable[[], None] | None = None) -> None:
+    """Print the events of a live trace (:class:`~probectl.record.trace.LiveTrace`: its ``formats``,
+    its ``names`` of live processes, and ``run(on_pages, on_start)``) to ``out`` as they arrive, until
+    it ends; ``on_start`` once they are traced. CSV has the columns of every field of the events."""
+    formatter = make_formatter(kind, LiveSource(live.names), fields if kind != "csv" else
+                               ("time", "cpu", "pid", "tid", "comm", "event", "trace"))
+    formatter.set_formats(live.formats)
+    if isinstance(formatter, CsvFormatter):
+        formatter.set_present(live.formats)
+    out.write(formatter.begin())
+    out.flush()
+    native = native_formatter(formatter)
+
+    def on_pages(reader: EventReader) -> None:
+        stream_events(reader, native, out)
+        out.flush()
+
+    live.run(on_pages, on_start)
+    out.write(formatter.end())
+    out.flush()
 
 
 def check_event_globs(trace: Any, formats: Sequence[EventFormat], globs: Sequence[str]) -> None:

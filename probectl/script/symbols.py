@@ -30,6 +30,20 @@ class Source:
         return UserSymbols({})
 
 
+class LiveSource(Source):
+    """Names of live processes, for the events of a live trace: ``names`` answers ``comm(tid)`` and
+    ``tgid(tid)`` (no symbols: nothing was recorded to name them from)."""
+
+    def __init__(self, names: Any):
+        self.names = names
+
+    def comm(self, tid: int) -> str:
+        return self.names.comm(tid)
+
+    def tgid(self, tid: int) -> int:
+        return self.names.tgid(tid)
+
+
 class TraceSource(Source):
     """Names from a trace.dat file: saved cmdlines and tgids, kallsyms, probectl's process maps."""
 
