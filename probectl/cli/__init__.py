@@ -2,7 +2,7 @@
 
 perf users may type perf's own command flags (`probectl -x BIN -a DEF`, `-d`, `-l`, `-F`, `-L`, `-V`,
 `-D`); ``main`` rewrites them into the subcommand form before click sees them. The commands live in
-one module per area (probes, recording); this module holds the group and the error contract.
+one module per area (``COMMAND_MODULES``); this module holds the group and the error contract.
 """
 from __future__ import annotations
 
