@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-// pyglue.h - what the CPython glue files (pymodule.c, pyreader.c, pyformatter.c, pyrecorder.c,
-// pytextout.c) share: the Reader and TextFormatter objects, the types, and a few helpers. Not part
-// of the C core (ringbuf.h, textfmt.h).
+// pyglue.h - what the CPython glue files (pymodule.c, pyreader.c, pycolumns.c, pytextout.c,
+// pyformatter.c, pyrecorder.c, pyaggregate.c) share: the Reader and TextFormatter objects, the types,
+// and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
 #define PROBECTL_PYGLUE_H
 

@@ -9,7 +9,8 @@
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
 //
-// The types are in pyreader.c, pyformatter.c, pyrecorder.c and pyaggregate.c; pytextout.c holds event_ids() and
+// The types are in pyreader.c (with pycolumns.c: Reader.read_tables, plan_slices and read_slices),
+// pyformatter.c, pyrecorder.c and pyaggregate.c; pytextout.c holds event_ids() and
 // Reader.format_text; this file the module, parse_page and the helpers they share. Decoding runs
 // without the GIL (it touches no Python object); Python objects are made per batch from the C
 // columns.

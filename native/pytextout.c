@@ -12,7 +12,7 @@
 #include "pyglue.h"
 
 // Map in the pages of a buffer at once (a file mapping is otherwise faulted in a few pages at a
-// time as the walk reaches them: a tenth of the time of reading a large file). Best effort.
+// time as the walk reaches them, a visible part of reading a large file: bench_script.py). Best effort.
 static void prefault(const void *p, size_t size)
 {
 #ifdef MADV_POPULATE_READ

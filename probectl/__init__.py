@@ -13,20 +13,26 @@ and never back (``tests/test_layout.py`` checks it)::
       ├─ record/         a recording session: private instance, filters written, workload, per-CPU
       │                  native recorder, live streams for `trace`, clean-up of crashed runs
       ├─ script/, api    recorded events as text, CSV, JSON, folded stacks; the Python reading API
-      └─ analysis/       answers: hist and latency (kernel triggers or the live stream), report, SQL
-      │
+      ├─ analysis/       answers: hist and latency (kernel triggers or the live stream), report, SQL
+      │                  (it may use record/ and script/)
+      └─ pictures/       flame graphs, off-CPU graphs, heat maps, timelines (it may use analysis/ and
+      │                  script/)
     resolve/             ProbeSpec + target → ProbePoints: places from symbols, DWARF or BTF, and
       │                  C expressions → kernel fetch text (one member-chain walker, fetch.py)
-      ├─ spec/, filters/ probe definitions and event filters: text → checked trees (lark grammars)
+      ├─ spec/, filters/ probe definitions and event filters: text → checked trees (grammar/*.lark;
+      │                  spec/ runs parser tables generated from its grammar, filters/ runs lark)
       ├─ target/         what is probed: binaries and libraries, the kernel, its modules
-      └─ debuginfo/      reading files only: elf, symtab, kallsyms, indexcache, place, typemodel;
+      └─ debuginfo/      reading files only: elf, symtab, sdt, kallsyms, indexcache, place, typemodel;
                          dwarf/ (DIEs, names, lines, locations, call frames, types), btf/
       │
     arch/                x86-64 facts: registers, instruction lengths
 
     shared vocabulary and one-file layers: errors, events (definition lines), formats (event
     formats), tracefs (the kernel's tracing files), ringbuf (native pages), tracedat/ (trace.dat
-    files), grammars, cachedir; ``_native`` is the C core (``native/``).
+    files), grammars, cachedir, and the leaves every layer may use (dataclass, notice, termtext,
+    regularfile, outputfile); ``_native`` is the C core (``native/``).
+
+docs/architecture.md walks one definition through these layers.
 """
 
 __version__ = "0.1.0"

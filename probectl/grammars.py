@@ -47,7 +47,7 @@ def cache_name(name: str) -> str:
 def load_parser(name: str, **options) -> "Lark":
     """An LALR parser for the grammar file ``name``.
 
-    Analysing a grammar takes ~50 ms; the analysed parser is kept in a
+    Analysing a grammar costs more than the command that needs it; the analysed parser is kept in a
     file of the cache directory, under a hash of the grammar text, the options, lark's and Python's
     versions, so an edited grammar or another lark is analysed again. lark keeps parsers with
     ``pickle``, which runs whatever code a file names: lark is never given the file's name (it would

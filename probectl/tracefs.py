@@ -110,7 +110,7 @@ class Features:
 def _line_matches(line: str, pattern: str) -> bool:
     """Whether the README ``line`` matches ``pattern`` whole, where ``*`` is the only wildcard (any
     characters) and everything else is literal, ``[`` and ``\\`` too. (Matched piece by piece,
-    leftmost first, which is exact for ``*``-only patterns: compiling a regex per pattern was ~1.5 ms
+    leftmost first, which is exact for ``*``-only patterns: compiling a regex per pattern was a cost
     of every command that opens tracefs.)"""
     first, *pieces = pattern.split("*")
     if not pieces:

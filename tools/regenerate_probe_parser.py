@@ -4,9 +4,9 @@ lark's analysis of the grammar.
 
     .venv/bin/python tools/regenerate_probe_parser.py
 
-Why generated tables: importing lark and loading an analysed grammar cost ~40 ms of every `add`,
-and analysing the grammar on a cold cache 50-150 ms more; lark's stand-alone module (its run-time
-and serialised tables) still cost ~15 ms to load. lark builds the parser here, once, and what its
+Why generated tables: importing lark and loading an analysed grammar (or analysing it, on a cold
+cache), or even lark's stand-alone module (its run-time and serialised tables), is a large part of
+an `add` (docs/ledger.md; bench/bench_ledger.py --case parser). lark builds the parser here, once, and what its
 run-time would use is written out as plain literals: the terminals' regular expressions, the
 terminals each parser state's lexer tries (in lark's order), the LALR(1) actions, and how each
 rule's children become a tree node. probectl/spec/lalr.py runs them.

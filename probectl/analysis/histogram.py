@@ -9,7 +9,7 @@ signed field is counted as its two's complement (-1 is in ``(8E, 16E]``, bucket 
 bucket of ``.buckets=N`` starting at ``lo`` holds ``[lo, lo + N)``. Sizes in labels take bpftrace's
 K/M/G/T/P/E suffixes (powers of 1024) when they are exact multiples.
 
-In SQL the exact log2 bucket (:func:`sql_log2_bucket`) costs four times what ``floor(log2(x))``
+In SQL the exact log2 bucket (:func:`sql_log2_bucket`) costs several times what ``floor(log2(x))``
 does (:func:`sql_log2_bucket_fast`), which is exact except next to large powers of two (above 2^53 a
 double rounds); :func:`exact_groups` tells from each fast bucket's minimum and maximum whether every
 value fell where it belongs, so that the exact expression is needed only when one did not.

@@ -107,7 +107,7 @@ def write_parquet(tables: EventTables, out_dir: Path | str, *, host: str = "", r
         staging = Path(tempfile.mkdtemp(prefix=".probectl-staging-", dir=out))
     except OSError as err:
         raise ProbectlError(f"cannot create {out}: {err.strerror}", "give -o a writable directory") from None
-    import pyarrow.parquet as pq  # (here: its import is a third of `report`'s start-up, which reads no Parquet)
+    import pyarrow.parquet as pq  # (here: its import is a large part of `report`'s start-up, which reads no Parquet)
 
     result = ParquetResult()
     moved: list[Path] = []

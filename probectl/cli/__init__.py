@@ -2,7 +2,7 @@
 
 perf users may type perf's own command flags (`probectl -x BIN -a DEF`, `-d`, `-l`, `-F`, `-L`, `-V`,
 `-D`); ``main`` rewrites them into the subcommand form before click sees them. The commands live in
-one module per area (probes, recording); this module holds the group and the error contract.
+one module per area (``COMMAND_MODULES``); this module holds the group and the error contract.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 
 # The program's collector: CPython collects its young generation every 700 allocations of objects
 # that may form cycles, and the imports of a command (click, the resolver, the DWARF reader: tens
-# of thousands of such objects, nearly none garbage) made ~30 collections of an `add -D`, ~3 ms.
+# of thousands of such objects, nearly none garbage) made dozens of collections of an `add -D`.
 # Every 20,000 leaves a short command none; a long one (record, script) still collects, with at
 # most that many objects waiting. Set as the command line is imported, before the rest of it (a
 # test that imports it to run commands in its own process only collects less often); ``main`` then
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None:
         # The program's own start-up: what its imports made (modules, classes, functions: tens of
         # thousands of objects, nearly no garbage) would be traced again by each of CPython's
-        # collections (~45 in an `add -D`: ~7 ms). Frozen, they are left out; what the command
+        # collections (docs/ledger.md, gc settings). Frozen, they are left out; what the command
         # allocates from here on is collected as usual. (A caller that passes argv, such as a test
         # running commands in its own process, keeps its collector as it was.)
         gc.freeze()
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         if stdout is not None:
             stdout.restore()
     if argv is None:
-        # The process ends here: the collection CPython makes as it exits (~1.5 ms after an
+        # The process ends here: the collection CPython makes as it exits (after an
         # `add -D`) would only free what the exit frees anyway (probectl closes its files and
         # undoes its changes itself, and atexit handlers still run).
         gc.disable()

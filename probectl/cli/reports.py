@@ -39,7 +39,7 @@ def _load(inputs: Sequence[str], names: Sequence[str], then: str, columns=None):
     from ..analysis.columns import open_recordings
     from ..analysis.parquet import find_datasets
 
-    # (DuckDB's import takes a tenth of a second of its own; the decoder releases the GIL, so the
+    # (DuckDB's import is the largest of the command's; the decoder releases the GIL, so the
     # two overlap. Started once the modules both need are in: the threads never import one module
     # at once. A failed import fails again, with its error, where the command imports it. Not a
     # daemon: a run that ends early, on an error, waits for the import; one that left it half-done

@@ -82,7 +82,7 @@ def file_key(path: os.PathLike | str, build_id: Optional[str]) -> str:
     if build_id:
         return f"{build_id}-{st.st_size:x}-{st.st_mtime_ns:x}"
     text = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}"
-    import hashlib  # (only for a file without a build-id: loading OpenSSL's hashes costs ~2.5 ms)
+    import hashlib  # (only for a file without a build-id: loading OpenSSL's hashes is a start-up cost)
 
     return "path-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 

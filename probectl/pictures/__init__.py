@@ -3,5 +3,6 @@ recordings as Chrome JSON traces for timeline viewers (Perfetto, chrome://tracin
 
 The flow: stacks (folded text, or a recording made with ``-g``) → :mod:`.stacks` weighted stacks (or
 :mod:`.offcpu` blocked time per stack) → :mod:`.flamegraph` SVG; latency pairs → :mod:`.heatmap` SVG;
-a recording → :mod:`.timeline` JSON. :mod:`.output` writes a file whole or not at all.
+a recording → :mod:`.timeline` JSON. A file named with ``-o`` is written whole or not at all
+(:mod:`probectl.outputfile`).
 """

@@ -1,6 +1,6 @@
 """What the kernel's fetch arguments can express: apart from the member-chain walker
 (:mod:`.fetch`), so that a definition without C expressions (``malloc size=%di``) knows the kernel's
-options without importing the walker and its place and type models (~6 ms of start-up)."""
+options without importing the walker and its place and type models (start-up it would not use)."""
 from __future__ import annotations
 
 from ..dataclass import dataclass

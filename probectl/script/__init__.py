@@ -26,7 +26,7 @@ Stacks (``record -g``) are the kernel's ``ftrace:kernel_stack`` and ``ftrace:use
 written right after the event they belong to on the same CPU. They are attached to that event
 (:class:`StackJoiner`) and symbolized from the file: kernel addresses with the kallsyms section,
 user addresses with the process maps probectl stores in the file (see
-:data:`probectl.record.processes.OPTION_PROC_MAPS`) and the symbol tables of the mapped binaries.
+:data:`probectl.tracedat.procmaps.OPTION_PROC_MAPS`) and the symbol tables of the mapped binaries.
 
 The package: :mod:`.symbols` (names and symbols), :mod:`.printfmt` (print formats as templates),
 :mod:`.stacks` (stack records), :mod:`.plan` (the formatter base), :mod:`.formatters` (text, JSON,

@@ -103,8 +103,8 @@ _WHITESPACE_CONTROLS = frozenset("\t\n\v\f\r")
 @lru_cache(maxsize=None)
 def _parser() -> Parser:
     # The tables lark computes from grammar/probe.lark (tools/regenerate_probe_parser.py), run by
-    # probectl's LALR driver: importing lark and loading an analysed grammar cost ~40 ms of each
-    # `add`, lark's stand-alone module ~15 ms; these load in ~1 ms.
+    # probectl's LALR driver: importing lark and loading an analysed grammar, or lark's stand-alone
+    # module, would be a large part of each `add` (docs/ledger.md, "The probe parser's tables").
     return Parser(probe_tables)
 
 

@@ -4,8 +4,9 @@ tools/regenerate_probe_parser.py), building the parse tree lark builds with
 ``propagate_positions=True`` and ``maybe_placeholders=False``.
 
 Why not lark's own run-time (its stand-alone module): it is ~3,500 lines, with logging and pickle,
-and loading it and deserialising its tables cost ~15 ms of every ``add``; the whole of this runs in
-~1 ms. lark stays the grammar's source of truth: it analyses the grammar and its conflicts, and
+and loading it and deserialising its tables is a large part of an ``add``, where these tables are
+plain literals (docs/ledger.md has the measure and the bench that repeats it). lark stays the
+grammar's source of truth: it analyses the grammar and its conflicts, and
 tests/test_probe_parser.py parses a corpus with both and compares the trees and the failures.
 
 The names of the tree, the token and the failures are lark's, as are their attributes that

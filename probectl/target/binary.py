@@ -61,7 +61,7 @@ def find_binary(name: str) -> Path:
             return _checked_elf(path, name)
         except TargetError as exc:
             rejected.append(f"./{name}: {exc.message}")
-    from shutil import which  # (shutil, and subprocess below, load ~5 ms of modules a kprobe never needs)
+    from shutil import which  # (shutil, and subprocess below, load modules a kprobe never needs: docs/ledger.md)
 
     found = which(name)
     if found:

@@ -19,7 +19,7 @@ class _Zstd:
 
     @classmethod
     def decompress(cls, data: bytes, size: int) -> bytes:
-        import ctypes  # (here: ctypes costs its importers 10 ms, and few files are compressed)
+        import ctypes  # (here: importing ctypes is a start-up cost, and few files are compressed)
 
         lib = cls._load()
         # Check the size the frame declares before allocating what the file claims: a corrupt

@@ -140,8 +140,8 @@ class Btf(BtfTypeModel):
 
     def _cached_record_offsets(self, words: array, types: bytes) -> array:
         """``_record_offsets``, kept in the cache (``indexcache``) for a kernel's BTF with the
-        records' name offsets (``_name_offs``): walking 100000 records in Python takes ~0.1 s, a
-        SHA-1 of them ~4 ms. Keyed by the type section's digest, so another kernel's (or a
+        records' name offsets (``_name_offs``): walking a kernel's hundred thousand records in Python
+        costs far more than a SHA-1 of them. Keyed by the type section's digest, so another kernel's (or a
         changed) BTF never reads these offsets."""
         if len(types) < _CACHED_TYPES_BYTES:
             return self._record_offsets(words)
@@ -336,8 +336,8 @@ class Btf(BtfTypeModel):
 
     def _ids_named(self, name: str) -> list[int]:
         """Ids of this blob's own types called ``name``: find the name in the string section, then
-        its offset among the records' name offsets (both searches run in C, about 2 ms); after
-        a few lookups, from an index of all names (built once, about 0.1 s)."""
+        its offset among the records' name offsets (both searches run in C); after a few lookups,
+        from an index of all names (built once: dearer than one search, cheaper than many)."""
         if not name:
             return []
         if self._names is None:

@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 # From this size of .debug_info on (a kernel's is 160 MB, libc6-dbg's 5.8 MB), an exact name is
 # searched for in the bytes instead of indexing every CU first (see DebugInfo._refs): on a cold cache
-# libc's `__libc_malloc bytes` takes ~215 ms of CPU instead of ~350 (its full index ~150 ms of that).
-# Smaller files are indexed whole: a few ms, and the index then answers every name and glob.
+# the full index is most of what a definition on libc costs (docs/ledger.md, "Name search"; bench_add.py
+# measures it cold). Smaller files are indexed whole, cheaply, and the index then answers every name and glob.
 SEARCH_NAMES_FROM = 2 << 20
 
 

@@ -7,8 +7,8 @@ according to the CFI rows of the function's FDE. Like perf (``dwarf_cfi_addrfram
 
 The FDE for an address is found through the ``.eh_frame_hdr`` binary-search table when the
 binary has one, so only that FDE (and its CIE) is parsed. ``.debug_frame`` has no such table: its
-entry headers are scanned once (lengths and initial locations only, ~25 ms for a kernel's 46k FDEs,
-where pyelftools' full parse of every entry and instruction took ten seconds) into an index by
+entry headers are scanned once (lengths and initial locations only, where pyelftools parses every
+entry and instruction of a kernel's tens of thousands of FDEs: docs/ledger.md) into an index by
 address, kept on disk by build-id (``indexcache``, kind ``cfi-fdes``). The one FDE found, its CIE
 and their instructions are then decoded here (``_Entries``), as far as the address asked for, and
 for the CFA only. (An ``.eh_frame`` without ``.eh_frame_hdr`` has all its entry headers read:

@@ -35,8 +35,8 @@ def parse_aranges(data: bytes, little_endian: bool = True) -> tuple[list[int], l
 
     Zero-length ranges are left out; a unit with segment selectors or an odd address size is
     skipped; a truncated section keeps the ranges read before the damage. (A library has a set
-    per unit, most of one range: libc6-dbg's 2,063 sets are read in 1 ms, with one unpack of each
-    set's header.)
+    per unit, most of one range: libc6-dbg's 2,063 sets are read with one unpack of each set's
+    header.)
     """
     e = "<" if little_endian else ">"
     header = struct.Struct(e + "IHIBB").unpack_from  # unit_length, version, CU offset (32-bit DWARF), sizes
@@ -80,7 +80,7 @@ _ARANGES_FORMAT = 1
 def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int], list[int]]]:
     """``parse_aranges`` of the file's ``.debug_aranges`` (None without one). A large one's table
     is kept on disk: a function found at its symbol's address reads it on every run, and three
-    arrays are read back in a fraction of the time the sets take to parse (0.2 ms, not 1-2)."""
+    arrays are read back in a fraction of the time the sets take to parse."""
     sec = debuginfo.dwarf.debug_aranges_sec
     if sec is None:
         return None

@@ -1,21 +1,20 @@
 """A zlib-compressed section inflated only as far as it is read.
 
-pyelftools inflates every compressed DWARF section of a file when it opens it: for libc6-dbg
-~45 ms at each run, ``.debug_info`` alone ~29 ms, although a warm ``add`` reads one unit, its
-abbreviations and its lines. This stream inflates in steps, up to the furthest byte read so far;
-a section that is never read is never inflated. zlib cannot start in the middle of a stream, so a
-read near the end still inflates what is before it.
+pyelftools inflates every compressed DWARF section of a file when it opens it, at each run,
+although a warm ``add`` reads one unit, its abbreviations and its lines. This stream inflates in
+steps, up to the furthest byte read so far; a section that is never read is never inflated. zlib
+cannot start in the middle of a stream, so a read near the end still inflates what is before it.
 
 What a run read is kept for the next one (:func:`open_sections`): the pages read, inflated, in the
-index cache under the file's build-id. A warm ``add`` on libc6-dbg reads ~0.2 MB of ``.debug_info``
-but had to inflate the 2.6 MB before its unit (~20 ms); from the kept pages it inflates nothing.
+index cache under the file's build-id. A warm ``add`` on libc6-dbg reads a small part of ``.debug_info``
+but would have to inflate the megabytes before its unit; from the kept pages it inflates nothing.
 Windows are whole pages (``PAGE``), so a read inside a kept window is inside kept bytes. They are
 kept as the index cache's parts: the windows of every function probed so far add up (to
 ``MAX_KEPT``), and a run reads (and checks) only the windows it uses.
 
-What must be inflated is inflated by ISA-L (the ``isal`` package), more than twice as fast as zlib
-(libc6-dbg's 5.8 MB of ``.debug_info``: 9 ms instead of 20, the larger part of a cold ``add``); it is
-imported at the first inflation, which a warm run seldom makes. Without it, zlib does the same.
+What must be inflated is inflated by ISA-L (the ``isal`` package), faster than zlib on the same
+stream (docs/ledger.md; ``bench/bench_ledger.py --case inflate`` measures both); it is imported at
+the first inflation, which a warm run seldom makes. Without it, zlib does the same.
 """
 from __future__ import annotations
 
@@ -122,7 +121,7 @@ class InflatingSection:
             raise self._short(len(done))
 
     def _inflate_whole(self) -> bytes:
-        """The whole section inflated in one call (a third faster than in steps, and no copy of
+        """The whole section inflated in one call (faster than in steps, and no copy of
         it is made), at most the size the header says."""
         if self.size == 0:
             return b""

@@ -2,7 +2,7 @@
 
 An x86-64 executable or shared object, the usual case and a kernel's, is opened from probectl's
 own ELF reader: pyelftools' ``ELFFile`` is not needed for it, and importing and constructing one
-takes ~8 ms, a twentieth of a warm ``add``. Its zlib-compressed sections (a distribution's debug
+is a visible part of a warm ``add`` (docs/ledger.md). Its zlib-compressed sections (a distribution's debug
 files) are inflated only as far as they are read (:mod:`.inflating`), where ``ELFFile`` inflates
 them all at open. Other files (relocatable objects such as kernel modules, zstd or ``.zdebug``
 sections, other machines) go through ``ELFFile``, which relocates and decompresses (:mod:`.mappedelf`).

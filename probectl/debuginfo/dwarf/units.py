@@ -40,7 +40,7 @@ class DwarfFormatError(ValueError):
 
 # The named tuples of the DWARF reader give NamedTuple their fields as a list of (name, type): written
 # as annotations, under ``from __future__ import annotations``, each type is a string that typing
-# compiles (a ForwardRef), ~0.1 ms a class at every start of a command that reads DWARF.
+# compiles (a ForwardRef), for each class at every start of a command that reads DWARF.
 
 
 class Section(NamedTuple("Section", [("stream", object), ("name", str), ("global_offset", Optional[int]),

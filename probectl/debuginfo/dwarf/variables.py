@@ -201,7 +201,7 @@ def _global_definition(debuginfo: "DebugInfo", var: DIE) -> Optional[DIE | Place
 
     In a large file (a kernel) without its full name index at hand, finding the definition means
     searching the bytes of the units that mention the name (a global such as ``jiffies`` is declared
-    in hundreds: seconds for the 36 globals of ``vars --externs tcp_sendmsg``) or building the index:
+    in hundreds, so ``vars --externs tcp_sendmsg`` would search for dozens of them) or building the index:
     then, when the binary has exactly one global data symbol of that name, its address (where the
     definition's DW_OP_addr points) is the place given instead."""
     name = die_name(var) or ""
