@@ -303,7 +303,7 @@ def trace_cmd_bin():
 @pytest.fixture(scope="session")
 def chromium_bin():
     """Headless Chromium (apt chromium), which opens the pictures as a user's browser does."""
-    from chromium import chromium_binary
+    from tests.chromium import chromium_binary
 
     path = chromium_binary()
     if not path:

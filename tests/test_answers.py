@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import TRACEFS, _missing, build_fixture
+from tests.conftest import TRACEFS, _missing, build_fixture
 from probectl.analysis import histogram
 from probectl.analysis.columns import open_recordings, read_tables
 from probectl.analysis.parquet import write_parquet
@@ -602,7 +602,7 @@ def test_columns_of_every_field_kind(be):
     from probectl.analysis.columns import ThreadNames, batch_of, event_schema
     from probectl.formats import EventFormat
     from probectl.ringbuf import EventReader, PageLayout
-    from test_native import KINDS_FORMAT, data_record, kinds_payload, make_page
+    from tests.test_native import KINDS_FORMAT, data_record, kinds_payload, make_page
 
     fmt = EventFormat.parse(KINDS_FORMAT, "test")
     payloads = [
@@ -683,7 +683,7 @@ def test_columns_under_address_sanitizer(tmp_path):
     """native/fuzz/columns_fuzz.c built with ASan+UBSan: random spans laid out as every kind of
     variable-size column in buffers of the exact sizes asked for, and random batches scattered over
     random thread tables, each checked against a plain computation."""
-    from conftest import run_sanitized, sanitized_driver
+    from tests.conftest import run_sanitized, sanitized_driver
 
     exe = sanitized_driver(tmp_path, ["fuzz/columns_fuzz.c", "columns.c", "ringbuf.c", "reader.c"])
     for seed in ("1", "2"):
@@ -693,8 +693,8 @@ def test_columns_under_address_sanitizer(tmp_path):
 def test_report_and_query_say_which_formats_could_not_be_read(tmp_path):
     """A file whose format texts do not all parse (another tool's, a newer kernel's): report and
     query count what they can and say, once on stderr, which formats they could not read."""
-    from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
-    from test_native_slices import write_file
+    from tests.test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from tests.test_native_slices import write_file
 
     broken = "name: broken\nID: 1003\nformat:\n\tfield:int x;\toffset:oops;\tsize:4;\tsigned:1;\n"
     page = make_page(b"".join(data_record(simple_payload(10, i), 5) for i in range(7)), 1000)

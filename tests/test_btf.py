@@ -40,7 +40,7 @@ from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
 
-from conftest import _missing, kernel_testdata
+from tests.conftest import _missing, kernel_testdata
 
 RETURN_ARGS = FetchOptions(args_at_return=True)  # a kernel whose return probes read $argN
 

@@ -13,7 +13,7 @@ from probectl.cli import rewrite_perf_flags
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from conftest import build_fixture, kernel_testdata
+from tests.conftest import build_fixture, kernel_testdata
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -257,8 +257,8 @@ def test_a_kernel_address_takes_the_variables_of_its_function():
 def big_trace(tmp_path_factory):
     """A trace.dat whose text is megabytes long: more than a pipe holds."""
     from probectl.tracedat import TraceMetadata, write_tracedat
-    from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
-    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from tests.test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
     tmp = tmp_path_factory.mktemp("big")
     per_page = 200

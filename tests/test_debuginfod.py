@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.conftest import _missing, build_fixture
 
 from probectl.debuginfo.elf import ElfFile
 

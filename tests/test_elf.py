@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.conftest import _missing, build_fixture
 from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file
 from probectl.errors import DebugInfoError, ProbectlError, TargetError
 from probectl.target.binary import uprobe_group_name

@@ -12,7 +12,7 @@ from probectl.record.enumnames import dwarf_enumerators, kernel_enumerators
 from probectl.record.selection import EventRequest, select_events
 from probectl.tracefs import Tracefs
 
-from conftest import _missing, build_fixture
+from tests.conftest import _missing, build_fixture
 
 
 def test_dwarf_enumerators_of_a_fixture():

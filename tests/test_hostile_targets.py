@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.conftest import _missing, build_fixture
 
 TIMEOUT = 20  # seconds; a hang (the defect) is a failure, not a stuck suite
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, _missing, build_fixture, kernel_testdata
+from tests.conftest import ROOT, _missing, build_fixture, kernel_testdata
 
 # Runs probectl's command line in this interpreter, then prints the top-level packages loaded and
 # the regular expressions compiled (the keys of re's cache, CPython's: (type, pattern, flags)).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture, build_static_pair, kernel_testdata
+from tests.conftest import _missing, build_fixture, build_static_pair, kernel_testdata
 from probectl.debuginfo.dwarf import dieindex, namesearch
 from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo

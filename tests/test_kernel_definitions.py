@@ -19,7 +19,7 @@ from probectl.resolve import Resolver
 from probectl.target import Target
 from probectl.spec import parse_probe
 
-from conftest import _missing, kernel_testdata
+from tests.conftest import _missing, kernel_testdata
 
 pytestmark = pytest.mark.vmlinux
 

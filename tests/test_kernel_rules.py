@@ -1,7 +1,7 @@
 """The kernel's rules for definition lines (probectl/probes/kernel_rules.py), checked before anything is
 written: a table of lines with the kernel's verdict (each verdict seen on Debian's 6.1 kernel in qemu,
 or on this machine's kernel for uprobes), the same rules end to end through ``add -D``, and a property
-test writing generated uprobe definitions to this machine's tracefs (tests/test_qemu_kprobe_rules.py
+test writing generated uprobe definitions to this machine's tracefs (tests/guest/test_qemu_kprobe_rules.py
 does the same for kprobes in a qemu guest of the 6.1 kernel)."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from probectl.events import EventDefinition
 from probectl.probes.kernel_rules import check_definition
 from probectl.tracefs import Features
 
-from conftest import build_fixture, kernel_testdata
+from tests.conftest import build_fixture, kernel_testdata
 
 # What Debian's 6.1 kernel's README lists (tests/test_tracefs.py README_61).
 KERNEL_61 = Features(kprobe_events=True, uprobe_events=True, dynamic_events=True, x_types=True, multiprobe=True,
@@ -344,7 +344,7 @@ def test_generated_uprobe_definitions_agree_with_the_kernel(live_tracefs, struct
     from probectl.target import find_target
     from probectl.tracefs import Tracefs
 
-    from definition_strategies import UPROBE_EXPRS, definitions
+    from tests.definition_strategies import UPROBE_EXPRS, definitions
 
     tfs = Tracefs(live_tracefs)
     target = find_target(structs)

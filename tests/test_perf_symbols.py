@@ -13,7 +13,7 @@ import pytest
 
 from probectl.events import EventDefinition
 
-from conftest import build_fixture
+from tests.conftest import build_fixture
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 

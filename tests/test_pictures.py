@@ -18,8 +18,8 @@ from collections import Counter
 
 import pytest
 
-from chromium import Browser
-from conftest import ROOT
+from tests.chromium import Browser
+from tests.conftest import ROOT
 from probectl.errors import ProbectlError
 from probectl.pictures.flamegraph import FlameGraphOptions, X_PAD, render_svg
 from probectl.pictures.heatmap import bin_pairs, parse_pairs, render_heatmap_svg

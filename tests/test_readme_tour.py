@@ -97,7 +97,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from conftest import ROOT, TRACEFS, _missing, build_fixture, build_usdt, kernel_testdata, require_tracefs
+from tests.conftest import ROOT, TRACEFS, _missing, build_fixture, build_usdt, kernel_testdata, require_tracefs
 
 README = ROOT / "README.md"
 WILD = "…"
@@ -705,7 +705,7 @@ class Tour:
     def start_debuginfod(self, directory: Path) -> tuple[subprocess.Popen, str]:
         """``debuginfod -F DIRECTORY`` on a free port, once it serves every ELF file there (as
         tests/test_debuginfod.py's server); its process and URL."""
-        from test_debuginfod import build_id, free_port
+        from tests.test_debuginfod import build_id, free_port
 
         exe = shutil.which("debuginfod")
         if exe is None:

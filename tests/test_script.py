@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 import probectl
-from conftest import build_fixture
+from tests.conftest import build_fixture
 from probectl.formats import EventFormat
 from probectl.record import decode_proc_maps, encode_proc_maps, synthesize_maps
 from probectl.script import (KernelSymbols, Mapping, Source, StackJoiner, TextFormatter, UserSymbols,
                              parse_fields, split_print_fmt, stack_addresses, trace_template, write_script)
 from probectl.tracedat import kallsyms_addresses_shown, open_trace
-from test_tracedat import parse_report
+from tests.test_tracedat import parse_report
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = ["sample-v7.dat", "sample-v6.dat", "tracecmd-v6.dat", "tracecmd-v7-zstd.dat"]
@@ -280,7 +280,7 @@ STACK_FORMATS = {
 def _stack_record(ident: int, fields, values: dict[str, Any]) -> bytes:
     import struct
 
-    from test_native import common
+    from tests.test_native import common
 
     payload = bytearray(common(ident, 9) + b"\0" * (max((o + n for _d, o, n, _s in fields), default=8) - 8))
     for decl, offset, size, _signed in fields:
@@ -297,8 +297,8 @@ def _stack_record(ident: int, fields, values: dict[str, Any]) -> bytes:
 
 def _stack_trace(tmp_path: Path, kernel_fields, user_fields) -> Path:
     from probectl.tracedat import TraceMetadata, write_tracedat
-    from test_native import COMMON_FIELDS, SIMPLE_FORMAT, data_record, make_page, simple_payload
-    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from tests.test_native import COMMON_FIELDS, SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
     def fmt(name: str, ident: int, fields) -> str:
         body = "".join(f"\tfield:{d};\toffset:{o};\tsize:{n};\tsigned:{s};\n" for d, o, n, s in fields)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_usdt
+from tests.conftest import _missing, build_usdt
 
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.sdt import SdtOperand, parse_operand, read_sdt_notes

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import build_fixture
+from tests.conftest import build_fixture
 
 
 def probectl(*args: str) -> subprocess.CompletedProcess:
@@ -27,7 +27,7 @@ def test_func_at_a_source_file_that_does_not_define_it_is_not_found():
 
 def test_an_alias_keeps_its_source_filter():
     """malloc is __libc_malloc's alias (found through the symbol): @SRC still applies to it."""
-    from conftest import _missing
+    from tests.conftest import _missing
 
     if not list(Path("/usr/lib/debug/.build-id").glob("*/*.debug")):
         _missing("libc6-dbg is not installed")

@@ -41,7 +41,7 @@ from probectl.cli import main as cli_main
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from conftest import FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program, build_static_pair
+from tests.conftest import FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GLOBAL_REF = re.compile(r"@([A-Za-z_][\w.]*)([+-]\d+)")
@@ -786,7 +786,7 @@ def test_byte_scanners_match_pyelftools(name, opt):
         di = _debuginfo(path)
     except Exception as exc:  # libc without libc6-dbg
         pytest.skip(str(exc))
-    from conftest import pyelftools_dwarfinfo
+    from tests.conftest import pyelftools_dwarfinfo
 
     aranges = pyelftools_dwarfinfo(di).get_aranges()
     for entry in aranges.entries:

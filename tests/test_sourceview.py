@@ -11,7 +11,7 @@ import pytest
 
 from probectl.debuginfo.elf import ElfFile
 
-from conftest import build_fixture
+from tests.conftest import build_fixture
 
 SKIP = {"main", "frame_dummy", "register_tm_clones", "deregister_tm_clones", "completed.0"}
 # Deliberate differences, each checked below: perf cannot express a constant location (DW_OP_lit0;

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import probectl
-from conftest import build_fixture
+from tests.conftest import build_fixture
 
 GROUP = f"pstrarr{os.getpid()}"
 WORDS = ["alpha", "be ta", "", "unused"]
@@ -102,8 +102,8 @@ def payload(strings: list[object]) -> bytes:
 
 def one_event_trace(tmp_path: Path, record: bytes) -> Path:
     from probectl.tracedat import TraceMetadata, write_tracedat
-    from test_native import data_record, make_page
-    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from tests.test_native import data_record, make_page
+    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
     raw = tmp_path / "cpu0.raw"
     raw.write_bytes(make_page(data_record(record, 100), 10**9))

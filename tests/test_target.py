@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.conftest import _missing, build_fixture
 from probectl.target import binary as target_mod
 from probectl.errors import TargetError
 from probectl.target.binary import (find_library, find_binary, library_name_matches, mapped_libraries,

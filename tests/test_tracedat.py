@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from conftest import FifoReader
+from tests.conftest import FifoReader
 from probectl.errors import OutputFileError, TraceFileError
 from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout, Recorder
 from probectl.tracedat import (OPTION_SAVED_TGIDS, Option, TraceFile, TraceMetadata, collect_metadata,
                                open_trace, read_cpustats, write_tracedat)
-from test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, getpid_child, kinds_payload,
+from tests.test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, getpid_child, kinds_payload,
                          kinds_values, make_page, simple_payload, time_extend, tracefs_instance)
 
 DATA = Path(__file__).resolve().parent / "data" / "tracedat"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.conftest import _missing, build_fixture
 from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.boundary import check_probe_offset
 from probectl.arch.x86_insn import BoundaryError, check_boundary, insn_length, instruction_starts
@@ -221,7 +221,7 @@ def test_libc_has_the_encodings_we_claim_to_cover(objdump):
 
 
 def _vmlinux() -> Path:
-    from qemu_kernel import find_kernel_dir
+    from vmtest.busybox_guest import find_kernel_dir
     kernel_dir = find_kernel_dir()
     if kernel_dir is None:
         _missing("no kernel test data with a vmlinux (run tools/kernel-testdata.sh)")

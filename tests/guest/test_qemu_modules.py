@@ -1,5 +1,5 @@
 """Module probes live: definitions for a module, resolved from its debug object (``-m PATH``), on the
-module's loadable object insmod'ed in the qemu guest (Debian's cloud kernel, see README-qemu.md).
+module's loadable object insmod'ed in the qemu guest (Debian's cloud kernel, see vmtest/README.md).
 
 The oracle is ``perf probe -m PATH -D``; both sets are written as ``overlay:SYMBOL+OFF`` probes after
 ``insmod overlay.ko``, an overlay filesystem is mounted on tmpfs, and files are looked up, created and
@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from conftest import _missing
-from qemu_kernel import GuestResult, run_in_guest
+from tests.conftest import _missing
+from vmtest.busybox_guest import GuestResult, run_in_guest
 # kernel_dir: the kernel data (or a skip); source: each test once for perf's definitions, once for
 # probectl's (it reads this module's ``definitions``).
-from test_qemu_kprobes import PREFIX, _run_oracle, kernel_dir, source  # noqa: F401
+from tests.guest.test_qemu_kprobes import PREFIX, _run_oracle, kernel_dir, source  # noqa: F401
 
 pytestmark = pytest.mark.qemu
 

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRACEFS, FifoReader, _missing, build_fixture, tracefs_snapshot
+from tests.conftest import TRACEFS, FifoReader, _missing, build_fixture, tracefs_snapshot
 from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ProbectlError
 from probectl.record import EventRequest, RecordOptions, Recording, remove_instance
 from probectl.script import lost_events
 from probectl.tracedat import open_trace
 from probectl.tracefs import Tracefs
-from test_live_uprobes import expect_lines
+from tests.live.test_live_uprobes import expect_lines
 
 pytestmark = pytest.mark.root
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_fixture
+from tests.conftest import build_fixture
 
 GROUP = f"ptest{os.getpid()}"
 
@@ -210,7 +210,7 @@ def test_del_without_match_is_an_error(live_tracefs):
 def test_without_root_commands_fail_clearly(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to nobody")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     for args in (["list"], ["del", "x"], ["add", "-x", "/bin/true", "main"]):
         out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                               sys.executable, "-m", "probectl", *args],

@@ -24,7 +24,7 @@ import pytest
 
 from probectl.events import EventDefinition
 
-from conftest import build_fixture, build_static_pair
+from tests.conftest import build_fixture, build_static_pair
 
 GROUP = f"ptsrc{os.getpid()}"
 

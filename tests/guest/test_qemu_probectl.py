@@ -1,6 +1,6 @@
 """probectl itself on a kernel with kprobes: the seeds' kernel scenarios inside Debian's cloud kernel.
 
-One boot (tests/qemu_probectl.py) runs every step below in order with the real probectl (this
+One boot (vmtest/probectl_guest.py) runs every step below in order with the real probectl (this
 checkout's package, the venv's interpreter, the vmlinux with DWARF where perf looks for it), and each
 test checks the values its steps printed: sizes sent over loopback TCP, return values, file names,
 stacks named from the syscall down to the probed function, CPUs, lost counts, kprobe_events after.
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from qemu_probectl import GuestRun, Step, guest_kernel_dir, ok, run_named_steps
+from vmtest.probectl_guest import GuestRun, Step, guest_kernel_dir, ok, run_named_steps
 
 pytestmark = pytest.mark.qemu
 

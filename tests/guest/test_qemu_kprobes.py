@@ -3,7 +3,7 @@
 The same probes are resolved by the oracle (``perf probe -k VMLINUX -D``) and by ``probectl add -D -k
 VMLINUX`` for that kernel; the guest writes both sets to kprobe_events, makes TCP traffic of known sizes
 on loopback and returns the trace, and each set's events are checked against what was sent.
-One boot serves the whole module (see tests/README-qemu.md).
+One boot serves the whole module (see vmtest/README.md).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from conftest import _missing
-from qemu_kernel import GuestResult, kernel_dir_or_skip, run_in_guest
+from tests.conftest import _missing
+from vmtest.busybox_guest import GuestResult, kernel_dir_or_skip, run_in_guest
 
 pytestmark = pytest.mark.qemu
 

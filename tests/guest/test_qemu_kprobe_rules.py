@@ -9,8 +9,8 @@ from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ResolveError
 from probectl.resolve.kprobe_rules import KprobeRules
 
-from qemu_kernel import run_in_guest
-from test_qemu_kprobes import kernel_dir  # noqa: F401  (the module fixture: the kernel data, or a skip)
+from vmtest.busybox_guest import run_in_guest
+from tests.guest.test_qemu_kprobes import kernel_dir  # noqa: F401  (the module fixture: the kernel data, or a skip)
 
 pytestmark = pytest.mark.qemu
 
@@ -58,8 +58,8 @@ def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa
     from probectl.probes.naming import assign_events
     from probectl.target import find_target
 
-    from definition_strategies import KPROBE_EXPRS, definitions
-    from test_kernel_rules import KERNEL_61, RULES, UP, limit_lines
+    from tests.definition_strategies import KPROBE_EXPRS, definitions
+    from tests.test_kernel_rules import KERNEL_61, RULES, UP, limit_lines
 
     target = find_target(None, str(kernel_dir / "vmlinux"))
     expected: dict[str, bool] = {}  # line -> the kernel takes it, as probectl predicts

@@ -1,4 +1,4 @@
-"""The fuzz pass (tests/fuzzing.py) within a time budget: probe definitions, damaged targets, damaged
+"""The fuzz pass (tests/fuzz/fuzzing.py) within a time budget: probe definitions, damaged targets, damaged
 cache files, damaged trace files and random command lines end with no traceback, no internal error,
 no hang, no signal and nothing left in tracefs. ``PROBECTL_FUZZ_SECONDS`` sets the budget (default
 75 s, for CI); ``PROBECTL_FUZZ_SEED`` a seed (default: a new one each run, printed with the counts
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import fuzzing
+from tests.fuzz import fuzzing
 
 
 def test_the_harness_sees_what_it_looks_for():

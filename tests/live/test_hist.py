@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_program, FIXTURES
+from tests.conftest import build_program, FIXTURES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -305,8 +305,8 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     """Trigger texts made on the host (keys checked against this machine's syscall formats, which the
     guest's 6.1 kernel shares), run in the guest on a workload of known reads and sleeps, and the
     guest's hist files read back with probectl's parser."""
-    from conftest import _missing
-    from qemu_kernel import find_kernel_dir, missing_requirements, run_in_guest
+    from tests.conftest import _missing
+    from vmtest.busybox_guest import find_kernel_dir, missing_requirements, run_in_guest
     from probectl.analysis.keys import parse_keys, parse_value
     from probectl.analysis.latency import result_from_kernel
     from probectl.analysis.triggers import hist_trigger, latency_triggers, new_error_log_entry, parse_hist
@@ -469,7 +469,7 @@ def test_a_key_the_kernel_cannot_hist_on():
         parse_keys("comm.log2", fmt)
     # the kernel's room for a key (384 bytes): a string of variable length takes 256, a stack 128, other
     # fields their size (the guest's 6.1 took stacktrace,prev_comm,prev_pid and refused a stack, a
-    # :string and comm, with no word in error_log: tests/test_qemu_hist.py)
+    # :string and comm, with no word in error_log: tests/guest/test_qemu_hist.py)
     assert len(parse_keys("stacktrace,comm,pid", fmt)) == 3
     strings = EventFormat.parse("name: strings\nID: 9\nformat:\n"
                                 "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
@@ -550,7 +550,7 @@ def _usdt_answer(*args: str) -> tuple[dict, list[dict[str, str]]]:
 def test_hist_and_latency_of_sdt_events(live_tracefs):
     """USDT probes (sdt_PROVIDER:NAME, <sys/sdt.h>) are events like any other: hist counts and sums
     their arguments as the program passed them, and latency times one marker to the next."""
-    from conftest import build_usdt
+    from tests.conftest import build_usdt
 
     program, _ = build_usdt()
     rounds = 5
