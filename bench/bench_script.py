@@ -123,7 +123,7 @@ def record(tfs: Tracefs, events: list[str], command: list[str], out: Path, buffe
 
 
 def make_recordings(tmp: Path, getpid: int, rounds: int, buffer_kb: int) -> list[tuple[str, Path]]:
-    from tests.conftest import build_fixture
+    from tests.helpers import build_fixture
 
     tfs = Tracefs.open()
     files = []

@@ -1,6 +1,7 @@
 """Command-line behaviour that needs no tracefs: perf-flag rewriting, funcs, -D output, errors."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -13,11 +14,10 @@ from probectl.cli import rewrite_perf_flags
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from tests.conftest import build_fixture, kernel_testdata
+from tests.helpers import build_fixture, kernel_testdata, probectl
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+run = functools.partial(probectl, check=False)
 
 
 @pytest.mark.parametrize("argv,expected", [

@@ -12,7 +12,7 @@ from probectl.record.enumnames import dwarf_enumerators, kernel_enumerators
 from probectl.record.selection import EventRequest, select_events
 from probectl.tracefs import Tracefs
 
-from tests.conftest import _missing, build_fixture
+from tests.helpers import build_fixture, missing
 
 
 def test_dwarf_enumerators_of_a_fixture():
@@ -22,7 +22,7 @@ def test_dwarf_enumerators_of_a_fixture():
 
 def test_kernel_enumerators_from_btf():
     if not Path("/sys/kernel/btf/vmlinux").exists():
-        _missing("the running kernel has no BTF")
+        missing("the running kernel has no BTF")
     table = kernel_enumerators()
     assert table["TCP_ESTABLISHED"] == 1 and table["TCP_CLOSE"] == 7
 

@@ -2,6 +2,7 @@
 `perf probe -m PATH -D`; compressed modules, module names, and what cannot be probed."""
 from __future__ import annotations
 
+import functools
 import lzma
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 from probectl.target.kernel import find_module, module_name, module_release
 
-from tests.conftest import kernel_testdata
+from tests.helpers import kernel_testdata, probectl as run_probectl
 
 pytestmark = pytest.mark.vmlinux
 
@@ -32,8 +33,7 @@ def modules_dir() -> Path:
     return kernel_testdata("modules", "vfat.ko").parent
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+probectl = functools.partial(run_probectl, check=False)
 
 
 @pytest.mark.perf

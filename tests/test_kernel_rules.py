@@ -5,10 +5,9 @@ test writing generated uprobe definitions to this machine's tracefs (tests/guest
 does the same for kprobes in a qemu guest of the 6.1 kernel)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +16,7 @@ from probectl.events import EventDefinition
 from probectl.probes.kernel_rules import check_definition
 from probectl.tracefs import Features
 
-from tests.conftest import build_fixture, kernel_testdata
+from tests.helpers import build_fixture, kernel_testdata, probectl as run_probectl
 
 # What Debian's 6.1 kernel's README lists (tests/test_tracefs.py README_61).
 KERNEL_61 = Features(kprobe_events=True, uprobe_events=True, dynamic_events=True, x_types=True, multiprobe=True,
@@ -183,8 +182,7 @@ def test_the_line_limit_is_4094_characters():
 # --- end to end: add -D -----------------------------------------------------------------------------
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, timeout=120)
+probectl = functools.partial(run_probectl, check=False, timeout=120)
 
 
 @pytest.fixture(scope="module")

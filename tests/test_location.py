@@ -179,7 +179,7 @@ def test_cfa_rules_match_readelf(fixture_bins, opt):
 def test_debug_frame_cfa_rules_match_readelf(tmp_path, monkeypatch, opt):
     """Without .eh_frame for them (as in a vmlinux) the FDEs come from .debug_frame through its index by
     address: scanned the first time, read back from the cache the second; readelf agrees both times."""
-    from tests.conftest import build_fixture
+    from tests.helpers import build_fixture
     from probectl.debuginfo.dwarf import cfi
 
     binary = build_fixture("dwarf_structs", opt, ("-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.conftest import run_sanitized, sanitized_driver
+from tests.helpers import run_sanitized, sanitized_driver
 from probectl.analysis.columns import ThreadNames, batch_of, event_schema, read_tables
 from probectl.errors import TraceFileError
 from probectl.formats import EventFormat

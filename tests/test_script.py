@@ -10,15 +10,14 @@ import csv
 import io
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import probectl
-from tests.conftest import build_fixture
+from tests.helpers import build_fixture
+from tests.helpers import probectl as probectl_cli  # (probectl is the package here)
 from probectl.formats import EventFormat
 from probectl.record import decode_proc_maps, encode_proc_maps, synthesize_maps
 from probectl.script import (KernelSymbols, Mapping, Source, StackJoiner, TextFormatter, UserSymbols,
@@ -34,13 +33,6 @@ META = json.loads((DATA / "tracedat" / "sample.json").read_text())
 # COMM TID [CPU] SECS.USECS: GROUP:EVENT: rest
 TEXT_LINE = re.compile(r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+) \[(?P<cpu>\d{3})\]\s+(?P<secs>\d+)\.(?P<us>\d{6}): "
                        r"(?P<event>[\w]+:[\w]+):(?: (?P<rest>.*))?$")
-
-
-def probectl_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def script_text(path: Path, kind: str = "text", fields: tuple[str, ...] | None = None, events=()) -> str:

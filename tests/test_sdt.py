@@ -13,25 +13,17 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import _missing, build_usdt
+from tests.helpers import build_usdt, missing, probectl
 
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.sdt import SdtOperand, parse_operand, read_sdt_notes
 from probectl.errors import DebugInfoError
 
 PROVIDERS = ("sdt_probectl:*", "sdt_probectl_lib:*")
-
-
-def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, **kw)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def readelf_notes(path: Path) -> list[tuple[str, str, int, int, str]]:
@@ -126,7 +118,7 @@ def perf_home(tmp_path_factory, usdt):
     """A private HOME whose ~/.debug build-id cache holds the fixtures (perf finds SDT notes only there)."""
     perf = shutil.which("perf")
     if not perf or subprocess.run([perf, "probe", "-h"], capture_output=True).returncode not in (0, 129):
-        _missing("perf (apt linux-perf) is not installed")
+        missing("perf (apt linux-perf) is not installed")
     home = tmp_path_factory.mktemp("perfhome")
     return home
 

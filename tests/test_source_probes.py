@@ -22,13 +22,13 @@ contract (exit status, stderr, no traceback, nothing added) is checked with real
 """
 from __future__ import annotations
 
+import functools
 import contextlib
 import io
 import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from functools import lru_cache
@@ -41,7 +41,7 @@ from probectl.cli import main as cli_main
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from tests.conftest import FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program, build_static_pair
+from tests.helpers import FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program, build_static_pair, probectl
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GLOBAL_REF = re.compile(r"@([A-Za-z_][\w.]*)([+-]\d+)")
@@ -596,9 +596,7 @@ def test_listings_once_wrong(perf_bin, request, command, name, opt, args, bug):
 # --- errors: one clear message, exit 1, nothing added ---------------------------------------------
 
 
-def probectl_process(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, env=env)
+probectl_process = functools.partial(probectl, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -786,7 +784,7 @@ def test_byte_scanners_match_pyelftools(name, opt):
         di = _debuginfo(path)
     except Exception as exc:  # libc without libc6-dbg
         pytest.skip(str(exc))
-    from tests.conftest import pyelftools_dwarfinfo
+    from tests.helpers import pyelftools_dwarfinfo
 
     aranges = pyelftools_dwarfinfo(di).get_aranges()
     for entry in aranges.entries:

@@ -2,16 +2,16 @@
 and `list` describing events by source place."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from probectl.debuginfo.elf import ElfFile
 
-from tests.conftest import build_fixture
+from tests.helpers import build_fixture, probectl as run_probectl
 
 SKIP = {"main", "frame_dummy", "register_tm_clones", "deregister_tm_clones", "completed.0"}
 # Deliberate differences, each checked below: perf cannot express a constant location (DW_OP_lit0;
@@ -20,8 +20,7 @@ SKIP = {"main", "frame_dummy", "register_tm_clones", "deregister_tm_clones", "co
 KNOWN = {("dwarf_inline", "-O2", "vars", "process"), ("dwarf_inline", "-O2", "vars", "rare_path")}
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+probectl = functools.partial(run_probectl, check=False)
 
 
 def functions(binary) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import probectl
-from tests.conftest import build_fixture
+from tests.helpers import build_fixture
 
 GROUP = f"pstrarr{os.getpid()}"
 WORDS = ["alpha", "be ta", "", "unused"]

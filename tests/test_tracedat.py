@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FifoReader
+from tests.helpers import FifoReader
 from probectl.errors import OutputFileError, TraceFileError
 from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout, Recorder

@@ -19,7 +19,7 @@ from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.dwarf_fetch import available_variables, fetch_variable, retval_type
 from probectl.spec import TypeSpec, parse_probe
 
-from tests.conftest import BUILD_DIR, FIXTURES
+from tests.helpers import BUILD_DIR, FIXTURES
 from tests.test_dwarf import fixture_bins, perf_oracle, probe_points  # noqa: F401
 from tests.test_location import _first_op_only
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_CACHE = Path(os.environ.get("PROBECTL_KERNEL_CACHE", "/var/cache/probectl/kernel"))
@@ -168,20 +168,6 @@ def missing_requirements(kernel_dir: Optional[Path]) -> list[str]:
     elif not (kernel_dir / "vmlinuz").is_file():
         reasons.append(f"no bootable vmlinuz in {kernel_dir}")
     return reasons
-
-
-def kernel_dir_or_skip(missing: Callable[[Optional[Path]], list[str]] = missing_requirements) -> Path:
-    """The kernel test data for a guest test module: fetched under PROBECTL_REQUIRE_ALL=1, and the
-    module skipped (or failed, in CI) with the reasons ``missing`` gives when anything is lacking."""
-    from tests.conftest import _missing
-
-    directory = find_kernel_dir()
-    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-        directory = fetch_kernel_dir()
-    reasons = missing(directory)
-    if reasons:
-        _missing("; ".join(reasons))
-    return directory
 
 
 # --- the initramfs ------------------------------------------------------------------------------------

@@ -442,13 +442,6 @@ def boot_probectl_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *, t
     return run
 
 
-def guest_kernel_dir() -> Path:
-    """The kernel test data for a module of run_probectl_in_guest (vmtest.busybox_guest.kernel_dir_or_skip)."""
-    from vmtest.busybox_guest import kernel_dir_or_skip
-
-    return kernel_dir_or_skip(missing_guest_requirements)
-
-
 def run_named_steps(kernel_dir: Path, steps: dict[str, str], **kw) -> GuestRun:
     """run_probectl_in_guest over ``steps`` (name -> shell text), its times printed (pytest -s shows
     them) and, with PROBECTL_GUEST_TRANSCRIPT=FILE, every step's output written there to read or quote."""

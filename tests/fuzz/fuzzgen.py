@@ -363,7 +363,7 @@ class Corpus:
         self.prepared.add(kind)
 
     def _common(self) -> None:
-        from tests.conftest import build_fixture, kernel_testdata_dir
+        from tests.helpers import build_fixture, kernel_testdata_dir
 
         if shutil.which("gcc") is None:
             raise Unavailable("gcc is needed to build the fixtures")

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from vmtest.probectl_guest import Step, guest_kernel_dir, ok, run_named_steps
+from vmtest.probectl_guest import Step, ok, run_named_steps
 
 pytestmark = pytest.mark.qemu
 
@@ -141,13 +141,8 @@ STEPS.update({
 
 
 @pytest.fixture(scope="module")
-def kernel_dir():
-    return guest_kernel_dir()
-
-
-@pytest.fixture(scope="module")
-def guest(kernel_dir) -> dict[str, Step]:
-    run = run_named_steps(kernel_dir, STEPS, files={name: text.encode() for name, text in FILES.items()})
+def guest(probectl_kernel_dir) -> dict[str, Step]:
+    run = run_named_steps(probectl_kernel_dir, STEPS, files={name: text.encode() for name, text in FILES.items()})
     return dict(zip(STEPS, run.steps))
 
 

@@ -8,27 +8,24 @@ import shlex
 
 import pytest
 
+from tests.helpers import missing
+from vmtest.busybox_guest import run_in_guest
+
 pytestmark = pytest.mark.qemu
 
 
-def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
+def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs, kernel_dir):
     """Trigger texts made on the host (keys checked against this machine's syscall formats, which the
     guest's 6.1 kernel shares), run in the guest on a workload of known reads and sleeps, and the
     guest's hist files read back with probectl's parser."""
-    from tests.conftest import _missing
-    from vmtest.busybox_guest import find_kernel_dir, missing_requirements, run_in_guest
     from probectl.analysis.keys import parse_keys, parse_value
     from probectl.analysis.latency import result_from_kernel
     from probectl.analysis.triggers import hist_trigger, latency_triggers, new_error_log_entry, parse_hist
     from probectl.formats import EventFormat
 
-    kdir = find_kernel_dir()
-    missing = missing_requirements(kdir)
-    if missing:
-        _missing("; ".join(missing))
     events = live_tracefs / "events" / "syscalls"
     if not (events / "sys_enter_read").exists():
-        _missing("no syscall tracepoints to take the formats from")
+        missing("no syscall tracepoints to take the formats from")
     read = EventFormat.parse((events / "sys_enter_read" / "format").read_text(), "syscalls")
     sleep_in = EventFormat.parse((events / "sys_enter_clock_nanosleep" / "format").read_text(), "syscalls")
     sleep_out = EventFormat.parse((events / "sys_exit_clock_nanosleep" / "format").read_text(), "syscalls")
@@ -94,7 +91,7 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs):
     hists = ["events/syscalls/sys_enter_read/hist", f"{inst}/synthetic/{lat.synthetic_name}/hist",
              "events/sched/sched_process_exec/hist", "events/kmem/kmalloc/hist",
              f"{inst}/synthetic/{none.synthetic_name}/hist", "instances/probectl-1/trace"]
-    result = run_in_guest(kdir, [], workload, enable=[], triggers=triggers, hists=hists,
+    result = run_in_guest(kernel_dir, [], workload, enable=[], triggers=triggers, hists=hists,
                           instances=["probectl-1", "probectl-2"])
     # the kernel refused the bad trigger and said why; probectl shows the last error_log entry
     assert len(result.trigger_errors) == 1 and "nosuchthing" in result.trigger_errors[0], result.trigger_errors

@@ -10,7 +10,6 @@ from probectl.errors import ResolveError
 from probectl.resolve.kprobe_rules import KprobeRules
 
 from vmtest.busybox_guest import run_in_guest
-from tests.guest.test_qemu_kprobes import kernel_dir  # noqa: F401  (the module fixture: the kernel data, or a skip)
 
 pytestmark = pytest.mark.qemu
 
@@ -23,7 +22,7 @@ REFUSED = {
 ALLOWED = ["tcp_sendmsg", "vfs_read", "__x64_sys_getpid"]
 
 
-def test_offline_rules_match_the_kernel(kernel_dir):  # noqa: F811
+def test_offline_rules_match_the_kernel(kernel_dir):
     elf = ElfFile(kernel_dir / "vmlinux")
     rules = KprobeRules.from_vmlinux(elf)
     assert rules is not None
@@ -41,7 +40,7 @@ def test_offline_rules_match_the_kernel(kernel_dir):  # noqa: F811
     assert sorted(result.rejected) == sorted(f"p:rules/{name} {name}+0" for name in REFUSED)
 
 
-def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa: F811
+def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):
     """Random definitions over the 6.1 kernel's functions, parameters, registers, types and names,
     resolved against its vmlinux as ``add -D -k`` does, plus the hand-written lines of the rule table:
     in ONE boot of that kernel, every line probectl prints is accepted and every line its checker

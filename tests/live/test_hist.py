@@ -3,6 +3,7 @@ in user space where it has no hist triggers, as 6.18 here), and bad input. The k
 texts run in a qemu guest: tests/guest/test_qemu_hist_triggers.py."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -13,17 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_program, FIXTURES
+from tests.helpers import FIXTURES, ROOT, build_program, probectl as run_probectl
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, env=env, **kw)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+probectl = functools.partial(run_probectl, env={"PYTHONPATH": str(ROOT)})
 
 
 def default_path(tracefs: Path, latency: bool = False) -> tuple[str, str]:
@@ -413,7 +406,7 @@ def _usdt_answer(*args: str) -> tuple[dict, list[dict[str, str]]]:
 def test_hist_and_latency_of_sdt_events(live_tracefs):
     """USDT probes (sdt_PROVIDER:NAME, <sys/sdt.h>) are events like any other: hist counts and sums
     their arguments as the program passed them, and latency times one marker to the next."""
-    from tests.conftest import build_usdt
+    from tests.helpers import build_usdt
 
     program, _ = build_usdt()
     rounds = 5

@@ -15,16 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_fixture
+from tests.helpers import build_fixture, probectl
 
 GROUP = f"ptest{os.getpid()}"
-
-
-def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, **kw)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def expect_lines(stdout: str) -> dict[str, list[dict[str, str]]]:

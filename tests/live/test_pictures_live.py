@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_fixture, require_tracefs, tracefs_snapshot
+from tests.helpers import build_fixture, probectl, require_tracefs, tracefs_snapshot
 from tests.live.test_live_uprobes import expect_lines
 from tests.test_pictures import check_geometry, frames_of
 from tests.live.test_record import prologue_end
@@ -27,13 +25,6 @@ pytestmark = pytest.mark.root
 
 GS = f"pfgs{os.getpid()}"  # the stack probe, alone on its function (see test_record)
 GT = f"pfgt{os.getpid()}"  # entry/return probes for the timeline
-
-
-def probectl(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, input=input)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 @pytest.fixture(scope="module")
