@@ -94,20 +94,3 @@ def test_vars_on_a_tracepoint_points_to_fields():
         assert out.stderr.startswith(f"Error: {name.split(':')[1]} is a tracepoint ({name}), not a function\n")
         assert f"probectl fields {name}" in out.stderr
     assert "expected a line number" in probectl("vars", "no_such_group_xyz:no_such_event").stderr
-
-
-@pytest.mark.root
-def test_list_shows_source_places(live_tracefs):
-    binary = str(build_fixture("dwarf_structs", "-O2"))
-    group = f"ptview{os.getpid()}"
-    added = probectl("add", "-x", binary, f"{group}:a=paint:3 w->id", f"{group}:b=paint%return $retval",
-                     f"{group}:c=use_globals")
-    assert added.returncode == 0, added.stderr
-    try:
-        listed = {e["event"]: e["on"] for e in json.loads(probectl("list", "--json", f"{group}:*").stdout)}
-        assert listed["a"] == f"paint:3@main/fixtures/dwarf_structs.c in {binary}" or \
-            listed["a"].startswith("paint:3@") and listed["a"].endswith(f"dwarf_structs.c in {binary}")
-        assert listed["b__return"].startswith("paint%return@") and listed["b__return"].endswith(f" in {binary}")
-        assert listed["c"].startswith("use_globals@")
-    finally:
-        probectl("del", f"{group}:*")
