@@ -64,13 +64,11 @@ def test_inputs_are_reproducible(tmp_path):
     one.corpus.close()
 
 
-def test_fuzz_pass(tmp_path, capsys):
-    seconds = float(os.environ.get("PROBECTL_FUZZ_SECONDS", "75"))
-    seed = int(os.environ.get("PROBECTL_FUZZ_SEED", str(int(time.time()) % 100000)))
+def test_fuzz_pass(tmp_path, capsys, fuzz_seconds, fuzz_seed):
     lines: list[str] = []
-    run = fuzzing.Pass(seed, Path(tmp_path), log=lines.append)
+    run = fuzzing.Pass(fuzz_seed, Path(tmp_path), log=lines.append)
     try:
-        run.run(seconds)
+        run.run(fuzz_seconds)
     finally:
         run.corpus.close()
     with capsys.disabled():

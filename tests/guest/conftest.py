@@ -16,6 +16,8 @@ from typing import Callable, Optional
 import pytest
 
 from tests.helpers import missing
+# the host's tracefs, as the live tests have it: a guest test takes event formats from it
+from tests.live.conftest import live_tracefs  # noqa: F401
 from vmtest.busybox_guest import fetch_kernel_dir, find_kernel_dir, missing_requirements
 from vmtest.probectl_guest import missing_guest_requirements
 
