@@ -28,7 +28,7 @@ from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.spec import TypeSpec, Variable, parse_probe
 
 from tests.test_dwarf import (WIDE_LEFT_OUT, fixture_bins, perf_oracle, probe_points, probectl_definitions,  # noqa: F401
-                        render)
+                              render)
 
 # The format of the units the hand-assembled expressions are in: 64-bit addresses, 32-bit DWARF 5.
 STRUCTS = SimpleNamespace(address_size=8, offset_size=4, version=5)

@@ -20,7 +20,7 @@ from probectl.formats import EventFormat
 from probectl.ringbuf import EventReader
 from probectl.tracedat import TraceMetadata, open_trace, write_tracedat
 from tests.test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, kinds_payload, make_page, simple_payload,
-                         time_stamp)
+                               time_stamp)
 from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
 PAGE = 4096
