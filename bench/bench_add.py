@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the tests package, for its fixture builders
 
-from conftest import build_fixture  # noqa: E402
+from tests.helpers import build_fixture  # noqa: E402
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 # Every member chain of paint() that perf can fetch too (not the bitfields).

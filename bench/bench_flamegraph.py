@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the tests package
 
-from test_pictures import call_graph_stacks  # noqa: E402
+from tests.test_pictures import call_graph_stacks  # noqa: E402
 
 
 def timed(cmd: list[str]) -> float:

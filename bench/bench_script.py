@@ -53,8 +53,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # probectl and the tests package
 
 import probectl  # noqa: E402
 from probectl.record import EventRequest, RecordOptions, Recording  # noqa: E402
@@ -124,7 +123,7 @@ def record(tfs: Tracefs, events: list[str], command: list[str], out: Path, buffe
 
 
 def make_recordings(tmp: Path, getpid: int, rounds: int, buffer_kb: int) -> list[tuple[str, Path]]:
-    from conftest import build_fixture
+    from tests.helpers import build_fixture
 
     tfs = Tracefs.open()
     files = []

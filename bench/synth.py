@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # probectl and the tests package
 
 from probectl.tracedat import TraceMetadata, write_tracedat  # noqa: E402
-from test_native import COMMON_FIELDS  # noqa: E402
-from test_tracedat import HEADER_EVENT, HEADER_PAGE  # noqa: E402
+from tests.test_native import COMMON_FIELDS  # noqa: E402
+from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE  # noqa: E402
 
 PAGE = 4096
 RECORD = 4 + 24  # header + payload

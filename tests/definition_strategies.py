@@ -1,7 +1,7 @@
 """Hypothesis strategies for random probe definitions: functions, C expressions, registers (the kernel's
 and others), $-variables, immediates, addresses, nested dereferences, types and argument names, valid
 and not. The property tests (tests/test_kernel_rules.py for uprobes on this machine's kernel,
-tests/test_qemu_kprobe_rules.py for kprobes in a qemu guest) resolve each with probectl and ask the
+tests/guest/test_qemu_kprobe_rules.py for kprobes in a qemu guest) resolve each with probectl and ask the
 real kernel whether the line ``-D`` prints, or the line probectl refuses, is accepted."""
 from __future__ import annotations
 

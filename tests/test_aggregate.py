@@ -17,7 +17,7 @@ from probectl.analysis.keys import (LOG2, ROLE_END, ROLE_START, SRC_LATENCY, dec
                                     native_aggregator, parse_keys, parse_value)
 from probectl.analysis.table import rows_from_entries
 from probectl.formats import EventFormat
-from test_native import KINDS_FORMAT, common, data_record, kinds_payload, make_page
+from tests.test_native import KINDS_FORMAT, common, data_record, kinds_payload, make_page
 
 KINDS = EventFormat.parse(KINDS_FORMAT, "test")
 

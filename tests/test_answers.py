@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import TRACEFS, _missing, build_fixture
+from tests.helpers import TRACEFS, build_fixture, fails, missing, probectl
 from probectl.analysis import histogram
 from probectl.analysis.columns import open_recordings, read_tables
 from probectl.analysis.parquet import write_parquet
@@ -31,23 +31,6 @@ from probectl.tracedat import open_trace
 DATA = Path(__file__).parent / "data" / "tracedat"
 G = f"pans{os.getpid()}"
 ROUNDS = 7
-
-
-def probectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
-
-
-def fails(*args: str, status: int = 1) -> str:
-    """The stderr of a probectl run that must fail cleanly: an Error line, no traceback, ``status``
-    1 (2 for a usage error, as click has it)."""
-    out = probectl(*args, check=False)
-    assert out.returncode == status, (out.returncode, out.stdout, out.stderr)
-    assert "Traceback" not in out.stderr and "Error: " in out.stderr, out.stderr
-    assert status != 1 or out.stderr.startswith("Error: "), out.stderr
-    return out.stderr
 
 
 def did(stdout: str) -> dict:
@@ -71,9 +54,9 @@ def did(stdout: str) -> dict:
 def recording(tmp_path_factory):
     """answers_target recorded with probes on alloc_block (entry and return) and tag_event."""
     if os.geteuid() != 0:
-        _missing("live tracing tests need root")
+        missing("live tracing tests need root")
     if not (TRACEFS / "uprobe_events").exists():
-        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+        missing(f"no tracefs with uprobe_events at {TRACEFS}")
     binary = build_fixture("answers_target")
     probectl("add", "-x", str(binary), f"{G}:alloc=alloc_block size=%di:u64",
              f"{G}:done=alloc_block%return r=$retval:u64", f"{G}:tag=tag_event label=+0(%di):string")
@@ -164,9 +147,9 @@ def test_report_sym_names_a_tracepoints_symbol_field(tmp_path):
     """sym of a tracepoint is its %pS field (kmem:kmalloc's call_site) named from the file's kallsyms:
     the functions trace-cmd report prints for the same file, counted."""
     if os.geteuid() != 0 or not (TRACEFS / "events" / "kmem" / "kmalloc").exists():
-        _missing("live tracing tests need root and the kmem:kmalloc tracepoint")
+        missing("live tracing tests need root and the kmem:kmalloc tracepoint")
     if shutil.which("trace-cmd") is None:
-        _missing("trace-cmd (apt trace-cmd) is not installed")
+        missing("trace-cmd (apt trace-cmd) is not installed")
     path = tmp_path / "kmalloc.dat"
     probectl("record", "-e", "kmem:kmalloc", "-o", str(path), "--", "/bin/true")
     text = subprocess.run(["trace-cmd", "report", str(path)], capture_output=True, text=True, check=True).stdout
@@ -602,7 +585,7 @@ def test_columns_of_every_field_kind(be):
     from probectl.analysis.columns import ThreadNames, batch_of, event_schema
     from probectl.formats import EventFormat
     from probectl.ringbuf import EventReader, PageLayout
-    from test_native import KINDS_FORMAT, data_record, kinds_payload, make_page
+    from tests.test_native import KINDS_FORMAT, data_record, kinds_payload, make_page
 
     fmt = EventFormat.parse(KINDS_FORMAT, "test")
     payloads = [
@@ -683,7 +666,7 @@ def test_columns_under_address_sanitizer(tmp_path):
     """native/fuzz/columns_fuzz.c built with ASan+UBSan: random spans laid out as every kind of
     variable-size column in buffers of the exact sizes asked for, and random batches scattered over
     random thread tables, each checked against a plain computation."""
-    from conftest import run_sanitized, sanitized_driver
+    from tests.helpers import run_sanitized, sanitized_driver
 
     exe = sanitized_driver(tmp_path, ["fuzz/columns_fuzz.c", "columns.c", "ringbuf.c", "reader.c"])
     for seed in ("1", "2"):
@@ -693,8 +676,8 @@ def test_columns_under_address_sanitizer(tmp_path):
 def test_report_and_query_say_which_formats_could_not_be_read(tmp_path):
     """A file whose format texts do not all parse (another tool's, a newer kernel's): report and
     query count what they can and say, once on stderr, which formats they could not read."""
-    from test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
-    from test_native_slices import write_file
+    from tests.test_native import SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from tests.test_native_slices import write_file
 
     broken = "name: broken\nID: 1003\nformat:\n\tfield:int x;\toffset:oops;\tsize:4;\tsigned:1;\n"
     page = make_page(b"".join(data_record(simple_payload(10, i), 5) for i in range(7)), 1000)

@@ -40,7 +40,7 @@ from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.errors import DebugInfoError, ProbectlError
 from probectl.spec import SpecialVar, TypeSpec, Variable, parse_probe
 
-from conftest import _missing, kernel_testdata
+from tests.helpers import kernel_testdata, missing
 
 RETURN_ARGS = FetchOptions(args_at_return=True)  # a kernel whose return probes read $argN
 
@@ -533,7 +533,7 @@ def cloud_btf(cloud_vmlinux) -> Btf:
 @pytest.fixture(scope="session")
 def host_btf() -> Btf:
     if not B.KERNEL_BTF.exists():
-        _missing(f"this kernel has no {B.KERNEL_BTF}")
+        missing(f"this kernel has no {B.KERNEL_BTF}")
     start = time.perf_counter()
     btf = load_kernel_btf()
     btf.load_seconds = time.perf_counter() - start
@@ -882,7 +882,7 @@ def test_record_offsets_are_cached_by_content(tmp_path, monkeypatch):
     """A kernel's record offsets and name offsets come back from the cache equal to a walk of the
     records; a damaged cache file or other BTF bytes are never read as this BTF's."""
     if not B.KERNEL_BTF.exists():
-        _missing(f"this kernel has no {B.KERNEL_BTF}")
+        missing(f"this kernel has no {B.KERNEL_BTF}")
     data = B.KERNEL_BTF.read_bytes()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     walked = Btf(data)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, build_fixture
+from tests.helpers import ROOT, build_fixture
 from probectl import cachedir
 from probectl.grammars import cache_name
 from probectl.target import kernel

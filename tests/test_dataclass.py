@@ -12,7 +12,7 @@ from typing import ClassVar, Optional
 import pytest
 
 import probectl.dataclass as light
-from conftest import ROOT
+from tests.helpers import ROOT
 
 
 def make(module):

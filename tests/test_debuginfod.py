@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.helpers import build_fixture, missing, probectl
 
 from probectl.debuginfo.elf import ElfFile
 
@@ -56,11 +56,11 @@ def server(tmp_path_factory):
     (-O2, stripped of everything); yields (url, {name: stripped binary}, {name: original})."""
     exe = shutil.which("debuginfod")
     if exe is None:
-        _missing("debuginfod (apt debuginfod) is not installed")
+        missing("debuginfod (apt debuginfod) is not installed")
     try:
         ctypes.CDLL("libdebuginfod.so.1")
     except OSError:
-        _missing("libdebuginfod.so.1 (apt libdebuginfod1) is not installed")
+        missing("libdebuginfod.so.1 (apt libdebuginfod1) is not installed")
     root = tmp_path_factory.mktemp("debuginfod")
     originals = {"uprobe_target": build_fixture("uprobe_target", "-O0"),
                  "dwarf_structs": build_fixture("dwarf_structs", "-O2")}
@@ -88,10 +88,10 @@ def server(tmp_path_factory):
         log.close()
 
 
-def probectl(*args: str, urls: str, cache: Path, timeout: str = "10") -> subprocess.CompletedProcess:
-    env = dict(os.environ, DEBUGINFOD_URLS=urls, DEBUGINFOD_CACHE_PATH=str(cache), DEBUGINFOD_TIMEOUT=timeout)
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+def probectl_with_servers(*args: str, urls: str, cache: Path, timeout: str = "10") -> subprocess.CompletedProcess:
+    """probectl with DEBUGINFOD_URLS ``urls``, its cache in ``cache`` and DEBUGINFOD_TIMEOUT ``timeout``."""
+    return probectl(*args, check=False, timeout=120,
+                    env={"DEBUGINFOD_URLS": urls, "DEBUGINFOD_CACHE_PATH": str(cache), "DEBUGINFOD_TIMEOUT": timeout})
 
 
 def args_of(definitions: str) -> list[list[str]]:
@@ -102,9 +102,9 @@ def test_source_definitions_resolve_on_the_stripped_binary(server, tmp_path):
     url, stripped, originals = server
     cache = tmp_path / "cache"
     probe = "add_ints:2 a b"
-    local = probectl("add", "-D", "-x", str(originals["uprobe_target"]), probe, urls="", cache=cache)
+    local = probectl_with_servers("add", "-D", "-x", str(originals["uprobe_target"]), probe, urls="", cache=cache)
     assert local.returncode == 0, local.stderr
-    fetched = probectl("add", "-D", "-x", str(stripped["uprobe_target"]), probe, urls=url, cache=cache)
+    fetched = probectl_with_servers("add", "-D", "-x", str(stripped["uprobe_target"]), probe, urls=url, cache=cache)
     assert fetched.returncode == 0, fetched.stderr
     assert args_of(fetched.stdout) == args_of(local.stdout) == [["a=-4(%bp):s32", "b=-8(%bp):s32"]]
     assert local.stdout.split()[1].rsplit(":", 1)[1] == fetched.stdout.split()[1].rsplit(":", 1)[1]
@@ -116,8 +116,8 @@ def test_source_definitions_resolve_on_the_stripped_binary(server, tmp_path):
 def test_a_binary_without_symbols_is_found_through_the_fetched_dwarf(server, tmp_path):
     """dwarf_structs was stripped of its symbol table too: its functions are known from the DWARF only."""
     url, stripped, originals = server
-    local = probectl("vars", "-x", str(originals["dwarf_structs"]), "paint", urls="", cache=tmp_path)
-    fetched = probectl("vars", "-x", str(stripped["dwarf_structs"]), "paint", urls=url, cache=tmp_path)
+    local = probectl_with_servers("vars", "-x", str(originals["dwarf_structs"]), "paint", urls="", cache=tmp_path)
+    fetched = probectl_with_servers("vars", "-x", str(stripped["dwarf_structs"]), "paint", urls=url, cache=tmp_path)
     assert local.returncode == 0 and fetched.returncode == 0, fetched.stderr
     assert fetched.stdout == local.stdout
 
@@ -125,10 +125,10 @@ def test_a_binary_without_symbols_is_found_through_the_fetched_dwarf(server, tmp
 def test_the_second_run_uses_the_cache(server, tmp_path):
     url, stripped, _ = server
     cache = tmp_path / "cache"
-    first = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url, cache=cache)
+    first = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url, cache=cache)
     assert first.returncode == 0, first.stderr
     # The server is not asked again: a run whose only server is down still succeeds, from the cache.
-    second = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls="http://127.0.0.1:1",
+    second = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls="http://127.0.0.1:1",
                       cache=cache)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
@@ -137,7 +137,7 @@ def test_the_second_run_uses_the_cache(server, tmp_path):
 
 def test_without_servers_the_error_says_where_it_looked(server, tmp_path):
     _, stripped, _ = server
-    out = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls="", cache=tmp_path)
+    out = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls="", cache=tmp_path)
     assert out.returncode == 1 and out.stderr.startswith("Error: ") and "Traceback" not in out.stderr
     assert "no separate debug file was found" in out.stderr and "DEBUGINFOD_URLS" in out.stderr
 
@@ -145,7 +145,7 @@ def test_without_servers_the_error_says_where_it_looked(server, tmp_path):
 def test_server_down(server, tmp_path):
     _, stripped, _ = server
     down = f"http://127.0.0.1:{free_port()}"
-    out = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=down, cache=tmp_path)
+    out = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=down, cache=tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "no debuginfod server has the debuginfo of" in out.stderr
     assert f"{down}: " in out.stderr and "connect" in out.stderr.lower()
@@ -157,16 +157,16 @@ def test_not_found_names_each_server_and_its_answer(server, tmp_path):
     stripped = tmp_path / "dwarf_inline"
     subprocess.run(["objcopy", "--strip-debug", str(other), str(stripped)], check=True)
     down = f"http://127.0.0.1:{free_port()}"
-    out = probectl("lines", "-x", str(stripped), "main", urls=f"{url} {down}", cache=tmp_path / "both")
+    out = probectl_with_servers("lines", "-x", str(stripped), "main", urls=f"{url} {down}", cache=tmp_path / "both")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"(build-id {build_id(other)})" in out.stderr
     assert f"{url}: HTTP 404 (not found)" in out.stderr
     assert f"{down}: " in out.stderr
     # A 404 from every server is remembered by libdebuginfod (an empty cache file), which then asks no
     # server for a while: say so.
-    only = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path / "one")
+    only = probectl_with_servers("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path / "one")
     assert only.returncode == 1 and f"{url}: HTTP 404 (not found)" in only.stderr
-    again = probectl("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path / "one")
+    again = probectl_with_servers("lines", "-x", str(stripped), "main", urls=url, cache=tmp_path / "one")
     assert again.returncode == 1 and "debuginfod's cache remembers that no server had" in again.stderr
     assert f"remove {tmp_path / 'one' / build_id(other) / 'debuginfo'}" in again.stderr
 
@@ -212,7 +212,7 @@ def test_slow_server_times_out(server, tmp_path, own_server):
     handler = type("Slow", (_Handler,), {"delay": 8.0, "body": b"x"})
     url = own_server(handler)
     started = time.monotonic()
-    out = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url, cache=tmp_path, timeout="1")
+    out = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url, cache=tmp_path, timeout="1")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"{url}: timed out" in out.stderr, out.stderr
     assert time.monotonic() - started < 60  # (not a timing assertion: it must merely not hang)
@@ -223,13 +223,13 @@ def test_a_file_of_another_build_id_is_refused(server, tmp_path, own_server):
     handler = type("Wrong", (_Handler,), {"body": build_fixture("dwarf_inline", "-O0").read_bytes()})
     url = own_server(handler)
     cache = tmp_path / "cache"
-    out = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url, cache=cache)
+    out = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url, cache=cache)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     bid = build_id(originals["uprobe_target"])
     assert f"{url} sent a file for build-id {bid} that does not belong to it" in out.stderr, out.stderr
     assert not (cache / bid / "debuginfo").exists()
     # The next run, with the right server, fetches the right file.
-    good = probectl("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url_real, cache=cache)
+    good = probectl_with_servers("lines", "-x", str(stripped["uprobe_target"]), "add_ints", urls=url_real, cache=cache)
     assert good.returncode == 0, good.stderr
 
 
@@ -299,7 +299,7 @@ def test_a_long_download_shows_progress_on_a_terminal_only(server, tmp_path, own
     status, terminal = run_on_a_terminal(args, env)
     assert status == 0, terminal
     assert "probectl: fetching" in terminal and "/3.0 MiB" in terminal and "[####" in terminal, terminal
-    piped = probectl(*args[3:], urls=url, cache=tmp_path / "pipe")
+    piped = probectl_with_servers(*args[3:], urls=url, cache=tmp_path / "pipe")
     assert piped.returncode == 0, piped.stderr
     assert "fetching" not in piped.stderr and "fetched from" in piped.stderr
 
@@ -311,7 +311,7 @@ def source_server(tmp_path_factory):
     SRC/uprobe_target.c and probectl, outside, finds nothing there. Yields (url, stripped binary, source text)."""
     exe, unshare = shutil.which("debuginfod"), shutil.which("unshare")
     if exe is None:
-        _missing("debuginfod (apt debuginfod) is not installed")
+        missing("debuginfod (apt debuginfod) is not installed")
     if unshare is None or os.geteuid() != 0:
         pytest.skip("needs root and unshare(1) for a private mount namespace")
     root = tmp_path_factory.mktemp("srcserver")
@@ -351,23 +351,23 @@ def source_server(tmp_path_factory):
 
 def test_lines_fetches_the_source(source_server, tmp_path):
     url, stripped, text, binary = source_server
-    out = probectl("lines", "-x", str(stripped), "add_ints", urls=url, cache=tmp_path)
+    out = probectl_with_servers("lines", "-x", str(stripped), "add_ints", urls=url, cache=tmp_path)
     assert out.returncode == 0, out.stderr
     body = [line.split(None, 1)[-1] for line in out.stdout.splitlines()[1:] if line.strip()]
     assert "PROBED int add_ints(int a, int b)" in out.stdout and "return a + b;" in out.stdout
     assert all(line.strip() in text for line in body)
     # Without servers the binary's own DWARF is there, its source is not.
-    without = probectl("lines", "-x", str(binary), "add_ints", urls="", cache=tmp_path / "none")
+    without = probectl_with_servers("lines", "-x", str(binary), "add_ints", urls="", cache=tmp_path / "none")
     assert without.returncode == 1 and "source file" in without.stderr and "not found" in without.stderr
     down = f"http://127.0.0.1:{free_port()}"
-    refused = probectl("lines", "-x", str(binary), "add_ints", urls=down, cache=tmp_path / "none")
+    refused = probectl_with_servers("lines", "-x", str(binary), "add_ints", urls=down, cache=tmp_path / "none")
     assert refused.returncode == 1 and "no debuginfod server has the source" in refused.stderr
     assert f"{down}: " in refused.stderr
 
 
 def test_lazy_pattern_fetches_the_source(source_server, tmp_path):
     url, stripped, _, _ = source_server
-    out = probectl("add", "-D", "-x", str(stripped), "add_ints;return*", urls=url, cache=tmp_path)
+    out = probectl_with_servers("add", "-D", "-x", str(stripped), "add_ints;return*", urls=url, cache=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("p:probe_uprobe_target/add_ints ")
 

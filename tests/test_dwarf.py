@@ -26,7 +26,7 @@ from probectl.errors import DebugInfoError, ValueTooWideError
 from probectl.events import FetchArg
 from probectl.spec import SpecialVar, Variable, parse_probe
 
-from conftest import FIXTURES, ROOT, build_fixture, build_static_pair
+from tests.helpers import FIXTURES, ROOT, build_fixture, build_static_pair
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 OPTS = ("-O0", "-O2")
@@ -412,7 +412,7 @@ def test_kernel_function_lines_of_one_line_equal_the_walk():
     """tcp.c: 14k DIEs below its functions, 2,489 declaration lines and inline call sites."""
     import random
 
-    from conftest import kernel_testdata
+    from tests.helpers import kernel_testdata
 
     di = DebugInfo.open(kernel_testdata("vmlinux"))
     (fn,) = di.find_functions("tcp_sendmsg_locked")
@@ -490,7 +490,7 @@ def test_dwarf_sections_opened_without_elffile_equal_elffiles(opt):
 
 @pytest.mark.vmlinux
 def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
-    from conftest import kernel_testdata
+    from tests.helpers import kernel_testdata
 
     _same_sections(kernel_testdata("vmlinux"))
 
@@ -498,7 +498,7 @@ def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
 def _units_found_by_offset(path) -> None:
     """The units are pyelftools' units; a reference is read from its unit alone (the one pyelftools'
     own search finds), without reading the units before it."""
-    from conftest import pyelftools_dwarfinfo
+    from tests.helpers import pyelftools_dwarfinfo
     from probectl.debuginfo.dwarf.dieindex import read_unit_headers
 
     di = DebugInfo.open(path)

@@ -21,7 +21,7 @@ from probectl.debuginfo.dwarf.location import location_entries, parse_expression
 from probectl.debuginfo.dwarf.units import DwarfFormatError
 from probectl.errors import DebugInfoError
 
-from conftest import build_fixture, kernel_testdata_dir, pyelftools_dwarfinfo
+from tests.helpers import build_fixture, kernel_testdata_dir, pyelftools_dwarfinfo
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 

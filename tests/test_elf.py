@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.helpers import build_fixture, missing
 from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file
 from probectl.errors import DebugInfoError, ProbectlError, TargetError
 from probectl.target.binary import uprobe_group_name
@@ -39,7 +39,7 @@ def target(request):
 @pytest.fixture(scope="module")
 def libc():
     if not LIBC.exists():
-        _missing(f"{LIBC} not found")
+        missing(f"{LIBC} not found")
     return LIBC
 
 
@@ -48,13 +48,13 @@ def libc_debug(libc):
     elf = ElfFile(libc)
     path = DEBUG_ROOT / ".build-id" / elf.build_id[:2] / f"{elf.build_id[2:]}.debug"
     if not path.exists():
-        _missing("libc6-dbg is not installed (no libc debug file under /usr/lib/debug/.build-id)")
+        missing("libc6-dbg is not installed (no libc debug file under /usr/lib/debug/.build-id)")
     return path
 
 
 def _tool(*args: str) -> str:
     if not shutil.which(args[0]):
-        _missing(f"{args[0]} (binutils) is not installed")
+        missing(f"{args[0]} (binutils) is not installed")
     return subprocess.run(args, capture_output=True, text=True, check=True).stdout
 
 
@@ -383,7 +383,7 @@ def _readelf_build_id(path: Path) -> str | None:
 @pytest.mark.parametrize("path", [LIBC, Path("/usr/bin/bash")], ids=lambda p: p.name)
 def test_build_id_matches_readelf(path):
     if not path.exists():
-        _missing(f"{path} not found")
+        missing(f"{path} not found")
     assert ElfFile(path).build_id == _readelf_build_id(path)
 
 

@@ -189,7 +189,7 @@ def test_a_huge_c_index_is_an_error_end_to_end():
     import subprocess
     import sys
 
-    from conftest import build_fixture
+    from tests.helpers import build_fixture
 
     app = build_fixture("dwarf_structs")
     out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-x", str(app), "paint w->values[536870912]"],

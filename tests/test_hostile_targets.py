@@ -3,23 +3,21 @@ not regular files, ELF files for another machine, and ELF files whose section he
 Each gets a clear error, quickly: no hang, no traceback, nothing written."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.helpers import build_fixture, missing, probectl as run_probectl
 
 TIMEOUT = 20  # seconds; a hang (the defect) is a failure, not a stuck suite
 
 
-def probectl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, cwd=cwd)
+probectl = functools.partial(run_probectl, check=False, timeout=TIMEOUT)
 
 
 def refused(out: subprocess.CompletedProcess, *words: str) -> None:
@@ -66,13 +64,13 @@ def test_other_machines_are_refused(tmp_path):
 
 def test_a_32_bit_x86_library_is_refused(tmp_path):
     if not shutil.which("ld"):
-        _missing("no ld (binutils) to link a 32-bit library")
+        missing("no ld (binutils) to link a 32-bit library")
     src = tmp_path / "f.c"
     src.write_text("int f(int x) { return x + 1; }\n")
     obj = tmp_path / "f32.o"
     built = subprocess.run(["gcc", "-m32", "-c", str(src), "-o", str(obj)], capture_output=True)
     if built.returncode:
-        _missing(f"gcc cannot build 32-bit objects here: {built.stderr.decode(errors='replace')[:200]}")
+        missing(f"gcc cannot build 32-bit objects here: {built.stderr.decode(errors='replace')[:200]}")
     lib = tmp_path / "lib32.so"
     subprocess.run(["ld", "-m", "elf_i386", "-shared", str(obj), "-o", str(lib)], check=True)
     refused(probectl("add", "-D", "-x", str(lib), "f"), "32-bit", "i386")

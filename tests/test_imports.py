@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, _missing, build_fixture, kernel_testdata
+from tests.helpers import ROOT, build_fixture, kernel_testdata, missing
 
 # Runs probectl's command line in this interpreter, then prints the top-level packages loaded and
 # the regular expressions compiled (the keys of re's cache, CPython's: (type, pattern, flags)).
@@ -115,7 +115,7 @@ def test_btf_arguments_do_not_load_dwarf():
     from probectl.debuginfo.btf.format import KERNEL_BTF
 
     if not KERNEL_BTF.exists():
-        _missing(f"this kernel has no {KERNEL_BTF} (--btf has nothing to read)")
+        missing(f"this kernel has no {KERNEL_BTF} (--btf has nothing to read)")
     modules = loaded("add", "-D", "--btf", "vfs_read count file->f_pos")
     assert "elftools" not in modules and "probectl.debuginfo.dwarf" not in modules
     assert "probectl.resolve.btf" in modules

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_fixture
+from tests.helpers import build_fixture
 from probectl.debuginfo.dwarf import DebugInfo
 
 WAITING = "waiting for another probectl building the index for "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture, build_static_pair, kernel_testdata
+from tests.helpers import build_fixture, build_static_pair, kernel_testdata, missing
 from probectl.debuginfo.dwarf import dieindex, namesearch
 from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
@@ -40,7 +40,7 @@ def private_cache(tmp_path, monkeypatch):
 
 def _gcc():
     if shutil.which("gcc") is None:
-        _missing("gcc is needed to build the fixtures")
+        missing("gcc is needed to build the fixtures")
 
 
 def _static_pair() -> Path:
@@ -52,7 +52,7 @@ def _static_pair() -> Path:
 def _target(name: str) -> Path:
     if name == "libc":
         if not LIBC.exists():
-            _missing(f"no libc at {LIBC}")
+            missing(f"no libc at {LIBC}")
         return LIBC
     if name == "static":
         return _static_pair()
@@ -65,7 +65,7 @@ def _debuginfo(path: Path) -> DebugInfo:
     try:
         return DebugInfo.open(path)
     except Exception as exc:  # libc without libc6-dbg
-        _missing(str(exc))
+        missing(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -316,7 +316,7 @@ def test_kernel_symbols_without_the_table(vmlinux):
 def test_address_order_is_cached(private_cache, monkeypatch):
     """A large table's order is kept (by build-id) and read back; a damaged or foreign file is rebuilt."""
     if not LIBC.exists():
-        _missing(f"no libc at {LIBC}")
+        missing(f"no libc at {LIBC}")
     monkeypatch.setattr("probectl.debuginfo.symtab._CACHED_TABLE_BYTES", 0)
     values, funcs = _reference_order(ElfFile(LIBC))
     sorts = []
@@ -345,7 +345,7 @@ def test_address_ranges_are_cached(private_cache, monkeypatch):
     try:
         DebugInfo.open(LIBC).close()
     except Exception as exc:  # (DebugInfoError: no libc6-dbg)
-        _missing(f"libc6-dbg is not installed: {exc}")
+        missing(f"libc6-dbg is not installed: {exc}")
     parses = []
     real = dieindex.parse_aranges
     monkeypatch.setattr(dieindex, "parse_aranges", lambda *a: parses.append(1) or real(*a))

@@ -19,7 +19,7 @@ from probectl.resolve import Resolver
 from probectl.target import Target
 from probectl.spec import parse_probe
 
-from conftest import _missing, kernel_testdata
+from tests.helpers import kernel_testdata, missing
 
 pytestmark = pytest.mark.vmlinux
 
@@ -89,7 +89,7 @@ def ours(resolver, n: int, definition: str) -> list[EventDefinition]:
 def perf_results(kernel, tmp_path_factory):
     """perf's definitions for AGREED, in one run (perf stops at its first failure, so all must work)."""
     if subprocess.run(["which", "perf"], capture_output=True).returncode != 0:
-        _missing("perf (apt linux-perf) is not installed")
+        missing("perf (apt linux-perf) is not installed")
     args = ["perf", "probe", "-k", str(kernel)]
     for n, definition in enumerate(AGREED):
         args += ["-D", f"d{n}={definition}"]
@@ -232,7 +232,7 @@ def test_btf_of_the_running_kernel(tmp_path):
     """No DWARF for the machine's own kernel: arguments come from /sys/kernel/btf/vmlinux and places
     from /proc/kallsyms (struct layouts differ between kernels, so only the shape is checked)."""
     if not Path("/sys/kernel/btf/vmlinux").exists() or os.geteuid() != 0:
-        _missing("the running kernel's BTF and /proc/kallsyms addresses need root and CONFIG_DEBUG_INFO_BTF")
+        missing("the running kernel's BTF and /proc/kallsyms addresses need root and CONFIG_DEBUG_INFO_BTF")
     running = Resolver(Target(kind="kprobe"))
     (entry,) = ours(running, 0, "vfs_read count file->f_flags")
     assert entry.place == "vfs_read+0"

@@ -2,6 +2,7 @@
 `perf probe -m PATH -D`; compressed modules, module names, and what cannot be probed."""
 from __future__ import annotations
 
+import functools
 import lzma
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 from probectl.target.kernel import find_module, module_name, module_release
 
-from conftest import kernel_testdata
+from tests.helpers import kernel_testdata, probectl as run_probectl
 
 pytestmark = pytest.mark.vmlinux
 
@@ -32,8 +33,7 @@ def modules_dir() -> Path:
     return kernel_testdata("modules", "vfat.ko").parent
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+probectl = functools.partial(run_probectl, check=False)
 
 
 @pytest.mark.perf
@@ -78,7 +78,7 @@ def test_module_errors(modules_dir, definition, message):
 
 def test_btf_of_a_module_of_another_kernel_is_refused(modules_dir):
     """--btf with -m reads the module's split BTF on top of the running kernel's (tested live in the
-    qemu guest, tests/test_qemu_probectl.py); a module built for another kernel would be read
+    qemu guest, tests/guest/test_qemu_probectl.py); a module built for another kernel would be read
     against the wrong types (struct file's f_flags at +40 instead of +64 here), so it is an error."""
     vfat = modules_dir / "vfat.ko"
     release = module_release(vfat)

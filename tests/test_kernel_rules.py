@@ -1,14 +1,12 @@
 """The kernel's rules for definition lines (probectl/probes/kernel_rules.py), checked before anything is
 written: a table of lines with the kernel's verdict (each verdict seen on Debian's 6.1 kernel in qemu,
-or on this machine's kernel for uprobes), the same rules end to end through ``add -D``, and a property
-test writing generated uprobe definitions to this machine's tracefs (tests/test_qemu_kprobe_rules.py
-does the same for kprobes in a qemu guest of the 6.1 kernel)."""
+or on this machine's kernel for uprobes), the same rules end to end through ``add -D``. The property
+test writing generated uprobe definitions to this machine's tracefs is in tests/live/test_kernel_rules.py
+(tests/guest/test_qemu_kprobe_rules.py does the same for kprobes in a qemu guest of the 6.1 kernel)."""
 from __future__ import annotations
 
-import os
+import functools
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +15,7 @@ from probectl.events import EventDefinition
 from probectl.probes.kernel_rules import check_definition
 from probectl.tracefs import Features
 
-from conftest import build_fixture, kernel_testdata
+from tests.helpers import build_fixture, kernel_testdata, probectl as run_probectl
 
 # What Debian's 6.1 kernel's README lists (tests/test_tracefs.py README_61).
 KERNEL_61 = Features(kprobe_events=True, uprobe_events=True, dynamic_events=True, x_types=True, multiprobe=True,
@@ -183,8 +181,7 @@ def test_the_line_limit_is_4094_characters():
 # --- end to end: add -D -----------------------------------------------------------------------------
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, timeout=120)
+probectl = functools.partial(run_probectl, check=False, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -258,113 +255,6 @@ def test_kprobe_only_and_uprobe_only_forms(structs):
     assert out.returncode == 0, out.stderr
 
 
-# --- property: what -D prints for random uprobe definitions, this machine's kernel takes ---------------
-
-
-class Verdicts:
-    """Generated definitions judged by the kernel, and the disagreements with probectl's checker."""
-
-    def __init__(self):
-        self.accepted = 0  # probectl printed them, the kernel took them
-        self.refused = 0  # probectl refused them, the kernel refused them too
-        self.unjudged = 0  # refused before the kernel rules (grammar, resolution): not the checker's
-        self.disagreements: list[str] = []
-
-
-def write_lines(path, lines: list[str], removals: list[str]) -> str:
-    """Write ``lines`` to ``path`` one write each; remove what was written (``removals``) whatever
-    happens; '' if every line was taken, else the errno text of the first refusal."""
-    written = 0
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        for line in lines:
-            try:
-                os.write(fd, (line + "\n").encode())
-            except OSError as err:
-                return os.strerror(err.errno)
-            written += 1
-        return ""
-    finally:
-        if written:
-            for removal in removals:
-                try:
-                    os.write(fd, (removal + "\n").encode())
-                except OSError:
-                    pass
-        os.close(fd)
-
-
-def judge_definition(text: str, target, tfs, events_file, group: str, event: str, verdicts: Verdicts) -> None:
-    """Resolve ``text`` as ``add`` does; write the lines probectl prints (or refuses) to the kernel."""
-    from dataclasses import replace
-
-    from probectl.errors import ProbectlError
-    from probectl.probes import ProbeSet
-    from probectl.probes.naming import assign_events
-
-    try:
-        probes = ProbeSet.resolve([text], target, tfs.features)
-    except ProbectlError:
-        verdicts.unjudged += 1
-        return
-    taken: set = set()
-    lines = [replace(d, group=group, event=event).render()
-             for spec, points in probes.resolved
-             for d in assign_events(spec, points, group=group, taken=taken, force=True,
-                                    multiprobe=probes.multiprobe, is_uprobe=target.is_uprobe)]
-    try:
-        probes.name(force=True)
-        refusal = None
-    except KernelRuleError as err:
-        refusal = err
-    except ProbectlError:
-        verdicts.unjudged += 1
-        return
-    kernel = write_lines(events_file, lines, [f"-:{group}/{event}"])
-    if refusal is None and not kernel:
-        verdicts.accepted += 1
-    elif refusal is not None and kernel:
-        verdicts.refused += 1
-    elif refusal is None:
-        verdicts.disagreements.append(f"{text!r}: -D printed {lines[0]!r}; the kernel said {kernel}")
-    else:
-        verdicts.disagreements.append(f"{text!r}: probectl refused {lines[0]!r} ({refusal.message}); "
-                                      f"the kernel took it")
-
-
-@pytest.mark.root
-def test_generated_uprobe_definitions_agree_with_the_kernel(live_tracefs, structs):
-    """Random definitions over the fixture's functions, variables, registers, types and names: every
-    line -D prints is taken by this machine's kernel, and every line the checker refuses is refused
-    by it (each written and removed again at once)."""
-    from datetime import timedelta
-
-    from hypothesis import HealthCheck, given, settings
-
-    from probectl.target import find_target
-    from probectl.tracefs import Tracefs
-
-    from definition_strategies import UPROBE_EXPRS, definitions
-
-    tfs = Tracefs(live_tracefs)
-    target = find_target(structs)
-    group = f"krules{os.getpid()}"
-    verdicts = Verdicts()
-    count = iter(range(10**6))
-
-    @settings(max_examples=150, deadline=timedelta(seconds=20), database=None,
-              suppress_health_check=[HealthCheck.too_slow])
-    @given(definitions(UPROBE_EXPRS))
-    def judge(text):
-        judge_definition(text, target, tfs, live_tracefs / "uprobe_events", group, f"e{next(count)}", verdicts)
-
-    judge()
-    print(f"uprobe definitions judged by the kernel: {verdicts.accepted} accepted, {verdicts.refused} refused "
-          f"(both agreeing with probectl), {verdicts.unjudged} refused before the kernel rules")
-    assert not verdicts.disagreements, "\n".join(verdicts.disagreements)
-    assert verdicts.accepted >= 20 and verdicts.refused >= 10, vars(verdicts)
-
-
 def test_automatic_names_are_fitted_to_the_kernel():
     """Names made from expressions become C identifiers of at most 32 characters, unique, avoiding the
     given names, the reserved fields and the kernel's argN of unnamed arguments; given names stay."""
@@ -379,17 +269,6 @@ def test_automatic_names_are_fitted_to_the_kernel():
     assert names == ["a_very_long_variable_name_of_a_p", "a_very_long_variable_name_of_a_1", "", "arg3_1", "x",
                      "x_1", "common_pid_1", "_9lives"]
     assert all(len(n) <= 32 for n in names)
-
-
-@pytest.mark.root
-@pytest.mark.parametrize("command", [["add", "-n"], ["add"], ["trace"]])
-def test_add_n_add_and_trace_check_before_writing(live_tracefs, structs, command):
-    """The checker sits where the definitions are named, so every path that writes goes through it
-    (and nothing is written: the live_tracefs fixture checks)."""
-    extra = ["--", "true"] if command == ["trace"] else []
-    out = probectl(*command, "-x", structs, f"ptest{os.getpid()}:e=paint scale %eax", *extra)
-    assert out.returncode == 1, out.stdout
-    assert "argument 2 (%eax): the kernel knows no register %eax" in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("source", ["dwarf", "btf"])

@@ -27,8 +27,8 @@ from probectl.debuginfo.dwarf.variables import best_scope, find_variable
 from probectl.errors import VariableNotFound, VariableUnavailable
 from probectl.spec import TypeSpec, Variable, parse_probe
 
-from test_dwarf import (WIDE_LEFT_OUT, fixture_bins, perf_oracle, probe_points, probectl_definitions,  # noqa: F401
-                        render)
+from tests.test_dwarf import (WIDE_LEFT_OUT, fixture_bins, perf_oracle, probe_points, probectl_definitions,  # noqa: F401
+                              render)
 
 # The format of the units the hand-assembled expressions are in: 64-bit addresses, 32-bit DWARF 5.
 STRUCTS = SimpleNamespace(address_size=8, offset_size=4, version=5)
@@ -179,7 +179,7 @@ def test_cfa_rules_match_readelf(fixture_bins, opt):
 def test_debug_frame_cfa_rules_match_readelf(tmp_path, monkeypatch, opt):
     """Without .eh_frame for them (as in a vmlinux) the FDEs come from .debug_frame through its index by
     address: scanned the first time, read back from the cache the second; readelf agrees both times."""
-    from conftest import build_fixture
+    from tests.helpers import build_fixture
     from probectl.debuginfo.dwarf import cfi
 
     binary = build_fixture("dwarf_structs", opt, ("-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))

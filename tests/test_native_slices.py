@@ -13,15 +13,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from conftest import run_sanitized, sanitized_driver
+from tests.helpers import run_sanitized, sanitized_driver
 from probectl.analysis.columns import ThreadNames, batch_of, event_schema, read_tables
 from probectl.errors import TraceFileError
 from probectl.formats import EventFormat
 from probectl.ringbuf import EventReader
 from probectl.tracedat import TraceMetadata, open_trace, write_tracedat
-from test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, kinds_payload, make_page, simple_payload,
-                         time_stamp)
-from test_tracedat import HEADER_EVENT, HEADER_PAGE
+from tests.test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, kinds_payload, make_page, simple_payload,
+                               time_stamp)
+from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
 PAGE = 4096
 

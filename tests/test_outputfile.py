@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import FifoReader
+from tests.helpers import FifoReader
 from probectl.errors import OutputFileError
 from probectl.outputfile import OutputFile, write_text
 

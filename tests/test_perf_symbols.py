@@ -13,7 +13,7 @@ import pytest
 
 from probectl.events import EventDefinition
 
-from conftest import build_fixture
+from tests.helpers import build_fixture, probectl
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -58,9 +58,7 @@ def perf_definitions(perf_bin: str, binary: str, definition: str) -> list[EventD
 
 
 def probectl_definitions(binary: str, definition: str) -> list[EventDefinition]:
-    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-x", binary, "-D", definition],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    out = probectl("add", "-x", binary, "-D", definition)
     return [EventDefinition.parse(line) for line in out.stdout.splitlines()]
 
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 
 import pytest
 
-from chromium import Browser
-from conftest import ROOT
+from tests.chromium import Browser
+from tests.helpers import ROOT, probectl
 from probectl.errors import ProbectlError
 from probectl.pictures.flamegraph import FlameGraphOptions, X_PAD, render_svg
 from probectl.pictures.heatmap import bin_pairs, parse_pairs, render_heatmap_svg
@@ -37,13 +35,6 @@ prog;main;compute 6
 prog;init;load_config 3
 other;main;sleep 1
 """
-
-
-def probectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, input=input)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def frames_of(svg: str) -> list[dict]:

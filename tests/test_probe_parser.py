@@ -12,7 +12,7 @@ import sys
 
 import lark  # (a dependency of probectl: the filter grammar is parsed with it)
 
-from conftest import ROOT
+from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 

@@ -97,7 +97,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from conftest import ROOT, TRACEFS, _missing, build_fixture, build_usdt, kernel_testdata, require_tracefs
+from tests.helpers import ROOT, TRACEFS, build_fixture, build_usdt, kernel_testdata, missing, require_tracefs
 
 README = ROOT / "README.md"
 WILD = "…"
@@ -705,11 +705,11 @@ class Tour:
     def start_debuginfod(self, directory: Path) -> tuple[subprocess.Popen, str]:
         """``debuginfod -F DIRECTORY`` on a free port, once it serves every ELF file there (as
         tests/test_debuginfod.py's server); its process and URL."""
-        from test_debuginfod import build_id, free_port
+        from tests.test_debuginfod import build_id, free_port
 
         exe = shutil.which("debuginfod")
         if exe is None:
-            _missing("debuginfod (apt debuginfod) is not installed")
+            missing("debuginfod (apt debuginfod) is not installed")
         port = free_port()
         log = open(self.cwd / f"debuginfod-{port}.log", "w")
         proc = subprocess.Popen([exe, "-F", "-d", str(self.cwd / f"debuginfod-{port}.sqlite"), "-p", str(port),

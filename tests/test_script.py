@@ -10,21 +10,20 @@ import csv
 import io
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import probectl
-from conftest import build_fixture
+from tests.helpers import build_fixture
+from tests.helpers import probectl as probectl_cli  # (probectl is the package here)
 from probectl.formats import EventFormat
 from probectl.record import decode_proc_maps, encode_proc_maps, synthesize_maps
 from probectl.script import (KernelSymbols, Mapping, Source, StackJoiner, TextFormatter, UserSymbols,
                              parse_fields, split_print_fmt, stack_addresses, trace_template, write_script)
 from probectl.tracedat import kallsyms_addresses_shown, open_trace
-from test_tracedat import parse_report
+from tests.test_tracedat import parse_report
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = ["sample-v7.dat", "sample-v6.dat", "tracecmd-v6.dat", "tracecmd-v7-zstd.dat"]
@@ -34,13 +33,6 @@ META = json.loads((DATA / "tracedat" / "sample.json").read_text())
 # COMM TID [CPU] SECS.USECS: GROUP:EVENT: rest
 TEXT_LINE = re.compile(r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+) \[(?P<cpu>\d{3})\]\s+(?P<secs>\d+)\.(?P<us>\d{6}): "
                        r"(?P<event>[\w]+:[\w]+):(?: (?P<rest>.*))?$")
-
-
-def probectl_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def script_text(path: Path, kind: str = "text", fields: tuple[str, ...] | None = None, events=()) -> str:
@@ -280,7 +272,7 @@ STACK_FORMATS = {
 def _stack_record(ident: int, fields, values: dict[str, Any]) -> bytes:
     import struct
 
-    from test_native import common
+    from tests.test_native import common
 
     payload = bytearray(common(ident, 9) + b"\0" * (max((o + n for _d, o, n, _s in fields), default=8) - 8))
     for decl, offset, size, _signed in fields:
@@ -297,8 +289,8 @@ def _stack_record(ident: int, fields, values: dict[str, Any]) -> bytes:
 
 def _stack_trace(tmp_path: Path, kernel_fields, user_fields) -> Path:
     from probectl.tracedat import TraceMetadata, write_tracedat
-    from test_native import COMMON_FIELDS, SIMPLE_FORMAT, data_record, make_page, simple_payload
-    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from tests.test_native import COMMON_FIELDS, SIMPLE_FORMAT, data_record, make_page, simple_payload
+    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
     def fmt(name: str, ident: int, fields) -> str:
         body = "".join(f"\tfield:{d};\toffset:{o};\tsize:{n};\tsigned:{s};\n" for d, o, n, s in fields)

@@ -2,15 +2,13 @@
 it names must say so, not quietly do something else."""
 from __future__ import annotations
 
-import subprocess
-import sys
+import functools
 from pathlib import Path
 
-from conftest import build_fixture
+from tests.helpers import build_fixture, probectl as run_probectl
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, timeout=120)
+probectl = functools.partial(run_probectl, check=False, timeout=120)
 
 
 def test_func_at_a_source_file_that_does_not_define_it_is_not_found():
@@ -27,10 +25,10 @@ def test_func_at_a_source_file_that_does_not_define_it_is_not_found():
 
 def test_an_alias_keeps_its_source_filter():
     """malloc is __libc_malloc's alias (found through the symbol): @SRC still applies to it."""
-    from conftest import _missing
+    from tests.helpers import missing
 
     if not list(Path("/usr/lib/debug/.build-id").glob("*/*.debug")):
-        _missing("libc6-dbg is not installed")
+        missing("libc6-dbg is not installed")
     assert probectl("add", "-D", "-x", "libc", "malloc@malloc.c bytes").returncode == 0
     out = probectl("add", "-D", "-x", "libc", "malloc@nosuch.c bytes")
     assert out.returncode == 1 and "not found" in out.stderr and out.stdout == ""

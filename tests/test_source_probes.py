@@ -5,7 +5,7 @@ libc (with libc6-dbg); every definition line must agree in kind, group, event, p
 argument (name, fetch text, type). Three deliberate differences are normalized before comparing:
 
 * a bare ``$retval``: perf leaves it untyped, probectl types it from the function's DWARF return
-  type (the values are checked live in test_live_source.py);
+  type (the values are checked live in tests/live/test_live_source.py);
 * globals: perf writes ``@sym+0``, which uprobes refuse ("symbol-based uprobe fetch is not
   supported"); probectl writes ``@+0xOFFSET`` relative to the probed file, computed here from the
   ELF symbol table;
@@ -14,7 +14,7 @@ argument (name, fetch text, type). Three deliberate differences are normalized b
 
 Where perf fails or is wrong (bitfields, structs in registers, multi-operation locations, its
 lazy-pattern cache across files, its symbol lookup in -O2 dwarf_inline), the test says why and
-checks probectl's own answer; test_live_source.py records those values from the running program.
+checks probectl's own answer; tests/live/test_live_source.py records those values from the running program.
 
 The ~150 definitions run through the CLI's entry point (``probectl.cli.main``, what
 ``python -m probectl`` runs) in this process, so interpreter start-up is paid once; the error
@@ -22,13 +22,13 @@ contract (exit status, stderr, no traceback, nothing added) is checked with real
 """
 from __future__ import annotations
 
+import functools
 import contextlib
 import io
 import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from functools import lru_cache
@@ -41,7 +41,8 @@ from probectl.cli import main as cli_main
 from probectl.debuginfo.elf import ElfFile
 from probectl.events import EventDefinition
 
-from conftest import FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program, build_static_pair
+from tests.helpers import (FIXTURES, build_alias_library, build_alias_pair, build_fixture, build_program,
+                           build_static_pair, probectl)
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 GLOBAL_REF = re.compile(r"@([A-Za-z_][\w.]*)([+-]\d+)")
@@ -596,9 +597,7 @@ def test_listings_once_wrong(perf_bin, request, command, name, opt, args, bug):
 # --- errors: one clear message, exit 1, nothing added ---------------------------------------------
 
 
-def probectl_process(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, env=env)
+probectl_process = functools.partial(probectl, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -652,23 +651,6 @@ def test_stripped_binary_lists_the_debug_files_tried(stripped_copy):
     assert f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug" in out.stderr
     assert f"/usr/lib/debug{stripped_copy}.debug" in out.stderr
     assert "Hint: install the debug symbols" in out.stderr
-
-
-@pytest.mark.root
-def test_errors_add_nothing(live_tracefs, stripped_copy):
-    """Without -D the same failures leave uprobe_events as it was (live_tracefs also checks)."""
-    before = (live_tracefs / "uprobe_events").read_text()
-    group = f"pterr{os.getpid()}"
-    path = binary("dwarf_structs", "-O2")
-    # one good and one bad definition in one command: neither is added
-    out = probectl_process("add", "-x", path, f"{group}:ok=paint w->id", f"{group}:bad=paint w->nmae")
-    assert out.returncode == 1 and "did you mean 'name'?" in out.stderr
-    for args in (["-x", path, f"{group}:a=paint:25 area"],
-                 ["-x", path, f"{group}:b=nosuchfunc x"],
-                 ["-x", stripped_copy, f"{group}:c=paint w"]):
-        out = probectl_process("add", *args)
-        assert out.returncode == 1 and out.stderr.startswith("Error: ") and "Traceback" not in out.stderr
-    assert (live_tracefs / "uprobe_events").read_text() == before
 
 
 def test_in_process_runs_match_the_command(tmp_path):
@@ -786,7 +768,7 @@ def test_byte_scanners_match_pyelftools(name, opt):
         di = _debuginfo(path)
     except Exception as exc:  # libc without libc6-dbg
         pytest.skip(str(exc))
-    from conftest import pyelftools_dwarfinfo
+    from tests.helpers import pyelftools_dwarfinfo
 
     aranges = pyelftools_dwarfinfo(di).get_aranges()
     for entry in aranges.entries:

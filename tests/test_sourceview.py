@@ -2,16 +2,16 @@
 and `list` describing events by source place."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from probectl.debuginfo.elf import ElfFile
 
-from conftest import build_fixture
+from tests.helpers import build_fixture, probectl as run_probectl
 
 SKIP = {"main", "frame_dummy", "register_tm_clones", "deregister_tm_clones", "completed.0"}
 # Deliberate differences, each checked below: perf cannot express a constant location (DW_OP_lit0;
@@ -20,8 +20,7 @@ SKIP = {"main", "frame_dummy", "register_tm_clones", "deregister_tm_clones", "co
 KNOWN = {("dwarf_inline", "-O2", "vars", "process"), ("dwarf_inline", "-O2", "vars", "rare_path")}
 
 
-def probectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
+probectl = functools.partial(run_probectl, check=False)
 
 
 def functions(binary) -> list[str]:
@@ -95,20 +94,3 @@ def test_vars_on_a_tracepoint_points_to_fields():
         assert out.stderr.startswith(f"Error: {name.split(':')[1]} is a tracepoint ({name}), not a function\n")
         assert f"probectl fields {name}" in out.stderr
     assert "expected a line number" in probectl("vars", "no_such_group_xyz:no_such_event").stderr
-
-
-@pytest.mark.root
-def test_list_shows_source_places(live_tracefs):
-    binary = str(build_fixture("dwarf_structs", "-O2"))
-    group = f"ptview{os.getpid()}"
-    added = probectl("add", "-x", binary, f"{group}:a=paint:3 w->id", f"{group}:b=paint%return $retval",
-                     f"{group}:c=use_globals")
-    assert added.returncode == 0, added.stderr
-    try:
-        listed = {e["event"]: e["on"] for e in json.loads(probectl("list", "--json", f"{group}:*").stdout)}
-        assert listed["a"] == f"paint:3@main/fixtures/dwarf_structs.c in {binary}" or \
-            listed["a"].startswith("paint:3@") and listed["a"].endswith(f"dwarf_structs.c in {binary}")
-        assert listed["b__return"].startswith("paint%return@") and listed["b__return"].endswith(f" in {binary}")
-        assert listed["c"].startswith("use_globals@")
-    finally:
-        probectl("del", f"{group}:*")

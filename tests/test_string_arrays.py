@@ -13,26 +13,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import probectl
-from conftest import build_fixture
 
-GROUP = f"pstrarr{os.getpid()}"
-WORDS = ["alpha", "be ta", "", "unused"]
-
-
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+from tests.helpers import probectl as cli  # (probectl is the package here)
 
 
 def decoded(path: Path) -> dict[str, object]:
@@ -44,26 +32,6 @@ def decoded(path: Path) -> dict[str, object]:
     assert len(text) == len(rows) == len(objs) == len(api) == 1
     return {"text": text[0].split(" w=", 1)[1].rsplit(" n=", 1)[0], "csv": rows[0]["w"],
             "json": objs[0]["fields"]["w"], "api": api[0]}
-
-
-@pytest.fixture
-def cleanup_group(live_tracefs):
-    yield live_tracefs
-    cli("del", f"{GROUP}:*", check=False)
-
-
-def test_live_string_array_is_the_programs_words(cleanup_group, tmp_path):
-    binary = build_fixture("string_array")
-    cli("add", "-x", str(binary), f"{GROUP}:words=show_words w=+0(%di):string[3] n=%si:s32")
-    fmt = (cleanup_group / "events" / GROUP / "words" / "format").read_text()
-    assert "__data_loc char[][3] w;" in fmt
-    out = tmp_path / "words.dat"
-    rec = cli("record", "-e", f"{GROUP}:words", "-o", str(out), "--", str(binary), *WORDS)
-    expect = [line.split("=", 1)[1] for line in rec.stdout.splitlines() if line.startswith("EXPECT word[")]
-    assert expect == WORDS
-    got = decoded(out)
-    kernel_text = "{" + ",".join(f'"{w}"' for w in WORDS[:3]) + "}"  # trace_probe.c's print_type_string
-    assert got == {"text": kernel_text, "csv": kernel_text, "json": WORDS[:3], "api": tuple(WORDS[:3])}
 
 
 # ---- a hand-built trace.dat: faults, escapes, words pointing outside the record -------------------
@@ -102,8 +70,8 @@ def payload(strings: list[object]) -> bytes:
 
 def one_event_trace(tmp_path: Path, record: bytes) -> Path:
     from probectl.tracedat import TraceMetadata, write_tracedat
-    from test_native import data_record, make_page
-    from test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from tests.test_native import data_record, make_page
+    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
 
     raw = tmp_path / "cpu0.raw"
     raw.write_bytes(make_page(data_record(record, 100), 10**9))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.helpers import build_fixture, missing
 from probectl.target import binary as target_mod
 from probectl.errors import TargetError
 from probectl.target.binary import (find_library, find_binary, library_name_matches, mapped_libraries,
@@ -22,13 +22,13 @@ def _loaded_libc() -> Path:
         path = line.split(None, 5)[-1]
         if re.search(r"/libc\.so\.6$", path) or re.search(r"/libc-[\d.]+\.so$", path):
             return Path(path).resolve()
-    _missing("this process has no libc.so.6 mapped")
+    missing("this process has no libc.so.6 mapped")
 
 
 def test_program_on_path():
     bash = shutil.which("bash")
     if not bash:
-        _missing("bash is not installed")
+        missing("bash is not installed")
     assert find_binary("bash") == Path(bash).resolve()
     assert find_binary("bash") == Path("/usr/bin/bash").resolve()
 
@@ -41,7 +41,7 @@ def test_libc_short_names(name):
 def test_other_library_names():
     cache = {soname for soname, _p in read_ld_so_cache()[0]}
     if "libpthread.so.0" not in cache:
-        _missing("libpthread.so.0 is not in the ld.so cache")
+        missing("libpthread.so.0 is not in the ld.so cache")
     lib = find_binary("libpthread")
     assert lib.name.startswith("libpthread.so")
     assert find_binary("pthread") == lib == find_binary("libpthread.so.0")
@@ -115,10 +115,10 @@ def test_library_name_matching():
 
 def test_ld_so_cache_matches_ldconfig():
     if not Path("/etc/ld.so.cache").exists():
-        _missing("/etc/ld.so.cache does not exist")
+        missing("/etc/ld.so.cache does not exist")
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     if not os.path.exists(ldconfig):
-        _missing("ldconfig is not installed")
+        missing("ldconfig is not installed")
     entries = parse_ld_so_cache(Path("/etc/ld.so.cache").read_bytes())
     assert entries is not None, "this system's ld.so.cache format is not understood"
     out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=True).stdout

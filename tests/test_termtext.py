@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_fixture, build_program
+from tests.helpers import build_fixture, build_program
 from probectl.errors import ProbeSyntaxError, TracefsError
 from probectl.termtext import EXCERPT, LINE, bounded, caret_excerpt, excerpt, printable
 

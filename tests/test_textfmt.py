@@ -32,7 +32,7 @@ from probectl.script.nativeplan import NotNative, PlanCompiler, csv_text, native
 from probectl.script.plan import FIELDS
 from probectl.script.printfmt import Slot, _fit
 from probectl.tracedat import open_trace
-from test_native import COMMON_FIELDS, common
+from tests.test_native import COMMON_FIELDS, common
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -13,7 +13,7 @@ from probectl.ringbuf import EventReader
 from probectl.script import make_formatter, write_script
 from probectl.script.nativeplan import native_formatter
 from probectl.tracedat import open_trace
-from test_textfmt import (CSV_FIELDS, PAGE, SAMPLES, Names, assert_same, fake_symbols, outputs, random_events)
+from tests.test_textfmt import (CSV_FIELDS, PAGE, SAMPLES, Names, assert_same, fake_symbols, outputs, random_events)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _missing, build_fixture
+from tests.helpers import build_fixture, missing
 from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.boundary import check_probe_offset
 from probectl.arch.x86_insn import BoundaryError, check_boundary, insn_length, instruction_starts
@@ -45,7 +45,7 @@ _PREFIX_WORDS = re.compile(r"^((rex(\.[WRXB]+)?|data16|addr32|lock|repn?z|rep|[c
 def objdump() -> str:
     path = shutil.which("objdump")
     if not path:
-        _missing("objdump (apt binutils) is not installed")
+        missing("objdump (apt binutils) is not installed")
     return path
 
 
@@ -185,7 +185,7 @@ def test_fixture_instruction_starts_match_objdump(objdump, opt, pie):
 
 def test_bash_instruction_starts_match_objdump(objdump):
     if not BASH.exists():
-        _missing(f"{BASH} does not exist")
+        missing(f"{BASH} does not exist")
     result = compare_with_objdump(objdump, BASH)
     assert result.code_bytes > 500_000
     _check(result)
@@ -194,7 +194,7 @@ def test_bash_instruction_starts_match_objdump(objdump):
 def test_libc_instruction_starts_match_objdump(objdump):
     """All of libc's code (.plt, .text with its SSE/AVX2/AVX-512/EVEX string functions, the rest)."""
     if not LIBC.exists():
-        _missing(f"{LIBC} does not exist")
+        missing(f"{LIBC} does not exist")
     result = compare_with_objdump(objdump, LIBC)
     with ElfFile(LIBC) as elf:
         assert result.code_bytes >= elf.section(".text").size
@@ -204,7 +204,7 @@ def test_libc_instruction_starts_match_objdump(objdump):
 def test_libc_has_the_encodings_we_claim_to_cover(objdump):
     """The libc comparison is not vacuous: it holds VEX, EVEX and every ModRM/SIB/immediate shape."""
     if not LIBC.exists():
-        _missing(f"{LIBC} does not exist")
+        missing(f"{LIBC} does not exist")
     text = subprocess.run([objdump, "-d", "-w", "-j", ".text", str(LIBC)], capture_output=True, text=True,
                           check=True).stdout
     firsts = re.findall(r"^ *[0-9a-f]+:\t((?:[0-9a-f]{2} )+)", text, re.M)
@@ -221,10 +221,10 @@ def test_libc_has_the_encodings_we_claim_to_cover(objdump):
 
 
 def _vmlinux() -> Path:
-    from qemu_kernel import find_kernel_dir
+    from vmtest.busybox_guest import find_kernel_dir
     kernel_dir = find_kernel_dir()
     if kernel_dir is None:
-        _missing("no kernel test data with a vmlinux (run tools/kernel-testdata.sh)")
+        missing("no kernel test data with a vmlinux (run tools/kernel-testdata.sh)")
     return kernel_dir / "vmlinux"
 
 
@@ -317,7 +317,7 @@ def _encodings():
 def test_every_opcode_length_matches_objdump(objdump, tmp_path):
     asm = shutil.which("as")
     if not asm:
-        _missing("as (apt binutils) is not installed")
+        missing("as (apt binutils) is not installed")
     encodings = list(_encodings())
     source = [".text"]
     for i, (_, enc) in enumerate(encodings):
@@ -521,7 +521,7 @@ def test_check_probe_offset_outside_the_file():
 def test_libc_sampled_functions_check_fast():
     """The resolver's per-probe cost: checking an offset reads and decodes only up to it."""
     if not LIBC.exists():
-        _missing(f"{LIBC} does not exist")
+        missing(f"{LIBC} does not exist")
     with ElfFile(LIBC) as elf:
         functions = [s for s in elf.functions() if s.size > 64][:500]
         t0 = time.perf_counter()

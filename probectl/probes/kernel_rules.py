@@ -4,7 +4,7 @@ Every path that makes definitions (``add``, ``add -D``, ``add -n``, ``trace``) n
 :mod:`.naming` and then checks them here, so whatever ``-D`` prints is a line the kernel takes. The
 rules are those of ``traceprobe_parse_probe_arg`` and its helpers (kernel/trace/trace_probe.c), each
 checked against Debian's 6.1 kernel in qemu and this machine's kernel (tests/test_kernel_rules.py,
-tests/test_qemu_kprobe_rules.py):
+tests/guest/test_qemu_kprobe_rules.py):
 
 - the line is at most :data:`~probectl.events.MAX_DEFINITION_LINE` characters, with at most 128
   arguments;

@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent))  # tests/, for the live helpers
+sys.path.insert(0, str(HERE.parents[2]))  # the checkout: the tests package, for the live helpers
 
-from test_native import getpid_child, tracefs_instance  # noqa: E402
+from tests.live.test_native import getpid_child, tracefs_instance  # noqa: E402
 
 from probectl.ringbuf import PageLayout, Recorder  # noqa: E402
 from probectl.tracedat import collect_metadata, read_cpustats, write_tracedat  # noqa: E402

@@ -15,16 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_fixture
+from tests.helpers import build_fixture, probectl
 
 GROUP = f"ptest{os.getpid()}"
-
-
-def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, **kw)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def expect_lines(stdout: str) -> dict[str, list[dict[str, str]]]:
@@ -210,7 +203,7 @@ def test_del_without_match_is_an_error(live_tracefs):
 def test_without_root_commands_fail_clearly(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to nobody")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     for args in (["list"], ["del", "x"], ["add", "-x", "/bin/true", "main"]):
         out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                               sys.executable, "-m", "probectl", *args],

@@ -25,27 +25,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRACEFS, FifoReader, _missing, build_fixture, tracefs_snapshot
+from tests.helpers import TRACEFS, FifoReader, build_fixture, missing, probectl, tracefs_snapshot
 from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ProbectlError
 from probectl.record import EventRequest, RecordOptions, Recording, remove_instance
 from probectl.script import lost_events
 from probectl.tracedat import open_trace
 from probectl.tracefs import Tracefs
-from test_live_uprobes import expect_lines
+from tests.live.test_live_uprobes import expect_lines
 
 pytestmark = pytest.mark.root
 
 G = f"prec{os.getpid()}"  # value probes
 GS = f"pstk{os.getpid()}"  # the stack probe (alone on its function: a return probe would
 #                            replace the caller's return address with the uretprobe trampoline)
-
-
-def probectl(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, **kw)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 def popen(*args: str, **kw) -> subprocess.Popen:
@@ -110,9 +103,9 @@ def prologue_end(binary: Path, func: str) -> int:
 def probes():
     """The fixture program with probes of every value kind (group G) and a stack probe (GS)."""
     if os.geteuid() != 0:
-        _missing("live tracing tests need root")
+        missing("live tracing tests need root")
     if not (TRACEFS / "uprobe_events").exists():
-        _missing(f"no tracefs with uprobe_events at {TRACEFS}")
+        missing(f"no tracefs with uprobe_events at {TRACEFS}")
     binary = build_fixture("uprobe_target")
     before = tracefs_snapshot()
     defs = [
@@ -547,7 +540,7 @@ def test_stacks_name_a_library_mapped_after_exec(live_tracefs, tmp_path):
     was '[unknown]': the README's 'record -g -- ls /' on a libc probe)."""
     libbz2 = Path("/usr/lib/x86_64-linux-gnu/libbz2.so.1.0")
     if not libbz2.exists():
-        _missing("libbz2.so.1.0 (apt libbz2-1.0) is not installed")
+        missing("libbz2.so.1.0 (apt libbz2-1.0) is not installed")
     group = f"plib{os.getpid()}"
     probectl("add", "-x", str(libbz2), f"{group}:v=BZ2_bzlibVersion")
     code = f"import ctypes, time; time.sleep(0.02); ctypes.CDLL({str(libbz2)!r}).BZ2_bzlibVersion()"

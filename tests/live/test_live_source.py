@@ -17,23 +17,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from probectl.events import EventDefinition
 
-from conftest import build_fixture, build_static_pair
+from tests.helpers import build_fixture, build_static_pair, probectl
 
 GROUP = f"ptsrc{os.getpid()}"
-
-
-def probectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 # --- reading what the program printed and what the kernel recorded ---------------------------------

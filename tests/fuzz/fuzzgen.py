@@ -1,4 +1,4 @@
-"""The generators of the fuzz pass (tests/fuzzing.py): from a seeded ``random.Random``, one input
+"""The generators of the fuzz pass (tests/fuzz/fuzzing.py): from a seeded ``random.Random``, one input
 (a :class:`Case`) of each kind. The corpus is made once per pass: the fixture programs, copies of
 them the pass may probe, damaged files, a baseline cache directory and its answers."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from fuzzing import ODD_TEXT, ROOT, TESTS, TIMEOUT, Outcome, Tracefs, Unavailable
+from tests.fuzz.fuzzing import ODD_TEXT, ROOT, TESTS, TIMEOUT, Outcome, Tracefs, Unavailable
 
 LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))
 
@@ -363,7 +363,7 @@ class Corpus:
         self.prepared.add(kind)
 
     def _common(self) -> None:
-        from conftest import build_fixture, kernel_testdata_dir
+        from tests.helpers import build_fixture, kernel_testdata_dir
 
         if shutil.which("gcc") is None:
             raise Unavailable("gcc is needed to build the fixtures")

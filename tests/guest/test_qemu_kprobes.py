@@ -3,7 +3,7 @@
 The same probes are resolved by the oracle (``perf probe -k VMLINUX -D``) and by ``probectl add -D -k
 VMLINUX`` for that kernel; the guest writes both sets to kprobe_events, makes TCP traffic of known sizes
 on loopback and returns the trace, and each set's events are checked against what was sent.
-One boot serves the whole module (see tests/README-qemu.md).
+One boot serves the whole module (see vmtest/README.md).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from conftest import _missing
-from qemu_kernel import GuestResult, kernel_dir_or_skip, run_in_guest
+from tests.helpers import missing
+from vmtest.busybox_guest import GuestResult, run_in_guest
 
 pytestmark = pytest.mark.qemu
 
@@ -51,11 +51,6 @@ nc 127.0.0.1 {PORT} < payload{size} || exit 1
 """
     for size in SIZES
 )
-
-
-@pytest.fixture(scope="module")
-def kernel_dir():
-    return kernel_dir_or_skip()
 
 
 def _run_oracle(args: list[str], env_names: tuple[str, ...]) -> list[str]:
@@ -109,7 +104,7 @@ def source(request, definitions):
     """Each test runs for perf's definitions and for probectl's, from the same guest."""
     found = definitions[request.param]
     if found is None:
-        _missing("perf (apt linux-perf) is not installed")
+        missing("perf (apt linux-perf) is not installed")
     if isinstance(found, Exception):
         pytest.fail(str(found))
     return request.param

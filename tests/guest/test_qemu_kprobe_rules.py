@@ -9,8 +9,7 @@ from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ResolveError
 from probectl.resolve.kprobe_rules import KprobeRules
 
-from qemu_kernel import run_in_guest
-from test_qemu_kprobes import kernel_dir  # noqa: F401  (the module fixture: the kernel data, or a skip)
+from vmtest.busybox_guest import run_in_guest
 
 pytestmark = pytest.mark.qemu
 
@@ -23,7 +22,7 @@ REFUSED = {
 ALLOWED = ["tcp_sendmsg", "vfs_read", "__x64_sys_getpid"]
 
 
-def test_offline_rules_match_the_kernel(kernel_dir):  # noqa: F811
+def test_offline_rules_match_the_kernel(kernel_dir):
     elf = ElfFile(kernel_dir / "vmlinux")
     rules = KprobeRules.from_vmlinux(elf)
     assert rules is not None
@@ -41,7 +40,7 @@ def test_offline_rules_match_the_kernel(kernel_dir):  # noqa: F811
     assert sorted(result.rejected) == sorted(f"p:rules/{name} {name}+0" for name in REFUSED)
 
 
-def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa: F811
+def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):
     """Random definitions over the 6.1 kernel's functions, parameters, registers, types and names,
     resolved against its vmlinux as ``add -D -k`` does, plus the hand-written lines of the rule table:
     in ONE boot of that kernel, every line probectl prints is accepted and every line its checker
@@ -58,8 +57,8 @@ def test_generated_kprobe_definitions_agree_with_the_kernel(kernel_dir):  # noqa
     from probectl.probes.naming import assign_events
     from probectl.target import find_target
 
-    from definition_strategies import KPROBE_EXPRS, definitions
-    from test_kernel_rules import KERNEL_61, RULES, UP, limit_lines
+    from tests.definition_strategies import KPROBE_EXPRS, definitions
+    from tests.test_kernel_rules import KERNEL_61, RULES, UP, limit_lines
 
     target = find_target(None, str(kernel_dir / "vmlinux"))
     expected: dict[str, bool] = {}  # line -> the kernel takes it, as probectl predicts

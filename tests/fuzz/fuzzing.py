@@ -32,9 +32,9 @@ kind and all cache inputs in a fresh ``python -m probectl``. Mutating commands o
 pass's own copies of the fixtures (``del`` is given the pass's own group, or ``-n``), and the pass
 never runs ``cleanup`` (it would remove other runs' leftovers on a shared machine).
 
-Run by tests/test_fuzz.py within ``PROBECTL_FUZZ_SECONDS`` (default 75); by hand, longer::
+Run by tests/fuzz/test_fuzz.py within ``PROBECTL_FUZZ_SECONDS`` (default 75); by hand, longer::
 
-    python tests/fuzzing.py --seconds 600 [--seed N] [--kind K] [--index I]
+    python tests/fuzz/fuzzing.py --seconds 600 [--seed N] [--kind K] [--index I]
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # tests/, whose data/ the tracedat kind mutates
 ROOT = TESTS.parent
 TRACEFS = Path("/sys/kernel/tracing")
 KINDS = ("definitions", "targets", "caches", "tracedat", "cmdlines")
@@ -310,7 +310,7 @@ class Pass:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        from fuzzgen import Corpus
+        from tests.fuzz.fuzzgen import Corpus
 
         self.tracefs = Tracefs(str(self.work), f"pfuzz{os.getpid()}")
         self.corpus = Corpus(self.work, self.tracefs, self.log)
@@ -376,7 +376,7 @@ class Pass:
         if what:
             failure = Failure(kind, index, what, case.description, outcome.stderr)
             self.failures.append(failure)
-            self.log(f"FUZZ FAILURE (reproduce: python tests/fuzzing.py --seed {self.seed} --kind {kind} "
+            self.log(f"FUZZ FAILURE (reproduce: python tests/fuzz/fuzzing.py --seed {self.seed} --kind {kind} "
                      f"--index {index})\n{failure}")
 
     def summary(self) -> str:
@@ -399,7 +399,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--index", type=int, help="run this one input of --kind (reproduce a failure)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time()) % 100000
-    sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(ROOT))  # the tests package (the generators build fixtures with its builders)
     with tempfile.TemporaryDirectory(prefix="probectl-fuzz-") as tmp:
         fuzz = Pass(seed, Path(tmp))
         try:
@@ -416,7 +416,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(TESTS))
-    import fuzzing  # (one copy of this module: the generators import it by that name)
+    sys.path.insert(0, str(ROOT))
+    from tests.fuzz import fuzzing  # (one copy of this module: the generators import it by that name)
 
     sys.exit(fuzzing.main())

@@ -1,5 +1,5 @@
 """Module probes live: definitions for a module, resolved from its debug object (``-m PATH``), on the
-module's loadable object insmod'ed in the qemu guest (Debian's cloud kernel, see README-qemu.md).
+module's loadable object insmod'ed in the qemu guest (Debian's cloud kernel, see vmtest/README.md).
 
 The oracle is ``perf probe -m PATH -D``; both sets are written as ``overlay:SYMBOL+OFF`` probes after
 ``insmod overlay.ko``, an overlay filesystem is mounted on tmpfs, and files are looked up, created and
@@ -13,11 +13,10 @@ import sys
 
 import pytest
 
-from conftest import _missing
-from qemu_kernel import GuestResult, run_in_guest
-# kernel_dir: the kernel data (or a skip); source: each test once for perf's definitions, once for
-# probectl's (it reads this module's ``definitions``).
-from test_qemu_kprobes import PREFIX, _run_oracle, kernel_dir, source  # noqa: F401
+from tests.helpers import missing
+from vmtest.busybox_guest import GuestResult, run_in_guest
+# source: each test once for perf's definitions, once for probectl's (it reads this module's ``definitions``).
+from tests.guest.test_qemu_kprobes import PREFIX, _run_oracle, source  # noqa: F401
 
 pytestmark = pytest.mark.qemu
 
@@ -37,10 +36,10 @@ touch merged/newfile_x && mkdir merged/newdir_y || exit 5
 
 
 @pytest.fixture(scope="module")
-def module_paths(kernel_dir):  # noqa: F811
+def module_paths(kernel_dir):
     debug, loadable = kernel_dir / "modules" / "overlay.ko", kernel_dir / "modules" / "loadable" / "overlay.ko"
     if not debug.is_file() or not loadable.is_file():
-        _missing(f"no overlay.ko debug and loadable objects in {kernel_dir}/modules (tools/kernel-testdata.sh)")
+        missing(f"no overlay.ko debug and loadable objects in {kernel_dir}/modules (tools/kernel-testdata.sh)")
     return debug, loadable
 
 
@@ -65,7 +64,7 @@ def definitions(module_paths) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def guest(kernel_dir, module_paths, definitions) -> GuestResult:  # noqa: F811
+def guest(kernel_dir, module_paths, definitions) -> GuestResult:
     defs = [d for found in definitions.values() if isinstance(found, list) for d in found]
     return run_in_guest(kernel_dir, defs, WORKLOAD, modules=[module_paths[1]], timeout=300)
 

@@ -1,4 +1,4 @@
-"""The fuzz pass (tests/fuzzing.py) within a time budget: probe definitions, damaged targets, damaged
+"""The fuzz pass (tests/fuzz/fuzzing.py) within a time budget: probe definitions, damaged targets, damaged
 cache files, damaged trace files and random command lines end with no traceback, no internal error,
 no hang, no signal and nothing left in tracefs. ``PROBECTL_FUZZ_SECONDS`` sets the budget (default
 75 s, for CI); ``PROBECTL_FUZZ_SEED`` a seed (default: a new one each run, printed with the counts
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import fuzzing
+from tests.fuzz import fuzzing
 
 
 def test_the_harness_sees_what_it_looks_for():
@@ -64,13 +64,11 @@ def test_inputs_are_reproducible(tmp_path):
     one.corpus.close()
 
 
-def test_fuzz_pass(tmp_path, capsys):
-    seconds = float(os.environ.get("PROBECTL_FUZZ_SECONDS", "75"))
-    seed = int(os.environ.get("PROBECTL_FUZZ_SEED", str(int(time.time()) % 100000)))
+def test_fuzz_pass(tmp_path, capsys, fuzz_seconds, fuzz_seed):
     lines: list[str] = []
-    run = fuzzing.Pass(seed, Path(tmp_path), log=lines.append)
+    run = fuzzing.Pass(fuzz_seed, Path(tmp_path), log=lines.append)
     try:
-        run.run(seconds)
+        run.run(fuzz_seconds)
     finally:
         run.corpus.close()
     with capsys.disabled():

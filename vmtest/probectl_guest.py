@@ -1,6 +1,6 @@
 """Run the real probectl inside Debian's cloud kernel booted in qemu (which has kprobes).
 
-``qemu_kernel`` boots the kernel with a busybox initramfs that writes definitions itself; this module
+``vmtest.busybox_guest`` boots the kernel with a busybox initramfs that writes definitions itself; this module
 adds what probectl needs to run there, so ``add``/``list``/``record``/``script``/``trace``/``del`` are
 tested on a kernel with kprobes, hist triggers and synthetic events::
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from qemu_kernel import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, FramedReport, GuestError, _read, find_busybox, missing_requirements
+from vmtest.busybox_guest import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, FramedReport, GuestError, _read, find_busybox, missing_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST_CACHE = Path(os.environ.get("PROBECTL_GUEST_CACHE", "/var/cache/probectl/guest"))
@@ -440,13 +440,6 @@ def boot_probectl_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *, t
     run = parse_guest_results(results, steps)
     run.console, run.seconds, run.images_seconds = console, seconds, images_seconds
     return run
-
-
-def guest_kernel_dir() -> Path:
-    """The kernel test data for a module of run_probectl_in_guest (qemu_kernel.kernel_dir_or_skip)."""
-    from qemu_kernel import kernel_dir_or_skip
-
-    return kernel_dir_or_skip(missing_guest_requirements)
 
 
 def run_named_steps(kernel_dir: Path, steps: dict[str, str], **kw) -> GuestRun:

@@ -1,6 +1,6 @@
 """probectl itself on a kernel with kprobes: the seeds' kernel scenarios inside Debian's cloud kernel.
 
-One boot (tests/qemu_probectl.py) runs every step below in order with the real probectl (this
+One boot (vmtest/probectl_guest.py) runs every step below in order with the real probectl (this
 checkout's package, the venv's interpreter, the vmlinux with DWARF where perf looks for it), and each
 test checks the values its steps printed: sizes sent over loopback TCP, return values, file names,
 stacks named from the syscall down to the probed function, CPUs, lost counts, kprobe_events after.
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from qemu_probectl import GuestRun, Step, guest_kernel_dir, ok, run_named_steps
+from tests.helpers import probectl
+from vmtest.probectl_guest import GuestRun, Step, ok, run_named_steps
 
 pytestmark = pytest.mark.qemu
 
@@ -119,13 +118,8 @@ STEPS = {
 
 
 @pytest.fixture(scope="module")
-def kernel_dir():
-    return guest_kernel_dir()
-
-
-@pytest.fixture(scope="module")
-def guest_run(kernel_dir) -> GuestRun:
-    return run_named_steps(kernel_dir, STEPS, files={"send.sh": SEND.encode()}, fetch=[STACKS_FILE])
+def guest_run(probectl_kernel_dir) -> GuestRun:
+    return run_named_steps(probectl_kernel_dir, STEPS, files={"send.sh": SEND.encode()}, fetch=[STACKS_FILE])
 
 
 @pytest.fixture(scope="module")
@@ -136,9 +130,7 @@ def guest(guest_run) -> dict[str, Step]:
 
 def probectl_here(*args: str) -> str:
     """probectl on this machine (offline, on the same kernel files the guest has)."""
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return probectl(*args, timeout=600).stdout
 
 
 def removed_then_left(step: Step) -> tuple[list[str], list[str]]:
@@ -202,9 +194,9 @@ def test_dry_run_writes_nothing(guest):
     assert "You can now use it" not in said
 
 
-def test_line_probe_with_local(guest, kernel_dir):
+def test_line_probe_with_local(guest, probectl_kernel_dir):
     # (vars reads the whole CU of tcp.c: 4 minutes under TCG, so it runs here, on the same vmlinux)
-    listed = probectl_here("vars", "-k", str(kernel_dir / "vmlinux"), "tcp_sendmsg_locked:96")
+    listed = probectl_here("vars", "-k", str(probectl_kernel_dir / "vmlinux"), "tcp_sendmsg_locked:96")
     assert re.search(r"^\t\tint\tcopied$", listed, re.M), listed
     ok(guest["add_line"])
     assert "(on tcp_sendmsg_locked:96@net/ipv4/tcp.c with copied)" in ok(guest["list_line"]).stdout
@@ -233,9 +225,9 @@ def test_tracepoint_filter(guest):
     assert len(events) == 3 and all(ev["fields"]["count"] == 4321 for ev in events)
 
 
-def test_registers_and_a_global(guest, kernel_dir):
+def test_registers_and_a_global(guest, probectl_kernel_dir):
     # --externs lists the global (here: the whole CU is read, minutes under TCG)
-    listed = probectl_here("vars", "--externs", "-k", str(kernel_dir / "vmlinux"), "tcp_sendmsg")
+    listed = probectl_here("vars", "--externs", "-k", str(probectl_kernel_dir / "vmlinux"), "tcp_sendmsg")
     assert re.search(r"^\t\tint\tsysctl_max_skb_frags$", listed, re.M), listed
     ok(guest["add_registers"])
     (ev,) = json_events(guest["record_registers"])
@@ -291,11 +283,11 @@ def test_trace_with_a_vmlinux(guest):
     assert listing.strip() == ""
 
 
-def test_module_probe_after_insmod(guest, kernel_dir):
+def test_module_probe_after_insmod(guest, probectl_kernel_dir):
     events = json_events(guest["module"])
     assert events and all(ev["event"] == "probe:ovl_open" for ev in events)
     assert any(ev["fields"]["f_flags"] & 0o100000 for ev in events)  # O_LARGEFILE, as every open here
-    dwarf = probectl_here("add", "-D", "-m", str(kernel_dir / "modules" / "overlay.ko"), MODULE_PROBE)
+    dwarf = probectl_here("add", "-D", "-m", str(probectl_kernel_dir / "modules" / "overlay.ko"), MODULE_PROBE)
     assert ok(guest["module_btf_definition"]).stdout == dwarf
     assert "(/sys/kernel/btf/overlay on /sys/kernel/btf/vmlinux)" in guest["module_btf_definition"].stderr
 

@@ -1,4 +1,4 @@
-"""Defects the fuzz pass (tests/fuzzing.py) found, each pinned by an input of its kind."""
+"""Defects the fuzz pass (tests/fuzz/fuzzing.py) found, each pinned by an input of its kind."""
 from __future__ import annotations
 
 import os
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_fixture
-from fuzzgen import elf_sections
+from tests.helpers import build_fixture
+from tests.fuzz.fuzzgen import elf_sections
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.errors import DebugInfoError
 
@@ -135,7 +135,7 @@ def test_a_glob_over_the_limit_is_refused_before_its_arguments_are_resolved(defi
     """(definitions: `add -D -k VMLINUX '*+99999 current[536870912] rq'` ran for minutes, the arguments
     resolved at each of ~46,000 functions before the 128-place limit was checked; the limit is now
     checked when the places are counted.) The timeout is the hang check, not a speed target."""
-    from conftest import kernel_testdata
+    from tests.helpers import kernel_testdata
 
     vmlinux = kernel_testdata("vmlinux")
     out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-k", str(vmlinux), definition],
@@ -147,7 +147,7 @@ def test_a_symbol_name_that_is_not_utf8_prints_under_a_strict_locale(tmp_path):
     """(targets: a changed byte in .strtab gave a symbol name Python keeps with a lone surrogate;
     `funcs` died with 'internal error: UnicodeEncodeError' where stdout is strict UTF-8, as under
     en_US.UTF-8; the name is now shown as cat -v shows the byte.)"""
-    from conftest import build_program
+    from tests.helpers import build_program
 
     src = tmp_path / "notutf8.c"
     src.write_bytes(b'int bad(void) __asm__("\\"b\\277d\\"");\nint bad(void) { return 1; }\n'
@@ -178,7 +178,7 @@ def test_a_line_table_with_line_range_0_is_corrupt_dwarf(tmp_path):
 def test_vars_of_a_glob_over_the_limit_is_refused_before_listing():
     """(definitions: `vars -k VMLINUX '*%return'` listed the variables of ~46,000 functions for
     minutes; vars now has add's 128-place limit, checked when the functions are counted.)"""
-    from conftest import kernel_testdata
+    from tests.helpers import kernel_testdata
 
     out = subprocess.run([sys.executable, "-m", "probectl", "vars", "-k", str(kernel_testdata("vmlinux")),
                           "*%return"], capture_output=True, text=True, timeout=240)

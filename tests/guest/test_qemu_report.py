@@ -1,5 +1,5 @@
 """The framed report a guest writes on its second serial port, read back without booting one: the
-one reader (qemu_kernel.FramedReport) under both guests' parsers, on reports as their init scripts
+one reader (vmtest.busybox_guest.FramedReport) under both guests' parsers, on reports as their init scripts
 write them, including one cut short by a guest that died mid-section."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qemu_kernel import FramedReport, GuestError, parse_results
-from qemu_probectl import parse_guest_results
+from vmtest.busybox_guest import FramedReport, GuestError, parse_results
+from vmtest.probectl_guest import parse_guest_results
 
 
 def b64(text: str) -> str:

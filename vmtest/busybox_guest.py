@@ -28,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_CACHE = Path(os.environ.get("PROBECTL_KERNEL_CACHE", "/var/cache/probectl/kernel"))
@@ -170,20 +170,6 @@ def missing_requirements(kernel_dir: Optional[Path]) -> list[str]:
     return reasons
 
 
-def kernel_dir_or_skip(missing: Callable[[Optional[Path]], list[str]] = missing_requirements) -> Path:
-    """The kernel test data for a guest test module: fetched under PROBECTL_REQUIRE_ALL=1, and the
-    module skipped (or failed, in CI) with the reasons ``missing`` gives when anything is lacking."""
-    from conftest import _missing
-
-    directory = find_kernel_dir()
-    if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-        directory = fetch_kernel_dir()
-    reasons = missing(directory)
-    if reasons:
-        _missing("; ".join(reasons))
-    return directory
-
-
 # --- the initramfs ------------------------------------------------------------------------------------
 
 class Cpio:
@@ -224,7 +210,7 @@ class Cpio:
         return bytes(self._out)
 
 
-# How every init here starts (this one's and qemu_probectl's): busybox's applets, the kernel's file systems.
+# How every init here starts (this one's and probectl_guest's): busybox's applets, the kernel's file systems.
 INIT_MOUNTS = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -416,7 +402,7 @@ def _read(path: Path) -> str:
 class FramedReport:
     """What a guest's init script wrote on the second serial port, read back in order: header lines
     ``@@WORD ARGS…`` (:meth:`headers`), some followed by a body that ends at a marker line (:meth:`body`).
-    The one reader of both guests' reports (INIT here, qemu_probectl's GUEST_INIT)."""
+    The one reader of both guests' reports (INIT here, probectl_guest's GUEST_INIT)."""
 
     def __init__(self, text: str):
         self._lines = iter(text.replace("\r\n", "\n").split("\n"))

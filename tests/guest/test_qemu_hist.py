@@ -1,7 +1,7 @@
 """hist and latency in the kernel (hist triggers, synthetic events) and in user space, on one workload.
 
 This machine's kernel has no hist triggers, so the kernel path runs in Debian's cloud kernel booted in
-qemu with the real probectl on board (tests/qemu_probectl.py, one boot for the module). Each question is
+qemu with the real probectl on board (vmtest/probectl_guest.py, one boot for the module). Each question is
 asked twice on the same deterministic workload (busybox dd reads and writes of known sizes, usleep of
 known lengths): once the default way, which there is the kernel's, and once with --user-space; the
 counts and sums must equal the workload's numbers and the two answers must agree (latencies within the
@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from qemu_probectl import Step, guest_kernel_dir, ok, run_named_steps
+from vmtest.probectl_guest import Step, ok, run_named_steps
 
 pytestmark = pytest.mark.qemu
 
@@ -141,13 +141,8 @@ STEPS.update({
 
 
 @pytest.fixture(scope="module")
-def kernel_dir():
-    return guest_kernel_dir()
-
-
-@pytest.fixture(scope="module")
-def guest(kernel_dir) -> dict[str, Step]:
-    run = run_named_steps(kernel_dir, STEPS, files={name: text.encode() for name, text in FILES.items()})
+def guest(probectl_kernel_dir) -> dict[str, Step]:
+    run = run_named_steps(probectl_kernel_dir, STEPS, files={name: text.encode() for name, text in FILES.items()})
     return dict(zip(STEPS, run.steps))
 
 

@@ -11,29 +11,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from conftest import build_fixture, require_tracefs, tracefs_snapshot
-from test_live_uprobes import expect_lines
-from test_pictures import check_geometry, frames_of
-from test_record import prologue_end
+from tests.helpers import build_fixture, probectl, require_tracefs, tracefs_snapshot
+from tests.live.test_live_uprobes import expect_lines
+from tests.test_pictures import check_geometry, frames_of
+from tests.live.test_record import prologue_end
 
 pytestmark = pytest.mark.root
 
 GS = f"pfgs{os.getpid()}"  # the stack probe, alone on its function (see test_record)
 GT = f"pfgt{os.getpid()}"  # entry/return probes for the timeline
-
-
-def probectl(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "probectl", *args], capture_output=True, text=True, input=input)
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +179,7 @@ def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromi
     as off-CPU time, and two seconds of read() calls as a latency heat map; Chromium opens them, a search
     reports the share Python computes from the folded stacks, the cells are latency's pairs. With
     PROBECTL_PICTURES_DIR set the screenshots go there (docs/pictures/, the README's pictures)."""
-    from chromium import Browser
+    from tests.chromium import Browser
 
     path = tmp_path / "sys.dat"
     probectl("record", "-g", "-a", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "--duration", "2",
@@ -219,7 +210,7 @@ def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromi
             assert (shots / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
         # read() latencies of every CPU: the heat map's cells hold latency's pairs
-        from test_pictures import heat_cells
+        from tests.test_pictures import heat_cells
 
         reads = tmp_path / "reads.dat"
         probectl("record", "-a", "-e", "syscalls:sys_enter_read", "-e", "syscalls:sys_exit_read", "--duration", "2",
@@ -242,7 +233,7 @@ def test_pictures_of_the_whole_system_in_chromium(live_tracefs, tmp_path, chromi
 def test_heatmap_of_a_recording_is_the_heatmap_of_its_latency_pairs(live_tracefs, calls_recording, tmp_path):
     """heatmap --start/--end pairs a recording as latency -i does: the same cells as the heat map of
     latency's --pairs output (in ns, for these sub-µs calls)."""
-    from test_pictures import heat_cells
+    from tests.test_pictures import heat_cells
 
     path, _expects = calls_recording
     end = next(json.loads(line)["event"] for line in

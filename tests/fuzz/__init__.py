@@ -1,0 +1,1 @@
+"""The fuzz pass and the defects it found."""

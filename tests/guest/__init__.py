@@ -1,0 +1,1 @@
+"""Tests that boot a kernel in qemu (vmtest/)."""

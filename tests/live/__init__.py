@@ -1,0 +1,1 @@
+"""Tests that need root and the live tracefs."""
