@@ -56,10 +56,10 @@ class ParquetResult:
 @dataclass
 class ParquetDatasets:
     """The datasets of a directory written by :func:`write_parquet`: ``events`` maps each
-    ``system:event`` to the glob of its files."""
+    ``system:event`` to its files (found once: the SQL over them may open these and no other)."""
 
     path: Path
-    events: dict[str, str] = field(default_factory=dict)
+    events: dict[str, list[str]] = field(default_factory=dict)
 
 
 def find_datasets(directory: Path | str) -> ParquetDatasets:
@@ -72,8 +72,9 @@ def find_datasets(directory: Path | str) -> ParquetDatasets:
         raise ProbectlError(f"cannot read {directory}: {err.strerror}") from None
     for d in entries:
         system, dot, name = d.name.partition(".")
-        if dot and name and next(d.rglob("*.parquet"), None) is not None:
-            out.events[f"{system}:{name}"] = str(d / "**" / "*.parquet")
+        files = sorted(str(f) for f in d.rglob("*.parquet") if f.is_file()) if dot and name else []
+        if files:
+            out.events[f"{system}:{name}"] = files
     if not out.events:
         raise ProbectlError(f"{directory} is a directory without Parquet datasets",
                             "give a trace.dat file, or a directory written by "

@@ -12,6 +12,12 @@ Names, chosen so that SQL can type them without quotes:
 The events come from trace.dat files (:class:`~.columns.EventTables`) and from directories of the
 Parquet datasets ``script --format parquet`` writes (:class:`~.parquet.ParquetDatasets`, read by
 DuckDB with their ``host`` and ``recording`` partitions), together.
+
+The SQL a user gives reads those recordings and nothing else (``query`` runs as root: a query someone
+shared must not read ``/etc/shadow`` or write ``authorized_keys``). Once the views are made, DuckDB's
+own switches are thrown and locked (:data:`LOCKDOWN`): no file but the Parquet files of the inputs
+(named one by one in ``allowed_paths``), no extension loaded or installed, no setting changed; and
+:meth:`RecordingsDatabase.sql` runs one statement, a SELECT, as DuckDB's parser types it.
 """
 from __future__ import annotations
 
@@ -32,6 +38,17 @@ EVENTS_VIEW = (("ts", "BIGINT"), ("cpu", "INTEGER"), ("tid", "INTEGER"), ("pid",
 
 class SqlError(ProbectlError):
     """DuckDB refused a query: its own message (with its did-you-mean and caret) is the message."""
+
+
+# What a query may do, once the tables are set up: read them (and the Parquet files of the inputs,
+# DuckDB reading those when queried), nothing else. The last one locks these (and every other
+# setting: ``SET memory_limit``, ``PRAGMA``, ``RESET``) against the query itself.
+LOCKDOWN = ("SET enable_external_access = false", "SET autoload_known_extensions = false",
+            "SET autoinstall_known_extensions = false", "SET allow_community_extensions = false",
+            "SET allow_unsigned_extensions = false", "SET lock_configuration = true")
+# The statements a query may be, as DuckDB's parser types them (``FROM t``, ``WITH``, ``VALUES``,
+# ``DESCRIBE``, ``SUMMARIZE``, ``SHOW`` and ``PIVOT ... IN (...)`` are SELECTs).
+READS = frozenset({duckdb.StatementType.SELECT})
 
 
 def quote(name: str) -> str:
@@ -72,6 +89,17 @@ class RecordingsDatabase:
         # every column name of the tables and views (those not decoded included)
         self.column_names: set[str] = {c for c, _ in EVENTS_VIEW}
         self._register()
+        self._lock()
+
+    def _lock(self) -> None:
+        """Leave the query nothing to reach but the tables: the Parquet files of the inputs are the
+        only paths DuckDB may open (its views read them when queried), then external access,
+        extensions and settings are off, locked."""
+        files = sorted({f for ds in self.datasets for fs in ds.events.values() for f in fs})
+        if files:
+            self.con.execute("SET allowed_paths = ?", [files])
+        for statement in LOCKDOWN:
+            self.con.execute(statement)
 
     def _register(self) -> None:
         seen_names = {}
@@ -91,8 +119,9 @@ class RecordingsDatabase:
                     f"{literal(rec.recording)} AS recording FROM {arrow}")
         for ds in self.datasets:
             for event, files in ds.events.items():
+                listed = "[" + ", ".join(literal(f) for f in files) + "]"
                 self.events.setdefault(event, []).append(
-                    f"SELECT * FROM read_parquet({literal(files)}, hive_partitioning = true, union_by_name = true)")
+                    f"SELECT * FROM read_parquet({listed}, hive_partitioning = true, union_by_name = true)")
                 columns[event] = set()  # (asked of DuckDB once the view is made)
         selects = []
         for system in sorted({event.partition(":")[0] for event in self.events}):
@@ -100,8 +129,8 @@ class RecordingsDatabase:
         for event, parts in sorted(self.events.items()):
             system, _, name = event.partition(":")
             table = f"{quote(system)}.{quote(name)}"
-            self.sql(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
-            names = columns[event] or {r[0] for r in self.sql(f"DESCRIBE {table}").rows}
+            self._execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(parts))
+            names = columns[event] or {r[0] for r in self._execute(f"DESCRIBE {table}").fetchall()}
             self.column_names.update(names)
             # (a field named like a header column keeps its name: the header one is common_<name>)
             cols = [f"{quote(f'common_{c}' if f'common_{c}' in names else c)} AS {c}" for c in HEADER]
@@ -143,8 +172,34 @@ class RecordingsDatabase:
         return self.sql(f"SELECT count(*) FROM {self._sql_table(table)}").rows[0][0]
 
     # -- queries
+    def _execute(self, text: str) -> duckdb.DuckDBPyConnection:
+        try:
+            return self.con.execute(text)
+        except duckdb.Error as err:
+            raise sql_error(err, self.table_names()) from None
+
+    def check(self, text: str) -> None:
+        """That ``text`` is one statement, a SELECT, by DuckDB's own parser; else an :class:`SqlError`
+        saying what it is."""
+        try:
+            statements = self.con.extract_statements(text)
+        except duckdb.Error as err:
+            raise sql_error(err, self.table_names()) from None
+        if len(statements) != 1:
+            raise SqlError(f"the SQL is {len(statements)} statements: query runs one" if statements
+                           else "the SQL has no statement", "give one SELECT")
+        kind = statements[0].type
+        if kind not in READS:
+            what = "several statements (PIVOT without IN)" if kind == duckdb.StatementType.MULTI else \
+                f"a {kind.name} statement"
+            raise SqlError(f"the SQL is {what}: query runs a SELECT only (it reads the recordings, "
+                           "it changes nothing)", "PIVOT ... ON column IN (values) is a SELECT"
+                           if kind == duckdb.StatementType.MULTI else "")
+
     def sql(self, text: str) -> Result:
-        """Run one query; a refused one is an :class:`SqlError` carrying DuckDB's message."""
+        """Run one query, a SELECT (:meth:`check`); a refused one is an :class:`SqlError` carrying
+        DuckDB's message."""
+        self.check(text)
         try:
             cur = self.con.execute(text)
             if cur.description is None:
@@ -156,6 +211,7 @@ class RecordingsDatabase:
     def stream(self, text: str, chunk: int = 1 << 16) -> tuple[list[str], Iterator[list[tuple]]]:
         """Run one query: its column names and its rows a chunk at a time (an answer of millions of
         rows is never held whole); errors are :class:`SqlError` as for :meth:`sql`."""
+        self.check(text)
         try:
             cur = self.con.execute(text)
         except duckdb.Error as err:
