@@ -39,8 +39,18 @@ def event_formats(trace: TraceFile) -> list[EventFormat]:
 
 def thread_names(trace: TraceFile) -> dict[int, str]:
     """Thread id -> command name, from the file's saved cmdlines (``<idle>`` for 0; a thread not
-    there is :data:`UNKNOWN_COMM`)."""
-    return {0: "<idle>", **trace.cmdlines}
+    there is :data:`UNKNOWN_COMM`). A name's bytes that are not UTF-8 (the reader keeps them as
+    surrogates) are ``\\xNN``, as ``script`` and ``trace`` print them: the tables hold text."""
+    return {0: "<idle>", **{tid: shown_name(name) for tid, name in trace.cmdlines.items()}}
+
+
+def shown_name(name: str) -> str:
+    """A command name as text: each byte of it that is not UTF-8 as ``\\xNN``."""
+    try:
+        name.encode()
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def host_of(trace: TraceFile) -> str:

@@ -10,7 +10,6 @@ import signal
 import threading
 from typing import Any, Callable, Iterator
 
-from ..errors import ProbectlError
 
 
 class Terminated(Exception):
@@ -60,7 +59,9 @@ def signals_held() -> Iterator[list[int]]:
 
 class CleanupSteps:
     """Clean-up steps, each attempted whatever the others did: ``steps(fn)`` runs ``fn`` and returns
-    its result, or None when it failed (the failure is kept for :meth:`finish`)."""
+    its result, or None when it failed (the failure is kept for :meth:`finish`). Any failure: an
+    internal error in one step (a bug, a part's surprise) must not skip the steps after it, the
+    removal of the instance among them."""
 
     def __init__(self) -> None:
         self.errors: list[BaseException] = []
@@ -68,7 +69,7 @@ class CleanupSteps:
     def __call__(self, fn: Callable[[], Any]) -> Any:
         try:
             return fn()
-        except (ProbectlError, OSError) as err:
+        except Exception as err:
             self.errors.append(err)
             return None
 

@@ -41,7 +41,7 @@ class LiveNames:
             return
         self._read_at = now
         try:
-            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+            for line in (self.root / "saved_cmdlines").read_bytes().decode("utf-8", "surrogateescape").splitlines():
                 pid, _, comm = line.partition(" ")
                 if pid.isdigit() and comm and comm != "<...>":
                     self.saved[int(pid)] = comm

@@ -199,9 +199,10 @@ def collect_metadata(instance: Path | str, systems: Iterable[str], *, root: Path
         if texts:
             event_formats.append((system, texts))
 
-    def optional(path: Path) -> str:
+    def optional(path: Path, names: bool = False) -> str:
         try:
-            return _read_text(path)
+            # (names are bytes any process chooses: those that are not UTF-8 are kept, as surrogates)
+            return path.read_bytes().decode("utf-8", "surrogateescape") if names else _read_text(path)
         except OSError:
             return ""
 
@@ -217,7 +218,7 @@ def collect_metadata(instance: Path | str, systems: Iterable[str], *, root: Path
         event_formats=event_formats,
         kallsyms=_readable_kallsyms() if kallsyms else b"",
         printk_formats=optional(root / "printk_formats").encode(),
-        cmdlines=optional(root / "saved_cmdlines"),
+        cmdlines=optional(root / "saved_cmdlines", names=True),
         tgids=optional(root / "saved_tgids"),
         trace_clock=optional(instance / "trace_clock").strip() or "[local]",
         uname=f"{u.sysname} {u.nodename} {u.release} {u.version} {u.machine}",

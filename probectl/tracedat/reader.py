@@ -338,7 +338,7 @@ class TraceFile:
                 self.format_texts.append((system, text))
 
     def _parse_cmdlines(self, data: bytes) -> None:
-        self.cmdlines.update(parse_cmdlines(data.decode(errors="replace")))
+        self.cmdlines.update(parse_cmdlines(data.decode("utf-8", "surrogateescape")))
 
     def _check_cpu_data(self, cpu: int, offset: int, size: int) -> None:
         if size and offset + size > self.size:

@@ -148,7 +148,7 @@ def _write_v6(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Pat
     o.raw(_event_formats(o, meta))
     o.raw(o.num("I", len(meta.kallsyms)) + meta.kallsyms)
     o.raw(o.num("I", len(meta.printk_formats)) + meta.printk_formats)
-    cmdlines = meta.cmdlines.encode()
+    cmdlines = meta.cmdlines.encode("utf-8", "surrogateescape")
     o.raw(o.num("Q", len(cmdlines)) + cmdlines)
     o.raw(o.num("I", meta.cpus))
     o.raw(V6_OPTIONS + _options(o, meta) + o.num("H", Option.DONE))
@@ -208,7 +208,8 @@ def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Pat
         Option.PRINTK: section(Option.PRINTK, "printk",
                                o.num("I", len(meta.printk_formats)) + meta.printk_formats),
         Option.CMDLINES: section(Option.CMDLINES, "command lines",
-                                 o.num("Q", len(meta.cmdlines.encode())) + meta.cmdlines.encode()),
+                                 o.num("Q", len(meta.cmdlines.encode("utf-8", "surrogateescape")))
+                                 + meta.cmdlines.encode("utf-8", "surrogateescape")),
     }
 
     # BUFFER: the header, zeros up to a page boundary, then each CPU's pages, page-aligned; the
