@@ -123,8 +123,9 @@ class OutputFile:
 
 
 def write_text(path: os.PathLike | str, text: str) -> None:
-    """``text`` written (UTF-8) to the file ``path``, whole or not at all."""
-    data = text.encode("utf-8")
+    """``text`` written (UTF-8) to the file ``path``, whole or not at all; bytes that were not UTF-8
+    where the text came from (kept as surrogates: a frame of folded stacks) are written as they were."""
+    data = text.encode("utf-8", "surrogateescape")
     OutputFile(path).write(lambda out: out.write(data))
 
 

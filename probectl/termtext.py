@@ -52,6 +52,17 @@ def printable(text: str, *, newlines: bool = False) -> str:
     return re.sub(_UNSAFE, _show, text)
 
 
+def backslashed(text: str) -> str:
+    """``text`` with each byte that is not UTF-8 (kept as a lone surrogate) as ``\\xNN``: how a name
+    made of bytes (a process's comm, a frame of folded stacks) goes into text that must be UTF-8
+    (a table, an SVG), as ``script`` and ``trace`` print it."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     """``text`` if it has at most ``limit`` characters, else its first ``limit``, an ellipsis and
     its length."""

@@ -20,10 +20,10 @@ from ..record.livestream import LiveStream
 from ..record.selection import SelectedEvent
 from ..record.session import RunPart, RunScope, TracedRun
 from ..record.teardown import CleanupSteps
+from ..termtext import backslashed
 from ..tracefs import Tracefs, os_error, write_once
 from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
                    parse_keys, parse_value, stack_plan)
-from .recording import shown_name
 from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
                       result_from_pairs)
 from .table import HistTable, rows_from_entries
@@ -62,7 +62,7 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
             table = user_hist(run, event, keys, value, buffer_kb=buffer_kb, progress=progress)
             if any(k.is_thread_name for k in keys):
                 names = LiveNames(tfs.root, {})
-                table.merge_by(lambda tid: shown_name(names.comm(tid)),
+                table.merge_by(lambda tid: backslashed(names.comm(tid)),
                                next(i for i, k in enumerate(keys) if k.is_thread_name))
     return table
 
@@ -79,7 +79,7 @@ def recorded_hist(path: Path, word: str, key_text: str, *, value_name: Optional[
         value = parse_value(value_name, fmt)
         table = file_hist(path, fmt, keys, value)
         if any(k.is_thread_name for k in keys):
-            table.merge_by(lambda tid: shown_name(trace.comm(tid)),
+            table.merge_by(lambda tid: backslashed(trace.comm(tid)),
                            next(i for i, k in enumerate(keys) if k.is_thread_name))
         return table, trace.kallsyms
 

@@ -35,6 +35,9 @@ PART_FILE = "part-0.parquet"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+NAME_MAX = 255  # bytes of a file name (Linux): the partitions are directories named key=value
+
+
 def partition_value(text: str) -> str:
     """A value safe in a hive path (``host=...``): letters, digits and ``._-`` kept, the rest ``_``."""
     value = _UNSAFE.sub("_", text)
@@ -62,6 +65,26 @@ class ParquetDatasets:
     events: dict[str, list[str]] = field(default_factory=dict)
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode()
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _utf8_name(directory: Path) -> str:
+    """A name of ``directory`` that DuckDB, which names files in UTF-8, can open: its path, or, when
+    that is not UTF-8, ``/proc/self/fd/N`` of a descriptor of it kept open for the process's life."""
+    if _is_utf8(str(directory)):
+        return str(directory)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise ProbectlError(f"cannot read {directory}: {err.strerror}") from None
+    return f"/proc/self/fd/{fd}"
+
+
 def find_datasets(directory: Path | str) -> ParquetDatasets:
     """The event datasets under ``directory`` (``SYSTEM.EVENT/**/*.parquet``); an error when there
     are none (it is not such a directory)."""
@@ -70,9 +93,12 @@ def find_datasets(directory: Path | str) -> ParquetDatasets:
         entries = sorted(p for p in out.path.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError as err:
         raise ProbectlError(f"cannot read {directory}: {err.strerror}") from None
+    base = _utf8_name(out.path)
     for d in entries:
         system, dot, name = d.name.partition(".")
-        files = sorted(str(f) for f in d.rglob("*.parquet") if f.is_file()) if dot and name else []
+        found = sorted(f.relative_to(out.path) for f in d.rglob("*.parquet") if f.is_file()) if dot and name else []
+        # (DuckDB names files in UTF-8: a part of a name that is not is none write_parquet made)
+        files = [f"{base}/{f}" for f in found if _is_utf8(str(f))]
         if files:
             out.events[f"{system}:{name}"] = files
     if not out.events:
@@ -97,6 +123,10 @@ def write_parquet(tables: EventTables, out_dir: Path | str, *, host: str = "", r
                             "record some first; 'probectl report -i FILE' shows what a file holds")
     if out.exists() and not out.is_dir():
         raise ProbectlError(f"{out} exists and is not a directory", "give -o a directory (it is created when missing)")
+    for flag, key, value in (("--host", "host", host), ("--recording", "recording", recording)):
+        if len(f"{key}={partition_value(value)}".encode()) > NAME_MAX:
+            raise ProbectlError(f"the {key} name of {len(value):,} characters is longer than a directory name may be "
+                                f"({NAME_MAX} bytes with '{key}=')", f"give a shorter {flag} NAME")
     targets = {event: partition_path(event, host, recording) for event in tables.tables}
     taken = [str(out / p) for p in targets.values() if (out / p).exists()]
     if taken:
@@ -116,7 +146,8 @@ def write_parquet(tables: EventTables, out_dir: Path | str, *, host: str = "", r
         for event, table in tables.tables.items():
             part = staging / targets[event]
             part.mkdir(parents=True)
-            pq.write_table(table, part / PART_FILE, compression=compression)
+            with open(part / PART_FILE, "wb") as f:  # (opened here: pyarrow names a path in UTF-8 only)
+                pq.write_table(table, f, compression=compression)
             result.rows += table.num_rows
         for event in tables.tables:  # all written: move each partition into place
             final = out / targets[event]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..formats import EventFormat
 from ..script import STACK_EVENTS
+from ..termtext import backslashed
 from ..tracedat import TraceFile
 
 # The header columns of every event table, with what they hold.
@@ -41,24 +42,17 @@ def thread_names(trace: TraceFile) -> dict[int, str]:
     """Thread id -> command name, from the file's saved cmdlines (``<idle>`` for 0; a thread not
     there is :data:`UNKNOWN_COMM`). A name's bytes that are not UTF-8 (the reader keeps them as
     surrogates) are ``\\xNN``, as ``script`` and ``trace`` print them: the tables hold text."""
-    return {0: "<idle>", **{tid: shown_name(name) for tid, name in trace.cmdlines.items()}}
-
-
-def shown_name(name: str) -> str:
-    """A command name as text: each byte of it that is not UTF-8 as ``\\xNN``."""
-    try:
-        name.encode()
-        return name
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return {0: "<idle>", **{tid: backslashed(name) for tid, name in trace.cmdlines.items()}}
 
 
 def host_of(trace: TraceFile) -> str:
     """The machine a file was recorded on: the node name of its uname option (else 'unknown')."""
     parts = trace.uname.split()
-    return parts[1] if len(parts) > 1 else "unknown"
+    return backslashed(parts[1]) if len(parts) > 1 else "unknown"
 
 
 def recording_name(path: Path) -> str:
-    name = path.name
+    """The file name without ``.dat`` (a name that is not UTF-8 with its bytes as ``\\xNN``: it is a
+    value in the tables)."""
+    name = backslashed(path.name)
     return name[:-4] if name.endswith(".dat") and len(name) > 4 else name

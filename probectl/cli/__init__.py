@@ -171,6 +171,18 @@ def target_value_callback(ctx: click.Context, param: click.Parameter, value: str
     return check_target_value(flag, value)
 
 
+def path_value_callback(ctx: click.Context, param: click.Parameter, value):
+    """The callback of the options that name a file or a directory (-i, -o, --pairs, -s): an empty
+    one is a usage error, not "the option left out" (a script's empty variable used to send the
+    output to stdout, or read stdin, instead of the file it meant)."""
+    for one in value if isinstance(value, tuple) else (value,):
+        if one is not None and not one.strip():
+            flag = next((opt for opt in param.opts if not opt.startswith("--")), param.opts[0])
+            raise click.UsageError(f"{flag} was given an empty {param.metavar or 'path'}; give a path "
+                                   f"('-' where it means stdin or stdout), or leave {flag} out")
+    return value
+
+
 def exec_option(help_text: str = "User binary or library (path or name, e.g. libc)."):
     """-x BINARY (the commands without -k and -m take it too: del, trace)."""
     return click.option("-x", "--exec", "exec_", metavar="BINARY", callback=target_value_callback, help=help_text)

@@ -11,7 +11,7 @@ import click
 from ..analysis.names import KeyNames
 from ..outputfile import OutputFile
 from ..tracefs import Tracefs
-from . import cli, notice
+from . import cli, notice, path_value_callback
 from .probes import make_target, target_options
 from .recording import _pids, _SplitCommand
 
@@ -61,7 +61,8 @@ def _progress(what: str, command: list):
 @click.option("--sort", "sort_by", type=click.Choice(("count", "sum", "key")), help="Row order.")
 @click.option("--top", type=click.IntRange(min=1), metavar="N", help="Only the first N rows.")
 @_scope_options
-@click.option("-i", "--input", "input_", metavar="FILE", help="Count the events of a recording instead.")
+@click.option("-i", "--input", "input_", metavar="FILE",
+              callback=path_value_callback, help="Count the events of a recording instead.")
 @click.option("--user-space", is_flag=True, help="Aggregate in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
@@ -118,11 +119,13 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
               help="What pairs a start with its end: the thread, or fields both events have (dev,sector).")
 @click.option("--buckets", type=click.IntRange(min=1), metavar="N", help="Linear buckets of N µs (ns) (default log2).")
 @click.option("--ns", "in_ns", is_flag=True, help="Latencies in nanoseconds (default microseconds).")
-@click.option("--pairs", "pairs_file", metavar="FILE", help="Write 'completion_time latency' lines (heat maps).")
+@click.option("--pairs", "pairs_file", metavar="FILE",
+              callback=path_value_callback, help="Write 'completion_time latency' lines (heat maps).")
 @click.option("--filter", "filter_", metavar="EXPR", help="Kernel filter of the start event: only these are timed.")
 @click.option("--end-filter", "end_filter", metavar="EXPR", help="Kernel filter of the end event.")
 @_scope_options
-@click.option("-i", "--input", "input_", metavar="FILE", help="Pair the events of a recording instead.")
+@click.option("-i", "--input", "input_", metavar="FILE",
+              callback=path_value_callback, help="Pair the events of a recording instead.")
 @click.option("--user-space", is_flag=True, help="Pair the events in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context

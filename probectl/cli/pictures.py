@@ -8,11 +8,12 @@ from typing import Callable, Iterable, TypeVar
 import click
 
 from ..pictures.flamegraph import FlameGraphOptions, render_svg
+from ..pictures.heatmap import MAX_COLUMNS
 from ..pictures.offcpu import off_cpu_stacks
 from ..outputfile import write_text
 from ..pictures.stacks import parse_folded, trace_stacks
 from ..tracedat import DEFAULT_FILE, open_trace
-from . import cli, notice
+from . import cli, notice, path_value_callback
 
 T = TypeVar("T")
 
@@ -65,13 +66,14 @@ def _write(text: str, output: str | None) -> None:
 
 
 @cli.command()
-@click.option("-i", "--input", "input_", metavar="FILE",
+@click.option("-i", "--input", "input_", metavar="FILE", callback=path_value_callback,
               help=f"trace.dat recorded with -g [default: {DEFAULT_FILE}]; with --folded, folded stacks "
               "[default: stdin].")
 @click.option("--folded", "folded_input", is_flag=True, help="The input is folded stacks ('a;b;c COUNT' lines).")
 @click.option("--off-cpu", is_flag=True,
               help="Time blocked, per stack, from sched:sched_switch/sched_wakeup recorded with -g.")
-@click.option("-o", "--output", metavar="FILE", help="Write the SVG (or folded text) to FILE [default: stdout].")
+@click.option("-o", "--output", metavar="FILE",
+              callback=path_value_callback, help="Write the SVG (or folded text) to FILE [default: stdout].")
 @click.option("--format", "kind", type=click.Choice(("svg", "folded")), default="svg", show_default=True,
               help="svg, or the weighted stacks as folded text (for flamegraph.pl or diffing).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events' stacks (repeatable).")
@@ -115,7 +117,7 @@ def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids,
 
 
 @cli.command()
-@click.option("-i", "--input", "input_", metavar="FILE",
+@click.option("-i", "--input", "input_", metavar="FILE", callback=path_value_callback,
               help="'completion_time latency' pairs (probectl latency --pairs) [default: stdin]; with --start "
               "and --end, a recording.")
 @click.option("--ns", "in_ns", is_flag=True, help="The pairs' latencies are in ns (latency --ns --pairs).")
@@ -123,13 +125,14 @@ def flamegraph(input_, folded_input, off_cpu, output, kind, events, comms, pids,
 @click.option("--end", "end_name", metavar="EVENT", help="The end event.")
 @click.option("--key", "key_text", default="common_pid", show_default=True, metavar="FIELDS",
               help="What pairs a start with its end (as in latency).")
-@click.option("-o", "--output", metavar="FILE", help="Write the SVG to FILE [default: stdout].")
+@click.option("-o", "--output", metavar="FILE",
+              callback=path_value_callback, help="Write the SVG to FILE [default: stdout].")
 @click.option("--title", default="Latency Heat Map", show_default=True, metavar="TEXT")
 @click.option("--width", type=click.IntRange(min=300), default=1200, show_default=True, help="Width in pixels.")
 @click.option("--height", type=click.IntRange(min=200), default=600, show_default=True, help="Height in pixels.")
 @click.option("--rows", type=click.IntRange(min=1, max=1000), default=50, show_default=True,
               help="About this many latency buckets.")
-@click.option("--columns", type=click.IntRange(min=1, max=5000), default=100, show_default=True,
+@click.option("--columns", type=click.IntRange(min=1, max=MAX_COLUMNS), default=100, show_default=True,
               help="About this many time columns.")
 @click.option("--step", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Time per column [default: from --columns].")

@@ -15,7 +15,7 @@ from ..events import definition_bytes
 from ..target import Target, find_binary, find_target
 from ..termtext import printable
 from ..tracefs import Tracefs
-from . import cli, exec_option, notice, target_value_callback
+from . import cli, exec_option, notice, path_value_callback, target_value_callback
 
 
 def _json_text(value) -> str:
@@ -53,7 +53,8 @@ def target_options(func):
 @click.option("-n", "--dry-run", is_flag=True, help="Resolve and name everything, write nothing.")
 @click.option("-D", "--definition", "definition", is_flag=True,
               help="Print the definition lines that would be written, one per line, and nothing else.")
-@click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are (for lazy patterns).")
+@click.option("-s", "--source", "source_dir", metavar="DIR",
+              callback=path_value_callback, help="Where the sources are (for lazy patterns).")
 @click.option("--btf", "use_btf", is_flag=True,
               help="Kprobes: C arguments from BTF even when a vmlinux with DWARF is there.")
 @click.option("--max-probes", type=click.IntRange(min=0), metavar="N",
@@ -245,7 +246,8 @@ def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
 @cli.command()
 @click.argument("linedesc")
 @target_options
-@click.option("-s", "--source", "source_dir", metavar="DIR", help="Where the sources are.")
+@click.option("-s", "--source", "source_dir", metavar="DIR",
+              callback=path_value_callback, help="Where the sources are.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
 def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     """Show the source lines that can be probed (perf -L).

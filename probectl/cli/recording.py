@@ -12,7 +12,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, parse_fields, print_live
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import Command, cli, exec_option, notice, target_value_callback
+from . import Command, cli, exec_option, notice, path_value_callback, target_value_callback
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -118,6 +118,7 @@ def _count(n: int, noun: str) -> str:
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads and children too).")
 @click.option("-g", "--call-graph", "stacks", is_flag=True, help="Kernel and user stack with each event.")
 @click.option("-o", "--output", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
+              callback=path_value_callback,
               help="The trace.dat file to write.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Stop after this long.")

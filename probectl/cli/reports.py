@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import click
 
 from ..tracedat import DEFAULT_FILE
-from . import cli, notice
+from . import cli, notice, path_value_callback
 
 
 def _progress_reader():
@@ -137,7 +137,8 @@ _NAME_HELP = "Name of the recording of each -i FILE, in order (default: the file
 
 
 @cli.command()
-@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR", help=_INPUT_HELP)
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR",
+              callback=path_value_callback, help=_INPUT_HELP)
 @click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
 @click.option("-s", "--sort", "sort", metavar="KEYS",
@@ -234,7 +235,8 @@ def _print_report(rep, top: int, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("sql", required=False)
-@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR", help=_INPUT_HELP)
+@click.option("-i", "--input", "inputs", multiple=True, metavar="FILE|DIR",
+              callback=path_value_callback, help=_INPUT_HELP)
 @click.option("--name", "names", multiple=True, metavar="NAME", help=_NAME_HELP)
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of objects.")

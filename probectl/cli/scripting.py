@@ -8,7 +8,7 @@ import click
 
 from ..script import DEFAULT_FIELDS, FIELDS, OUTPUT_FORMATS, lost_events, parse_fields, write_script
 from ..tracedat import DEFAULT_FILE, open_trace
-from . import cli, notice
+from . import cli, notice, path_value_callback
 
 # Timeline formats (probectl.pictures.timeline): Chrome JSON, which Perfetto opens.
 TIMELINE_FORMATS = ("chrome-json", "perfetto")
@@ -16,6 +16,7 @@ TIMELINE_FORMATS = ("chrome-json", "perfetto")
 
 @cli.command()
 @click.option("-i", "--input", "input_", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
+              callback=path_value_callback,
               help="trace.dat file (probectl's or trace-cmd's).")
 @click.option("-F", "--fields", metavar="FIELDS", help=f"Fields of text/csv lines, from {','.join(FIELDS)}.")
 @click.option("--format", "kind", type=click.Choice(OUTPUT_FORMATS + ("parquet",) + TIMELINE_FORMATS), default="text",
@@ -23,7 +24,7 @@ TIMELINE_FORMATS = ("chrome-json", "perfetto")
                                       "flamegraph.pl), parquet (a dataset per event under -o DIR), chrome-json "
                                       "(a timeline for Perfetto; perfetto is the same).")
 @click.option("-e", "--event", "events", multiple=True, metavar="GLOB", help="Only these events (repeatable).")
-@click.option("-o", "--output", "output", metavar="DIR|FILE",
+@click.option("-o", "--output", "output", metavar="DIR|FILE", callback=path_value_callback,
               help="--format parquet: the directory of the datasets, DIR/SYSTEM.EVENT/host=H/recording=R/; "
                    "chrome-json: the file (written whole or not at all; default stdout).")
 @click.option("--host", "host", metavar="NAME", help="--format parquet: the host partition (default: the "

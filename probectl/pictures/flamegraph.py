@@ -21,6 +21,7 @@ from typing import Optional
 from ..dataclass import dataclass
 from ..errors import ProbectlError
 from ..script import KERNEL_MARK
+from ..termtext import backslashed
 from .stacks import StackCounts
 
 FONT_SIZE = 12
@@ -165,12 +166,12 @@ def render_svg(stacks: StackCounts, options: FlameGraphOptions) -> str:
         y = (top_pad + f.depth * FRAME_HEIGHT if options.inverted
              else height - bottom_pad - (f.depth + 1) * FRAME_HEIGHT)
         fill = "rgb(160,160,160)" if f.depth == 0 else _colour(name, kernel, palette)
-        label = escape(name)
+        label = escape(backslashed(name))
         share = 100 * f.value / total
         append(f'<g{kernel_class if kernel else ""}><title>{label} ({escape(format_weight(f.value, unit))}, '
                f'{share:.2f}%)</title><rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{FRAME_HEIGHT - 1}" '
                f'fill="{fill}" rx="2" ry="2"/><text x="{x + 3:.2f}" y="{y + FRAME_HEIGHT - 4.5}">'
-               f'{escape(_fit(name, w))}</text></g>\n')
+               f'{escape(backslashed(_fit(name, w)))}</text></g>\n')
     out.append("</g>\n</svg>\n")
     return "".join(out)
 

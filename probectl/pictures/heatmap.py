@@ -111,6 +111,9 @@ class HeatMap:
         return sum(map(sum, self.counts))
 
 
+MAX_COLUMNS = 5000  # time columns of a heat map (--columns, or the pairs' time span / --step)
+
+
 def bin_pairs(pairs: Pairs, columns: int = 100, rows: int = 50, step: Optional[float] = None,
               max_latency: Optional[float] = None) -> HeatMap:
     """Count the pairs in cells: ``columns`` time steps (or steps of ``step`` s) and ``rows`` latency
@@ -118,6 +121,9 @@ def bin_pairs(pairs: Pairs, columns: int = 100, rows: int = 50, step: Optional[f
     if columns < 1 or rows < 1:
         raise ProbectlError("a heat map needs at least one row and one column")
     t_first, t_last = min(pairs.times), max(pairs.times)
+    if not math.isfinite(t_last - t_first):
+        raise ProbectlError(f"the pairs' times run from {t_first:g} s to {t_last:g} s: more than a float holds",
+                            "give completion times of one recording (seconds since boot, as latency --pairs has them)")
     top = max_latency if max_latency is not None else max(pairs.latencies)
     if top <= 0:
         top = 1.0
@@ -127,8 +133,13 @@ def bin_pairs(pairs: Pairs, columns: int = 100, rows: int = 50, step: Optional[f
     rows = max(1, math.ceil(top / bucket) if max_latency is not None else math.floor(top / bucket) + 1)
     if step is None:
         step = nice_step(max(t_last - t_first, 1e-6), columns)
-    t0 = math.floor(t_first / step) * step
-    columns = max(1, math.floor((t_last - t0) / step) + 1)
+    t0 = math.floor(t_first / step) * step if math.isfinite(t_first / step) else t_first
+    span = t_last - t0
+    # (a --step is bounded as --columns is: the grid is a list per column)
+    if not (math.isfinite(span) and math.isfinite(span / step)) or span / step >= MAX_COLUMNS:
+        raise ProbectlError(f"a step of {step:g} s over the pairs' {span:g} s is more than {MAX_COLUMNS:,} columns",
+                            f"give --step {span / (MAX_COLUMNS - 1):.3g} or more, or --columns N")
+    columns = max(1, math.floor(span / step) + 1)
     counts = [[0] * rows for _ in range(columns)]
     clipped = 0
     for t, lat in zip(pairs.times, pairs.latencies):

@@ -28,6 +28,9 @@ class StackCounts:
         return "".join(f"{stack} {n}\n" for stack, n in sorted(self.counts.items()))
 
 
+MAX_COUNT = (1 << 63) - 1  # a folded stack's count (as many as a 64-bit counter holds)
+
+
 def parse_folded(lines: Iterable[str], where: str = "the input", unit: str = "samples") -> StackCounts:
     """Folded stacks (``a;b;c 12`` per line, as stackcollapse-*.pl and ``script --format folded`` write
     them); the same stack on several lines adds up. A line that is not ``STACK COUNT`` is an error
@@ -44,9 +47,9 @@ def parse_folded(lines: Iterable[str], where: str = "the input", unit: str = "sa
         except ValueError:
             try:  # (flamegraph.pl accepts fractional counts; they are rounded here)
                 n = round(float(count))
-            except ValueError:
+            except (ValueError, OverflowError):  # (inf, -inf, 1e400)
                 n = -1
-        if not stack.strip() or n < 0:
+        if not stack.strip() or not 0 <= n <= MAX_COUNT:
             shown = line if len(line) <= 60 else line[:57] + "..."
             raise ProbectlError(f"{where}, line {number}: not a folded stack: {shown!r}",
                                 "each line is 'frame;frame;...;frame COUNT' (script --format folded writes them)")
