@@ -112,3 +112,31 @@ def test_recording_paths_that_are_not_utf8(tmp_path):
                                "SELECT count(*) AS n FROM syscalls.sys_enter_getpid").stdout)
     assert rows == [{"n": 100}]
     assert json.loads(probectl("report", "--json", "-i", out).stdout)["total"] > 0
+
+
+# ---- Ctrl-C from the very start -----------------------------------------------------------------
+
+def test_ctrl_c_at_any_moment_of_the_start_is_quiet():
+    """SIGINT at many moments of a command's first fractions of a second (its imports, its start,
+    its run): the program ends with 130 (or 0, done before it came) and no traceback of probectl's
+    code. (Before probectl's first line the interpreter's own start-up is not probectl's: a
+    traceback from there names none of its files, and Python's default SIGINT action there kills.)"""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pkg = re.compile(r'File "[^"]*/probectl/')
+    seen = []
+    for k in range(40):
+        delay = 0.005 * k
+        proc = subprocess.Popen([sys.executable, "-m", "probectl", "report", "-i", str(SAMPLE)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert not pkg.search(err), (delay, err)
+        assert proc.returncode in (0, 130, -signal.SIGINT) or "Traceback" in err, (delay, proc.returncode, err)
+        seen.append(proc.returncode)
+    assert 130 in seen

@@ -12,7 +12,25 @@ import gc
 import importlib
 import io
 import os
+import signal
 import sys
+
+
+def _quiet_interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C before the command runs (its imports) or after it ended: nothing is changed yet or any
+    more, so the program ends with 130 and no word, not a traceback from wherever the import was."""
+    os._exit(130)
+
+
+# Installed as the program's command line is imported (``probectl``, or ``python -m probectl`` whose
+# __main__ installed it even before and says what the handler was; not a test or a script importing
+# it), when Ctrl-C would raise KeyboardInterrupt (a shell's '&' job ignores SIGINT: left so); ``main``
+# gives the command KeyboardInterrupt back.
+_INT_HANDLER = getattr(sys.modules.get("__main__"), "INT_HANDLER_AT_START", None) or signal.getsignal(signal.SIGINT)
+_PROGRAM = (os.path.basename(sys.argv[0]) == "probectl" if sys.argv and sys.argv[0] else False) or \
+    getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None) == "probectl.__main__"
+if _PROGRAM and _INT_HANDLER is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _quiet_interrupt)
 
 # The program's collector: CPython collects its young generation every 700 allocations of objects
 # that may form cycles, and the imports of a command (click, the resolver, the DWARF reader: tens
@@ -255,7 +273,11 @@ def main(argv: list[str] | None = None) -> None:
     stdout = _GuardedStdout.install()
     try:
         status = _run(args, owns_stdout=stdout is not None, debug=debug)
+    except KeyboardInterrupt:  # (one that came while _run reported how the command ended)
+        status = 130
     finally:
+        if _PROGRAM and argv is None and _INT_HANDLER is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _quiet_interrupt)  # (the command has ended)
         if stdout is not None:
             stdout.restore()
     if argv is None:
@@ -272,6 +294,8 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     pipe, none), never a traceback unless ``debug`` is set and the failure is a bug (an exception
     that is no ProbectlError)."""
     try:
+        if signal.getsignal(signal.SIGINT) is _quiet_interrupt:
+            signal.signal(signal.SIGINT, _INT_HANDLER)  # (the command's own clean-up on Ctrl-C)
         cli.main(args=args, prog_name="probectl", standalone_mode=False)
         sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
         return 0
@@ -317,7 +341,6 @@ def _closed_pipe(owns_stdout: bool) -> int:
     the signal."""
     if owns_stdout:
         import atexit
-        import signal
 
         with contextlib.suppress(Exception):
             sys.stderr.flush()
