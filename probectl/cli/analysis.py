@@ -72,7 +72,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
     --duration or the end of COMMAND; probe definitions are added for the run and removed:
 
     \b
-        probectl hist -x libc malloc --key size --log2 -- ls
+        probectl hist -x libc 'malloc size=%di:u64' --key size --log2 -- ls
         probectl hist sched:sched_switch --key prev_comm --top 5 --duration 1
     """
     from ..analysis import live
