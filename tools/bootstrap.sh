@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
     pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 e2fsprogs zstd systemtap-sdt-dev
-           debuginfod chromium)
+           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

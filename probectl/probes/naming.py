@@ -65,7 +65,7 @@ def assign_events(
         group = probe.group or point.group or default_group
         _check_group(group)
         base = event_base_name(probe, point)
-        if point.is_return:
+        if point.is_return or point.at_return_instruction:
             base += "__return"
         if multiprobe and (group, base) in shared:
             event = shared[group, base]

@@ -71,12 +71,22 @@ class Resolver:
     _kallsyms: "Kallsyms | None" = None
     _source_resolver: "SourceResolver | None" = None
     _kprobe_rules: "KprobeRules | bool | None" = None
+    _is_go: bool | None = None
 
     @property
     def elf(self) -> ElfFile:
         if self._elf is None:
             self._elf = ElfFile(self.target.path)
         return self._elf
+
+    @property
+    def is_go_program(self) -> bool:
+        """The target is a program linked by the Go toolchain, whose stacks move."""
+        if self._is_go is None:
+            from ..debuginfo.golang import is_go_program
+
+            self._is_go = is_go_program(self.elf)
+        return self._is_go
 
     @property
     def kallsyms(self) -> "Kallsyms":
@@ -125,6 +135,10 @@ class Resolver:
         return allowed
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.point.is_return and self.target.is_uprobe and self.is_go_program:
+            from .goreturn import resolve_go_returns
+
+            return resolve_go_returns(self, probe)
         if probe.point.sdt is not None:
             from .sdt import resolve_sdt_points
 

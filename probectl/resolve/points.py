@@ -32,6 +32,9 @@ class ProbePoint:
     args: tuple[ResolvedArg, ...] = ()
     line: int | None = None  # relative line of FUNC:RLN, for naming
     group: str | None = None  # the group the place itself names (sdt_PROVIDER), None: the target's
+    # An entry probe on a return instruction standing for FUNC%return (a Go program's, see goreturn):
+    # named as a return probe is, written as a uprobe on an instruction.
+    at_return_instruction: bool = False
 
 
 def is_untyped_retval(arg: S.ArgSpec) -> bool:

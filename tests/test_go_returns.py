@@ -1,0 +1,142 @@
+"""FUNC%return on a Go program (fixtures/go_returns.go, built with Debian's go): uprobes on the
+function's return instructions with the results read from Go's result registers, never a kernel
+return probe; what cannot be made safe is refused with the reason. The live run (the program whose
+stack grows under the probe runs to its end) is tests/live/test_go_returns.py.
+
+objdump is the oracle of the return instructions and of the jumps out of a function.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from probectl.arch.x86_insn import function_exits
+from probectl.debuginfo.elf import ElfFile
+from probectl.debuginfo.golang import is_go_program
+from tests.helpers import build_fixture, build_go_fixture, fails, missing, probectl
+
+GO_BUILDS = ["", "all=-N -l"]  # the default optimised build, and the unoptimised one
+
+
+@pytest.fixture(scope="module", params=GO_BUILDS, ids=["optimised", "unoptimised"])
+def go_binary(request) -> Path:
+    return build_go_fixture("go_returns", request.param)
+
+
+def objdump_functions(path: Path) -> dict[str, list[tuple[int, str]]]:
+    """objdump -d of ``path``: each symbol's instructions as (address, text)."""
+    objdump = shutil.which("objdump")
+    if not objdump:
+        missing("objdump (apt binutils) is not installed")
+    out = subprocess.run([objdump, "-d", "-w", "--no-show-raw-insn", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    functions: dict[str, list[tuple[int, str]]] = {}
+    current: list[tuple[int, str]] = []
+    for line in out.splitlines():
+        m = re.match(r"([0-9a-f]+) <(.+)>:$", line)
+        if m:
+            current = functions.setdefault(m.group(2), [])
+            continue
+        m = re.match(r"\s+([0-9a-f]+):\t(.*)$", line)
+        if m:
+            current.append((int(m.group(1), 16), m.group(2).strip()))
+    return functions
+
+
+def test_exits_of_every_function_of_a_go_program_match_objdump(go_binary):
+    """Every sized function symbol of the program (the runtime's too): its returns and its direct jumps
+    out of it are those objdump shows."""
+    elf = ElfFile(go_binary)
+    text = elf.section(".text")
+    data = elf.section_data(".text")
+    listed = objdump_functions(go_binary)
+    checked = 0
+    for sym in elf.functions():
+        if not sym.size or sym.name not in listed or not text.addr <= sym.value < text.addr + text.size:
+            continue
+        code = data[sym.value - text.addr:sym.value - text.addr + sym.size]
+        exits = function_exits(code, sym.value)
+        lines = [(a, t) for a, t in listed[sym.name] if a < sym.value + sym.size]
+        want_returns = [a for a, t in lines if re.match(r"(rep[z ]\s*)?ret[q]?\b", t)]
+        want_out = []
+        for a, t in lines:
+            m = re.match(r"jmp\s+([0-9a-f]+)\b", t)
+            if m and not sym.value <= int(m.group(1), 16) < sym.value + sym.size:
+                want_out.append(a)
+        assert list(exits.returns) == want_returns, sym.name
+        assert list(exits.jumps_out) == want_out, sym.name
+        checked += 1
+    assert checked > 1000  # (the runtime's functions are in every Go program)
+
+
+def test_function_exits_by_hand():
+    # push %rbp; test %rbx,%rbx; jne +1; ret; jmp rel32 to far away; rep ret; jmp *%rax; ret $8
+    code = bytes.fromhex("55" "4885db" "7501" "c3" "e900100000" "f3c3" "ffe0" "c20800")
+    exits = function_exits(code, 0x1000)
+    assert exits.returns == (0x1000 + 6, 0x1000 + 12, 0x1000 + 16)
+    assert exits.jumps_out == (0x1000 + 7,)
+    assert exits.indirect_jumps == (0x1000 + 14,)
+
+
+def test_go_programs_are_told_apart(go_binary):
+    assert is_go_program(ElfFile(go_binary))
+    assert not is_go_program(ElfFile(build_fixture("uprobe_target")))
+
+
+def _ret_offsets(binary: Path, function: str) -> list[int]:
+    """The file offsets of ``function``'s return instructions, by objdump (the binary is not PIE:
+    vaddr - segment vaddr + segment offset)."""
+    elf = ElfFile(binary)
+    return [elf.vaddr_to_offset(a) for a, t in objdump_functions(binary)[function] if t.startswith("ret")]
+
+
+def test_return_probes_are_uprobes_on_the_return_instructions(go_binary):
+    out = probectl("add", "-D", "-x", str(go_binary), "gt:w=main.work%return $retval",
+                   "gt:dm=main.divmod%return q r", "gt:neg=main.negate%return $retval")
+    lines = out.stdout.split()
+    defs = [line for line in out.stdout.splitlines() if line]
+    assert lines and not any(d.startswith("r:") for d in defs), out.stdout
+    by_event: dict[str, list[str]] = {}
+    for d in defs:
+        kind_event, place, *args = d.split()
+        assert kind_event.startswith("p:gt/")
+        by_event.setdefault(kind_event[5:], []).append((place, tuple(args)))
+    for event, function, args in [("w__return", "main.work", ("%ax:s64",)),
+                                  ("dm__return", "main.divmod", ("q=%ax:s64", "r=%bx:s64")),
+                                  ("neg__return", "main.negate", ("%ax:s32",))]:
+        places = by_event[event]
+        assert [int(p.rsplit(":0x", 1)[1], 16) for p, _ in places] == _ret_offsets(go_binary, function)
+        assert all(a == args for _, a in places)
+    assert "not a kernel return probe" in out.stderr
+
+
+def test_a_c_program_keeps_its_kernel_return_probe():
+    binary = build_fixture("uprobe_target")
+    out = probectl("add", "-D", "-x", str(binary), "add_ints%return $retval")
+    assert out.stdout.startswith("r:"), out.stdout
+
+
+@pytest.mark.parametrize("definition, message", [
+    ("main.pair%return $retval", "the result ~r0 ([2]int) of main.pair is returned on the stack"),
+    ("main.ratio%return $retval", "of main.ratio is returned in a floating-point register, which probe events "
+                                  "cannot read"),
+    ("main.divmod%return a", "'a' is not a result of main.divmod: at a Go return only the results are known "
+                             "(results: q, r)"),
+    ("main.divmod%return q.x", "main.divmod has no member x"),
+    ("main.divmod%return q->x", "only its own members (RESULT.member) can be named"),
+    ("main.main%return $retval", "main.main returns nothing"),
+    ("main.divmod%return $params", "the arguments and locals are gone there"),
+])
+def test_what_cannot_be_read_at_a_go_return_is_refused(go_binary, definition, message):
+    err = fails("add", "-D", "-x", str(go_binary), definition)
+    assert message in err, err
+    assert "Hint: " in err
+
+
+def test_registers_and_the_comm_need_no_results(go_binary):
+    out = probectl("add", "-D", "-x", str(go_binary), "main.work%return %bx:u64 $comm")
+    assert all(line.split()[2:] == ["%bx:u64", "$comm"] for line in out.stdout.splitlines()), out.stdout
