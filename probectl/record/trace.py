@@ -41,7 +41,8 @@ class LiveNames:
             return
         self._read_at = now
         try:
-            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+            # (a comm is bytes a program chose, not always UTF-8: kept as they are, as the events' are)
+            for line in (self.root / "saved_cmdlines").read_text(errors="surrogateescape").splitlines():
                 pid, _, comm = line.partition(" ")
                 if pid.isdigit() and comm and comm != "<...>":
                     self.saved[int(pid)] = comm
