@@ -1,8 +1,6 @@
 """record.trace.LiveNames: the names of live processes that ``trace`` prints beside their events."""
 from __future__ import annotations
 
-
-
 from probectl.record.trace import LiveNames
 
 
