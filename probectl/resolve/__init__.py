@@ -101,6 +101,8 @@ class Resolver:
         instances or lines the compiler split)."""
         points = self._resolve(_with_symbol_version(probe))
         self._check_count(probe.text, len(points))
+        if self.target.is_uprobe and probe.point.sdt is None and self.is_go_program:
+            points = [replace(p, qualified=True) for p in points]
         if self.target.is_uprobe or self.target.path is None:
             return points
         return self._allowed_kprobes(points)

@@ -3,7 +3,7 @@
 fixtures/go_returns.go's ``work`` recurses 2,000 deep in a goroutine with large frames, so Go grows
 (copies) the goroutine's stack while 2,000 calls of it have yet to return: under a kernel return
 probe (perf's, and probectl's before it knew Go) the program dies with "unexpected return pc".
-Events are read from a private instance's text ``trace`` file, as tests/live/test_live_uprobes.py does.
+The offline tests are tests/test_go_programs.py. Events are read from a private instance's text ``trace`` file, as tests/live/test_live_uprobes.py does.
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def run_traced(tracefs: Path, binary: Path) -> tuple[subprocess.CompletedProcess
 def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags):
     binary = build_go_fixture("go_returns", gcflags)
     added = probectl("add", "-x", str(binary), f"{GROUP}:w=main.work%return $retval",
-                     f"{GROUP}:dm=main.divmod%return q r", f"{GROUP}:neg=main.negate%return $retval")
+                     f"{GROUP}:dm=main.divmod%return q r", f"{GROUP}:neg=main.negate%return $retval",
+                     f"{GROUP}:poll=main.(*Server).poll%return $retval")
     assert "not a kernel return probe" in added.stderr
     ours = [line for line in (cleanup_group / "uprobe_events").read_text().splitlines() if f":{GROUP}/" in line]
     assert len(ours) >= 3 and all(line.startswith("p:") for line in ours), ours
@@ -65,4 +66,5 @@ def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags
     assert got["w__return"][-1]["arg1"] == want["work"][0]["ret"]
     assert [(e["q"], e["r"]) for e in got["dm__return"]] == [(c["q"], c["r"]) for c in want["divmod"]]
     assert [e["arg1"] for e in got["neg__return"]] == [c["ret"] for c in want["negate"]]
+    assert [e["arg1"] for e in got["poll__return"]] == [c["ret"] for c in want["poll"]]
     assert re.search(r"PAIR 2000 -2000", run.stdout)

@@ -1,9 +1,11 @@
-"""FUNC%return on a Go program (fixtures/go_returns.go, built with Debian's go): uprobes on the
-function's return instructions with the results read from Go's result registers, never a kernel
-return probe; what cannot be made safe is refused with the reason. The live run (the program whose
-stack grows under the probe runs to its end) is tests/live/test_go_returns.py.
+"""Go programs (fixtures/go_returns.go, built with Debian's go, optimised and not): FUNC%return as
+uprobes on the function's return instructions with the results read from Go's result registers,
+never a kernel return probe, and what cannot be made safe refused with the reason; event names made
+from whole Go names. The live run (the program whose stack grows under the probe runs to its end) is
+tests/live/test_go_returns.py.
 
-objdump is the oracle of the return instructions and of the jumps out of a function.
+objdump is the oracle of the return instructions and of the jumps out of a function, perf -D of the
+entry probes' places and arguments.
 """
 from __future__ import annotations
 
@@ -140,3 +142,44 @@ def test_what_cannot_be_read_at_a_go_return_is_refused(go_binary, definition, me
 def test_registers_and_the_comm_need_no_results(go_binary):
     out = probectl("add", "-D", "-x", str(go_binary), "main.work%return %bx:u64 $comm")
     assert all(line.split()[2:] == ["%bx:u64", "$comm"] for line in out.stdout.splitlines()), out.stdout
+
+
+
+# -- Go names ----------------------------------------------------------------------------------------
+
+
+def test_go_functions_get_distinct_event_names_from_their_whole_names(go_binary):
+    out = probectl("add", "-D", "-x", str(go_binary), "main.(*Server).poll n", "main.(*Server).poll%return $retval",
+                   "main.main.func1", "main.work", "main.divmod")
+    events = [line.split()[0].split("/")[1] for line in out.stdout.splitlines()]
+    assert events == [e for e in ("main_Server_poll", "main_Server_poll__return", "main_main_func1",
+                                          "main_work", "main_divmod")]
+
+
+def test_go_entry_probes_equal_perfs_but_for_the_name(go_binary):
+    """perf -D is the oracle of the place and the argument (its event name is cut at the first '.')."""
+    perf = shutil.which("perf")
+    if not perf:
+        missing("perf (linux-perf) is not installed")
+    compared = 0
+    for definition in ("main.(*Server).poll n", "main.divmod a b", "main.negate x"):
+        theirs = subprocess.run([perf, "probe", "-x", str(go_binary), "-D", definition], capture_output=True,
+                                text=True)
+        if theirs.returncode != 0:
+            continue
+        compared += 1
+        ours = probectl("add", "-D", "-x", str(go_binary), definition).stdout
+        assert [line.split()[1:] for line in ours.splitlines()] == \
+               [line.split()[1:] for line in theirs.stdout.splitlines()], definition
+    assert compared
+
+
+def test_a_long_qualified_name_is_cut_to_the_kernels_limit_and_stays_apart():
+    from probectl.probes.naming import MAX_EVENT_NAME_LEN, qualified_event_name
+
+    base = "github.com/prometheus/client_golang/prometheus.(*counter)."
+    a, b = qualified_event_name(base + "AddWithExemplar"), qualified_event_name(base + "Add")
+    assert a != b and a.endswith("_counter_AddWithExemplar") and b.endswith("_counter_Add")
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and len(n + "__return_99") < MAX_EVENT_NAME_LEN for n in (a, b))
+    assert qualified_event_name(base + "Add") == b  # (stable from run to run)
+    assert qualified_event_name("main.(*Server).poll") == "main_Server_poll"
