@@ -1,8 +1,8 @@
-"""Go programs (fixtures/go_returns.go, built with Debian's go, optimised and not): FUNC%return as
+"""Go programs (fixtures/go_target.go, built with Debian's go, optimised and not): FUNC%return as
 uprobes on the function's return instructions with the results read from Go's result registers,
 never a kernel return probe, and what cannot be made safe refused with the reason; event names made
 from whole Go names. The live run (the program whose stack grows under the probe runs to its end) is
-tests/live/test_go_returns.py.
+tests/live/test_go_programs.py.
 
 objdump is the oracle of the return instructions and of the jumps out of a function, perf -D of the
 entry probes' places and arguments.
@@ -26,7 +26,7 @@ GO_BUILDS = ["", "all=-N -l"]  # the default optimised build, and the unoptimise
 
 @pytest.fixture(scope="module", params=GO_BUILDS, ids=["optimised", "unoptimised"])
 def go_binary(request) -> Path:
-    return build_go_fixture("go_returns", request.param)
+    return build_go_fixture("go_target", request.param)
 
 
 def objdump_functions(path: Path) -> dict[str, list[tuple[int, str]]]:
@@ -183,3 +183,26 @@ def test_a_long_qualified_name_is_cut_to_the_kernels_limit_and_stays_apart():
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and len(n + "__return_99") < MAX_EVENT_NAME_LEN for n in (a, b))
     assert qualified_event_name(base + "Add") == b  # (stable from run to run)
     assert qualified_event_name("main.(*Server).poll") == "main_Server_poll"
+
+
+# -- strings and slices: values in several registers (DW_OP_piece) ----------------------------------
+
+
+def test_members_of_a_string_and_a_slice_are_read_from_their_registers(go_binary):
+    """greet(s string, xs []int): s in RAX, RBX, xs in RCX, RDI, RSI (Go's ABI); DWARF says so in
+    pieces, which each member is read from."""
+    out = probectl("add", "-D", "-x", str(go_binary), "main.greet s.str s.len xs.array xs.len xs.cap")
+    (line,) = out.stdout.splitlines()
+    fetches = [arg.split("=", 1)[1].split(":")[0] for arg in line.split()[2:]]
+    assert fetches == ["%ax", "%bx", "%cx", "%di", "%si"]
+
+
+def test_a_value_in_several_registers_is_refused_whole_and_left_out_of_params(go_binary):
+    err = fails("add", "-D", "-x", str(go_binary), "main.greet s")
+    assert "'s' cannot be fetched at 0x" in err and "'s' is held in 2 registers (%ax, %bx)" in err
+    assert "Hint: fetch its members, or each register" in err
+    out = probectl("add", "-D", "-x", str(go_binary), "main.greet $params")
+    names = [arg.split("=")[0] for arg in out.stdout.split()[2:]]
+    assert "s" not in names and "xs" not in names, out.stdout
+    listed = probectl("vars", "-x", str(go_binary), "main.greet").stdout
+    assert re.search(r"struct string\ts\b", listed) and re.search(r"struct \[\]int\txs\b", listed), listed

@@ -1,6 +1,6 @@
-"""A Go program under return probes runs to its end, and the recorded results are what it printed.
+"""A Go program under return probes runs to its end, and the recorded values are what it printed.
 
-fixtures/go_returns.go's ``work`` recurses 2,000 deep in a goroutine with large frames, so Go grows
+fixtures/go_target.go's ``work`` recurses 2,000 deep in a goroutine with large frames, so Go grows
 (copies) the goroutine's stack while 2,000 calls of it have yet to return: under a kernel return
 probe (perf's, and probectl's before it knew Go) the program dies with "unexpected return pc".
 The offline tests are tests/test_go_programs.py. Events are read from a private instance's text ``trace`` file, as tests/live/test_live_uprobes.py does.
@@ -45,10 +45,11 @@ def run_traced(tracefs: Path, binary: Path) -> tuple[subprocess.CompletedProcess
 @pytest.mark.root
 @pytest.mark.parametrize("gcflags", ["", "all=-N -l"], ids=["optimised", "unoptimised"])
 def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags):
-    binary = build_go_fixture("go_returns", gcflags)
+    binary = build_go_fixture("go_target", gcflags)
     added = probectl("add", "-x", str(binary), f"{GROUP}:w=main.work%return $retval",
                      f"{GROUP}:dm=main.divmod%return q r", f"{GROUP}:neg=main.negate%return $retval",
-                     f"{GROUP}:poll=main.(*Server).poll%return $retval")
+                     f"{GROUP}:poll=main.(*Server).poll%return $retval",
+                     f"{GROUP}:greet=main.greet s.len xs.len xs.cap")
     assert "not a kernel return probe" in added.stderr
     ours = [line for line in (cleanup_group / "uprobe_events").read_text().splitlines() if f":{GROUP}/" in line]
     assert len(ours) >= 3 and all(line.startswith("p:") for line in ours), ours
@@ -67,4 +68,7 @@ def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags
     assert [(e["q"], e["r"]) for e in got["dm__return"]] == [(c["q"], c["r"]) for c in want["divmod"]]
     assert [e["arg1"] for e in got["neg__return"]] == [c["ret"] for c in want["negate"]]
     assert [e["arg1"] for e in got["poll__return"]] == [c["ret"] for c in want["poll"]]
+    for event, call in zip(got["greet"], want["greet"], strict=True):
+        assert [int(event[k]) for k in ("len", "len_1", "cap")] == \
+               [int(call[k]) for k in ("s.len", "xs.len", "xs.cap")]
     assert re.search(r"PAIR 2000 -2000", run.stdout)
