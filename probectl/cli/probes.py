@@ -183,8 +183,11 @@ def _running_vmlinux() -> str | None:
 @click.option("--sdt", is_flag=True, help="List SDT (USDT) probes instead, as sdt_PROVIDER:NAME (GLOB: PROVIDER:NAME).")
 @click.option("-p", "--pid", type=int, help="With --sdt: the SDT probes of every file the process maps.")
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
-def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
-    """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
+@click.option("--no-demangle", "no_demangle", is_flag=True,
+              help="C++ and Rust functions by their symbols (_Z...), not by their demangled names.")
+def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json, no_demangle):
+    """List probe-able functions (default filter, like perf: not '_*', not '*@plt'); C++ and Rust
+    functions by their demangled names (GLOB matches those), as perf -F lists them."""
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.kallsyms import Kallsyms
 
@@ -199,13 +202,19 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
             rows.setdefault(sym.name, (sym.value, sym.size))
             if sym.version and not sym.default_version:
                 rows.setdefault(sym.versioned_name, (sym.value, sym.size))
+        if not no_demangle:
+            from ..debuginfo.demangle import demangled_names
+
+            rows = demangled_names(rows)
     else:
         rows = {}
         for sym in Kallsyms().symbols:
             if sym.is_function:
                 rows.setdefault(sym.name, (sym.address, 0))
     if pattern:
-        names = [n for n in rows if fnmatch.fnmatchcase(n, pattern)]
+        from ..debuginfo.demangle import matches_function
+
+        names = [n for n in rows if matches_function(n, pattern)]
         if not names:
             where = exec_ or vmlinux or module or "the running kernel"
             raise ProbectlError(f"no function in {where} matches {pattern!r}",

@@ -18,6 +18,7 @@ import re
 from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
 from ..resolve import ProbePoint
+from ..resolve.cxx import spell_cxx_name
 from ..resolve.points import ResolvedArg
 from ..spec import ProbeSpec
 from ..spec.names import check_group_name
@@ -35,8 +36,8 @@ def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
     pt = probe.point
     if pt.sdt is not None:
         return point.function  # the note's NAME, as perf names SDT events
-    if point.qualified:
-        base = qualified_event_name(point.function)
+    if point.qualified_name is not None:
+        base = qualified_event_name(spell_cxx_name(point.qualified_name))
     else:
         if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
             base = pt.function

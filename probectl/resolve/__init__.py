@@ -28,6 +28,7 @@ from .points import ProbePoint, ResolvedArg, is_untyped_retval
 if TYPE_CHECKING:
     from ..debuginfo.btf import Btf
     from ..debuginfo.kallsyms import Kallsyms
+    from .cxx import CxxFunction
     from .dwarf import SourceResolver
     from .kprobe_rules import KprobeRules
 
@@ -72,6 +73,7 @@ class Resolver:
     _source_resolver: "SourceResolver | None" = None
     _kprobe_rules: "KprobeRules | bool | None" = None
     _is_go: bool | None = None
+    _cxx_functions: "list[CxxFunction] | None" = None
 
     @property
     def elf(self) -> ElfFile:
@@ -88,6 +90,14 @@ class Resolver:
             self._is_go = is_go_program(self.elf)
         return self._is_go
 
+    def _names_cxx(self, point: S.PointSpec) -> bool:
+        """The point names C++ functions by their demangled names (not a symbol of the target)."""
+        from .cxx import names_cxx_function
+
+        name = point.function
+        return (self.target.is_uprobe and name is not None and point.address is None and point.sdt is None
+                and names_cxx_function(name) and not self.is_go_program and not self.elf.find_functions(name))
+
     @property
     def kallsyms(self) -> "Kallsyms":
         if self._kallsyms is None:
@@ -102,7 +112,7 @@ class Resolver:
         points = self._resolve(_with_symbol_version(probe))
         self._check_count(probe.text, len(points))
         if self.target.is_uprobe and probe.point.sdt is None and self.is_go_program:
-            points = [replace(p, qualified=True) for p in points]
+            points = [replace(p, qualified_name=p.function) for p in points]
         if self.target.is_uprobe or self.target.path is None:
             return points
         return self._allowed_kprobes(points)
@@ -141,6 +151,15 @@ class Resolver:
             from .goreturn import resolve_go_returns
 
             return resolve_go_returns(self, probe)
+        if self._names_cxx(probe.point):
+            from .cxx import resolve_cxx
+
+            return resolve_cxx(self, probe)
+        name = probe.point.function
+        if self.target.is_uprobe and name is not None and name[:2] in ("_Z", "_R") and probe.point.address is None:
+            from .cxx import check_mangled_name
+
+            check_mangled_name(self, name)
         if probe.point.sdt is not None:
             from .sdt import resolve_sdt_points
 

@@ -1,0 +1,162 @@
+"""C++ functions by the names their programmers write: ``shop::Cart::add`` (every overload: one probe
+each, with a notice), ``shop::overloaded(long, int)`` (one overload), ``shop::Cart::scale<int>``,
+``shop::Cart::operator<``, ``shop::Cart::~Cart``, and globs over those (``'shop::Cart::*'``).
+
+The program's function symbols are demangled (:mod:`probectl.debuginfo.demangle`) and matched by
+their name without parameters, or with them when the name gives them (spaces aside); each match is
+then probed by its mangled symbol, the route every symbol takes (its DWARF found at its address, so
+arguments and member chains work as for C). Symbols at one address (a constructor's complete and
+base-object variants, ``C1``/``C2``) are one function.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import TYPE_CHECKING
+
+from .. import spec as S
+from ..dataclass import dataclass, replace
+from ..errors import ProbePointNotFound, ResolveError, did_you_mean
+from .points import ProbePoint
+
+if TYPE_CHECKING:
+    from . import Resolver
+
+
+@dataclass(frozen=True)
+class CxxFunction:
+    """One function symbol with its demangled name (``full``) and that name without parameters."""
+
+    mangled: str
+    full: str
+    name: str
+    address: int
+
+
+def check_mangled_name(resolver: "Resolver", name: str) -> None:
+    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing
+    or is of a scheme probectl cannot demangle (Rust's v0), rather than "not found"."""
+    from ..debuginfo.demangle import demangle
+
+    if resolver.elf.find_functions(name):
+        return
+    hint = "list the functions by their names with 'probectl funcs -x BINARY', by their symbols with --no-demangle"
+    if name.startswith("_R"):
+        raise ResolveError(f"'{name}' is a Rust v0 mangled name (_R...), which probectl cannot demangle, and no "
+                           "symbol of the program is called so", hint=hint)
+    if name.startswith("_Z") and demangle(name) is None:
+        raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid C++ "
+                           "(Itanium ABI) mangled name", hint=hint)
+
+
+def names_cxx_function(name: str) -> bool:
+    """A point's function written as a qualified C++ name or with a parameter list."""
+    return "::" in name or (name.endswith(")") and "(" in name) or name.startswith("~")
+
+
+def cxx_functions(resolver: "Resolver") -> list[CxxFunction]:
+    """The demangled function symbols of the target, one per address (cached on the resolver)."""
+    if resolver._cxx_functions is None:
+        from ..debuginfo.demangle import demangle, without_parameters
+
+        seen: set[int] = set()
+        out = []
+        for sym in resolver.elf.functions():
+            if not sym.name.startswith("_Z") or sym.value in seen or not sym.value:
+                continue
+            full = demangle(sym.name)
+            if full is None:
+                continue
+            seen.add(sym.value)
+            out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
+        resolver._cxx_functions = out
+    return resolver._cxx_functions
+
+
+def _squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
+    """The functions ``pattern`` names (see the module docstring); ResolveError for an overload
+    selector that names more than one."""
+    from ..debuginfo.demangle import signature, without_parameters
+    from ..debuginfo.dwarf.die import is_glob
+
+    functions = cxx_functions(resolver)
+    with_params = pattern.endswith(")") and without_parameters(pattern) != pattern
+    glob = is_glob(without_parameters(pattern) if with_params else pattern)
+    want = _squeeze(pattern)
+    found = []
+    for fn in functions:
+        if with_params:
+            full = _squeeze(signature(fn.full))
+            # (a const member's "f(int) const" is picked by "f(int)" too)
+            candidates = (full, re.sub(r"(const|volatile|&|&&)+$", "", full))
+            hit = any(fnmatch.fnmatchcase(c, want) if glob else c == want for c in candidates)
+        else:
+            name = _squeeze(fn.name)
+            hit = fnmatch.fnmatchcase(name, want) if glob else name == want
+        if hit:
+            found.append(fn)
+    if with_params and not glob and len(found) > 1:
+        listed = "\n  ".join(fn.full for fn in found)
+        raise ResolveError(f"'{pattern}' names {len(found)} functions:\n  {listed}",
+                           hint="write the whole parameter list with its qualifiers (' const') to pick one")
+    return found
+
+
+def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
+    """The points of a definition whose point names C++ functions: each matched function probed by
+    its mangled symbol, its events named from its qualified name."""
+    from ..debuginfo.dwarf.die import is_glob
+
+    point = probe.point
+    assert point.function is not None
+    found = match_cxx(resolver, point.function)
+    if not found:
+        from ..debuginfo.demangle import without_parameters
+
+        functions = cxx_functions(resolver)
+        base = without_parameters(point.function)
+        overloads = [fn.full for fn in functions if _squeeze(fn.name) == _squeeze(base)]
+        if overloads:
+            hint = "its overloads: " + ", ".join(overloads)
+        else:
+            names = sorted({fn.name for fn in functions})
+            hint = did_you_mean(point.function, names, sep=", ") or "list them with 'probectl funcs -x BINARY'"
+        raise ProbePointNotFound(point.text, hint=hint)
+    resolver._check_count(probe.text, len(found))
+    if len(found) > 1 and not is_glob(point.function):
+        listed = ", ".join(fn.full for fn in found)
+        fulls = {fn.full for fn in found}
+        pick = (f"; pick one with its parameters ('{found[0].full}')" if len(fulls) == len(found) else
+                " (a destructor's or constructor's variants: the same source function)" if len(fulls) == 1 else "")
+        resolver.notes.append(f"'{point.function}' names {len(found)} functions ({listed}): each is probed{pick}")
+    points: list[ProbePoint] = []
+    for fn in found:
+        sub = replace(probe, point=replace(point, function=fn.mangled, text=point.text))
+        for p in resolver._resolve(sub):
+            points.append(replace(p, qualified_name=fn.name))
+    return points
+
+
+_OPERATORS = [("<<=", "lshift_assign"), (">>=", "rshift_assign"), ("<=>", "spaceship"), ("->*", "arrow_star"),
+              ("()", "call"), ("[]", "index"), ("->", "arrow"), ("<<", "lshift"), (">>", "rshift"), ("<=", "le"),
+              (">=", "ge"), ("==", "eq"), ("!=", "ne"), ("&&", "and"), ("||", "or"), ("++", "inc"), ("--", "dec"),
+              ("+=", "plus_assign"), ("-=", "minus_assign"), ("*=", "mul_assign"), ("/=", "div_assign"),
+              ("%=", "mod_assign"), ("&=", "and_assign"), ("|=", "or_assign"), ("^=", "xor_assign"), ("<", "lt"),
+              (">", "gt"), ("+", "plus"), ("-", "minus"), ("*", "mul"), ("/", "div"), ("%", "mod"), ("^", "xor"),
+              ("&", "bitand"), ("|", "bitor"), ("~", "compl"), ("!", "not"), ("=", "assign"), (",", "comma")]
+
+
+def spell_cxx_name(name: str) -> str:
+    """A C++ name with the parts an event name would lose spelled in words: an operator's symbol
+    (``operator<`` → ``operator_lt``) and a destructor's tilde (``~Cart`` → ``Cart_dtor``), so that
+    ``operator<``, ``operator>``, a constructor and the destructor get different events."""
+    m = re.search(r"operator\s*(\S+)$", name)
+    if m:
+        for symbol, word in _OPERATORS:
+            if m.group(1) == symbol:
+                return name[:m.start()] + "operator_" + word
+    return re.sub(r"(^|::)~([A-Za-z_]\w*)", r"\1\2_dtor", name)
