@@ -176,6 +176,22 @@ def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie:
     return build_program(name, [FIXTURES / f"{name}.c"], opt, extra, pie)
 
 
+def build_cxx_fixture(name: str, opt: str = "-O0") -> Path:
+    """Build fixtures/<name>.cc with g++ (a skip, a failure in CI, without it) at ``opt``, with the C
+    fixtures' flags; cached as build_program caches."""
+    gxx = require_tool("g++", "g++")
+    src = FIXTURES / f"{name}.cc"
+    flags = [opt, "-g", "-fno-omit-frame-pointer"]
+    ident = str(src).encode() + b"\0" + src.read_bytes() + " ".join(flags).encode()
+    out = BUILD_DIR / f"{name}-cxx{opt}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        subprocess.run([gxx, *flags, "-o", str(tmp), str(src)], check=True)
+        tmp.rename(out)
+    return out
+
+
 def build_go_fixture(name: str, gcflags: str = "") -> Path:
     """Build fixtures/<name>.go with Debian's go (golang-go; a skip, a failure in CI, without it), with
     ``gcflags`` (``all=-N -l``: unoptimised); cached as build_program caches, by the source's path and

@@ -4,7 +4,6 @@ What they print from files (symbol names, source lines and paths, names and type
 through ``termtext.printable``: a control character in a file is shown, never sent to the terminal."""
 from __future__ import annotations
 
-import fnmatch
 import os
 import sys
 

@@ -19,6 +19,8 @@ from typing import Optional
 from ..errors import DebugInfoError
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+# gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
+_CLONE = re.compile(r"( \[clone [^\]]*\])+$")
 _demangler = None
 
 
@@ -67,6 +69,7 @@ def without_parameters(demangled: str) -> str:
     """The name of a demangled function without its parameter list and qualifiers
     (``shop::Cart::add(int) const`` → ``shop::Cart::add``); a template's arguments stay
     (``shop::Cart::scale<int>``), and ``operator()`` keeps its own parentheses."""
+    demangled = without_clone(demangled)
     depth = 0
     end = len(demangled)
     # The parameter list is the last top-level '(...)' group: walk back from the end.
@@ -99,9 +102,15 @@ def _without_return_type(name: str) -> str:
     return name[cut:]
 
 
-def same_parameters(a: str, b: str) -> bool:
-    """Two parameter lists (or whole demangled names) are the same but for spaces."""
-    return re.sub(r"\s+", "", a) == re.sub(r"\s+", "", b)
+def has_parameters(name: str) -> bool:
+    """A function name written with its parameter list (and qualifiers): ``f(int)``, ``g() const``."""
+    return bool(re.search(r"\)(\s*(const|volatile))*$", name)) and "(" in name
+
+
+def without_clone(demangled: str) -> str:
+    """A demangled name without gcc's clone suffixes (``f(int) [clone .isra.0]`` → ``f(int)``): the
+    clone is the function the source defines, compiled once more."""
+    return _CLONE.sub("", demangled)
 
 
 def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:

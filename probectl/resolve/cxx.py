@@ -51,7 +51,9 @@ def check_mangled_name(resolver: "Resolver", name: str) -> None:
 
 def names_cxx_function(name: str) -> bool:
     """A point's function written as a qualified C++ name or with a parameter list."""
-    return "::" in name or (name.endswith(")") and "(" in name) or name.startswith("~")
+    from ..debuginfo.demangle import has_parameters
+
+    return "::" in name or has_parameters(name) or name.startswith("~")
 
 
 def cxx_functions(resolver: "Resolver") -> list[CxxFunction]:
@@ -80,35 +82,44 @@ def _squeeze(text: str) -> str:
 def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
     """The functions ``pattern`` names (see the module docstring); ResolveError for an overload
     selector that names more than one."""
-    from ..debuginfo.demangle import signature, without_parameters
+    from ..debuginfo.demangle import has_parameters, signature, without_clone, without_parameters
     from ..debuginfo.dwarf.die import is_glob
 
     functions = cxx_functions(resolver)
-    with_params = pattern.endswith(")") and without_parameters(pattern) != pattern
+    with_params = has_parameters(pattern)
     glob = is_glob(without_parameters(pattern) if with_params else pattern)
     want = _squeeze(pattern)
-    found = []
+    found, exact = [], []
     for fn in functions:
         if with_params:
-            full = _squeeze(signature(fn.full))
-            # (a const member's "f(int) const" is picked by "f(int)" too)
-            candidates = (full, re.sub(r"(const|volatile|&|&&)+$", "", full))
-            hit = any(fnmatch.fnmatchcase(c, want) if glob else c == want for c in candidates)
+            full = _squeeze(signature(without_clone(fn.full)))
+            if glob:
+                hit = fnmatch.fnmatchcase(full, want)
+            else:
+                # (a member's "f(int) const" is picked by "f(int)" too, unless another is exactly that)
+                hit = full == want or re.sub(r"(const|volatile|&|&&)+$", "", full) == want
+                if full == want:
+                    exact.append(fn)
         else:
             name = _squeeze(fn.name)
             hit = fnmatch.fnmatchcase(name, want) if glob else name == want
         if hit:
             found.append(fn)
-    if with_params and not glob and len(found) > 1:
-        listed = "\n  ".join(fn.full for fn in found)
-        raise ResolveError(f"'{pattern}' names {len(found)} functions:\n  {listed}",
-                           hint="write the whole parameter list with its qualifiers (' const') to pick one")
+    if exact:
+        found = exact
+    signatures = {without_clone(fn.full) for fn in found}
+    if with_params and not glob and len(signatures) > 1:
+        listed = "\n  ".join(sorted(signatures))
+        raise ResolveError(f"'{pattern}' names {len(signatures)} functions:\n  {listed}",
+                           hint="write the whole parameter list with its qualifiers (' const', ' volatile') to pick "
+                                "one")
     return found
 
 
 def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
     """The points of a definition whose point names C++ functions: each matched function probed by
     its mangled symbol, its events named from its qualified name."""
+    from ..debuginfo.demangle import has_parameters
     from ..debuginfo.dwarf.die import is_glob
 
     point = probe.point
@@ -127,7 +138,7 @@ def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
             hint = did_you_mean(point.function, names, sep=", ") or "list them with 'probectl funcs -x BINARY'"
         raise ProbePointNotFound(point.text, hint=hint)
     resolver._check_count(probe.text, len(found))
-    if len(found) > 1 and not is_glob(point.function):
+    if len(found) > 1 and not is_glob(point.function) and not has_parameters(point.function):
         listed = ", ".join(fn.full for fn in found)
         fulls = {fn.full for fn in found}
         pick = (f"; pick one with its parameters ('{found[0].full}')" if len(fulls) == len(found) else
