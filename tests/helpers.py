@@ -192,6 +192,23 @@ def build_cxx_fixture(name: str, opt: str = "-O0") -> Path:
     return out
 
 
+def build_rust_fixture(name: str, opt: str = "0") -> Path:
+    """Build fixtures/<name>.rs with rustc (Debian's rustc: a skip, a failure in CI, without it) at
+    ``-C opt-level=opt``, with its DWARF; cached as build_program caches."""
+    # (Debian's, as CI installs it, before a rustup toolchain that may be first on PATH)
+    rustc = "/usr/bin/rustc" if os.access("/usr/bin/rustc", os.X_OK) else require_tool("rustc", "rustc")
+    src = FIXTURES / f"{name}.rs"
+    flags = ["-g", "-C", f"opt-level={opt}"]
+    ident = str(src).encode() + b"\0" + src.read_bytes() + " ".join(flags).encode() + rustc.encode()
+    out = BUILD_DIR / f"{name}-rs{opt}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        subprocess.run([rustc, *flags, "--crate-name", name, "-o", str(tmp), str(src)], check=True)
+        tmp.rename(out)
+    return out
+
+
 def build_go_fixture(name: str, gcflags: str = "") -> Path:
     """Build fixtures/<name>.go with Debian's go (golang-go; a skip, a failure in CI, without it), with
     ``gcflags`` (``all=-N -l``: unoptimised); cached as build_program caches, by the source's path and
