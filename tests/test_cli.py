@@ -375,8 +375,7 @@ def test_debug_changes_nothing_else():
     (["add", "--definition=1", "x"], "Option '--definition' does not take a value."),
 ])
 def test_unknown_options_are_reported_as_click_reports_them(args, message):
-    """probectl's option parser skips click's did-you-mean for each short option (probectl.cli
-    ._OptionParser): an unknown long option still gets its suggestion, an unknown short one none."""
+    """Options are parsed by click: an unknown long option gets its suggestion, an unknown short one none."""
     out = run(*args)
     assert out.returncode == 2 and f"Error: {message}" in out.stderr, out.stderr
 
