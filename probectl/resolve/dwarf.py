@@ -281,6 +281,10 @@ class SourceResolver:
             scope = self.scope(site, point)
             names = expand_variables(self.debuginfo, scope, site.address, params_only=arg.expr.name == "params")
             return [VariableArg(S.Variable(name), None, None) for name in names]
+        if not isinstance(arg.expr, S.Variable):  # (a C variable inside a raw fetch: +8(var))
+            raise ProbeSemanticError(f"'{arg.text}': a C variable cannot be the base of a +OFFS(...) dereference",
+                                     hint="fetch a member or element of it in C (var->member, var[N]), or "
+                                          "dereference a register: +8(%di)")
         return [VariableArg(arg.expr, arg.name, arg.type)]
 
     def fetch(self, site: SourceSite, var: S.Variable, cast: Optional[S.TypeSpec], user: bool,
