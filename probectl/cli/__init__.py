@@ -248,7 +248,9 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     except click.exceptions.Abort:
         return 130
     except click.ClickException as err:
-        err.message = bounded(err.message)
+        # (click marks message Final for its own classes; this exception is done being raised, and its
+        # message, which may quote the user's input, is made printable before click shows it)
+        err.message = bounded(err.message)  # type: ignore[misc]
         err.show()
         return err.exit_code
     except KeyboardInterrupt:
@@ -294,7 +296,7 @@ class _FailingStdout(io.FileIO):
 
     failed = False
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         if self.failed:
             return len(memoryview(data))
         try:
