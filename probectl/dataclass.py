@@ -99,8 +99,7 @@ class _StandardFields:
 
         made = {}
         for f in getattr(cls, _FIELDS):
-            # (typeshed types field() as its default's type, for class bodies: it makes a Field)
-            standard: dataclasses.Field[Any] = dataclasses.field(  # type: ignore[assignment]
+            standard: dataclasses.Field[Any] = dataclasses.field(
                 default=dataclasses.MISSING if f.default is MISSING else f.default,
                 default_factory=dataclasses.MISSING if f.default_factory is MISSING else f.default_factory,
                 repr=f.repr)
