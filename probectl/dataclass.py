@@ -4,13 +4,13 @@ without compiling anything until a class is used.
 Every command defines some fifty data classes before it does any work (``add -D`` of a small
 definition: ~55), and ``dataclasses.dataclass`` of Python 3.11 compiles each generated method on
 its own (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``:
-~6 ``exec`` a class) and works out a signature for each class without a docstring: ~0.3 ms a
-class, ~17 ms of the ~105 ms of ``add -D``. Here a class gets its ``__init__`` when its first
+~6 ``exec`` a class) and works out a signature for each class without a docstring: a measurable part
+of a short command. Here a class gets its ``__init__`` when its first
 instance is made (a third of the classes an ``add -D`` defines never get one), compiled once for
 all the classes of its shape (``_INIT_CODE``); ``__eq__`` and ``__hash__`` are compiled when first
 used, and ``__repr__`` and the frozen ``__setattr__`` and ``__delattr__`` are shared by all classes;
 instances are as fast to make, compare and hash as the standard library's. ``bench/bench_dataclass.py``
-re-measures the gain: the same ``add -D`` with these classes and with the standard library's.
+measures the gain: the same ``add -D`` with these classes and with the standard library's.
 
 What is kept, as ``dataclasses`` does it: fields from the class's own annotations in order (no
 ``ClassVar``, no ``InitVar``, no inheritance of fields: no probectl data class derives from
@@ -175,8 +175,8 @@ def _first_init(cls: type, field_list: tuple[Field, ...], frozen: bool, post_ini
 # The code of each shape of __init__ (how many fields, which have a default factory, frozen or not,
 # with __post_init__ or not), compiled once with the fields named _0, _1...: a class of that shape
 # gets a copy of it with its own fields' names (``CodeType.replace``), and defaults are the
-# function's. Compiling is what costs (~0.05 ms an exec); the 35 classes an `add -D` makes
-# instances of have 14 shapes.
+# function's. Compiling is what costs (an exec each); the classes an `add -D` makes instances of
+# have fewer shapes than classes (35 and 14 when this was written).
 _INIT_CODE: dict[tuple, CodeType] = {}
 
 

@@ -68,8 +68,8 @@ COMMAND_MODULES = {
 
 
 # The class of probectl's commands: click's own, option parser included. (An override of click's
-# private _match_long_opt spared add -D the import of difflib, ~0.5 ms, for click's did-you-mean of
-# -D tried as a long option: no difference in the command's median CPU time, so click parses.)
+# private _match_long_opt spared add -D the import of difflib for click's did-you-mean of -D tried as
+# a long option; measured again in issue 21, it made no difference to the command: click parses.)
 Command = click.Command
 
 
