@@ -1,17 +1,18 @@
 """Ring-buffer page decoding and per-CPU recording (C core of probectl).
 
-The types of ``probectl._native``, built from ``native/py*.c``: what each function and method takes
-(names, keyword-only parameters, defaults, as ``PyArg_ParseTupleAndKeywords`` reads them) and gives
-back. The C core does the per-event work; :mod:`probectl.ringbuf` is the documented interface on
-top of it. ``tests/test_native_stub.py`` checks that the module and this file name the same things.
-
-Shared shapes (names with a leading underscore exist only here):
+The C code does the per-event work, without the GIL; :mod:`probectl.ringbuf` is the documented
+interface on top of it. Shapes the functions share:
 
 * a stream is ``(cpu, buffer, offset, size)``: ``size`` bytes of pages at ``offset`` of ``buffer``
   (bytes, an mmap: anything with the buffer protocol);
 * a field is ``(offset, size, loc, kind, elem_size, signed)`` (``LOC_*``, ``KIND_*``), as
   :func:`probectl.ringbuf.field_spec` makes it.
 """
+# The one place the Python types and the documentation of probectl._native are written (as drgn's
+# _drgn.pyi): what each function and method of native/py*.c takes (names, keyword-only parameters,
+# defaults, as PyArg_ParseTupleAndKeywords reads them) and gives back. setup.py makes the C docstrings
+# of these (build/native/docstrings.h); tests/test_native_stub.py checks that the module and this file
+# name the same things. Names with a leading underscore exist only here.
 from typing import Any, Callable, Literal, Optional, Sequence, TypedDict, Union, final, overload
 
 from typing_extensions import Buffer
@@ -163,10 +164,12 @@ class Reader:
 
     @overload
     def format_text(self, formatter: "TextFormatter", max_events: int = 262144) -> Optional[tuple[int, bytes]]:
-        """Without ``fd``: the next batch of events as (count, text bytes); with an ``fd``: every
+        """format_text(formatter, max_events=262144, *, fd=-1)
+
+        Without ``fd``: the next batch of events as (count, text bytes); with an ``fd``: every
         remaining event formatted as it is merged, written to it, and their count returned."""
     @overload
-    def format_text(self, formatter: "TextFormatter", max_events: int = 262144, *, fd: int) -> int: ...
+    def format_text(self, formatter: "TextFormatter", max_events: int = 262144, *, fd: int = -1) -> int: ...
 
     def scan_ids(self, max_events: int = 1048576) -> Optional[list[int]]:
         """The sorted event ids of the next batch."""
@@ -264,8 +267,8 @@ class _AggCounters(TypedDict):
 
 @final
 class Aggregator:
-    """Keyed counts, sums and latency pairs of fed pages: no Python object per event. ``time_div``
-    divides time stamps (ns) before they are used."""
+    """Keyed counts, sums and latency pairs of fed pages: no Python object per event. ``time_div`` is
+    the unit of latencies in ns (1: ns, 1000: us)."""
 
     def __init__(self, plans: Sequence[_AggPlan], *, time_div: int = 1) -> None: ...
 
