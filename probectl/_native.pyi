@@ -10,9 +10,10 @@ interface on top of it. Shapes the functions share:
 """
 # The one place the Python types and the documentation of probectl._native are written (as drgn's
 # _drgn.pyi): what each function and method of native/py*.c takes (names, keyword-only parameters,
-# defaults, as PyArg_ParseTupleAndKeywords reads them) and gives back. setup.py makes the C docstrings
-# of these (build/native/docstrings.h); tests/test_native_stub.py checks that the module and this file
-# name the same things. Names with a leading underscore exist only here.
+# defaults, as PyArg_ParseTupleAndKeywords reads them) and gives back. The C docstrings are these
+# (native/docstrings.h, written by tools/regenerate_native_docstrings.py); tests/test_native_stub.py
+# checks that the module and this file name the same things and that each signature is what the C code
+# parses. Names with a leading underscore exist only here.
 from typing import Any, Callable, Literal, Optional, Sequence, TypedDict, Union, final, overload
 
 from typing_extensions import Buffer
