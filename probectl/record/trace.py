@@ -41,8 +41,8 @@ class LiveNames:
             return
         self._read_at = now
         try:
-            # (a comm is bytes a program chose, not always UTF-8: kept as they are, as the events' are)
-            for line in (self.root / "saved_cmdlines").read_text(errors="surrogateescape").splitlines():
+            # (a comm is bytes: a name that is not UTF-8 is kept escaped, never an error)
+            for line in (self.root / "saved_cmdlines").read_text(errors="backslashreplace").splitlines():
                 pid, _, comm = line.partition(" ")
                 if pid.isdigit() and comm and comm != "<...>":
                     self.saved[int(pid)] = comm
