@@ -174,7 +174,7 @@ def _type_name(die: "Optional[DIE]") -> str:
     return (die_name(die) if die is not None else None) or "?"
 
 
-def _leaves(t: "DIE", path: tuple[str, ...], out: list, depth: int) -> bool:
+def _leaves(die: "DIE", path: tuple[str, ...], out: list, depth: int) -> bool:
     """Append the register pieces of a value of type ``t`` (path, is_float, fetch type) in the ABI's
     order; False when it goes on the stack (an array of more than one element) or is not understood."""
     from ..debuginfo.dwarf.die import die_name
@@ -182,7 +182,7 @@ def _leaves(t: "DIE", path: tuple[str, ...], out: list, depth: int) -> bool:
 
     if depth > 16:
         return False
-    t = strip_typedefs(t)
+    t = strip_typedefs(die)
     if t is None:
         return False
     size = byte_size(t)
@@ -267,7 +267,7 @@ def _piece(expr, results: tuple[GoResult, ...], function: str, text: str) -> tup
     if isinstance(expr, S.SpecialVar):
         if not results:
             raise ProbeSemanticError(f"{function} returns nothing: '{text}' has no value", hint="remove $retval")
-        result, path, default_name = results[0], (), ""
+        result, path, default_name = results[0], tuple[str, ...](), ""
     else:
         assert isinstance(expr, S.Variable)
         found = [r for r in results if r.name == expr.name]
@@ -277,14 +277,14 @@ def _piece(expr, results: tuple[GoResult, ...], function: str, text: str) -> tup
                                      f"are known (results: {names})",
                                      hint="record the arguments at the function's entry; $retval is the first result")
         result = found[0]
-        path = []
+        members: list[str] = []
         for acc in expr.accessors:
             if not isinstance(acc, S.Member) or acc.arrow:
                 raise ProbeSemanticError(f"'{text}': at a Go return a result is read from its registers, so only its "
                                          "own members (RESULT.member) can be named, not what it points to",
                                          hint="fetch memory through a register: +OFFS(%REG)")
-            path.append(acc.name)
-        path = tuple(path)
+            members.append(acc.name)
+        path = tuple(members)
         default_name = "_".join((expr.name, *path))
     what = f"the result {result.name} ({result.type_name}) of {function}"
     if result.on_stack:
