@@ -141,3 +141,16 @@ def test_without_parameters_and_signature():
     assert without_parameters("shop::Cart::operator int() const") == "shop::Cart::operator int"
     assert without_parameters("f(int) [clone .isra.0]") == "f"
     assert signature("std::pair<int, int> ns::make<int>(int)") == "ns::make<int>(int)"
+
+
+def test_the_symbols_demangled_for_a_name_are_those_that_can_hold_it():
+    """Only the symbols holding the name's last part as Itanium writes it are demangled; where that
+    part may be missing from a symbol (constructors: C1, an abbreviated class), or is not known
+    (globs, operators, destructors), every symbol is."""
+    from probectl.resolve.cxx import _mangled_part
+
+    assert _mangled_part("std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::"
+                         "_M_append(char const*, unsigned long)") == "9_M_append"
+    assert _mangled_part("shop::Cart::scale<int>") == "5scale"
+    for name in ("shop::Cart::Cart", "shop::Cart::~Cart", "shop::Cart::operator<", "shop::*", "shop::Cart::op[ab]"):
+        assert _mangled_part(name) == "", name

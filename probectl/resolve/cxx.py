@@ -56,23 +56,56 @@ def names_cxx_function(name: str) -> bool:
     return "::" in name or has_parameters(name) or name.startswith("~")
 
 
-def cxx_functions(resolver: "Resolver") -> list[CxxFunction]:
-    """The demangled function symbols of the target, one per address (cached on the resolver)."""
-    if resolver._cxx_functions is None:
-        from ..debuginfo.demangle import demangle, without_parameters
+def _mangled_part(pattern: str) -> str:
+    """What the mangled symbol of every function ``pattern`` names holds: the last part of its name
+    as the Itanium scheme writes a source name, its length then itself (``9_M_append``); "" when
+    that is not known (a glob, an operator, a constructor or destructor)."""
+    from ..debuginfo.demangle import without_parameters
+    from ..debuginfo.dwarf.die import is_glob
 
-        seen: set[int] = set()
-        out = []
-        for sym in resolver.elf.functions():
-            if not sym.name.startswith("_Z") or sym.value in seen or not sym.value:
-                continue
-            full = demangle(sym.name)
-            if full is None:
-                continue
-            seen.add(sym.value)
-            out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
-        resolver._cxx_functions = out
+    name = without_parameters(pattern)
+    if is_glob(name):
+        return ""
+    depth, starts = 0, [0]
+    for i, c in enumerate(name):
+        depth += c == "<"
+        depth -= c == ">"
+        if depth == 0 and name.startswith("::", i):
+            starts.append(i + 2)
+    parts = [name[a:b - 2 if b else None].split("<", 1)[0] for a, b in zip(starts, starts[1:] + [0])]
+    part = parts[-1]
+    if len(parts) > 1 and parts[-2] == part:
+        return ""  # (a constructor: C1/C2 stand for its name, and its class may be abbreviated, "Ss")
+    return f"{len(part)}{part}" if re.fullmatch(r"[A-Za-z_]\w*", part) and part != "operator" else ""
+
+
+def cxx_functions(resolver: "Resolver", pattern: str = "") -> list[CxxFunction]:
+    """The demangled function symbols of the target, one per address; with ``pattern``, only
+    those whose symbols can be what it names (demangling each symbol of a large library is most
+    of the work: the others are passed over by their bytes). All of them are cached on the resolver."""
+    part = _mangled_part(pattern) if pattern else ""
+    if part and resolver._cxx_functions is None:
+        return _demangled(resolver, part)
+    if resolver._cxx_functions is None:
+        resolver._cxx_functions = _demangled(resolver, "")
     return resolver._cxx_functions
+
+
+def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
+    """The demangled function symbols holding ``part`` ("": all), one per address."""
+    from ..debuginfo.demangle import demangle, without_parameters
+
+    seen: set[int] = set()
+    out = []
+    for sym in resolver.elf.functions():
+        if not sym.name.startswith("_Z") or sym.value in seen or not sym.value or part not in sym.name:
+            continue
+        full = demangle(sym.name)
+        if full is None:
+            continue
+        seen.add(sym.value)
+        out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
+    return out
 
 
 def _squeeze(text: str) -> str:
@@ -85,7 +118,7 @@ def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
     from ..debuginfo.demangle import has_parameters, signature, without_clone, without_parameters
     from ..debuginfo.dwarf.die import is_glob
 
-    functions = cxx_functions(resolver)
+    functions = cxx_functions(resolver, pattern)
     with_params = has_parameters(pattern)
     glob = is_glob(without_parameters(pattern) if with_params else pattern)
     want = _squeeze(pattern)
