@@ -154,3 +154,12 @@ def test_the_symbols_demangled_for_a_name_are_those_that_can_hold_it():
     assert _mangled_part("shop::Cart::scale<int>") == "5scale"
     for name in ("shop::Cart::Cart", "shop::Cart::~Cart", "shop::Cart::operator<", "shop::*", "shop::Cart::op[ab]"):
         assert _mangled_part(name) == "", name
+
+
+def test_vars_takes_qualified_names_and_lists_this_first(shop):
+    listed = probectl("vars", "-x", str(shop), "shop::Cart::add").stdout.splitlines()
+    names = [line.split("\t")[-1] for line in listed if line.startswith("\t\t")]
+    assert names[0] == "this" and set(names) == {"this", "it", "qty"}, listed
+    both = probectl("vars", "-x", str(shop), "shop::overloaded")
+    assert sum(line.startswith("\t@<") for line in both.stdout.splitlines()) == 2
+    assert "names 2 functions" in both.stderr

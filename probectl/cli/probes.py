@@ -307,7 +307,7 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
         if resolver.btf_describes(point):
             places = list_btf_variables(resolver, point)
         else:
-            places = list_variables(resolver.source(required=True), point, externs)
+            places = list_variables(resolver, point, externs)
         for note in resolver.notes:
             notice(f"probectl: {note}")
     except ProbePointNotFound:

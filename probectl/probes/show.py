@@ -162,9 +162,15 @@ class VariablePlace:
                 "variables": [{"type": v.c_type, "name": v.name, "kind": v.kind} for v in self.variables]}
 
 
-def list_variables(source: SourceResolver, point: S.PointSpec, externs: bool = False) -> list[VariablePlace]:
-    """perf -V: each address of the point, with the variables fetchable there (a return probe lists
-    the function's entry, where its parameters still are)."""
+def list_variables(resolver: Resolver, point: S.PointSpec, externs: bool = False) -> list[VariablePlace]:
+    """perf -V: each address of the point (each function a C++ name names), with the variables
+    fetchable there (a return probe lists the function's entry, where its parameters still are)."""
+    source = resolver.source(required=True)
+    assert source is not None
+    return [place for pt in resolver.source_points(point) for place in _list_variables(source, pt, externs)]
+
+
+def _list_variables(source: SourceResolver, point: S.PointSpec, externs: bool) -> list[VariablePlace]:
     entry_point = S.PointSpec(**{**point.__dict__, "is_return": False}) if point.is_return else point
     hint = "narrow the glob (perf stops there too)"
     if point.function is not None and is_glob(point.function):  # (counted before tens of thousands are listed)

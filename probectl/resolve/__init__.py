@@ -92,6 +92,15 @@ class Resolver:
             self._is_go = is_go_program(self.elf)
         return self._is_go
 
+    def source_points(self, point: S.PointSpec) -> list[S.PointSpec]:
+        """The point as the DWARF side finds it: a C++ name becomes the mangled symbol of each
+        function it names (``vars``), any other point stays as it is."""
+        if not self._names_cxx(point):
+            return [point]
+        from .cxx import cxx_points
+
+        return [pt for _fn, pt in cxx_points(self, point, point.text)]
+
     def _names_cxx(self, point: S.PointSpec) -> bool:
         """The point names C++ functions by their demangled names (not a symbol of the target)."""
         from .cxx import names_cxx_function

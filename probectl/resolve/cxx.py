@@ -152,10 +152,19 @@ def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
 def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
     """The points of a definition whose point names C++ functions: each matched function probed by
     its mangled symbol, its events named from its qualified name."""
+    points: list[ProbePoint] = []
+    for fn, point in cxx_points(resolver, probe.point, probe.text):
+        for p in resolver._resolve(replace(probe, point=point)):
+            points.append(replace(p, qualified_name=fn.name))
+    return points
+
+
+def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tuple[CxxFunction, S.PointSpec]]:
+    """The functions a point written with a C++ name names, each with the point at its mangled
+    symbol (for ``add`` and ``vars``); a notice when a name without parameters names several."""
     from ..debuginfo.demangle import has_parameters
     from ..debuginfo.dwarf.die import is_glob
 
-    point = probe.point
     assert point.function is not None
     found = match_cxx(resolver, point.function)
     if not found:
@@ -170,19 +179,14 @@ def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
             names = sorted({fn.name for fn in functions})
             hint = did_you_mean(point.function, names, sep=", ") or "list them with 'probectl funcs -x BINARY'"
         raise ProbePointNotFound(point.text, hint=hint)
-    resolver._check_count(probe.text, len(found))
+    resolver._check_count(text, len(found))
     if len(found) > 1 and not is_glob(point.function) and not has_parameters(point.function):
         listed = ", ".join(fn.full for fn in found)
         fulls = {fn.full for fn in found}
         pick = (f"; pick one with its parameters ('{found[0].full}')" if len(fulls) == len(found) else
                 " (a destructor's or constructor's variants: the same source function)" if len(fulls) == 1 else "")
         resolver.notes.append(f"'{point.function}' names {len(found)} functions ({listed}): each is probed{pick}")
-    points: list[ProbePoint] = []
-    for fn in found:
-        sub = replace(probe, point=replace(point, function=fn.mangled, text=point.text))
-        for p in resolver._resolve(sub):
-            points.append(replace(p, qualified_name=fn.name))
-    return points
+    return [(fn, replace(point, function=fn.mangled, text=point.text)) for fn in found]
 
 
 _OPERATORS = [("<<=", "lshift_assign"), (">>=", "rshift_assign"), ("<=>", "spaceship"), ("->*", "arrow_star"),
