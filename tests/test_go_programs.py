@@ -18,7 +18,7 @@ import pytest
 
 from probectl.arch.x86_insn import function_exits
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.golang import is_go_program
+from probectl.debuginfo.languages import is_go_program
 from tests.helpers import build_fixture, build_go_fixture, fails, missing, probectl
 
 GO_BUILDS = ["", "all=-N -l"]  # the default optimised build, and the unoptimised one

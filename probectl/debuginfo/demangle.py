@@ -54,15 +54,37 @@ def demangle(name: str) -> Optional[str]:
         return None
     fn, free = _cxa_demangle()
     status = ctypes.c_int(0)
-    raw = name.split("@", 1)[0].encode("utf-8", "surrogateescape")
-    out = fn(raw, None, None, ctypes.byref(status))
+    name = name.split("@", 1)[0]
+    # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
+    # the Itanium demangler does not take: the function they copy)
+    name = name.partition(".llvm.")[0]
+    name = re.sub(r"(E)\.[0-9]+$", r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
+    out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
     if not out or status.value != 0:
         return None
     try:
         text = ctypes.string_at(out).decode("utf-8", "replace")
     finally:
         free(out)
-    return _RUST_HASH.sub("", text)
+    if _RUST_HASH.search(text):
+        return _rust_unescaped(_RUST_HASH.sub("", text))
+    return text
+
+
+# Rust's legacy scheme writes the characters an Itanium name cannot hold as $NAME$ or $uHEX$
+# (rustc_symbol_mangling/legacy.rs), and '::' inside a type as '..'.
+_RUST_ESCAPES = {"SP": "@", "BP": "*", "RF": "&", "LT": "<", "GT": ">", "LP": "(", "RP": ")", "C": ","}
+_RUST_ESCAPE = re.compile(r"\$(SP|BP|RF|LT|GT|LP|RP|C|u[0-9a-f]{2,6})\$")
+
+
+def _rust_unescaped(name: str) -> str:
+    """A Rust legacy path with its escapes undone: ``{{closure}}``, ``<impl Foo for Bar>``."""
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        return chr(int(code[1:], 16)) if code[0] == "u" else _RUST_ESCAPES[code]
+
+    name = re.sub(r"(^|::)_(?=\$)", r"\1", name)  # (a part that starts with an escape gets a '_' before it)
+    return _RUST_ESCAPE.sub(one, name).replace("..", "::")
 
 
 def without_parameters(demangled: str) -> str:

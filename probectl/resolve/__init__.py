@@ -87,7 +87,7 @@ class Resolver:
     def is_go_program(self) -> bool:
         """The target is a program linked by the Go toolchain, whose stacks move."""
         if self._is_go is None:
-            from ..debuginfo.golang import is_go_program
+            from ..debuginfo.languages import is_go_program
 
             self._is_go = is_go_program(self.elf)
         return self._is_go
@@ -100,6 +100,14 @@ class Resolver:
         from .cxx import cxx_points
 
         return [pt for _fn, pt in cxx_points(self, point, point.text)]
+
+    def _names_rust_main(self, point: S.PointSpec) -> bool:
+        """The point is a Rust program's ``main`` (perf and ``main:1`` take the runtime's C main)."""
+        if not (self.target.is_uprobe and point.function == "main" and point.source is None and point.sdt is None):
+            return False
+        from ..debuginfo.languages import is_rust_program
+
+        return is_rust_program(self.elf)
 
     def _names_cxx(self, point: S.PointSpec) -> bool:
         """The point names C++ functions by their demangled names (not a symbol of the target)."""
@@ -166,6 +174,15 @@ class Resolver:
             from .cxx import resolve_cxx
 
             return resolve_cxx(self, probe)
+        if self._names_rust_main(probe.point):
+            from .cxx import rust_main
+
+            main = rust_main(self)
+            if main is not None:
+                self.notes.append(f"'main' of a Rust program is its own, {main.name} (the C main is the Rust "
+                                  "runtime's: probe it by its address)")
+                points = self._resolve(replace(probe, point=replace(probe.point, function=main.mangled)))
+                return [replace(p, qualified_name=main.name) for p in points]
         name = probe.point.function
         if self.target.is_uprobe and name is not None and name[:2] in ("_Z", "_R") and probe.point.address is None:
             from .cxx import check_mangled_name

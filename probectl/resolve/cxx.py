@@ -1,4 +1,5 @@
-"""C++ functions by the names their programmers write: ``shop::Cart::add`` (every overload: one probe
+"""C++ functions (and Rust's, whose legacy symbols are mangled as C++'s are) by the names their
+programmers write: ``shop::Cart::add`` (every overload: one probe
 each, with a notice), ``shop::overloaded(long, int)`` (one overload), ``shop::Cart::scale<int>``,
 ``shop::Cart::operator<``, ``shop::Cart::~Cart``, and globs over those (``'shop::Cart::*'``).
 
@@ -208,3 +209,10 @@ def spell_cxx_name(name: str) -> str:
             if m.group(1) == symbol:
                 return name[:m.start()] + "operator_" + word
     return re.sub(r"(^|::)~([A-Za-z_]\w*)", r"\1\2_dtor", name)
+
+
+def rust_main(resolver: "Resolver") -> "CxxFunction | None":
+    """A Rust program's own main (``CRATE::main``, which the runtime's C ``main`` calls through
+    ``std::rt::lang_start``), when one function is so named; None otherwise."""
+    found = [fn for fn in cxx_functions(resolver, "crate::main") if re.fullmatch(r"[A-Za-z_]\w*::main", fn.name)]
+    return found[0] if len(found) == 1 else None
