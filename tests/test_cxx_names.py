@@ -163,3 +163,10 @@ def test_vars_takes_qualified_names_and_lists_this_first(shop):
     both = probectl("vars", "-x", str(shop), "shop::overloaded")
     assert sum(line.startswith("\t@<") for line in both.stdout.splitlines()) == 2
     assert "names 2 functions" in both.stderr
+
+
+def test_lines_takes_qualified_names(shop):
+    out = probectl("lines", "-x", str(shop), "shop::Cart::add")
+    assert out.stdout.startswith("<add@") and "int Cart::add(const Item *it, int qty)" in out.stdout
+    both = probectl("lines", "-x", str(shop), "shop::overloaded")
+    assert sum(line.startswith("<overloaded@") for line in both.stdout.splitlines()) == 2

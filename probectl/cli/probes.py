@@ -265,15 +265,18 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
-    from ..probes.show import list_lines
+    from ..probes.show import list_lines_of
     from ..resolve import Resolver
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
-    source = resolver.source(required=True)
-    for note in resolver.notes:
+    resolver.source(required=True)
+    for note in resolver.notes:  # (where the debug information came from, before any error)
         notice(f"probectl: {note}")
-    listings = list_lines(source.debuginfo, parse_line_range(linedesc), source_dir, source.fetch_source)
+    told = len(resolver.notes)
+    listings = list_lines_of(resolver, parse_line_range(linedesc), source_dir)
+    for note in resolver.notes[told:]:
+        notice(f"probectl: {note}")
     if as_json:
         click.echo(_json_text([listing.as_json() for listing in listings]))
         return

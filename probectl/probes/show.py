@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import spec as S
-from ..dataclass import dataclass, field
+from ..dataclass import dataclass, field, replace
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import is_glob
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
@@ -60,6 +60,18 @@ class LineListing:
             "lines": [{"line": ln.number, "relative": ln.number - self.offset if self.function else None,
                        "probeable": ln.probeable, "text": ln.text} for ln in self.lines],
         }
+
+
+def list_lines_of(resolver: Resolver, line_range: S.LineRange, source_dir: Optional[str] = None
+                  ) -> list[LineListing]:
+    """``list_lines`` of the resolver's target, a C++ name being each function it names."""
+    source = resolver.source(required=True)
+    assert source is not None
+    ranges = [line_range]
+    if line_range.function and line_range.source is None:
+        point = S.PointSpec(function=line_range.function, text=line_range.function)
+        ranges = [replace(line_range, function=pt.function) for pt in resolver.source_points(point)]
+    return [listing for r in ranges for listing in list_lines(source.debuginfo, r, source_dir, source.fetch_source)]
 
 
 def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Optional[str] = None,
