@@ -124,6 +124,7 @@ class UserSymbols:
         self.maps = {tgid: sorted(ms, key=lambda m: m.start) for tgid, ms in maps.items()}
         self._starts = {tgid: [m.start for m in ms] for tgid, ms in self.maps.items()}
         self._elves: dict[str, Any] = {}
+        self._files: dict[str, list[Any]] = {}
 
     def mapping(self, tgid: int, addr: int) -> Optional[Mapping]:
         starts = self._starts.get(tgid)
@@ -146,6 +147,21 @@ class UserSymbols:
                 self._elves[path] = None
         return self._elves[path]
 
+    def _symbol_files(self, path: str) -> list[Any]:
+        """The ELF files whose symbol tables name ``path``'s functions, the fullest first: a binary
+        stripped to ``.dynsym`` (libc) names its local functions (``__libc_start_call_main``) only
+        in its debug file, found as ``add`` finds DWARF (:func:`debug_symbol_file`)."""
+        found = self._files.get(path)
+        if found is None:
+            elf = self._elf(path)
+            found = [] if elf is None else [elf]
+            if elf is not None and elf.section(".symtab") is None:
+                debug = debug_symbol_file(elf)
+                if debug is not None:
+                    found.insert(0, debug)
+            self._files[path] = found
+        return found
+
     def lookup(self, tgid: int, addr: int) -> Optional[tuple[str, int, str]]:
         """(function, offset, path) for ``addr`` in process ``tgid``; (None-named) when unknown."""
         m = self.mapping(tgid, addr)
@@ -153,17 +169,45 @@ class UserSymbols:
             return None
         if m.path.startswith("["):  # [vdso], [uprobes] (a uretprobe's trampoline)
             return m.path, addr - m.start, m.path
-        elf = self._elf(m.path)
-        if elf is None:
+        files = self._symbol_files(m.path)
+        if not files:
             return None
         try:
-            vaddr = elf.offset_to_vaddr(addr - m.start + m.offset)
-            sym = elf.symbol_at(vaddr)
+            vaddr = files[-1].offset_to_vaddr(addr - m.start + m.offset)
         except (DebugInfoError, ProbectlError, OSError, ValueError):
             return None
-        if sym is None:
+        for elf in files:
+            try:
+                sym = elf.symbol_at(vaddr)
+            except (DebugInfoError, ProbectlError, OSError, ValueError):
+                continue
+            if sym is not None:
+                return sym.name, vaddr - sym.value, m.path
+        return None
+
+
+def debug_symbol_file(elf: Any) -> Any:
+    """The separate debug file of ``elf`` with a ``.symtab``, opened: by build-id or
+    ``.gnu_debuglink`` on this machine, else from the debuginfod servers of ``$DEBUGINFOD_URLS``
+    (as ``add`` finds DWARF); None when there is none."""
+    from ..debuginfo.elf import ElfFile, find_debug_file
+
+    try:
+        path, _tried = find_debug_file(elf)
+        if path is None:
+            from ..target.debuginfod import fetch_for_binary
+
+            fetched = fetch_for_binary(elf.path)
+            path = fetched.path if fetched is not None else None
+        if path is None:
             return None
-        return sym.name, vaddr - sym.value, m.path
+        debug = ElfFile(path)
+    except (ProbectlError, OSError):
+        return None
+    if debug.section(".symtab") is None:
+        debug.close()
+        return None
+    return debug
 
 
 class Symbolizer:
