@@ -6,6 +6,7 @@ import bisect
 from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
+from ..tracedat.jitmaps import OPTION_JIT_MAPS, JitSymbols, decode_jit_maps
 from ..tracedat.procmaps import OPTION_PROC_MAPS, Mapping, decode_proc_maps
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -52,6 +53,7 @@ class TraceSource(Source):
         self._ksyms: Optional[KernelSymbols] = None
         self._usyms: Optional[UserSymbols] = None
         self._maps_option = [data for oid, data in trace.options if oid == OPTION_PROC_MAPS]
+        self._jit_option = [data for oid, data in trace.options if oid == OPTION_JIT_MAPS]
 
     def comm(self, tid: int) -> str:
         return self.trace.comm(tid)
@@ -69,7 +71,10 @@ class TraceSource(Source):
             maps: dict[int, list[Mapping]] = {}
             for data in self._maps_option:
                 maps.update(decode_proc_maps(data))
-            self._usyms = UserSymbols(maps)
+            jit: dict[int, JitSymbols] = {}
+            for data in self._jit_option:
+                jit.update(decode_jit_maps(data))
+            self._usyms = UserSymbols(maps, jit)
         return self._usyms
 
 
@@ -118,9 +123,12 @@ class KernelSymbols:
 
 
 class UserSymbols:
-    """User addresses of a process → function names, through its maps and the mapped ELF files."""
+    """User addresses of a process → function names, through its maps and the mapped ELF files, or
+    for code in no mapped file, the process's JIT map (``/tmp/perf-PID.map``, copied into the
+    recording), as perf names such code."""
 
-    def __init__(self, maps: dict[int, list[Mapping]]):
+    def __init__(self, maps: dict[int, list[Mapping]], jit: Optional[dict[int, JitSymbols]] = None):
+        self.jit = jit or {}
         self.maps = {tgid: sorted(ms, key=lambda m: m.start) for tgid, ms in maps.items()}
         self._starts = {tgid: [m.start for m in ms] for tgid, ms in self.maps.items()}
         self._elves: dict[str, Any] = {}
@@ -166,7 +174,9 @@ class UserSymbols:
         """(function, offset, path) for ``addr`` in process ``tgid``; (None-named) when unknown."""
         m = self.mapping(tgid, addr)
         if m is None:
-            return None
+            symbols = self.jit.get(tgid)
+            found = symbols.lookup(addr) if symbols is not None else None
+            return (found[0], found[1], f"/tmp/perf-{tgid}.map") if found is not None else None
         if m.path.startswith("["):  # [vdso], [uprobes] (a uretprobe's trampoline)
             return m.path, addr - m.start, m.path
         files = self._symbol_files(m.path)
