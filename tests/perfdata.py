@@ -24,6 +24,7 @@ _READ_GROUP, _READ_LOST = 1 << 3, 1 << 4
 class Sample:
     pid: int
     tid: int
+    time: int
     ip: int
     regs_mask: int
     regs: list[int]
@@ -32,6 +33,8 @@ class Sample:
 
 @dataclass
 class PerfData:
+    """The samples, in time order (the file has each CPU's in turn), and each process's mappings."""
+
     samples: list[Sample] = field(default_factory=list)
     mappings: dict[int, list[Mapping]] = field(default_factory=dict)
 
@@ -67,6 +70,7 @@ def read_perf_data(path: Path) -> PerfData:
                 perms = "r-xp"
             out.mappings.setdefault(pid, []).append(Mapping(addr, addr + length, pgoff, name, perms))
         pos += size
+    out.samples.sort(key=lambda sample: sample.time)  # (in time order, as perf script prints them)
     return out
 
 
@@ -77,7 +81,7 @@ def _sample(data: bytes, pos: int, sample_type: int, read_format: int, regs_mask
         pos += 8
         return v
 
-    ip = pid = tid = 0
+    ip = pid = tid = when = 0
     if sample_type & _IDENTIFIER:
         u64()
     if sample_type & _IP:
@@ -85,7 +89,9 @@ def _sample(data: bytes, pos: int, sample_type: int, read_format: int, regs_mask
     if sample_type & _TID:
         pid, tid = struct.unpack_from("<II", data, pos)
         pos += 8
-    for bit in (_TIME, _ADDR, _ID, _STREAM_ID, _CPU, _PERIOD):
+    if sample_type & _TIME:
+        when = u64()
+    for bit in (_ADDR, _ID, _STREAM_ID, _CPU, _PERIOD):
         if sample_type & bit:
             u64()
     if sample_type & _READ:
@@ -112,4 +118,4 @@ def _sample(data: bytes, pos: int, sample_type: int, read_format: int, regs_mask
             pos += size
             valid = u64()
             stack = copy[:valid]
-    return Sample(pid, tid, ip, regs_mask, regs, stack)
+    return Sample(pid, tid, when, ip, regs_mask, regs, stack)

@@ -157,6 +157,9 @@ class Unwinder:
         self._starts = [m.start for m in self.maps]
         self.files = files if files is not None else CallFrameFiles()
         self.max_frames = max_frames
+        # address -> its row's rules for a step (the return address's, then the callee-saved
+        # registers'), or why there is none: a process's stacks pass the same call sites again and again
+        self._steps: dict[int, "tuple[FrameRow, RegisterRule | None, tuple] | str"] = {}
 
     def unwind(self, registers: Mapping[int, int], stack: StackCopy) -> list[UserFrame]:
         """The frames of the stack whose ``registers`` (by DWARF number: ip, sp and what the rows
@@ -212,11 +215,24 @@ class Unwinder:
             return f"no call-frame information for 0x{vaddr:x} in {m.path}"
         return row
 
+    def _rules(self, address: int) -> "tuple[FrameRow, RegisterRule | None, tuple] | str":
+        found = self._steps.get(address)
+        if found is None:
+            row = self._row(address)
+            if isinstance(row, str):
+                found = row
+            else:
+                saved = tuple((reg, row.rule(reg)) for reg in sorted(CALLEE_SAVED) if reg != row.return_register)
+                found = (row, row.rule(row.return_register), saved)
+            self._steps[address] = found
+        return found
+
     def _step(self, regs: dict[int, int], lookup: int, stack: StackCopy) -> "dict[int, int] | str | None":
         """The caller's registers, None at the outermost frame, or why they cannot be known."""
-        row = self._row(lookup)
-        if isinstance(row, str):
-            return row
+        rules = self._rules(lookup)
+        if isinstance(rules, str):
+            return rules
+        row, ra_rule, saved = rules
         if row.cfa is not None:
             base = regs.get(row.cfa.register)
             if base is None:
@@ -227,21 +243,21 @@ class Unwinder:
             if isinstance(value, str):
                 return f"the CFA's expression: {value}"
             cfa = value
-        ra_rule = row.rule(row.return_register)
-        if ra_rule is not None and ra_rule.kind == "undefined":
-            return None
-        caller: dict[int, int] = {}
-        for reg in sorted(CALLEE_SAVED | {row.return_register}):
-            value_or_why = _recover(reg, row.rule(reg), regs, cfa, stack)
-            if isinstance(value_or_why, str):
-                if reg == row.return_register:
-                    return f"the return address: {value_or_why}"
-                continue  # (a callee-saved register lost: a later step needing it says so)
-            if value_or_why is not None:
-                caller[reg] = value_or_why
-        ra = caller.pop(row.return_register, None)
-        if ra is None:
+        if ra_rule is None:
             return "the row gives no rule for the return address"
+        if ra_rule.kind == "undefined":
+            return None
+        ra = _recover(row.return_register, ra_rule, regs, cfa, stack)
+        if isinstance(ra, str):
+            return f"the return address: {ra}"
+        if ra is None:
+            return "the return address is not known in this frame"
+        caller: dict[int, int] = {}
+        for reg, rule in saved:
+            value = _recover(reg, rule, regs, cfa, stack)
+            if isinstance(value, int):
+                caller[reg] = value
+            # (a callee-saved register lost: a later step that needs it says so)
         if ra == 0:
             return None  # (a zeroed return address ends a thread's stack)
         sp = regs.get(STACK_POINTER)
