@@ -41,7 +41,8 @@ def unwind_file(path: str) -> None:
     from tests.perfdata import read_perf_data
 
     recorded = read_perf_data(Path(path))
-    files, elves, unwinders = CallFrameFiles(), {}, {}
+    files, elves = CallFrameFiles(), {}
+    unwinders: dict[int, Unwinder] = {}
     out = []
     for sample in recorded.samples:
         regs = registers_from_perf(sample.regs_mask, sample.regs)

@@ -47,10 +47,17 @@ class MappedFile(Protocol):
     """A line of /proc/PID/maps: ``start``..``end`` maps ``path`` from file ``offset``
     (:class:`probectl.tracedat.procmaps.Mapping` is one)."""
 
-    start: int
-    end: int
-    offset: int
-    path: str
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def path(self) -> str: ...
 
 
 class StackCopy:
@@ -254,9 +261,9 @@ class Unwinder:
             return "the return address is not known in this frame"
         caller: dict[int, int] = {}
         for reg, rule in saved:
-            value = _recover(reg, rule, regs, cfa, stack)
-            if isinstance(value, int):
-                caller[reg] = value
+            recovered = _recover(reg, rule, regs, cfa, stack)
+            if isinstance(recovered, int):
+                caller[reg] = recovered
             # (a callee-saved register lost: a later step that needs it says so)
         if ra == 0:
             return None  # (a zeroed return address ends a thread's stack)
