@@ -274,3 +274,27 @@ def test_the_same_frames_as_perf_on_perfs_own_samples(perf_bin, tmp_path):
         compared += 1
     assert compared >= 20, compared
 
+
+
+def test_damaged_stacks_and_registers_never_raise(target, tmp_path):
+    """Random words written over a real stack copy, random registers: the unwinder ends every time,
+    with frames it could read or an unknown one, never an exception or more than its limit."""
+    import random
+
+    snap = Snapshot(target, tmp_path, 5)
+    rng = random.Random(22)
+    code = [m for m in snap.maps if m.path == str(target)]
+    unwinder = Unwinder(snap.maps, max_frames=64)
+    for _ in range(400):
+        data = bytearray(snap.stack.data)
+        for _ in range(rng.randrange(1, 20)):
+            at = rng.randrange(0, max(1, len(data) - 8)) & ~7
+            data[at:at + 8] = rng.choice([rng.getrandbits(64), rng.choice(code).start + rng.randrange(0x2000),
+                                          snap.stack.sp + rng.randrange(-64, 9000)]).to_bytes(8, "little")
+        regs = dict(snap.registers)
+        if rng.random() < 0.3:
+            regs[rng.choice(list(regs))] = rng.getrandbits(64)
+        frames = unwinder.unwind(regs, StackCopy(regs.get(7, 0), bytes(data[:rng.randrange(0, len(data) + 1)])))
+        assert 1 <= len(frames) <= 65
+        assert all(f.kind == "return" for f in frames[1:-1])
+        assert frames[-1].kind in ("return", "unknown", "ip")
