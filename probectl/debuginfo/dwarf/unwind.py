@@ -19,6 +19,8 @@ address is undefined is the outermost frame (``_start``), and the stack ends the
 from __future__ import annotations
 
 import bisect
+import functools
+import struct
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple, Optional, Protocol, Sequence
 
 from ...arch.x86_64 import CALLEE_SAVED, DWARF_REGISTERS, PERF_REGS_DWARF, RETURN_ADDRESS, STACK_POINTER
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 MAX_FRAMES = 127  # perf's default (kernel.perf_event_max_stack)
 _WORD = 0xFFFFFFFFFFFFFFFF
+_U64 = struct.Struct("<Q")
 
 
 class UserFrame(NamedTuple):
@@ -66,29 +69,25 @@ class StackCopy:
     def __init__(self, sp: int, data: bytes):
         self.sp = sp
         self.data = bytes(data)
+        self._last = self.sp + len(self.data) - 8
 
     def word(self, address: int) -> Optional[int]:
-        at = address - self.sp
-        if at < 0 or at + 8 > len(self.data):
+        if address < self.sp or address > self._last:
             return None
-        return int.from_bytes(self.data[at:at + 8], "little")
+        return _U64.unpack_from(self.data, address - self.sp)[0]
 
 
 def registers_from_perf(mask: int, values: Sequence[int]) -> dict[int, int]:
     """A perf sample's user registers (``sample_regs_user`` ``mask``, then the values in bit order)
     by DWARF register number."""
-    out: dict[int, int] = {}
-    it = iter(values)
-    for bit in range(64):
-        if not mask >> bit & 1:
-            continue
-        value = next(it, None)
-        if value is None:
-            break
-        dwarf = PERF_REGS_DWARF[bit] if bit < len(PERF_REGS_DWARF) else None
-        if dwarf is not None:
-            out[dwarf] = value & _WORD
-    return out
+    return {dwarf: value & _WORD for dwarf, value in zip(_perf_registers(mask), values) if dwarf is not None}
+
+
+@functools.lru_cache(maxsize=16)
+def _perf_registers(mask: int) -> tuple[Optional[int], ...]:
+    """The DWARF number (or None) of each register a sample with ``sample_regs_user`` ``mask`` holds."""
+    return tuple(PERF_REGS_DWARF[bit] if bit < len(PERF_REGS_DWARF) else None
+                 for bit in range(64) if mask >> bit & 1)
 
 
 class _File(NamedTuple):
@@ -261,7 +260,14 @@ class Unwinder:
             return "the return address is not known in this frame"
         caller: dict[int, int] = {}
         for reg, rule in saved:
-            recovered = _recover(reg, rule, regs, cfa, stack)
+            if rule is None:  # (the common cases first: kept, or saved in the frame)
+                if reg in regs:
+                    caller[reg] = regs[reg]
+                continue
+            if rule.kind == "offset":
+                recovered: "int | str | None" = stack.word((cfa + rule.value) & _WORD)
+            else:
+                recovered = _recover(reg, rule, regs, cfa, stack)
             if isinstance(recovered, int):
                 caller[reg] = recovered
             # (a callee-saved register lost: a later step that needs it says so)
