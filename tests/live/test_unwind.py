@@ -34,3 +34,7 @@ def test_a_uprobe_sample_perf_cannot_unwind(perf_bin, target, tmp_path, live_tra
     names = [symbols.lookup(sample.pid, f.address - (f.kind == "return"))[0] for f in frames if f.kind != "unknown"]
     assert names[:len(expected)] == expected and names[-1] == "_start"
     assert len(perf_script_user_stacks(perf_bin, data)[0]) <= len(names)
+    # the immediate caller from the word at sp alone (what a probe at a function's entry can fetch
+    # as +0(%sp):u64), by the probed address's CFI
+    caller = Unwinder(maps).caller(regs, StackCopy(regs[7], sample.stack[:8]))
+    assert caller == frames[1].address and names[1] == "path_c"
