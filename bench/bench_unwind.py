@@ -8,7 +8,7 @@ One ``perf record -e cpu-clock --call-graph dwarf`` of Debian's dd (built withou
 its stacks go through libc and ld.so, 3-8 frames deep) makes the input: each sample carries the user
 registers and 8 KiB of stack. Then, interleaved, in fresh processes each run:
 
-- perf: ``perf script -F ip`` (it reads the file, unwinds each sample with libdw and prints the
+- perf: ``perf script --no-inline -F ip`` (it reads the file, unwinds each sample with libdw and prints the
   addresses);
 - probectl: the samples read from the file (tests/perfdata.py), unwound by probectl's unwinder, the
   addresses printed as perf prints them.
@@ -37,8 +37,7 @@ sys.path.insert(0, str(ROOT))  # the tests package, for its perf.data reader
 def unwind_file(path: str) -> None:
     """The probectl side, in its own process: every sample's user frames, one line of hex addresses each."""
     from probectl.debuginfo.dwarf.unwind import CallFrameFiles, StackCopy, Unwinder, registers_from_perf
-    from probectl.debuginfo.elf import ElfFile
-    from tests.perfdata import read_perf_data
+    from tests.perfdata import file_addresses, read_perf_data
 
     recorded = read_perf_data(Path(path))
     files, elves = CallFrameFiles(), {}
@@ -46,39 +45,38 @@ def unwind_file(path: str) -> None:
     out = []
     for sample in recorded.samples:
         regs = registers_from_perf(sample.regs_mask, sample.regs)
-        if not sample.regs or regs.get(16, 0) >= 0xFFFF800000000000:
-            out.append("")
+        if not sample.regs:
+            out.append("-")
             continue
         unwinder = unwinders.get(sample.pid)
         if unwinder is None:
             unwinder = unwinders[sample.pid] = Unwinder(recorded.mappings.get(sample.pid, []), files)
-        addresses = []
-        for f in unwinder.unwind(regs, StackCopy(regs[7], sample.stack)):
-            if f.kind == "unknown":
-                continue
-            m = unwinder.mapping(f.address)
-            if m is None:
-                continue
-            if m.path not in elves:
-                elves[m.path] = ElfFile(m.path)
-            addresses.append(elves[m.path].offset_to_vaddr(f.address - m.start + m.offset) - (f.kind == "return"))
-        out.append(" ".join(f"{a:x}" for a in addresses))
+        frames = unwinder.unwind(regs, StackCopy(regs[7], sample.stack))
+        addresses, complete = file_addresses(unwinder, frames, elves)
+        out.append(" ".join([f"{a:x}" for a in addresses] + ([] if complete else ["..."])))
     sys.stdout.write("\n".join(out) + "\n")
 
 
-def perf_stacks(text: str) -> list[str]:
-    """perf script -F ip's blocks as unwind_file's lines (kernel frames and inlined duplicates out)."""
-    lines = []
-    for block in text.strip("\n").split("\n\n"):
-        addresses: list[int] = []
-        for word in block.split():
-            if word == "(inlined)":
-                continue
-            a = int(word, 16)
-            if a < 0xFFFF800000000000 and (not addresses or addresses[-1] != a):
-                addresses.append(a)
-        lines.append(" ".join(f"{a:x}" for a in addresses))
-    return lines
+def disagreements(ours_text: str, perf_text: str) -> tuple[int, int, int]:
+    """(samples whose frames differ, samples compared, samples perf gave no user frame of), by
+    tests/perfdata.py's rule, from unwind_file's lines and perf script --no-inline -F ip's output."""
+    from tests.perfdata import perf_script_stacks, same_frames
+
+    theirs = perf_script_stacks(perf_text)
+    ours = ours_text.rstrip("\n").split("\n")
+    if len(ours) != len(theirs):
+        return max(len(ours), len(theirs)), 0, 0
+    differ = compared = empty = 0
+    for line, perf_frames in zip(ours, theirs):
+        if line == "-":
+            continue
+        words = line.split()
+        complete = not words or words[-1] != "..."
+        addresses = [int(w, 16) for w in (words if complete else words[:-1])]
+        differ += not same_frames((addresses, complete), perf_frames)
+        compared += bool(perf_frames)
+        empty += not perf_frames
+    return differ, compared, empty
 
 
 def timed(cmd: list[str]) -> tuple[float, float, str]:
@@ -109,30 +107,28 @@ def main() -> None:
         subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-F", str(args.frequency), "--call-graph", "dwarf",
                         "-o", data, "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=1", f"count={args.count}"],
                        capture_output=True, check=True)
-        tools = {"perf script": [perf, "script", "-i", data, "-F", "ip"],
+        tools = {"perf script": [perf, "script", "--no-inline", "-i", data, "-F", "ip"],
                  "probectl": [sys.executable, __file__, "--unwind-only", data]}
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
-        answers: dict[str, list[str]] = {}
+        answers: dict[str, str] = {}
         for _ in range(args.runs):
             for name, cmd in tools.items():
                 wall, cpu, out = timed(cmd)
                 times[name].append((wall, cpu))
-                answers[name] = perf_stacks(out) if name == "perf script" else out.rstrip("\n").split("\n")
-        ours = [line for line in answers["probectl"] if line]
-        theirs = [line for line in answers["perf script"] if line]
-        if ours != theirs:
-            differ = sum(a != b for a, b in zip(ours, theirs)) + abs(len(ours) - len(theirs))
-            sys.exit(f"the unwinders disagree on {differ} of {max(len(ours), len(theirs))} stacks: no figures")
-    frames = sum(len(line.split()) for line in ours)
-    print(f"{len(ours):,} user stacks ({frames:,} frames) from perf record --call-graph dwarf of dd, "
-          f"the same frames from both; {args.runs} runs each, interleaved")
+                answers[name] = out
+        differ, compared, empty = disagreements(answers["probectl"], answers["perf script"])
+        if differ:
+            sys.exit(f"the unwinders disagree on {differ} of {compared} stacks: no figures")
+    stacks = answers["probectl"].count("\n")
+    print(f"{stacks:,} user stacks from perf record --call-graph dwarf of dd; the {compared:,} perf unwound: the "
+          f"same frames from both ({empty} perf gave no user frame of); {args.runs} runs each, interleaved")
     print(f"{'':14} {'wall min':>9} {'wall med':>9} {'CPU min':>9} {'CPU med':>9} {'stacks/s (CPU med)':>19}")
     medians = {}
     for name, pairs in times.items():
         walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
         medians[name] = statistics.median(cpus)
         print(f"{name:14} {min(walls):9.3f} {statistics.median(walls):9.3f} {min(cpus):9.3f} {medians[name]:9.3f} "
-              f"{len(ours) / medians[name]:19,.0f}")
+              f"{stacks / medians[name]:19,.0f}")
     print(f"probectl / perf script, median CPU time: {medians['probectl'] / medians['perf script']:.2f}x")
 
 

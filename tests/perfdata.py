@@ -68,10 +68,26 @@ def read_perf_data(path: Path) -> PerfData:
                 perms = ("r" if prot & 1 else "-") + ("w" if prot & 2 else "-") + ("x" if prot & 4 else "-") + "p"
             else:
                 perms = "r-xp"
-            out.mappings.setdefault(pid, []).append(Mapping(addr, addr + length, pgoff, name, perms))
+            _add_mapping(out.mappings.setdefault(pid, []), Mapping(addr, addr + length, pgoff, name, perms))
         pos += size
     out.samples.sort(key=lambda sample: sample.time)  # (in time order, as perf script prints them)
     return out
+
+
+def _add_mapping(maps: list[Mapping], new: Mapping) -> None:
+    """``new`` over what it overlaps of earlier mappings, as a later mmap() replaces them (ld.so maps a
+    library whole, then each segment over it)."""
+    kept = []
+    for m in maps:
+        if m.end <= new.start or m.start >= new.end:
+            kept.append(m)
+            continue
+        if m.start < new.start:
+            kept.append(Mapping(m.start, new.start, m.offset, m.path, m.perms))
+        if m.end > new.end:
+            kept.append(Mapping(new.end, m.end, m.offset + (new.end - m.start), m.path, m.perms))
+    kept.append(new)
+    maps[:] = kept
 
 
 def _sample(data: bytes, pos: int, sample_type: int, read_format: int, regs_mask: int) -> Sample:
@@ -119,3 +135,44 @@ def _sample(data: bytes, pos: int, sample_type: int, read_format: int, regs_mask
             valid = u64()
             stack = copy[:valid]
     return Sample(pid, tid, when, ip, regs_mask, regs, stack)
+
+
+def perf_script_stacks(text: str) -> list[list[int]]:
+    """Each sample's user frames from ``perf script --no-inline -F ip`` output, after perf's own
+    unwinding: addresses in their file (a return address as its call instruction's, one less), one
+    line a frame (``--no-inline``: no lines for the functions inlined at a frame's address), kernel
+    frames left out."""
+    out = []
+    for block in text.strip("\n").split("\n\n"):
+        addresses = [int(line.split()[0], 16) for line in block.split("\n") if line.strip()]
+        out.append([a for a in addresses if a < 0xFFFF800000000000])
+    return out
+
+
+def file_addresses(unwinder, frames, elves: dict) -> tuple[list[int], bool]:
+    """Unwound frames (probectl.debuginfo.dwarf.unwind) as ``perf script --no-inline -F ip`` prints them, up to
+    one in a mapping that is no file ([vdso], or [uprobes] where a uretprobe of another tool replaced
+    a return address), and whether no such frame cut them short."""
+    from probectl.debuginfo.elf import ElfFile
+
+    out = []
+    for f in frames:
+        if f.kind == "unknown":
+            continue
+        m = unwinder.mapping(f.address)
+        if m is None or not m.path.startswith("/"):
+            return out, False
+        if m.path not in elves:
+            elves[m.path] = ElfFile(m.path)
+        out.append(elves[m.path].offset_to_vaddr(f.address - m.start + m.offset) - (f.kind == "return"))
+    return out, True
+
+
+def same_frames(ours: tuple[list[int], bool], theirs: list[int]) -> bool:
+    """Whether probectl's frames of a sample are perf script's: all of them, or as far as ours go when a
+    frame in no file cut them short (see file_addresses); a sample perf gives no user frame of (it
+    could not unwind its first one) is no answer to compare."""
+    addresses, complete = ours
+    if not theirs:
+        return True
+    return addresses == theirs if complete else addresses == theirs[:len(addresses)]
