@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the tests package, for its perf.data reader
@@ -40,7 +41,8 @@ def unwind_file(path: str) -> None:
     from tests.perfdata import file_addresses, read_perf_data
 
     recorded = read_perf_data(Path(path))
-    files, elves = CallFrameFiles(), {}
+    files = CallFrameFiles()
+    elves: dict[str, Any] = {}
     unwinders: dict[int, Unwinder] = {}
     out = []
     for sample in recorded.samples:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from probectl.tracedat.procmaps import Mapping
 
@@ -149,13 +150,13 @@ def perf_script_stacks(text: str) -> list[list[int]]:
     return out
 
 
-def file_addresses(unwinder, frames, elves: dict) -> tuple[list[int], bool]:
+def file_addresses(unwinder: Any, frames: list, elves: dict[str, Any]) -> tuple[list[int], bool]:
     """Unwound frames (probectl.debuginfo.dwarf.unwind) as ``perf script --no-inline -F ip`` prints them, up to
     one in a mapping that is no file ([vdso], or [uprobes] where a uretprobe of another tool replaced
     a return address), and whether no such frame cut them short."""
     from probectl.debuginfo.elf import ElfFile
 
-    out = []
+    out: list[int] = []
     for f in frames:
         if f.kind == "unknown":
             continue
