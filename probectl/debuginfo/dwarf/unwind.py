@@ -167,10 +167,12 @@ class Unwinder:
         # registers'), or why there is none: a process's stacks pass the same call sites again and again
         self._steps: dict[int, "tuple[FrameRow, RegisterRule | None, tuple] | str"] = {}
 
-    def unwind(self, registers: Mapping[int, int], stack: StackCopy) -> list[UserFrame]:
+    def unwind(self, registers: Mapping[int, int], stack: StackCopy,
+               max_frames: Optional[int] = None) -> list[UserFrame]:
         """The frames of the stack whose ``registers`` (by DWARF number: ip, sp and what the rows
-        name) and copy ``stack`` were taken at one moment, innermost first; a last frame of kind
-        ``unknown`` where the unwinding had to stop."""
+        name) and copy ``stack`` were taken at one moment, innermost first, at most ``max_frames``
+        (default: the unwinder's); a last frame of kind ``unknown`` where the unwinding had to stop."""
+        limit = self.max_frames if max_frames is None else max_frames
         regs = {r: v & _WORD for r, v in registers.items()}
         pc = regs.get(RETURN_ADDRESS)
         if pc is None:
@@ -178,8 +180,8 @@ class Unwinder:
         frames = [UserFrame(pc, "ip")]
         lookup = pc
         while True:
-            if len(frames) >= self.max_frames:
-                frames.append(UserFrame(pc, "unknown", f"the limit of {self.max_frames} frames"))
+            if len(frames) >= limit:
+                frames.append(UserFrame(pc, "unknown", f"the limit of {limit} frames"))
                 break
             step = self._step(regs, lookup, stack)
             if isinstance(step, str):
@@ -196,7 +198,7 @@ class Unwinder:
     def caller(self, registers: Mapping[int, int], stack: StackCopy) -> Optional[int]:
         """The return address of the frame the registers were taken in (at a function's entry: the
         word at sp, where its CFI says so), or None when it cannot be known."""
-        frames = Unwinder(self.maps, self.files, 2).unwind(registers, stack)
+        frames = self.unwind(registers, stack, max_frames=2)
         return frames[1].address if len(frames) > 1 and frames[1].kind == "return" else None
 
     def mapping(self, address: int) -> Optional[MappedFile]:
