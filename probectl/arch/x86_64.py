@@ -48,3 +48,12 @@ def _assembler_registers() -> dict[str, tuple[str, int, int]]:
 
 # SDT operands name registers as the assembler does; the kernel knows only the 64-bit ones.
 ASSEMBLER_REGISTERS = _assembler_registers()
+
+# perf_event_open(2): its system call number (arch/x86/entry/syscalls/syscall_64.tbl) and the ioctls
+# of a perf event's file, _IO('$', n) and _IOW('$', 6, char *) in x86-64's ioctl encoding
+# (include/uapi/linux/perf_event.h).
+PERF_EVENT_OPEN_SYSCALL = 298
+PERF_EVENT_IOC_ENABLE = 0x2400
+PERF_EVENT_IOC_DISABLE = 0x2401
+PERF_EVENT_IOC_RESET = 0x2403
+PERF_EVENT_IOC_SET_FILTER = 0x40082406
