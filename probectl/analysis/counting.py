@@ -47,6 +47,11 @@ PERF_FLAG_FD_CLOEXEC = 1 << 3
 # Descriptors the process keeps for itself besides the counters (Python, its imports, tracefs files).
 SPARE_FDS = 64
 MIN_INTERVAL_MS = 10  # perf stat's own floor for -I
+# Events a second from which tracing an event costs the traced program noticeably: the cost is per
+# event (a uprobe's trap on every hit, counted or recorded; a recorded event's copy into the ring
+# buffer), and at this rate the per-hit cost bench/bench_stat.py measures for a uprobe comes to about
+# 1% of a CPU (rounded down: the trap costs more on older kernels and slower machines).
+COSTLY_RATE = 10_000
 
 
 def perf_attr(event_id: int, *, inherit: bool, enable_on_exec: bool) -> bytes:
@@ -409,6 +414,27 @@ def _mean_rows(part: CountingPart, results: list[dict[tuple[int, Optional[int]],
         spread = 100 * math.sqrt(variance / len(values)) / mean if mean else 0.0
         out.append(CountRow(row.event, round(mean), all(rows[k].counted for rows in per_run), row.cpu,
                             row.running_ns, row.running_pct, spread))
+    return out
+
+
+def costly_rates(counts: dict[str, int], seconds: float) -> list[str]:
+    """Notes on the events of ``counts`` (event name -> events in ``seconds``) whose rate will cost the
+    traced program noticeably (:data:`COSTLY_RATE`), highest first. A run shorter than a second at that
+    rate is not named: its few events cost little in all, whatever their rate."""
+    if seconds <= 0:
+        return []
+    rates = sorted(((n / seconds, name) for name, n in counts.items()
+                    if n >= COSTLY_RATE and n / seconds >= COSTLY_RATE), reverse=True)
+    return [f"Note: {name} fired {rate:,.0f} times a second: its tracing cost grows with that rate (a uprobe traps "
+            "on every hit, a recording copies every event); narrow it (--filter, -p) or count it in the kernel "
+            "(stat, hist) before recording it" for rate, name in rates]
+
+
+def stat_rates(result: StatResult) -> dict[str, int]:
+    """Each event's count in ``result`` (its CPUs' rows added up)."""
+    out: dict[str, int] = {}
+    for row in result.rows:
+        out[row.event] = out.get(row.event, 0) + row.count
     return out
 
 

@@ -96,3 +96,5 @@ def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, c
             # (perf stat writes its block on stderr; here it is the answer, on stdout)
             out.write(counting.stat_text(result))
     out.flush()
+    for note in counting.costly_rates(counting.stat_rates(result), result.seconds):
+        notice(note)

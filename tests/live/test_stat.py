@@ -171,3 +171,18 @@ def test_options_that_do_not_fit(live_tracefs):
     assert "system-wide" in fails("stat", "-A", "-e", SYSCALLS, "--", "true")
     assert "repeats a command" in fails("stat", "-r", "2", "-e", SYSCALLS, "--duration", "0.1")
     assert "choose one" in fails("stat", "-x", ",", "--json", "-e", SYSCALLS, "--", "true", status=2)
+
+
+def test_a_costly_rate_is_named_after_stat_and_record(live_tracefs, target, tmp_path):
+    """200,000 uprobe hits in a fraction of a second: named with their rate; a run of a few hundred
+    events is not."""
+    out = probectl("stat", "--exec", str(target), "alpha", "--", str(target), "1", "0", "100000", "0")
+    note = [line for line in out.stderr.splitlines() if line.startswith("Note: ")]
+    assert len(note) == 1 and ":alpha fired " in note[0] and "times a second" in note[0]
+    rate = int(note[0].split(" fired ")[1].split()[0].replace(",", ""))
+    assert rate >= 10_000
+    quiet = probectl("stat", "-e", SYSCALLS, "--", str(target), "1", "0", "100")
+    assert "Note: " not in quiet.stderr
+    rec = probectl("record", "-o", str(tmp_path / "t.dat"), "-e", "syscalls:sys_enter_getppid", "--",
+                   str(target), "1", "0", "100000")
+    assert "Note: syscalls:sys_enter_getppid fired " in rec.stderr
