@@ -41,7 +41,8 @@ class LiveNames:
             return
         self._read_at = now
         try:
-            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+            # (a name is whatever bytes a process set: not always UTF-8)
+            for line in (self.root / "saved_cmdlines").read_bytes().decode(errors="replace").splitlines():
                 pid, _, comm = line.partition(" ")
                 if pid.isdigit() and comm and comm != "<...>":
                     self.saved[int(pid)] = comm
