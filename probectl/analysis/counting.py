@@ -391,8 +391,8 @@ def stat(tfs: Tracefs, options: StatOptions, scope: RunScope = RunScope(), *,
     assert last is not None
     rows = _mean_rows(last, results)
     target_text = (f"'{' '.join(scope.command)}'" if scope.command and not per_cpu_scope else
-                   "system wide" if options.cpus is None or not per_cpu_scope else
-                   f"CPU(s) {_cpu_list(options.cpus)}")
+                   "'system wide'" if options.cpus is None or not per_cpu_scope else
+                   f"'CPU(s) {_cpu_list(options.cpus)}'")
     if scope.pids and not scope.command:
         target_text = f"process id '{','.join(map(str, scope.pids))}'"
     return StatResult(target_text, rows, elapsed, user / len(results) if scope.command else None,
