@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import math
 import os
 import resource
@@ -304,7 +305,7 @@ class CountingPart(RunPart):
         finally:
             while self.fds:
                 _k, _cpu, fd = self.fds.pop()
-                step(lambda fd=fd: os.close(fd))
+                step(functools.partial(os.close, fd))
 
     def _last_at(self) -> float:
         return self.intervals[-1].at + self.started_at if self.intervals else self.started_at

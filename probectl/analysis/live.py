@@ -61,11 +61,11 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
         keys = parse_keys(key_text, event.format, bucket=bucket)
         value = parse_value(value_name, event.format)
         _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, event.name, user_space)
-        names = LiveNames(tfs.root, {})
+        live_names = LiveNames(tfs.root, {})
 
         def named(table: HistTable) -> HistTable:
             if table.path == USER_PATH and any(k.is_thread_name for k in keys):
-                table.merge_by(names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
+                table.merge_by(live_names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
             return table
 
         every = None
