@@ -186,3 +186,11 @@ def test_a_costly_rate_is_named_after_stat_and_record(live_tracefs, target, tmp_
     rec = probectl("record", "-o", str(tmp_path / "t.dat"), "-e", "syscalls:sys_enter_getppid", "--",
                    str(target), "1", "0", "100000")
     assert "Note: syscalls:sys_enter_getppid fired " in rec.stderr
+
+
+def test_a_process_by_pid(live_tracefs, syscall_maker):
+    """-p: the counters of a running process's threads (it makes a getppid every millisecond)."""
+    out = probectl("stat", "-p", str(syscall_maker.pid), "-x", ",", "-e", "syscalls:sys_enter_getppid",
+                   "--duration", "0.5")
+    (row,) = csv_rows(out.stdout)
+    assert row[2] == "syscalls:sys_enter_getppid" and 50 < int(row[0]) <= 500
