@@ -95,3 +95,35 @@ def test_interval_options_that_do_not_fit(live_tracefs, target, tmp_path):
     assert "do not go together" in fails("latency", "-x", str(target), "beta", "--pairs", str(tmp_path / "p"),
                                          "--interval", "1", "--", "true")
     assert not (tmp_path / "p").exists()
+
+
+def test_on_a_terminal_the_table_is_redrawn_in_place_with_the_rows_that_fit(live_tracefs, target):
+    """In a pseudo-terminal of 8 lines: each interval clears the screen and draws the table again, cut
+    to the rows that fit (a key per call: many rows)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 8, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "probectl", "hist", "-x", str(target), "alpha i", "--key", "i",
+                             "--interval", "0.2", "--", str(target), "3", "300", "50"],
+                            stdin=follower, stdout=follower, stderr=subprocess.DEVNULL, env={**os.environ, **ENV,
+                                                                                          "COLUMNS": "120", "LINES": "8"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(leader)
+    screens = b"".join(chunks).decode(errors="replace").split("\033[H\033[2J")[1:]
+    assert proc.returncode == 0 and len(screens) >= 2
+    drawn = [[line for line in s.splitlines() if line.startswith("@[") and "]:" not in line] for s in screens]
+    assert any(rows for rows in drawn) and all(len(rows) <= 4 for rows in drawn)  # (8 lines: 4 for rows)
