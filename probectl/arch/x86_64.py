@@ -60,3 +60,12 @@ RETURN_ADDRESS = 16  # the DWARF column of the return address (%ip)
 # Registers whose value a call keeps (System V): a CFI row that does not name one leaves it as it is;
 # the others are lost in the caller's frame.
 CALLEE_SAVED = frozenset({3, 6, 12, 13, 14, 15})  # %bx %bp %r12..%r15
+
+# perf_event_open(2): its system call number (arch/x86/entry/syscalls/syscall_64.tbl) and the ioctls
+# of a perf event's file, _IO('$', n) and _IOW('$', 6, char *) in x86-64's ioctl encoding
+# (include/uapi/linux/perf_event.h).
+PERF_EVENT_OPEN_SYSCALL = 298
+PERF_EVENT_IOC_ENABLE = 0x2400
+PERF_EVENT_IOC_DISABLE = 0x2401
+PERF_EVENT_IOC_RESET = 0x2403
+PERF_EVENT_IOC_SET_FILTER = 0x40082406
