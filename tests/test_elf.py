@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import build_fixture, missing
-from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file
+from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file, walk_notes
 from probectl.errors import DebugInfoError, ProbectlError, TargetError
 from probectl.target.binary import uprobe_group_name
 
@@ -390,6 +390,23 @@ def test_build_id_matches_readelf(path):
 def test_fixture_build_id(target):
     assert ElfFile(target).build_id == _readelf_build_id(target)
     assert len(ElfFile(target).build_id) == 40
+
+
+def test_a_note_blob_is_walked_as_the_file_notes_are(target, tmp_path):
+    """/sys/kernel/notes is a bare run of notes (the kernel's .notes section): running_build_id walks
+    it with the walker ElfFile.notes uses. Here the fixture's note sections laid end to end stand for
+    it, with a note cut short at the end, which ends the walk without an error."""
+    from probectl.target.kernel import running_build_id
+
+    elf = ElfFile(target)
+    four = [s for s in elf.sections if s.type == 7 and s.addralign == 4]  # SHT_NOTE, as the kernel's
+    blob = b"".join(elf.section_data(s.name) for s in four)
+    walked = list(walk_notes(blob, "<"))
+    assert len(walked) >= 2 and all(n in list(elf.notes()) for n in walked), walked
+    notes = tmp_path / "notes"
+    notes.write_bytes(blob + struct.pack("<III", 4, 20, 3) + b"GNU\0" + bytes(8))
+    assert running_build_id(notes) == _readelf_build_id(target) == elf.build_id
+    assert running_build_id(tmp_path / "missing") is None
 
 
 def test_libc_debuglink_and_debug_file(libc, libc_debug):

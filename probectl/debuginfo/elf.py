@@ -404,31 +404,13 @@ class ElfFile:
         if not areas:
             areas = [(o, fs, a) for (t, _fl, o, _v, fs, _ms, a) in self._program_headers
                      if t == PT_NOTE and o + fs <= len(self._data)]
-        hdr = struct.Struct(self._endian + "III")
         for offset, length, align in areas:
-            align = 8 if align == 8 else 4
-            pos, end = offset, offset + length
-            while pos + hdr.size <= end:
-                namesz, descsz, ntype = hdr.unpack_from(self._data, pos)
-                pos += hdr.size
-                name_end = pos + namesz
-                desc_pos = pos + _align_up(namesz, align)
-                desc_end = desc_pos + descsz
-                if desc_end > end:
-                    break
-                yield bytes(self._data[pos:name_end]).rstrip(b"\0"), ntype, bytes(self._data[desc_pos:desc_end])
-                pos = desc_pos + _align_up(descsz, align)
+            yield from walk_notes(self._data, self._endian, offset, offset + length, align)
 
     @functools.cached_property
     def build_id(self) -> Optional[str]:
         """The GNU build-id as lower-case hex, or None."""
-        try:
-            for name, ntype, desc in self.notes():
-                if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
-                    return desc.hex()
-        except struct.error:
-            pass
-        return None
+        return gnu_build_id(self.notes())
 
     @functools.cached_property
     def debuglink(self) -> Optional[tuple[str, int]]:
@@ -520,6 +502,36 @@ class ElfFile:
             raise DebugInfoError(f"{self.path}: file offset 0x{offset:x} is in no PT_LOAD segment")
         seg = next((s for s in hits if s.executable), hits[0])
         return seg.vaddr + (offset - seg.offset)
+
+
+def walk_notes(data: bytes | mmap.mmap, byte_order: str, start: int = 0, end: Optional[int] = None,
+               align: int = 4) -> Iterator[tuple[bytes, int, bytes]]:
+    """(owner name, type, desc) of each ELF note in ``data[start:end]``, a run of notes as a SHT_NOTE
+    section, a PT_NOTE segment or the kernel's /sys/kernel/notes holds them: a header of three words
+    (name size, desc size, type) in ``byte_order`` (``<`` or ``>``), the name and the desc, each padded
+    to ``align`` (8 only for an area aligned to 8, else 4). A note cut short by ``end`` ends the walk."""
+    end = len(data) if end is None else min(end, len(data))
+    align = 8 if align == 8 else 4
+    hdr = struct.Struct(byte_order + "III")
+    pos = start
+    while pos + hdr.size <= end:
+        namesz, descsz, ntype = hdr.unpack_from(data, pos)
+        pos += hdr.size
+        name_end = pos + namesz
+        desc_pos = pos + _align_up(namesz, align)
+        desc_end = desc_pos + descsz
+        if desc_end > end:
+            return
+        yield bytes(data[pos:name_end]).rstrip(b"\0"), ntype, bytes(data[desc_pos:desc_end])
+        pos = desc_pos + _align_up(descsz, align)
+
+
+def gnu_build_id(notes: Iterable[tuple[bytes, int, bytes]]) -> Optional[str]:
+    """The GNU build-id among ``notes`` (as :func:`walk_notes` gives them), as lower-case hex, or None."""
+    for name, ntype, desc in notes:
+        if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
+            return desc.hex()
+    return None
 
 
 def _align_up(value: int, align: int) -> int:
