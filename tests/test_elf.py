@@ -564,6 +564,16 @@ def _exercise(path: Path) -> None:
     elf.close()
 
 
+def test_a_parse_failure_past_the_checks_names_the_corrupt_file(target, monkeypatch):
+    """The symbol and section readers are guarded (errors.guard_decoding): a struct/zlib/index error
+    the explicit checks missed is a DebugInfoError naming the file, not a traceback."""
+    elf = ElfFile(target)
+    monkeypatch.setattr(elf.symbol_tables, "symbols", lambda: struct.unpack("<I", b""))
+    with pytest.raises(DebugInfoError, match=r"corrupt ELF file \(error: unpack requires") as err:
+        elf.symbols()
+    assert err.value.message.startswith(f"{target}: ") and "rebuild or reinstall" in err.value.hint
+
+
 def test_truncated_files(tmp_path):
     data = build_fixture("uprobe_target").read_bytes()
     elf = ElfFile(build_fixture("uprobe_target"))

@@ -19,10 +19,10 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Callable, Iterable, Iterator, Optional, TypeVar, cast
 
 from ..dataclass import dataclass
-from ..errors import DebugInfoError, ProbectlError, TargetError
+from ..errors import DebugInfoError, ProbectlError, TargetError, guard_decoding
 from ..regularfile import open_regular
 from .symtab import SHN_UNDEF, SHN_XINDEX, ElfSymbol, SymbolTables, cstring
 
@@ -48,21 +48,14 @@ NT_GNU_BUILD_ID = 3
 _T = TypeVar("_T")
 
 
-def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Turn a low-level parse failure that slipped past the explicit checks into a DebugInfoError."""
+def _corrupt_elf(elf: object, exc: BaseException) -> DebugInfoError:
+    return cast("ElfFile", elf)._corrupt(f"corrupt ELF file ({exc.__class__.__name__}: {exc})")
 
-    @functools.wraps(method)
-    def wrapper(self: "ElfFile", *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except ProbectlError:
-            raise
-        except (struct.error, IndexError, ValueError, OverflowError, UnicodeError, zlib.error,
-                MemoryError) as exc:
-            raise DebugInfoError(f"{self.path}: corrupt ELF file ({exc.__class__.__name__}: {exc})",
-                                 hint="the file may be truncated or damaged; rebuild or reinstall it") from None
 
-    return wrapper
+# The ElfFile methods that read sections and symbols: a low-level parse failure that slipped past the
+# explicit checks becomes a DebugInfoError naming the file.
+_guarded = guard_decoding((struct.error, IndexError, ValueError, OverflowError, UnicodeError, zlib.error,
+                           MemoryError), _corrupt_elf)
 
 
 @dataclass(frozen=True)
