@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar, cast
 
 from ..dataclass import dataclass
+from ..compression import LibzstdMissing, inflate, unzstd
 from ..errors import DebugInfoError, ProbectlError, TargetError, guard_decoding
 from ..regularfile import open_regular
 from .symtab import SHN_UNDEF, SHN_XINDEX, ElfSymbol, SymbolTables, cstring
@@ -54,8 +55,8 @@ def _corrupt_elf(elf: object, exc: BaseException) -> DebugInfoError:
 
 # The ElfFile methods that read sections and symbols: a low-level parse failure that slipped past the
 # explicit checks becomes a DebugInfoError naming the file.
-_guarded = guard_decoding((struct.error, IndexError, ValueError, OverflowError, UnicodeError, zlib.error,
-                           MemoryError), _corrupt_elf)
+_guarded = guard_decoding((struct.error, IndexError, ValueError, OverflowError, UnicodeError, MemoryError),
+                          _corrupt_elf)
 
 
 @dataclass(frozen=True)
@@ -345,33 +346,31 @@ class ElfFile:
         if ch_type == ELFCOMPRESS_ZLIB:
             return self._inflate(sec, raw[chdr.size:], ch_size)
         if ch_type == ELFCOMPRESS_ZSTD:
-            try:
-                import zstandard  # type: ignore[import-not-found]
-            except ImportError:
-                raise DebugInfoError(f"{self.path}: section {sec.name} is zstd-compressed",
-                                     hint="install the Python 'zstandard' package, or decompress the file "
-                                          "with 'objcopy --decompress-debug-sections'") from None
-            try:
-                out = zstandard.ZstdDecompressor().decompress(raw[chdr.size:], max_output_size=ch_size)
-            except zstandard.ZstdError as exc:
-                raise self._corrupt(f"section {sec.name}: bad zstd data ({exc})") from None
-            if len(out) != ch_size:
-                raise self._corrupt(f"section {sec.name}: decompressed to {len(out)} bytes, expected {ch_size}")
-            return out
+            return self._unzstd(sec, raw[chdr.size:], ch_size)
         raise DebugInfoError(f"{self.path}: section {sec.name} uses unknown compression type {ch_type}")
 
     def _inflate(self, sec: Section, payload: bytes, expected: int) -> bytes:
-        # Refuse absurd sizes from corrupt headers before allocating anything.
+        self._check_plausible(sec, payload, expected)
+        try:
+            return inflate(payload, expected)
+        except ValueError as exc:
+            raise self._corrupt(f"section {sec.name}: {exc}") from None
+
+    def _unzstd(self, sec: Section, payload: bytes, expected: int) -> bytes:
+        self._check_plausible(sec, payload, expected)
+        try:
+            return unzstd(payload, expected)
+        except LibzstdMissing as exc:
+            raise DebugInfoError(f"{self.path}: section {sec.name} is zstd-compressed and {exc}",
+                                 hint="install libzstd1, or decompress the file with "
+                                      "'objcopy --decompress-debug-sections'") from None
+        except ValueError as exc:
+            raise self._corrupt(f"section {sec.name}: {exc}") from None
+
+    def _check_plausible(self, sec: Section, payload: bytes, expected: int) -> None:
+        """Refuse absurd sizes from corrupt headers before allocating anything."""
         if expected > max(64 * len(payload), 1 << 20) + (1 << 30):
             raise self._corrupt(f"section {sec.name}: implausible decompressed size {expected}")
-        try:
-            d = zlib.decompressobj()
-            out = d.decompress(payload, expected + 1)
-        except zlib.error as exc:
-            raise self._corrupt(f"section {sec.name}: bad zlib data ({exc})") from None
-        if len(out) != expected:
-            raise self._corrupt(f"section {sec.name}: decompressed to {len(out)} bytes, expected {expected}")
-        return out
 
     @property
     def byte_order(self) -> str:
