@@ -25,11 +25,10 @@ import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat
+from ..formats import EventFormat, event_matches
 from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
                        SKIP_TS, FormatTable, VarColumn, format_specs)
 from ..script import lost_events
-from ..script.plan import event_matches
 from ..tracedat import TraceFile, open_trace
 from .recording import HEADER, UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
 

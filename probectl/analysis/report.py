@@ -25,8 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat
-from ..script.plan import name_matches
+from ..formats import EventFormat, name_matches
 from ..script.printfmt import symbol_fields
 
 # The keys of every event, with the titles of their columns.
