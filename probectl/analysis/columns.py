@@ -220,7 +220,7 @@ def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (
             yield read_tables(trace, names[i] if i < len(names) else None, progress=progress, columns=columns)
 
 
-def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
+def event_tables_matching(tables: EventTables, globs: Sequence[str]) -> EventTables:
     """``tables`` limited to the events matching ``globs`` (``script -e``'s rule); a glob that matches
     nothing is an error naming the events there are."""
     if not globs:
