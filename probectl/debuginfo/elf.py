@@ -50,7 +50,7 @@ _T = TypeVar("_T")
 
 
 def _corrupt_elf(elf: object, exc: BaseException) -> DebugInfoError:
-    return cast("ElfFile", elf)._corrupt(f"corrupt ELF file ({exc.__class__.__name__}: {exc})")
+    return cast("ElfFile", elf).corrupt(f"corrupt ELF file ({exc.__class__.__name__}: {exc})")
 
 
 # The ElfFile methods that read sections and symbols: a low-level parse failure that slipped past the
@@ -102,13 +102,15 @@ class Section:
 class ElfFile:
     """An ELF file opened for reading; headers are parsed at once, symbols on first use.
 
-    Use as a context manager, or call ``close()``, to release the mapping early.
+    ``contents`` is the whole file, a read-only mapping (searched in place by ``symtab``, never
+    copied); :meth:`file_bytes` copies a checked range of it and :meth:`corrupt` makes the error for
+    damage found in it. Use as a context manager, or call ``close()``, to release the mapping early.
     """
 
     def __init__(self, path: os.PathLike | str):
         self.path = Path(path)
         self._map: Optional[mmap.mmap] = None
-        self._data = self._open()
+        self.contents = self._open()
         try:
             self._parse_headers()
         except ProbectlError:
@@ -153,22 +155,24 @@ class ElfFile:
     def __repr__(self) -> str:
         return f"ElfFile({str(self.path)!r}, {self.type}, {self.elf_class}-bit, machine={self.machine})"
 
-    def _corrupt(self, what: str) -> DebugInfoError:
+    def corrupt(self, what: str) -> DebugInfoError:
+        """The error for damage in this file, ``what`` saying where: a DebugInfoError naming the file
+        (raised by the readers of its sections, here and in ``symtab``)."""
         return DebugInfoError(f"{self.path}: {what}",
                               hint="the file may be truncated or damaged; rebuild or reinstall it")
 
     def _parse_headers(self) -> None:
-        data = self._data
+        data = self.contents
         size = len(data)
         if size < 4 or data[:4] != b"\x7fELF":
             raise TargetError(f"{self.path} is not an ELF file", hint=_non_elf_hint(data[:64]))
         if size < 16:
-            raise self._corrupt("truncated ELF identification")
+            raise self.corrupt("truncated ELF identification")
         ei_class, ei_data = data[4], data[5]
         if ei_class not in (1, 2):
-            raise self._corrupt(f"unknown ELF class {ei_class}")
+            raise self.corrupt(f"unknown ELF class {ei_class}")
         if ei_data not in (1, 2):
-            raise self._corrupt(f"unknown ELF data encoding {ei_data}")
+            raise self.corrupt(f"unknown ELF data encoding {ei_data}")
         self.elf_class = 32 if ei_class == 1 else 64
         self.little_endian = ei_data == 1
         e = "<" if self.little_endian else ">"
@@ -176,7 +180,7 @@ class ElfFile:
         is64 = self.elf_class == 64
         ehdr = struct.Struct(e + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"))
         if size < 16 + ehdr.size:
-            raise self._corrupt("truncated ELF header")
+            raise self.corrupt("truncated ELF header")
         (e_type, self.machine, _version, self.entry, phoff, shoff, _flags, _ehsize,
          phentsize, phnum, shentsize, shnum, shstrndx) = ehdr.unpack_from(data, 16)
         self.type = _ELF_TYPES.get(e_type, f"0x{e_type:x}")
@@ -189,9 +193,9 @@ class ElfFile:
         raw_sections: list[tuple] = []
         if shoff:
             if shentsize != self._shdr_struct.size:
-                raise self._corrupt(f"bad section header size {shentsize}")
+                raise self.corrupt(f"bad section header size {shentsize}")
             if shoff + shentsize > size:
-                raise self._corrupt("truncated file: section headers lie beyond its end")
+                raise self.corrupt("truncated file: section headers lie beyond its end")
             first = self._shdr_struct.unpack_from(data, shoff)
             if shnum == 0:
                 shnum = first[5]
@@ -200,15 +204,15 @@ class ElfFile:
             if phnum == 0xFFFF:
                 phnum = first[7]
             if shoff + shnum * shentsize > size:
-                raise self._corrupt(f"truncated file: {shnum} section headers do not fit")
+                raise self.corrupt(f"truncated file: {shnum} section headers do not fit")
             raw_sections = [self._shdr_struct.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
 
         self._program_headers: list[tuple] = []
         if phoff and phnum:
             if phentsize != self._phdr_struct.size:
-                raise self._corrupt(f"bad program header size {phentsize}")
+                raise self.corrupt(f"bad program header size {phentsize}")
             if phoff + phnum * phentsize > size:
-                raise self._corrupt("truncated file: program headers lie beyond its end")
+                raise self.corrupt("truncated file: program headers lie beyond its end")
             for i in range(phnum):
                 fields = self._phdr_struct.unpack_from(data, phoff + i * phentsize)
                 if is64:
@@ -226,17 +230,17 @@ class ElfFile:
             names = b""
             if shstrndx != SHN_UNDEF:
                 if shstrndx >= len(raw_sections):
-                    raise self._corrupt(f"the section name table is said to be section {shstrndx}, but there are "
+                    raise self.corrupt(f"the section name table is said to be section {shstrndx}, but there are "
                                         f"{len(raw_sections)} sections")
                 st = raw_sections[shstrndx]
                 if st[1] == SHT_NOBITS:
-                    raise self._corrupt("the section name table has no bytes in the file")
-                names = self._bytes(st[4], st[5], "section name table")
+                    raise self.corrupt("the section name table has no bytes in the file")
+                names = self.file_bytes(st[4], st[5], "section name table")
             for i, (name, typ, flags, addr, offset, ssize, link, info, align, entsize) in enumerate(raw_sections):
                 if name and name >= len(names):
-                    raise self._corrupt(f"the name of section {i} lies outside the section name table")
+                    raise self.corrupt(f"the name of section {i} lies outside the section name table")
                 if typ != SHT_NOBITS and typ != SHT_NULL and offset + ssize > size:
-                    raise self._corrupt(f"truncated file: section {i} ({cstring(names, name)!r}) "
+                    raise self.corrupt(f"truncated file: section {i} ({cstring(names, name)!r}) "
                                         f"extends past the end of the file")
                 self.sections.append(Section(cstring(names, name), i, typ, flags, addr, offset, ssize,
                                              link, info, align, entsize))
@@ -255,7 +259,7 @@ class ElfFile:
         if DT_SONAME in dynamic:
             dynstr = self.section(".dynstr")
             if dynstr is not None and dynstr.has_data and dynamic[DT_SONAME] < dynstr.size:
-                self.soname = cstring(self._bytes(dynstr.offset, dynstr.size, "section .dynstr"), dynamic[DT_SONAME])
+                self.soname = cstring(self.file_bytes(dynstr.offset, dynstr.size, "section .dynstr"), dynamic[DT_SONAME])
         # A PIE is a DYN file marked DF_1_PIE by the linker; older linkers did not mark it, so a DYN
         # file with an interpreter and no soname counts too. Shared libraries that can also run as
         # programs (libc.so.6 has PT_INTERP) are libraries, not PIEs.
@@ -263,17 +267,19 @@ class ElfFile:
             bool(dynamic.get(DT_FLAGS_1, 0) & DF_1_PIE)
             or (self.interpreter is not None and DT_SONAME not in dynamic))
 
-    def _bytes(self, offset: int, length: int, what: str) -> bytes:
-        if offset < 0 or length < 0 or offset + length > len(self._data):
-            raise self._corrupt(f"truncated file: {what} at 0x{offset:x} (+0x{length:x}) is past its end")
-        return bytes(self._data[offset:offset + length])
+    def file_bytes(self, offset: int, length: int, what: str) -> bytes:
+        """A copy of ``length`` bytes of the file from ``offset``; a :meth:`corrupt` error naming
+        ``what`` (the part being read) when they are not all in the file."""
+        if offset < 0 or length < 0 or offset + length > len(self.contents):
+            raise self.corrupt(f"truncated file: {what} at 0x{offset:x} (+0x{length:x}) is past its end")
+        return bytes(self.contents[offset:offset + length])
 
     def _dynamic_entries(self, offset: int, length: int) -> dict[int, int]:
         """The first value of each tag in the dynamic section at ``offset``."""
         dyn = self._dyn_struct
         out: dict[int, int] = {}
         for pos in range(offset, offset + length - dyn.size + 1, dyn.size):
-            tag, val = dyn.unpack_from(self._data, pos)
+            tag, val = dyn.unpack_from(self.contents, pos)
             if tag == DT_NULL:
                 break
             out.setdefault(tag, val)
@@ -291,8 +297,8 @@ class ElfFile:
         if sec.compressed or not sec.has_data:
             raise DebugInfoError(f"{self.path}: section {sec.name} is compressed or has no data")
         if offset < 0 or length < 0 or offset + length > sec.size:
-            raise self._corrupt(f"section {sec.name}: 0x{offset:x} (+0x{length:x}) is past its end")
-        return self._bytes(sec.offset + offset, length, f"section {sec.name}")
+            raise self.corrupt(f"section {sec.name}: 0x{offset:x} (+0x{length:x}) is past its end")
+        return self.file_bytes(sec.offset + offset, length, f"section {sec.name}")
 
     @_guarded
     def section_data(self, name: str) -> bytes:
@@ -300,19 +306,22 @@ class ElfFile:
         sec = self.section(name)
         if sec is None:
             raise DebugInfoError(f"{self.path} has no section {name}")
-        return self._section_bytes(sec)
+        return self.section_bytes(sec)
 
-    def _section_bytes(self, sec: Section) -> bytes:
+    @_guarded
+    def section_bytes(self, sec: Section) -> bytes:
+        """The contents of the section ``sec`` (one of :attr:`sections`), decompressed if it is
+        compressed; :meth:`section_data` finds the section by its name."""
         if not sec.has_data:
             raise DebugInfoError(f"{self.path}: section {sec.name} has no data in this file (NOBITS)",
                                  hint="this is probably a stripped binary or a debug-only file; "
                                       "read the section from the other file")
-        raw = self._bytes(sec.offset, sec.size, f"section {sec.name}")
+        raw = self.file_bytes(sec.offset, sec.size, f"section {sec.name}")
         if sec.flags & SHF_COMPRESSED:
             return self._decompress_chdr(sec, raw)
         if sec.name.startswith(".zdebug"):
             if len(raw) < 12 or raw[:4] != b"ZLIB":
-                raise self._corrupt(f"section {sec.name} lacks its ZLIB header")
+                raise self.corrupt(f"section {sec.name} lacks its ZLIB header")
             expected = int.from_bytes(raw[4:12], "big")
             return self._inflate(sec, raw[12:], expected)
         return raw
@@ -326,21 +335,21 @@ class ElfFile:
             return None
         chdr = struct.Struct(self._endian + ("IIQQ" if self.elf_class == 64 else "III"))
         if sec.size < chdr.size:
-            raise self._corrupt(f"section {sec.name}: truncated compression header")
-        fields = chdr.unpack(self._bytes(sec.offset, chdr.size, f"section {sec.name}"))
+            raise self.corrupt(f"section {sec.name}: truncated compression header")
+        fields = chdr.unpack(self.file_bytes(sec.offset, chdr.size, f"section {sec.name}"))
         if fields[0] != ELFCOMPRESS_ZLIB:
             return None
         size = fields[2] if self.elf_class == 64 else fields[1]
         length = sec.size - chdr.size
         if size > max(64 * length, 1 << 20) + (1 << 30):
-            raise self._corrupt(f"section {sec.name}: implausible decompressed size {size}")
+            raise self.corrupt(f"section {sec.name}: implausible decompressed size {size}")
         return sec.offset + chdr.size, length, size
 
     def _decompress_chdr(self, sec: Section, raw: bytes) -> bytes:
         e = self._endian
         chdr = struct.Struct(e + ("IIQQ" if self.elf_class == 64 else "III"))
         if len(raw) < chdr.size:
-            raise self._corrupt(f"section {sec.name}: truncated compression header")
+            raise self.corrupt(f"section {sec.name}: truncated compression header")
         fields = chdr.unpack_from(raw, 0)
         ch_type, ch_size = fields[0], fields[2] if self.elf_class == 64 else fields[1]
         if ch_type == ELFCOMPRESS_ZLIB:
@@ -354,7 +363,7 @@ class ElfFile:
         try:
             return inflate(payload, expected)
         except ValueError as exc:
-            raise self._corrupt(f"section {sec.name}: {exc}") from None
+            raise self.corrupt(f"section {sec.name}: {exc}") from None
 
     def _unzstd(self, sec: Section, payload: bytes, expected: int) -> bytes:
         self._check_plausible(sec, payload, expected)
@@ -365,12 +374,12 @@ class ElfFile:
                                  hint="install libzstd1, or decompress the file with "
                                       "'objcopy --decompress-debug-sections'") from None
         except ValueError as exc:
-            raise self._corrupt(f"section {sec.name}: {exc}") from None
+            raise self.corrupt(f"section {sec.name}: {exc}") from None
 
     def _check_plausible(self, sec: Section, payload: bytes, expected: int) -> None:
         """Refuse absurd sizes from corrupt headers before allocating anything."""
         if expected > max(64 * len(payload), 1 << 20) + (1 << 30):
-            raise self._corrupt(f"section {sec.name}: implausible decompressed size {expected}")
+            raise self.corrupt(f"section {sec.name}: implausible decompressed size {expected}")
 
     @property
     def byte_order(self) -> str:
@@ -392,12 +401,12 @@ class ElfFile:
         """(owner name, type, desc) of every note, from SHT_NOTE sections, or PT_NOTE segments if there are
         none (.note.stapsdt is not loaded, so only its section finds it)."""
         areas = [(s.offset, s.size, s.addralign) for s in self.sections
-                 if s.type == SHT_NOTE and s.offset + s.size <= len(self._data)]
+                 if s.type == SHT_NOTE and s.offset + s.size <= len(self.contents)]
         if not areas:
             areas = [(o, fs, a) for (t, _fl, o, _v, fs, _ms, a) in self._program_headers
-                     if t == PT_NOTE and o + fs <= len(self._data)]
+                     if t == PT_NOTE and o + fs <= len(self.contents)]
         for offset, length, align in areas:
-            yield from walk_notes(self._data, self._endian, offset, offset + length, align)
+            yield from walk_notes(self.contents, self._endian, offset, offset + length, align)
 
     @functools.cached_property
     def build_id(self) -> Optional[str]:
@@ -410,17 +419,17 @@ class ElfFile:
         sec = self.section(".gnu_debuglink")
         if sec is None or not sec.has_data:
             return None
-        raw = self._bytes(sec.offset, sec.size, "section .gnu_debuglink")
+        raw = self.file_bytes(sec.offset, sec.size, "section .gnu_debuglink")
         nul = raw.find(b"\0")
         if nul <= 0:
-            raise self._corrupt("section .gnu_debuglink has no file name")
+            raise self.corrupt("section .gnu_debuglink has no file name")
         crc_pos = _align_up(nul + 1, 4)
         if crc_pos + 4 > len(raw):
-            raise self._corrupt("section .gnu_debuglink is truncated (no CRC)")
+            raise self.corrupt("section .gnu_debuglink is truncated (no CRC)")
         crc = struct.unpack_from(self._endian + "I", raw, crc_pos)[0]
         name = raw[:nul].decode("utf-8", "surrogateescape")
         if "/" in name:
-            raise self._corrupt(f"section .gnu_debuglink names a path ({name!r}), not a file name")
+            raise self.corrupt(f"section .gnu_debuglink names a path ({name!r}), not a file name")
         return name, crc
 
     # --- symbols (SymbolTables) ------------------------------------------------------------------
