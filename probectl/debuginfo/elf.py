@@ -323,7 +323,7 @@ class ElfFile:
             if len(raw) < 12 or raw[:4] != b"ZLIB":
                 raise self.corrupt(f"section {sec.name} lacks its ZLIB header")
             expected = int.from_bytes(raw[4:12], "big")
-            return self._inflate(sec, raw[12:], expected)
+            return self._decompressed(sec, raw[12:], expected, inflate)
         return raw
 
     def zlib_payload(self, sec: Section) -> Optional[tuple[int, int, int]]:
@@ -341,7 +341,7 @@ class ElfFile:
             return None
         size = fields[2] if self.elf_class == 64 else fields[1]
         length = sec.size - chdr.size
-        if size > max(64 * length, 1 << 20) + (1 << 30):
+        if _implausible(size, length):
             raise self.corrupt(f"section {sec.name}: implausible decompressed size {size}")
         return sec.offset + chdr.size, length, size
 
@@ -353,33 +353,26 @@ class ElfFile:
         fields = chdr.unpack_from(raw, 0)
         ch_type, ch_size = fields[0], fields[2] if self.elf_class == 64 else fields[1]
         if ch_type == ELFCOMPRESS_ZLIB:
-            return self._inflate(sec, raw[chdr.size:], ch_size)
+            return self._decompressed(sec, raw[chdr.size:], ch_size, inflate)
         if ch_type == ELFCOMPRESS_ZSTD:
-            return self._unzstd(sec, raw[chdr.size:], ch_size)
+            return self._decompressed(sec, raw[chdr.size:], ch_size, unzstd)
         raise DebugInfoError(f"{self.path}: section {sec.name} uses unknown compression type {ch_type}")
 
-    def _inflate(self, sec: Section, payload: bytes, expected: int) -> bytes:
-        self._check_plausible(sec, payload, expected)
+    def _decompressed(self, sec: Section, payload: bytes, expected: int,
+                      decompress: Callable[[bytes, int], bytes]) -> bytes:
+        """``payload``, the compressed bytes of ``sec``, decompressed by ``decompress`` (zlib's
+        :func:`~probectl.compression.inflate` or zstd's :func:`~probectl.compression.unzstd`) to
+        the ``expected`` size its header gives."""
+        if _implausible(expected, len(payload)):
+            raise self.corrupt(f"section {sec.name}: implausible decompressed size {expected}")
         try:
-            return inflate(payload, expected)
-        except ValueError as exc:
-            raise self.corrupt(f"section {sec.name}: {exc}") from None
-
-    def _unzstd(self, sec: Section, payload: bytes, expected: int) -> bytes:
-        self._check_plausible(sec, payload, expected)
-        try:
-            return unzstd(payload, expected)
+            return decompress(payload, expected)
         except LibzstdMissing as exc:
             raise DebugInfoError(f"{self.path}: section {sec.name} is zstd-compressed and {exc}",
                                  hint="install libzstd1, or decompress the file with "
                                       "'objcopy --decompress-debug-sections'") from None
         except ValueError as exc:
             raise self.corrupt(f"section {sec.name}: {exc}") from None
-
-    def _check_plausible(self, sec: Section, payload: bytes, expected: int) -> None:
-        """Refuse absurd sizes from corrupt headers before allocating anything."""
-        if expected > max(64 * len(payload), 1 << 20) + (1 << 30):
-            raise self.corrupt(f"section {sec.name}: implausible decompressed size {expected}")
 
     @property
     def byte_order(self) -> str:
@@ -533,6 +526,12 @@ def gnu_build_id(notes: Iterable[tuple[bytes, int, bytes]]) -> Optional[str]:
         if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
             return desc.hex()
     return None
+
+
+def _implausible(size: int, compressed: int) -> bool:
+    """Whether a compressed section's header claims an absurd size for its ``compressed`` bytes (a
+    corrupt header), refused before anything is allocated for it."""
+    return size > max(64 * compressed, 1 << 20) + (1 << 30)
 
 
 def _align_up(value: int, align: int) -> int:
