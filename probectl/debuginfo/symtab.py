@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 from ..dataclass import dataclass
 
 if TYPE_CHECKING:
+    import mmap
     from typing import Any, Literal
 
     from .elf import ElfFile, Section
@@ -205,8 +206,10 @@ class SymbolTables:
         if not 0 < sec.link < len(self.elf.sections):
             raise self.elf.corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
         strsec = self.elf.sections[sec.link]
+        data: bytes | mmap.mmap
         if sec.link in self._strtabs or strsec.compressed or not strsec.has_data:
-            data, start, end = self._string_table(sec), 0, None
+            data = self._string_table(sec)
+            start, end = 0, len(data)
         else:  # searched in place: no copy of a large table for one name
             data, start, end = self.elf.contents, strsec.offset, strsec.offset + strsec.size
         key = name.encode("utf-8", "surrogateescape")
