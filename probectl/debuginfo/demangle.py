@@ -11,8 +11,6 @@ Itanium's and libstdc++ does not know it: such names are reported as not demangl
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import re
 from typing import Optional
 
@@ -27,6 +25,11 @@ _demangler = None
 def _cxa_demangle():
     global _demangler
     if _demangler is None:
+        # (ctypes, and find_library's look through the loader's cache, only where a name is demangled:
+        # the name helpers below are text, which every definition of a C program passes through)
+        import ctypes
+        import ctypes.util
+
         path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
         try:
             lib = ctypes.CDLL(path)
@@ -52,6 +55,8 @@ def demangle(name: str) -> Optional[str]:
     without its hash), or None when it is not an Itanium-mangled name (or not a valid one)."""
     if not name.startswith("_Z"):
         return None
+    import ctypes
+
     fn, free = _cxa_demangle()
     status = ctypes.c_int(0)
     name = name.split("@", 1)[0]
