@@ -19,17 +19,16 @@ from __future__ import annotations
 import os
 from array import array
 from pathlib import Path
-from typing import Callable, Collection, Iterator, Optional, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat
+from ..formats import EventFormat, event_matches
 from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
                        SKIP_TS, FormatTable, VarColumn, format_specs)
 from ..script import lost_events
-from ..script.plan import event_matches
 from ..tracedat import TraceFile, open_trace
 from .recording import HEADER, UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
 
@@ -98,7 +97,7 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames,
     record batch of ``schema``: the ``header`` columns (those of :data:`HEADER` it has, in order),
     then the table's fields."""
     n = table.rows
-    arrays = []
+    arrays: list[pa.Array] = []
     for name in header:
         attr, typ = _HEADER_COLUMNS[name]
         data = getattr(table, attr)
@@ -187,7 +186,7 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
     reader = trace.reader(formats=formats, fields=None if wanted is None else {i: c.fields for i, c in cols.items()})
     try:
-        decoded = None if workers == 0 else reader.slice_tables(
+        decoded: Optional[Iterable[tuple[int, list[FormatTable]]]] = None if workers == 0 else reader.slice_tables(
             workers or decode_workers(), threads, slice_bytes=slice_bytes, skip=skip,
             progress=None if progress is None else lambda events: progress(trace.where, events))
         if decoded is None:  # (time going back on a CPU, a bad page: merged, as the row decoder reads it)
@@ -221,7 +220,7 @@ def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (
             yield read_tables(trace, names[i] if i < len(names) else None, progress=progress, columns=columns)
 
 
-def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
+def event_tables_matching(tables: EventTables, globs: Sequence[str]) -> EventTables:
     """``tables`` limited to the events matching ``globs`` (``script -e``'s rule); a glob that matches
     nothing is an error naming the events there are."""
     if not globs:

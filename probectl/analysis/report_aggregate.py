@@ -26,7 +26,7 @@ from ..tracedat import TraceFile, open_trace
 from .keys import EXACT, LOG2, ROLE_HIST, SRC_CPU, SRC_FIELD, SRC_PID, native_aggregator
 from .recording import UNKNOWN_COMM, event_formats, host_of, recording_name, thread_names
 from .report import (DEFAULT_KEYS, SYM_KEY, Histogram, Report, ReportRow, address_field,
-                     check_hist_field, check_keys, holding, select_events)
+                     check_hist_field, check_keys, holding, matching_event_names)
 
 SRC_ID = 6  # the record's event id (AGG_SRC_ID, native/aggregate.h)
 MAX_PARTS = 4  # AGG_MAX_KEYS
@@ -112,7 +112,8 @@ class _FilePlan:
         self.plans = []
         for fmt in formats:
             names = [f.name for f in fmt.event_fields]
-            key, signed, complete = [_ID_PART], [False], True
+            key: list[tuple[int, Optional[tuple], int, int, int]] = [_ID_PART]
+            signed, complete = [False], True
             addr = address_field(fmt, names)
             self.address[fmt.id] = addr is not None
             for part in parts.names:
@@ -198,7 +199,7 @@ def _answer(traces: Sequence[TraceFile], names: Sequence[str], globs: Sequence[s
 
     present = sorted({plans[i].formats[struct.unpack_from("=Q", key)[0]].full_name
                       for i, entries in enumerate(counted) for key, _n in entries})
-    selected = select_events(present, globs, holding([str(t.path) for t in traces]))
+    selected = matching_event_names(present, globs, holding([str(t.path) for t in traces]))
     names_of = list(dict.fromkeys(n for e in selected for n in fields[e]))
     check_keys(sort_keys, names_of)
     if hist_field:
@@ -237,7 +238,7 @@ def _answer(traces: Sequence[TraceFile], names: Sequence[str], globs: Sequence[s
                         out.append(UNKNOWN_SYMBOL)
                         continue
                     where = (tgids.get(tid, tid), values[SYM_KEY])
-                    if where not in syms:
+                    if where not in syms and symbolizer is not None:  # (made when SYM_KEY is a key)
                         syms[where] = symbolizer.resolve(where[0], where[1], is_kernel_address(where[1]))[0]
                     out.append(syms[where])
                 else:

@@ -10,8 +10,9 @@ The steps of :meth:`Recording.run`:
 2. trace (:meth:`TracedRun.trace`) with a :class:`RecorderPart`: the filters written and the events
    enabled, the native recorder moving every CPU's pages to files, the names and maps of the traced
    processes read while they live, a live count on a terminal; and, once tracing is off, the metadata;
-3. write trace.dat with the metadata, the command names and thread groups of the recorded pids and
-   the memory maps of the traced processes (:data:`OPTION_PROC_MAPS`, for user-space symbols).
+3. write trace.dat with the metadata, the command names and thread groups of the recorded pids,
+   the memory maps of the traced processes (:data:`OPTION_PROC_MAPS`, for user-space symbols) and
+   their JIT maps (``/tmp/perf-PID.map``: :mod:`~probectl.record.jitmaps`).
 
 A run killed with SIGKILL leaves its instance (and, for ``probectl trace``, its probes); the next
 run or ``probectl cleanup`` finds instances whose pid is dead by their name, and probes through the
@@ -38,6 +39,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError
+from ..events import EventDefinition
 from ..formats import EventFormat
 from ..notice import notice_stderr
 from ..outputfile import OutputFile
@@ -48,8 +50,9 @@ from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_
 from ..tracefs import Tracefs
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
+from .jitmaps import jit_maps_option
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
-from .selection import EventRequest, SelectedEvent, select_events
+from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunPart, RunScope, TracedRun
 from .teardown import CleanupSteps, signals_held, stop_signals
 from .workload import Workload
@@ -66,10 +69,10 @@ __all__ = [
     "SelectedEvent",
     "TracedRun",
     "cpu_mask",
+    "expand_event_requests",
     "lost_of",
     "parse_cpus",
     "parse_cpustat",
-    "select_events",
     # re-exported from the modules a recording is made of
     "INSTANCE_PREFIX",
     "OPTION_PROC_MAPS",
@@ -144,7 +147,7 @@ class Recording:
         run = self.traced = TracedRun(self.tfs, RunScope(opts.command, opts.pids, opts.system_wide, opts.duration),
                                       notice=self.notice)
         run.remove_stale()
-        selected = select_events(self.tfs, opts.events)
+        selected = expand_event_requests(self.tfs, opts.events)
         for p in opts.pids:
             if not pid_alive(p) or proc_comm(p) is None:
                 raise ProbectlError(f"no process {p}", "give the pid of a running process to -p")
@@ -196,14 +199,18 @@ class Recording:
         meta.tgids = "".join(f"{p} {t}\n" for p, t in sorted(tgids.items()) if t)
         if watch.maps:
             meta.extra_options.append((OPTION_PROC_MAPS, encode_proc_maps(watch.maps)))
+        jit = jit_maps_option({*watch.tgids.values(), *watch.maps, *(tgids.get(p, p) for p in seen if p)},
+                              self.notice)
+        if jit is not None:
+            meta.extra_options.append(jit)
 
     def _probe_maps(self, part: "RecorderPart", tgid_of: Callable[[int], int]) -> dict[int, str]:
         """tgid → maps lines of the probed binaries its maps lack, each placed by the runtime address of
         one of its uprobe events and the file offset of the event's definition. A process's maps lack a
         probed library when it ended before they were read, or when they were read only at exec, before
-        the dynamic loader mapped its libraries (``record -- ls`` probing libc: ls is gone in 0.2 s)."""
+        the dynamic loader mapped its libraries (``record -- ls`` probing libc: ls may be gone before its maps are read again)."""
         places: dict[int, tuple[str, int, str]] = {}
-        by_name = {}
+        by_name: dict[tuple[str, str], list[EventDefinition]] = {}
         for d in self.tfs.definitions():
             if d.is_uprobe:
                 by_name.setdefault((d.group, d.event), []).append(d)
@@ -348,7 +355,7 @@ def _count_and_pids(files: dict[int, Path], layout: PageLayout, ids: set[int]) -
     with _mapped(files, layout) as streams:
         if not streams:
             return 0, set()
-        count, pids = 0, set()
+        count, pids = 0, set[int]()
         reader = EventReader(streams, [], layout, strict=False)
         try:
             for batch in reader.batches():

@@ -23,10 +23,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def proc_comm(pid: int) -> Optional[str]:
-    """The name of ``pid`` (bytes, as any process may set its own: those that are not UTF-8 are kept
-    as surrogates, shown escaped, written back as they were)."""
     try:
-        return Path(f"/proc/{pid}/comm").read_bytes().decode("utf-8", "surrogateescape").rstrip("\n")
+        return Path(f"/proc/{pid}/comm").read_text(errors="backslashreplace").rstrip("\n")
     except OSError:
         return None
 

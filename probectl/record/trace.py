@@ -17,7 +17,7 @@ from ..tracefs import Tracefs
 from .enumnames import EnumNames
 from .livestream import LiveStream
 from .processes import ProcessWatch, proc_comm, proc_tgid
-from .selection import EventRequest, SelectedEvent, select_events
+from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunScope, TracedRun
 
 if TYPE_CHECKING:
@@ -41,7 +41,8 @@ class LiveNames:
             return
         self._read_at = now
         try:
-            for line in (self.root / "saved_cmdlines").read_bytes().decode("utf-8", "surrogateescape").splitlines():
+            # (a comm is bytes: a name that is not UTF-8 is kept escaped, never an error)
+            for line in (self.root / "saved_cmdlines").read_text(errors="backslashreplace").splitlines():
                 pid, _, comm = line.partition(" ")
                 if pid.isdigit() and comm and comm != "<...>":
                     self.saved[int(pid)] = comm
@@ -75,7 +76,7 @@ def trace_selection(tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Seq
         selected.append(SelectedEvent(g, e, fmt, flt))
     if patterns:
         seen = set(names)
-        for ev in select_events(tfs, [EventRequest(p, filter_text) for p in patterns]):
+        for ev in expand_event_requests(tfs, [EventRequest(p, filter_text) for p in patterns]):
             if (ev.group, ev.event) not in seen:
                 selected.append(ev)
     return selected

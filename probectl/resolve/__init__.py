@@ -14,7 +14,7 @@ import fnmatch
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Literal, Optional, overload
 
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
@@ -28,6 +28,7 @@ from .points import ProbePoint, ResolvedArg, is_untyped_retval
 if TYPE_CHECKING:
     from ..debuginfo.btf import Btf
     from ..debuginfo.kallsyms import Kallsyms
+    from .cxx import CxxFunction
     from .dwarf import SourceResolver
     from .kprobe_rules import KprobeRules
 
@@ -70,13 +71,51 @@ class Resolver:
     _elf: ElfFile | None = None
     _kallsyms: "Kallsyms | None" = None
     _source_resolver: "SourceResolver | None" = None
-    _kprobe_rules: "KprobeRules | bool | None" = None
+    _kprobe_rules: "KprobeRules | Literal[False] | None" = None
+    _is_go: bool | None = None
+    _cxx_functions: "list[CxxFunction] | None" = None
 
     @property
     def elf(self) -> ElfFile:
         if self._elf is None:
+            if self.target.path is None:  # (the running kernel without its vmlinux: kallsyms answers)
+                raise TargetError("the kernel's ELF symbols need its vmlinux", hint="give one with -k/--vmlinux")
             self._elf = ElfFile(self.target.path)
         return self._elf
+
+    @property
+    def is_go_program(self) -> bool:
+        """The target is a program linked by the Go toolchain, whose stacks move."""
+        if self._is_go is None:
+            from ..debuginfo.languages import is_go_program
+
+            self._is_go = is_go_program(self.elf)
+        return self._is_go
+
+    def source_points(self, point: S.PointSpec) -> list[S.PointSpec]:
+        """The point as the DWARF side finds it: a C++ name becomes the mangled symbol of each
+        function it names (``vars``), any other point stays as it is."""
+        if not self._names_cxx(point):
+            return [point]
+        from .cxx import cxx_points
+
+        return [pt for _fn, pt in cxx_points(self, point, point.text)]
+
+    def _names_rust_main(self, point: S.PointSpec) -> bool:
+        """The point is a Rust program's ``main`` (perf and ``main:1`` take the runtime's C main)."""
+        if not (self.target.is_uprobe and point.function == "main" and point.source is None and point.sdt is None):
+            return False
+        from ..debuginfo.languages import is_rust_program
+
+        return is_rust_program(self.elf)
+
+    def _names_cxx(self, point: S.PointSpec) -> bool:
+        """The point names C++ functions by their demangled names (not a symbol of the target)."""
+        from .cxx import names_cxx_function
+
+        name = point.function
+        return (self.target.is_uprobe and name is not None and point.address is None and point.sdt is None
+                and names_cxx_function(name) and not self.is_go_program and not self.elf.find_functions(name))
 
     @property
     def kallsyms(self) -> "Kallsyms":
@@ -91,6 +130,8 @@ class Resolver:
         instances or lines the compiler split)."""
         points = self._resolve(_with_symbol_version(probe))
         self._check_count(probe.text, len(points))
+        if self.target.is_uprobe and probe.point.sdt is None and self.is_go_program:
+            points = [replace(p, qualified_name=p.function) for p in points]
         if self.target.is_uprobe or self.target.path is None:
             return points
         return self._allowed_kprobes(points)
@@ -125,6 +166,28 @@ class Resolver:
         return allowed
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.point.is_return and self.target.is_uprobe and self.is_go_program:
+            from .goreturn import resolve_go_returns
+
+            return resolve_go_returns(self, probe)
+        if self._names_cxx(probe.point):
+            from .cxx import resolve_cxx
+
+            return resolve_cxx(self, probe)
+        if self._names_rust_main(probe.point):
+            from .cxx import rust_main
+
+            main = rust_main(self)
+            if main is not None:
+                self.notes.append(f"'main' of a Rust program is its own, {main.name} (the C main is the Rust "
+                                  "runtime's: probe it by its address)")
+                points = self._resolve(replace(probe, point=replace(probe.point, function=main.mangled)))
+                return [replace(p, qualified_name=main.name) for p in points]
+        name = probe.point.function
+        if self.target.is_uprobe and name is not None and name[:2] in ("_Z", "_R") and probe.point.address is None:
+            from .cxx import check_mangled_name
+
+            check_mangled_name(self, name)
         if probe.point.sdt is not None:
             from .sdt import resolve_sdt_points
 
@@ -197,21 +260,27 @@ class Resolver:
 
         return resolve_btf_points(self, probe)
 
+    @overload
+    def source(self, required: Literal[True]) -> "SourceResolver": ...
+    @overload
+    def source(self, required: bool) -> "SourceResolver | None": ...
+
     def source(self, required: bool) -> "SourceResolver | None":
         """The DWARF resolver of the target (None when it has no debug info and ``required`` is False).
 
         Debug files not found locally are fetched from debuginfod (``$DEBUGINFOD_URLS``): a user
         binary's by its build-id, and when a definition needs it, the running kernel's vmlinux."""
         if self._source_resolver is None:
-            if self.target.path is None:
+            path = self.target.path
+            if path is None:
                 if not required:
                     return None
-                self._fetch_running_vmlinux()
+                path = self._fetch_running_vmlinux()
             from ..debuginfo.dwarf import DebugInfo
             from .dwarf import SourceResolver
 
             try:
-                debuginfo = DebugInfo.open(self.target.path)
+                debuginfo = DebugInfo.open(path)
             except DebugInfoError as local:
                 debuginfo = self._debuginfo_from_servers(local, required)
                 if debuginfo is None:
@@ -243,8 +312,8 @@ class Resolver:
         self.notes.append(fetch_note(fetched, str(self.target.path)))
         return DebugInfo.open(self.target.path, debug_file=fetched.path)
 
-    def _fetch_running_vmlinux(self) -> None:
-        """Describe the running kernel by its vmlinux from debuginfod, or say that there is none."""
+    def _fetch_running_vmlinux(self) -> Path:
+        """Describe the running kernel by its vmlinux from debuginfod (its path), or say that there is none."""
         from ..target.debuginfod import fetch_note
         from ..target.kernel import fetch_running_vmlinux
 
@@ -258,6 +327,7 @@ class Resolver:
         self.notes.append(fetch_note(fetched, "the running kernel"))
         self.target = replace(self.target, path=fetched.path)
         self._elf = None
+        return fetched.path
 
     @staticmethod
     def _retval_type(source: "SourceResolver", address: int) -> str:
@@ -303,9 +373,8 @@ class Resolver:
                                            name=var.name or found.default_name, text=arg.text,
                                            named=bool(var.name)))
             per_site.append(row)
-        per_site = self._fill_missing(per_site, sites)
         points = []
-        for site, args in zip(sites, per_site):
+        for site, args in zip(sites, self._fill_missing(per_site, sites)):
             fn = site.function
             offset = site.address - fn.entry if fn.entry is not None and site.address >= fn.entry else 0
             name = fn.name
@@ -420,7 +489,7 @@ class Resolver:
                               hint="run as root, or check /proc/sys/kernel/kptr_restrict")
         found = ksyms.find_functions(point.function or "", module=self.target.module)
         if not found:
-            raise ProbePointNotFound(point.text or point.function,
+            raise ProbePointNotFound(point.text or point.function or "",
                                      hint=self._function_hint(point.function or "",
                                                         [s.name for s in ksyms.symbols if s.is_function]))
         unique: dict[int, str] = {}
@@ -497,7 +566,7 @@ class Resolver:
         if isinstance(expr, S.SpecialVar):
             if expr.name == "stack":
                 return "$stack" if expr.index is None else f"$stack{expr.index}"
-            if expr.name == "arg":
+            if expr.name == "arg" and expr.index is not None:  # (the parser gives $arg a number)
                 return self._render_argn(expr.index, at_entry)
             return f"${expr.name}"
         if isinstance(expr, S.SymbolRef):

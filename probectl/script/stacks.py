@@ -3,7 +3,7 @@ written right after the event they belong to on the same CPU, joined to that eve
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ..dataclass import dataclass
 from ..formats import EventFormat
@@ -92,7 +92,7 @@ class StackJoiner:
     ``window_ns`` later (stack records are written microseconds after their event).
     """
 
-    def __init__(self, stack_ids: "dict[int, StackLayout | str]", window_ns: int = 50_000_000):
+    def __init__(self, stack_ids: "Mapping[int, StackLayout | str]", window_ns: int = 50_000_000):
         # (a kind alone: the kernel's field order)
         self.stack_ids = {i: layout if isinstance(layout, StackLayout) else StackLayout(layout)
                           for i, layout in stack_ids.items()}

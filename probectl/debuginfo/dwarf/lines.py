@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Optional
 
 from ...dataclass import dataclass
 from ...errors import DebugInfoError, ResolveError
@@ -327,6 +327,7 @@ class LineProgramHeader:
         entries, pos = read_uleb128(data, pos)
         dwarf = cu.dwarfinfo
         out = []
+        value: Any  # (a path's bytes, a number or an offset, as the form says)
         for _ in range(entries):
             path, dir_index = None, 0
             for kind, form in formats:
@@ -681,6 +682,10 @@ def skip_prologue(debuginfo: "DebugInfo", func: Function) -> int:
     high = func.ranges[0][1]
     table = line_table(debuginfo, func.cu)
     idx = bisect.bisect_left(table.addresses, entry)
+    # (the end of the sequence before, at the same address, is not the function's row: a C++
+    # template or inline member is a sequence of its own, right after another's end)
+    while idx < len(table.rows) and table.rows[idx].address == entry and table.rows[idx].end_sequence:
+        idx += 1
     if idx >= len(table.rows) or table.rows[idx].address != entry:
         return entry
     first = table.rows[idx]
