@@ -1,7 +1,7 @@
 """`python -m probectl` runs the command line."""
 import os
 
-import _signal  # (the C module: `signal` itself imports enum, a window of its own)
+import _signal  # type: ignore[import-not-found]  # (the C module: `signal` itself imports enum)
 
 # Ctrl-C during the imports below ends the program quietly with 130 (probectl.cli explains; the
 # command gets KeyboardInterrupt back): set before them, as the program's very first act.
