@@ -24,6 +24,9 @@ SAMPLE = DATA / "sample-v7.dat"
     ("0 5\n1e308 7\n", ("--step", "1"), "more than 5,000 columns"),
     ("-1e308 5\n1e308 7\n", (), "more than a float holds"),
     ("1e308 5\n-1e308 1e308\n", (), "more than a float holds"),
+    ("1.0 5\n2.0 7\n", ("--max-latency", "inf"), "not a size"),
+    ("1.0 5\n2.0 7\n", ("--step", "inf"), "not a size"),
+    ("1.0 5\n2.0 7\n", ("--step", "nan"), "not a size"),
 ])
 def test_heatmap_grid_is_bounded(tmp_path, pairs, args, message):
     src = tmp_path / "pairs.txt"

@@ -120,6 +120,9 @@ def bin_pairs(pairs: Pairs, columns: int = 100, rows: int = 50, step: Optional[f
     buckets up to ``max_latency`` µs (default: the largest latency)."""
     if columns < 1 or rows < 1:
         raise ProbectlError("a heat map needs at least one row and one column")
+    for flag, value in (("--step", step), ("--max-latency", max_latency)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ProbectlError(f"{flag} {value}: not a size a heat map can be cut in", f"give {flag} a positive number")
     t_first, t_last = min(pairs.times), max(pairs.times)
     if not math.isfinite(t_last - t_first):
         raise ProbectlError(f"the pairs' times run from {t_first:g} s to {t_last:g} s: more than a float holds",

@@ -613,6 +613,8 @@ class Corpus:
                     return 1
                 return 0
             case = Case(f"probectl.read_trace({path.name})  # {base.name}, {what}", body=read_all)
+        elif rng.random() < 0.45:
+            return self._make_analysis(rng, path, f"{base.name}, {what}")
         else:
             argv = ["script", "-i", str(path)]
             fmt = rng.choice(["text", "text", "csv", "json", "folded"])
@@ -624,6 +626,70 @@ class Corpus:
                 argv += ["-e", rng.choice(["*", "syscalls:*", "nope:*", "*exec*"])]
             case = Case(f"{_q(argv)}  # {base.name}, {what}", argv)
         case.cleanups.append(lambda: _remove(path))
+        return case
+
+    # -- the analysis commands' inputs: a damaged recording, mutated pairs, folded stacks and SQL
+
+    _SQL = ["SELECT comm, count(*) FROM events GROUP BY ALL", "SELECT * FROM syscalls.sys_enter_getpid",
+            "SELECT * FROM read_csv('/etc/shadow')", "SELECT * FROM read_text('/etc/hostname')",
+            "SELECT * FROM glob('/root/**')", "COPY (SELECT 1) TO 'x.csv'", "ATTACH 'x.db'", "EXPORT DATABASE 'x'",
+            "SET memory_limit='1GB'", "INSTALL httpfs", "LOAD httpfs", "PRAGMA version", "SELECT 1; SELECT 2",
+            "PIVOT events ON comm", "SELECT * FROM query('SELECT 1')", "DESCRIBE events", "SUMMARIZE events",
+            "SELECT (SELECT 1) FROM events", "SELECT events FROM events"]
+    _PAIRS = "1.000 5\n1.5 7.25\n2 0\n"
+    _NUMBERS = ["0", "1", "-1", "1e-7", "1e308", "1e309", "nan", "inf", "5000", "5001", "99999999999999999999", ""]
+    _FOLDED = "main;foo;bar 3\nmain;foo 1\n[k];sched 2\n"
+
+    def _make_analysis(self, rng: random.Random, trace: Path, what: str) -> Case:
+        """report, query, hist, latency, flamegraph, heatmap and script's Parquet and Chrome JSON on
+        the damaged ``trace``, or on mutated text: pairs, folded stacks, SQL over the sample."""
+        sample = str(TESTS / "data" / "tracedat" / "sample-v7.dat")
+        out = self.work / "analysis-out"
+        text_in = self.path("analysis.txt")
+        event = rng.choice(["syscalls:sys_enter_getpid", "sched:sched_process_exec", "nope:x", "*"])
+        choice = rng.choice(["report", "query", "hist", "latency", "flamegraph", "heatmap", "parquet", "chrome",
+                             "pairs", "folded", "sql", "sql"])
+        if choice == "report":
+            argv = ["report", "-i", str(trace)] + rng.choice([[], ["--sort", "comm,pid"], ["--hist", "ret"],
+                                                              ["--json"]])
+        elif choice == "query":
+            argv = ["query", "-i", str(trace), rng.choice(self._SQL[:2] + ["SELECT count(*) FROM events"])]
+        elif choice == "hist":
+            argv = ["hist", "-i", str(trace), event, "--key", rng.choice(["comm", "pid", "cpu", "nosuch", "comm,pid"])]
+        elif choice == "latency":
+            argv = ["latency", "-i", str(trace), "--start", event,
+                    "--end", rng.choice(["sched:sched_process_exec", event])]
+        elif choice == "flamegraph":
+            argv = ["flamegraph", "-i", str(trace), "-o", str(out)]
+        elif choice == "heatmap":
+            argv = ["heatmap", "-i", str(trace), "--start", event, "--end", "sched:sched_process_exec", "-o", str(out)]
+        elif choice == "parquet":
+            argv = ["script", "-i", str(trace), "--format", "parquet", "-o", str(out)]
+        elif choice == "chrome":
+            argv = ["script", "-i", str(trace), "--format", "chrome-json", "-o", str(out)]
+        elif choice == "pairs":
+            data = mutate_text(rng, self._PAIRS, rounds=rng.randint(1, 4)).encode("utf-8", "surrogateescape")
+            text_in.write_bytes(data)
+            argv = ["heatmap", "-i", str(text_in), "-o", str(out)] + rng.choice(
+                [[], ["--step", rng.choice(self._NUMBERS)], ["--columns", rng.choice(self._NUMBERS)],
+                 ["--rows", rng.choice(self._NUMBERS)], ["--max-latency", rng.choice(self._NUMBERS)], ["--ns"]])
+            what = f"pairs {data[:60]!r}"
+        elif choice == "folded":
+            data = mutate_text(rng, self._FOLDED, rounds=rng.randint(1, 4)).encode("utf-8", "surrogateescape")
+            if rng.random() < 0.3:
+                data = data.replace(b"foo", bytes([rng.randrange(0x80, 0x100), rng.randrange(256)]))
+            text_in.write_bytes(data)
+            argv = ["flamegraph", "--folded", "-i", str(text_in), "-o", str(out)] + rng.choice(
+                [[], ["--format", "folded"], ["--inverted"], ["--width", rng.choice(self._NUMBERS)]])
+            what = f"folded {data[:60]!r}"
+        else:
+            sql = rng.choice(self._SQL)
+            if rng.random() < 0.5:
+                sql = mutate_text(rng, sql, rounds=rng.randint(1, 3))
+            argv = ["query", "-i", sample, sql] + rng.choice([[], ["--json"], ["--csv"]])
+            what = "SQL"
+        case = Case(f"{_q(argv)}  # {what}", argv)
+        case.cleanups.append(lambda: (_remove(out), _remove(text_in), _remove(trace)))
         return case
 
     # -- command lines
@@ -685,7 +751,7 @@ class Corpus:
                 if pick() < 0.1:
                     opts.append([flag])
             if pick() < 0.15:
-                opts.append(["--max-probes", self._value(rng, "number")])
+                opts.append(["--max-probes", rng.choice(self._NUMBERS)])
             if pick() < 0.1:
                 opts.append(["-s", self._value(rng, "source")])
             args = [self._definition(rng) for _ in range(rng.choice([0, 1, 1, 1, 2, 3]))]

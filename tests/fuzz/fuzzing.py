@@ -233,7 +233,7 @@ class Tracefs:
         if not self.live:
             return []
         try:
-            lines = (TRACEFS / "uprobe_events").read_text().splitlines()
+            lines = (TRACEFS / "uprobe_events").read_text(errors="surrogateescape").splitlines()
         except OSError:
             return []
         return [ln for ln in lines if (self.marker in ln or f":{self.group}" in ln)
