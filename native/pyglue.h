@@ -57,7 +57,7 @@ typedef struct {
 } TextFormatterObject;
 
 extern PyObject *DecodeError;
-extern PyTypeObject ReaderType, TextFormatterType, RecorderType, AggregatorType, ColumnBufferType;
+extern PyTypeObject ReaderType, TextFormatterType, RecorderType, PerfRingsType, AggregatorType, ColumnBufferType;
 
 int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
 PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);

@@ -41,11 +41,12 @@ from ..errors import ProbectlError
 from ..formats import EventFormat
 from ..notice import notice_stderr
 from ..outputfile import OutputFile
-from ..ringbuf import EventReader, PageLayout, Recorder
+from ..ringbuf import EventReader, PageLayout, PerfRingStats, Recorder
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                         write_tracedat)
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
+from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, uprobe_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
@@ -120,6 +121,7 @@ class RecordResult:
     stopped_by: str  # "command", "duration", "SIGINT", "SIGTERM"
     command_status: Optional[int] = None
     selected: list[str] = field(default_factory=list)
+    stacks_lost: int = 0  # user stacks the kernel lost (-g: its perf rings were full)
 
 
 class Recording:
@@ -158,18 +160,26 @@ class Recording:
                                 "record to a writable directory (-o DIR/FILE)") from None
         try:
             part = RecorderPart(self, selected, tmp)
-            stopped_by = run.trace([part], buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks)
+            stopped_by = run.trace([part], buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
+                                   user_stacks=False, trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
-                events, seen = _count_and_pids(part.recorder.files, part.layout, {sel.format.id for sel in selected})
+                part.files = dict(part.recorder.files)
+                if part.callchains is not None:
+                    part.files = add_callchains(meta, part.files, part.callchains, part.layout, tmp,
+                                                part.scope_pids if run.pids else None)
+                files = part.files
+                events, seen = _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
                 self._names(meta, seen, part, run)
-                write_tracedat(output, meta, part.recorder.files, version=opts.version)
+                write_tracedat(output, meta, files, version=opts.version)
         finally:
             output.close()
             shutil.rmtree(tmp, ignore_errors=True)
         lost = {cpu: lost_of(parse_cpustat(text)) for cpu, text in meta.cpustats.items()}
+        stacks_lost = sum(s.lost for s in part.callchain_stats)
         return RecordResult(path=output.path, events=events, lost=sum(lost.values()), lost_by_cpu=lost,
+                            stacks_lost=stacks_lost,
                             bytes=output.path.stat().st_size, stopped_by=stopped_by,
                             command_status=run.command_status, selected=[e.name for e in selected])
 
@@ -212,10 +222,10 @@ class Recording:
             ip = "__probe_func" if ev.format.field("__probe_func") else "__probe_ip"
             if len(defs) == 1 and ev.format.field(ip):
                 places[ev.format.id] = (defs[0].uprobe_path, defs[0].uprobe_offset, ip)
-        if not places or part.recorder is None or part.layout is None:
+        if not places or part.layout is None:
             return {}
         found: dict[int, str] = {}
-        for (pid, fid), address in _first_addresses(part.recorder.files, part.layout,
+        for (pid, fid), address in _first_addresses(part.files, part.layout,
                                                     [e.format for e in part.selected if e.format.id in places],
                                                     {fid: ip for fid, (_p, _o, ip) in places.items()}).items():
             path, offset, _ip = places[fid]
@@ -239,6 +249,10 @@ class RecorderPart(RunPart):
         self.tmp = tmp
         self.watch = ProcessWatch()
         self.recorder: Optional[Recorder] = None
+        self.callchains: Optional[Callchains] = None
+        self.callchain_stats: list[PerfRingStats] = []
+        self.files: dict[int, Path] = {}  # the per-CPU pages to write: the recorder's, or with the callchains
+        self.scope_pids: set[int] = set()  # every pid the instance traced (a recording of some processes)
         self.layout: Optional[PageLayout] = None
         self.metadata: Any = None
         self._next_look = 0.0
@@ -250,13 +264,25 @@ class RecorderPart(RunPart):
         self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
         self.recorder = Recorder(inst.path, run.cpus, self.tmp, self.layout.page_size)
         self.watch.look(list(opts.pids) + ([run.workload.pid] if run.workload else []), maps=False)
-        inst.enable(self.selected)
+        uprobes: list[int] = []
+        if opts.stacks:
+            definitions = run.tfs.definitions()
+            uprobes = uprobe_events(definitions, self.selected)
+            # (the perf events are enabled after the instance's: see probectl.record.callchains)
+            self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
+                                         uprobes)
+        self.scope_pids.update(run.pids)
+        inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
+        if self.callchains is not None:
+            self.callchains.start()
 
     def tick(self, run: TracedRun, now: float) -> None:
         # (the first tick comes right after the command's exec: the program and ld.so are mapped)
         if now >= self._next_look:
-            self.watch.look(self._watched(run), maps=True)
+            watched = self._watched(run)
+            self.scope_pids.update(watched)
+            self.watch.look(watched, maps=True)
             self._next_look = now + 0.2
         progress = self.recording.progress
         if progress is not None and now >= self._next_progress:
@@ -270,12 +296,20 @@ class RecorderPart(RunPart):
         inst = run.instance
         assert inst is not None
         if inst.created:
-            step(lambda: self.watch.look(self._watched(run), maps=True))  # while they still exist
+            watched = self._watched(run)
+            self.scope_pids.update(watched)
+            step(lambda: self.watch.look(watched, maps=True))  # while they still exist
         if self.recorder is None:
             return
         recorder = self.recorder
         recorder_ok = step(lambda: recorder.stop() or True) is not None
         recorder.close()
+        chains = self.callchains
+        if chains is not None:
+            stats = step(chains.stop)
+            chains.close()
+            recorder_ok = recorder_ok and stats is not None
+            self.callchain_stats = stats or []
         if inst.created and recorder_ok and complete:
             cpustats = read_cpustats(inst.path, run.cpus)
             self.metadata = step(lambda: collect_metadata(inst.path, {e.group for e in self.selected},

@@ -1,0 +1,360 @@
+"""User stacks as perf records them (``record -g``): a perf event per recorded event and CPU,
+opened on the event's id (``PERF_TYPE_TRACEPOINT``, as ``perf record -a -e EVENT -g`` does), whose
+samples carry the user callchain, copied from their mmap rings by the native copier beside the ftrace
+pages, then written into the recording as ``probectl:user_callchain`` records after their events.
+
+Why perf's callchain and not ftrace's ``options/userstacktrace``: ftrace's user stack holds 8 frames,
+and at a function-entry uprobe it misses the caller (the frame is not set up yet); perf's callchain
+holds up to ``kernel.perf_event_max_stack`` frames and the kernel puts the return address in place
+when the probed instruction is a function's ``push %rbp``. The kernel part is excluded
+(``exclude_callchain_kernel``): ftrace's ``kernel_stack`` records keep the kernel stacks.
+
+A uprobe event cannot be enabled for ftrace and for perf at once (the kernel refuses the second with
+EINTR): a uprobe's events are taken from perf alone, each sample carrying the event's record as ftrace
+would write it (``PERF_SAMPLE_RAW``), which is written into the CPU's pages in time order, its
+callchain after it. perf's events are per CPU for every process, so the samples of a recording limited
+to some processes are kept only for the processes the instance traced.
+
+A sample of a tracepoint or kprobe joins its ftrace event by CPU, thread and time: the instance records with trace_clock ``perf``,
+the clock of perf's samples, and the kernel runs a probe's ftrace handler before its perf handler
+(uprobes: trace before profile; tracepoints: in the order the probes were registered, and the perf
+events are opened after the instance's events are enabled), so a sample comes right after its event.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno as errno_mod
+import fcntl
+import os
+import platform
+import struct
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+from .. import ringbuf
+from ..debuginfo.elf import ElfFile
+from ..errors import DebugInfoError, ProbectlError
+from ..events import EventDefinition
+from ..tracedat.callchain import all_format_ids, callchain_formats, free_event_id, write_with_callchains
+from .selection import SelectedEvent
+
+# The trace clock that is perf's sample clock (local_clock), so that both time their records alike.
+PERF_TRACE_CLOCK = "perf"
+DEFAULT_MAX_STACK = 127  # perf's default, when /proc/sys/kernel/perf_event_max_stack is unreadable
+RING_DATA_PAGES = 256  # per CPU (1 MiB with 4 KiB pages), as perf's -m default for root is 512 KiB+
+
+_SYSCALL = {"x86_64": 298, "aarch64": 241, "i686": 336, "i386": 336, "armv7l": 364, "riscv64": 241,
+            "ppc64le": 319, "s390x": 331}
+
+PERF_TYPE_TRACEPOINT = 2
+SAMPLE_TID, SAMPLE_TIME, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_IDENTIFIER = 1 << 1, 1 << 2, 1 << 5, 1 << 7, 1 << 16
+SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER = 1 << 10, 1 << 12, 1 << 13
+SAMPLE_TYPE = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN
+# At a function's entry (x86-64) the return address is the word at the stack pointer: a uprobe there
+# also takes the user stack pointer and that word (see ENTRY_FIXUP_ARCHES).
+ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
+_REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
+_FLAG_DISABLED, _FLAG_WATERMARK, _FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL = 1, 1 << 14, 1 << 18, 1 << 21
+_ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
+
+# ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
+_IOC_ENABLE, _IOC_DISABLE, _IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
+_IOC_SET_FILTER = 0x40082406 if struct.calcsize("P") == 8 else 0x40042406
+
+PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
+# The first callchain entries at or above this are contexts (PERF_CONTEXT_USER = -512, ...), not addresses.
+PERF_CONTEXT_MAX = 2**64 - 4095
+
+
+def max_stack() -> int:
+    """``kernel.perf_event_max_stack``: the deepest callchain the kernel gives."""
+    try:
+        return max(1, int(Path("/proc/sys/kernel/perf_event_max_stack").read_text()))
+    except (OSError, ValueError):
+        return DEFAULT_MAX_STACK
+
+
+def entry_fixup_supported() -> bool:
+    """Whether the return address at a function's entry is on the stack (x86-64; elsewhere it is
+    in a register the frame-pointer walk already reads)."""
+    return platform.machine() in _REG_SP
+
+
+def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool) -> bytes:
+    flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
+    regs = 1 << _REG_SP[platform.machine()] if entry else 0
+    sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if entry else 0) | (SAMPLE_RAW if raw else 0)
+    attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
+                       wakeup_bytes, 0, 0, 0, 0, regs, 8 if entry else 0, 0)
+    attr += bytes(_ATTR_SIZE - len(attr))
+    # sample_max_stack (u16 at 108)
+    return attr[:108] + struct.pack("=H", min(stack, 0xFFFF)) + attr[110:]
+
+
+_libc = None
+
+
+def _perf_event_open(attr: bytes, cpu: int) -> int:
+    global _libc
+    nr = _SYSCALL.get(platform.machine())
+    if nr is None:
+        raise ProbectlError(f"perf_event_open is not known on {platform.machine()}",
+                            "record without -g on this machine")
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    for _ in range(100):
+        fd = _libc.syscall(nr, buf, -1, cpu, -1, 8)  # pid -1, cpu: every task on it; PERF_FLAG_FD_CLOEXEC
+        if fd >= 0:
+            return fd
+        err = ctypes.get_errno()
+        if err != errno_mod.EINTR:
+            break
+    raise OSError(err, os.strerror(err))
+
+
+class Callchains:
+    """The perf events of a recording's stacks, their rings copied to ``out_dir/cpuN.perf``."""
+
+    def __init__(self, events: Sequence[SelectedEvent], cpus: Sequence[int], out_dir: Path,
+                 entry_events: Sequence[int] = (), raw_events: Sequence[int] = (),
+                 data_pages: int = RING_DATA_PAGES):
+        """``entry_events``: the format ids of uprobes at a function's first instruction, whose
+        samples also take the word at the stack pointer, the return address into the caller (the
+        kernel's callchain has it only when the function starts with ``push %rbp``); ``raw_events``
+        those whose samples carry the event's record (the uprobes, not enabled in the instance)."""
+        self.cpus = list(cpus)
+        self.files = {cpu: Path(out_dir) / f"cpu{cpu}.perf" for cpu in self.cpus}
+        self.stack = max_stack()
+        self.ids: dict[int, int] = {}  # perf sample id -> ftrace event id
+        self.entry_ids: set[int] = set()  # perf sample ids of entry uprobes
+        self.raw_ids: set[int] = set()  # perf sample ids whose samples carry their event's record
+        entry = set(entry_events) if entry_fixup_supported() else set()
+        raw = set(raw_events)
+        self._fds: list[int] = []
+        self._leaders: list[int] = []
+        self._outs: list[int] = []
+        self._rings: Optional[ringbuf.PerfRings] = None
+        attr_cache: dict[int, bytes] = {}
+        followers: list[tuple[int, int]] = []  # (event, the CPU's first event, whose ring it writes to)
+        wakeup = data_pages * os.sysconf("SC_PAGESIZE") // 4
+        try:
+            for cpu in self.cpus:
+                leader = -1
+                for ev in events:
+                    is_entry, is_raw = ev.format.id in entry, ev.format.id in raw
+                    attr = attr_cache.setdefault(ev.format.id, _attr(ev.format.id, self.stack, wakeup, is_entry,
+                                                                     is_raw))
+                    try:
+                        fd = _perf_event_open(attr, cpu)
+                    except OSError as err:
+                        raise ProbectlError(f"cannot open a perf event on {ev.name} (CPU {cpu}) for its stacks: "
+                                            f"{err.strerror}", _hint(err.errno)) from None
+                    self._fds.append(fd)
+                    if ev.filter is not None:
+                        try:
+                            fcntl.ioctl(fd, _IOC_SET_FILTER, ev.filter.text.encode() + b"\0")
+                        except OSError as err:
+                            raise ProbectlError(f"the kernel refused the filter of {ev.name} on its perf event: "
+                                                f"{err.strerror}", "record without -g, or with a simpler filter"
+                                                ) from None
+                    perf_id = _event_perf_id(fd)
+                    self.ids[perf_id] = ev.format.id
+                    if is_entry:
+                        self.entry_ids.add(perf_id)
+                    if is_raw:
+                        self.raw_ids.add(perf_id)
+                    if leader < 0:
+                        leader = fd
+                    else:
+                        followers.append((fd, leader))
+                self._leaders.append(leader)
+                out = self.files[cpu]
+                try:
+                    self._outs.append(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+                except OSError as err:
+                    raise ProbectlError(f"cannot create {out}: {err.strerror}", "record to a writable directory") from None
+            self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs, data_pages)
+            # (redirected once the ring is mapped: the kernel refuses a ring that does not exist yet)
+            for fd, leader in followers:
+                fcntl.ioctl(fd, _IOC_SET_OUTPUT, leader)
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self) -> None:
+        """Start copying, then enable the events (after the instance's: see the module documentation)."""
+        assert self._rings is not None
+        self._rings.start()
+        for fd in self._fds:
+            fcntl.ioctl(fd, _IOC_ENABLE, 0)
+
+    def stop(self) -> list[ringbuf.PerfRingStats]:
+        """Disable the events, drain the rings; the per-CPU counters."""
+        for fd in self._fds:
+            try:
+                fcntl.ioctl(fd, _IOC_DISABLE, 0)
+            except OSError:
+                pass
+        if self._rings is None:
+            return []
+        return self._rings.stop()
+
+    def stats(self) -> list[ringbuf.PerfRingStats]:
+        return self._rings.stats() if self._rings is not None else []
+
+    def close(self) -> None:
+        if self._rings is not None:
+            self._rings.close()
+            self._rings = None
+        for fd in self._fds + self._outs:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds, self._outs, self._leaders = [], [], []
+
+
+_IOC_ID = 0x80082407  # _IOR('$', 7, u64 *): PERF_EVENT_IOC_ID
+
+
+def _event_perf_id(fd: int) -> int:
+    buf = bytearray(8)
+    fcntl.ioctl(fd, _IOC_ID, buf)
+    return struct.unpack("=Q", buf)[0]
+
+
+def _hint(err: Optional[int]) -> str:
+    if err in (errno_mod.EACCES, errno_mod.EPERM):
+        return "record as root (or lower kernel.perf_event_paranoid)"
+    if err == errno_mod.EMFILE:
+        return "raise the open file limit (ulimit -n): -g opens a perf event per event and CPU"
+    return "record without -g"
+
+
+class Sample:
+    """One perf sample: time, CPU, process and thread, the ftrace event id, the user addresses
+    innermost first, and the event's record (``raw``) when the sample carries it."""
+
+    __slots__ = ("ts", "cpu", "pid", "tid", "event", "addrs", "raw")
+
+    def __init__(self, ts: int, cpu: int, pid: int, tid: int, event: int, addrs: tuple[int, ...],
+                 raw: Optional[bytes]):
+        self.ts, self.cpu, self.pid, self.tid, self.event, self.addrs, self.raw = ts, cpu, pid, tid, event, addrs, raw
+
+
+def read_samples(path: Path, ids: dict[int, int], entry_ids: Optional[set[int]] = None,
+                 raw_ids: Optional[set[int]] = None) -> Iterator[Sample]:
+    """The samples of a copied ring file (see :class:`Sample`). A record cut short or of another
+    shape ends the file's reading. A sample of an entry uprobe (``entry_ids``) has its caller put
+    second when the kernel's callchain lacks it; those of ``raw_ids`` carry their event's record."""
+    entry_ids = entry_ids or set()
+    raw_ids = raw_ids or set()
+    data = path.read_bytes()
+    unpack = struct.unpack_from
+    pos, end = 0, len(data)
+    while pos + 8 <= end:
+        rtype, _misc, size = unpack("=IHH", data, pos)
+        if size < 8 or pos + size > end:
+            break
+        if rtype == PERF_RECORD_SAMPLE and size >= 48:
+            ident, pid, tid, ts, cpu, _res, nr = unpack("=QIIQIIQ", data, pos + 8)
+            after = pos + 48 + 8 * nr
+            if after > pos + size:
+                break
+            ips = unpack(f"={nr}Q", data, pos + 48)
+            addrs = tuple(a for a in ips if a < PERF_CONTEXT_MAX)
+            raw = None
+            if ident in raw_ids:
+                if after + 4 > pos + size:
+                    break
+                raw_size = unpack("=I", data, after)[0]
+                if after + 4 + raw_size > pos + size:
+                    break
+                raw = data[after + 4:after + 4 + raw_size]
+                after += 4 + raw_size
+            if ident in entry_ids and addrs:
+                addrs = _with_caller(addrs, data, after, pos + size)
+            yield Sample(ts, cpu, pid, tid, ids.get(ident, -1), addrs, raw)
+        pos += size
+
+
+def _with_caller(addrs: tuple[int, ...], data: bytes, pos: int, end: int) -> tuple[int, ...]:
+    """``addrs`` with the return address of an entry uprobe's sample (its regs and stack word after
+    the callchain: abi, sp; size, word, dyn_size) second, unless the kernel put it there already."""
+    if pos + 8 > end or not struct.unpack_from("=Q", data, pos)[0]:
+        return addrs  # (no user registers: a kernel thread)
+    pos += 16
+    if pos + 8 > end:
+        return addrs
+    size = struct.unpack_from("=Q", data, pos)[0]
+    if size < 8 or pos + 8 + size + 8 > end or struct.unpack_from("=Q", data, pos + 8 + size)[0] < 8:
+        return addrs  # (the word could not be read)
+    ret = struct.unpack_from("=Q", data, pos + 8)[0]
+    if len(addrs) > 1 and addrs[1] == ret:
+        return addrs
+    return (addrs[0], ret, *addrs[1:])
+
+
+def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
+                   tmp: Path, pids: Optional[set[int]] = None) -> dict[int, Path]:
+    """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
+    :func:`probectl.tracedat.callchain.write_with_callchains`), and probectl's event format in
+    ``meta``. ``pids``: keep only the samples of these threads or processes (None: all)."""
+    event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
+    out = {}
+    for cpu, path in files.items():
+        perf = chains.files.get(cpu)
+        if perf is None or not perf.exists() or not perf.stat().st_size:
+            out[cpu] = path
+            continue
+        samples = (s for s in read_samples(perf, chains.ids, chains.entry_ids, chains.raw_ids)
+                   if pids is None or s.tid in pids or s.pid in pids)
+        merged = tmp / f"cpu{cpu}.merged"
+        write_with_callchains(path if path.exists() else None, merged, layout, event_id,
+                              ((s.ts, s.tid, s.pid, s.event, s.addrs, s.raw) for s in samples))
+        out[cpu] = merged
+    meta.event_formats = callchain_formats(meta.event_formats, event_id)
+    return out
+
+
+def uprobe_events(definitions: Sequence[EventDefinition], events: Sequence[SelectedEvent]) -> list[int]:
+    """Format ids of the ``events`` that are uprobes (taken from perf alone, see the module documentation)."""
+    names = {(d.group, d.event) for d in definitions if d.is_uprobe}
+    return [ev.format.id for ev in events if (ev.group, ev.event) in names]
+
+
+def entry_uprobes(definitions: Sequence[EventDefinition], events: Sequence[SelectedEvent]) -> list[int]:
+    """Format ids of the ``events`` that are uprobes (not return probes) at a function's first
+    instruction: the return address into their caller is the word at the stack pointer. An event
+    with several places counts only if all of them are such."""
+    by_name: dict[tuple[str, str], list[EventDefinition]] = {}
+    for d in definitions:
+        if d.is_uprobe:
+            by_name.setdefault((d.group, d.event), []).append(d)
+    starts: dict[str, set[int]] = {}
+    out = []
+    for ev in events:
+        defs = by_name.get((ev.group, ev.event), [])
+        if not defs or any(d.kind != "p" for d in defs):
+            continue
+        if all(d.uprobe_offset in _function_starts(d.uprobe_path, starts) for d in defs):
+            out.append(ev.format.id)
+    return out
+
+
+def _function_starts(path: str, cache: dict[str, set[int]]) -> set[int]:
+    """File offsets of the functions of an ELF file (none for a file that cannot be read)."""
+    if path not in cache:
+        offsets: set[int] = set()
+        try:
+            with ElfFile(path) as elf:
+                for sym in elf.functions():
+                    try:
+                        offsets.add(elf.vaddr_to_offset(sym.value))
+                    except DebugInfoError:
+                        pass
+        except (DebugInfoError, OSError):
+            pass
+        cache[path] = offsets
+    return cache[path]
