@@ -46,7 +46,7 @@ from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmd
                         write_tracedat)
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
-from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, uprobe_events
+from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
@@ -121,7 +121,7 @@ class RecordResult:
     stopped_by: str  # "command", "duration", "SIGINT", "SIGTERM"
     command_status: Optional[int] = None
     selected: list[str] = field(default_factory=list)
-    stacks_lost: int = 0  # user stacks the kernel lost (-g: its perf rings were full)
+    stacks_lost: int = 0  # of ``lost``: lost in the perf rings of -g (uprobe events, or stacks of the others)
 
 
 class Recording:
@@ -178,6 +178,8 @@ class Recording:
             shutil.rmtree(tmp, ignore_errors=True)
         lost = {cpu: lost_of(parse_cpustat(text)) for cpu, text in meta.cpustats.items()}
         stacks_lost = sum(s.lost for s in part.callchain_stats)
+        for s in part.callchain_stats:
+            lost[s.cpu] = lost.get(s.cpu, 0) + s.lost
         return RecordResult(path=output.path, events=events, lost=sum(lost.values()), lost_by_cpu=lost,
                             stacks_lost=stacks_lost,
                             bytes=output.path.stat().st_size, stopped_by=stopped_by,
@@ -270,7 +272,7 @@ class RecorderPart(RunPart):
             uprobes = uprobe_events(definitions, self.selected)
             # (the perf events are enabled after the instance's: see probectl.record.callchains)
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
-                                         uprobes)
+                                         uprobes, data_pages=ring_pages(opts.buffer_kb))
         self.scope_pids.update(run.pids)
         inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
@@ -289,7 +291,12 @@ class RecorderPart(RunPart):
             assert run.instance is not None
             stats = run.instance.stats(run.cpus)
             events = sum(s.get("read events", 0) + s.get("entries", 0) for s in stats.values())
-            progress(events, sum(lost_of(s) for s in stats.values()))
+            lost = sum(lost_of(s) for s in stats.values())
+            if self.callchains is not None:
+                perf = self.callchains.stats()
+                events += sum(s.samples for s in perf)
+                lost += sum(s.lost for s in perf)
+            progress(events, lost)
             self._next_progress = now + self.recording.progress_interval
 
     def stop(self, run: TracedRun, step: CleanupSteps, complete: bool) -> None:

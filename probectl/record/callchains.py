@@ -41,7 +41,7 @@ from .selection import SelectedEvent
 # The trace clock that is perf's sample clock (local_clock), so that both time their records alike.
 PERF_TRACE_CLOCK = "perf"
 DEFAULT_MAX_STACK = 127  # perf's default, when /proc/sys/kernel/perf_event_max_stack is unreadable
-RING_DATA_PAGES = 256  # per CPU (1 MiB with 4 KiB pages), as perf's -m default for root is 512 KiB+
+RING_DATA_PAGES = 256  # per CPU without -m (1 MiB with 4 KiB pages)
 
 _SYSCALL = {"x86_64": 298, "aarch64": 241, "i686": 336, "i386": 336, "armv7l": 364, "riscv64": 241,
             "ppc64le": 319, "s390x": 331}
@@ -64,6 +64,14 @@ _IOC_SET_FILTER = 0x40082406 if struct.calcsize("P") == 8 else 0x40042406
 PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
 # The first callchain entries at or above this are contexts (PERF_CONTEXT_USER = -512, ...), not addresses.
 PERF_CONTEXT_MAX = 2**64 - 4095
+
+
+def ring_pages(buffer_kb: Optional[int]) -> int:
+    """Data pages of a CPU's perf ring: ``-m KB`` (the ftrace buffer's size) rounded up to a power of two."""
+    if not buffer_kb:
+        return RING_DATA_PAGES
+    pages = max(1, buffer_kb * 1024 // os.sysconf("SC_PAGESIZE"))
+    return 1 << (pages - 1).bit_length()
 
 
 def max_stack() -> int:
