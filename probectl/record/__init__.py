@@ -270,7 +270,6 @@ class RecorderPart(RunPart):
         if opts.stacks:
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
-            # (the perf events are enabled after the instance's: see probectl.record.callchains)
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
                                          uprobes, data_pages=ring_pages(opts.buffer_kb))
         self.scope_pids.update(run.pids)

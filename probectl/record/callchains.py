@@ -15,10 +15,11 @@ would write it (``PERF_SAMPLE_RAW``), which is written into the CPU's pages in t
 callchain after it. perf's events are per CPU for every process, so the samples of a recording limited
 to some processes are kept only for the processes the instance traced.
 
-A sample of a tracepoint or kprobe joins its ftrace event by CPU, thread and time: the instance records with trace_clock ``perf``,
-the clock of perf's samples, and the kernel runs a probe's ftrace handler before its perf handler
-(uprobes: trace before profile; tracepoints: in the order the probes were registered, and the perf
-events are opened after the instance's events are enabled), so a sample comes right after its event.
+A sample of a tracepoint or kprobe joins its ftrace event by CPU, thread, event type and the nearest
+time (:func:`probectl.tracedat.callchain.write_with_callchains`): the instance records with trace_clock
+``perf``, the clock of perf's samples (ftrace's default ``local`` clock is offset from it), and both
+handlers run in the same hit of the tracepoint, in an order the kernel does not promise (the order their
+probes were registered in, which other users of the tracepoint decide).
 """
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from .. import ringbuf
-from ..debuginfo.elf import ElfFile
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat.callchain import all_format_ids, callchain_formats, free_event_id, write_with_callchains
@@ -181,7 +181,8 @@ class Callchains:
                 try:
                     self._outs.append(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
                 except OSError as err:
-                    raise ProbectlError(f"cannot create {out}: {err.strerror}", "record to a writable directory") from None
+                    raise ProbectlError(f"cannot create {out}: {err.strerror}",
+                                        "record to a writable directory") from None
             self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs, data_pages)
             # (redirected once the ring is mapped: the kernel refuses a ring that does not exist yet)
             for fd, leader in followers:
@@ -191,7 +192,7 @@ class Callchains:
             raise
 
     def start(self) -> None:
-        """Start copying, then enable the events (after the instance's: see the module documentation)."""
+        """Start copying, then enable the events."""
         assert self._rings is not None
         self._rings.start()
         for fd in self._fds:
@@ -353,6 +354,8 @@ def entry_uprobes(definitions: Sequence[EventDefinition], events: Sequence[Selec
 
 def _function_starts(path: str, cache: dict[str, set[int]]) -> set[int]:
     """File offsets of the functions of an ELF file (none for a file that cannot be read)."""
+    from ..debuginfo.elf import ElfFile  # (only a recording of uprobes with stacks reads ELF files)
+
     if path not in cache:
         offsets: set[int] = set()
         try:

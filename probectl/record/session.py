@@ -182,7 +182,8 @@ class TracedRun:
         try:
             try:
                 with stop_signals():
-                    self.stopped_by = self._run(parts, buffer_kb, cpus, (stacks, user_stacks, trace_clock), buffer_percent)
+                    self.stopped_by = self._run(parts, buffer_kb, cpus, (stacks, user_stacks, trace_clock),
+                                                buffer_percent)
             except BaseException:
                 with signals_held():
                     self._teardown(parts, quiet=True)
