@@ -6,6 +6,7 @@
 //   Reader(streams, formats, ...)                               merged, batched decoding
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
 //   PerfRings(cpus, perf_fds, out_fds, data_pages)              perf event mmap ring copying
+//   write_callchains(src, perf, out_fd, ...)                    perf samples into a CPU's pages
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -124,6 +125,9 @@ static PyMethodDef module_methods[] = {
 	{ "event_ids", (PyCFunction)(void (*)(void))event_ids, METH_VARARGS | METH_KEYWORDS,
 	  "event_ids(streams, *, long_size=8, big_endian=False, page_size=4096) -> sorted ids "
 	  "of every record" },
+	{ "write_callchains", (PyCFunction)(void (*)(void))write_callchains, METH_VARARGS | METH_KEYWORDS,
+	  "write_callchains(src, perf, out_fd, long_size, big_endian, page_size, callchain_id, window_ns, "
+	  "events, pids) -> (callchains written, samples left, pages)" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // pyperfring.c - probectl._native.PerfRings: copying of perf event mmap rings to files
-// (perfring.h), started and stopped from Python.
+// (perfring.h), started and stopped from Python; write_callchains(): their samples written into a
+// CPU's pages (chainmerge.h).
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "chainmerge.h"
 #include "perfring.h"
 #include "pyglue.h"
 #include "ringbuf.h"
@@ -189,3 +191,98 @@ PyTypeObject PerfRingsType = {
 	.tp_init = (initproc)PerfRings_init,
 	.tp_new = PyType_GenericNew,
 };
+
+// ---- write_callchains ------------------------------------------------------------------------
+
+PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "src", "perf", "out_fd", "long_size", "big_endian", "page_size",
+				  "callchain_id", "window_ns", "events", "pids", NULL };
+	PyObject *src_o, *events_o, *pids_o;
+	Py_buffer src = { 0 }, perf = { 0 };
+	int out_fd, long_size, big_endian, callchain_id;
+	Py_ssize_t page_size;
+	unsigned long long window;
+	struct cm_args a = { 0 };
+	struct cm_result res;
+	struct cm_event_map *map = NULL;
+	int32_t *pids = NULL;
+	PyObject *seq = NULL, *ret = NULL;
+	int err;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*iipniKOO", kwlist, &src_o, &perf, &out_fd, &long_size,
+					 &big_endian, &page_size, &callchain_id, &window, &events_o, &pids_o))
+		return NULL;
+	if (src_o != Py_None && PyObject_GetBuffer(src_o, &src, PyBUF_SIMPLE))
+		goto out;
+	if (get_layout(&a.layout, long_size, big_endian, page_size))
+		goto out;
+	seq = PySequence_Fast(events_o, "events must be a sequence of (perf id, event id, flags)");
+	if (!seq)
+		goto out;
+	a.nmap = (size_t)PySequence_Fast_GET_SIZE(seq);
+	map = PyMem_Calloc(a.nmap ? a.nmap : 1, sizeof(*map));
+	if (!map) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (size_t i = 0; i < a.nmap; i++) {
+		unsigned long long id;
+		int event, flags;
+
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i), "Kii", &id, &event, &flags))
+			goto out;
+		map[i].perf_id = id;
+		map[i].event = (uint16_t)event;
+		map[i].flags = (uint8_t)flags;
+	}
+	Py_CLEAR(seq);
+	if (pids_o != Py_None) {
+		seq = PySequence_Fast(pids_o, "pids must be a sorted sequence of ints");
+		if (!seq)
+			goto out;
+		a.npids = (size_t)PySequence_Fast_GET_SIZE(seq);
+		pids = PyMem_Calloc(a.npids ? a.npids : 1, sizeof(*pids));
+		if (!pids) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (size_t i = 0; i < a.npids; i++) {
+			long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i));
+
+			if (v == -1 && PyErr_Occurred())
+				goto out;
+			pids[i] = (int32_t)v;
+		}
+		a.pids = pids;
+	}
+	a.src = src.buf;
+	a.src_len = src.buf ? (size_t)src.len : 0;
+	a.perf = perf.buf;
+	a.perf_len = (size_t)perf.len;
+	a.map = map;
+	a.callchain_id = (uint16_t)callchain_id;
+	a.window_ns = window;
+	a.out_fd = out_fd;
+	Py_BEGIN_ALLOW_THREADS
+	err = cm_write(&a, &res);
+	Py_END_ALLOW_THREADS
+	if (err == RB_ERR_IO)
+		PyErr_SetFromErrno(PyExc_OSError);
+	else if (err == RB_ERR_NOMEM)
+		PyErr_NoMemory();
+	else if (err)
+		PyErr_SetString(PyExc_ValueError, "pages of another byte order than this machine's, or a bad layout");
+	else
+		ret = Py_BuildValue("(KKK)", (unsigned long long)res.written, (unsigned long long)res.left,
+				    (unsigned long long)res.pages);
+out:
+	Py_XDECREF(seq);
+	PyMem_Free(map);
+	PyMem_Free(pids);
+	if (src.buf)
+		PyBuffer_Release(&src);
+	PyBuffer_Release(&perf);
+	return ret;
+}

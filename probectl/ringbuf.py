@@ -557,3 +557,17 @@ class PerfRings:
         if getattr(self, "_native", None) is not None:
             self._native.stop()
             self._native = None
+
+
+def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, layout: PageLayout, callchain_id: int,
+                     window_ns: int, events: Sequence[tuple[int, int, int]],
+                     pids: Optional[Sequence[int]]) -> tuple[int, int, int]:
+    """One CPU's pages ``src`` written to ``out_fd`` with the samples of ``perf`` in them, natively
+    (see :func:`probectl.tracedat.callchain.write_with_callchains`); (callchains written, samples left,
+    pages written)."""
+    try:
+        return _native.write_callchains(src, perf, out_fd, layout.long_size, layout.big_endian, layout.page_size,
+                                        callchain_id, window_ns, list(events), pids)
+    except OSError as err:
+        raise ProbectlError(f"cannot write the stacks into the recording: {err.strerror}",
+                            "check free space where the trace is written") from None

@@ -1,6 +1,8 @@
-"""probectl's callchain records in a recording's pages (probectl/tracedat/callchain.py): pages written
-anew keep every record, time and lost count; samples join the event of their thread and type nearest
-in time, or come in by time with their own record; the format is one trace.dat readers parse."""
+"""probectl's callchain records in a recording's pages (probectl/tracedat/callchain.py over
+native/chainmerge.c): pages written anew keep every record, time and lost count; samples join the event
+of their thread and type nearest in time, or come in by time with their own record; an entry uprobe's
+caller is put in unless the kernel's callchain has it; damaged perf records end the samples; the format
+is one that trace.dat readers parse."""
 from __future__ import annotations
 
 import struct
@@ -8,75 +10,101 @@ from pathlib import Path
 
 from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout, parse_page
-from probectl.tracedat.callchain import USER_CALLCHAIN, _PageWriter, free_event_id, user_callchain_format, \
+from probectl.tracedat.callchain import ENTRY, RAW, USER_CALLCHAIN, free_event_id, user_callchain_format, \
     write_with_callchains
+from tests.test_native import make_page
 
 LAYOUT = PageLayout(page_size=4096)
+CHAIN = 99
+USER = 0xFFFFFFFFFFFFFE00  # PERF_CONTEXT_USER
 
 
 def record(etype: int, pid: int, body: bytes = b"") -> bytes:
     return struct.pack("<HBBi", etype, 0, 0, pid) + body
 
 
-def write_pages(path: Path, records: list[tuple[int, bytes]], missed_at: dict[int, int] | None = None) -> None:
-    with open(path, "wb") as f:
-        w = _PageWriter(f, LAYOUT)
-        for i, (ts, payload) in enumerate(records):
-            if missed_at and i in missed_at:
-                w.lost(missed_at[i])
-            w.add(ts, payload)
-        w.flush()
+def small(payload: bytes, delta: int = 0) -> bytes:
+    """One ring-buffer record of a payload of at most 112 bytes, padded to 4."""
+    payload += bytes(-len(payload) % 4)
+    return struct.pack("<I", delta << 5 | len(payload) // 4) + payload
 
 
-def read_pages(path: Path) -> list[tuple[int, bytes, int]]:
+def sample(perf_id: int, ts: int, pid: int, tid: int, ips: list[int], raw: bytes | None = None,
+           sp_word: int | None = None) -> bytes:
+    """A PERF_RECORD_SAMPLE of IDENTIFIER|TID|TIME|CPU|CALLCHAIN (+RAW, + REGS_USER/STACK_USER of 8)."""
+    body = struct.pack("<QIIQIIQ", perf_id, pid, tid, ts, 0, 0, len(ips)) + struct.pack(f"<{len(ips)}Q", *ips)
+    if raw is not None:
+        raw += bytes(-(4 + len(raw)) % 8)
+        body += struct.pack("<I", len(raw)) + raw
+    if sp_word is not None:
+        body += struct.pack("<QQQQQ", 2, 0x7ffd0000, 8, sp_word, 8)
+    return struct.pack("<IHH", 9, 0, 8 + len(body)) + body
+
+
+def read(path: Path) -> list[tuple[int, int, int, bytes]]:
+    """(time, type, pid, payload) of every record."""
     data = path.read_bytes()
     out = []
     for off in range(0, len(data), LAYOUT.page_size):
-        page = parse_page(data[off:off + LAYOUT.page_size], LAYOUT)
-        for i, (ts, payload) in enumerate(page.events):
-            out.append((ts, payload, page.missed if i == 0 else 0))
+        for ts, p in parse_page(data[off:off + LAYOUT.page_size], LAYOUT).events:
+            out.append((ts, struct.unpack_from("<H", p)[0], struct.unpack_from("<i", p, 4)[0], p))
     return out
 
 
+def chain_of(payload: bytes) -> tuple[int, tuple[int, ...]]:
+    tgid, loc = struct.unpack_from("<iI", payload, 8)
+    n = (loc >> 16) // 8
+    return tgid, struct.unpack_from(f"<{n}Q", payload, loc & 0xFFFF)
+
+
 def test_pages_written_anew_keep_every_record_time_and_loss(tmp_path):
-    # small and big records, deltas that need a time extension, a loss before record 300
-    records = []
-    ts = 10**12
-    for i in range(600):
-        ts += 1 << (30 if i % 97 == 0 else 4)
-        body = bytes([i % 251]) * (4 if i % 5 else 300)
-        records.append((ts, record(7, 100 + i % 3, body)))
+    # two pages: big deltas (time extends), a record too long for a small header, a loss counted
+    recs1 = [small(record(7, 5, bytes(8)), 0), small(record(7, 6), 1000),
+             struct.pack("<II", 0, 300 + 4) + record(7, 5, bytes(292))]
     src = tmp_path / "src"
-    write_pages(src, records, {300: 42})
-    back = read_pages(src)
-    assert [(t, p[:len(r)]) for (t, p, _m), (_, r) in zip(back, records)] == [(t, r) for t, r in records]
-    assert [m for _t, _p, m in back if m] == [42]
-    dst = tmp_path / "dst"
-    joined, left = write_with_callchains(src, dst, LAYOUT, 9, [])
-    assert (joined, left) == (0, 0)
-    assert [(t, p[:len(r)]) for (t, p, _m), (_, r) in zip(read_pages(dst), records)] == [(t, r) for t, r in records]
-    assert [m for _t, _p, m in read_pages(dst) if m] == [42]
+    src.write_bytes(make_page(b"".join(recs1), 10**12) + make_page(small(record(8, 5)), 10**12 + 10**10, missed=42))
+    before = [(ts, t, pid) for ts, t, pid, _p in read(src)]
+    assert len(before) == 4
+    perf = tmp_path / "perf"
+    perf.write_bytes(b"")
+    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, []) == (0, 0)
+    assert [(ts, t, pid) for ts, t, pid, _p in read(tmp_path / "dst")] == before
+    pages = (tmp_path / "dst").read_bytes()
+    assert [parse_page(pages[o:o + 4096], LAYOUT).missed for o in range(0, len(pages), 4096)][-1] == 42
 
 
 def test_samples_join_their_event_or_come_in_by_time(tmp_path):
     src = tmp_path / "src"
-    write_pages(src, [(1000, record(7, 5)), (2000, record(7, 6)), (3000, record(8, 5)), (9000, record(7, 5))])
-    samples = [
-        (1003, 5, 50, 7, (0x401000, 0x402000), None),  # joins the event at 1000 (thread 5, type 7)
-        (2990, 6, 60, 7, (0x403000,), None),  # joins the event at 2000 of thread 6 (the nearest of its kind)
-        (5_000_000, 5, 50, 8, (0x1,), None),  # nothing of its kind within the window: left over
-        (5000, 5, 50, 11, (0x404000,), record(11, 5, b"\x01\x00\x00\x00")),  # its own record, at 5000
-    ]
-    joined, left = write_with_callchains(src, tmp_path / "dst", LAYOUT, 99, samples)
-    assert (joined, left) == (3, 1)
-    got = [(ts, struct.unpack_from("<H", p)[0], struct.unpack_from("<i", p, 4)[0]) for ts, p, _m in
-           read_pages(tmp_path / "dst")]
-    assert got == [(1000, 7, 5), (1000, 99, 5), (2000, 7, 6), (2000, 99, 6), (3000, 8, 5), (5000, 11, 5),
-                   (5000, 99, 5), (9000, 7, 5)]
-    chains = [p for _ts, p, _m in read_pages(tmp_path / "dst") if struct.unpack_from("<H", p)[0] == 99]
-    tgid, loc = struct.unpack_from("<iI", chains[0], 8)
-    assert tgid == 50 and loc == (16 << 16 | 16)
-    assert struct.unpack_from("<2Q", chains[0], 16) == (0x401000, 0x402000)
+    src.write_bytes(make_page(small(record(7, 5)) + small(record(7, 6), 1000) + small(record(8, 5), 1000)
+                              + small(record(7, 5), 6000), 1000))
+    perf = tmp_path / "perf"
+    perf.write_bytes(
+        sample(1, 1003, 50, 5, [USER, 0x401000, 0x402000])  # joins the event at 1000 (thread 5, type 7)
+        + sample(1, 2990, 60, 6, [USER, 0x403000])  # joins thread 6's event at 2000, the nearest of its kind
+        + sample(2, 5_000_000, 50, 5, [USER, 0x1])  # nothing of its kind within the window: left over
+        + sample(3, 5000, 50, 5, [USER, 0x404000], raw=record(11, 5, b"\x01\0\0\0"))  # its own record
+        + b"\x09\0\0\0\0\0\xff\x7f")  # a record cut short ends the samples
+    events = [(1, 7, 0), (2, 8, 0), (3, 11, RAW)]
+    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, events) == (3, 1)
+    got = read(tmp_path / "dst")
+    assert [(ts, t, pid) for ts, t, pid, _p in got] == [
+        (1000, 7, 5), (1000, CHAIN, 5), (2000, 7, 6), (2000, CHAIN, 6), (3000, 8, 5), (5000, 11, 5),
+        (5000, CHAIN, 5), (9000, 7, 5)]
+    chains = [chain_of(p) for _ts, t, _pid, p in got if t == CHAIN]
+    assert chains == [(50, (0x401000, 0x402000)), (60, (0x403000,)), (50, (0x404000,))]
+    # only some processes: thread 6's sample is left out
+    assert write_with_callchains(src, perf, tmp_path / "dst2", LAYOUT, CHAIN, events, pids=[50]) == (2, 1)
+
+
+def test_an_entry_uprobes_caller_comes_from_the_stack_pointer(tmp_path):
+    perf = tmp_path / "perf"
+    raw = record(11, 5)
+    perf.write_bytes(
+        sample(3, 10, 5, 5, [USER, 0x1000, 0x3000], raw=raw, sp_word=0x2000)  # the caller is missing
+        + sample(3, 20, 5, 5, [USER, 0x1000, 0x2000, 0x3000], raw=raw, sp_word=0x2000))  # the kernel had it
+    assert write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, [(3, 11, RAW | ENTRY)]) == (2, 0)
+    chains = [chain_of(p)[1] for _ts, t, _pid, p in read(tmp_path / "dst") if t == CHAIN]
+    assert chains == [(0x1000, 0x2000, 0x3000)] * 2
 
 
 def test_the_format_parses_as_a_dynamic_array_of_u64():

@@ -30,12 +30,13 @@ import os
 import platform
 import struct
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from .. import ringbuf
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
-from ..tracedat.callchain import all_format_ids, callchain_formats, free_event_id, write_with_callchains
+from ..tracedat.callchain import (ENTRY, RAW, all_format_ids, callchain_formats, free_event_id,
+                                  write_with_callchains)
 from .selection import SelectedEvent
 
 # The trace clock that is perf's sample clock (local_clock), so that both time their records alike.
@@ -61,9 +62,6 @@ _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
 _IOC_ENABLE, _IOC_DISABLE, _IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
 _IOC_SET_FILTER = 0x40082406 if struct.calcsize("P") == 8 else 0x40042406
 
-PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
-# The first callchain entries at or above this are contexts (PERF_CONTEXT_USER = -512, ...), not addresses.
-PERF_CONTEXT_MAX = 2**64 - 4095
 
 
 def ring_pages(buffer_kb: Optional[int]) -> int:
@@ -241,87 +239,22 @@ def _hint(err: Optional[int]) -> str:
     return "record without -g"
 
 
-class Sample:
-    """One perf sample: time, CPU, process and thread, the ftrace event id, the user addresses
-    innermost first, and the event's record (``raw``) when the sample carries it."""
-
-    __slots__ = ("ts", "cpu", "pid", "tid", "event", "addrs", "raw")
-
-    def __init__(self, ts: int, cpu: int, pid: int, tid: int, event: int, addrs: tuple[int, ...],
-                 raw: Optional[bytes]):
-        self.ts, self.cpu, self.pid, self.tid, self.event, self.addrs, self.raw = ts, cpu, pid, tid, event, addrs, raw
-
-
-def read_samples(path: Path, ids: dict[int, int], entry_ids: Optional[set[int]] = None,
-                 raw_ids: Optional[set[int]] = None) -> Iterator[Sample]:
-    """The samples of a copied ring file (see :class:`Sample`). A record cut short or of another
-    shape ends the file's reading. A sample of an entry uprobe (``entry_ids``) has its caller put
-    second when the kernel's callchain lacks it; those of ``raw_ids`` carry their event's record."""
-    entry_ids = entry_ids or set()
-    raw_ids = raw_ids or set()
-    data = path.read_bytes()
-    unpack = struct.unpack_from
-    pos, end = 0, len(data)
-    while pos + 8 <= end:
-        rtype, _misc, size = unpack("=IHH", data, pos)
-        if size < 8 or pos + size > end:
-            break
-        if rtype == PERF_RECORD_SAMPLE and size >= 48:
-            ident, pid, tid, ts, cpu, _res, nr = unpack("=QIIQIIQ", data, pos + 8)
-            after = pos + 48 + 8 * nr
-            if after > pos + size:
-                break
-            ips = unpack(f"={nr}Q", data, pos + 48)
-            addrs = tuple(a for a in ips if a < PERF_CONTEXT_MAX)
-            raw = None
-            if ident in raw_ids:
-                if after + 4 > pos + size:
-                    break
-                raw_size = unpack("=I", data, after)[0]
-                if after + 4 + raw_size > pos + size:
-                    break
-                raw = data[after + 4:after + 4 + raw_size]
-                after += 4 + raw_size
-            if ident in entry_ids and addrs:
-                addrs = _with_caller(addrs, data, after, pos + size)
-            yield Sample(ts, cpu, pid, tid, ids.get(ident, -1), addrs, raw)
-        pos += size
-
-
-def _with_caller(addrs: tuple[int, ...], data: bytes, pos: int, end: int) -> tuple[int, ...]:
-    """``addrs`` with the return address of an entry uprobe's sample (its regs and stack word after
-    the callchain: abi, sp; size, word, dyn_size) second, unless the kernel put it there already."""
-    if pos + 8 > end or not struct.unpack_from("=Q", data, pos)[0]:
-        return addrs  # (no user registers: a kernel thread)
-    pos += 16
-    if pos + 8 > end:
-        return addrs
-    size = struct.unpack_from("=Q", data, pos)[0]
-    if size < 8 or pos + 8 + size + 8 > end or struct.unpack_from("=Q", data, pos + 8 + size)[0] < 8:
-        return addrs  # (the word could not be read)
-    ret = struct.unpack_from("=Q", data, pos + 8)[0]
-    if len(addrs) > 1 and addrs[1] == ret:
-        return addrs
-    return (addrs[0], ret, *addrs[1:])
-
-
 def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
                    tmp: Path, pids: Optional[set[int]] = None) -> dict[int, Path]:
     """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
     :func:`probectl.tracedat.callchain.write_with_callchains`), and probectl's event format in
     ``meta``. ``pids``: keep only the samples of these threads or processes (None: all)."""
     event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
+    events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
+               | (ENTRY if perf_id in chains.entry_ids else 0)) for perf_id, event in chains.ids.items()]
     out = {}
     for cpu, path in files.items():
         perf = chains.files.get(cpu)
         if perf is None or not perf.exists() or not perf.stat().st_size:
             out[cpu] = path
             continue
-        samples = (s for s in read_samples(perf, chains.ids, chains.entry_ids, chains.raw_ids)
-                   if pids is None or s.tid in pids or s.pid in pids)
         merged = tmp / f"cpu{cpu}.merged"
-        write_with_callchains(path if path.exists() else None, merged, layout, event_id,
-                              ((s.ts, s.tid, s.pid, s.event, s.addrs, s.raw) for s in samples))
+        write_with_callchains(path if path.exists() else None, perf, merged, layout, event_id, events, pids=pids)
         out[cpu] = merged
     meta.event_formats = callchain_formats(meta.event_formats, event_id)
     return out
