@@ -284,14 +284,10 @@ static PyObject *Aggregator_counters(AggregatorObject *self, PyObject *Py_UNUSED
 }
 
 static PyMethodDef Aggregator_methods[] = {
-	{ "feed", (PyCFunction)(void (*)(void))Aggregator_feed, METH_VARARGS | METH_KEYWORDS,
-	  "feed(streams, *, long_size=8, big_endian=False, page_size=4096, strict=True) -> records read" },
-	{ "entries", (PyCFunction)Aggregator_entries, METH_NOARGS,
-	  "entries() -> [(key, count, sum, min, max)]" },
-	{ "pairs", (PyCFunction)Aggregator_pairs, METH_NOARGS,
-	  "pairs() -> (completion times, latencies) as native u64 bytes" },
-	{ "counters", (PyCFunction)Aggregator_counters, METH_NOARGS,
-	  "counters() -> {events, unmatched, short_records, pending}" },
+	{ "feed", (PyCFunction)(void (*)(void))Aggregator_feed, METH_VARARGS | METH_KEYWORDS, DOC_Aggregator_feed },
+	{ "entries", (PyCFunction)Aggregator_entries, METH_NOARGS, DOC_Aggregator_entries },
+	{ "pairs", (PyCFunction)Aggregator_pairs, METH_NOARGS, DOC_Aggregator_pairs },
+	{ "counters", (PyCFunction)Aggregator_counters, METH_NOARGS, DOC_Aggregator_counters },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -301,7 +297,7 @@ PyTypeObject AggregatorType = {
 	.tp_basicsize = sizeof(AggregatorObject),
 	.tp_dealloc = (destructor)Aggregator_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Aggregator(plans, *, time_div=1): keyed counts, sums and latency pairs of fed pages",
+	.tp_doc = DOC_Aggregator,
 	.tp_methods = Aggregator_methods,
 	.tp_init = (initproc)Aggregator_init,
 	.tp_new = PyType_GenericNew,

@@ -224,7 +224,7 @@ PyTypeObject ColumnBufferType = {
 	.tp_as_buffer = &ColumnBuffer_as_buffer,
 	.tp_as_sequence = &ColumnBuffer_as_sequence,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A column decoded by read_slices: a read-only buffer (bytes(b) copies it).",
+	.tp_doc = DOC_ColumnBuffer,
 };
 
 // A ColumnBuffer owning *@data (set to NULL: taken, whatever happens).

@@ -189,8 +189,7 @@ static PyObject *TextFormatter_set_plan(TextFormatterObject *self, PyObject *arg
 }
 
 static PyMethodDef TextFormatter_methods[] = {
-	{ "set_plan", (PyCFunction)TextFormatter_set_plan, METH_VARARGS,
-	  "set_plan(id, plan): set the plan of an event id ahead of time" },
+	{ "set_plan", (PyCFunction)TextFormatter_set_plan, METH_VARARGS, DOC_TextFormatter_set_plan },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -202,8 +201,7 @@ PyTypeObject TextFormatterType = {
 	.tp_traverse = (traverseproc)TextFormatter_traverse,
 	.tp_clear = (inquiry)TextFormatter_clear,
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-	.tp_doc = "TextFormatter(plan, thread, symbol, line)\n\nPlans and name tables for "
-		  "Reader.format_text; the callables fill them when an event needs what is missing.",
+	.tp_doc = DOC_TextFormatter,
 	.tp_methods = TextFormatter_methods,
 	.tp_init = (initproc)TextFormatter_init,
 	.tp_new = PyType_GenericNew,

@@ -9,6 +9,7 @@
 #include <Python.h>
 #include <stdbool.h>
 
+#include "docstrings.h"	// (the docstrings of probectl/_native.pyi: tools/regenerate_native_docstrings.py)
 #include "ringbuf.h"
 #include "tables.h"
 #include "textfmt.h"

@@ -121,20 +121,18 @@ out:
 
 static PyMethodDef module_methods[] = {
 	{ "parse_page", (PyCFunction)(void (*)(void))parse_page, METH_VARARGS | METH_KEYWORDS,
-	  "parse_page(data, long_size=8, big_endian=False, page_size=len(data)) -> dict" },
+	  DOC_parse_page },
 	{ "event_ids", (PyCFunction)(void (*)(void))event_ids, METH_VARARGS | METH_KEYWORDS,
-	  "event_ids(streams, *, long_size=8, big_endian=False, page_size=4096) -> sorted ids "
-	  "of every record" },
+	  DOC_event_ids },
 	{ "write_callchains", (PyCFunction)(void (*)(void))write_callchains, METH_VARARGS | METH_KEYWORDS,
-	  "write_callchains(src, perf, out_fd, long_size, big_endian, page_size, callchain_id, window_ns, "
-	  "events, pids) -> (callchains written, samples left, pages)" },
+	  DOC_write_callchains },
 	{ NULL, NULL, 0, NULL },
 };
 
 static struct PyModuleDef native_module = {
 	PyModuleDef_HEAD_INIT,
 	.m_name = "probectl._native",
-	.m_doc = "Ring-buffer page decoding and per-CPU recording (C core of probectl).",
+	.m_doc = DOC_MODULE,
 	.m_size = -1,
 	.m_methods = module_methods,
 };
@@ -179,8 +177,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	if (!m)
 		return NULL;
 	DecodeError = PyErr_NewExceptionWithDoc(
-		"probectl._native.DecodeError",
-		"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position).",
+		"probectl._native.DecodeError", DOC_DecodeError,
 		PyExc_ValueError, NULL);
 	if (!DecodeError)
 		goto fail;

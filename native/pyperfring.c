@@ -167,15 +167,14 @@ static PyObject *PerfRings_get_running(PerfRingsObject *self, void *closure)
 }
 
 static PyMethodDef PerfRings_methods[] = {
-	{ "start", (PyCFunction)PerfRings_start, METH_NOARGS, "start the copying thread" },
-	{ "stop", (PyCFunction)PerfRings_stop, METH_NOARGS,
-	  "drain every ring, join the thread; True unless a CPU failed (see stats())" },
-	{ "stats", (PyCFunction)PerfRings_stats, METH_NOARGS, "per-CPU counters" },
+	{ "start", (PyCFunction)PerfRings_start, METH_NOARGS, DOC_PerfRings_start },
+	{ "stop", (PyCFunction)PerfRings_stop, METH_NOARGS, DOC_PerfRings_stop },
+	{ "stats", (PyCFunction)PerfRings_stats, METH_NOARGS, DOC_PerfRings_stats },
 	{ NULL, NULL, 0, NULL },
 };
 
 static PyGetSetDef PerfRings_getset[] = {
-	{ "running", (getter)PerfRings_get_running, NULL, "the thread is running", NULL },
+	{ "running", (getter)PerfRings_get_running, NULL, DOC_PerfRings_running, NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -185,7 +184,7 @@ PyTypeObject PerfRingsType = {
 	.tp_basicsize = sizeof(PerfRingsObject),
 	.tp_dealloc = (destructor)PerfRings_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "PerfRings(cpus, perf_fds, out_fds, data_pages, *, poll_ms=100)",
+	.tp_doc = DOC_PerfRings,
 	.tp_methods = PerfRings_methods,
 	.tp_getset = PerfRings_getset,
 	.tp_init = (initproc)PerfRings_init,
@@ -199,8 +198,9 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	static char *kwlist[] = { "src", "perf", "out_fd", "long_size", "big_endian", "page_size",
 				  "callchain_id", "window_ns", "events", "pids", NULL };
 	PyObject *src_o, *events_o, *pids_o;
-	Py_buffer src = { 0 }, perf = { 0 };
-	int out_fd, long_size, big_endian, callchain_id;
+	Py_buffer src = { 0 };
+	Py_buffer records;
+	int fd, long_size, big_endian, chain_id;
 	Py_ssize_t page_size;
 	unsigned long long window;
 	struct cm_args a = { 0 };
@@ -211,8 +211,8 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	int err;
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*iipniKOO", kwlist, &src_o, &perf, &out_fd, &long_size,
-					 &big_endian, &page_size, &callchain_id, &window, &events_o, &pids_o))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*iipniKOO", kwlist, &src_o, &records, &fd, &long_size,
+					 &big_endian, &page_size, &chain_id, &window, &events_o, &pids_o))
 		return NULL;
 	if (src_o != Py_None && PyObject_GetBuffer(src_o, &src, PyBUF_SIMPLE))
 		goto out;
@@ -259,12 +259,12 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	}
 	a.src = src.buf;
 	a.src_len = src.buf ? (size_t)src.len : 0;
-	a.perf = perf.buf;
-	a.perf_len = (size_t)perf.len;
+	a.perf = records.buf;
+	a.perf_len = (size_t)records.len;
 	a.map = map;
-	a.callchain_id = (uint16_t)callchain_id;
+	a.callchain_id = (uint16_t)chain_id;
 	a.window_ns = window;
-	a.out_fd = out_fd;
+	a.out_fd = fd;
 	Py_BEGIN_ALLOW_THREADS
 	err = cm_write(&a, &res);
 	Py_END_ALLOW_THREADS
@@ -283,6 +283,6 @@ out:
 	PyMem_Free(pids);
 	if (src.buf)
 		PyBuffer_Release(&src);
-	PyBuffer_Release(&perf);
+	PyBuffer_Release(&records);
 	return ret;
 }

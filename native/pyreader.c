@@ -641,36 +641,25 @@ static PyObject *Reader_get_short_records(ReaderObject *self, void *closure)
 
 static PyMethodDef Reader_methods[] = {
 	{ "read_columns", (PyCFunction)(void (*)(void))Reader_read_columns,
-	  METH_VARARGS | METH_KEYWORDS,
-	  "read_columns(max_events=1048576) -> dict, or None at the end" },
+	  METH_VARARGS | METH_KEYWORDS, DOC_Reader_read_columns },
 	{ "read_tables", (PyCFunction)(void (*)(void))Reader_read_tables,
-	  METH_VARARGS | METH_KEYWORDS,
-	  "read_tables(max_events=1048576, threads=None) -> (events, [per format: None, or (rows, ts, "
-	  "cpu, pid, fields, thread, tgid)]), or None at the end; columns as bytes in Arrow's layout "
-	  "(see columns.h); threads: (tids, tgids) int32 buffers, tids ascending, or None" },
-	{ "plan_slices", (PyCFunction)Reader_plan_slices, METH_VARARGS,
-	  "plan_slices(n) -> the number of time slices (at most n) the pages are cut into for "
-	  "read_slices, or 0 when they cannot be (a page that does not load: read them merged)" },
+	  METH_VARARGS | METH_KEYWORDS, DOC_Reader_read_tables },
+	{ "plan_slices", (PyCFunction)Reader_plan_slices, METH_VARARGS, DOC_Reader_plan_slices },
 	{ "read_slices", (PyCFunction)(void (*)(void))Reader_read_slices, METH_VARARGS | METH_KEYWORDS,
-	  "read_slices(first, count, threads=None, *, skip=0) -> per slice first .. first + count - 1, decoded on "
-	  "count threads: (events, tables as read_tables gives them, columns as ColumnBuffers; None for "
-	  "the header columns of skip: 1 ts, 2 cpu, 4 tid, 8 thread, 16 tgid); or "
-	  "None when a slice's time stamps are out of order or a page is bad (read them merged)" },
+	  DOC_Reader_read_slices },
 	{ "read_rows", (PyCFunction)(void (*)(void))Reader_read_rows, METH_VARARGS | METH_KEYWORDS,
-	  "read_rows(max_events=65536) -> (rows, lost), or None at the end" },
+	  DOC_Reader_read_rows },
 	{ "format_text", (PyCFunction)(void (*)(void))Reader_format_text, METH_VARARGS | METH_KEYWORDS,
-	  "format_text(formatter, max_events=262144, *, fd=-1) -> (events, bytes), or None at the "
-	  "end; with an fd: every remaining event written to it, their count returned" },
+	  DOC_Reader_format_text },
 	{ "scan_ids", (PyCFunction)(void (*)(void))Reader_scan_ids, METH_VARARGS | METH_KEYWORDS,
-	  "scan_ids(max_events=1048576) -> sorted event ids of the next batch, or None at the end" },
-	{ "stats", (PyCFunction)Reader_stats, METH_NOARGS, "per-stream page and event counts" },
-	{ "close", (PyCFunction)Reader_close, METH_NOARGS, "release the buffers" },
+	  DOC_Reader_scan_ids },
+	{ "stats", (PyCFunction)Reader_stats, METH_NOARGS, DOC_Reader_stats },
+	{ "close", (PyCFunction)Reader_close, METH_NOARGS, DOC_Reader_close },
 	{ NULL, NULL, 0, NULL },
 };
 
 static PyGetSetDef Reader_getset[] = {
-	{ "short_records", (getter)Reader_get_short_records, NULL,
-	  "records so far too short for one of their fields", NULL },
+	{ "short_records", (getter)Reader_get_short_records, NULL, DOC_Reader_short_records, NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -680,9 +669,7 @@ PyTypeObject ReaderType = {
 	.tp_basicsize = sizeof(ReaderObject),
 	.tp_dealloc = (destructor)Reader_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Reader(streams, formats, *, long_size=8, big_endian=False, page_size=4096, "
-		  "strict=True, raw=False)\n\nstreams: (cpu, buffer, offset, size) per CPU; "
-		  "formats: (id, ((offset, size, loc, kind, elem_size, signed), ...)) per event.",
+	.tp_doc = DOC_Reader,
 	.tp_methods = Reader_methods,
 	.tp_getset = Reader_getset,
 	.tp_init = (initproc)Reader_init,

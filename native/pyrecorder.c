@@ -183,15 +183,14 @@ static PyObject *Recorder_get_running(RecorderObject *self, void *closure)
 }
 
 static PyMethodDef Recorder_methods[] = {
-	{ "start", (PyCFunction)Recorder_start, METH_NOARGS, "start the per-CPU threads" },
-	{ "stop", (PyCFunction)Recorder_stop, METH_NOARGS,
-	  "drain, join the threads; True unless a CPU failed (see stats())" },
-	{ "stats", (PyCFunction)Recorder_stats, METH_NOARGS, "per-CPU counters" },
+	{ "start", (PyCFunction)Recorder_start, METH_NOARGS, DOC_Recorder_start },
+	{ "stop", (PyCFunction)Recorder_stop, METH_NOARGS, DOC_Recorder_stop },
+	{ "stats", (PyCFunction)Recorder_stats, METH_NOARGS, DOC_Recorder_stats },
 	{ NULL, NULL, 0, NULL },
 };
 
 static PyGetSetDef Recorder_getset[] = {
-	{ "running", (getter)Recorder_get_running, NULL, "threads are running", NULL },
+	{ "running", (getter)Recorder_get_running, NULL, DOC_Recorder_running, NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -201,8 +200,7 @@ PyTypeObject RecorderType = {
 	.tp_basicsize = sizeof(RecorderObject),
 	.tp_dealloc = (destructor)Recorder_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Recorder(cpus, in_fds, out_fds, subbuf_size, *, poll_ms=250, idle_ms=1, "
-		  "pipe_size=0, use_read=False, flush_max_bytes=0)",
+	.tp_doc = DOC_Recorder,
 	.tp_methods = Recorder_methods,
 	.tp_getset = Recorder_getset,
 	.tp_init = (initproc)Recorder_init,

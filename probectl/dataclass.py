@@ -4,12 +4,13 @@ without compiling anything until a class is used.
 Every command defines some fifty data classes before it does any work (``add -D`` of a small
 definition: ~55), and ``dataclasses.dataclass`` of Python 3.11 compiles each generated method on
 its own (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``:
-~6 ``exec`` a class) and works out a signature for each class without a docstring: ~0.3 ms a
-class, ~17 ms of the ~105 ms of ``add -D``. Here a class gets its ``__init__`` when its first
+~6 ``exec`` a class) and works out a signature for each class without a docstring: a measurable part
+of a short command. Here a class gets its ``__init__`` when its first
 instance is made (a third of the classes an ``add -D`` defines never get one), compiled once for
 all the classes of its shape (``_INIT_CODE``); ``__eq__`` and ``__hash__`` are compiled when first
 used, and ``__repr__`` and the frozen ``__setattr__`` and ``__delattr__`` are shared by all classes;
-instances are as fast to make, compare and hash as the standard library's.
+instances are as fast to make, compare and hash as the standard library's. ``bench/bench_dataclass.py``
+measures the gain: the same ``add -D`` with these classes and with the standard library's.
 
 What is kept, as ``dataclasses`` does it: fields from the class's own annotations in order (no
 ``ClassVar``, no ``InitVar``, no inheritance of fields: no probectl data class derives from
@@ -18,11 +19,19 @@ another); defaults and ``field(default=, default_factory=, repr=)``; ``__post_in
 (identity, as an ``object``); a method the class defines itself is not replaced. This module's
 ``replace`` and ``fields`` work on these classes; so do the standard library's ``replace``,
 ``fields``, ``asdict`` and ``is_dataclass``, through ``__dataclass_fields__`` made on first use.
+A type checker reads these classes as the standard library's (``typing.dataclass_transform``).
 """
 from __future__ import annotations
 
+import sys
 from types import CodeType, FunctionType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar, overload
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # (the marker is for type checkers only: on an older Python the classes are made the same)
+    def dataclass_transform(**kwargs: Any) -> Callable[[Callable], Callable]:
+        return lambda decorator: decorator
 
 __all__ = ["FrozenInstanceError", "dataclass", "field", "fields", "replace"]
 
@@ -90,7 +99,7 @@ class _StandardFields:
 
         made = {}
         for f in getattr(cls, _FIELDS):
-            standard = dataclasses.field(
+            standard: dataclasses.Field[Any] = dataclasses.field(
                 default=dataclasses.MISSING if f.default is MISSING else f.default,
                 default_factory=dataclasses.MISSING if f.default_factory is MISSING else f.default_factory,
                 repr=f.repr)
@@ -166,8 +175,8 @@ def _first_init(cls: type, field_list: tuple[Field, ...], frozen: bool, post_ini
 # The code of each shape of __init__ (how many fields, which have a default factory, frozen or not,
 # with __post_init__ or not), compiled once with the fields named _0, _1...: a class of that shape
 # gets a copy of it with its own fields' names (``CodeType.replace``), and defaults are the
-# function's. Compiling is what costs (~0.05 ms an exec); the 35 classes an `add -D` makes
-# instances of have 14 shapes.
+# function's. Compiling is what costs (an exec each); the classes an `add -D` makes instances of
+# have fewer shapes than classes (35 and 14 when this was written).
 _INIT_CODE: dict[tuple, CodeType] = {}
 
 
@@ -194,11 +203,13 @@ def _compiled_init(cls: type, field_list: tuple[Field, ...], frozen: bool, post_
         template = _INIT_CODE[shape] = _init_code(shape)
     names = {f"_{i}": f.name for i, f in enumerate(field_list)}
     qualname = f"{cls.__qualname__}.__init__"
-    code = template.replace(
-        co_varnames=tuple(names.get(n, n) for n in template.co_varnames),
-        co_names=tuple(names.get(n, n) for n in template.co_names),
-        co_consts=tuple(names.get(c, c) if type(c) is str else c for c in template.co_consts),
-        **({"co_qualname": qualname} if hasattr(template, "co_qualname") else {}))
+    renamed: dict[str, Any] = {
+        "co_varnames": tuple(names.get(n, n) for n in template.co_varnames),
+        "co_names": tuple(names.get(n, n) for n in template.co_names),
+        "co_consts": tuple(names.get(c, c) if type(c) is str else c for c in template.co_consts)}
+    if hasattr(template, "co_qualname"):  # (Python 3.11)
+        renamed["co_qualname"] = qualname
+    code = template.replace(**renamed)
     defaults = tuple(f.default if f.default_factory is MISSING else MISSING
                      for f in field_list if f.default is not MISSING or f.default_factory is not MISSING)
     # The generated __init__ refers to factories and helpers by these names only.
@@ -209,6 +220,18 @@ def _compiled_init(cls: type, field_list: tuple[Field, ...], frozen: bool, post_
     return init
 
 
+_Class = TypeVar("_Class", bound=type)
+
+
+@overload
+def dataclass(cls: _Class, /) -> _Class: ...
+@overload
+def dataclass(*, frozen: bool = False, eq: bool = True) -> Callable[[_Class], _Class]: ...
+
+
+# A type checker reads the classes this makes as standard data classes: fields from the annotations,
+# ``__init__`` from the fields, ``field()`` as their default or default factory.
+@dataclass_transform(field_specifiers=(field, Field))
 def dataclass(cls: Optional[type] = None, *, frozen: bool = False, eq: bool = True) -> Any:
     """``@dataclass``, ``@dataclass(frozen=True)``, ``@dataclass(eq=False)``: as ``dataclasses.dataclass``."""
 
@@ -258,5 +281,5 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
         cls.__hash__ = None  # type: ignore[assignment]  # mutable and compared by value: unhashable
     setattr(cls, _FIELDS, made)
     cls.__dataclass_fields__ = _StandardFields()  # type: ignore[attr-defined]
-    cls.__match_args__ = tuple(f.name for f in made)  # type: ignore[attr-defined]
+    setattr(cls, "__match_args__", tuple(f.name for f in made))
     return cls

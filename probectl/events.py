@@ -140,7 +140,7 @@ class EventDefinition:
 def tokenize_definition(line: str) -> list[str]:
     """Split a definition on whitespace, keeping ``\\"imm string"`` arguments whole."""
     tokens: list[str] = []
-    cur = []
+    cur: list[str] = []
     quoted = False
     for ch in line.strip():
         if ch == '"':

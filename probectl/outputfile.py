@@ -67,7 +67,7 @@ class OutputFile:
         os.set_blocking(fd, True)  # (the reader may be slower than the writer: wait for it, as any pipe does)
         return os.fdopen(fd, "wb")
 
-    def write(self, produce: Callable[[BinaryIO], None], *, seekable: bool = False) -> None:
+    def write(self, produce: Callable[[BinaryIO], object], *, seekable: bool = False) -> None:
         """Write the file with ``produce(stream)``. ``seekable``: ``produce`` seeks back (a device or
         FIFO then gets the output whole from a temporary file, since a pipe cannot seek)."""
         try:
@@ -81,7 +81,7 @@ class OutputFile:
         finally:
             self.close()
 
-    def _write_in_place(self, produce: Callable[[BinaryIO], None], seekable: bool) -> None:
+    def _write_in_place(self, produce: Callable[[BinaryIO], object], seekable: bool) -> None:
         out = self._in_place
         assert out is not None
         if seekable:
@@ -93,7 +93,7 @@ class OutputFile:
             produce(out)
         out.flush()
 
-    def _write_and_rename(self, produce: Callable[[BinaryIO], None]) -> None:
+    def _write_and_rename(self, produce: Callable[[BinaryIO], object]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as out:

@@ -216,7 +216,7 @@ class Columns:
     integers for number fields and a list otherwise. ``lost`` marks lost events.
     """
 
-    def __init__(self, raw: dict, formats: Sequence[EventFormat]):
+    def __init__(self, raw: "_native._Columns", formats: Sequence[EventFormat]):
         self.n: int = raw["n"]
         self.ts = memoryview(raw["ts"]).cast("Q")
         self.cpu = memoryview(raw["cpu"]).cast("i")
@@ -392,7 +392,7 @@ class EventReader:
                 yield Event(r[0], r[1], r[2], r[3], r[4], r[5], by_id.get(r[2]), r[6],
                             r[7] if self._raw else None)
 
-    def stats(self) -> list[dict[str, int]]:
+    def stats(self) -> list["_native._StreamStats"]:
         """Per CPU: pages, events, missed_events (stored counts), missed_unknown (flagged pages
         without a count) and bad_pages (skipped when not strict), so far."""
         return self._native.stats()

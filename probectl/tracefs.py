@@ -536,6 +536,7 @@ class Tracefs:
         busy: list[tuple[str, str]] = []
         with self.lock():
             holders: dict[tuple[str, str], str] = {}
+            name: Optional[str]
             for name, d in self._definitions_by_file():
                 holders.setdefault((d.group, d.event), name)
             for group, event in dict.fromkeys(names):

@@ -347,8 +347,7 @@ def test_debug_changes_nothing_else():
     (["add", "--definition=1", "x"], "Option '--definition' does not take a value."),
 ])
 def test_unknown_options_are_reported_as_click_reports_them(args, message):
-    """probectl's option parser skips click's did-you-mean for each short option (probectl.cli
-    ._OptionParser): an unknown long option still gets its suggestion, an unknown short one none."""
+    """Options are parsed by click: an unknown long option gets its suggestion, an unknown short one none."""
     out = run(*args)
     assert out.returncode == 2 and f"Error: {message}" in out.stderr, out.stderr
 
@@ -360,3 +359,12 @@ def test_short_options_and_their_clusters_parse_as_click_parses_them():
     for args in (["add", "-D", "-x", str(binary)], ["add", "-Dx", str(binary)], ["add", f"-Dx{binary}"],
                  ["add", "-fnD", "-x", str(binary)], ["-x", str(binary), "-D"]):
         assert run(*args, "add_ints a=%di:s32").stdout == expected, args
+
+
+def test_a_c_variable_inside_a_raw_dereference_is_refused_with_a_reason():
+    """``+8(a)`` of a C variable was 'internal error: AttributeError' (the resolver took the dereference
+    for the variable; found by mypy)."""
+    binary = build_fixture("uprobe_target")
+    out = run("add", "-D", "-x", str(binary), "add_ints +8(a)")
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr, out.stderr
+    assert out.stderr.startswith("Error: '+8(a)': a C variable cannot be the base of a +OFFS(...) dereference"), out.stderr

@@ -20,3 +20,4 @@ def test_wheel_contains_grammars_subpackages_and_extension(tmp_path):
     assert "probectl/debuginfo/dwarf/__init__.py" in modules
     assert modules - names == set(), "every module of every stage package is installed"
     assert any(n.startswith("probectl/_native") and n.endswith(".so") for n in names)
+    assert {"probectl/py.typed", "probectl/_native.pyi"} <= names, "a type checker of an installed probectl sees its types"

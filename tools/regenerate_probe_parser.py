@@ -108,11 +108,19 @@ def _rule(rule) -> tuple:
             bool(rule.options.expand1 and not rule.alias))
 
 
+# The types of the tables a type checker cannot infer (from empty dicts).
+ANNOTATIONS = {
+    "LEXERS": "tuple[tuple[tuple[str, ...], dict[str, dict[str, str]]], ...]",  # (terminals, keywords of each)
+    "STATES": "tuple[dict[str, int], ...]",
+}
+
+
 def render(values: dict) -> str:
     lines = [HEADER.format(digest=grammar_digest()),
              '"""The parser tables of grammar/probe.lark, as lark computes them (see probectl/spec/lalr.py)."""\n']
     for name, value in values.items():
-        lines.append(f"{name} = {pprint.pformat(value, width=120, compact=True)}\n")
+        annotation = f": {ANNOTATIONS[name]}" if name in ANNOTATIONS else ""
+        lines.append(f"{name}{annotation} = {pprint.pformat(value, width=120, compact=True)}\n")
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from array import array
 from pathlib import Path
-from typing import Callable, Collection, Iterator, Optional, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
@@ -98,7 +98,7 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames,
     record batch of ``schema``: the ``header`` columns (those of :data:`HEADER` it has, in order),
     then the table's fields."""
     n = table.rows
-    arrays = []
+    arrays: list[pa.Array] = []
     for name in header:
         attr, typ = _HEADER_COLUMNS[name]
         data = getattr(table, attr)
@@ -187,7 +187,7 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
     reader = trace.reader(formats=formats, fields=None if wanted is None else {i: c.fields for i, c in cols.items()})
     try:
-        decoded = None if workers == 0 else reader.slice_tables(
+        decoded: Optional[Iterable[tuple[int, list[FormatTable]]]] = None if workers == 0 else reader.slice_tables(
             workers or decode_workers(), threads, slice_bytes=slice_bytes, skip=skip,
             progress=None if progress is None else lambda events: progress(trace.where, events))
         if decoded is None:  # (time going back on a CPU, a bad page: merged, as the row decoder reads it)

@@ -229,7 +229,7 @@ def stack_plan(kernel_stack: EventFormat, long_size: int = 8) -> tuple:
                                           (SRC_FIELD, specs["caller"], EXACT, 0, 8)], None)
 
 
-def native_aggregator(plans: Sequence[tuple], time_div: int = 1):
+def native_aggregator(plans: Sequence[tuple], time_div: int = 1) -> _native.Aggregator:
     """A native Aggregator (native/aggregate.c) for ``plans``."""
     return _native.Aggregator(list(plans), time_div=time_div)
 

@@ -4,11 +4,14 @@ read."""
 from __future__ import annotations
 
 from array import array
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from .keys import KeyPart
 from .table import HistRow, HistTable, bucket_of
+
+if TYPE_CHECKING:
+    from .. import _native
 
 PERCENTILES = (50, 90, 99)
 
@@ -99,8 +102,8 @@ def latency_part(buckets: Optional[int], unit: TimeUnit = MICROSECONDS) -> KeyPa
     return KeyPart(name, "buckets", buckets) if buckets else KeyPart(name, "log2")
 
 
-def result_from_pairs(start: str, end: str, ends_bytes: bytes, lat_bytes: bytes, counters: dict, path: str,
-                      lost: int = 0, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
+def result_from_pairs(start: str, end: str, ends_bytes: bytes, lat_bytes: bytes, counters: _native._AggCounters,
+                      path: str, lost: int = 0, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
     ends, lats = array("Q"), array("Q")
     ends.frombytes(ends_bytes)
     lats.frombytes(lat_bytes)

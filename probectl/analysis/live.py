@@ -282,8 +282,9 @@ class TriggerPart(RunPart):
     def stop(self, run: TracedRun, step: CleanupSteps, complete: bool) -> None:
         inst = run.instance
         assert inst is not None
-        if complete and self.read is not None and inst.created:
-            step(lambda: self._read_hist(inst.events_dir / self.read.group / self.read.event / "hist"))
+        read = self.read
+        if complete and read is not None and inst.created:
+            step(lambda: self._read_hist(inst.events_dir / read.group / read.event / "hist"))
         while self._written:
             path, text = self._written.pop()
             _unwrite(path, remove_trigger(text))

@@ -27,7 +27,8 @@ PARSE_ALL_FORMATS = 256
 
 def header_name(fmt: EventFormat, name: str) -> str:
     """The name of header column ``name`` in the table of ``fmt`` (``common_name`` when a field has it)."""
-    return f"common_{name}" if fmt.field(name) is not None and not fmt.field(name).is_common else name
+    field = fmt.field(name)
+    return f"common_{name}" if field is not None and not field.is_common else name
 
 
 def event_formats(trace: TraceFile) -> list[EventFormat]:

@@ -112,7 +112,8 @@ class _FilePlan:
         self.plans = []
         for fmt in formats:
             names = [f.name for f in fmt.event_fields]
-            key, signed, complete = [_ID_PART], [False], True
+            key: list[tuple[int, Optional[tuple], int, int, int]] = [_ID_PART]
+            signed, complete = [False], True
             addr = address_field(fmt, names)
             self.address[fmt.id] = addr is not None
             for part in parts.names:
@@ -237,7 +238,7 @@ def _answer(traces: Sequence[TraceFile], names: Sequence[str], globs: Sequence[s
                         out.append(UNKNOWN_SYMBOL)
                         continue
                     where = (tgids.get(tid, tid), values[SYM_KEY])
-                    if where not in syms:
+                    if where not in syms and symbolizer is not None:  # (made when SYM_KEY is a key)
                         syms[where] = symbolizer.resolve(where[0], where[1], is_kernel_address(where[1]))[0]
                     out.append(syms[where])
                 else:

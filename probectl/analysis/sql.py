@@ -15,7 +15,7 @@ DuckDB with their ``host`` and ``recording`` partitions), together.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
 
 import duckdb
 
@@ -24,6 +24,9 @@ from ..errors import ProbectlError, did_you_mean
 from .columns import EventTables
 from .recording import HEADER
 from .parquet import ParquetDatasets
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # The columns of the `events` view, in order, with their SQL types.
 EVENTS_VIEW = (("ts", "BIGINT"), ("cpu", "INTEGER"), ("tid", "INTEGER"), ("pid", "INTEGER"),
@@ -74,7 +77,7 @@ class RecordingsDatabase:
         self._register()
 
     def _register(self) -> None:
-        seen_names = {}
+        seen_names: dict[str, Path] = {}  # recording name -> its file
         columns: dict[str, set[str]] = {}  # system:event -> its column names, when known without DuckDB
         for i, rec in enumerate(self.recordings):
             if rec.recording in seen_names:

@@ -4,7 +4,7 @@ a sum, sorted and cut to the top N, printed as bpftrace prints its maps (a bar p
 Buckets, their labels and the bars are :mod:`.histogram`'s (the kernel's rules on every path)."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from .histogram import bar_lines
@@ -38,9 +38,10 @@ class HistTable:
         """Events counted in all rows, those cut by ``top`` included."""
         return self.counted if self.counted is not None else sum(r.count for r in self.rows)
 
-    def merge_by(self, names: Callable[[int], str], index: int) -> None:
+    def merge_by(self, names: Callable[[Any], str], index: int) -> None:
         """Replace the thread ids of key part ``index`` by ``names(tid)`` and add up equal keys (how
-        ``comm`` is counted in user space: by thread, named once at the end)."""
+        ``comm`` is counted in user space: by thread, named once at the end; the kernel's execname
+        keys are names already, and merged with ``names`` giving them back)."""
         merged: dict[tuple, HistRow] = {}
         for r in self.rows:
             key = r.key[:index] + (names(r.key[index]),) + r.key[index + 1:]
@@ -143,7 +144,9 @@ def render_text(table: HistTable, display=None) -> str:
     lines = []
     if table.is_histogram:
         rows = _filled(table)
-        labels = [table.keys[0].rule.label(r.key[0]) for r in rows]
+        part = table.keys[0]
+        labels = [part.rule.label(r.key[0]) if part.rule is not None else key_text(part, r.key[0], display)
+                  for r in rows]
         head = f"@{table.keys[0].label}" + (f" (sum of {table.value})" if by_sum else "") + ":"
         lines.append(head)
     else:

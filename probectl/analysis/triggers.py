@@ -70,7 +70,7 @@ _TOTAL = re.compile(r"^\s*(Hits|Entries|Dropped):\s*(\d+)")
 
 def _entries(text: str) -> list[tuple[str, str]]:
     """The ``{ keys } values`` entries of the first histogram in ``text`` (a stack key spans lines)."""
-    out = []
+    out: list[tuple[str, str]] = []
     current: list[str] = []
     for line in text.splitlines():
         if not current:

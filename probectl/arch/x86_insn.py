@@ -148,7 +148,7 @@ del N, M, B, W, Z, V, O, EN, MB, MZ, T, XT, R, G, MBG, MZG, X, P, RX, OF, V2, V3
 _MAP1_IMM8 = frozenset((0x70, 0x71, 0x72, 0x73, 0xC2, 0xC4, 0xC5, 0xC6))
 _VEX_MAP_IMM = {1: None, 2: 0, 3: 1}            # None: by opcode (map 1)
 _EVEX_MAP_IMM = {1: None, 2: 0, 3: 1, 5: 0, 6: 0}
-_XOP_MAP_IMM = {8: 1, 9: 0, 10: 4}
+_XOP_MAP_IMM: dict[int, Optional[int]] = {8: 1, 9: 0, 10: 4}
 
 assert len(_ONE_BYTE) == 256 and len(_TWO_BYTE) == 256
 
@@ -382,7 +382,7 @@ def instruction_starts(code, start_address: int = 0, end: Optional[int] = None) 
     """
     limit = len(code)
     stop = limit if end is None else min(end, limit)
-    starts = []
+    starts: list[int] = []
     append = starts.append
     pos = 0
     try:

@@ -67,43 +67,14 @@ COMMAND_MODULES = {
 }
 
 
-# click's option parser (public as OptionParser before click 8.2). What follows leans on its
-# internals (``_match_long_opt``, ``_long_opt``, ``_opt_prefixes``), so it is used only where they are
-# there; a click without them parses as click does (tests/test_cli checks the errors either way).
-_ClickParser = getattr(click.parser, "_OptionParser", None) or getattr(click.parser, "OptionParser", None)
-_LEAN_PARSER = _ClickParser is not None and hasattr(_ClickParser, "_match_long_opt")
-
-
-class _OptionParser(_ClickParser or object):  # type: ignore[misc, valid-type]
-    """click's option parser, without the did-you-mean it works out for every short option: click
-    tries each option as a long one first (``-D`` too) and, when that misses, makes NoSuchOption
-    with the close matches among the long options (importing difflib, ~0.5 ms, and comparing) before
-    it matches the short option and drops that error. A miss of an option without the long prefix
-    (which click always goes on to match as short options) is raised without them; an unknown long
-    option still gets click's suggestions."""
-
-    def _match_long_opt(self, opt: str, explicit_value, state) -> None:
-        if opt not in getattr(self, "_long_opt", (opt,)) and opt[:2] not in getattr(self, "_opt_prefixes", (opt[:2],)):
-            raise click.NoSuchOption(opt, ctx=self.ctx)
-        super()._match_long_opt(opt, explicit_value, state)
-
-
-class Command(click.Command):
-    """A probectl command: click's, with probectl's option parser."""
-
-    def make_parser(self, ctx: click.Context):
-        if not _LEAN_PARSER:
-            return super().make_parser(ctx)
-        parser = _OptionParser(ctx)
-        for param in self.get_params(ctx):
-            param.add_to_parser(parser, ctx)
-        return parser
+# The class of probectl's commands: click's own, option parser included. (An override of click's
+# private _match_long_opt spared add -D the import of difflib for click's did-you-mean of -D tried as
+# a long option; measured again in issue 21, it made no difference to the command: click parses.)
+Command = click.Command
 
 
 class LazyGroup(click.Group):
     """A click group whose commands register themselves when their module is first imported."""
-
-    command_class = Command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
@@ -277,7 +248,9 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     except click.exceptions.Abort:
         return 130
     except click.ClickException as err:
-        err.message = bounded(err.message)
+        # (click marks message Final for its own classes; this exception is done being raised, and its
+        # message, which may quote the user's input, is made printable before click shows it)
+        err.message = bounded(err.message)  # type: ignore[misc]
         err.show()
         return err.exit_code
     except KeyboardInterrupt:
@@ -323,7 +296,7 @@ class _FailingStdout(io.FileIO):
 
     failed = False
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         if self.failed:
             return len(memoryview(data))
         try:

@@ -228,7 +228,11 @@ def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
         raise click.UsageError("--sdt lists the probes of user binaries: give -x BINARY or -p PID")
     if (exec_ is None) == (pid is None):
         raise click.UsageError("--sdt needs one of -x BINARY or -p PID")
-    paths = [make_target(exec_).path] if exec_ is not None else process_objects(pid)
+    if exec_ is not None:
+        binary = make_target(exec_).path  # (a uprobe target's: always there)
+        paths = [binary] if binary is not None else []
+    else:
+        paths = process_objects(pid)
     listings = sdt_probes(paths, pattern)
     if not listings:
         where = exec_ or f"the files process {pid} maps"

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 from ..dataclass import dataclass
 
 if TYPE_CHECKING:
+    from typing import Any, Literal
+
     from .elf import ElfFile, Section
 
 # sh_type of the symbol tables and of the sections that complete them
@@ -113,7 +115,7 @@ class SymbolTables:
         self._symbol_columns: dict[int, tuple] = {}
         self._symbol_fields: dict[tuple[int, int], tuple[bytes, int]] = {}
         self._symbol_names: dict[int, dict[int, str]] = {}
-        self._table_extras: dict[tuple[str, int], object] = {}
+        self._table_extras: dict[tuple[str, int], Any] = {}
 
     def symbols(self) -> list[ElfSymbol]:
         """All named symbols of .symtab and .dynsym, each (name, value, version) once, with versions."""
@@ -278,6 +280,7 @@ class SymbolTables:
             raise self.elf._corrupt(f"truncated file: section {sec.name} extends past the end of the file")
         # 64-bit entry: name:4 info:1 other:1 shndx:2 value:8 size:8; 32-bit: name:4 value:4 size:4 ...
         # Cut as a strided view of words, in C; the bytes keep the file's byte order.
+        fmt: Literal["I", "Q"]
         if column == 0:
             width, fmt, first, step = 4, "I", 0, size // 4
         elif self.elf.elf_class == 64:
@@ -544,7 +547,7 @@ class SymbolTables:
         """The functions at exactly ``vaddr``, best first, found without sorting the tables: the
         entries with that value are searched for in their value columns and merged and ranked as
         ``_address_index`` does."""
-        members = []
+        members: list[ElfSymbol] = []
         for sec, table in self._tables():
             entries = self._entries_matching(sec, 1, {vaddr})
             if entries:

@@ -60,14 +60,15 @@ def scalar_fetch_type(size: Optional[int], signed: bool, prefix: Optional[str] =
 POINTER_KIND, ARRAY_KIND, AGGREGATE_KIND, DECLARED_KIND, SCALAR_KIND = "pointer", "array", "aggregate", "declared", "scalar"
 
 TypeRef = TypeVar("TypeRef")  # a model's handle of a type: a DWARF type DIE, a BTF type id
+MemberTypeRef = TypeVar("MemberTypeRef", covariant=True)  # (the same, in what a member only gives)
 
 
-class Member(Protocol[TypeRef]):
+class Member(Protocol[MemberTypeRef]):
     """A member found by name: its type, byte offset from the start of the outer aggregate (anonymous
     members looked through) and its bitfield placement."""
 
     @property
-    def type(self) -> Optional[TypeRef]: ...
+    def type(self) -> Optional[MemberTypeRef]: ...
 
     @property
     def offset(self) -> int: ...
@@ -83,38 +84,38 @@ class TypeModel(Protocol[TypeRef]):
 
     source: str  # what the information is called in messages: "DWARF", "BTF"
 
-    def strip(self, t: Optional[TypeRef]) -> Optional[TypeRef]:
+    def strip(self, t: Optional[TypeRef], /) -> Optional[TypeRef]:
         """``t`` without typedefs and qualifiers."""
 
-    def kind(self, t: TypeRef) -> str:
+    def kind(self, t: TypeRef, /) -> str:
         """POINTER_KIND, ARRAY_KIND, AGGREGATE_KIND (struct, union, class), DECLARED_KIND (declared
         only) or SCALAR_KIND, of a stripped type."""
 
-    def pointee(self, t: TypeRef) -> Optional[TypeRef]:
+    def pointee(self, t: TypeRef, /) -> Optional[TypeRef]:
         """What a pointer type points to."""
 
-    def element(self, t: TypeRef) -> tuple[Optional[TypeRef], Optional[int]]:
+    def element(self, t: TypeRef, /) -> tuple[Optional[TypeRef], Optional[int]]:
         """An array type's element type and the size one index steps over."""
 
-    def member(self, agg: TypeRef, name: str) -> Optional[Member[TypeRef]]:
+    def member(self, agg: TypeRef, /, name: str) -> Optional[Member[TypeRef]]:
         """The member ``name`` of an aggregate, through anonymous members."""
 
-    def no_member_error(self, owner: str, agg: TypeRef, name: str) -> TypeMismatchError:
+    def no_member_error(self, owner: str, agg: TypeRef, /, name: str) -> TypeMismatchError:
         """The error for ``owner`` (of aggregate type ``agg``) lacking member ``name``."""
 
-    def type_name(self, t: Optional[TypeRef]) -> Optional[str]: ...
+    def type_name(self, t: Optional[TypeRef], /) -> Optional[str]: ...
 
-    def byte_size(self, t: Optional[TypeRef]) -> Optional[int]: ...
+    def byte_size(self, t: Optional[TypeRef], /) -> Optional[int]: ...
 
-    def is_signed(self, t: Optional[TypeRef]) -> bool: ...
+    def is_signed(self, t: Optional[TypeRef], /) -> bool: ...
 
-    def enumerators(self, t: Optional[TypeRef]) -> list[tuple[str, int]]: ...
+    def enumerators(self, t: Optional[TypeRef], /) -> list[tuple[str, int]]: ...
 
-    def char_element(self, t: Optional[TypeRef]) -> bool:
+    def char_element(self, t: Optional[TypeRef], /) -> bool:
         """``char`` or ``unsigned char`` (what ``:string`` reads)."""
 
-    def kernel_type(self, t: Optional[TypeRef], prefix: Optional[str] = None, x_types: bool = True) -> str:
+    def kernel_type(self, t: Optional[TypeRef], /, prefix: Optional[str] = None, x_types: bool = True) -> str:
         """perf's fetch type of a value of type ``t`` (see :func:`scalar_fetch_type`)."""
 
-    def user_memory(self, t: Optional[TypeRef]) -> bool:
+    def user_memory(self, t: Optional[TypeRef], /) -> bool:
         """True when objects of type ``t`` live in user memory (a ``__user`` pointee)."""

@@ -111,7 +111,7 @@ def _c_constant(text: str) -> Optional[int]:
             return unary(index)
         left, index = binary(index, level + 1)
         while index < len(tokens) and tokens[index] in _C_BINARY[level]:
-            op = tokens[index]
+            op = str(tokens[index])  # (an operator: text)
             right, index = binary(index + 1, level + 1)
             if op in ("<<", ">>") and not 0 <= right < 128:
                 raise _NotConstant

@@ -54,7 +54,8 @@ def _end_column(text: str) -> int:
 def _syntax_error(err: UnexpectedInput, text: str) -> ProbeSyntaxError:
     shown = caret_line(text)
     if isinstance(err, UnexpectedCharacters):
-        column = err.pos_in_stream
+        # (lark declares pos_in_stream None on UnexpectedInput; UnexpectedCharacters sets the index)
+        column: int = err.pos_in_stream  # type: ignore[assignment]
         ch = text[column]
         expected = set(err.allowed or ())
         if ch in "\"'":
@@ -172,7 +173,7 @@ def _check_nesting(tree: Tree, text: str) -> None:
         if node.data in ("not_", "or_", "and_"):
             depth += 1
             if depth > MAX_NESTING:
-                column = node.children[0].start_pos if node.data == "not_" else _first_column(node)
+                column = _position(node.children[0]) if node.data == "not_" else _first_column(node)
                 raise ProbeSyntaxError(f"the filter nests too deeply (more than {MAX_NESTING} levels)",
                                        caret_line(text), column)
         stack.extend((child, depth) for child in node.children if isinstance(child, Tree))
@@ -182,10 +183,23 @@ def _first_column(tree: Tree) -> int:
     node: Union[Tree, Token] = tree
     while isinstance(node, Tree):
         node = node.children[0]
+    return _position(node)
+
+
+# The grammar says which children are tokens and which trees: these two say it to a type checker.
+def _position(node: Union[Tree, Token]) -> int:
+    """Where the token ``node`` starts (lark's lexer sets the position of every token it makes)."""
+    assert isinstance(node, Token) and node.start_pos is not None, node
     return node.start_pos
 
 
-def _build(tree: Tree, text: str) -> Node:
+def _tree(node: Union[Tree, Token]) -> Tree:
+    assert isinstance(node, Tree), node
+    return node
+
+
+def _build(tree: Union[Tree, Token], text: str) -> Node:
+    tree = _tree(tree)
     kind = tree.data
     if kind == "or_":
         return Or(tuple(_build(child, text) for child in tree.children))
@@ -193,26 +207,26 @@ def _build(tree: Tree, text: str) -> Node:
         return And(tuple(_build(child, text) for child in tree.children))
     if kind == "not_":
         token, operand = tree.children
-        return Not(_build(operand, text), token.start_pos)
+        return Not(_build(operand, text), _position(token))
     assert kind == "predicate", kind
     field_token, op_token, value_tree = tree.children
     name, _, suffix = str(field_token).partition(".")
     if "." in str(field_token) and not suffix:
         raise ProbeSyntaxError("expected a suffix after '.' (.function or .ustring)", caret_line(text),
-                               field_token.start_pos + len(name) + 1)
+                               _position(field_token) + len(name) + 1)
     op = str(op_token)
     if op == "=":
         raise ProbeSyntaxError("'=' is not an operator: use '==' to compare", caret_line(text),
-                               op_token.start_pos)
-    return Predicate(name, suffix, op, _build_value(value_tree), field_token.start_pos, op_token.start_pos)
+                               _position(op_token))
+    return Predicate(name, suffix, op, _build_value(_tree(value_tree)), _position(field_token), _position(op_token))
 
 
 def _build_value(tree: Tree) -> Value:
     if tree.data == "string":
         (token,) = tree.children
         raw = str(token)
-        return StringValue(raw[1:-1], raw[0], token.start_pos)
+        return StringValue(raw[1:-1], raw[0], _position(token))
     if tree.data == "cpus":
         (token,) = tree.children
-        return CpuList(str(token)[len("CPUS{"):-1], token.start_pos)
-    return Terms(tuple(Term(str(token), token.start_pos) for token in tree.children))
+        return CpuList(str(token)[len("CPUS{"):-1], _position(token))
+    return Terms(tuple(Term(str(token), _position(token)) for token in tree.children))

@@ -11,6 +11,7 @@ A task still blocked when the recording ends is not counted: its time is unknown
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ProbectlError
@@ -93,7 +94,7 @@ def off_cpu_stacks(trace: Any, comms: Sequence[str] = (), pids: Sequence[int] = 
         if event_id == switch.id:
             counted = rec.stacks and keep(rec)
             time.switch(ts, values[prev_pid], values[prev_state], values[next_pid],
-                        (lambda rec=rec: folded.stack(rec)) if counted else None)
+                        partial(folded.stack, rec) if counted else None)
         elif event_id in wakeup_pid:
             time.wakeup(ts, values[wakeup_pid[event_id]])
     counts = time.counts

@@ -88,9 +88,8 @@ def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), count
     folded, formats = stack_folder(trace, events, need_stacks=False)
     f = folded.formatter
     by_id = {fmt.id: fmt for fmt in formats}
-    entry_ip = {fmt.id: _index(fmt, "__probe_ip") for fmt in formats if _index(fmt, "__probe_ip") is not None}
-    return_func = {fmt.id: _index(fmt, "__probe_func") for fmt in formats
-                   if _index(fmt, "__probe_func") is not None}
+    entry_ip = {fmt.id: i for fmt in formats if (i := _index(fmt, "__probe_ip")) is not None}
+    return_func = {fmt.id: i for fmt in formats if (i := _index(fmt, "__probe_func")) is not None}
     called = _returned_functions(trace, [by_id[i] for i in return_func], return_func)
 
     writer = _TimelineWriter(out)

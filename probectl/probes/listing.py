@@ -41,7 +41,7 @@ class EventListing:
 
     def as_json(self) -> dict:
         d = self.definition
-        out = {
+        out: dict[str, object] = {
             "group": d.group,
             "event": d.event,
             "type": "uprobe" if d.is_uprobe else "kprobe",
@@ -111,7 +111,7 @@ def describe(defn: EventDefinition, elf_cache: dict[str, ElfFile | None],
         sdt = _sdt_name_at(elf, vaddr) if vaddr is not None else None
         if sdt is not None:
             return EventListing(defn, f"{sdt}{ret} in {path}", kernel_arg_names(defn))
-        if sym is not None:
+        if sym is not None and vaddr is not None:
             off = vaddr - sym.value
             where = sym.name + (f"+{off}" if off else "")
         source = _source_place(path, vaddr, dwarf_cache) if vaddr is not None and dwarf_cache is not None else None
@@ -243,7 +243,7 @@ def sdt_probes(paths: list[Path], pattern: str | None) -> list[SdtListing]:
         wanted = wanted[4:] if wanted.startswith("sdt_") else wanted
         if ":" not in wanted:
             wanted = f"*:{wanted}"  # a bare NAME glob: any provider
-    out = []
+    out: list[SdtListing] = []
     for path in paths:
         with ElfFile(path) as elf:
             by_name: dict[str, list[SdtNote]] = {}

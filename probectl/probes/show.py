@@ -73,7 +73,7 @@ def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Option
         return [_function_listing(debuginfo, fn, line_range, source_dir, fetch) for fn in functions]
     files = source_files(debuginfo, line_range.source)
     if not files:
-        raise ProbePointNotFound(line_range.source, hint="no compilation unit has a source file of that name")
+        raise ProbePointNotFound(line_range.source or "", hint="no compilation unit has a source file of that name")
     start = line_range.start or 1
     end = line_range.end if line_range.end is not None else 1 << 30
     listings = []

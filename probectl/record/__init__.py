@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError
+from ..events import EventDefinition
 from ..formats import EventFormat
 from ..notice import notice_stderr
 from ..outputfile import OutputFile
@@ -213,9 +214,9 @@ class Recording:
         """tgid → maps lines of the probed binaries its maps lack, each placed by the runtime address of
         one of its uprobe events and the file offset of the event's definition. A process's maps lack a
         probed library when it ended before they were read, or when they were read only at exec, before
-        the dynamic loader mapped its libraries (``record -- ls`` probing libc: ls is gone in 0.2 s)."""
+        the dynamic loader mapped its libraries (``record -- ls`` probing libc: ls may be gone before its maps are read again)."""
         places: dict[int, tuple[str, int, str]] = {}
-        by_name = {}
+        by_name: dict[tuple[str, str], list[EventDefinition]] = {}
         for d in self.tfs.definitions():
             if d.is_uprobe:
                 by_name.setdefault((d.group, d.event), []).append(d)
@@ -388,7 +389,7 @@ def _count_and_pids(files: dict[int, Path], layout: PageLayout, ids: set[int]) -
     with _mapped(files, layout) as streams:
         if not streams:
             return 0, set()
-        count, pids = 0, set()
+        count, pids = 0, set[int]()
         reader = EventReader(streams, [], layout, strict=False)
         try:
             for batch in reader.batches():

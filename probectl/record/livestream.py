@@ -92,7 +92,7 @@ class LiveStream(RunPart):
         page = self.layout.page_size
         streams: list[tuple[int, Any, int, int]] = []
         for cpu, fd in self._fds.items():
-            chunks = []
+            chunks: list[bytes] = []
             # At most what the buffer can hold: each read() returns the partial page being written,
             # and when the stream's own reads are traced (raw_syscalls:*, system-wide) every read adds
             # an event, so reading "until empty" would never end and keep every page in memory.

@@ -24,7 +24,7 @@ def pid_alive(pid: int) -> bool:
 
 def proc_comm(pid: int) -> Optional[str]:
     try:
-        return Path(f"/proc/{pid}/comm").read_text().rstrip("\n")
+        return Path(f"/proc/{pid}/comm").read_text(errors="backslashreplace").rstrip("\n")
     except OSError:
         return None
 

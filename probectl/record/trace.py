@@ -41,7 +41,8 @@ class LiveNames:
             return
         self._read_at = now
         try:
-            for line in (self.root / "saved_cmdlines").read_text().splitlines():
+            # (a comm is bytes: a name that is not UTF-8 is kept escaped, never an error)
+            for line in (self.root / "saved_cmdlines").read_text(errors="backslashreplace").splitlines():
                 pid, _, comm = line.partition(" ")
                 if pid.isdigit() and comm and comm != "<...>":
                     self.saved[int(pid)] = comm

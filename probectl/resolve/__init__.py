@@ -14,7 +14,7 @@ import fnmatch
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Literal, Optional, overload
 
 from .. import spec as S
 from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
@@ -70,11 +70,13 @@ class Resolver:
     _elf: ElfFile | None = None
     _kallsyms: "Kallsyms | None" = None
     _source_resolver: "SourceResolver | None" = None
-    _kprobe_rules: "KprobeRules | bool | None" = None
+    _kprobe_rules: "KprobeRules | Literal[False] | None" = None
 
     @property
     def elf(self) -> ElfFile:
         if self._elf is None:
+            if self.target.path is None:  # (the running kernel without its vmlinux: kallsyms answers)
+                raise TargetError("the kernel's ELF symbols need its vmlinux", hint="give one with -k/--vmlinux")
             self._elf = ElfFile(self.target.path)
         return self._elf
 
@@ -197,21 +199,27 @@ class Resolver:
 
         return resolve_btf_points(self, probe)
 
+    @overload
+    def source(self, required: Literal[True]) -> "SourceResolver": ...
+    @overload
+    def source(self, required: bool) -> "SourceResolver | None": ...
+
     def source(self, required: bool) -> "SourceResolver | None":
         """The DWARF resolver of the target (None when it has no debug info and ``required`` is False).
 
         Debug files not found locally are fetched from debuginfod (``$DEBUGINFOD_URLS``): a user
         binary's by its build-id, and when a definition needs it, the running kernel's vmlinux."""
         if self._source_resolver is None:
-            if self.target.path is None:
+            path = self.target.path
+            if path is None:
                 if not required:
                     return None
-                self._fetch_running_vmlinux()
+                path = self._fetch_running_vmlinux()
             from ..debuginfo.dwarf import DebugInfo
             from .dwarf import SourceResolver
 
             try:
-                debuginfo = DebugInfo.open(self.target.path)
+                debuginfo = DebugInfo.open(path)
             except DebugInfoError as local:
                 debuginfo = self._debuginfo_from_servers(local, required)
                 if debuginfo is None:
@@ -243,8 +251,8 @@ class Resolver:
         self.notes.append(fetch_note(fetched, str(self.target.path)))
         return DebugInfo.open(self.target.path, debug_file=fetched.path)
 
-    def _fetch_running_vmlinux(self) -> None:
-        """Describe the running kernel by its vmlinux from debuginfod, or say that there is none."""
+    def _fetch_running_vmlinux(self) -> Path:
+        """Describe the running kernel by its vmlinux from debuginfod (its path), or say that there is none."""
         from ..target.debuginfod import fetch_note
         from ..target.kernel import fetch_running_vmlinux
 
@@ -258,6 +266,7 @@ class Resolver:
         self.notes.append(fetch_note(fetched, "the running kernel"))
         self.target = replace(self.target, path=fetched.path)
         self._elf = None
+        return fetched.path
 
     @staticmethod
     def _retval_type(source: "SourceResolver", address: int) -> str:
@@ -303,9 +312,8 @@ class Resolver:
                                            name=var.name or found.default_name, text=arg.text,
                                            named=bool(var.name)))
             per_site.append(row)
-        per_site = self._fill_missing(per_site, sites)
         points = []
-        for site, args in zip(sites, per_site):
+        for site, args in zip(sites, self._fill_missing(per_site, sites)):
             fn = site.function
             offset = site.address - fn.entry if fn.entry is not None and site.address >= fn.entry else 0
             name = fn.name
@@ -420,7 +428,7 @@ class Resolver:
                               hint="run as root, or check /proc/sys/kernel/kptr_restrict")
         found = ksyms.find_functions(point.function or "", module=self.target.module)
         if not found:
-            raise ProbePointNotFound(point.text or point.function,
+            raise ProbePointNotFound(point.text or point.function or "",
                                      hint=self._function_hint(point.function or "",
                                                         [s.name for s in ksyms.symbols if s.is_function]))
         unique: dict[int, str] = {}
@@ -497,7 +505,7 @@ class Resolver:
         if isinstance(expr, S.SpecialVar):
             if expr.name == "stack":
                 return "$stack" if expr.index is None else f"$stack{expr.index}"
-            if expr.name == "arg":
+            if expr.name == "arg" and expr.index is not None:  # (the parser gives $arg a number)
                 return self._render_argn(expr.index, at_entry)
             return f"${expr.name}"
         if isinstance(expr, S.SymbolRef):

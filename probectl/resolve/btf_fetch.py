@@ -106,7 +106,7 @@ def _natural_alignment(btf: Btf, type_id: int, depth: int, memo: dict[int, int])
             if m.bit_offset % (8 * a):
                 return 1
             align = max(align, a)
-        if t.size % align:
+        if t.size is None or t.size % align:  # (an aggregate is sized: None is not met)
             return 1
         return align
     raise _Unclassifiable(btf.type_name(type_id) or t.kind_name)
@@ -207,7 +207,8 @@ def _returns_in_memory(btf: Btf, ret: int) -> bool:
     if ret == 0:
         return False
     try:
-        return _classify(btf, ret) == _MEMORY and btf.real(ret).kind in AGGREGATE_KINDS
+        real = btf.real(ret)
+        return _classify(btf, ret) == _MEMORY and real is not None and real.kind in AGGREGATE_KINDS
     except _Unclassifiable:
         return False
 

@@ -149,7 +149,7 @@ class SourceResolver:
             return functions
         # perf's find_alternative_probe_point: a symbol (an alias such as malloc) mapped to the
         # DWARF function at its address (__libc_malloc).
-        found = []
+        found: list[Function] = []
         symbols = self.elf.find_functions(point.function)
         debug_elf = self.debuginfo.debug_elf() if not symbols else None
         if debug_elf is not None and debug_elf.path != self.elf.path:
@@ -165,7 +165,7 @@ class SourceResolver:
             if point.source is not None and self.debuginfo.find_functions(point.function):
                 raise ProbePointNotFound(point.text, hint=f"{point.function} is defined, but not in a file "
                                                           f"ending with {point.source!r}")
-            hint = (did_you_mean(point.function, self.debuginfo.function_names(), sep=", ")
+            hint = (did_you_mean(point.function or "", self.debuginfo.function_names(), sep=", ")
                     or "list the functions with 'probectl funcs'")
             raise ProbePointNotFound(point.text, hint=hint)
         return found
@@ -223,8 +223,8 @@ class SourceResolver:
             for fn in self.debuginfo.find_functions(alias.name):
                 if fn.entry == sym.value and not fn.inlined:
                     return fn
-        fn = self.debuginfo.function_at(sym.value)
-        return fn if fn is not None and fn.entry == sym.value else None
+        out_of_line = self.debuginfo.function_at(sym.value)
+        return out_of_line if out_of_line is not None and out_of_line.entry == sym.value else None
 
     def _address_site(self, point: S.PointSpec) -> SourceSite:
         """``0xADDR``: the address itself, in the DWARF function that contains it (whose variables,
@@ -249,10 +249,13 @@ class SourceResolver:
         from ..debuginfo.dwarf.lines import line_table, source_line
         from ..debuginfo.dwarf.sources import lazy_points
 
+        source = point.source
+        if source is None:  # (a point without a function or an address names a file: the parser sees to it)
+            raise ProbePointNotFound(point.text, hint="name a function or a source file")
         if point.lazy is not None:
             points = []
             for cu in self.debuginfo.compile_units():
-                real = next((f for f in line_table(self.debuginfo, cu).files() if tail_match(f, point.source)), None)
+                real = next((f for f in line_table(self.debuginfo, cu).files() if tail_match(f, source)), None)
                 if real is not None:
                     points.extend(lazy_points(self.debuginfo, point.lazy, cu=cu, file=real,
                                               source_dir=self.source_dir, fetch=self.fetch_source))
@@ -281,6 +284,10 @@ class SourceResolver:
             scope = self.scope(site, point)
             names = expand_variables(self.debuginfo, scope, site.address, params_only=arg.expr.name == "params")
             return [VariableArg(S.Variable(name), None, None) for name in names]
+        if not isinstance(arg.expr, S.Variable):  # (a C variable inside a raw fetch: +8(var))
+            raise ProbeSemanticError(f"'{arg.text}': a C variable cannot be the base of a +OFFS(...) dereference",
+                                     hint="fetch a member or element of it in C (var->member, var[N]), or "
+                                          "dereference a register: +8(%di)")
         return [VariableArg(arg.expr, arg.name, arg.type)]
 
     def fetch(self, site: SourceSite, var: S.Variable, cast: Optional[S.TypeSpec], user: bool,

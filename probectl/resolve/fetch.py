@@ -17,7 +17,7 @@ place and lines they know of.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from .. import spec as S
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
@@ -146,7 +146,7 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     real = model.strip(cur)
     c_type = model.type_name(cur) or "(unknown_type)"
     size = model.byte_size(cur)
-    common = dict(default_name=default_name(variable, cast), c_type=c_type, signed=model.is_signed(cur),
+    common: dict[str, Any] = dict(default_name=default_name(variable, cast), c_type=c_type, signed=model.is_signed(cur),
                   enumerators=tuple(model.enumerators(cur)), size=size, variable=variable.name)
     base = cast.base if cast is not None else None
     if base in STRING_CASTS:
@@ -170,7 +170,7 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
                 raise LocationError(f"'{owner}' is an array that is not in memory", "register")
             fetch = render_memory(place.address, opts, place.user)
         return FetchResult(fetch=fetch, type=string_type, bits=0, **common)
-    if base is not None and (base not in SIZE_CASTS or cast.bits):
+    if cast is not None and base is not None and (base not in SIZE_CASTS or cast.bits):
         return FetchResult(fetch=_scalar_fetch(place, None, opts, owner), type=cast.text,
                            bits=cast.bits or 0, **common)
     if bitfield is not None:

@@ -42,8 +42,8 @@ class KprobeRules:
 
         def build() -> tuple[KprobeRules, tuple]:
             rules = cls._read(elf)
-            payload = cls._encode(rules)
-            return rules or cls._decode(payload), payload  # (text (0, 0): not a kernel)
+            not_a_kernel = cls(text=(0, 0), areas=(), blacklisted=frozenset(), ftrace_sites=())  # (as _decode reads it)
+            return rules or not_a_kernel, cls._encode(rules)
 
         rules = indexcache.load_or_build("kprobe-rules", key, fingerprint, decode=cls._decode, build=build,
                                          what=str(elf.path))

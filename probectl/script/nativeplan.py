@@ -86,6 +86,11 @@ def _mark(src: int) -> tuple:
     return (src, 0, 0, ord("s"), 0, 0, 0, -1, 0, 0)
 
 
+def _quoted(op: Op) -> list[Op]:
+    """``op`` as a quoted cell of the CSV writer."""
+    return [_mark(_native.TF_SRC_CELL_BEGIN), op, _mark(_native.TF_SRC_CELL_END)]
+
+
 def _encode(text: str) -> bytes:
     try:
         return text.encode()
@@ -243,7 +248,6 @@ class PlanCompiler:
 
     def _cell(self, plan: "Plan", slot: Slot) -> list[Op]:
         src = slot.source
-        quoted = [_mark(_native.TF_SRC_CELL_BEGIN), None, _mark(_native.TF_SRC_CELL_END)]
         if isinstance(src, tuple):
             value = src[1] if slot.convert is None else slot.convert(src[1])
             if value is None:
@@ -255,8 +259,7 @@ class PlanCompiler:
             return [_op(_native.TF_SRC_SECS, _native.TF_CONV_INT, _Spec("%d")), b".",
                     _op(_native.TF_SRC_NSECS, _native.TF_CONV_INT, _Spec("%09d"))]
         if slot.with_pid:
-            quoted[1] = self._slot(plan, slot, "%s")
-            return quoted
+            return _quoted(self._slot(plan, slot, "%s"))
         tag = _tag(slot.convert)
         if tag is None or tag[0] == "csv_plain":
             op = self._convert(plan, src, None, _Spec("%s"))
@@ -266,8 +269,7 @@ class PlanCompiler:
             op = self._convert(plan, src, tag, _Spec("%s"))
         if op[1] == _native.TF_CONV_INT:
             return [op]  # (digits need no quotes)
-        quoted[1] = op
-        return quoted
+        return _quoted(op)
 
     def _spec_cell(self, plan: "Plan", src: Any, spec: str, convert: Optional[Callable[..., Any]]) -> list[Op]:
         """A cell that is ``spec % convert(value)`` ("" for a missing value)."""
@@ -279,7 +281,7 @@ class PlanCompiler:
         if "%" in before + after:
             raise NotNative(f"cell spec {spec!r}")
         op = self._convert(plan, src, _tag(convert), _Spec(m.group()))
-        if op[0] in (_native.TF_SRC_FIELD, _native.TF_SRC_ELEM):  # (a missing value: an empty cell)
+        if isinstance(op, tuple) and op[0] in (_native.TF_SRC_FIELD, _native.TF_SRC_ELEM):  # (missing: an empty cell)
             op = (op[0], op[1], op[2] | _native.TF_F_EMPTY_CELL) + op[3:]
         return [_mark(_native.TF_SRC_CELL_BEGIN), _encode(before), op, _encode(after),
                 _mark(_native.TF_SRC_CELL_END)]

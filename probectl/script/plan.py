@@ -255,7 +255,7 @@ class Formatter:
         or None when header values come later in the line too."""
         got = self._splits.get(event_id, False)
         if got is not False:
-            return got  # type: ignore[return-value]
+            return got
         plan = self.plan(event_id)
         k = 0
         for sl in plan.slots:
@@ -315,6 +315,7 @@ class Formatter:
                 elif s.convert is not None:
                     col = convert_column(col, s.convert)
                 cols.append(col)
+            items: list[Any]  # (value tuples, or lines from the template)
             if plan.template is None:
                 items = list(zip(*cols)) if cols else [()] * count
             elif cols:

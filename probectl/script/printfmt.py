@@ -47,7 +47,9 @@ def split_print_fmt(text: str) -> Optional[tuple[str, list[str]]]:
         return "".join(parts), []
     if not rest.startswith(","):
         return None
-    args, depth, cur, quote = [], 0, [], False
+    args: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, False
     for ch in rest[1:]:
         if ch == '"':
             quote = not quote

@@ -9,7 +9,7 @@ stack stays."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ..dataclass import dataclass
 from ..formats import EventFormat
@@ -101,7 +101,7 @@ class StackJoiner:
     ``window_ns`` later (stack records are written microseconds after their event).
     """
 
-    def __init__(self, stack_ids: "dict[int, StackLayout | str]", window_ns: int = 50_000_000,
+    def __init__(self, stack_ids: "Mapping[int, StackLayout | str]", window_ns: int = 50_000_000,
                  probe_ips: Optional[dict[int, int]] = None):
         """``probe_ips``: format id → index among its values of the probe address (see
         :func:`probe_ip_fields`), whose kernel stacks are dropped when the address is a user one."""

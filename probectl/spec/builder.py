@@ -7,7 +7,7 @@ and line ranges; every failure is raised at the column of the offending characte
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Any, Optional
 
 
 from ..dataclass import dataclass
@@ -27,7 +27,7 @@ class _Part:
     """One suffix of a point (``@SRC``, ``:LN``, ``+OFF``, ``%WORD``, ``;PTN``) with its position."""
 
     kind: str
-    value: object
+    value: Any  # (by kind: a number, the text of a %WORD or ;PTN, the token of @SRC)
     column: int
 
 
@@ -257,7 +257,6 @@ def _make_point(builder: Builder, head: Optional[Token], parts: list[_Part], tex
     if percent is not None and percent.value != "return":
         raise ProbeSemanticError(f"%{percent.value} is not supported.", hint="the only point modifier is %return")
 
-    raw_head = str(head) if head is not None else None
     line = by_kind["line"].value if "line" in by_kind else None
     offset = by_kind["offset"].value if "offset" in by_kind else None
     lazy = by_kind["lazy"].value if "lazy" in by_kind else None
@@ -275,7 +274,8 @@ def _make_point(builder: Builder, head: Optional[Token], parts: list[_Part], tex
             if not source:
                 raise builder._error("empty source file name", src_token.start_pos)
 
-    if raw_head is not None:
+    if head is not None:
+        raw_head = str(head)
         name = unescape(raw_head)
         if not name:
             raise builder._error("empty function name", head.start_pos)
@@ -397,6 +397,7 @@ def _make_line_range(builder: Builder, children: list) -> LineRange:
     source_part = next((c for c in children if isinstance(c, _Part) and c.kind == "source"), None)
     numbers = [c for c in children if isinstance(c, Token) and c.type == "NUMBER"]
     end_part = next((c for c in children if isinstance(c, _Part) and c.kind in ("count", "last")), None)
+    head_at = head.start_pos if head is not None else 0
 
     function = source = None
     if source_part is not None:
@@ -416,15 +417,15 @@ def _make_line_range(builder: Builder, children: list) -> LineRange:
         elif quoted or C_NAME.match(name):
             function = name
         else:
-            raise builder._error(f"{name!r} is not a valid function name", head.start_pos,
+            raise builder._error(f"{name!r} is not a valid function name", head_at,
                                  hint="write FUNC@* to use a name that is not a C identifier")
     if function == "":
-        raise builder._error("empty function name", head.start_pos)
+        raise builder._error("empty function name", head_at)
 
     start = end = None
     if numbers:
         start = builder._number(numbers[0], "start line", 2**31 - 1)
-    if end_part is not None:
+    if start is not None and end_part is not None:  # (the grammar has no end without a start)
         if end_part.kind == "count":
             end = start + end_part.value - 1
         else:

@@ -33,6 +33,8 @@ class UnexpectedInput(LarkError):
 class UnexpectedCharacters(UnexpectedInput):
     """No terminal the parser can take here matches the text at ``pos_in_stream``."""
 
+    pos_in_stream: int
+
     def __init__(self, text: str, pos: int, allowed: set[str]) -> None:
         super().__init__(f"No terminal matches {text[pos]!r} at position {pos}; expected one of {sorted(allowed)}")
         self.pos_in_stream = pos
@@ -96,6 +98,10 @@ class Meta:
     ``container_`` span also covers the filtered tokens around a child it was made from."""
 
     __slots__ = ("empty", "start_pos", "end_pos", "container_start_pos", "container_end_pos")
+    start_pos: int  # (set when the node spans a token: not empty)
+    end_pos: int
+    container_start_pos: int
+    container_end_pos: int
 
     def __init__(self) -> None:
         self.empty = True
@@ -222,7 +228,7 @@ class Parser:
                     other = self._root_lexer.next_token(text, err.pos_in_stream)
                 except UnexpectedCharacters:
                     raise err from None
-                raise UnexpectedToken(other, err.allowed) from None  # type: ignore[arg-type]
+                raise UnexpectedToken(other, err.allowed) from None
             if token is None:
                 return
             pos = token.end_pos

@@ -39,7 +39,7 @@ STATE_LEXERS = (0, 1, 2, 1, 3, 4, 0, 5, 3, 1, 6, 3, 3, 3, 7, 8, 3, 0, 7, 9, 10, 
 
 ROOT_LEXER = 23
 
-LEXERS = ((('PERCENT', 'LAZY', '_WS', 'AT', 'COLON', 'PLUS'), {}), (('NUMBER',), {}),
+LEXERS: tuple[tuple[tuple[str, ...], dict[str, dict[str, str]]], ...] = ((('PERCENT', 'LAZY', '_WS', 'AT', 'COLON', 'PLUS'), {}), (('NUMBER',), {}),
  (('ADDRESS', 'SYMBOL', 'IDENT', 'DEREF', 'IMMEDIATE', 'SPECIAL', 'REGISTER', 'IMMSTR'), {}), (('_WS',), {}),
  (('SDT_POINT', 'EVENT_NAME', 'NAME', 'PERCENT', 'LAZY', 'AT', 'COLON', 'PLUS'), {}), (('_WS', 'USER', 'COLON'), {}),
  (('_WS', 'USER', 'COLON', 'RPAR'), {}), ((), {}), (('INDEX', '_WS', 'USER', 'ARROW', 'COLON', 'DOT', 'RPAR'), {}),
@@ -56,7 +56,7 @@ LEXERS = ((('PERCENT', 'LAZY', '_WS', 'AT', 'COLON', 'PLUS'), {}), (('NUMBER',),
    'SYMBOL': {'@user': 'USER'},
    'SYMBOL_OFFSET': {'+': 'PLUS', '-': 'MINUS'}}))
 
-STATES = ({'$END': -43, 'AT': -43, 'COLON': -43, 'LAZY': -43, 'PERCENT': -43, 'PLUS': -43, '_WS': -43}, {'NUMBER': 116},
+STATES: tuple[dict[str, int], ...] = ({'$END': -43, 'AT': -43, 'COLON': -43, 'LAZY': -43, 'PERCENT': -43, 'PLUS': -43, '_WS': -43}, {'NUMBER': 116},
  {'ADDRESS': 119,
   'DEREF': 2,
   'IDENT': 93,

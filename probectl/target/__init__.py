@@ -31,7 +31,7 @@ class Target:
 
     @property
     def default_group(self) -> str:
-        return uprobe_group_name(self.path) if self.is_uprobe else "probe"
+        return uprobe_group_name(self.path) if self.is_uprobe and self.path is not None else "probe"
 
 
 def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, module: Optional[str] = None) -> Target:

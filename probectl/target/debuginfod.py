@@ -216,6 +216,7 @@ def _forget_miss(cached: Path) -> None:
 
 def _check_build_id(path: Path, build_id: str, source: str) -> None:
     """A debug file that is not the one asked for is worse than none: refuse it and take it out of the cache."""
+    problem: Optional[str]
     try:
         with ElfFile(path) as elf:
             found = elf.build_id

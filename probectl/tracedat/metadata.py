@@ -129,7 +129,7 @@ def _read_text(path: Path) -> str:
 
 
 def _format_texts(events_dir: Path) -> list[str]:
-    texts = []
+    texts: list[str] = []
     try:
         names = sorted(os.listdir(events_dir))
     except OSError:

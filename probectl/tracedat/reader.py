@@ -11,7 +11,7 @@ import struct
 import weakref
 import zlib
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, BinaryIO, Iterator, Mapping, Optional, Sequence
 
 from .. import _native
 from ..dataclass import dataclass
@@ -119,7 +119,7 @@ class TraceFile:
     ``unparsed_formats`` and their events come out with ``format`` None.
     """
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str | os.PathLike[str]):
         self.path = Path(path)
         self.where = str(self.path)
         self.version = 0
@@ -150,7 +150,7 @@ class TraceFile:
         self._event_ids: dict[str, frozenset[int]] = {}
         self._readers: weakref.WeakSet[EventReader] = weakref.WeakSet()  # closed with the file
         try:
-            self._file = open_regular(self.path)
+            self._file: Optional[BinaryIO] = open_regular(self.path)
         except OSError as err:
             raise TraceFileError(f"cannot open {self.path}: {err.strerror}") from None
         try:
@@ -553,6 +553,6 @@ class TraceFile:
         return plain
 
 
-def open_trace(path: Path | str) -> TraceFile:
+def open_trace(path: Path | str | os.PathLike[str]) -> TraceFile:
     """Open a trace.dat file (version 6 or 7, written by probectl or trace-cmd)."""
     return TraceFile(path)

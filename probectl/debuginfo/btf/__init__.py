@@ -70,7 +70,7 @@ class Btf(BtfTypeModel):
                  machine: Optional[int] = None):
         self.source = source
         self.base = base
-        self.machine = machine if machine is not None else (base.machine if base is not None else None)
+        self.machine: Optional[int] = machine if machine is not None else (base.machine if base is not None else None)
         self.parse_seconds = 0.0
         self._name_offs: Optional[bytes] = None
         start = time.perf_counter()
@@ -133,12 +133,12 @@ class Btf(BtfTypeModel):
         self._words = words
         self._offsets = self._cached_record_offsets(words, data[hdr_len + type_off:hdr_len + type_off + type_len])
         # Ids of this blob start after the base's; string offsets after the base's strings.
-        self.first_id = self.base.nr_types if self.base is not None else 1
-        self.nr_types = self.first_id + len(self._offsets)
-        self._str_base = self.base._str_end if self.base is not None else 0
-        self._str_end = self._str_base + len(strings)
+        self.first_id: int = self.base.nr_types if self.base is not None else 1
+        self.nr_types: int = self.first_id + len(self._offsets)
+        self._str_base: int = self.base._str_end if self.base is not None else 0
+        self._str_end: int = self._str_base + len(strings)
 
-    def _cached_record_offsets(self, words: array, types: bytes) -> array:
+    def _cached_record_offsets(self, words: array, types: bytes | memoryview) -> array:
         """``_record_offsets``, kept in the cache (``indexcache``) for a kernel's BTF with the
         records' name offsets (``_name_offs``): walking a kernel's hundred thousand records in Python
         costs far more than a SHA-1 of them. Keyed by the type section's digest, so another kernel's (or a
@@ -200,7 +200,7 @@ class Btf(BtfTypeModel):
 
     def string(self, offset: int) -> str:
         """The name at ``offset`` in the string section (split BTF: the base's below its end)."""
-        if offset < self._str_base:
+        if self.base is not None and offset < self._str_base:
             return self.base.string(offset)
         local = offset - self._str_base
         if local >= len(self._strings):
@@ -226,7 +226,7 @@ class Btf(BtfTypeModel):
         if t is not None:
             return t
         self._check_id(type_id)
-        if type_id < self.first_id:
+        if self.base is not None and type_id < self.first_id:
             return self.base.type(type_id)
         w = self._words
         i = self._record(type_id)
@@ -249,7 +249,7 @@ class Btf(BtfTypeModel):
     def _local(self, t: BtfType) -> tuple["Btf", int]:
         """The blob that holds ``t`` and the word index of its record."""
         btf = self
-        while t.id < btf.first_id:
+        while t.id < btf.first_id and btf.base is not None:
             btf = btf.base
         return btf, btf._record(t.id)
 
@@ -371,7 +371,7 @@ class Btf(BtfTypeModel):
     @guarded
     def find(self, name: str, kind: Optional[int] = None) -> list[BtfType]:
         """The types called ``name`` (of ``kind`` if given), this blob's first, then the base's."""
-        out = [self.type(i) for i in self._ids_named(name)]
+        out = [t for t in map(self.type, self._ids_named(name)) if t is not None]  # (named: never void)
         if kind is not None:
             out = [t for t in out if t.kind == kind]
         if self.base is not None:
@@ -382,7 +382,7 @@ class Btf(BtfTypeModel):
     def names(self, kind: int) -> Iterator[str]:
         """Every name of a type of ``kind`` (for suggestions)."""
         for name, ids in self._name_index().items():
-            if any(self.type(i).kind == kind for i in ids):
+            if any((t := self.type(i)) is not None and t.kind == kind for i in ids):
                 yield name
         if self.base is not None:
             yield from self.base.names(kind)

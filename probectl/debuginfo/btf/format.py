@@ -20,9 +20,10 @@ INT, PTR, ARRAY, STRUCT, UNION, ENUM, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, F
 KIND_NAMES = ("VOID", "INT", "PTR", "ARRAY", "STRUCT", "UNION", "ENUM", "FWD", "TYPEDEF", "VOLATILE",
               "CONST", "RESTRICT", "FUNC", "FUNC_PROTO", "VAR", "DATASEC", "FLOAT", "DECL_TAG", "TYPE_TAG",
               "ENUM64")
-# Words of kind-specific data after the three-word record: fixed, and per vlen item.
-FIXED_WORDS = (None, 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0)
-VLEN_WORDS = (None, 0, 0, 0, 3, 3, 2, 0, 0, 0, 0, 0, 0, 2, 0, 3, 0, 0, 0, 3)
+# Words of kind-specific data after the three-word record: fixed, and per vlen item (by kind; kind 0 is
+# no kind, refused before these are read).
+FIXED_WORDS = (0, 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0)
+VLEN_WORDS = (0, 0, 0, 0, 3, 3, 2, 0, 0, 0, 0, 0, 0, 2, 0, 3, 0, 0, 0, 3)
 
 BTF_INT_SIGNED = 1
 BTF_INT_CHAR = 2

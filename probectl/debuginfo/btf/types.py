@@ -6,7 +6,7 @@ has the type, name and size the DWARF path gives. :class:`BtfTypeModel` is the p
 (``type``, ``members``, ``params``, ``find``...)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ...dataclass import dataclass
 from ...errors import DebugInfoError, TypeMismatchError, did_you_mean
@@ -14,15 +14,28 @@ from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND
                          no_member_error, scalar_fetch_type)
 from .format import (AGGREGATE_KINDS, ARRAY, BTF_INT_SIGNED, ENUM, ENUM64, FUNC, FUNC_PROTO, FWD, INT, MAX_CHAIN,
                      MAX_NESTING, MEMBER_BUDGET, PTR, QUALIFIER_KINDS, SIZED_KINDS, STRUCT, TYPE_TAG, TYPEDEF_KINDS,
-                     UNION, BtfMember, BtfMemberRef, BtfType, guarded)
+                     UNION, BtfMember, BtfMemberRef, BtfParam, BtfType, guarded)
 
 
 class BtfTypeModel:
     """The type model of a :class:`~probectl.debuginfo.btf.Btf` (see the module docstring)."""
 
+    if TYPE_CHECKING:  # What Btf, of which this is a part, reads from the records.
+        cache: dict
+
+        def _corrupt(self, what: str) -> DebugInfoError: ...
+        def type(self, type_id: int) -> Optional[BtfType]: ...
+        def int_encoding(self, t: BtfType) -> tuple[int, int, int]: ...
+        def array_info(self, t: BtfType) -> tuple[int, int]: ...
+        def members(self, t: BtfType) -> list[BtfMember]: ...
+        def params(self, proto: BtfType) -> tuple[list[BtfParam], bool]: ...
+        def enum_values(self, t: BtfType) -> list[tuple[str, int]]: ...
+        def find(self, name: str, kind: Optional[int] = None) -> list[BtfType]: ...
+        def names(self, kind: int) -> Iterator[str]: ...
+
     # --- the type model (mirrors probectl.debuginfo.dwarf.types) ---------------------------------------
 
-    def _chain_loop(self, type_id: int) -> DebugInfoError:
+    def _chain_loop(self, type_id: Optional[int]) -> DebugInfoError:
         return self._corrupt(f"the type chain from type {type_id} loops")
 
     def strip_qualifiers(self, type_id: int) -> int:
@@ -42,11 +55,12 @@ class BtfTypeModel:
             type_id = t.ref
         raise self._chain_loop(start)
 
-    def real(self, type_id: int) -> Optional[BtfType]:
+    def real(self, type_id: Optional[int]) -> Optional[BtfType]:
         """The type with typedefs and qualifiers removed (None: void)."""
-        return self.type(self.strip_typedefs(type_id))
+        return self.type(self.strip_typedefs(type_id)) if type_id else None
 
     # --- the member-chain walker's questions (probectl.debuginfo.typemodel.TypeModel) ----------------
+    # (Void is type 0 in BTF; the walker's void is None: the questions about a type take either.)
 
     source = "BTF"
 
@@ -70,7 +84,10 @@ class BtfTypeModel:
         return t.ref if t is not None else 0  # (0: void, which every question here answers)
 
     def element(self, type_id: int) -> tuple[Optional[int], Optional[int]]:
-        elem, _count = self.array_info(self.type(type_id))
+        t = self.type(type_id)
+        if t is None:
+            raise self._corrupt(f"type {type_id} is void where an array was expected")
+        elem, _count = self.array_info(t)
         return elem, self.byte_size(elem)
 
     def member(self, agg: int, name: str) -> Optional[BtfMemberRef]:
@@ -80,7 +97,7 @@ class BtfTypeModel:
         return self.unknown_member_error(owner, agg, name)
 
     def user_memory(self, type_id: Optional[int]) -> bool:
-        return bool(type_id) and self.has_tag(type_id, "user")
+        return bool(type_id and self.has_tag(type_id, "user"))
 
     def has_tag(self, type_id: int, tag: str) -> bool:
         """True if a TYPE_TAG called ``tag`` (``user``, ``percpu``, ``rcu``) qualifies ``type_id``
@@ -94,7 +111,7 @@ class BtfTypeModel:
             type_id = t.ref
         raise self._chain_loop(type_id)
 
-    def byte_size(self, type_id: int, _depth: int = 0) -> Optional[int]:
+    def byte_size(self, type_id: Optional[int], _depth: int = 0) -> Optional[int]:
         """The size of a type in bytes (an array's: elements times count); None when unknown
         (void, functions, declarations only, arrays of unknown length)."""
         if _depth > MAX_CHAIN:
@@ -114,7 +131,7 @@ class BtfTypeModel:
             return esize * count
         return None
 
-    def perf_byte_size(self, type_id: int) -> Optional[int]:
+    def perf_byte_size(self, type_id: Optional[int]) -> Optional[int]:
         """The size perf sizes a fetch with (elfutils' ``dwarf_bytesize`` of the real type): sized
         kinds and pointers only, no size for arrays."""
         t = self.real(type_id)
@@ -131,7 +148,7 @@ class BtfTypeModel:
         """8: BTF does not record it, and the kernels it is read for here are 64-bit."""
         return 8
 
-    def is_signed(self, type_id: int) -> bool:
+    def is_signed(self, type_id: Optional[int]) -> bool:
         """perf's ``die_is_signed_type``: a signed INT (``char`` included when the compiler made it
         signed), or an enum whose values are signed."""
         t = self.real(type_id)
@@ -143,24 +160,24 @@ class BtfTypeModel:
             return t.kind_flag
         return False
 
-    def type_name(self, type_id: int, _depth: int = 0) -> Optional[str]:
+    def type_name(self, type_id: Optional[int], _depth: int = 0) -> Optional[str]:
         """A type as ``perf probe -V`` writes it (perf's ``die_get_typename_from_type``):
         qualifiers dropped, typedef names kept, ``struct X``/``union X``/``enum X``, ``T*`` for
         pointers *and* arrays (a multi-dimensional array is one ``*``, as in DWARF),
         ``(function_type)`` for functions, ``void*``; None for a nameless base type."""
         if _depth > MAX_CHAIN:
             raise self._chain_loop(type_id)
-        t = self.type(self.strip_qualifiers(type_id))
+        t = self.type(self.strip_qualifiers(type_id)) if type_id else None
         if t is None:
             return None
         if t.kind in (PTR, ARRAY):
             inner_id = t.ref
             if t.kind == ARRAY:
                 for _ in range(MAX_CHAIN):
-                    inner = self.type(inner_id)
-                    if inner is None or inner.kind != ARRAY:
+                    inner_type = self.type(inner_id)
+                    if inner_type is None or inner_type.kind != ARRAY:
                         break
-                    inner_id = inner.ref
+                    inner_id = inner_type.ref
             inner = self.strip_qualifiers(inner_id)
             if inner == 0:
                 return "void*" if t.kind == PTR else None
@@ -175,20 +192,20 @@ class BtfTypeModel:
             return "enum " + t.name
         return t.name or None
 
-    def kernel_type(self, type_id: int, prefix: Optional[str] = None, x_types: bool = True) -> str:
+    def kernel_type(self, type_id: Optional[int], prefix: Optional[str] = None, x_types: bool = True) -> str:
         """perf's ``convert_variable_type`` for a value of ``type_id`` (as
         :func:`probectl.debuginfo.dwarf.types.kernel_type`): ``s<bits>`` if signed, else ``x<bits>``
         (``u<bits>`` without kernel x-types), width from the size capped at 64, "" for arrays."""
         return scalar_fetch_type(self.perf_byte_size(type_id), self.is_signed(type_id), prefix, x_types)
 
-    def enumerators(self, type_id: int) -> list[tuple[str, int]]:
+    def enumerators(self, type_id: Optional[int]) -> list[tuple[str, int]]:
         """(name, value) of an enum type, through typedefs ([] for anything else)."""
         t = self.real(type_id)
         if t is None or t.kind not in (ENUM, ENUM64):
             return []
         return self.enum_values(t)
 
-    def char_element(self, type_id: int) -> bool:
+    def char_element(self, type_id: Optional[int]) -> bool:
         """True if the type (typedefs stripped) is ``char`` or ``unsigned char`` (perf's test for
         a ``string`` fetch)."""
         t = self.real(type_id)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from ..elf import ElfFile
     from .cfi import CallFrames
+    from .dieindex import CodeBounds
     from .lines import LineTable
     from .location import LocationRange
     from .namesearch import NameSearch
@@ -86,16 +87,16 @@ class DebugInfo:
         self._cu_variables: dict[int, list[DIE]] = {}
         self._name_index: Optional[Mapping[str, list[tuple[int, int]]]] = None
         self._variable_index: Mapping[str, list[tuple[int, int]]] = {}
-        self._lookups: Optional[dict[str, tuple[list, list]]] = None
+        self._lookups: Optional[dict[str, Optional[tuple[list, list]]]] = None
         self._functions_cache: dict[tuple[int, int], Function] = {}
-        self._instances_cache: dict[tuple[int, int], list[Function]] = {}
+        self._instances_cache: dict[tuple[tuple[int, int], bool], list[Function]] = {}
         self._children: dict[tuple[int, int], list[DIE]] = {}
         # What the other modules of the package compute, kept here and read through the accessors:
         # CU offset -> whether some variable of the CU uses a location list (cu_is_optimized)
         self._optimized: dict[int, bool] = {}
         self._die_ranges: dict[int, tuple[tuple[int, int], ...]] = {}  # DIE offset → die_ranges
         # CU offset -> dieindex.function_bounds of the CU, None once its functions are parsed (_function_bounds)
-        self._bounds: dict[int, Optional[list[tuple[int, object]]]] = {}
+        self._bounds: dict[int, Optional[list[tuple[int, CodeBounds]]]] = {}
         # CU offset -> the CU's line table (line_table)
         self._line_tables: dict[int, "LineTable"] = {}
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
@@ -519,7 +520,7 @@ class DebugInfo:
                 break
         return found
 
-    def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, object]]]:
+    def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, CodeBounds]]]:
         """``dieindex.function_bounds`` of the CU (cached); None once its functions are parsed anyway."""
         if cu.cu_offset not in self._bounds:
             from .dieindex import function_bounds
@@ -755,12 +756,10 @@ class DebugInfo:
                     return die
             return None
         # The same first match, reading only the DIE found (and those the byte scanner cannot judge).
-        from .dieindex import COMPLEX
-
         for offset, bound in bounds:
             if bound is None:
                 continue
-            if bound is COMPLEX:
+            if isinstance(bound, str):  # (dieindex.COMPLEX: the DIE reader says)
                 die = cu.get_DIE_from_refaddr(offset)
                 if self.has_code(die) and self.die_contains(die, address):
                     return die

@@ -27,6 +27,7 @@ from .leb128 import read_sleb128, read_uleb128
 
 if TYPE_CHECKING:
     from ..elf import ElfFile
+    from .units import ByteOrder
 
 # DW_EH_PE pointer encodings (LSB Core spec, .eh_frame_hdr)
 _PE_OMIT = 0xFF
@@ -64,7 +65,7 @@ class _Entries:
     def __init__(self, data: bytes, address: int, eh: bool, address_size: int, little_endian: bool):
         self.data, self.address, self.eh = data, address, eh
         self.address_size = address_size
-        self.order = "little" if little_endian else "big"
+        self.order: ByteOrder = "little" if little_endian else "big"
         self._cies: dict[int, _Cie] = {}
 
     def _int(self, pos: int, size: int, signed: bool = False) -> int:
@@ -183,7 +184,9 @@ class _Entries:
                 break
             _, end, _, is_cie = self._header(pos)
             if not is_cie:
-                out.append(self.fde(pos))
+                fde = self.fde(pos)
+                if fde is not None:  # (fde() is None only for a CIE)
+                    out.append(fde)
             pos = end
         return out
 
@@ -310,8 +313,8 @@ class _Table:
                     return entry
             return None
         if self._index is not None:
-            starts, offsets = self._index
-            i = bisect.bisect_right(starts, pc) - 1
+            index_starts, offsets = self._index
+            i = bisect.bisect_right(index_starts, pc) - 1
             # Overlapping FDEs are not expected, but look back a little in case of zero-sized ones.
             for j in range(i, max(i - 4, -1), -1):
                 entry = self.entries.fde(offsets[j])
@@ -428,6 +431,8 @@ def _parse_eh_frame_hdr(data: bytes, address: int, little_endian: bool) -> Optio
         for _ in range(count):
             start, pos = read(table_enc, pos)
             fde, pos = read(table_enc, pos)
+            if start is None or fde is None:  # (read() gives None only for _PE_OMIT, which table_enc is not)
+                return None
             starts.append(start)
             fdes.append(fde)
     except (ValueError, struct.error):

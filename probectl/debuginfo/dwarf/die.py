@@ -32,7 +32,7 @@ guarded = guard_decoding((KeyError, IndexError, ValueError,
 # --- DIE helpers ------------------------------------------------------------------------------
 
 
-def die_attr(die: DIE, attr: str, integrate: bool = True):
+def die_attr(die: Optional[DIE], attr: str, integrate: bool = True):
     """An attribute's value, following DW_AT_abstract_origin/DW_AT_specification when ``integrate``."""
     seen = 0
     while die is not None and seen < 8:

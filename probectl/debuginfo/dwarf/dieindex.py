@@ -18,7 +18,7 @@ import bisect
 import marshal
 import os
 import struct
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
                       AT_SPECIFICATION, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
@@ -113,7 +113,7 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     Each unit's bytes are read alone (not all of ``.debug_info`` at once); a large file's units
     are shared between two processes (``_in_two_processes``)."""
     units = _all_units(debuginfo)
-    if debuginfo.dwarf.debug_info_sec.size >= PARALLEL_FROM:
+    if debuginfo.dwarf.needed_section("debug_info_sec").size >= PARALLEL_FROM:
         both = _in_two_processes(debuginfo, units)
         if both is not None:
             return both
@@ -150,7 +150,7 @@ def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict
     # A section held in memory (inflated, or small and copied) is scanned where it is: read again unit
     # by unit through its stream, it would be copied, and an inflated one's pages all kept for the
     # next run, which has the index; a mapped one (a kernel's) is read unit by unit.
-    sec = debuginfo.dwarf.debug_info_sec
+    sec = debuginfo.dwarf.needed_section("debug_info_sec")
     unit_scanner = UnitScanner(debuginfo, section_data(sec) if getattr(sec.stream, "base", None) is None else None)
     funcs: dict = {}
     variables: dict = {}
@@ -244,7 +244,7 @@ class UnitScanner:
         base = 0
         info = self.info
         if info is None:  # this unit's bytes, in unit-relative positions
-            stream = self.debuginfo.dwarf.debug_info_sec.stream
+            stream = self.debuginfo.dwarf.needed_section("debug_info_sec").stream
             stream.seek(cu_offset)
             info = stream.read(end - cu_offset)
             base, end, die_offset = cu_offset, end - cu_offset, die_offset - cu_offset
@@ -280,7 +280,7 @@ def _names(dwarf, seen: dict[int, tuple], offset: int, base: int = 0) -> tuple[O
     attributes, else those of its abstract origin or specification (followed like ``die_attr``).
     ``base`` is added to the scanned offsets to make them section offsets."""
     name = linkage = None
-    ref: object = offset
+    ref: int | tuple[str, int] = offset  # (a unit-relative offset, or ("ref_addr", section offset))
     for _ in range(9):
         entry = seen.get(ref) if isinstance(ref, int) else None
         if entry is None:  # an origin outside the scanned DIEs (another CU, a nested DIE)
@@ -338,7 +338,10 @@ _HIGH_PC_OFFSET_FORMS = frozenset({0x0B, 0x05, 0x06, 0x07, 0x0F, 0x21})  # data1
 COMPLEX = "complex"
 
 
-def _code_bounds(values: dict):
+CodeBounds = Union[tuple[int, int], str, None]  # (low, high), COMPLEX or None
+
+
+def _code_bounds(values: dict) -> CodeBounds:
     """What ``DebugInfo.die_ranges`` gives a subprogram with these attribute values: (low, high) for
     one range, ``COMPLEX`` when the DIE reader must say (range lists, indexed addresses), None without
     code ranges (no DW_AT_low_pc or DW_AT_ranges)."""
@@ -359,14 +362,14 @@ def _code_bounds(values: dict):
     return None
 
 
-def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, object]]]:
+def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, CodeBounds]]]:
     """(offset, code bounds) of the CU's ``cu_functions`` subprograms, in the same order, read from
     the section bytes (see ``_code_bounds``); None when this scanner cannot read the CU."""
     try:
         info, table, scanner = _cu_table(debuginfo, cu)
         funcs: list[int] = []
         variables: list[int] = []
-        bounds: dict[int, object] = {}
+        bounds: dict[int, dict] = {}
         pos = cu.cu_die_offset - cu.cu_offset
         code, pos = read_uleb128(info, pos)
         tag, children, specs = table[code][:3]

@@ -11,7 +11,7 @@ Any form it does not know raises ``Unsupported``; the caller then reads that uni
 from __future__ import annotations
 
 import struct
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from .forms import (BLOCK_LENGTH_SIZE, CONSTANT_SIZE, FORM_ADDR, FORM_BLOCK, FORM_EXPRLOC, FORM_FLAG,
                     FORM_IMPLICIT_CONST, FORM_INDIRECT, FORM_LINE_STRP, FORM_REF_ADDR, FORM_REF_UDATA, FORM_SDATA,
@@ -74,7 +74,7 @@ def compiled_table(data: bytes, offset: int, offset_size: int, address_size: int
     terminator; the first "0 0" is the terminator unless an implicit constant or an empty
     attribute list comes first, so only entries whose real end was checked by parsing them
     are remembered, and a hit is the same bytes from the same start: the same entry."""
-    table = {}
+    table: dict[int, tuple] = {}
     pos = offset
     while True:
         code = data[pos]
@@ -108,7 +108,7 @@ def _parse_entry(data: bytes, pos: int) -> tuple[int, bool, list, int]:
         tag, pos = read_uleb128(data, pos)
     children = data[pos] != 0
     pos += 1
-    specs = []
+    specs: list[tuple] = []
     while True:
         attr = data[pos]
         if attr < 0x80:
@@ -188,7 +188,7 @@ class CUScanner:
         """Decode one DIE's attributes from ``pos``; return the position after it and, when
         ``want``, the interesting attributes (strings, flags, references made absolute)."""
         data = self.info
-        found = {}
+        found: dict[str, Any] = {}  # (a number, a string or a reference, as the form says)
         for attr, form, implicit in specs:
             if form == FORM_INDIRECT:
                 form, pos = read_uleb128(data, pos)
@@ -261,7 +261,7 @@ class CUScanner:
         """Decode one DIE's attributes from ``pos``: the position after it and (form, number) of each
         attribute in ``wanted`` that has a constant, address, reference or offset form."""
         data = self.info
-        found = {}
+        found: dict[str, Any] = {}  # (a number, a string or a reference, as the form says)
         for attr, form, implicit in specs:
             if form == FORM_INDIRECT:
                 form, pos = read_uleb128(data, pos)

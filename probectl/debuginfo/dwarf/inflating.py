@@ -22,7 +22,7 @@ import bisect
 import os
 import zlib
 from functools import partial
-from typing import Callable, Iterable, NamedTuple, Optional
+from typing import Callable, Iterable, Literal, NamedTuple, Optional, overload
 
 from ...errors import DebugInfoError
 
@@ -72,7 +72,7 @@ class InflatingSection:
     sections (``seek``, ``tell``, ``read``, ``getvalue``). ``payload`` is the zlib stream, any
     bytes-like object (a view of the mapped file: it is read, never copied)."""
 
-    def __init__(self, payload, size: int, name: str, path: str,
+    def __init__(self, payload, size: int, name: str, path: str | os.PathLike[str],
                  kept: Iterable[KeptWindow] = ()):
         self.size = size
         self._name = name
@@ -80,7 +80,7 @@ class InflatingSection:
         self._payload = memoryview(payload)
         self._fed = 0  # how much of the payload zlib was given
         self._pending = b""  # what zlib left of it (unconsumed_tail)
-        self._inflate = None  # the decompressor, made at the first inflation
+        self._inflate: Optional[zlib._Decompress] = None  # the decompressor, made at the first inflation
         self._done = bytearray()
         self._whole: Optional[bytes] = None  # all of it, once getvalue() was asked (then _done is empty)
         self._pos = 0
@@ -106,7 +106,7 @@ class InflatingSection:
             self._inflate = _inflater().decompressobj()
         inflate, error = self._inflate, _inflater().error
         while len(done) < end:
-            data = self._pending
+            data: bytes | memoryview = self._pending
             if not data:
                 if self._fed >= len(payload) or inflate.eof:
                     break
@@ -193,6 +193,11 @@ class InflatingSection:
         self._fill(end)
         return bytes(self._done[start:end])
 
+    @overload
+    def windows(self) -> Optional[list[tuple[int, bytes]]]: ...
+    @overload
+    def windows(self, always: Literal[True]) -> list[tuple[int, bytes]]: ...
+
     def windows(self, always: bool = False) -> Optional[list[tuple[int, bytes]]]:
         """The kept windows with the pages this run read added, as (offset, bytes) in offset order;
         None when this run read nothing the kept windows did not hold (unless ``always``). A kept
@@ -244,7 +249,7 @@ CACHE_KIND = "dwarf-inflated"
 MAX_KEPT = 16 << 20
 
 
-def open_sections(compressed: dict[str, tuple[bytes, int]], path: str, key: Optional[str]) -> dict[str, InflatingSection]:
+def open_sections(compressed: dict[str, tuple[bytes | memoryview, int]], path: str | os.PathLike[str], key: Optional[str]) -> dict[str, InflatingSection]:
     """An InflatingSection for each of ``compressed`` (section name → zlib payload and inflated
     size), with the windows kept under ``key`` (None: no cache) by an earlier run; what this run reads
     is kept at exit."""
@@ -285,11 +290,11 @@ def _keep(sections: dict[str, InflatingSection], key: str, fingerprint: tuple) -
         windows = {name: section.windows() for name, section in sections.items()}
         if all(found is None for found in windows.values()):
             return
-        windows = {name: found if found is not None else sections[name].windows(always=True)
-                   for name, found in windows.items()}
+        every = {name: found if found is not None else sections[name].windows(always=True)
+                 for name, found in windows.items()}
     except DebugInfoError:  # (damaged data: nothing is kept)
         return
-    parts = [data for found in windows.values() for _offset, data in found]
+    parts = [data for found in every.values() for _offset, data in found]
     if sum(map(len, parts)) <= MAX_KEPT:
-        table = tuple((name, tuple((offset, len(data)) for offset, data in found)) for name, found in windows.items())
+        table = tuple((name, tuple((offset, len(data)) for offset, data in found)) for name, found in every.items())
         indexcache.store_parts(CACHE_KIND, key, fingerprint, table, parts)

@@ -2,8 +2,18 @@
 line-table decoder, the DIE scanner and the DIE reader)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def read_uleb128(data: bytes, pos: int) -> tuple[int, int]:
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Indexed(Protocol):
+        """Bytes, a view of them, or lists.py's window over them: what gives a byte by position."""
+
+        def __getitem__(self, index: int, /) -> int: ...
+
+
+def read_uleb128(data: Indexed, pos: int) -> tuple[int, int]:
     """The unsigned LEB128 at ``pos`` and the position after it."""
     result = 0
     shift = 0
@@ -16,7 +26,7 @@ def read_uleb128(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def read_sleb128(data: bytes, pos: int) -> tuple[int, int]:
+def read_sleb128(data: Indexed, pos: int) -> tuple[int, int]:
     """The signed LEB128 at ``pos`` and the position after it."""
     result = 0
     shift = 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Optional
 
 from ...dataclass import dataclass
 from ...errors import DebugInfoError, ResolveError
@@ -327,6 +327,7 @@ class LineProgramHeader:
         entries, pos = read_uleb128(data, pos)
         dwarf = cu.dwarfinfo
         out = []
+        value: Any  # (a path's bytes, a number or an offset, as the form says)
         for _ in range(entries):
             path, dir_index = None, 0
             for kind, form in formats:

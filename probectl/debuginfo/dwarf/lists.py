@@ -66,11 +66,11 @@ class _Ends:
         return self.data[key]
 
 
-def _v4_entries(unit: "Unit", data: bytes, pos: int, base: int, locations: bool) -> list:
+def _v4_entries(unit: "Unit", data: "_Ends", pos: int, base: int, locations: bool) -> list:
     size = unit.address_size
     order = unit.dwarfinfo.byteorder
     top = (1 << (8 * size)) - 1
-    out = []
+    out: list[tuple[int, int, bytes]] = []
     n = len(data)
     for _ in range(_MAX_ENTRIES):
         if pos < 0 or pos + 2 * size > n:
@@ -101,12 +101,12 @@ _LLE_DEFAULT, _LLE_BASE, _LLE_START_END, _LLE_START_LENGTH, _LLE_GNU_VIEW_PAIR =
 _RLE_BASE, _RLE_START_END, _RLE_START_LENGTH = 5, 6, 7
 
 
-def _v5_entries(unit: "Unit", data: bytes, pos: int, base: int, locations: bool) -> list:
+def _v5_entries(unit: "Unit", data: "_Ends", pos: int, base: int, locations: bool) -> list:
     dwarf = unit.dwarfinfo
     size = unit.address_size
     order = dwarf.byteorder
     n = len(data)
-    out = []
+    out: list[tuple[int, int, bytes]] = []
 
     def address(at: int) -> int:
         if at + size > n:

@@ -21,7 +21,7 @@ from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
 from .leb128 import read_sleb128, read_uleb128
 from .lists import location_list
 from .names import OP
-from .units import DwarfFormatError
+from .units import ByteOrder, DwarfFormatError
 
 # --- evaluation -----------------------------------------------------------------------------------
 
@@ -75,14 +75,15 @@ def parse_expression(expr, unit) -> list[Operation]:
     address and offset sizes (anything with ``address_size``, ``offset_size``, ``version``);
     DwarfFormatError where the bytes do not decode."""
     data = bytes(expr)
-    order = "little" if getattr(unit, "dwarfinfo", None) is None else unit.dwarfinfo.byteorder
+    order: ByteOrder = "little" if getattr(unit, "dwarfinfo", None) is None else unit.dwarfinfo.byteorder
     address_size = unit.address_size
     offset_size = address_size if unit.version == 2 else unit.offset_size
     return _decode(data, order, address_size, offset_size)
 
 
-def _decode(data: bytes, order: str, address_size: int, offset_size: int) -> list[Operation]:
+def _decode(data: bytes, order: ByteOrder, address_size: int, offset_size: int) -> list[Operation]:
     ops = []
+    value: object  # (a number, a list of byte values, or the operations of a nested expression)
     pos = 0
     n = len(data)
     while pos < n:
@@ -206,10 +207,10 @@ def evaluate(ops: list, ctx: EvalContext) -> Place:
             if name in ("DW_OP_GNU_deref_type", "DW_OP_deref_type"):
                 raise LocationError(f"the value is read with a typed dereference ({name})", "unsupported")
             size = args[0] if name == "DW_OP_deref_size" else ctx.address_size
-            addr = pop(name)
-            if addr.is_const:
-                raise LocationError(f"the value is read from the fixed address 0x{addr.offset:x}", "unsupported")
-            stack.append(Value(Deref(addr, size), bits=size * 8 if size < 8 else 64))
+            pointer = pop(name)
+            if pointer.is_const:
+                raise LocationError(f"the value is read from the fixed address 0x{pointer.offset:x}", "unsupported")
+            stack.append(Value(Deref(pointer, size), bits=size * 8 if size < 8 else 64))
         elif name == "DW_OP_plus_uconst":
             stack.append(pop(name).plus(args[0]))
         elif name in ("DW_OP_plus", "DW_OP_minus"):
@@ -248,8 +249,8 @@ def evaluate(ops: list, ctx: EvalContext) -> Place:
                 raise LocationError(f"the value is computed with {name}", "computed",
                                     hint="probe events can read registers and memory but cannot compute")
         elif name == "DW_OP_dup":
-            v = pop(name)
-            stack += [v, v]
+            top = pop(name)
+            stack += [top, top]
         elif name == "DW_OP_drop":
             pop(name)
         elif name == "DW_OP_swap":

@@ -24,5 +24,7 @@ class MappedELFFile(ELFFile):
         # The mapping outlives the file object (it holds its own descriptor), as the in-memory
         # copies did: a DebugInfo's DIEs stay readable after close().
         stream = SectionMap(self.stream.fileno(), section["sh_offset"], section["sh_size"])
-        return DebugSectionDescriptor(stream=stream, name=section.name, global_offset=section["sh_offset"],
+        # (pyelftools annotates the stream as IO; it seeks, tells and reads it, as a SectionMap does)
+        return DebugSectionDescriptor(stream=stream,  # type: ignore[arg-type]
+                                      name=section.name, global_offset=section["sh_offset"],
                                       size=section["sh_size"], address=section["sh_addr"])

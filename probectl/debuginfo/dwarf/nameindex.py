@@ -69,7 +69,7 @@ def load_or_build(debuginfo: "DebugInfo") -> tuple[Index, Index]:
                                decode=_decode_names, build=build, what=debuginfo.path)
 
 
-def load_lookups(debuginfo: "DebugInfo") -> dict[str, tuple[list, list]]:
+def load_lookups(debuginfo: "DebugInfo") -> dict[str, Optional[tuple[list, list]]]:
     """The single names looked up in ``debuginfo`` by earlier runs: name → (functions, variables)."""
     if cache_dir() is None:
         return {}
@@ -79,7 +79,7 @@ def load_lookups(debuginfo: "DebugInfo") -> dict[str, tuple[list, list]]:
     return stored[0]
 
 
-def store_lookups(debuginfo: "DebugInfo", lookups: dict[str, tuple[list, list]]) -> None:
+def store_lookups(debuginfo: "DebugInfo", lookups: dict[str, Optional[tuple[list, list]]]) -> None:
     """Keep the names looked up (the ``MAX_LOOKUPS`` most recent ones)."""
     if cache_dir() is None:
         return

@@ -23,8 +23,9 @@ class SectionMap(mmap.mmap):
         mmap.mmap.seek(self, self.base)
         return self
 
-    def seek(self, pos: int, whence: int = os.SEEK_SET) -> None:  # type: ignore[override]
-        mmap.mmap.seek(self, pos + self.base if whence == os.SEEK_SET else pos, whence)
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> None:
+        # (typeshed takes only the named whence values; mmap checks any int itself)
+        mmap.mmap.seek(self, pos + self.base if whence == os.SEEK_SET else pos, whence)  # type: ignore[arg-type]
 
     def tell(self) -> int:
         return mmap.mmap.tell(self) - self.base

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import io
 import mmap
-from typing import NamedTuple, Optional
+from typing import Any, BinaryIO, NamedTuple, Optional
 
 from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
 from ..indexcache import file_key
 from .sectionmap import MAP_MIN, SectionMap
-from .units import DwarfSections, Section, pread_reader
+from .units import DwarfSections, Section, SectionStream, pread_reader
 
 # DwarfSections' section attributes and the sections they hold.
 DWARF_SECTIONS = {
@@ -34,7 +34,7 @@ DWARF_SECTIONS = {
     "debug_rnglists_sec": ".debug_rnglists", "debug_sup_sec": ".debug_sup",
     "gnu_debugaltlink_sec": ".gnu_debugaltlink", "debug_types_sec": ".debug_types",
 }
-class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile", object), ("little_endian", bool),
+class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile", Any), ("little_endian", bool),
                                              ("machine", str), ("address_size", int), ("index_key", str)])):
     """A file's DWARF and what the resolver needs to know of the file around it: ``elffile`` is
     pyelftools' ELFFile when it read the file (else None: made on demand), ``machine`` pyelftools'
@@ -44,7 +44,7 @@ class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile
     __slots__ = ()
 
 
-def open_dwarf(file: io.BufferedReader) -> OpenedDwarf:
+def open_dwarf(file: BinaryIO) -> OpenedDwarf:
     """The DWARF of the open ``file``: a DebugInfoError if it is not ELF or has no DWARF (or damaged
     headers, or sections pyelftools' ELFFile cannot read); ValueError or IndexError for damaged DWARF."""
     try:
@@ -83,13 +83,13 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
     if elf.type == "REL" or elf.machine != EM_X86_64 or elf.section(".zdebug_info") is not None:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
-    compressed = {}
+    compressed: dict[str, tuple[str, int, int, int]] = {}  # (section, zlib stream's offset and length, inflated size)
     for arg, sec in found.items():
         if sec is not None and sec.compressed:
             payload = elf.zlib_payload(sec)
             if payload is None:  # (zstd, .zdebug: ELFFile's way)
                 return None
-            compressed[arg] = payload
+            compressed[arg] = (sec.name, *payload)
     inflating = {}
     if compressed:
         # The zlib streams are read where they lie in a mapping of the file (never copied: a warm
@@ -98,8 +98,8 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
         view = memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))
         from .inflating import open_sections  # (only for compressed sections)
 
-        inflating = open_sections({found[arg].name: (view[offset:offset + length], size)
-                                   for arg, (offset, length, size) in compressed.items()},
+        inflating = open_sections({name: (view[offset:offset + length], size)
+                                   for name, offset, length, size in compressed.values()},
                                   elf.path, key)
     sections: dict[str, Optional[Section]] = {}
     for arg, sec in found.items():
@@ -107,8 +107,9 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
             sections[arg] = None
             continue
         size = sec.size
+        stream: SectionStream
         if arg in compressed:
-            stream, size = inflating[sec.name], compressed[arg][2]
+            stream, size = inflating[sec.name], compressed[arg][3]
         elif not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
@@ -116,7 +117,8 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
         else:
             stream = io.BytesIO(elf.section_data(sec.name))
         sections[arg] = Section(stream=stream, name=sec.name, global_offset=sec.offset, size=size, address=sec.addr)
-    info = found["debug_info_sec"]
+    info, info_section = found["debug_info_sec"], sections["debug_info_sec"]
     # (a mapped .debug_info's unit headers are read with pread: faulting in a page of the mapping per unit costs more)
-    read_info = pread_reader(fileno, info.offset) if isinstance(sections["debug_info_sec"].stream, SectionMap) else None
+    read_info = (pread_reader(fileno, info.offset)
+                 if info is not None and info_section is not None and isinstance(info_section.stream, SectionMap) else None)
     return DwarfSections(sections, elf.little_endian, elf.elf_class // 8, read_info)

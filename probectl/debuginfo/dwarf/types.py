@@ -43,11 +43,12 @@ def _name(die: Optional[DIE]) -> Optional[str]:
 def type_of(die: DIE) -> Optional[DIE]:
     """The DW_AT_type of a variable, member or type DIE (from its origin if it has none)."""
     seen = 0
-    while die is not None and seen < 8:
-        t = _ref(die)
+    cur: Optional[DIE] = die
+    while cur is not None and seen < 8:
+        t = _ref(cur)
         if t is not None:
             return t
-        die = _ref(die, "DW_AT_abstract_origin") or _ref(die, "DW_AT_specification")
+        cur = _ref(cur, "DW_AT_abstract_origin") or _ref(cur, "DW_AT_specification")
         seen += 1
     return None
 
@@ -158,7 +159,7 @@ def array_dimensions(t: DIE) -> list[Optional[int]]:
 class ArrayInfo:
     """An array type: the element type (the next dimension for multi-dimensional arrays)."""
 
-    element: DIE
+    element: Optional[DIE]  # (None: void)
     element_size: Optional[int]
     count: Optional[int]
 
@@ -300,7 +301,7 @@ def bitfield_of(member: DIE, base_offset: int, little_endian: bool = True) -> Op
                      f"cannot be fetched in one read")
 
 
-def members(agg: DIE) -> list[str]:
+def members(agg: Optional[DIE]) -> list[str]:
     """Names of the members reachable by '.'/'->' from an aggregate, anonymous members
     flattened (for did-you-mean suggestions)."""
     out: list[str] = []
@@ -320,7 +321,7 @@ def members(agg: DIE) -> list[str]:
     return out
 
 
-def find_member(agg: DIE, name: str) -> Optional[MemberRef]:
+def find_member(agg: Optional[DIE], name: str) -> Optional[MemberRef]:
     """Find ``name`` in a struct or union, looking through anonymous struct/union members
     (perf's ``die_find_member``). Offsets of union members are 0."""
     agg = strip_typedefs(agg)
@@ -361,7 +362,8 @@ def enumerators(t: Optional[DIE]) -> list[tuple[str, int]]:
     for e in t.iter_children():
         if e.tag == "DW_TAG_enumerator":
             v = e.attributes.get("DW_AT_const_value")
-            if v is not None and _name(e) is not None:
+            name = _name(e)
+            if v is not None and name is not None:
                 value = v.value
                 if isinstance(value, int) and v.form in ("DW_FORM_data1", "DW_FORM_data2", "DW_FORM_data4",
                                                           "DW_FORM_data8") and is_signed(t):
@@ -369,7 +371,7 @@ def enumerators(t: Optional[DIE]) -> list[tuple[str, int]]:
                             "DW_FORM_data8": 64}[v.form]
                     if value >= 1 << (bits - 1):
                         value -= 1 << bits
-                out.append((_name(e), value))
+                out.append((name, value))
     return out
 
 

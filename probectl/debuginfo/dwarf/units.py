@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from typing import Callable, Iterator, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, NamedTuple, Optional, Union
 
 from .forms import (ADDRX, BLOCK_LENGTH_SIZE, FORM_BLOCK, FORM_DATA16, FORM_EXPRLOC, FORM_FLAG, FORM_FLAG_PRESENT,
                     FORM_IMPLICIT_CONST, FORM_INDIRECT, FORM_LINE_STRP, FORM_LOCLISTX, FORM_RNGLISTX, FORM_SDATA,
@@ -43,7 +43,23 @@ class DwarfFormatError(ValueError):
 # compiles (a ForwardRef), for each class at every start of a command that reads DWARF.
 
 
-class Section(NamedTuple("Section", [("stream", object), ("name", str), ("global_offset", Optional[int]),
+ByteOrder = Literal["little", "big"]
+Buffer = Union[bytes, memoryview]  # (a section's bytes, or a view of them)
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class SectionStream(Protocol):
+        """What reads a section's bytes: a BytesIO, a SectionMap, an InflatingSection, pyelftools' stream."""
+
+        def seek(self, offset: int, whence: int = 0, /) -> object: ...
+        def tell(self) -> int: ...
+        def read(self, size: int = -1, /) -> bytes: ...
+else:  # (for a checker only: a Protocol class would be made at every start)
+    SectionStream = object
+
+
+class Section(NamedTuple("Section", [("stream", SectionStream), ("name", str), ("global_offset", Optional[int]),
                                      ("size", int), ("address", int)])):
     """One DWARF section: ``stream`` reads its bytes (``seek``/``tell``/``read``, positions from the
     section's start); ``global_offset`` is its position in the file (None if it is not there as is)."""
@@ -95,8 +111,8 @@ def unit_headers(read: Callable[[int, int], bytes], size: int, little_endian: bo
     """The header of every unit of a ``.debug_info`` of ``size`` bytes (of the first ``limit``),
     given ``read(position, length)`` of its bytes (only the headers are read); DwarfFormatError
     where one is damaged. (With a ``limit``, a unit may end past ``size``: the caller checks.)"""
-    order = "little" if little_endian else "big"
-    units = []
+    order: ByteOrder = "little" if little_endian else "big"
+    units: list[UnitHeader] = []
     pos = 0
     while pos + 11 <= size and (limit is None or len(units) < limit):
         head = read(pos, 40)
@@ -145,7 +161,7 @@ def unit_headers(read: Callable[[int, int], bytes], size: int, little_endian: bo
 ABBREV_WINDOW = 64 << 10
 
 
-def parse_abbrev_window(stream, offset: int, size: Optional[int], parse: Callable[[bytes], object]):
+def parse_abbrev_window(stream: SectionStream, offset: int, size: Optional[int], parse: Callable[[bytes], object]):
     """``parse`` of the abbreviation table at ``offset``, given the section's bytes from there on:
     first a window of them (a kernel's section is 5 MB, one CU's table a few KB), then all of them
     when ``parse`` ran past the window (IndexError); IndexError when it runs past the section."""
@@ -333,6 +349,8 @@ class Unit:
                     pos += 1
                     continue
                 child = self._die_at(pos)
+                if child is None:  # (a null entry's code written in more than one byte)
+                    raise DwarfFormatError(f"DIE 0x{die.offset:x}: a null entry of several bytes among its children")
                 if child.has_children:
                     inner = self._after.get(child.offset)
                     if inner is not None:
@@ -366,6 +384,8 @@ class Unit:
         n = len(data)
         attributes = {}
         deferred = None
+        raw: Any  # (a number, bytes or a list of bytes, as the form says)
+        value: object
         for name, form, implicit in specs:
             at = pos
             if form == FORM_INDIRECT:
@@ -445,6 +465,7 @@ class Unit:
         for name in names:
             attr = attrs[name]
             form, raw = attr.form, attr.raw_value
+            value: object
             if form.startswith(("DW_FORM_strx", "DW_FORM_GNU_str_index")):
                 value = self.dwarfinfo.string(self.dwarfinfo.indexed_offset(
                     "debug_str_offsets_sec", bases.get("str_offsets", 8 if self.offset_size == 4 else 16),
@@ -489,12 +510,32 @@ class DwarfSections:
                 "debug_loclists_sec", "debug_rnglists_sec", "debug_sup_sec", "gnu_debugaltlink_sec",
                 "debug_types_sec")
 
+    debug_info_sec: Optional[Section]
+    debug_aranges_sec: Optional[Section]
+    debug_abbrev_sec: Optional[Section]
+    debug_frame_sec: Optional[Section]
+    eh_frame_sec: Optional[Section]
+    debug_str_sec: Optional[Section]
+    debug_loc_sec: Optional[Section]
+    debug_ranges_sec: Optional[Section]
+    debug_line_sec: Optional[Section]
+    debug_pubtypes_sec: Optional[Section]
+    debug_pubnames_sec: Optional[Section]
+    debug_addr_sec: Optional[Section]
+    debug_str_offsets_sec: Optional[Section]
+    debug_line_str_sec: Optional[Section]
+    debug_loclists_sec: Optional[Section]
+    debug_rnglists_sec: Optional[Section]
+    debug_sup_sec: Optional[Section]
+    gnu_debugaltlink_sec: Optional[Section]
+    debug_types_sec: Optional[Section]
+
     def __init__(self, sections: dict[str, Optional[Section]], little_endian: bool, address_size: int,
                  read_info: Optional[Callable[[int, int], bytes]] = None):
         for name in self.SECTIONS:
             setattr(self, name, sections.get(name))
         self.little_endian = little_endian
-        self.byteorder = "little" if little_endian else "big"
+        self.byteorder: ByteOrder = "little" if little_endian else "big"
         self.address_size = address_size
         self._read_info = read_info
         self._units: dict[int, Unit] = {}
@@ -510,6 +551,13 @@ class DwarfSections:
         self._bytes: dict[str, bytes] = {}
 
     # --- sections -------------------------------------------------------------------------------
+
+    def needed_section(self, name: str) -> Section:
+        """The section of attribute ``name``; DwarfFormatError when the file has none."""
+        sec = getattr(self, name)
+        if sec is None:
+            raise DwarfFormatError(f"no .{name.removesuffix('_sec')} section")
+        return sec
 
     def section_bytes(self, name: str) -> bytes:
         """All the bytes of a section other than ``.debug_info`` (by attribute name), read once."""
@@ -541,7 +589,7 @@ class DwarfSections:
         stream.seek(offset)
         return stream.read(length)
 
-    def window(self, name: str, offset: int, parse: Callable[[bytes], object]):
+    def window(self, name: str, offset: int, parse: Callable[[Buffer], object]):
         """``parse`` of a section's bytes from ``offset`` on: a window of them first, all of them
         when ``parse`` ran past the window (IndexError)."""
         data = self._whole(name)
@@ -569,7 +617,7 @@ class DwarfSections:
             offset += len(chunk)
 
     def info_bytes(self, offset: int, length: int) -> bytes:
-        sec = self.debug_info_sec
+        sec = self.needed_section("debug_info_sec")
         sec.stream.seek(offset)
         return sec.stream.read(length)
 
@@ -641,7 +689,7 @@ class DwarfSections:
     def _header_reader(self) -> Callable[[int, int], bytes]:
         if self._read_info is not None:
             return self._read_info
-        stream = self.debug_info_sec.stream
+        stream = self.needed_section("debug_info_sec").stream
 
         def read(at: int, length: int) -> bytes:
             stream.seek(at)

@@ -172,7 +172,10 @@ def _context(debuginfo: "DebugInfo", address: int, frame: Optional[DIE], var: Op
     size = T.byte_size(T.type_of(var)) if var is not None else None
 
     def addrx(index: int) -> int:
-        return debuginfo.dwarf.get_addr(var.cu if var is not None else frame.cu, index)
+        within = var if var is not None else frame
+        if within is None:
+            raise LocationError("an indexed address (DW_OP_addrx) outside any unit", "unsupported")
+        return debuginfo.dwarf.get_addr(within.cu, index)
 
     return EvalContext(frame_base=frame_base, cfa=cfa, at_entry=(entry == address), object_size=size,
                        address_index=addrx, symbol_name=die_name(var) if var is not None else None,
