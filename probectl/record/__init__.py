@@ -168,8 +168,7 @@ class Recording:
                 assert part.recorder is not None and part.layout is not None and meta is not None
                 part.files = dict(part.recorder.files)
                 if part.callchains is not None:
-                    part.files = add_callchains(meta, part.files, part.callchains, part.layout, tmp,
-                                                part.scope_pids if run.pids else None)
+                    part.files = add_callchains(meta, part.files, part.callchains, part.layout, tmp)
                 files = part.files
                 events, seen = _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
                 self._names(meta, seen, part, run)
@@ -255,7 +254,6 @@ class RecorderPart(RunPart):
         self.callchains: Optional[Callchains] = None
         self.callchain_stats: list[PerfRingStats] = []
         self.files: dict[int, Path] = {}  # the per-CPU pages to write: the recorder's, or with the callchains
-        self.scope_pids: set[int] = set()  # every pid the instance traced (a recording of some processes)
         self.layout: Optional[PageLayout] = None
         self.metadata: Any = None
         self._next_look = 0.0
@@ -272,8 +270,7 @@ class RecorderPart(RunPart):
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
-                                         uprobes, data_pages=ring_pages(opts.buffer_kb))
-        self.scope_pids.update(run.pids)
+                                         uprobes, data_pages=ring_pages(opts.buffer_kb), tids=run.pids)
         inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
         if self.callchains is not None:
@@ -282,9 +279,7 @@ class RecorderPart(RunPart):
     def tick(self, run: TracedRun, now: float) -> None:
         # (the first tick comes right after the command's exec: the program and ld.so are mapped)
         if now >= self._next_look:
-            watched = self._watched(run)
-            self.scope_pids.update(watched)
-            self.watch.look(watched, maps=True)
+            self.watch.look(self._watched(run), maps=True)
             self._next_look = now + 0.2
         progress = self.recording.progress
         if progress is not None and now >= self._next_progress:
@@ -303,9 +298,7 @@ class RecorderPart(RunPart):
         inst = run.instance
         assert inst is not None
         if inst.created:
-            watched = self._watched(run)
-            self.scope_pids.update(watched)
-            step(lambda: self.watch.look(watched, maps=True))  # while they still exist
+            step(lambda: self.watch.look(self._watched(run), maps=True))  # while they still exist
         if self.recorder is None:
             return
         recorder = self.recorder

@@ -12,8 +12,9 @@ when the probed instruction is a function's ``push %rbp``. The kernel part is ex
 A uprobe event cannot be enabled for ftrace and for perf at once (the kernel refuses the second with
 EINTR): a uprobe's events are taken from perf alone, each sample carrying the event's record as ftrace
 would write it (``PERF_SAMPLE_RAW``), which is written into the CPU's pages in time order, its
-callchain after it. perf's events are per CPU for every process, so the samples of a recording limited
-to some processes are kept only for the processes the instance traced.
+callchain after it. perf's events are per CPU; a recording of some processes (``-p``, ``-- COMMAND``)
+opens them on each of the traced threads with ``inherit``, so that, as the instance's ``event-fork``
+does, the threads and processes they start are sampled too, and no other process is.
 
 A sample of a tracepoint or kprobe joins its ftrace event by CPU, thread, event type and the nearest
 time (:func:`probectl.tracedat.callchain.write_with_callchains`): the instance records with trace_clock
@@ -55,7 +56,8 @@ SAMPLE_TYPE = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE
 # also takes the user stack pointer and that word (see ENTRY_FIXUP_ARCHES).
 ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
 _REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
-_FLAG_DISABLED, _FLAG_WATERMARK, _FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL = 1, 1 << 14, 1 << 18, 1 << 21
+_FLAG_DISABLED, _FLAG_INHERIT, _FLAG_WATERMARK = 1, 1 << 1, 1 << 14
+_FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL = 1 << 18, 1 << 21
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
 
 # ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
@@ -86,8 +88,10 @@ def entry_fixup_supported() -> bool:
     return platform.machine() in _REG_SP
 
 
-def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool) -> bytes:
+def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool) -> bytes:
     flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
+    if inherit:
+        flags |= _FLAG_INHERIT
     regs = 1 << _REG_SP[platform.machine()] if entry else 0
     sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if entry else 0) | (SAMPLE_RAW if raw else 0)
     attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
@@ -100,7 +104,7 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool) 
 _libc = None
 
 
-def _perf_event_open(attr: bytes, cpu: int) -> int:
+def _perf_event_open(attr: bytes, pid: int, cpu: int) -> int:
     global _libc
     nr = _SYSCALL.get(platform.machine())
     if nr is None:
@@ -110,7 +114,7 @@ def _perf_event_open(attr: bytes, cpu: int) -> int:
         _libc = ctypes.CDLL(None, use_errno=True)
     buf = ctypes.create_string_buffer(attr, len(attr))
     for _ in range(100):
-        fd = _libc.syscall(nr, buf, -1, cpu, -1, 8)  # pid -1, cpu: every task on it; PERF_FLAG_FD_CLOEXEC
+        fd = _libc.syscall(nr, buf, pid, cpu, -1, 8)  # (pid -1: every task on the CPU); PERF_FLAG_FD_CLOEXEC
         if fd >= 0:
             return fd
         err = ctypes.get_errno()
@@ -124,11 +128,12 @@ class Callchains:
 
     def __init__(self, events: Sequence[SelectedEvent], cpus: Sequence[int], out_dir: Path,
                  entry_events: Sequence[int] = (), raw_events: Sequence[int] = (),
-                 data_pages: int = RING_DATA_PAGES):
+                 data_pages: int = RING_DATA_PAGES, tids: Sequence[int] = ()):
         """``entry_events``: the format ids of uprobes at a function's first instruction, whose
         samples also take the word at the stack pointer, the return address into the caller (the
         kernel's callchain has it only when the function starts with ``push %rbp``); ``raw_events``
-        those whose samples carry the event's record (the uprobes, not enabled in the instance)."""
+        those whose samples carry the event's record (the uprobes, not enabled in the instance);
+        ``tids`` the threads to sample (with the tasks they start), or none for every process."""
         self.cpus = list(cpus)
         self.files = {cpu: Path(out_dir) / f"cpu{cpu}.perf" for cpu in self.cpus}
         self.stack = max_stack()
@@ -147,13 +152,15 @@ class Callchains:
         try:
             for cpu in self.cpus:
                 leader = -1
-                for ev in events:
+                for ev, tid in ((ev, tid) for ev in events for tid in (tids or [-1])):
                     is_entry, is_raw = ev.format.id in entry, ev.format.id in raw
                     attr = attr_cache.setdefault(ev.format.id, _attr(ev.format.id, self.stack, wakeup, is_entry,
-                                                                     is_raw))
+                                                                     is_raw, bool(tids)))
                     try:
-                        fd = _perf_event_open(attr, cpu)
+                        fd = _perf_event_open(attr, tid, cpu)
                     except OSError as err:
+                        if err.errno == errno_mod.ESRCH:
+                            continue  # (a thread that has ended)
                         raise ProbectlError(f"cannot open a perf event on {ev.name} (CPU {cpu}) for its stacks: "
                                             f"{err.strerror}", _hint(err.errno)) from None
                     self._fds.append(fd)
@@ -174,6 +181,9 @@ class Callchains:
                         leader = fd
                     else:
                         followers.append((fd, leader))
+                if leader < 0:
+                    raise ProbectlError("the traced processes ended before their stacks could be recorded",
+                                        "record a running process")
                 self._leaders.append(leader)
                 out = self.files[cpu]
                 try:
@@ -240,10 +250,9 @@ def _hint(err: Optional[int]) -> str:
 
 
 def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
-                   tmp: Path, pids: Optional[set[int]] = None) -> dict[int, Path]:
+                   tmp: Path) -> dict[int, Path]:
     """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
-    :func:`probectl.tracedat.callchain.write_with_callchains`), and probectl's event format in
-    ``meta``. ``pids``: keep only the samples of these threads or processes (None: all)."""
+    :func:`probectl.tracedat.callchain.write_with_callchains`), and probectl's event format in ``meta``."""
     event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
     events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
                | (ENTRY if perf_id in chains.entry_ids else 0)) for perf_id, event in chains.ids.items()]
@@ -254,7 +263,7 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
             out[cpu] = path
             continue
         merged = tmp / f"cpu{cpu}.merged"
-        write_with_callchains(path if path.exists() else None, perf, merged, layout, event_id, events, pids=pids)
+        write_with_callchains(path if path.exists() else None, perf, merged, layout, event_id, events)
         out[cpu] = merged
     meta.event_formats = callchain_formats(meta.event_formats, event_id)
     return out

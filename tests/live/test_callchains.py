@@ -24,8 +24,11 @@ G = f"pcc{os.getpid()}"
 
 
 def expected_paths(stdout: str) -> Counter:
-    """``EXPECT calls PATH N`` lines: the program's calls of work() by caller path."""
-    return Counter({m.group(1): int(m.group(2)) for m in re.finditer(r"^EXPECT calls (\S+) (\d+)$", stdout, re.M)})
+    """``EXPECT calls PATH N`` lines: the program's calls of work() by caller path (summed over runs)."""
+    out: Counter = Counter()
+    for m in re.finditer(r"^EXPECT calls (\S+) (\d+)$", stdout, re.M):
+        out[m.group(1)] += int(m.group(2))
+    return out
 
 
 def caller_path(frames: list[str]) -> str:
@@ -182,3 +185,20 @@ def test_a_damaged_callchain_record_gives_what_can_be_read(live_tracefs, recordi
         res = probectl(*args, "-i", str(bad), check=False)
         assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
         assert res.returncode in (0, 1), res.stderr
+
+
+def test_a_commands_stacks_are_its_own_and_its_childrens(live_tracefs, callers, tmp_path):
+    """With -- COMMAND, the uprobe's events (taken from perf) are the command's and its children's,
+    not those of another process hitting the same probe at the same time."""
+    other = subprocess.Popen(["/bin/sh", "-c", f"while :; do {callers} 1 >/dev/null; done"])
+    try:
+        path = tmp_path / "children.dat"
+        out = probectl("record", "-g", "-e", f"{G}:work", "-o", str(path), "--",
+                       "/bin/sh", "-c", f"{callers} 1; {callers} 1")
+    finally:
+        other.kill()
+        other.wait()
+    want = expected_paths(out.stdout)
+    assert sum(want.values()) == 102 and "[ probectl record: 102 events" in out.stderr
+    events = [json.loads(l) for l in probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()]
+    assert len({e["pid"] for e in events}) == 2 and all(e["user_stack"][0].startswith("work") for e in events)
