@@ -101,9 +101,39 @@ static uint32_t rd32(const uint8_t *p)
 	return v;
 }
 
-// The samples of the perf records, their addresses in @pool (as many words as the records have).
-static int read_samples(const struct cm_args *a, struct sample **ret, size_t *count, uint64_t **pool_ret)
+static int add_comm(struct cm_result *res, size_t *cap, const uint8_t *r, size_t size)
 {
+	struct cm_comm *c;
+	size_t len;
+
+	if (size < 8 + 8 + 1)
+		return RB_OK;
+	if (res->ncomms == *cap) {
+		size_t bigger = *cap ? 2 * *cap : 16;
+		struct cm_comm *more = realloc(res->comms, bigger * sizeof(*more));
+
+		if (!more)
+			return RB_ERR_NOMEM;
+		res->comms = more;
+		*cap = bigger;
+	}
+	c = &res->comms[res->ncomms++];
+	c->pid = rd32(r + 8);
+	c->tid = rd32(r + 12);
+	len = strnlen((const char *)r + 16, size - 16);
+	if (len > sizeof(c->name) - 1)
+		len = sizeof(c->name) - 1;
+	memcpy(c->name, r + 16, len);
+	c->name[len] = '\0';
+	return RB_OK;
+}
+
+// The samples of the perf records, their addresses in @pool (as many words as the records have), and
+// the command names into @res.
+static int read_samples(const struct cm_args *a, struct sample **ret, size_t *count, uint64_t **pool_ret,
+			struct cm_result *res)
+{
+	size_t comm_cap = 0;
 	size_t cap = a->perf_len / 48 + 1, n = 0, used = 0;
 	struct sample *s = malloc(cap * sizeof(*s));
 	uint64_t *pool = malloc((a->perf_len / 8 + 2) * sizeof(*pool));
@@ -122,6 +152,11 @@ static int read_samples(const struct cm_args *a, struct sample **ret, size_t *co
 		if (h.size < 8 || pos + h.size > a->perf_len)
 			break;
 		pos += h.size;
+		if (h.type == PERF_RECORD_COMM && add_comm(res, &comm_cap, r, h.size)) {
+			free(s);
+			free(pool);
+			return RB_ERR_NOMEM;
+		}
 		if (h.type != PERF_RECORD_SAMPLE || h.size < 48)
 			continue;
 		const uint8_t *end = r + h.size;
@@ -401,7 +436,7 @@ int cm_write(const struct cm_args *a, struct cm_result *res)
 	memset(res, 0, sizeof(*res));
 	if (a->layout.big_endian != HOST_BIG_ENDIAN || rb_layout_check(&a->layout))
 		return RB_ERR_INVAL;
-	err = read_samples(a, &s, &ns, &pool);
+	err = read_samples(a, &s, &ns, &pool, res);
 	if (!err)
 		err = read_events(a, &e, &ne, &npages);
 	w.page = calloc(1, a->layout.page_size);
@@ -458,6 +493,11 @@ int cm_write(const struct cm_args *a, struct cm_result *res)
 out:;
 	int saved = errno;
 
+	if (err) {
+		free(res->comms);
+		res->comms = NULL;
+		res->ncomms = 0;
+	}
 	free(s);
 	free(e);
 	free(pool);

@@ -40,10 +40,18 @@ struct cm_args {
 	int out_fd;
 };
 
+// The command name a task took at an exec (PERF_RECORD_COMM).
+struct cm_comm {
+	uint32_t pid, tid;
+	char name[16];			// NUL-terminated
+};
+
 struct cm_result {
 	uint64_t written;		// callchain records written
 	uint64_t left;			// samples that joined no event
 	uint64_t pages;			// pages written
+	struct cm_comm *comms;		// the PERF_RECORD_COMM records, in order; free() them
+	size_t ncomms;
 };
 
 /**
@@ -51,7 +59,7 @@ struct cm_result {
  *
  * Returns 0, or RB_ERR_INVAL (a layout of the other byte order), RB_ERR_NOMEM, RB_ERR_IO (errno
  * set). A source page that cannot be decoded ends the copy of the source there; a perf record cut
- * short ends the reading of the samples.
+ * short ends the reading of the samples. On success @res->comms holds the names taken at exec.
  */
 int cm_write(const struct cm_args *args, struct cm_result *res);
 

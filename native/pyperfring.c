@@ -193,6 +193,25 @@ PyTypeObject PerfRingsType = {
 
 // ---- write_callchains ------------------------------------------------------------------------
 
+static PyObject *comms_result(const struct cm_result *res)
+{
+	PyObject *comms = PyList_New((Py_ssize_t)res->ncomms);
+
+	if (!comms)
+		return NULL;
+	for (size_t i = 0; i < res->ncomms; i++) {
+		PyObject *t = Py_BuildValue("(IIy)", res->comms[i].pid, res->comms[i].tid, res->comms[i].name);
+
+		if (!t) {
+			Py_DECREF(comms);
+			return NULL;
+		}
+		PyList_SET_ITEM(comms, (Py_ssize_t)i, t);
+	}
+	return Py_BuildValue("(KKKN)", (unsigned long long)res->written, (unsigned long long)res->left,
+			     (unsigned long long)res->pages, comms);
+}
+
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "src", "perf", "out_fd", "long_size", "big_endian", "page_size",
@@ -204,7 +223,7 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_ssize_t page_size;
 	unsigned long long window;
 	struct cm_args a = { 0 };
-	struct cm_result res;
+	struct cm_result res = { 0 };
 	struct cm_event_map *map = NULL;
 	int32_t *pids = NULL;
 	PyObject *seq = NULL, *ret = NULL;
@@ -275,8 +294,8 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	else if (err)
 		PyErr_SetString(PyExc_ValueError, "pages of another byte order than this machine's, or a bad layout");
 	else
-		ret = Py_BuildValue("(KKK)", (unsigned long long)res.written, (unsigned long long)res.left,
-				    (unsigned long long)res.pages);
+		ret = comms_result(&res);
+	free(res.comms);
 out:
 	Py_XDECREF(seq);
 	PyMem_Free(map);

@@ -41,6 +41,12 @@ def sample(perf_id: int, ts: int, pid: int, tid: int, ips: list[int], raw: bytes
     return struct.pack("<IHH", 9, 0, 8 + len(body)) + body
 
 
+def comm(pid: int, tid: int, name: bytes) -> bytes:
+    """A PERF_RECORD_COMM (with sample_id_all's fields after the name)."""
+    body = struct.pack("<II", pid, tid) + name + bytes(8 - len(name) % 8) + struct.pack("<IIQIIQ", pid, tid, 0, 0, 0, 0)
+    return struct.pack("<IHH", 3, 0x2000, 8 + len(body)) + body
+
+
 def read(path: Path) -> list[tuple[int, int, int, bytes]]:
     """(time, type, pid, payload) of every record."""
     data = path.read_bytes()
@@ -67,7 +73,7 @@ def test_pages_written_anew_keep_every_record_time_and_loss(tmp_path):
     assert len(before) == 4
     perf = tmp_path / "perf"
     perf.write_bytes(b"")
-    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, []) == (0, 0)
+    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, []) == (0, 0, [])
     assert [(ts, t, pid) for ts, t, pid, _p in read(tmp_path / "dst")] == before
     pages = (tmp_path / "dst").read_bytes()
     assert [parse_page(pages[o:o + 4096], LAYOUT).missed for o in range(0, len(pages), 4096)][-1] == 42
@@ -83,9 +89,10 @@ def test_samples_join_their_event_or_come_in_by_time(tmp_path):
         + sample(1, 2990, 60, 6, [USER, 0x403000])  # joins thread 6's event at 2000, the nearest of its kind
         + sample(2, 5_000_000, 50, 5, [USER, 0x1])  # nothing of its kind within the window: left over
         + sample(3, 5000, 50, 5, [USER, 0x404000], raw=record(11, 5, b"\x01\0\0\0"))  # its own record
+        + comm(50, 5, b"worker")  # an exec's name
         + b"\x09\0\0\0\0\0\xff\x7f")  # a record cut short ends the samples
     events = [(1, 7, 0), (2, 8, 0), (3, 11, RAW)]
-    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, events) == (3, 1)
+    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, events) == (3, 1, [(50, 5, "worker")])
     got = read(tmp_path / "dst")
     assert [(ts, t, pid) for ts, t, pid, _p in got] == [
         (1000, 7, 5), (1000, CHAIN, 5), (2000, 7, 6), (2000, CHAIN, 6), (3000, 8, 5), (5000, 11, 5),
@@ -93,7 +100,7 @@ def test_samples_join_their_event_or_come_in_by_time(tmp_path):
     chains = [chain_of(p) for _ts, t, _pid, p in got if t == CHAIN]
     assert chains == [(50, (0x401000, 0x402000)), (60, (0x403000,)), (50, (0x404000,))]
     # only some processes: thread 6's sample is left out
-    assert write_with_callchains(src, perf, tmp_path / "dst2", LAYOUT, CHAIN, events, pids=[50]) == (2, 1)
+    assert write_with_callchains(src, perf, tmp_path / "dst2", LAYOUT, CHAIN, events, pids=[50])[:2] == (2, 1)
 
 
 def test_an_entry_uprobes_caller_comes_from_the_stack_pointer(tmp_path):
@@ -102,7 +109,7 @@ def test_an_entry_uprobes_caller_comes_from_the_stack_pointer(tmp_path):
     perf.write_bytes(
         sample(3, 10, 5, 5, [USER, 0x1000, 0x3000], raw=raw, sp_word=0x2000)  # the caller is missing
         + sample(3, 20, 5, 5, [USER, 0x1000, 0x2000, 0x3000], raw=raw, sp_word=0x2000))  # the kernel had it
-    assert write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, [(3, 11, RAW | ENTRY)]) == (2, 0)
+    assert write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, [(3, 11, RAW | ENTRY)])[:2] == (2, 0)
     chains = [chain_of(p)[1] for _ts, t, _pid, p in read(tmp_path / "dst") if t == CHAIN]
     assert chains == [(0x1000, 0x2000, 0x3000)] * 2
 

@@ -349,7 +349,10 @@ def _first_addresses(files: dict[int, Path], layout: PageLayout, formats: list[E
                     if not any(mask):
                         continue
                     ips = batch.column(fmt, ip_fields[fmt.id])
-                    for pid, ip in zip(compress(batch.pid, mask), ips):
+                    # (a dict of the reversed pairs keeps each pid's first address, built without a
+                    # Python step per event)
+                    pids = list(compress(batch.pid, mask))
+                    for pid, ip in dict(zip(reversed(pids), reversed(list(ips)))).items():
                         out.setdefault((pid, fmt.id), ip)
         finally:
             reader.close()

@@ -36,6 +36,7 @@ from typing import Any, Optional, Sequence
 from .. import ringbuf
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
+from ..tracedat import parse_cmdlines, parse_tgids
 from ..tracedat.callchain import (ENTRY, RAW, all_format_ids, callchain_formats, free_event_id,
                                   write_with_callchains)
 from .selection import SelectedEvent
@@ -56,8 +57,8 @@ SAMPLE_TYPE = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE
 # also takes the user stack pointer and that word (see ENTRY_FIXUP_ARCHES).
 ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
 _REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
-_FLAG_DISABLED, _FLAG_INHERIT, _FLAG_WATERMARK = 1, 1 << 1, 1 << 14
-_FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL = 1 << 18, 1 << 21
+_FLAG_DISABLED, _FLAG_INHERIT, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 << 1, 1 << 9, 1 << 14
+_FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 24
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
 
 # ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
@@ -88,10 +89,15 @@ def entry_fixup_supported() -> bool:
     return platform.machine() in _REG_SP
 
 
-def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool) -> bytes:
+def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
+          comm: bool) -> bytes:
+    """``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM): a uprobe's events
+    come from perf alone, and the kernel's saved_cmdlines knows only the tasks ftrace wrote events of."""
     flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
     if inherit:
         flags |= _FLAG_INHERIT
+    if comm:
+        flags |= _FLAG_COMM | _FLAG_COMM_EXEC
     regs = 1 << _REG_SP[platform.machine()] if entry else 0
     sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if entry else 0) | (SAMPLE_RAW if raw else 0)
     attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
@@ -146,7 +152,7 @@ class Callchains:
         self._leaders: list[int] = []
         self._outs: list[int] = []
         self._rings: Optional[ringbuf.PerfRings] = None
-        attr_cache: dict[int, bytes] = {}
+        attr_cache: dict[tuple[int, bool], bytes] = {}
         followers: list[tuple[int, int]] = []  # (event, the CPU's first event, whose ring it writes to)
         wakeup = data_pages * os.sysconf("SC_PAGESIZE") // 4
         try:
@@ -154,8 +160,9 @@ class Callchains:
                 leader = -1
                 for ev, tid in ((ev, tid) for ev in events for tid in (tids or [-1])):
                     is_entry, is_raw = ev.format.id in entry, ev.format.id in raw
-                    attr = attr_cache.setdefault(ev.format.id, _attr(ev.format.id, self.stack, wakeup, is_entry,
-                                                                     is_raw, bool(tids)))
+                    comm = ev is events[0]  # (one event of each thread and CPU reports them)
+                    attr = attr_cache.setdefault((ev.format.id, comm), _attr(ev.format.id, self.stack, wakeup,
+                                                                             is_entry, is_raw, bool(tids), comm))
                     try:
                         fd = _perf_event_open(attr, tid, cpu)
                     except OSError as err:
@@ -252,20 +259,31 @@ def _hint(err: Optional[int]) -> str:
 def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
                    tmp: Path) -> dict[int, Path]:
     """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
-    :func:`probectl.tracedat.callchain.write_with_callchains`), and probectl's event format in ``meta``."""
+    :func:`probectl.tracedat.callchain.write_with_callchains`); probectl's event format in ``meta``,
+    and the command names and thread groups of the tasks that exec'd while perf sampled, which the
+    kernel's saved_cmdlines lacks when their events came from perf alone."""
     event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
     events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
                | (ENTRY if perf_id in chains.entry_ids else 0)) for perf_id, event in chains.ids.items()]
     out = {}
+    names: dict[int, str] = {}
+    tgids: dict[int, int] = {}
     for cpu, path in files.items():
         perf = chains.files.get(cpu)
         if perf is None or not perf.exists() or not perf.stat().st_size:
             out[cpu] = path
             continue
         merged = tmp / f"cpu{cpu}.merged"
-        write_with_callchains(path if path.exists() else None, perf, merged, layout, event_id, events)
+        _written, _left, comms = write_with_callchains(path if path.exists() else None, perf, merged, layout,
+                                                       event_id, events)
+        for pid, tid, name in comms:
+            names[tid] = name
+            tgids[tid] = pid
         out[cpu] = merged
     meta.event_formats = callchain_formats(meta.event_formats, event_id)
+    cmdlines, groups = parse_cmdlines(meta.cmdlines), parse_tgids(meta.tgids)
+    meta.cmdlines = "".join(f"{tid} {name}\n" for tid, name in sorted({**names, **cmdlines}.items()))
+    meta.tgids = "".join(f"{tid} {pid}\n" for tid, pid in sorted({**tgids, **groups}.items()))
     return out
 
 

@@ -57,7 +57,7 @@ RAW, ENTRY = 1, 2  # how a perf event's samples are (native/chainmerge.h: CM_RAW
 
 def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: PageLayout, event_id: int,
                           events: Sequence[tuple[int, int, int]], *, pids: Optional[Iterable[int]] = None,
-                          window_ns: int = 1_000_000) -> tuple[int, int]:
+                          window_ns: int = 1_000_000) -> tuple[int, int, list[tuple[int, int, str]]]:
     """Write the pages of ``src`` (one CPU's data, or None) to ``dst`` with the samples of ``perf`` (the
     records copied from that CPU's perf ring) in them. ``events``: (perf id, ftrace event id, RAW |
     ENTRY) of each perf event. A sample of a RAW event adds its event's record in time order, then a
@@ -65,16 +65,17 @@ def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: Pa
     type nearest in time, within ``window_ns``, and its callchain record follows that event. An
     ENTRY event's samples get the caller from the word at the stack pointer (see
     :mod:`probectl.record.callchains`). ``pids``: only the samples of these threads or processes.
-    Returns (callchains written, samples left over). A page that cannot be decoded ends the copy of
-    ``src``; a perf record cut short ends the samples."""
+    Returns (callchains written, samples left over, (pid, tid, command name) of each exec ``perf``
+    reports). A page that cannot be decoded ends the copy of ``src``; a perf record cut short ends
+    the samples."""
     with contextlib.ExitStack() as stack:
         src_map = _mapped(stack, src) if src is not None else None
         perf_map = _mapped(stack, perf) or b""
         out = stack.enter_context(open(dst, "wb"))
-        written, left, _pages = ringbuf.write_callchains(
+        written, left, _pages, comms = ringbuf.write_callchains(
             src_map, perf_map, out.fileno(), layout, event_id, window_ns, events,
             sorted(set(pids)) if pids is not None else None)
-    return written, left
+    return written, left, [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms]
 
 
 def _mapped(stack: contextlib.ExitStack, path: Path) -> Optional[mmap.mmap]:

@@ -202,3 +202,5 @@ def test_a_commands_stacks_are_its_own_and_its_childrens(live_tracefs, callers, 
     assert sum(want.values()) == 102 and "[ probectl record: 102 events" in out.stderr
     events = [json.loads(l) for l in probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()]
     assert len({e["pid"] for e in events}) == 2 and all(e["user_stack"][0].startswith("work") for e in events)
+    # the children are gone when the recording ends: their names come from the execs perf reported
+    assert {e["comm"] for e in events} == {callers.name[:15]}
