@@ -41,9 +41,13 @@ struct ftrace_event {
 	int64_t sample;			// index of the joined sample, or -1
 };
 
+#define OUT_PAGES	64	// pages written with one write(2)
+
 struct writer {
 	const struct rb_layout *layout;
 	int fd;
+	uint8_t *out;			// OUT_PAGES pages waiting for write(2)
+	size_t out_used;
 	uint8_t *page;
 	size_t data_off, room, used;
 	uint64_t base, last;
@@ -227,6 +231,21 @@ static int by_time(const void *pa, const void *pb)
 	return a->order < b->order ? -1 : a->order > b->order;
 }
 
+static void write_out(struct writer *w)
+{
+	for (size_t off = 0; off < w->out_used && !w->failed;) {
+		ssize_t n = write(w->fd, w->out + off, w->out_used - off);
+
+		if (n < 0) {
+			if (errno != EINTR)
+				w->failed = true;
+			continue;
+		}
+		off += (size_t)n;
+	}
+	w->out_used = 0;
+}
+
 static void flush(struct writer *w)
 {
 	size_t size = w->layout->page_size, ls = w->layout->long_size;
@@ -256,17 +275,10 @@ static void flush(struct writer *w)
 
 		memcpy(w->page + 8, &c32, 4);
 	}
-	for (size_t off = 0; off < size;) {
-		ssize_t n = write(w->fd, w->page + off, size - off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			w->failed = true;
-			return;
-		}
-		off += (size_t)n;
-	}
+	memcpy(w->out + w->out_used, w->page, size);
+	w->out_used += size;
+	if (w->out_used == OUT_PAGES * size)
+		write_out(w);
 	memset(w->page, 0, size);
 	w->pages++;
 	w->used = 0;
@@ -440,7 +452,8 @@ int cm_write(const struct cm_args *a, struct cm_result *res)
 	if (!err)
 		err = read_events(a, &e, &ne, &npages);
 	w.page = calloc(1, a->layout.page_size);
-	if (err || !w.page) {
+	w.out = malloc(OUT_PAGES * a->layout.page_size);
+	if (err || !w.page || !w.out) {
 		err = err ? err : RB_ERR_NOMEM;
 		goto out;
 	}
@@ -483,6 +496,7 @@ int cm_write(const struct cm_args *a, struct cm_result *res)
 		res->written++;
 	}
 	flush(&w);
+	write_out(&w);
 	res->written += joined;
 	res->left = ns - res->written;
 	res->pages = w.pages;
@@ -502,6 +516,7 @@ out:;
 	free(e);
 	free(pool);
 	free(w.page);
+	free(w.out);
 	errno = saved;
 	return err;
 }

@@ -281,9 +281,10 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
             tgids[tid] = pid
         out[cpu] = merged
     meta.event_formats = callchain_formats(meta.event_formats, event_id)
+    # (an exec perf reported is newer than saved_cmdlines, which may name an earlier task of that pid)
     cmdlines, groups = parse_cmdlines(meta.cmdlines), parse_tgids(meta.tgids)
-    meta.cmdlines = "".join(f"{tid} {name}\n" for tid, name in sorted({**names, **cmdlines}.items()))
-    meta.tgids = "".join(f"{tid} {pid}\n" for tid, pid in sorted({**tgids, **groups}.items()))
+    meta.cmdlines = "".join(f"{tid} {name}\n" for tid, name in sorted({**cmdlines, **names}.items()))
+    meta.tgids = "".join(f"{tid} {pid}\n" for tid, pid in sorted({**groups, **tgids}.items()))
     return out
 
 
