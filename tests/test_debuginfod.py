@@ -387,3 +387,21 @@ def test_ctrl_c_during_a_download_stops_it_and_leaves_no_cache_entry(server, tmp
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert not (cache / build_id(originals["uprobe_target"])).exists()
+
+
+def test_user_frames_of_a_stripped_binary_are_named_from_the_fetched_debug_file(server, tmp_path, monkeypatch):
+    """script's user symbols (script/symbols.py): dwarf_structs stripped of its symbol table names its
+    functions only through its debug file, which no local path has and the server sends."""
+    from probectl.script.symbols import UserSymbols
+    from probectl.tracedat.procmaps import Mapping
+
+    url, stripped, originals = server
+    with ElfFile(originals["dwarf_structs"]) as elf:
+        paint = elf.find_functions("paint")[0]
+        offset = elf.vaddr_to_offset(paint.value + 4)
+    maps = {7: [Mapping(0x400000, 0x400000 + (1 << 20), 0, str(stripped["dwarf_structs"]))]}
+    monkeypatch.setenv("DEBUGINFOD_URLS", "")
+    assert UserSymbols(maps).lookup(7, 0x400000 + offset) is None
+    monkeypatch.setenv("DEBUGINFOD_URLS", url)
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
+    assert UserSymbols(maps).lookup(7, 0x400000 + offset) == ("paint", 4, str(stripped["dwarf_structs"]))

@@ -32,7 +32,8 @@ LAYERS: dict[str, set[str]] = {
     "analysis": {"record", "script", "tracedat", "ringbuf", "tracefs", "events", "formats", "filters", "_native",
                  "cachedir", "arch"},
     "pictures": {"analysis", "script", "tracedat", "ringbuf", "formats", "events", "_native"},
-    "script": {"tracedat", "ringbuf", "formats", "debuginfo", "_native"},
+    # (user symbols from a debug file fetched from debuginfod, as add fetches DWARF: script composes target, lazily)
+    "script": {"tracedat", "ringbuf", "formats", "debuginfo", "target", "_native"},
     "resolve": {"spec", "target", "debuginfo", "debuginfo.dwarf", "debuginfo.btf", "arch"},
     "target": {"debuginfo", "cachedir", "arch"},
     "debuginfo.dwarf": {"debuginfo", "arch", "cachedir"},
@@ -60,7 +61,7 @@ LAYERS: dict[str, set[str]] = {
 # information is rare in a recording (enum names in filters) and in a script (user symbols), and a run
 # resolves definitions (the resolver's DWARF and grammars) only when it was given some.
 LAZY_ONLY = {("record", "debuginfo"), ("record", "debuginfo.dwarf"), ("record", "debuginfo.btf"),
-             ("record", "probes"), ("record", "target"), ("script", "debuginfo")}
+             ("record", "probes"), ("record", "target"), ("script", "debuginfo"), ("script", "target")}
 
 
 def _module_name(path: Path) -> str:

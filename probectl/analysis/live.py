@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from array import array
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -25,7 +26,7 @@ from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, his
                    parse_keys, parse_value, stack_plan)
 from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
                       result_from_pairs)
-from .table import HistTable, rows_from_entries
+from .table import HistRow, HistTable, rows_from_entries
 from .triggers import (LatencyTriggers, hist_trigger, latency_triggers, new_error_log_entry, parse_hist,
                        remove_trigger)
 
@@ -33,6 +34,7 @@ USER_PATH = "user space"
 KERNEL_PATH = "kernel"
 KEYS_HINT = "check the keys with 'probectl fields EVENT'"
 Progress = Optional[Callable[[int], None]]  # called with the events counted so far, after every batch
+MIN_INTERVAL = 0.01  # seconds: --interval's floor (perf stat's -I has the same)
 
 
 # ---- hist -------------------------------------------------------------------------------------------
@@ -41,13 +43,17 @@ Progress = Optional[Callable[[int], None]]  # called with the events counted so 
 def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, value_name: Optional[str] = None,
          bucket: str = "", filter_text: Optional[str] = None, scope: RunScope = RunScope(), user_space: bool = False,
          buffer_kb: Optional[int] = None, notice: Callable[[str], None] = notice_stderr,
-         progress: Progress = None) -> HistTable:
+         progress: Progress = None, interval: Optional[float] = None,
+         on_interval: Optional[Callable[[HistTable], None]] = None) -> HistTable:
     """``probectl hist`` live: the event ``word`` names (a definition on ``target()`` is added for the
     run), keyed by ``key_text`` (``bucket``: ``log2`` or ``buckets=N`` for the first key) with
     ``value_name`` summed, counted in the kernel where it can (unless ``user_space``), else in user
-    space; a notice says which."""
+    space; a notice says which. With ``interval`` (seconds), what was counted in each interval is
+    handed to ``on_interval`` as it ends (the last one, cut short by the end of the run, too); the
+    answer is still the whole run's."""
     from ..record.trace import LiveNames
 
+    _check_interval(interval)
     with TracedRun(tfs, scope, notice=notice) as run:
         (names,) = run.events_of([word], target)
         event = _selected(tfs, _one(names, word), filter_text)
@@ -55,13 +61,81 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
         keys = parse_keys(key_text, event.format, bucket=bucket)
         value = parse_value(value_name, event.format)
         _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, event.name, user_space)
+        live_names = LiveNames(tfs.root, {})
+
+        def named(table: HistTable) -> HistTable:
+            if table.path == USER_PATH and any(k.is_thread_name for k in keys):
+                table.merge_by(live_names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
+            return table
+
+        every = None
+        if interval is not None and on_interval is not None:
+            callback = on_interval
+            every = IntervalSplitter(interval, lambda before, now: callback(named(table_since(now, before))))
         if in_kernel:
-            table = kernel_hist(run, event, keys, value)
+            table = kernel_hist(run, event, keys, value, every)
         else:
-            table = user_hist(run, event, keys, value, buffer_kb=buffer_kb, progress=progress)
-            if any(k.is_thread_name for k in keys):
-                table.merge_by(LiveNames(tfs.root, {}).comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
+            table = user_hist(run, event, keys, value, buffer_kb=buffer_kb, progress=progress, every=every)
+        named(table)
     return table
+
+
+def _check_interval(interval: Optional[float]) -> None:
+    if interval is not None and interval < MIN_INTERVAL:
+        raise AnalysisError(f"an interval of {interval:g} s is too short",
+                            f"intervals are at least {MIN_INTERVAL:g} s (--interval {MIN_INTERVAL:g})")
+
+
+class IntervalSplitter(RunPart):
+    """Every ``seconds`` while a run lasts (after the parts before it in the run have read their
+    events), the cumulative answer so far (``take``, set by the path) and the one of the interval
+    before are handed to ``emit``; :meth:`last` emits the interval the end of the run cut short."""
+
+    def __init__(self, seconds: float, emit: Callable[[Any, Any], None]):
+        self.seconds = seconds
+        self.emit = emit
+        self.interval = min(RunPart.interval, seconds / 4)
+        self.take: Callable[[], Any] = lambda: None
+        self._before: Any = None
+        self._next = 0.0
+        self._last_at = 0.0
+
+    def started(self, run: TracedRun) -> None:
+        self._last_at = time.monotonic()
+        self._next = self._last_at + self.seconds
+
+    def tick(self, run: TracedRun, now: float) -> None:
+        if now >= self._next:
+            self._emit(now)
+            while self._next <= now:
+                self._next += self.seconds
+
+    def last(self, final: Any) -> None:
+        """The interval since the last one, from the run's ``final`` answer (none when nothing was traced)."""
+        if self._last_at:
+            now = self.take() if final is None else final
+            self.emit(self._before, now)
+
+    def _emit(self, now: float) -> None:
+        current = self.take()
+        self.emit(self._before, current)
+        self._before = current
+        self._last_at = now
+
+
+def table_since(now: HistTable, before: Optional[HistTable]) -> HistTable:
+    """What was counted between two readings of one growing table: the rows whose count grew, by how
+    much (their sums too)."""
+    prev = {r.key: r for r in before.rows} if before is not None else {}
+    rows = []
+    for r in now.rows:
+        p = prev.get(r.key)
+        count = r.count - (p.count if p is not None else 0)
+        if count > 0:
+            total = None if r.sum is None else r.sum - (p.sum or 0 if p is not None else 0)
+            rows.append(HistRow(r.key, count, total))
+    return HistTable(now.event, list(now.keys), now.value, rows, now.path,
+                     dropped=now.dropped - (before.dropped if before is not None else 0))
 
 
 def recorded_hist(path: Path, word: str, key_text: str, *, value_name: Optional[str] = None,
@@ -80,27 +154,50 @@ def recorded_hist(path: Path, word: str, key_text: str, *, value_name: Optional[
         return table, trace.kallsyms
 
 
-def kernel_hist(run: TracedRun, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart]) -> HistTable:
-    """A hist trigger on ``event`` in the run's instance, read back when the run stops."""
+def kernel_hist(run: TracedRun, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart],
+                every: Optional[IntervalSplitter] = None) -> HistTable:
+    """A hist trigger on ``event`` in the run's instance, read back when the run stops (and at every
+    interval of ``every``: the kernel's table only grows, so an interval is the difference of two
+    readings, and no event falls between a read and a clear)."""
     trigger = hist_trigger(keys, value, filter_text=event.filter.text if event.filter else "")
     part = TriggerPart([(event, trigger)], enable=[event], read=event)
-    run.trace([part], buffer_kb=4)
-    return parse_hist(part.text, event.name, keys, value)
+    parts: list[RunPart] = [part]
+    if every is not None:
+        every.take = lambda: parse_hist(part.read_now(run), event.name, keys, value)
+        parts.append(every)
+    run.trace(parts, buffer_kb=4)
+    table = parse_hist(part.text, event.name, keys, value)
+    if every is not None:
+        every.last(table)
+    return table
 
 
 def user_hist(run: TracedRun, event: SelectedEvent, keys: Sequence[KeyPart], value: Optional[KeyPart], *,
-              buffer_kb: Optional[int] = None, progress: Progress = None) -> HistTable:
+              buffer_kb: Optional[int] = None, progress: Progress = None,
+              every: Optional[IntervalSplitter] = None) -> HistTable:
     """The events of ``event`` streamed from the run's instance into the native aggregator. A
     ``stacktrace`` key has the kernel write each event's stack after it (options/stacktrace) and
-    counts the two together."""
+    counts the two together. With ``every``, the aggregator's table at each interval (after the
+    stream read the pages of it)."""
     stacks = any(k.is_stack for k in keys)
     plans = [hist_plan(event.format, keys, value)]
     if stacks:
         plans.append(stack_plan(run.tfs.event_format("ftrace", "kernel_stack")))
     agg = native_aggregator(plans)
-    run.trace([_aggregating([event], agg, progress)], buffer_kb=buffer_kb, buffer_percent=0, stacks=stacks)
-    table = HistTable(event.name, list(keys), value.name if value else None,
-                      rows_from_entries(agg.entries(), keys, value is not None), USER_PATH, lost=run.lost)
+
+    def table_now() -> HistTable:
+        return HistTable(event.name, list(keys), value.name if value else None,
+                         rows_from_entries(agg.entries(), keys, value is not None), USER_PATH)
+
+    parts: list[RunPart] = [_aggregating([event], agg, progress)]
+    if every is not None:
+        every.take = table_now
+        parts.append(every)
+    run.trace(parts, buffer_kb=buffer_kb, buffer_percent=0, stacks=stacks)
+    table = table_now()
+    table.lost = run.lost
+    if every is not None:
+        every.last(table)
     table.extra["stopped_by"] = run.stopped_by
     return table
 
@@ -131,11 +228,23 @@ def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key
             buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS, filter_text: Optional[str] = None,
             end_filter: Optional[str] = None, pairs: bool = False, scope: RunScope = RunScope(),
             user_space: bool = False, buffer_kb: Optional[int] = None,
-            notice: Callable[[str], None] = notice_stderr, progress: Progress = None) -> LatencyResult:
+            notice: Callable[[str], None] = notice_stderr, progress: Progress = None,
+            interval: Optional[float] = None,
+            on_interval: Optional[Callable[[LatencyResult], None]] = None) -> LatencyResult:
     """``probectl latency`` live: the time from the start to the end event ``words`` name (definitions
     on ``target()`` added for the run), paired on ``key_text``; in the kernel where it can (a synthetic
     event filled by hist triggers; streamed when the ``pairs`` are wanted), unless ``user_space``,
-    else paired natively in user space; a notice says which. No pair measured is an error."""
+    else paired natively in user space; a notice says which. No pair measured is an error. With
+    ``interval`` (seconds), the latencies measured in each interval are handed to ``on_interval`` as
+    it ends (the last one too), as ``hist`` does; not with ``pairs``."""
+    _check_interval(interval)
+    if interval is not None and pairs:
+        raise AnalysisError("--interval and --pairs do not go together", "the pairs file holds every pair: "
+                            "draw it by time with 'probectl heatmap -i PAIRS'")
+    every = None
+    if interval is not None and on_interval is not None:
+        callback = on_interval
+        every = IntervalSplitter(interval, lambda before, now: callback(latency_since(now, before)))
     with TracedRun(tfs, scope, notice=notice) as run:
         start_names, end_names = run.events_of(words, target)
         start = _selected(tfs, _one(start_names, words[0]), filter_text)
@@ -148,7 +257,7 @@ def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key
         _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, f"{start.name} -> {end.name}", user_space)
         if not in_kernel:
             result = user_latency(run, start, end, skeys, ekeys, buckets=buckets, unit=unit, buffer_kb=buffer_kb,
-                                  progress=progress)
+                                  progress=progress, every=every)
         else:
             texts = latency_triggers(latency_name(), f"{start.group}.{start.event}", skeys, ekeys,
                                      unit.kernel_timestamp, start_filter=start.filter.text if start.filter else "",
@@ -157,8 +266,20 @@ def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key
                 result = kernel_latency_pairs(run, start, end, texts, unit=unit, buffer_kb=buffer_kb,
                                               progress=progress)
             else:
-                result = kernel_latency(run, start, end, texts, unit=unit)
+                result = kernel_latency(run, start, end, texts, unit=unit, every=every)
     return _measured(result)
+
+
+def latency_since(now: LatencyResult, before: Optional[LatencyResult]) -> LatencyResult:
+    """The latencies measured between two readings of one run's growing answer."""
+    if now.counts is not None:
+        prev = before.counts or {} if before is not None else {}
+        counts = {v: n - prev.get(v, 0) for v, n in now.counts.items() if n > prev.get(v, 0)}
+        return LatencyResult(now.start, now.end, array("Q"), array("Q"), now.path, now.unit, counts=counts)
+    done = len(before.latencies) if before is not None else 0
+    return LatencyResult(now.start, now.end, now.ends[done:], now.latencies[done:], now.path, now.unit,
+                         unmatched=now.unmatched - (before.unmatched if before is not None else 0),
+                         pending=now.pending)
 
 
 def recorded_latency(path: Path, words: tuple[str, str], key_text: str = "common_pid", *,
@@ -182,11 +303,24 @@ def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence
 
 def user_latency(run: TracedRun, start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
                  end_keys: Sequence[KeyPart], *, buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS,
-                 buffer_kb: Optional[int] = None, progress: Progress = None) -> LatencyResult:
-    """Start and end events streamed from the run's instance, paired natively on their keys."""
+                 buffer_kb: Optional[int] = None, progress: Progress = None,
+                 every: Optional[IntervalSplitter] = None) -> LatencyResult:
+    """Start and end events streamed from the run's instance, paired natively on their keys (with
+    ``every``, the pairs so far at each interval)."""
     agg = native_aggregator(latency_plans(start, end, start_keys, end_keys, buckets), time_div=unit.ns)
-    run.trace([_aggregating([start, end], agg, progress)], buffer_kb=buffer_kb, buffer_percent=0)
-    return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, run.lost, unit)
+
+    def result_now() -> LatencyResult:
+        return result_from_pairs(start.name, end.name, *agg.pairs(), agg.counters(), USER_PATH, run.lost, unit)
+
+    parts: list[RunPart] = [_aggregating([start, end], agg, progress)]
+    if every is not None:
+        every.take = result_now
+        parts.append(every)
+    run.trace(parts, buffer_kb=buffer_kb, buffer_percent=0)
+    result = result_now()
+    if every is not None:
+        every.last(result)
+    return result
 
 
 def file_latency(path: Path, start_fmt: Any, end_fmt: Any, start_keys: Sequence[KeyPart],
@@ -206,15 +340,24 @@ def file_latency(path: Path, start_fmt: Any, end_fmt: Any, start_keys: Sequence[
 
 
 def kernel_latency(run: TracedRun, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
-                   unit: TimeUnit = MICROSECONDS) -> LatencyResult:
-    """A synthetic event filled by onmatch() in the run's instance, and the histogram of it."""
+                   unit: TimeUnit = MICROSECONDS, every: Optional[IntervalSplitter] = None) -> LatencyResult:
+    """A synthetic event filled by onmatch() in the run's instance, and the histogram of it (read at
+    each interval of ``every`` too)."""
     with _synthetic_event(run.tfs, texts):
         synth = SelectedEvent("synthetic", texts.synthetic_name, run.tfs.event_format("synthetic", texts.synthetic_name))
         part = TriggerPart([(start, texts.start), (end, texts.end), (synth, texts.histogram)],
                            enable=[start, end, synth], read=synth)
-        run.trace([part], buffer_kb=4)
+        parts: list[RunPart] = [part]
+        if every is not None:
+            every.take = lambda: result_from_kernel(start.name, end.name, parse_hist(
+                part.read_now(run), texts.synthetic_name, [KeyPart("lat")], None), unit)
+            parts.append(every)
+        run.trace(parts, buffer_kb=4)
     table = parse_hist(part.text, texts.synthetic_name, [KeyPart("lat")], None)
-    return result_from_kernel(start.name, end.name, table, unit)
+    result = result_from_kernel(start.name, end.name, table, unit)
+    if every is not None:
+        every.last(result)
+    return result
 
 
 def kernel_latency_pairs(run: TracedRun, start: SelectedEvent, end: SelectedEvent, texts: LatencyTriggers, *,
@@ -288,6 +431,16 @@ class TriggerPart(RunPart):
         while self._written:
             path, text = self._written.pop()
             _unwrite(path, remove_trigger(text))
+
+    def read_now(self, run: TracedRun) -> str:
+        """The ``read`` event's hist file as it is now, while the run lasts."""
+        inst = run.instance
+        assert inst is not None and self.read is not None
+        path = inst.events_dir / self.read.group / self.read.event / "hist"
+        try:
+            return path.read_text()
+        except OSError as err:
+            raise os_error(err, "read the kernel's histogram", path) from None
 
     def _read_hist(self, path: Path) -> None:
         try:

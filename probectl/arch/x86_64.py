@@ -48,3 +48,24 @@ def _assembler_registers() -> dict[str, tuple[str, int, int]]:
 
 # SDT operands name registers as the assembler does; the kernel knows only the 64-bit ones.
 ASSEMBLER_REGISTERS = _assembler_registers()
+
+# perf's user registers (PERF_SAMPLE_REGS_USER): bit N of ``sample_regs_user`` is register N of
+# perf_event_x86_regs (asm/perf_regs.h), and a sample holds the chosen ones in bit order. Here each
+# bit's DWARF register number (None: a segment or flags register, which no CFI rule names).
+PERF_REGS_DWARF = (0, 3, 2, 1, 4, 5, 6, 7, 16, None, None, None, None, None, None, None,
+                   8, 9, 10, 11, 12, 13, 14, 15)
+# The registers a CFI unwinder needs of each sample: ip, sp and every register a row may name.
+PERF_REGS_UNWIND_MASK = sum(1 << bit for bit, dwarf in enumerate(PERF_REGS_DWARF) if dwarf is not None)
+RETURN_ADDRESS = 16  # the DWARF column of the return address (%ip)
+# Registers whose value a call keeps (System V): a CFI row that does not name one leaves it as it is;
+# the others are lost in the caller's frame.
+CALLEE_SAVED = frozenset({3, 6, 12, 13, 14, 15})  # %bx %bp %r12..%r15
+
+# perf_event_open(2): its system call number (arch/x86/entry/syscalls/syscall_64.tbl) and the ioctls
+# of a perf event's file, _IO('$', n) and _IOW('$', 6, char *) in x86-64's ioctl encoding
+# (include/uapi/linux/perf_event.h).
+PERF_EVENT_OPEN_SYSCALL = 298
+PERF_EVENT_IOC_ENABLE = 0x2400
+PERF_EVENT_IOC_DISABLE = 0x2401
+PERF_EVENT_IOC_RESET = 0x2403
+PERF_EVENT_IOC_SET_FILTER = 0x40082406

@@ -63,7 +63,7 @@ COMMAND_MODULES = {
     "add": "probes", "del": "probes", "list": "probes", "funcs": "probes", "lines": "probes", "vars": "probes",
     "record": "recording", "script": "scripting", "trace": "recording", "tracepoints": "recording",
     "fields": "recording", "cleanup": "recording", "report": "reports", "query": "reports",
-    "hist": "analysis", "latency": "analysis", "flamegraph": "pictures", "heatmap": "pictures",
+    "hist": "analysis", "latency": "analysis", "stat": "counting", "flamegraph": "pictures", "heatmap": "pictures",
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -154,7 +155,9 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
         sys.stderr.write(f"\r[ probectl record: {count:,} {unit}, {lost:,} lost ]\033[K")
         sys.stderr.flush()
 
+    began = time.monotonic()
     result = Recording(tfs, opts, notice=notice, progress=progress if live else None).run()
+    seconds = time.monotonic() - began
     if live:
         sys.stderr.write("\r\033[K")
     notice(f"[ probectl record: {_count(result.events, 'event')} ({_human(result.bytes)}) written to {result.path}"
@@ -164,6 +167,10 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
         perf = f", {result.stacks_lost:,} of them in the perf rings of -g" if result.stacks_lost else ""
         notice(f"Warning: the kernel lost {_count(result.lost, 'event')} ({per_cpu}{perf}); record with a bigger "
                f"buffer (-m KB, now {buffer_kb or 'the default'}) or filter more")
+    from ..analysis.counting import costly_rates
+
+    for note in costly_rates({", ".join(result.selected) or "the events": result.events}, seconds):
+        notice(note)
 
 
 # ---- trace ----------------------------------------------------------------------------------------

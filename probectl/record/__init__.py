@@ -10,8 +10,9 @@ The steps of :meth:`Recording.run`:
 2. trace (:meth:`TracedRun.trace`) with a :class:`RecorderPart`: the filters written and the events
    enabled, the native recorder moving every CPU's pages to files, the names and maps of the traced
    processes read while they live, a live count on a terminal; and, once tracing is off, the metadata;
-3. write trace.dat with the metadata, the command names and thread groups of the recorded pids and
-   the memory maps of the traced processes (:data:`OPTION_PROC_MAPS`, for user-space symbols).
+3. write trace.dat with the metadata, the command names and thread groups of the recorded pids,
+   the memory maps of the traced processes (:data:`OPTION_PROC_MAPS`, for user-space symbols) and
+   their JIT maps (``/tmp/perf-PID.map``: :mod:`~probectl.record.jitmaps`).
 
 A run killed with SIGKILL leaves its instance (and, for ``probectl trace``, its probes); the next
 run or ``probectl cleanup`` finds instances whose pid is dead by their name, and probes through the
@@ -50,6 +51,7 @@ from ..tracefs import Tracefs
 from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
+from .jitmaps import jit_maps_option
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
 from .selection import EventRequest, SelectedEvent, select_events
 from .session import RunPart, RunScope, TracedRun
@@ -208,6 +210,10 @@ class Recording:
         meta.tgids = "".join(f"{p} {t}\n" for p, t in sorted(tgids.items()) if t)
         if watch.maps:
             meta.extra_options.append((OPTION_PROC_MAPS, encode_proc_maps(watch.maps)))
+        jit = jit_maps_option({*watch.tgids.values(), *watch.maps, *(tgids.get(p, p) for p in seen if p)},
+                              self.notice)
+        if jit is not None:
+            meta.extra_options.append(jit)
 
     def _probe_maps(self, part: "RecorderPart", tgid_of: Callable[[int], int]) -> dict[int, str]:
         """tgid → maps lines of the probed binaries its maps lack, each placed by the runtime address of

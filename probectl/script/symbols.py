@@ -6,6 +6,7 @@ import bisect
 from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
+from ..tracedat.jitmaps import OPTION_JIT_MAPS, JitSymbols, decode_jit_maps
 from ..tracedat.procmaps import OPTION_PROC_MAPS, Mapping, decode_proc_maps
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -52,6 +53,7 @@ class TraceSource(Source):
         self._ksyms: Optional[KernelSymbols] = None
         self._usyms: Optional[UserSymbols] = None
         self._maps_option = [data for oid, data in trace.options if oid == OPTION_PROC_MAPS]
+        self._jit_option = [data for oid, data in trace.options if oid == OPTION_JIT_MAPS]
 
     def comm(self, tid: int) -> str:
         return self.trace.comm(tid)
@@ -69,7 +71,10 @@ class TraceSource(Source):
             maps: dict[int, list[Mapping]] = {}
             for data in self._maps_option:
                 maps.update(decode_proc_maps(data))
-            self._usyms = UserSymbols(maps)
+            jit: dict[int, JitSymbols] = {}
+            for data in self._jit_option:
+                jit.update(decode_jit_maps(data))
+            self._usyms = UserSymbols(maps, jit)
         return self._usyms
 
 
@@ -118,12 +123,16 @@ class KernelSymbols:
 
 
 class UserSymbols:
-    """User addresses of a process → function names, through its maps and the mapped ELF files."""
+    """User addresses of a process → function names, through its maps and the mapped ELF files, or
+    for code in no mapped file, the process's JIT map (``/tmp/perf-PID.map``, copied into the
+    recording), as perf names such code."""
 
-    def __init__(self, maps: dict[int, list[Mapping]]):
+    def __init__(self, maps: dict[int, list[Mapping]], jit: Optional[dict[int, JitSymbols]] = None):
+        self.jit = jit or {}
         self.maps = {tgid: sorted(ms, key=lambda m: m.start) for tgid, ms in maps.items()}
         self._starts = {tgid: [m.start for m in ms] for tgid, ms in self.maps.items()}
         self._elves: dict[str, Any] = {}
+        self._files: dict[str, list[Any]] = {}
 
     def mapping(self, tgid: int, addr: int) -> Optional[Mapping]:
         starts = self._starts.get(tgid)
@@ -146,24 +155,69 @@ class UserSymbols:
                 self._elves[path] = None
         return self._elves[path]
 
+    def _symbol_files(self, path: str) -> list[Any]:
+        """The ELF files whose symbol tables name ``path``'s functions, the fullest first: a binary
+        stripped to ``.dynsym`` (libc) names its local functions (``__libc_start_call_main``) only
+        in its debug file, found as ``add`` finds DWARF (:func:`debug_symbol_file`)."""
+        found = self._files.get(path)
+        if found is None:
+            elf = self._elf(path)
+            found = [] if elf is None else [elf]
+            if elf is not None and elf.section(".symtab") is None:
+                debug = debug_symbol_file(elf)
+                if debug is not None:
+                    found.insert(0, debug)
+            self._files[path] = found
+        return found
+
     def lookup(self, tgid: int, addr: int) -> Optional[tuple[str, int, str]]:
         """(function, offset, path) for ``addr`` in process ``tgid``; (None-named) when unknown."""
         m = self.mapping(tgid, addr)
         if m is None:
-            return None
+            symbols = self.jit.get(tgid)
+            found = symbols.lookup(addr) if symbols is not None else None
+            return (found[0], found[1], f"/tmp/perf-{tgid}.map") if found is not None else None
         if m.path.startswith("["):  # [vdso], [uprobes] (a uretprobe's trampoline)
             return m.path, addr - m.start, m.path
-        elf = self._elf(m.path)
-        if elf is None:
+        files = self._symbol_files(m.path)
+        if not files:
             return None
         try:
-            vaddr = elf.offset_to_vaddr(addr - m.start + m.offset)
-            sym = elf.symbol_at(vaddr)
+            vaddr = files[-1].offset_to_vaddr(addr - m.start + m.offset)
         except (DebugInfoError, ProbectlError, OSError, ValueError):
             return None
-        if sym is None:
+        for elf in files:
+            try:
+                sym = elf.symbol_at(vaddr)
+            except (DebugInfoError, ProbectlError, OSError, ValueError):
+                continue
+            if sym is not None:
+                return sym.name, vaddr - sym.value, m.path
+        return None
+
+
+def debug_symbol_file(elf: Any) -> Any:
+    """The separate debug file of ``elf`` with a ``.symtab``, opened: by build-id or
+    ``.gnu_debuglink`` on this machine, else from the debuginfod servers of ``$DEBUGINFOD_URLS``
+    (as ``add`` finds DWARF); None when there is none."""
+    from ..debuginfo.elf import ElfFile, find_debug_file
+
+    try:
+        path, _tried = find_debug_file(elf)
+        if path is None:
+            from ..target.debuginfod import fetch_for_binary
+
+            fetched = fetch_for_binary(elf.path)
+            path = fetched.path if fetched is not None else None
+        if path is None:
             return None
-        return sym.name, vaddr - sym.value, m.path
+        debug = ElfFile(path)
+    except (ProbectlError, OSError):
+        return None
+    if debug.section(".symtab") is None:
+        debug.close()
+        return None
+    return debug
 
 
 class Symbolizer:

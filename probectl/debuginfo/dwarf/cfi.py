@@ -11,7 +11,7 @@ entry headers are scanned once (lengths and initial locations only, where pyelft
 entry and instruction of a kernel's tens of thousands of FDEs: docs/ledger.md) into an index by
 address, kept on disk by build-id (``indexcache``, kind ``cfi-fdes``). The one FDE found, its CIE
 and their instructions are then decoded here (``_Entries``), as far as the address asked for, and
-for the CFA only. (An ``.eh_frame`` without ``.eh_frame_hdr`` has all its entry headers read:
+for the row at that address: the CFA, and the registers' rules an unwinder needs (unwind.py). (An ``.eh_frame`` without ``.eh_frame_hdr`` has all its entry headers read:
 its pointers' encodings are in each CIE's augmentation.)
 """
 from __future__ import annotations
@@ -45,17 +45,19 @@ class CfaRule:
 
 class _Fde(NamedTuple("_Fde", [("initial_location", int), ("address_range", int), ("code_alignment", int),
                                ("data_alignment", int), ("cie_instructions", bytes), ("instructions", bytes),
-                               ("encoding", int), ("offset", int)])):
-    """What the CFA at an address needs of one FDE: the code it covers, its CIE's alignment factors
+                               ("encoding", int), ("offset", int), ("return_register", int)])):
+    """What the rules at an address need of one FDE: the code it covers, its CIE's alignment factors
     and the instructions of both (the CIE's first); ``encoding`` is the pointer encoding of
     DW_CFA_set_loc (.eh_frame: the CIE's 'R'; else absolute), ``offset`` that of the instructions in
-    the section (for pc-relative set_loc). (Fields as a list: see units.Section.)"""
+    the section (for pc-relative set_loc), ``return_register`` the CIE's return address column.
+    (Fields as a list: see units.Section.)"""
 
     __slots__ = ()
 
 
 class _Cie(NamedTuple("_Cie", [("code_alignment", int), ("data_alignment", int), ("instructions", bytes),
-                               ("fde_encoding", int), ("has_augmentation_data", bool), ("address_size", int)])):
+                               ("fde_encoding", int), ("has_augmentation_data", bool), ("address_size", int),
+                               ("return_register", int)])):
     __slots__ = ()
 
 
@@ -129,9 +131,10 @@ class _Entries:
         code_alignment, pos = read_uleb128(self.data, pos)
         data_alignment, pos = read_sleb128(self.data, pos)
         if version == 1:
+            return_register = self.data[pos]
             pos += 1
         else:
-            _, pos = read_uleb128(self.data, pos)  # the return address register
+            return_register, pos = read_uleb128(self.data, pos)
         fde_encoding = 0
         has_data = augmentation.startswith(b"z")
         if has_data:
@@ -152,7 +155,7 @@ class _Entries:
         elif augmentation and augmentation != b"eh":
             raise ValueError(f"CIE augmentation {augmentation!r}")
         found = self._cies[offset] = _Cie(code_alignment, data_alignment, bytes(self.data[pos:end]), fde_encoding,
-                                          has_data, address_size)
+                                          has_data, address_size, return_register)
         return found
 
     def fde(self, offset: int) -> Optional[_Fde]:
@@ -173,7 +176,7 @@ class _Entries:
             pos += length
         encoding = cie.fde_encoding if self.eh else 0
         return _Fde(start, span, cie.code_alignment, cie.data_alignment, cie.instructions,
-                    bytes(self.data[pos:end]), encoding, pos)
+                    bytes(self.data[pos:end]), encoding, pos, cie.return_register)
 
     def all_fdes(self) -> list[_Fde]:
         """Every FDE of the section (an ``.eh_frame`` ends at a zero length)."""
@@ -193,18 +196,63 @@ class _Entries:
 
 # DW_CFA_* instructions (the three in the high two bits, then the others).
 _CFA_ADVANCE_LOC, _CFA_OFFSET, _CFA_RESTORE = 0x40, 0x80, 0xC0
-_ULEB_OPERANDS = {0x05: 2, 0x06: 1, 0x07: 1, 0x08: 1, 0x09: 2, 0x14: 2, 0x2E: 1, 0x2F: 2}  # (ULEB128s it takes)
-_ULEB_SLEB_OPERANDS = {0x11, 0x15}  # offset_extended_sf, val_offset_sf
-_ULEB_BLOCK_OPERANDS = {0x10, 0x16}  # expression, val_expression
 
 
-def _cfa_rule(entries: _Entries, fde: _Fde, pc: int) -> Optional["CfaRule"]:
-    """The CFA rule in force at ``pc`` by the FDE's (and its CIE's) instructions; None when the CFA is
-    a DWARF expression there."""
+@dataclass(frozen=True)
+class RegisterRule:
+    """Where the caller's value of a register is, by the CFI row of an address (DWARF 5, 6.4.1):
+    ``undefined`` (none: for the return address, the outermost frame), ``same`` (unchanged),
+    ``offset`` (saved at CFA + ``value``), ``val_offset`` (it is CFA + ``value``), ``register``
+    (in register ``value``), ``expression`` (saved at the address ``expression`` computes from the
+    CFA), ``val_expression`` (it is what ``expression`` computes)."""
+
+    kind: str
+    value: int = 0
+    expression: bytes = b""
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    """The CFI row in force at an address: the CFA (``cfa``, or a DWARF expression ``cfa_expression``
+    when ``cfa`` is None), the rules of the registers the row names (a register it does not name
+    keeps its value, as x86-64's callee-saved ones do, or is lost, as the others are), and the
+    column that holds the return address."""
+
+    cfa: Optional[CfaRule]
+    cfa_expression: bytes
+    registers: tuple[tuple[int, RegisterRule], ...]
+    return_register: int
+
+    def rule(self, register: int) -> Optional[RegisterRule]:
+        for number, rule in self.registers:
+            if number == register:
+                return rule
+        return None
+
+
+def _block(data: bytes, pos: int) -> tuple[bytes, int]:
+    length, pos = read_uleb128(data, pos)
+    if pos + length > len(data):
+        raise ValueError("a call-frame expression runs past its entry")
+    return bytes(data[pos:pos + length]), pos + length
+
+
+def _row_at(entries: _Entries, fde: _Fde, pc: int) -> FrameRow:
+    """The CFI row in force at ``pc`` by the FDE's (and its CIE's) instructions."""
     cfa: Optional[tuple[int, int]] = None  # (register, offset); None: an expression (or not yet set)
-    expression = False
-    saved: list[tuple[Optional[tuple[int, int]], bool]] = []
+    cfa_expression = b""
+    registers: dict[int, RegisterRule] = {}
+    initial: dict[int, RegisterRule] = {}
+    saved: list[tuple[Optional[tuple[int, int]], bytes, dict[int, RegisterRule]]] = []
     location = fde.initial_location
+    align = fde.data_alignment
+
+    def restore(reg: int) -> None:
+        if reg in initial:
+            registers[reg] = initial[reg]
+        else:
+            registers.pop(reg, None)
+
     for program, base in ((fde.cie_instructions, None), (fde.instructions, fde.offset)):
         data = program
         pos, n = 0, len(data)
@@ -215,10 +263,13 @@ def _cfa_rule(entries: _Entries, fde: _Fde, pc: int) -> Optional["CfaRule"]:
             if high:
                 if high == _CFA_ADVANCE_LOC:
                     location += (op & 0x3F) * fde.code_alignment
+                    if location > pc:
+                        break
                 elif high == _CFA_OFFSET:
-                    _, pos = read_uleb128(data, pos)
-                if location > pc:
-                    break
+                    off, pos = read_uleb128(data, pos)
+                    registers[op & 0x3F] = RegisterRule("offset", off * align)
+                else:
+                    restore(op & 0x3F)
                 continue
             if op in (0x02, 0x03, 0x04, 0x1D):  # advance_loc1/2/4, MIPS_advance_loc8
                 size = {0x02: 1, 0x03: 2, 0x04: 4, 0x1D: 8}[op]
@@ -242,14 +293,14 @@ def _cfa_rule(entries: _Entries, fde: _Fde, pc: int) -> Optional["CfaRule"]:
             elif op == 0x0C:  # def_cfa
                 reg, pos = read_uleb128(data, pos)
                 off, pos = read_uleb128(data, pos)
-                cfa, expression = (reg, off), False
+                cfa, cfa_expression = (reg, off), b""
             elif op == 0x12:  # def_cfa_sf
                 reg, pos = read_uleb128(data, pos)
                 off, pos = read_sleb128(data, pos)
-                cfa, expression = (reg, off * fde.data_alignment), False
+                cfa, cfa_expression = (reg, off * align), b""
             elif op == 0x0D:  # def_cfa_register
                 reg, pos = read_uleb128(data, pos)
-                cfa, expression = (reg, cfa[1] if cfa else 0), False
+                cfa, cfa_expression = (reg, cfa[1] if cfa else 0), b""
             elif op == 0x0E:  # def_cfa_offset
                 off, pos = read_uleb128(data, pos)
                 if cfa is not None:
@@ -257,34 +308,50 @@ def _cfa_rule(entries: _Entries, fde: _Fde, pc: int) -> Optional["CfaRule"]:
             elif op == 0x13:  # def_cfa_offset_sf
                 off, pos = read_sleb128(data, pos)
                 if cfa is not None:
-                    cfa = (cfa[0], off * fde.data_alignment)
+                    cfa = (cfa[0], off * align)
             elif op == 0x0F:  # def_cfa_expression
-                length, pos = read_uleb128(data, pos)
-                pos += length
-                expression = True
+                cfa_expression, pos = _block(data, pos)
+                cfa = None
             elif op == 0x0A:  # remember_state
-                saved.append((cfa, expression))
+                saved.append((cfa, cfa_expression, dict(registers)))
             elif op == 0x0B:  # restore_state
                 if saved:
-                    cfa, expression = saved.pop()
-            elif op in _ULEB_OPERANDS:
-                for _ in range(_ULEB_OPERANDS[op]):
-                    _, pos = read_uleb128(data, pos)
-            elif op in _ULEB_SLEB_OPERANDS:
+                    cfa, cfa_expression, registers = saved.pop()
+            elif op in (0x05, 0x11, 0x14, 0x15, 0x2F):  # offset_extended(_sf), val_offset(_sf), GNU negative
+                reg, pos = read_uleb128(data, pos)
+                if op in (0x11, 0x15):
+                    off, pos = read_sleb128(data, pos)
+                else:
+                    off, pos = read_uleb128(data, pos)
+                if op == 0x2F:
+                    off = -off
+                registers[reg] = RegisterRule("val_offset" if op in (0x14, 0x15) else "offset", off * align)
+            elif op == 0x06:  # restore_extended
+                reg, pos = read_uleb128(data, pos)
+                restore(reg)
+            elif op in (0x07, 0x08):  # undefined, same_value
+                reg, pos = read_uleb128(data, pos)
+                registers[reg] = RegisterRule("undefined" if op == 0x07 else "same")
+            elif op == 0x09:  # register
+                reg, pos = read_uleb128(data, pos)
+                other, pos = read_uleb128(data, pos)
+                registers[reg] = RegisterRule("register", other)
+            elif op in (0x10, 0x16):  # expression, val_expression
+                reg, pos = read_uleb128(data, pos)
+                block, pos = _block(data, pos)
+                registers[reg] = RegisterRule("expression" if op == 0x10 else "val_expression", 0, block)
+            elif op == 0x2E:  # GNU_args_size
                 _, pos = read_uleb128(data, pos)
-                _, pos = read_sleb128(data, pos)
-            elif op in _ULEB_BLOCK_OPERANDS:
-                _, pos = read_uleb128(data, pos)
-                length, pos = read_uleb128(data, pos)
-                pos += length
             elif op != 0x00:  # (nop)
                 raise ValueError(f"unknown call-frame instruction 0x{op:02x}")
         else:
+            if base is None:
+                initial = dict(registers)  # (what DW_CFA_restore returns to: the CIE's rules)
             continue
         break
-    if expression or cfa is None:
-        return None
-    return CfaRule(cfa[0], cfa[1])
+    rule = CfaRule(cfa[0], cfa[1]) if cfa is not None and not cfa_expression else None
+    return FrameRow(rule, cfa_expression if rule is None else b"", tuple(sorted(registers.items())),
+                    fde.return_register)
 
 
 class _Table:
@@ -449,7 +516,7 @@ class CallFrames:
 
     def __init__(self) -> None:
         self._tables: list[_Table] = []
-        self._cache: dict[int, Optional[CfaRule]] = {}
+        self._rows: dict[int, Optional[FrameRow]] = {}
 
     @classmethod
     def from_sections(cls, binary: "ElfFile", debug_frame: Optional[bytes],
@@ -481,20 +548,30 @@ class CallFrames:
             pass
         return self
 
-    def cfa_at(self, pc: int) -> Optional[CfaRule]:
-        """The CFA rule in force at ``pc``, or None if no FDE covers it or the CFA is a
-        DWARF expression (``DW_CFA_def_cfa_expression``)."""
-        if pc in self._cache:
-            return self._cache[pc]
-        rule = None
+    def row_at(self, pc: int) -> Optional[FrameRow]:
+        """The CFI row in force at ``pc``, or None if no FDE covers it (or its entry cannot be read)."""
+        if pc in self._rows:
+            return self._rows[pc]
+        row = None
         for table in self._tables:
             try:
                 fde = table.fde_for(pc)
                 if fde is None:
                     continue
-                rule = _cfa_rule(table.entries, fde, pc)
+                row = _row_at(table.entries, fde, pc)
             except (ValueError, IndexError, KeyError):
                 continue
             break
-        self._cache[pc] = rule
-        return rule
+        self._rows[pc] = row
+        return row
+
+    def cfa_at(self, pc: int) -> Optional[CfaRule]:
+        """The CFA rule in force at ``pc``, or None if no FDE covers it or the CFA is a
+        DWARF expression (``DW_CFA_def_cfa_expression``)."""
+        row = self.row_at(pc)
+        return row.cfa if row is not None else None
+
+    @property
+    def empty(self) -> bool:
+        """Whether no CFI section could be read (the binary has none, or none this reader takes)."""
+        return not self._tables
