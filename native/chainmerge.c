@@ -132,12 +132,47 @@ static int add_comm(struct cm_result *res, size_t *cap, const uint8_t *r, size_t
 	return RB_OK;
 }
 
+static int add_mmap(struct cm_result *res, size_t *cap, const uint8_t *r, size_t size)
+{
+	struct cm_mmap *m;
+	size_t len;
+
+	if (size < 72 + 1)
+		return RB_OK;
+	if (res->nmmaps == *cap) {
+		size_t bigger = *cap ? 2 * *cap : 16;
+		struct cm_mmap *more = realloc(res->mmaps, bigger * sizeof(*more));
+
+		if (!more)
+			return RB_ERR_NOMEM;
+		res->mmaps = more;
+		*cap = bigger;
+	}
+	m = &res->mmaps[res->nmmaps++];
+	m->pid = rd32(r + 8);
+	m->tid = rd32(r + 12);
+	m->addr = rd64(r + 16);
+	m->len = rd64(r + 24);
+	m->pgoff = rd64(r + 32);
+	m->maj = rd32(r + 40);
+	m->min = rd32(r + 44);
+	m->ino = rd64(r + 48);
+	m->prot = rd32(r + 64);
+	m->flags = rd32(r + 68);
+	len = strnlen((const char *)r + 72, size - 72);
+	if (len > sizeof(m->path) - 1)
+		len = sizeof(m->path) - 1;
+	memcpy(m->path, r + 72, len);
+	m->path[len] = '\0';
+	return RB_OK;
+}
+
 // The samples of the perf records, their addresses in @pool (as many words as the records have), and
 // the command names into @res.
 static int read_samples(const struct cm_args *a, struct sample **ret, size_t *count, uint64_t **pool_ret,
 			struct cm_result *res)
 {
-	size_t comm_cap = 0;
+	size_t comm_cap = 0, mmap_cap = 0;
 	size_t cap = a->perf_len / 48 + 1, n = 0, used = 0;
 	struct sample *s = malloc(cap * sizeof(*s));
 	uint64_t *pool = malloc((a->perf_len / 8 + 2) * sizeof(*pool));
@@ -156,7 +191,8 @@ static int read_samples(const struct cm_args *a, struct sample **ret, size_t *co
 		if (h.size < 8 || pos + h.size > a->perf_len)
 			break;
 		pos += h.size;
-		if (h.type == PERF_RECORD_COMM && add_comm(res, &comm_cap, r, h.size)) {
+		if ((h.type == PERF_RECORD_COMM && add_comm(res, &comm_cap, r, h.size)) ||
+		    (h.type == PERF_RECORD_MMAP2 && add_mmap(res, &mmap_cap, r, h.size))) {
 			free(s);
 			free(pool);
 			return RB_ERR_NOMEM;
@@ -511,6 +547,9 @@ out:;
 		free(res->comms);
 		res->comms = NULL;
 		res->ncomms = 0;
+		free(res->mmaps);
+		res->mmaps = NULL;
+		res->nmmaps = 0;
 	}
 	free(s);
 	free(e);

@@ -46,12 +46,24 @@ struct cm_comm {
 	char name[16];			// NUL-terminated
 };
 
+// An executable mapping a task made (PERF_RECORD_MMAP2).
+struct cm_mmap {
+	uint32_t pid, tid;
+	uint64_t addr, len, pgoff;
+	uint32_t maj, min;
+	uint64_t ino;
+	uint32_t prot, flags;
+	char path[256];			// NUL-terminated (cut at 255 bytes)
+};
+
 struct cm_result {
 	uint64_t written;		// callchain records written
 	uint64_t left;			// samples that joined no event
 	uint64_t pages;			// pages written
 	struct cm_comm *comms;		// the PERF_RECORD_COMM records, in order; free() them
 	size_t ncomms;
+	struct cm_mmap *mmaps;		// the PERF_RECORD_MMAP2 records, in order; free() them
+	size_t nmmaps;
 };
 
 /**
@@ -59,7 +71,8 @@ struct cm_result {
  *
  * Returns 0, or RB_ERR_INVAL (a layout of the other byte order), RB_ERR_NOMEM, RB_ERR_IO (errno
  * set). A source page that cannot be decoded ends the copy of the source there; a perf record cut
- * short ends the reading of the samples. On success @res->comms holds the names taken at exec.
+ * short ends the reading of the samples. On success @res->comms holds the names taken at exec, @res->mmaps the
+ * executable mappings made.
  */
 int cm_write(const struct cm_args *args, struct cm_result *res);
 

@@ -35,7 +35,8 @@
 	"(native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the\n" \
 	"event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:\n" \
 	"all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of\n" \
-	"each exec the ring reported)."
+	"each exec the ring reported, and each executable mapping it reported: (pid, address, length, file\n" \
+	"offset, device major, minor, inode, prot, flags, path))."
 
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \

@@ -208,8 +208,27 @@ static PyObject *comms_result(const struct cm_result *res)
 		}
 		PyList_SET_ITEM(comms, (Py_ssize_t)i, t);
 	}
-	return Py_BuildValue("(KKKN)", (unsigned long long)res->written, (unsigned long long)res->left,
-			     (unsigned long long)res->pages, comms);
+	PyObject *mmaps = PyList_New((Py_ssize_t)res->nmmaps);
+
+	if (!mmaps) {
+		Py_DECREF(comms);
+		return NULL;
+	}
+	for (size_t i = 0; i < res->nmmaps; i++) {
+		const struct cm_mmap *m = &res->mmaps[i];
+		PyObject *t = Py_BuildValue("(IKKKIIKIIy)", m->pid, (unsigned long long)m->addr,
+					    (unsigned long long)m->len, (unsigned long long)m->pgoff, m->maj, m->min,
+					    (unsigned long long)m->ino, m->prot, m->flags, m->path);
+
+		if (!t) {
+			Py_DECREF(comms);
+			Py_DECREF(mmaps);
+			return NULL;
+		}
+		PyList_SET_ITEM(mmaps, (Py_ssize_t)i, t);
+	}
+	return Py_BuildValue("(KKKNN)", (unsigned long long)res->written, (unsigned long long)res->left,
+			     (unsigned long long)res->pages, comms, mmaps);
 }
 
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -296,6 +315,7 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	else
 		ret = comms_result(&res);
 	free(res.comms);
+	free(res.mmaps);
 out:
 	Py_XDECREF(seq);
 	PyMem_Free(map);

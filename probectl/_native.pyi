@@ -265,14 +265,18 @@ class PerfRings:
         """The thread is running."""
 
 
+_Mmap = tuple[int, int, int, int, int, int, int, int, int, bytes]
+
+
 def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, long_size: int, big_endian: bool,
                      page_size: int, callchain_id: int, window_ns: int, events: Sequence[tuple[int, int, int]],
-                     pids: Optional[Sequence[int]]) -> tuple[int, int, int, list[tuple[int, int, bytes]]]:
+                     pids: Optional[Sequence[int]]) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[_Mmap]]:
     """One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them
     (native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the
     event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:
     all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of
-    each exec the ring reported)."""
+    each exec the ring reported, and each executable mapping it reported: (pid, address, length, file
+    offset, device major, minor, inode, prot, flags, path))."""
 
 
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,

@@ -559,12 +559,18 @@ class PerfRings:
             self._native = None
 
 
+# An executable mapping perf reported: (pid, address, length, file offset, device major, minor, inode,
+# prot, flags, path).
+PerfMmap = tuple[int, int, int, int, int, int, int, int, int, bytes]
+
+
 def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, layout: PageLayout, callchain_id: int,
                      window_ns: int, events: Sequence[tuple[int, int, int]],
-                     pids: Optional[Sequence[int]]) -> tuple[int, int, int, list[tuple[int, int, bytes]]]:
+                     pids: Optional[Sequence[int]]
+                     ) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[PerfMmap]]:
     """One CPU's pages ``src`` written to ``out_fd`` with the samples of ``perf`` in them, natively
     (see :func:`probectl.tracedat.callchain.write_with_callchains`); (callchains written, samples left,
-    pages written, (pid, tid, command name) of each exec)."""
+    pages written, (pid, tid, command name) of each exec, the executable mappings made: see the stub)."""
     try:
         return _native.write_callchains(src, perf, out_fd, layout.long_size, layout.big_endian, layout.page_size,
                                         callchain_id, window_ns, list(events), pids)

@@ -47,6 +47,24 @@ def comm(pid: int, tid: int, name: bytes) -> bytes:
     return struct.pack("<IHH", 3, 0x2000, 8 + len(body)) + body
 
 
+def mmap2(pid: int, addr: int, length: int, pgoff: int, path: bytes) -> bytes:
+    """A PERF_RECORD_MMAP2 of an executable private mapping (device 08:01, inode 77)."""
+    body = struct.pack("<IIQQQIIQQII", pid, pid, addr, length, pgoff, 8, 1, 77, 0, 5, 2) + path
+    body += bytes(8 - len(path) % 8) + struct.pack("<IIQIIQ", pid, pid, 0, 0, 0, 0)
+    return struct.pack("<IHH", 10, 0x2002, 8 + len(body)) + body
+
+
+def test_exec_names_and_executable_mappings_are_returned(tmp_path):
+    perf = tmp_path / "perf"
+    perf.write_bytes(comm(50, 50, b"worker") + mmap2(50, 0x555500001000, 0x2000, 0x1000, b"/usr/bin/worker")
+                     + mmap2(50, 0x7f0000000000, 0x1000, 0, b"//anon")  # (JIT code: its perf map names it)
+                     + mmap2(51, 0x7f1000000000, 0x3000, 0, b"[vdso]"))
+    _w, _l, comms, maps = write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, [])
+    assert comms == [(50, 50, "worker")]
+    assert maps == {50: ["555500001000-555500003000 r-xp 00001000 08:01 77 /usr/bin/worker"],
+                    51: ["7f1000000000-7f1000003000 r-xp 00000000 08:01 77 [vdso]"]}
+
+
 def read(path: Path) -> list[tuple[int, int, int, bytes]]:
     """(time, type, pid, payload) of every record."""
     data = path.read_bytes()
@@ -73,7 +91,7 @@ def test_pages_written_anew_keep_every_record_time_and_loss(tmp_path):
     assert len(before) == 4
     perf = tmp_path / "perf"
     perf.write_bytes(b"")
-    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, []) == (0, 0, [])
+    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, []) [:3] == (0, 0, [])
     assert [(ts, t, pid) for ts, t, pid, _p in read(tmp_path / "dst")] == before
     pages = (tmp_path / "dst").read_bytes()
     assert [parse_page(pages[o:o + 4096], LAYOUT).missed for o in range(0, len(pages), 4096)][-1] == 42
@@ -92,7 +110,7 @@ def test_samples_join_their_event_or_come_in_by_time(tmp_path):
         + comm(50, 5, b"worker")  # an exec's name
         + b"\x09\0\0\0\0\0\xff\x7f")  # a record cut short ends the samples
     events = [(1, 7, 0), (2, 8, 0), (3, 11, RAW)]
-    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, events) == (3, 1, [(50, 5, "worker")])
+    assert write_with_callchains(src, perf, tmp_path / "dst", LAYOUT, CHAIN, events) [:3] == (3, 1, [(50, 5, "worker")])
     got = read(tmp_path / "dst")
     assert [(ts, t, pid) for ts, t, pid, _p in got] == [
         (1000, 7, 5), (1000, CHAIN, 5), (2000, 7, 6), (2000, CHAIN, 6), (3000, 8, 5), (5000, 11, 5),

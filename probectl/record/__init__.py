@@ -169,10 +169,15 @@ class Recording:
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
                 part.files = dict(part.recorder.files)
+                perf_maps: dict[int, list[str]] = {}
                 if part.callchains is not None:
-                    part.files = add_callchains(meta, part.files, part.callchains, part.layout, tmp)
+                    part.files, perf_maps = add_callchains(meta, part.files, part.callchains, part.layout, tmp)
                 files = part.files
                 events, seen = _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
+                if perf_maps:  # (of the recorded processes only: perf reports every exec on a CPU)
+                    groups = parse_tgids(meta.tgids)
+                    recorded = seen | {groups[p] for p in seen if p in groups}
+                    part.watch.add_maps({t: lines for t, lines in perf_maps.items() if t in recorded}, MAX_MAPS_PIDS)
                 self._names(meta, seen, part, run)
                 write_tracedat(output, meta, files, version=opts.version)
         finally:

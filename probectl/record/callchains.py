@@ -57,8 +57,8 @@ SAMPLE_TYPE = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE
 # also takes the user stack pointer and that word (see ENTRY_FIXUP_ARCHES).
 ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
 _REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
-_FLAG_DISABLED, _FLAG_INHERIT, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 << 1, 1 << 9, 1 << 14
-_FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 24
+_FLAG_DISABLED, _FLAG_INHERIT, _FLAG_MMAP, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 << 1, 1 << 8, 1 << 9, 1 << 14
+_FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_MMAP2, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 23, 1 << 24
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
 
 # ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
@@ -91,13 +91,15 @@ def entry_fixup_supported() -> bool:
 
 def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
           comm: bool) -> bytes:
-    """``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM): a uprobe's events
-    come from perf alone, and the kernel's saved_cmdlines knows only the tasks ftrace wrote events of."""
+    """``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM) and each executable
+    mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
+    saved_cmdlines knows only the tasks ftrace wrote events of; a process that ends before its maps
+    are read has its user frames named from these."""
     flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
     if inherit:
         flags |= _FLAG_INHERIT
     if comm:
-        flags |= _FLAG_COMM | _FLAG_COMM_EXEC
+        flags |= _FLAG_COMM | _FLAG_COMM_EXEC | _FLAG_MMAP | _FLAG_MMAP2
     regs = 1 << _REG_SP[platform.machine()] if entry else 0
     sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if entry else 0) | (SAMPLE_RAW if raw else 0)
     attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
@@ -257,25 +259,29 @@ def _hint(err: Optional[int]) -> str:
 
 
 def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
-                   tmp: Path) -> dict[int, Path]:
+                   tmp: Path) -> tuple[dict[int, Path], dict[int, list[str]]]:
     """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
     :func:`probectl.tracedat.callchain.write_with_callchains`); probectl's event format in ``meta``,
     and the command names and thread groups of the tasks that exec'd while perf sampled, which the
-    kernel's saved_cmdlines lacks when their events came from perf alone."""
+    kernel's saved_cmdlines lacks when their events came from perf alone. Also returns, per process,
+    the maps lines of the executable mappings perf reported."""
     event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
     events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
                | (ENTRY if perf_id in chains.entry_ids else 0)) for perf_id, event in chains.ids.items()]
     out = {}
     names: dict[int, str] = {}
     tgids: dict[int, int] = {}
+    maps: dict[int, list[str]] = {}
     for cpu, path in files.items():
         perf = chains.files.get(cpu)
         if perf is None or not perf.exists() or not perf.stat().st_size:
             out[cpu] = path
             continue
         merged = tmp / f"cpu{cpu}.merged"
-        _written, _left, comms = write_with_callchains(path if path.exists() else None, perf, merged, layout,
-                                                       event_id, events)
+        _written, _left, comms, cpu_maps = write_with_callchains(path if path.exists() else None, perf, merged,
+                                                                 layout, event_id, events)
+        for pid, lines in cpu_maps.items():
+            maps.setdefault(pid, []).extend(lines)
         for pid, tid, name in comms:
             names[tid] = name
             tgids[tid] = pid
@@ -285,7 +291,7 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
     cmdlines, groups = parse_cmdlines(meta.cmdlines), parse_tgids(meta.tgids)
     meta.cmdlines = "".join(f"{tid} {name}\n" for tid, name in sorted({**cmdlines, **names}.items()))
     meta.tgids = "".join(f"{tid} {pid}\n" for tid, pid in sorted({**groups, **tgids}.items()))
-    return out
+    return out, maps
 
 
 def uprobe_events(definitions: Sequence[EventDefinition], events: Sequence[SelectedEvent]) -> list[int]:

@@ -57,7 +57,8 @@ RAW, ENTRY = 1, 2  # how a perf event's samples are (native/chainmerge.h: CM_RAW
 
 def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: PageLayout, event_id: int,
                           events: Sequence[tuple[int, int, int]], *, pids: Optional[Iterable[int]] = None,
-                          window_ns: int = 1_000_000) -> tuple[int, int, list[tuple[int, int, str]]]:
+                          window_ns: int = 1_000_000
+                          ) -> tuple[int, int, list[tuple[int, int, str]], dict[int, list[str]]]:
     """Write the pages of ``src`` (one CPU's data, or None) to ``dst`` with the samples of ``perf`` (the
     records copied from that CPU's perf ring) in them. ``events``: (perf id, ftrace event id, RAW |
     ENTRY) of each perf event. A sample of a RAW event adds its event's record in time order, then a
@@ -66,16 +67,24 @@ def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: Pa
     ENTRY event's samples get the caller from the word at the stack pointer (see
     :mod:`probectl.record.callchains`). ``pids``: only the samples of these threads or processes.
     Returns (callchains written, samples left over, (pid, tid, command name) of each exec ``perf``
-    reports). A page that cannot be decoded ends the copy of ``src``; a perf record cut short ends
-    the samples."""
+    reports, and per process the ``/proc/PID/maps`` lines of the executable mappings it reports). A
+    page that cannot be decoded ends the copy of ``src``; a perf record cut short ends the samples."""
     with contextlib.ExitStack() as stack:
         src_map = _mapped(stack, src) if src is not None else None
         perf_map = _mapped(stack, perf) or b""
         out = stack.enter_context(open(dst, "wb"))
-        written, left, _pages, comms = ringbuf.write_callchains(
+        written, left, _pages, comms, mmaps = ringbuf.write_callchains(
             src_map, perf_map, out.fileno(), layout, event_id, window_ns, events,
             sorted(set(pids)) if pids is not None else None)
-    return written, left, [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms]
+    maps: dict[int, list[str]] = {}
+    for pid, addr, length, pgoff, major, minor, inode, prot, flags, path in mmaps:
+        if not (path.startswith(b"/") and not path.startswith(b"//")) and path not in (b"[vdso]", b"[uprobes]"):
+            continue  # (//anon, [heap]: no file to name frames from; JIT code has its perf map)
+        perms = ("r" if prot & 1 else "-") + ("w" if prot & 2 else "-") + ("x" if prot & 4 else "-") + \
+            ("s" if flags & 1 else "p")  # (PROT_READ, PROT_WRITE, PROT_EXEC; MAP_SHARED)
+        line = f"{addr:x}-{addr + length:x} {perms} {pgoff:08x} {major:02x}:{minor:02x} {inode} "
+        maps.setdefault(pid, []).append(line + path.decode("utf-8", "surrogateescape"))
+    return written, left, [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms], maps
 
 
 def _mapped(stack: contextlib.ExitStack, path: Path) -> Optional[mmap.mmap]:
