@@ -12,7 +12,8 @@ round, through callers, ``middle()`` and a recursion 40 deep: stacks of 3 to 44 
 - ``perf record -g -e GROUP:work -o FILE -- callers ROUNDS``
 
 For each: events recorded (probectl's summary line; ``perf report --stats``'s SAMPLE count), events
-lost, the file's size, and the CPU time of the recorder alone: the CPU of all the tool's children minus
+not recorded (the workload's calls less those recorded; probectl's own lost count is checked to be
+that number: perf's LOST records count chunks, not events), the file's size, and the CPU time of the recorder alone: the CPU of all the tool's children minus
 the workload's own (the workload runs under ``sh -c '...; times'``, which prints it; the kernel's work
 for each uprobe hit, the same for both tools, is charged to the workload). The best of ``--runs``;
 the ratio is perf's recorder CPU / probectl's.
@@ -85,6 +86,7 @@ def main() -> None:
                 events = int(re.search(r"\[ probectl record: ([\d,]+) event", err).group(1).replace(",", ""))
                 lost_m = re.search(r"([\d,]+) lost \]", err)
                 lost = int(lost_m.group(1).replace(",", "")) if lost_m else 0
+                assert lost == 51 * args.rounds - events, (lost, events)  # every event recorded or counted lost
                 size = out.stat().st_size
                 if "probectl" not in rows or cpu < rows["probectl"][0]:
                     rows["probectl"] = (cpu, events, lost, size)
@@ -96,8 +98,7 @@ def main() -> None:
                 stats = subprocess.run([perf, "report", "-i", str(out), "--stats"], capture_output=True,
                                        text=True).stdout
                 events = int(re.search(r"SAMPLE events:\s+(\d+)", stats).group(1))
-                lost_m = re.search(r"LOST_SAMPLES? events:\s+(\d+)", stats)
-                lost = int(lost_m.group(1)) if lost_m else 0
+                lost = 51 * args.rounds - events
                 size = out.stat().st_size
                 if "perf" not in rows or cpu < rows["perf"][0]:
                     rows["perf"] = (cpu, events, lost, size)
@@ -105,7 +106,7 @@ def main() -> None:
             subprocess.run(probectl + ["del", f"{GROUP}:*"], env=env, capture_output=True)
         expected = 51 * args.rounds
         print(f"workload: {expected:,} calls of work() with stacks of 3 to 44 frames")
-        print(f"{'':<10} {'recorder CPU':>13} {'events':>11} {'lost':>9} {'file':>10}")
+        print(f"{'':<10} {'recorder CPU':>13} {'events':>11} {'not rec.':>9} {'file':>10}")
         for name in ("probectl", "perf"):
             cpu, events, lost, size = rows[name]
             print(f"{name:<10} {cpu:11.2f} s {events:>11,} {lost:>9,} {size / 2**20:8.1f} MiB")
