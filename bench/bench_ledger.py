@@ -126,7 +126,7 @@ with open(LIBC, "rb") as f:
 STARTUP: list[tuple[str, ...]] = [
     ("shutil + subprocess (target/binary.py)", "import shutil, subprocess"),
     ("hashlib (debuginfo/indexcache.py)", "import hashlib"),
-    ("ctypes (tracedat/compression.py)", "import ctypes"),
+    ("ctypes (compression.py)", "import ctypes"),
     ("difflib (cli's option parser)", "import difflib"),
     # (after a definition without C expressions, the case fetch_options.py is split off for)
     ("the member-chain walker (resolve/fetch_options.py)", "import probectl.resolve.fetch", "paint scale=%si"),

@@ -29,8 +29,9 @@ and never back (``tests/test_layout.py`` checks it)::
 
     shared vocabulary and one-file layers: errors, events (definition lines), formats (event
     formats), tracefs (the kernel's tracing files), ringbuf (native pages), tracedat/ (trace.dat
-    files), grammars, cachedir, and the leaves every layer may use (dataclass, notice, termtext,
-    regularfile, outputfile); ``_native`` is the C core (``native/``).
+    files), compression (zlib and zstd for the ELF and trace.dat readers), grammars, cachedir, and
+    the leaves every layer may use (dataclass, notice, termtext, regularfile, outputfile); ``_native``
+    is the C core (``native/``).
 
 docs/architecture.md walks one definition through these layers.
 """

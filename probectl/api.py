@@ -19,11 +19,10 @@ ints, strings as str, arrays as tuples.
 """
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from .formats import EventFormat
+from .formats import EventFormat, event_matches
 from .ringbuf import Columns, Event
 from .tracedat import TraceFile, open_trace
 
@@ -55,14 +54,14 @@ class Trace:
     def _formats(self, events: Sequence[str]) -> Optional[list[EventFormat]]:
         if not events:
             return None
-        return [f for f in self.file.formats.values()
-                if any(fnmatch.fnmatchcase(f.full_name, g) for g in events)]
+        return [f for f in self.file.formats.values() if any(event_matches(f, g) for g in events)]
 
     def __iter__(self) -> Iterator[Event]:
         return self.events()
 
     def events(self, *events: str) -> Iterator[Event]:
-        """Every event in time order; with ``events`` (globs on ``system:event``) only those."""
+        """Every event in time order; with ``events`` only those: ``-e``'s globs, as ``script`` takes
+        them (a ``system:event`` glob, or a glob on the event's name alone)."""
         reader = self.file.reader(formats=self._formats(events))
         try:
             for ev in reader.events():

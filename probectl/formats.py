@@ -20,6 +20,7 @@ file uses the same ``field:`` syntax and can be read with :func:`parse_fields`.
 """
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Optional
 
@@ -152,6 +153,18 @@ def parse_fields(text: str) -> tuple[Field, ...]:
         if line.strip().startswith("field"):
             fields.append(_parse_field_line(line, lineno))
     return tuple(fields)
+
+
+def name_matches(full_name: str, glob: str) -> bool:
+    """The ``-e GLOB`` rule of everything that reads recorded events (``script``, ``report``,
+    ``flamegraph``, the Python API): a ``GROUP:EVENT`` glob matches an event's full name, a glob
+    without ``:`` its name alone (``-e sched_switch``). ``full_name`` is ``GROUP:EVENT``."""
+    return fnmatch.fnmatchcase(full_name if ":" in glob else full_name.partition(":")[2], glob)
+
+
+def event_matches(fmt: "EventFormat", glob: str) -> bool:
+    """:func:`name_matches` for an event known by its format."""
+    return name_matches(fmt.full_name, glob)
 
 
 @dataclass(frozen=True)

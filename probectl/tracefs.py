@@ -131,6 +131,12 @@ def _line_matches(line: str, pattern: str) -> bool:
 # error_log
 
 
+# The kernel prints each entry as "[%5llu.%06u] LOCATION: error: MESSAGE", then "  Command: TEXT" and a
+# caret line (kernel/trace/trace.c tracing_err_log_seq_show): an entry starts at its time stamp. (A
+# pattern, compiled by re when an error is read, as the patterns above are.)
+_ENTRY_START = r"\[\s*\d+\.\d+\]"
+
+
 def parse_error_log(text: str) -> list[str]:
     """Split ``error_log`` into entries: ``[ts] location: error: msg``, ``Command: ...``, caret line.
 
@@ -139,11 +145,27 @@ def parse_error_log(text: str) -> list[str]:
     """
     entries: list[list[str]] = []
     for line in text.splitlines():
-        if re.match(r"\[\s*\d+\.\d+\]", line) or not entries:
+        if re.match(_ENTRY_START, line) or not entries:
             entries.append([line])
         else:
             entries[-1].append(line)
     return ["\n".join(lines).rstrip() for lines in entries if any(l.strip() for l in lines)]
+
+
+def new_error_log_entries(before: str, after: str) -> list[str]:
+    """The entries of ``error_log`` text ``after`` that were not in ``before``, in order: what the
+    writes between the two reads added, with those of any other writer meanwhile. (Entries carry
+    their time stamp; the kernel keeps only the last few, so ``after`` need not start with
+    ``before``.)"""
+    old = set(parse_error_log(before))
+    return [e for e in parse_error_log(after) if e not in old]
+
+
+def new_error_log_entry(before: str, after: str) -> str:
+    """The last entry of :func:`new_error_log_entries` ('' for none): the one a single write added,
+    when it logged one, whatever other writers logged before it."""
+    added = new_error_log_entries(before, after)
+    return added[-1] if added else ""
 
 
 def _entry_message(entry: str) -> str:
@@ -486,8 +508,7 @@ class Tracefs:
                     added.append((name, d))
 
     def _new_log_entries(self, before: str, command: str) -> str:
-        old = set(parse_error_log(before))
-        new = [e for e in parse_error_log(self.read_error_log()) if e not in old]
+        new = new_error_log_entries(before, self.read_error_log())
         # other processes may log errors meanwhile: keep the entries for our command
         ours = [e for e in new if _same_command(_entry_command(e) or "", command)]
         return "\n".join(ours)

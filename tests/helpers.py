@@ -176,6 +176,58 @@ def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie:
     return build_program(name, [FIXTURES / f"{name}.c"], opt, extra, pie)
 
 
+def build_cxx_fixture(name: str, opt: str = "-O0") -> Path:
+    """Build fixtures/<name>.cc with g++ (a skip, a failure in CI, without it) at ``opt``, with the C
+    fixtures' flags; cached as build_program caches."""
+    gxx = require_tool("g++", "g++")
+    src = FIXTURES / f"{name}.cc"
+    flags = [opt, "-g", "-fno-omit-frame-pointer"]
+    ident = str(src).encode() + b"\0" + src.read_bytes() + " ".join(flags).encode()
+    out = BUILD_DIR / f"{name}-cxx{opt}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        subprocess.run([gxx, *flags, "-o", str(tmp), str(src)], check=True)
+        tmp.rename(out)
+    return out
+
+
+def build_rust_fixture(name: str, opt: str = "0") -> Path:
+    """Build fixtures/<name>.rs with rustc (Debian's rustc: a skip, a failure in CI, without it) at
+    ``-C opt-level=opt``, with its DWARF; cached as build_program caches."""
+    # (Debian's, as CI installs it, before a rustup toolchain that may be first on PATH)
+    rustc = "/usr/bin/rustc" if os.access("/usr/bin/rustc", os.X_OK) else require_tool("rustc", "rustc")
+    src = FIXTURES / f"{name}.rs"
+    flags = ["-g", "-C", f"opt-level={opt}"]
+    ident = str(src).encode() + b"\0" + src.read_bytes() + " ".join(flags).encode() + rustc.encode()
+    out = BUILD_DIR / f"{name}-rs{opt}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        subprocess.run([rustc, *flags, "--crate-name", name, "-o", str(tmp), str(src)], check=True)
+        tmp.rename(out)
+    return out
+
+
+def build_go_fixture(name: str, gcflags: str = "") -> Path:
+    """Build fixtures/<name>.go with Debian's go (golang-go; a skip, a failure in CI, without it), with
+    ``gcflags`` (``all=-N -l``: unoptimised); cached as build_program caches, by the source's path and
+    contents and the flags. Static (no cgo), with its DWARF."""
+    go = require_tool("go", "golang-go")
+    src = FIXTURES / f"{name}.go"
+    ident = str(src).encode() + b"\0" + src.read_bytes() + gcflags.encode()
+    out = BUILD_DIR / f"{name}-go-{hashlib.sha1(ident).hexdigest()[:12]}"
+    if not out.exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        env = {**os.environ, "CGO_ENABLED": "0", "GO111MODULE": "off", "GOFLAGS": "",
+               "GOCACHE": str(BUILD_DIR / "go-cache"), "GOPATH": str(BUILD_DIR / "go-path")}
+        flags = [f"-gcflags={gcflags}"] if gcflags else []
+        subprocess.run([go, "build", *flags, "-o", str(tmp), str(src)], check=True, env=env, cwd=BUILD_DIR)
+        tmp.rename(out)
+    return out
+
+
 def build_static_pair(opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
     """dwarf_static_a.c + dwarf_static_b.c linked into one program: static functions of one name in two CUs."""
     return build_program("dwarf_static", [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"], opt, extra)

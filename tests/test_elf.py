@@ -9,6 +9,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import build_fixture, missing
-from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file
+from probectl.debuginfo.elf import DEBUG_ROOT, ElfFile, ElfSymbol, find_debug_file, walk_notes
 from probectl.errors import DebugInfoError, ProbectlError, TargetError
 from probectl.target.binary import uprobe_group_name
 
@@ -392,6 +393,23 @@ def test_fixture_build_id(target):
     assert len(ElfFile(target).build_id) == 40
 
 
+def test_a_note_blob_is_walked_as_the_file_notes_are(target, tmp_path):
+    """/sys/kernel/notes is a bare run of notes (the kernel's .notes section): running_build_id walks
+    it with the walker ElfFile.notes uses. Here the fixture's note sections laid end to end stand for
+    it, with a note cut short at the end, which ends the walk without an error."""
+    from probectl.target.kernel import running_build_id
+
+    elf = ElfFile(target)
+    four = [s for s in elf.sections if s.type == 7 and s.addralign == 4]  # SHT_NOTE, as the kernel's
+    blob = b"".join(elf.section_data(s.name) for s in four)
+    walked = list(walk_notes(blob, "<"))
+    assert len(walked) >= 2 and all(n in list(elf.notes()) for n in walked), walked
+    notes = tmp_path / "notes"
+    notes.write_bytes(blob + struct.pack("<III", 4, 20, 3) + b"GNU\0" + bytes(8))
+    assert running_build_id(notes) == _readelf_build_id(target) == elf.build_id
+    assert running_build_id(tmp_path / "missing") is None
+
+
 def test_libc_debuglink_and_debug_file(libc, libc_debug):
     elf = ElfFile(libc)
     name, crc = elf.debuglink
@@ -464,11 +482,23 @@ def test_find_debug_file_none_for_unstripped(target):
 
 # --- compressed DWARF -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode", ["zlib", "zlib-gnu"])
+def _compressed_copy(binary: Path, mode: str, tmp_path: Path) -> Path:
+    """``binary`` with its debug sections compressed by objcopy in ``mode`` (zlib, zlib-gnu, zstd)."""
+    compressed = tmp_path / f"compressed-{mode}"
+    if not shutil.which("objcopy"):
+        missing("objcopy (binutils) is not installed")
+    done = subprocess.run(["objcopy", f"--compress-debug-sections={mode}", str(binary), str(compressed)],
+                          capture_output=True, text=True)
+    if done.returncode and mode == "zstd":
+        missing(f"this objcopy cannot compress with zstd (binutils 2.40 can): {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    return compressed
+
+
+@pytest.mark.parametrize("mode", ["zlib", "zlib-gnu", "zstd"])
 def test_compressed_debug_sections(tmp_path, mode):
     binary = build_fixture("uprobe_target")
-    compressed = tmp_path / f"compressed-{mode}"
-    _tool("objcopy", f"--compress-debug-sections={mode}", str(binary), str(compressed))
+    compressed = _compressed_copy(binary, mode, tmp_path)
     elf = ElfFile(compressed)
     plain = ElfFile(binary)
     assert elf.has_dwarf
@@ -476,6 +506,62 @@ def test_compressed_debug_sections(tmp_path, mode):
     sec = elf.section(name)
     assert sec is not None and sec.compressed
     assert elf.section_data(name) == plain.section_data(".debug_info")
+
+
+@pytest.mark.parametrize("command", [["vars", "sum_record"], ["lines", "sum_record"],
+                                     ["add", "-D", "sum_record rec->value rec->label:string"]], ids=lambda c: c[0])
+def test_probectl_reads_zstd_compressed_dwarf_as_the_plain_file(tmp_path, command):
+    """A zstd-compressed .debug_* (pyelftools cannot read one) is decompressed by libzstd: the
+    answers on it are those on the uncompressed file (only the file's own name differs)."""
+    binary = build_fixture("uprobe_target")
+    compressed = _compressed_copy(binary, "zstd", tmp_path)
+    assert "ZSTD" in _tool("readelf", "-t", str(compressed))  # (readelf names each section's compression)
+
+    def answer(path: Path) -> str:
+        done = subprocess.run([sys.executable, "-m", "probectl", command[0], "-x", str(path), *command[1:]],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.replace(str(path), "BINARY").replace(uprobe_group_name(path), "GROUP")
+
+    assert answer(compressed) == answer(binary) and "sum_record" in answer(binary)
+
+
+def test_zstd_and_zlib_decompression_of_bytes_made_by_the_tools(tmp_path):
+    """probectl.compression against the zstd command's frames and zlib's streams: the bytes back, and
+    a ValueError (never a crash, nor a buffer of the claimed size) for damaged data or another size."""
+    from probectl.compression import inflate, unzstd
+
+    plain = b"".join(b"line %d of some debug section\n" % i for i in range(5000))
+    if not shutil.which("zstd"):
+        missing("the zstd command (apt zstd) is not installed")
+    frame = subprocess.run(["zstd", "-c", "-q"], input=plain, capture_output=True, check=True).stdout
+    assert frame[:4] == b"\x28\xb5\x2f\xfd" and unzstd(frame, len(plain)) == plain
+    stream = subprocess.run(["zstd", "-c", "-q", "--no-content-size"], input=plain, capture_output=True,
+                            check=True).stdout  # (a frame of undeclared size, as a stream writes it)
+    assert unzstd(stream, len(plain)) == plain
+    for bad, size in [(frame, len(plain) - 1), (frame, len(plain) + 1), (frame[:-9], len(plain)),
+                      (b"\x28\xb5\x2f\xfd" + bytes(20), 100), (b"not zstd", 8), (stream, 1 << 40)]:
+        with pytest.raises(ValueError):
+            unzstd(bad, size)
+    assert inflate(zlib.compress(plain), len(plain)) == plain
+    for bad, size in [(zlib.compress(plain), len(plain) - 1), (zlib.compress(plain)[:100], len(plain)),
+                      (b"not zlib", 8)]:
+        with pytest.raises(ValueError):
+            inflate(bad, size)
+
+
+def test_zstd_sections_without_libzstd(tmp_path, monkeypatch):
+    import probectl.compression
+
+    compressed = _compressed_copy(build_fixture("uprobe_target"), "zstd", tmp_path)
+
+    def no_libzstd():
+        raise probectl.compression.LibzstdMissing("libzstd (libzstd.so.1) cannot be loaded")
+
+    monkeypatch.setattr(probectl.compression, "_libzstd", no_libzstd)
+    with pytest.raises(DebugInfoError, match="section .debug_info is zstd-compressed and libzstd") as err:
+        ElfFile(compressed).section_data(".debug_info")
+    assert "libzstd1" in err.value.hint and "objcopy --decompress-debug-sections" in err.value.hint
 
 
 def test_section_data_errors(libc_debug):
@@ -545,6 +631,16 @@ def _exercise(path: Path) -> None:
     except ProbectlError:
         pass
     elf.close()
+
+
+def test_a_parse_failure_past_the_checks_names_the_corrupt_file(target, monkeypatch):
+    """The symbol and section readers are guarded (errors.guard_decoding): a struct/zlib/index error
+    the explicit checks missed is a DebugInfoError naming the file, not a traceback."""
+    elf = ElfFile(target)
+    monkeypatch.setattr(elf.symbol_tables, "symbols", lambda: struct.unpack("<I", b""))
+    with pytest.raises(DebugInfoError, match=r"corrupt ELF file \(error: unpack requires") as err:
+        elf.symbols()
+    assert err.value.message.startswith(f"{target}: ") and "rebuild or reinstall" in err.value.hint
 
 
 def test_truncated_files(tmp_path):

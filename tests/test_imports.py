@@ -87,6 +87,7 @@ def test_member_chains_of_a_local_binary_load_only_what_they_use():
     assert not run["patterns"] & {tracefs._EVENT_NAME, tracefs._UPROBE_PLACE}, "-D reads no definitions of tracefs"
     assert not modules & {"probectl.target.debuginfod", "probectl.target.kernel", "probectl.resolve.kprobe_rules",
                           "probectl.spec.syntax_errors"}
+    assert "ctypes" not in modules, "a C program's names are demangled by nobody: libstdc++ is loaded for C++ names"
 
 
 @pytest.mark.vmlinux

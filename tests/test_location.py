@@ -19,7 +19,7 @@ from probectl.debuginfo.dwarf.cfi import CallFrames, CfaRule
 from probectl.debuginfo.elf import ElfFile
 from probectl.resolve.dwarf_fetch import expand_variables, fetch_variable
 from probectl.debuginfo.dwarf.location import EvalContext, evaluate, expression_at, parse_expression
-from probectl.debuginfo.place import Computed, Memory, Reg, Register, Value
+from probectl.debuginfo.place import Computed, Deref, Memory, Pieces, Reg, Register, Value
 from probectl.errors import LocationError
 from probectl.resolve.fetch_options import FetchOptions
 from probectl.resolve.render import RenderOptions, register_name, render_memory, render_value
@@ -124,6 +124,19 @@ def test_expressions_the_kernel_cannot_read(expr, reason):
     with pytest.raises(LocationError) as exc:
         fetch_of(evaluate(ops(*expr), EvalContext(object_size=8)))
     assert exc.value.reason == reason
+
+
+def test_whole_eight_byte_pieces_are_pieces():
+    """A Go string's location at entry (reg0; piece 8; reg3; piece 8), and a piece on the stack."""
+    place = evaluate(ops(0x50, 0x93, 0x08, 0x53, 0x93, 0x08), EvalContext(object_size=16))
+    assert place == Pieces((Value(Reg(0)), Value(Reg(3))))
+    place = evaluate(ops(0x50, 0x93, 0x08, 0x77, 0x10, 0x93, 0x08), EvalContext(object_size=16))
+    assert place == Pieces((Value(Reg(0)), Value(Deref(Value(Reg(7), 16)))))
+    for refused in [(0x50, 0x93, 0x08, 0x93, 0x08),  # a piece with no location (optimized out)
+                    (0x50, 0x93, 0x08, 0x53, 0x93, 0x08, 0x51)]:  # operations after the last piece
+        with pytest.raises(LocationError) as exc:
+            evaluate(ops(*refused), EvalContext(object_size=16))
+        assert exc.value.reason == "piece"
 
 
 def test_globals_in_kprobe_and_uprobe_syntax():

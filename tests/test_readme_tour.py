@@ -29,7 +29,9 @@ and the clauses are
   functions a probe's kernel stack passes through, and at what offsets, is the running kernel build's).
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
   at OPT (default -O0) by conftest's build_fixture; ``file NAME=usdt[:OPT]`` is the SDT program of
-  conftest's build_usdt (its library stays where it was built: the program's rpath names it).
+  conftest's build_usdt (its library stays where it was built: the program's rpath names it);
+  ``file NAME=go:FIXTURE`` is fixtures/FIXTURE.go built by Debian's go (helpers.build_go_fixture), and
+  ``file NAME=cxx:FIXTURE[:OPT]`` fixtures/FIXTURE.cc built by g++ (helpers.build_cxx_fixture).
 - ``process PID=PROGRAM``  PROGRAM runs while the block runs (started by the tour with its standard
   input an open pipe, where an interpreter waits reading its program; ended after the block), and PID
   in the commands stands for its process id.
@@ -97,7 +99,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from tests.helpers import ROOT, TRACEFS, build_fixture, build_usdt, kernel_testdata, missing, require_tracefs
+from tests.helpers import ROOT, TRACEFS, build_cxx_fixture, build_fixture, build_go_fixture, build_usdt, kernel_testdata, missing, require_tracefs
 
 README = ROOT / "README.md"
 WILD = "…"
@@ -657,6 +659,11 @@ class Tour:
                 built = build_fixture(fixture, opt or "-O0")
             elif kind == "usdt":
                 built = build_usdt(spec or "-O0")[0]
+            elif kind == "go":
+                built = build_go_fixture(spec)
+            elif kind == "cxx":
+                fixture, _, opt = spec.partition(":")
+                built = build_cxx_fixture(fixture, opt or "-O0")
             else:
                 raise AssertionError(f"README line {block.line}: unknown file {what!r}")
             dest = self.cwd / name

@@ -410,6 +410,19 @@ def test_user_symbols_through_maps_and_the_elf_file(tmp_path):
 # ---- the Python API -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("globs", [["sched:*"], ["sched_process_exec"], ["sys_enter_*"], ["*"], ["print"],
+                                   ["syscalls:*getpid"], ["*:*print*"], ["sched_process_exec", "syscalls:*"]],
+                         ids=lambda g: ",".join(g))
+def test_the_python_api_and_script_select_the_same_events(globs):
+    """One -e rule (formats.name_matches): read_trace(...).events(*globs) keeps the events that
+    script -e keeps, in the same order, a glob without ':' matching the event's name alone."""
+    rows = script_text(SAMPLE, "csv", ("event",), events=globs).splitlines()[1:]
+    by_script = [row.split(",", 1)[0] for row in rows]
+    with probectl.read_trace(SAMPLE) as t:
+        by_events = [e.name for e in t.events(*globs)]
+    assert by_events == by_script and by_script, (globs, by_script[:3])
+
+
 def test_read_trace_events_and_batches():
     with probectl.read_trace(SAMPLE) as t:
         events = list(t)

@@ -17,8 +17,8 @@ import pytest
 from probectl import tracefs as tracefs_mod
 from probectl.errors import EventExistsError, TracefsError
 from probectl.events import EventDefinition, FetchArg
-from probectl.tracefs import (Features, Tracefs, UnknownEventError, find_mount, os_error,
-                              parse_error_log)
+from probectl.tracefs import (Features, Tracefs, UnknownEventError, find_mount, new_error_log_entries,
+                              new_error_log_entry, os_error, parse_error_log)
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -127,6 +127,20 @@ def test_parse_error_log():
         "                               ^"]
     assert parse_error_log(ERROR_LOG + "\n") == entries
     assert parse_error_log("") == []
+
+
+def test_new_error_log_entries():
+    first, second = parse_error_log(ERROR_LOG)
+    assert new_error_log_entries(first, ERROR_LOG) == [second]
+    assert new_error_log_entry(first, ERROR_LOG) == second
+    assert new_error_log_entry(ERROR_LOG, ERROR_LOG) == "" and new_error_log_entries(ERROR_LOG, ERROR_LOG) == []
+    # the kernel keeps only the last few entries: the oldest may be gone from the second read
+    third = "[ 1402.000001] hist:sched:sched_switch: error: Couldn't find field\n  Command: hist:keys=nosuch\n" \
+            "                          ^"
+    assert new_error_log_entries(ERROR_LOG, second + "\n" + third) == [third]
+    # two writes in between: both, in order; the last one is what a single write added
+    assert new_error_log_entries("", ERROR_LOG) == [first, second]
+    assert new_error_log_entry("", ERROR_LOG + "\n" + third) == third
 
 
 def test_find_mount():

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
     pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 e2fsprogs zstd systemtap-sdt-dev
-           debuginfod chromium)
+           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -22,8 +22,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Debian's own interpreter, the one python3-dev and python3-venv above are for (and an optimised
-# build: a probectl command starts ~20% faster on it than on a plain source build of the same
-# version). A python3 found first on $PATH (pyenv, a local build) is used only when there is none.
+# build: a probectl command starts faster on it than on a plain source build of the same version;
+# docs/ledger.md, "Set-up"). A python3 found first on $PATH (pyenv, a local build) is used only when
+# there is none.
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3)
 if [ -e .venv/pyvenv.cfg ] && ! grep -qx "home = $(dirname "$(readlink -f "$python")")" .venv/pyvenv.cfg; then
@@ -34,12 +35,12 @@ fi
 extra=""
 [ "${1:-}" = "--test" ] && extra="[test]"
 # editable_mode=compat: a plain path in a .pth file. setuptools' default (strict) installs an import
-# finder that site imports at every interpreter start, with pathlib, re and urllib behind it: ~10 ms
-# of each probectl command before its first line runs (~1 ms for those that import pathlib anyway).
+# finder that site imports at every interpreter start, with pathlib, re and urllib behind it, before
+# each probectl command's first line runs (docs/ledger.md, "Set-up").
 .venv/bin/pip install -q --disable-pip-version-check -e ".${extra}" --config-settings editable_mode=compat
 # Byte-compiled now, as pip compiles a package it installs from a wheel: an editable install leaves it to
 # the first import, which never writes it where PYTHONDONTWRITEBYTECODE is set (it is on some CI machines),
-# and then every command compiles the ~140 modules it imports again (~60 ms of each start).
+# and then every command compiles the modules it imports again (docs/ledger.md, "Set-up").
 .venv/bin/python -m compileall -q probectl >/dev/null
 
 if [ "${1:-}" = "--test" ]; then

@@ -25,11 +25,10 @@ import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat
+from ..formats import EventFormat, event_matches
 from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
                        SKIP_TS, FormatTable, VarColumn, format_specs)
 from ..script import lost_events
-from ..script.plan import event_matches
 from ..tracedat import TraceFile, open_trace
 from .recording import HEADER, UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
 
@@ -221,7 +220,7 @@ def open_recordings(paths: Sequence[str | os.PathLike], names: Sequence[str] = (
             yield read_tables(trace, names[i] if i < len(names) else None, progress=progress, columns=columns)
 
 
-def select_events(tables: EventTables, globs: Sequence[str]) -> EventTables:
+def event_tables_matching(tables: EventTables, globs: Sequence[str]) -> EventTables:
     """``tables`` limited to the events matching ``globs`` (``script -e``'s rule); a glob that matches
     nothing is an error naming the events there are."""
     if not globs:

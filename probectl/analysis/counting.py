@@ -29,7 +29,7 @@ from ..arch.x86_64 import (PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_E
 from ..dataclass import dataclass, field
 from ..errors import AnalysisError
 from ..notice import notice_stderr
-from ..record.selection import EventRequest, SelectedEvent, select_events
+from ..record.selection import EventRequest, SelectedEvent, expand_event_requests
 from ..record.session import RunPart, RunScope, TracedRun
 from ..record.teardown import CleanupSteps
 from ..tracefs import Tracefs
@@ -354,7 +354,7 @@ def stat_events(tfs: Tracefs, run: TracedRun, options: StatOptions, target: Call
         if not made:
             raise AnalysisError("no probe was added for the definitions", "see the warnings above")
         requests += [EventRequest(f"{g}:{e}", options.definitions_filter) for g, e in made]
-    return select_events(tfs, requests)
+    return expand_event_requests(tfs, requests)
 
 
 def stat(tfs: Tracefs, options: StatOptions, scope: RunScope = RunScope(), *,

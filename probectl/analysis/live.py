@@ -21,14 +21,13 @@ from ..record.livestream import LiveStream
 from ..record.selection import SelectedEvent
 from ..record.session import RunPart, RunScope, TracedRun
 from ..record.teardown import CleanupSteps
-from ..tracefs import Tracefs, os_error, write_once
+from ..tracefs import Tracefs, new_error_log_entry, os_error, write_once
 from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
                    parse_keys, parse_value, stack_plan)
 from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
                       result_from_pairs)
 from .table import HistRow, HistTable, rows_from_entries
-from .triggers import (LatencyTriggers, hist_trigger, latency_triggers, new_error_log_entry, parse_hist,
-                       remove_trigger)
+from .triggers import LatencyTriggers, hist_trigger, latency_triggers, parse_hist, remove_trigger
 
 USER_PATH = "user space"
 KERNEL_PATH = "kernel"

@@ -25,8 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat
-from ..script.plan import name_matches
+from ..formats import EventFormat, name_matches
 from ..script.printfmt import symbol_fields
 
 # The keys of every event, with the titles of their columns.
@@ -80,7 +79,7 @@ def parse_keys(text: Optional[str]) -> list[str]:
     return keys
 
 
-def select_events(everything: Sequence[str], globs: Sequence[str], where: str) -> list[str]:
+def matching_event_names(everything: Sequence[str], globs: Sequence[str], where: str) -> list[str]:
     """The events of ``everything`` (those the recordings hold, sorted) that match ``globs`` (all
     when none); ``where`` names the recordings (the files) in the error when they hold none."""
     if not everything:
@@ -96,7 +95,7 @@ def select_events(everything: Sequence[str], globs: Sequence[str], where: str) -
 
 
 def holding(files: Sequence[str]) -> str:
-    """``a.dat holds`` / ``a.dat, b.dat hold``: the subject of :func:`select_events`' error."""
+    """``a.dat holds`` / ``a.dat, b.dat hold``: the subject of :func:`matching_event_names`' error."""
     names = ", ".join(files) or "the recordings"
     return f"{names} {'holds' if len(files) == 1 else 'hold'}"
 

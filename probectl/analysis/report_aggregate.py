@@ -26,7 +26,7 @@ from ..tracedat import TraceFile, open_trace
 from .keys import EXACT, LOG2, ROLE_HIST, SRC_CPU, SRC_FIELD, SRC_PID, native_aggregator
 from .recording import UNKNOWN_COMM, event_formats, host_of, recording_name, thread_names
 from .report import (DEFAULT_KEYS, SYM_KEY, Histogram, Report, ReportRow, address_field,
-                     check_hist_field, check_keys, holding, select_events)
+                     check_hist_field, check_keys, holding, matching_event_names)
 
 SRC_ID = 6  # the record's event id (AGG_SRC_ID, native/aggregate.h)
 MAX_PARTS = 4  # AGG_MAX_KEYS
@@ -199,7 +199,7 @@ def _answer(traces: Sequence[TraceFile], names: Sequence[str], globs: Sequence[s
 
     present = sorted({plans[i].formats[struct.unpack_from("=Q", key)[0]].full_name
                       for i, entries in enumerate(counted) for key, _n in entries})
-    selected = select_events(present, globs, holding([str(t.path) for t in traces]))
+    selected = matching_event_names(present, globs, holding([str(t.path) for t in traces]))
     names_of = list(dict.fromkeys(n for e in selected for n in fields[e]))
     check_keys(sort_keys, names_of)
     if hist_field:

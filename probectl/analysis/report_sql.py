@@ -12,7 +12,7 @@ from ..tracedat import open_trace
 from . import histogram
 from .recording import HEADER, header_name
 from .report import (DEFAULT_KEYS, KEY_TITLES, SYM_KEY, Histogram, Report, ReportRow, address_field, check_hist_field,
-                     check_keys, holding, select_events)
+                     check_keys, holding, matching_event_names)
 from .sql import RecordingsDatabase, literal, quote
 
 
@@ -21,7 +21,7 @@ class Reporter:
 
     def __init__(self, db: RecordingsDatabase, globs: Sequence[str] = ()):
         self.db = db
-        self.selected = select_events(sorted(db.events), globs, holding([str(r.path) for r in db.recordings]))
+        self.selected = matching_event_names(sorted(db.events), globs, holding([str(r.path) for r in db.recordings]))
         self._sym_table: Optional[str] = None
 
     # -- keys

@@ -162,23 +162,3 @@ def parse_hist(text: str, event: str, keys: Sequence[KeyPart], value: Optional[K
         i = next(i for i, k in enumerate(keys) if k.is_thread_name)
         table.merge_by(lambda name: name, i)
     return table
-
-
-def _error_log_entries(text: str) -> list[str]:
-    """tracefs ``error_log`` split into its entries: a ``[time] …`` line and its Command/caret lines."""
-    entries: list[list[str]] = []
-    for line in text.splitlines():
-        if line.startswith("[") or not entries:
-            entries.append([line])
-        else:
-            entries[-1].append(line)
-    return ["\n".join(e) for e in entries]
-
-
-def new_error_log_entry(before: str, after: str) -> str:
-    """The last ``error_log`` entry in ``after`` that was not in ``before`` ('' for none): what one
-    write added, whatever other writers logged before it (entries carry their time stamp; the kernel
-    keeps only the last few, so ``after`` need not start with ``before``)."""
-    old = set(_error_log_entries(before))
-    added = [e for e in _error_log_entries(after) if e not in old and e.strip()]
-    return added[-1] if added else ""

@@ -18,6 +18,13 @@ STACK_POINTER = 7  # %sp
 ARGUMENT_REGISTERS = (5, 4, 1, 2, 8, 9)
 SSE_ARGUMENT_REGISTERS = 8  # %xmm0..%xmm7, which probe events cannot read
 
+# Go's internal register ABI (Go 1.17 on, "regabi" in its DWARF producer; src/cmd/compile/abi-internal.md):
+# integer, pointer and the integer pieces of strings, slices, interfaces and small structs, of the
+# arguments and again from the first of the results, in these registers, in order; floating-point
+# pieces in X0..X14, which probe events cannot read.
+GO_INTEGER_REGISTERS = ("ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11")
+GO_FLOAT_REGISTERS = 15
+
 # The register names kprobe and uprobe events take (%NAME): the names of the kernel's x86-64
 # regoffset_table (arch/x86/kernel/ptrace.c), compared case-sensitively. No %rax or %eax spellings,
 # no segment registers but %cs and %ss (%ds..%gs are 32-bit only).

@@ -24,6 +24,8 @@ Entry points:
 - ``instruction_starts(code, start_address)``: every instruction start of a linear decode;
 - ``check_boundary(code, offset, function)``: raise ``BoundaryError`` when ``offset`` is inside an
   instruction (``code`` starts at the function's first byte);
+- ``function_exits(code, start_address)``: the near returns of a function and its direct jumps out of
+  it (tail calls), the places a return probe made of uprobes must cover (a Go program's ``%return``);
 
 :func:`probectl.resolve.boundary.check_probe_offset` applies the check to a function of an ELF file.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..dataclass import dataclass
 from ..errors import InstructionDecodeError, ResolveError
 
 MAX_INSN_LENGTH = 15
@@ -424,3 +427,48 @@ def check_boundary(code, offset: int, function: str = "") -> None:
             hint="make sure the offset starts an instruction (objdump -d lists them)") from None
     if pos != offset:
         raise BoundaryError(function, offset, previous, pos)
+
+
+_LEGACY_PREFIXES = frozenset((0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x66, 0x67))
+
+
+def _opcode_at(code, pos: int, end: int) -> tuple[int, int]:
+    """(the opcode byte, its position) of the instruction at ``pos``: after its legacy and REX prefixes."""
+    while pos < end and (code[pos] in _LEGACY_PREFIXES or 0x40 <= code[pos] <= 0x4F):
+        pos += 1
+    return (code[pos] if pos < end else -1), pos
+
+
+@dataclass(frozen=True)
+class FunctionExits:
+    """How control leaves a function, by a linear decode of its code: ``returns``, the addresses of its
+    near returns (C3, C2 iw); ``jumps_out``, the addresses of its direct jumps (E9, EB) whose target is
+    outside the function (a tail call: its callee returns for it); ``indirect_jumps``, of its
+    register or memory jumps (FF /4, FF /5), whose targets the code does not say."""
+
+    returns: tuple[int, ...]
+    jumps_out: tuple[int, ...]
+    indirect_jumps: tuple[int, ...]
+
+
+def function_exits(code, start_address: int = 0) -> FunctionExits:
+    """The exits of the function whose code (all of it, no more) is ``code`` at ``start_address``.
+
+    Raises ``InstructionDecodeError`` when a byte of it cannot be decoded: then the instruction starts,
+    and so the places that are safe to probe, are not known."""
+    end = len(code)
+    returns, jumps_out, indirect = [], [], []
+    for address in instruction_starts(code, start_address):
+        pos = address - start_address
+        length = _length(code, pos, end)
+        opcode, at = _opcode_at(code, pos, pos + length)
+        if opcode in (0xC3, 0xC2):
+            returns.append(address)
+        elif opcode in (0xE9, 0xEB):
+            size = 4 if opcode == 0xE9 else 1
+            target = address + length + int.from_bytes(code[at + 1:at + 1 + size], "little", signed=True)
+            if not start_address <= target < start_address + end:
+                jumps_out.append(address)
+        elif opcode == 0xFF and at + 1 < pos + length and (code[at + 1] >> 3) & 7 in (4, 5):
+            indirect.append(address)
+    return FunctionExits(tuple(returns), tuple(jumps_out), tuple(indirect))

@@ -4,7 +4,6 @@ What they print from files (symbol names, source lines and paths, names and type
 through ``termtext.printable``: a control character in a file is shown, never sent to the terminal."""
 from __future__ import annotations
 
-import fnmatch
 import os
 import sys
 
@@ -183,8 +182,11 @@ def _running_vmlinux() -> str | None:
 @click.option("--sdt", is_flag=True, help="List SDT (USDT) probes instead, as sdt_PROVIDER:NAME (GLOB: PROVIDER:NAME).")
 @click.option("-p", "--pid", type=int, help="With --sdt: the SDT probes of every file the process maps.")
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
-def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
-    """List probe-able functions (default filter, like perf: not '_*', not '*@plt')."""
+@click.option("--no-demangle", "no_demangle", is_flag=True,
+              help="C++ and Rust functions by their symbols (_Z...), not by their demangled names.")
+def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json, no_demangle):
+    """List probe-able functions (default filter, like perf: not '_*', not '*@plt'); C++ and Rust
+    functions by their demangled names (GLOB matches those), as perf -F lists them."""
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.kallsyms import Kallsyms
 
@@ -199,13 +201,19 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json):
             rows.setdefault(sym.name, (sym.value, sym.size))
             if sym.version and not sym.default_version:
                 rows.setdefault(sym.versioned_name, (sym.value, sym.size))
+        if not no_demangle:
+            from ..debuginfo.demangle import demangled_names
+
+            rows = demangled_names(rows)
     else:
         rows = {}
         for sym in Kallsyms().symbols:
             if sym.is_function:
                 rows.setdefault(sym.name, (sym.address, 0))
     if pattern:
-        names = [n for n in rows if fnmatch.fnmatchcase(n, pattern)]
+        from ..debuginfo.demangle import matches_function
+
+        names = [n for n in rows if matches_function(n, pattern)]
         if not names:
             where = exec_ or vmlinux or module or "the running kernel"
             raise ProbectlError(f"no function in {where} matches {pattern!r}",
@@ -257,15 +265,18 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
     (as FUNC:N, numbers relative to the function); unnumbered ones have no code of their own.
     """
-    from ..probes.show import list_lines
+    from ..probes.show import list_lines_of
     from ..resolve import Resolver
     from ..spec import parse_line_range
 
     resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
-    source = resolver.source(required=True)
-    for note in resolver.notes:
+    resolver.source(required=True)
+    for note in resolver.notes:  # (where the debug information came from, before any error)
         notice(f"probectl: {note}")
-    listings = list_lines(source.debuginfo, parse_line_range(linedesc), source_dir, source.fetch_source)
+    told = len(resolver.notes)
+    listings = list_lines_of(resolver, parse_line_range(linedesc), source_dir)
+    for note in resolver.notes[told:]:
+        notice(f"probectl: {note}")
     if as_json:
         click.echo(_json_text([listing.as_json() for listing in listings]))
         return
@@ -299,7 +310,7 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
         if resolver.btf_describes(point):
             places = list_btf_variables(resolver, point)
         else:
-            places = list_variables(resolver.source(required=True), point, externs)
+            places = list_variables(resolver, point, externs)
         for note in resolver.notes:
             notice(f"probectl: {note}")
     except ProbePointNotFound:

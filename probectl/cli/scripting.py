@@ -91,11 +91,11 @@ def _parquet(input_, fields, kind, events, output, host, recording):
         raise click.UsageError("--format parquet writes files: give their directory with -o DIR")
     if fields:
         raise click.UsageError("-F picks the fields of text and CSV lines; Parquet holds every field")
-    from ..analysis.columns import read_tables, select_events
+    from ..analysis.columns import event_tables_matching, read_tables
     from ..analysis.parquet import write_parquet
 
     with open_trace(input_) as trace:
-        tables = select_events(read_tables(trace, recording), events)
+        tables = event_tables_matching(read_tables(trace, recording), events)
     result = write_parquet(tables, output, host=host or "", recording=recording or "")
     notice(f"[ probectl script: {result.rows:,} events of {len(result.files)} event types written under {output} ]")
     if tables.lost:

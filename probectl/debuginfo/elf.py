@@ -19,10 +19,11 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Callable, Iterable, Iterator, Optional, TypeVar, cast
 
 from ..dataclass import dataclass
-from ..errors import DebugInfoError, ProbectlError, TargetError
+from ..compression import LibzstdMissing, inflate, unzstd
+from ..errors import DebugInfoError, ProbectlError, TargetError, guard_decoding
 from ..regularfile import open_regular
 from .symtab import SHN_UNDEF, SHN_XINDEX, ElfSymbol, SymbolTables, cstring
 
@@ -48,21 +49,14 @@ NT_GNU_BUILD_ID = 3
 _T = TypeVar("_T")
 
 
-def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Turn a low-level parse failure that slipped past the explicit checks into a DebugInfoError."""
+def _corrupt_elf(elf: object, exc: BaseException) -> DebugInfoError:
+    return cast("ElfFile", elf).corrupt(f"corrupt ELF file ({exc.__class__.__name__}: {exc})")
 
-    @functools.wraps(method)
-    def wrapper(self: "ElfFile", *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except ProbectlError:
-            raise
-        except (struct.error, IndexError, ValueError, OverflowError, UnicodeError, zlib.error,
-                MemoryError) as exc:
-            raise DebugInfoError(f"{self.path}: corrupt ELF file ({exc.__class__.__name__}: {exc})",
-                                 hint="the file may be truncated or damaged; rebuild or reinstall it") from None
 
-    return wrapper
+# The ElfFile methods that read sections and symbols: a low-level parse failure that slipped past the
+# explicit checks becomes a DebugInfoError naming the file.
+_guarded = guard_decoding((struct.error, IndexError, ValueError, OverflowError, UnicodeError, MemoryError),
+                          _corrupt_elf)
 
 
 @dataclass(frozen=True)
@@ -108,13 +102,15 @@ class Section:
 class ElfFile:
     """An ELF file opened for reading; headers are parsed at once, symbols on first use.
 
-    Use as a context manager, or call ``close()``, to release the mapping early.
+    ``contents`` is the whole file, a read-only mapping (searched in place by ``symtab``, never
+    copied); :meth:`file_bytes` copies a checked range of it and :meth:`corrupt` makes the error for
+    damage found in it. Use as a context manager, or call ``close()``, to release the mapping early.
     """
 
     def __init__(self, path: os.PathLike | str):
         self.path = Path(path)
         self._map: Optional[mmap.mmap] = None
-        self._data = self._open()
+        self.contents = self._open()
         try:
             self._parse_headers()
         except ProbectlError:
@@ -159,22 +155,24 @@ class ElfFile:
     def __repr__(self) -> str:
         return f"ElfFile({str(self.path)!r}, {self.type}, {self.elf_class}-bit, machine={self.machine})"
 
-    def _corrupt(self, what: str) -> DebugInfoError:
+    def corrupt(self, what: str) -> DebugInfoError:
+        """The error for damage in this file, ``what`` saying where: a DebugInfoError naming the file
+        (raised by the readers of its sections, here and in ``symtab``)."""
         return DebugInfoError(f"{self.path}: {what}",
                               hint="the file may be truncated or damaged; rebuild or reinstall it")
 
     def _parse_headers(self) -> None:
-        data = self._data
+        data = self.contents
         size = len(data)
         if size < 4 or data[:4] != b"\x7fELF":
             raise TargetError(f"{self.path} is not an ELF file", hint=_non_elf_hint(data[:64]))
         if size < 16:
-            raise self._corrupt("truncated ELF identification")
+            raise self.corrupt("truncated ELF identification")
         ei_class, ei_data = data[4], data[5]
         if ei_class not in (1, 2):
-            raise self._corrupt(f"unknown ELF class {ei_class}")
+            raise self.corrupt(f"unknown ELF class {ei_class}")
         if ei_data not in (1, 2):
-            raise self._corrupt(f"unknown ELF data encoding {ei_data}")
+            raise self.corrupt(f"unknown ELF data encoding {ei_data}")
         self.elf_class = 32 if ei_class == 1 else 64
         self.little_endian = ei_data == 1
         e = "<" if self.little_endian else ">"
@@ -182,7 +180,7 @@ class ElfFile:
         is64 = self.elf_class == 64
         ehdr = struct.Struct(e + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"))
         if size < 16 + ehdr.size:
-            raise self._corrupt("truncated ELF header")
+            raise self.corrupt("truncated ELF header")
         (e_type, self.machine, _version, self.entry, phoff, shoff, _flags, _ehsize,
          phentsize, phnum, shentsize, shnum, shstrndx) = ehdr.unpack_from(data, 16)
         self.type = _ELF_TYPES.get(e_type, f"0x{e_type:x}")
@@ -195,9 +193,9 @@ class ElfFile:
         raw_sections: list[tuple] = []
         if shoff:
             if shentsize != self._shdr_struct.size:
-                raise self._corrupt(f"bad section header size {shentsize}")
+                raise self.corrupt(f"bad section header size {shentsize}")
             if shoff + shentsize > size:
-                raise self._corrupt("truncated file: section headers lie beyond its end")
+                raise self.corrupt("truncated file: section headers lie beyond its end")
             first = self._shdr_struct.unpack_from(data, shoff)
             if shnum == 0:
                 shnum = first[5]
@@ -206,15 +204,15 @@ class ElfFile:
             if phnum == 0xFFFF:
                 phnum = first[7]
             if shoff + shnum * shentsize > size:
-                raise self._corrupt(f"truncated file: {shnum} section headers do not fit")
+                raise self.corrupt(f"truncated file: {shnum} section headers do not fit")
             raw_sections = [self._shdr_struct.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
 
         self._program_headers: list[tuple] = []
         if phoff and phnum:
             if phentsize != self._phdr_struct.size:
-                raise self._corrupt(f"bad program header size {phentsize}")
+                raise self.corrupt(f"bad program header size {phentsize}")
             if phoff + phnum * phentsize > size:
-                raise self._corrupt("truncated file: program headers lie beyond its end")
+                raise self.corrupt("truncated file: program headers lie beyond its end")
             for i in range(phnum):
                 fields = self._phdr_struct.unpack_from(data, phoff + i * phentsize)
                 if is64:
@@ -232,17 +230,17 @@ class ElfFile:
             names = b""
             if shstrndx != SHN_UNDEF:
                 if shstrndx >= len(raw_sections):
-                    raise self._corrupt(f"the section name table is said to be section {shstrndx}, but there are "
+                    raise self.corrupt(f"the section name table is said to be section {shstrndx}, but there are "
                                         f"{len(raw_sections)} sections")
                 st = raw_sections[shstrndx]
                 if st[1] == SHT_NOBITS:
-                    raise self._corrupt("the section name table has no bytes in the file")
-                names = self._bytes(st[4], st[5], "section name table")
+                    raise self.corrupt("the section name table has no bytes in the file")
+                names = self.file_bytes(st[4], st[5], "section name table")
             for i, (name, typ, flags, addr, offset, ssize, link, info, align, entsize) in enumerate(raw_sections):
                 if name and name >= len(names):
-                    raise self._corrupt(f"the name of section {i} lies outside the section name table")
+                    raise self.corrupt(f"the name of section {i} lies outside the section name table")
                 if typ != SHT_NOBITS and typ != SHT_NULL and offset + ssize > size:
-                    raise self._corrupt(f"truncated file: section {i} ({cstring(names, name)!r}) "
+                    raise self.corrupt(f"truncated file: section {i} ({cstring(names, name)!r}) "
                                         f"extends past the end of the file")
                 self.sections.append(Section(cstring(names, name), i, typ, flags, addr, offset, ssize,
                                              link, info, align, entsize))
@@ -261,7 +259,7 @@ class ElfFile:
         if DT_SONAME in dynamic:
             dynstr = self.section(".dynstr")
             if dynstr is not None and dynstr.has_data and dynamic[DT_SONAME] < dynstr.size:
-                self.soname = cstring(self._bytes(dynstr.offset, dynstr.size, "section .dynstr"), dynamic[DT_SONAME])
+                self.soname = cstring(self.file_bytes(dynstr.offset, dynstr.size, "section .dynstr"), dynamic[DT_SONAME])
         # A PIE is a DYN file marked DF_1_PIE by the linker; older linkers did not mark it, so a DYN
         # file with an interpreter and no soname counts too. Shared libraries that can also run as
         # programs (libc.so.6 has PT_INTERP) are libraries, not PIEs.
@@ -269,17 +267,19 @@ class ElfFile:
             bool(dynamic.get(DT_FLAGS_1, 0) & DF_1_PIE)
             or (self.interpreter is not None and DT_SONAME not in dynamic))
 
-    def _bytes(self, offset: int, length: int, what: str) -> bytes:
-        if offset < 0 or length < 0 or offset + length > len(self._data):
-            raise self._corrupt(f"truncated file: {what} at 0x{offset:x} (+0x{length:x}) is past its end")
-        return bytes(self._data[offset:offset + length])
+    def file_bytes(self, offset: int, length: int, what: str) -> bytes:
+        """A copy of ``length`` bytes of the file from ``offset``; a :meth:`corrupt` error naming
+        ``what`` (the part being read) when they are not all in the file."""
+        if offset < 0 or length < 0 or offset + length > len(self.contents):
+            raise self.corrupt(f"truncated file: {what} at 0x{offset:x} (+0x{length:x}) is past its end")
+        return bytes(self.contents[offset:offset + length])
 
     def _dynamic_entries(self, offset: int, length: int) -> dict[int, int]:
         """The first value of each tag in the dynamic section at ``offset``."""
         dyn = self._dyn_struct
         out: dict[int, int] = {}
         for pos in range(offset, offset + length - dyn.size + 1, dyn.size):
-            tag, val = dyn.unpack_from(self._data, pos)
+            tag, val = dyn.unpack_from(self.contents, pos)
             if tag == DT_NULL:
                 break
             out.setdefault(tag, val)
@@ -297,8 +297,8 @@ class ElfFile:
         if sec.compressed or not sec.has_data:
             raise DebugInfoError(f"{self.path}: section {sec.name} is compressed or has no data")
         if offset < 0 or length < 0 or offset + length > sec.size:
-            raise self._corrupt(f"section {sec.name}: 0x{offset:x} (+0x{length:x}) is past its end")
-        return self._bytes(sec.offset + offset, length, f"section {sec.name}")
+            raise self.corrupt(f"section {sec.name}: 0x{offset:x} (+0x{length:x}) is past its end")
+        return self.file_bytes(sec.offset + offset, length, f"section {sec.name}")
 
     @_guarded
     def section_data(self, name: str) -> bytes:
@@ -306,21 +306,24 @@ class ElfFile:
         sec = self.section(name)
         if sec is None:
             raise DebugInfoError(f"{self.path} has no section {name}")
-        return self._section_bytes(sec)
+        return self.section_bytes(sec)
 
-    def _section_bytes(self, sec: Section) -> bytes:
+    @_guarded
+    def section_bytes(self, sec: Section) -> bytes:
+        """The contents of the section ``sec`` (one of :attr:`sections`), decompressed if it is
+        compressed; :meth:`section_data` finds the section by its name."""
         if not sec.has_data:
             raise DebugInfoError(f"{self.path}: section {sec.name} has no data in this file (NOBITS)",
                                  hint="this is probably a stripped binary or a debug-only file; "
                                       "read the section from the other file")
-        raw = self._bytes(sec.offset, sec.size, f"section {sec.name}")
+        raw = self.file_bytes(sec.offset, sec.size, f"section {sec.name}")
         if sec.flags & SHF_COMPRESSED:
             return self._decompress_chdr(sec, raw)
         if sec.name.startswith(".zdebug"):
             if len(raw) < 12 or raw[:4] != b"ZLIB":
-                raise self._corrupt(f"section {sec.name} lacks its ZLIB header")
+                raise self.corrupt(f"section {sec.name} lacks its ZLIB header")
             expected = int.from_bytes(raw[4:12], "big")
-            return self._inflate(sec, raw[12:], expected)
+            return self._decompressed(sec, raw[12:], expected, inflate)
         return raw
 
     def zlib_payload(self, sec: Section) -> Optional[tuple[int, int, int]]:
@@ -332,53 +335,44 @@ class ElfFile:
             return None
         chdr = struct.Struct(self._endian + ("IIQQ" if self.elf_class == 64 else "III"))
         if sec.size < chdr.size:
-            raise self._corrupt(f"section {sec.name}: truncated compression header")
-        fields = chdr.unpack(self._bytes(sec.offset, chdr.size, f"section {sec.name}"))
+            raise self.corrupt(f"section {sec.name}: truncated compression header")
+        fields = chdr.unpack(self.file_bytes(sec.offset, chdr.size, f"section {sec.name}"))
         if fields[0] != ELFCOMPRESS_ZLIB:
             return None
         size = fields[2] if self.elf_class == 64 else fields[1]
         length = sec.size - chdr.size
-        if size > max(64 * length, 1 << 20) + (1 << 30):
-            raise self._corrupt(f"section {sec.name}: implausible decompressed size {size}")
+        if _implausible(size, length):
+            raise self.corrupt(f"section {sec.name}: implausible decompressed size {size}")
         return sec.offset + chdr.size, length, size
 
     def _decompress_chdr(self, sec: Section, raw: bytes) -> bytes:
         e = self._endian
         chdr = struct.Struct(e + ("IIQQ" if self.elf_class == 64 else "III"))
         if len(raw) < chdr.size:
-            raise self._corrupt(f"section {sec.name}: truncated compression header")
+            raise self.corrupt(f"section {sec.name}: truncated compression header")
         fields = chdr.unpack_from(raw, 0)
         ch_type, ch_size = fields[0], fields[2] if self.elf_class == 64 else fields[1]
         if ch_type == ELFCOMPRESS_ZLIB:
-            return self._inflate(sec, raw[chdr.size:], ch_size)
+            return self._decompressed(sec, raw[chdr.size:], ch_size, inflate)
         if ch_type == ELFCOMPRESS_ZSTD:
-            try:
-                import zstandard  # type: ignore[import-not-found]
-            except ImportError:
-                raise DebugInfoError(f"{self.path}: section {sec.name} is zstd-compressed",
-                                     hint="install the Python 'zstandard' package, or decompress the file "
-                                          "with 'objcopy --decompress-debug-sections'") from None
-            try:
-                out = zstandard.ZstdDecompressor().decompress(raw[chdr.size:], max_output_size=ch_size)
-            except zstandard.ZstdError as exc:
-                raise self._corrupt(f"section {sec.name}: bad zstd data ({exc})") from None
-            if len(out) != ch_size:
-                raise self._corrupt(f"section {sec.name}: decompressed to {len(out)} bytes, expected {ch_size}")
-            return out
+            return self._decompressed(sec, raw[chdr.size:], ch_size, unzstd)
         raise DebugInfoError(f"{self.path}: section {sec.name} uses unknown compression type {ch_type}")
 
-    def _inflate(self, sec: Section, payload: bytes, expected: int) -> bytes:
-        # Refuse absurd sizes from corrupt headers before allocating anything.
-        if expected > max(64 * len(payload), 1 << 20) + (1 << 30):
-            raise self._corrupt(f"section {sec.name}: implausible decompressed size {expected}")
+    def _decompressed(self, sec: Section, payload: bytes, expected: int,
+                      decompress: Callable[[bytes, int], bytes]) -> bytes:
+        """``payload``, the compressed bytes of ``sec``, decompressed by ``decompress`` (zlib's
+        :func:`~probectl.compression.inflate` or zstd's :func:`~probectl.compression.unzstd`) to
+        the ``expected`` size its header gives."""
+        if _implausible(expected, len(payload)):
+            raise self.corrupt(f"section {sec.name}: implausible decompressed size {expected}")
         try:
-            d = zlib.decompressobj()
-            out = d.decompress(payload, expected + 1)
-        except zlib.error as exc:
-            raise self._corrupt(f"section {sec.name}: bad zlib data ({exc})") from None
-        if len(out) != expected:
-            raise self._corrupt(f"section {sec.name}: decompressed to {len(out)} bytes, expected {expected}")
-        return out
+            return decompress(payload, expected)
+        except LibzstdMissing as exc:
+            raise DebugInfoError(f"{self.path}: section {sec.name} is zstd-compressed and {exc}",
+                                 hint="install libzstd1, or decompress the file with "
+                                      "'objcopy --decompress-debug-sections'") from None
+        except ValueError as exc:
+            raise self.corrupt(f"section {sec.name}: {exc}") from None
 
     @property
     def byte_order(self) -> str:
@@ -400,35 +394,17 @@ class ElfFile:
         """(owner name, type, desc) of every note, from SHT_NOTE sections, or PT_NOTE segments if there are
         none (.note.stapsdt is not loaded, so only its section finds it)."""
         areas = [(s.offset, s.size, s.addralign) for s in self.sections
-                 if s.type == SHT_NOTE and s.offset + s.size <= len(self._data)]
+                 if s.type == SHT_NOTE and s.offset + s.size <= len(self.contents)]
         if not areas:
             areas = [(o, fs, a) for (t, _fl, o, _v, fs, _ms, a) in self._program_headers
-                     if t == PT_NOTE and o + fs <= len(self._data)]
-        hdr = struct.Struct(self._endian + "III")
+                     if t == PT_NOTE and o + fs <= len(self.contents)]
         for offset, length, align in areas:
-            align = 8 if align == 8 else 4
-            pos, end = offset, offset + length
-            while pos + hdr.size <= end:
-                namesz, descsz, ntype = hdr.unpack_from(self._data, pos)
-                pos += hdr.size
-                name_end = pos + namesz
-                desc_pos = pos + _align_up(namesz, align)
-                desc_end = desc_pos + descsz
-                if desc_end > end:
-                    break
-                yield bytes(self._data[pos:name_end]).rstrip(b"\0"), ntype, bytes(self._data[desc_pos:desc_end])
-                pos = desc_pos + _align_up(descsz, align)
+            yield from walk_notes(self.contents, self._endian, offset, offset + length, align)
 
     @functools.cached_property
     def build_id(self) -> Optional[str]:
         """The GNU build-id as lower-case hex, or None."""
-        try:
-            for name, ntype, desc in self.notes():
-                if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
-                    return desc.hex()
-        except struct.error:
-            pass
-        return None
+        return gnu_build_id(self.notes())
 
     @functools.cached_property
     def debuglink(self) -> Optional[tuple[str, int]]:
@@ -436,17 +412,17 @@ class ElfFile:
         sec = self.section(".gnu_debuglink")
         if sec is None or not sec.has_data:
             return None
-        raw = self._bytes(sec.offset, sec.size, "section .gnu_debuglink")
+        raw = self.file_bytes(sec.offset, sec.size, "section .gnu_debuglink")
         nul = raw.find(b"\0")
         if nul <= 0:
-            raise self._corrupt("section .gnu_debuglink has no file name")
+            raise self.corrupt("section .gnu_debuglink has no file name")
         crc_pos = _align_up(nul + 1, 4)
         if crc_pos + 4 > len(raw):
-            raise self._corrupt("section .gnu_debuglink is truncated (no CRC)")
+            raise self.corrupt("section .gnu_debuglink is truncated (no CRC)")
         crc = struct.unpack_from(self._endian + "I", raw, crc_pos)[0]
         name = raw[:nul].decode("utf-8", "surrogateescape")
         if "/" in name:
-            raise self._corrupt(f"section .gnu_debuglink names a path ({name!r}), not a file name")
+            raise self.corrupt(f"section .gnu_debuglink names a path ({name!r}), not a file name")
         return name, crc
 
     # --- symbols (SymbolTables) ------------------------------------------------------------------
@@ -520,6 +496,42 @@ class ElfFile:
             raise DebugInfoError(f"{self.path}: file offset 0x{offset:x} is in no PT_LOAD segment")
         seg = next((s for s in hits if s.executable), hits[0])
         return seg.vaddr + (offset - seg.offset)
+
+
+def walk_notes(data: bytes | mmap.mmap, byte_order: str, start: int = 0, end: Optional[int] = None,
+               align: int = 4) -> Iterator[tuple[bytes, int, bytes]]:
+    """(owner name, type, desc) of each ELF note in ``data[start:end]``, a run of notes as a SHT_NOTE
+    section, a PT_NOTE segment or the kernel's /sys/kernel/notes holds them: a header of three words
+    (name size, desc size, type) in ``byte_order`` (``<`` or ``>``), the name and the desc, each padded
+    to ``align`` (8 only for an area aligned to 8, else 4). A note cut short by ``end`` ends the walk."""
+    end = len(data) if end is None else min(end, len(data))
+    align = 8 if align == 8 else 4
+    hdr = struct.Struct(byte_order + "III")
+    pos = start
+    while pos + hdr.size <= end:
+        namesz, descsz, ntype = hdr.unpack_from(data, pos)
+        pos += hdr.size
+        name_end = pos + namesz
+        desc_pos = pos + _align_up(namesz, align)
+        desc_end = desc_pos + descsz
+        if desc_end > end:
+            return
+        yield bytes(data[pos:name_end]).rstrip(b"\0"), ntype, bytes(data[desc_pos:desc_end])
+        pos = desc_pos + _align_up(descsz, align)
+
+
+def gnu_build_id(notes: Iterable[tuple[bytes, int, bytes]]) -> Optional[str]:
+    """The GNU build-id among ``notes`` (as :func:`walk_notes` gives them), as lower-case hex, or None."""
+    for name, ntype, desc in notes:
+        if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
+            return desc.hex()
+    return None
+
+
+def _implausible(size: int, compressed: int) -> bool:
+    """Whether a compressed section's header claims an absurd size for its ``compressed`` bytes (a
+    corrupt header), refused before anything is allocated for it."""
+    return size > max(64 * compressed, 1 << 20) + (1 << 30)
 
 
 def _align_up(value: int, align: int) -> int:

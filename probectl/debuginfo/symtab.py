@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 from ..dataclass import dataclass
 
 if TYPE_CHECKING:
+    import mmap
     from typing import Any, Literal
 
     from .elf import ElfFile, Section
@@ -106,7 +107,7 @@ class SymbolTables:
 
     def __init__(self, elf: "ElfFile"):
         self.elf = elf
-        self._sym_struct = struct.Struct(elf._endian + ("IBBHQQ" if elf.elf_class == 64 else "IIIBBH"))
+        self._sym_struct = struct.Struct(elf.byte_order + ("IBBHQQ" if elf.elf_class == 64 else "IIIBBH"))
         self._symbols: Optional[list[ElfSymbol]] = None
         self._functions: Optional[list[ElfSymbol]] = None
         self._by_name: Optional[dict[str, list[ElfSymbol]]] = None
@@ -192,23 +193,25 @@ class SymbolTables:
     def _string_table(self, sec: Section) -> bytes:
         """The string table of symbol table ``sec`` (cached)."""
         if not 0 < sec.link < len(self.elf.sections):
-            raise self.elf._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
+            raise self.elf.corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
         cached = self._strtabs.get(sec.link)
         if cached is None:
             strsec = self.elf.sections[sec.link]
-            cached = self._strtabs[sec.link] = self.elf._section_bytes(strsec) if strsec.has_data else b""
+            cached = self._strtabs[sec.link] = self.elf.section_bytes(strsec) if strsec.has_data else b""
         return cached
 
     def _string_offsets(self, sec: Section, name: str) -> set[int]:
         """Offsets in ``sec``'s string table where a symbol named ``name`` or ``name@VERSION`` starts
         (inside longer strings too: linkers share string tails)."""
         if not 0 < sec.link < len(self.elf.sections):
-            raise self.elf._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
+            raise self.elf.corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
         strsec = self.elf.sections[sec.link]
+        data: bytes | mmap.mmap
         if sec.link in self._strtabs or strsec.compressed or not strsec.has_data:
-            data, start, end = self._string_table(sec), 0, None
+            data = self._string_table(sec)
+            start, end = 0, len(data)
         else:  # searched in place: no copy of a large table for one name
-            data, start, end = self.elf._data, strsec.offset, strsec.offset + strsec.size
+            data, start, end = self.elf.contents, strsec.offset, strsec.offset + strsec.size
         key = name.encode("utf-8", "surrogateescape")
         found: set[int] = set()
         versioned = self._table_extras.get(("versioned", sec.link))
@@ -228,7 +231,7 @@ class SymbolTables:
         if cached is not None:
             return cached
         size = self._entry_size(sec)
-        raw = self.elf._bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
+        raw = self.elf.file_bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
         swap = not self.elf.little_endian
         words = _array(4, raw, swap)
         halves = _array(2, raw, swap)
@@ -276,8 +279,8 @@ class SymbolTables:
         size = self._entry_size(sec)
         count = sec.size // size
         start = sec.offset
-        if start + count * size > len(self.elf._data):
-            raise self.elf._corrupt(f"truncated file: section {sec.name} extends past the end of the file")
+        if start + count * size > len(self.elf.contents):
+            raise self.elf.corrupt(f"truncated file: section {sec.name} extends past the end of the file")
         # 64-bit entry: name:4 info:1 other:1 shndx:2 value:8 size:8; 32-bit: name:4 value:4 size:4 ...
         # Cut as a strided view of words, in C; the bytes keep the file's byte order.
         fmt: Literal["I", "Q"]
@@ -287,7 +290,7 @@ class SymbolTables:
             width, fmt, first, step = 8, "Q", 1, size // 8
         else:
             width, fmt, first, step = 4, "I", 1, size // 4
-        view = memoryview(self.elf._data)[start:start + count * size]
+        view = memoryview(self.elf.contents)[start:start + count * size]
         try:
             out = view.cast(fmt)[first::step].tobytes()
         finally:
@@ -298,7 +301,7 @@ class SymbolTables:
     def _entry_size(self, sec: Section) -> int:
         size = self._sym_struct.size
         if sec.entsize not in (0, size):
-            raise self.elf._corrupt(f"section {sec.name}: symbol entry size {sec.entsize}, expected {size}")
+            raise self.elf.corrupt(f"section {sec.name}: symbol entry size {sec.entsize}, expected {size}")
         return size
 
     def _decode_symbols(self, sec: Section, table: str,
@@ -309,11 +312,11 @@ class SymbolTables:
         size = self._entry_size(sec)
         strtab = self._string_table(sec)
         if entries is None:
-            raw = self.elf._bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
+            raw = self.elf.file_bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
             rows: Iterable[tuple[int, tuple]] = enumerate(sym_struct.iter_unpack(raw))
         else:
             count = sec.size // size
-            data, base = self.elf._data, sec.offset
+            data, base = self.elf.contents, sec.offset
             rows = ((i, sym_struct.unpack_from(data, base + i * size)) for i in entries if 0 <= i < count)
         versions = self._versions_for(sec)
         xindex = self._xindex_for(sec)
@@ -333,7 +336,7 @@ class SymbolTables:
             if name is None:
                 end = find(b"\0", st_name)
                 if end < 0 or st_name >= len(strtab):
-                    raise self.elf._corrupt(f"section {sec.name}: symbol {i} has a name outside its string table")
+                    raise self.elf.corrupt(f"section {sec.name}: symbol {i} has a name outside its string table")
                 name = strtab[st_name:end].decode("utf-8", "surrogateescape")
                 names[st_name] = name
             if not name:
@@ -380,8 +383,8 @@ class SymbolTables:
                     and s.has_data), None)
         if sec is None:
             return None
-        raw = self.elf._bytes(sec.offset, sec.size - sec.size % 4, f"section {sec.name}")
-        return struct.unpack(f"{self.elf._endian}{len(raw) // 4}I", raw)
+        raw = self.elf.file_bytes(sec.offset, sec.size - sec.size % 4, f"section {sec.name}")
+        return struct.unpack(f"{self.elf.byte_order}{len(raw) // 4}I", raw)
 
     def functions(self) -> list[ElfSymbol]:
         """Defined FUNC and IFUNC symbols."""
@@ -457,7 +460,7 @@ class SymbolTables:
         sec, table = self._tables()[ref >> 32]
         for _i, sym in self._decode_symbols(sec, table, (ref & 0xFFFFFFFF,)):
             return sym
-        raise self.elf._corrupt(f"section {sec.name}: symbol {ref & 0xFFFFFFFF} vanished")
+        raise self.elf.corrupt(f"section {sec.name}: symbol {ref & 0xFFFFFFFF} vanished")
 
     def _sort_functions(self, tables: list[tuple[Section, str]]) -> tuple[array, array]:
         """(addresses, references) of ``functions()`` in (address, alias rank) order, as
@@ -520,7 +523,7 @@ class SymbolTables:
         last = max(names)
         if last >= len(strtab) or (last > strtab.rfind(b"\0")):
             i = next(i for i, n in enumerate(names) if n and (n >= len(strtab) or strtab.find(b"\0", n) < 0))
-            raise self.elf._corrupt(f"section {sec.name}: symbol {i} has a name outside its string table")
+            raise self.elf.corrupt(f"section {sec.name}: symbol {i} has a name outside its string table")
         defined = bytearray(map(bool, shndx))
         if SHN_XINDEX in shndx:
             xindex = self._xindex_for(sec)
@@ -674,8 +677,8 @@ def read_versions(elf: "ElfFile", symsec: "Section") -> Optional[VersionTable]:
                    and s.has_data), None)
     if versym is None:
         return None
-    raw = elf._bytes(versym.offset, versym.size - versym.size % 2, "section .gnu.version")
-    table = VersionTable(struct.unpack(f"{elf._endian}{len(raw) // 2}H", raw))
+    raw = elf.file_bytes(versym.offset, versym.size - versym.size % 2, "section .gnu.version")
+    table = VersionTable(struct.unpack(f"{elf.byte_order}{len(raw) // 2}H", raw))
     for sec in elf.sections:
         if sec.type == SHT_GNU_VERDEF and sec.has_data:
             _read_verdef(elf, sec, table.names)
@@ -686,19 +689,19 @@ def read_versions(elf: "ElfFile", symsec: "Section") -> Optional[VersionTable]:
 
 def _version_strings(elf: "ElfFile", sec: "Section") -> bytes:
     if not 0 < sec.link < len(elf.sections) or not elf.sections[sec.link].has_data:
-        raise elf._corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
-    return elf._section_bytes(elf.sections[sec.link])
+        raise elf.corrupt(f"section {sec.name}: string table index {sec.link} is invalid")
+    return elf.section_bytes(elf.sections[sec.link])
 
 
 def _read_verdef(elf: "ElfFile", sec: "Section", names: dict[int, tuple[str, bool]]) -> None:
     strtab = _version_strings(elf, sec)
-    data = elf._bytes(sec.offset, sec.size, f"section {sec.name}")
-    verdef = struct.Struct(elf._endian + "HHHHIII")
-    verdaux = struct.Struct(elf._endian + "II")
+    data = elf.file_bytes(sec.offset, sec.size, f"section {sec.name}")
+    verdef = struct.Struct(elf.byte_order + "HHHHIII")
+    verdaux = struct.Struct(elf.byte_order + "II")
     pos = 0
     for _ in range(sec.info or 0x10000):
         if pos + verdef.size > len(data):
-            raise elf._corrupt(f"section {sec.name} is truncated")
+            raise elf.corrupt(f"section {sec.name} is truncated")
         _ver, flags, ndx, cnt, _hash, aux, nxt = verdef.unpack_from(data, pos)
         if cnt and pos + aux + verdaux.size <= len(data):
             vda_name, _ = verdaux.unpack_from(data, pos + aux)
@@ -712,18 +715,18 @@ def _read_verdef(elf: "ElfFile", sec: "Section", names: dict[int, tuple[str, boo
 
 def _read_verneed(elf: "ElfFile", sec: "Section", names: dict[int, tuple[str, bool]]) -> None:
     strtab = _version_strings(elf, sec)
-    data = elf._bytes(sec.offset, sec.size, f"section {sec.name}")
-    verneed = struct.Struct(elf._endian + "HHIII")
-    vernaux = struct.Struct(elf._endian + "IHHII")
+    data = elf.file_bytes(sec.offset, sec.size, f"section {sec.name}")
+    verneed = struct.Struct(elf.byte_order + "HHIII")
+    vernaux = struct.Struct(elf.byte_order + "IHHII")
     pos = 0
     for _ in range(sec.info or 0x10000):
         if pos + verneed.size > len(data):
-            raise elf._corrupt(f"section {sec.name} is truncated")
+            raise elf.corrupt(f"section {sec.name} is truncated")
         _ver, cnt, _file, aux, nxt = verneed.unpack_from(data, pos)
         apos = pos + aux
         for _ in range(cnt):
             if apos + vernaux.size > len(data):
-                raise elf._corrupt(f"section {sec.name} is truncated")
+                raise elf.corrupt(f"section {sec.name} is truncated")
             _hash, _flags, other, vna_name, anext = vernaux.unpack_from(data, apos)
             names[other & ~VERSYM_HIDDEN] = (cstring(strtab, vna_name), False)
             if anext == 0:

@@ -6,7 +6,8 @@ fields every event has and the kernel's ``argN`` names of unnamed arguments; nam
 left as they are, for :mod:`.kernel_rules` to refuse if the kernel would.
 
 Group: the user's, else ``sdt_PROVIDER`` for an SDT probe, else ``probe`` / ``probe_<binary>``. Event: the
-user's, else the SDT probe's NAME or the function (``FUNC_L<N>`` for ``FUNC:N``), cut at the first ``.`` or ``@``; ``__return`` for return probes. A taken name is an error
+user's, else the SDT probe's NAME or the function (``FUNC_L<N>`` for ``FUNC:N``), cut at the first ``.`` or ``@``
+(a qualified name, a Go program's, made whole into one: :func:`qualified_event_name`); ``__return`` for return probes. A taken name is an error
 unless --force, which picks ``_1``, ``_2``...; on kernels that can append probes to an event (README
 "Create/append"), every point of one definition shares its event, otherwise the extra points get suffixes.
 """
@@ -17,6 +18,7 @@ import re
 from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
 from ..resolve import ProbePoint
+from ..resolve.cxx import spell_cxx_name
 from ..resolve.points import ResolvedArg
 from ..spec import ProbeSpec
 from ..spec.names import check_group_name
@@ -34,16 +36,42 @@ def event_base_name(probe: ProbeSpec, point: ProbePoint) -> str:
     pt = probe.point
     if pt.sdt is not None:
         return point.function  # the note's NAME, as perf names SDT events
-    if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
-        base = pt.function
+    if point.qualified_name is not None:
+        base = qualified_event_name(spell_cxx_name(point.qualified_name))
     else:
-        base = point.function
-    base = re.split(r"[.@]", base.lstrip("."), maxsplit=1)[0]
-    base = re.sub(r"[^A-Za-z0-9_]+", "_", base) or "probe"
+        if pt.function and pt.address is None and not any(c in pt.function for c in "*?["):
+            base = pt.function
+        else:
+            base = point.function
+        base = re.split(r"[.@]", base.lstrip("."), maxsplit=1)[0]
+        base = re.sub(r"[^A-Za-z0-9_]+", "_", base) or "probe"
     if pt.line is not None and pt.function and pt.lazy is None and pt.offset is None:
         base = f"{base}_L{pt.line}"
     if base[0].isdigit():
         base = "_" + base
+    return base
+
+
+# What a name made from a qualified function may take of the kernel's limit: room is left for the
+# "__return" of a return probe and an "_N" suffix.
+MAX_QUALIFIED_BASE_LEN = MAX_EVENT_NAME_LEN - 1 - len("__return") - len("_999")
+
+
+def qualified_event_name(function: str) -> str:
+    """The event name of a qualified function: each run of characters an event name cannot hold
+    becomes one '_' (``main.(*Server).poll`` → ``main_Server_poll``, as perf names the functions of
+    languages other than C). A name too long for the kernel keeps its end, the most particular part,
+    after a hash of the whole name, so that two long names of one package stay apart, and a name stays
+    the same from run to run."""
+    base = re.sub(r"[^A-Za-z0-9]+", "_", function).strip("_") or "probe"
+    if len(base) > MAX_QUALIFIED_BASE_LEN:
+        import hashlib
+
+        digest = hashlib.sha1(function.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        tail = base[len(base) - (MAX_QUALIFIED_BASE_LEN - len(digest) - 2):]
+        if "_" in tail[1:]:
+            tail = tail[tail.index("_", 1) + 1:]  # (from the start of a part of the name)
+        base = f"h{digest}_{tail}"
     return base
 
 
@@ -65,7 +93,7 @@ def assign_events(
         group = probe.group or point.group or default_group
         _check_group(group)
         base = event_base_name(probe, point)
-        if point.is_return:
+        if point.is_return or point.at_return_instruction:
             base += "__return"
         if multiprobe and (group, base) in shared:
             event = shared[group, base]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import spec as S
-from ..dataclass import dataclass, field
+from ..dataclass import dataclass, field, replace
 from ..debuginfo.dwarf import DebugInfo, Function
 from ..debuginfo.dwarf.die import is_glob
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
@@ -60,6 +60,18 @@ class LineListing:
             "lines": [{"line": ln.number, "relative": ln.number - self.offset if self.function else None,
                        "probeable": ln.probeable, "text": ln.text} for ln in self.lines],
         }
+
+
+def list_lines_of(resolver: Resolver, line_range: S.LineRange, source_dir: Optional[str] = None
+                  ) -> list[LineListing]:
+    """``list_lines`` of the resolver's target, a C++ name being each function it names."""
+    source = resolver.source(required=True)
+    assert source is not None
+    ranges = [line_range]
+    if line_range.function and line_range.source is None:
+        point = S.PointSpec(function=line_range.function, text=line_range.function)
+        ranges = [replace(line_range, function=pt.function) for pt in resolver.source_points(point)]
+    return [listing for r in ranges for listing in list_lines(source.debuginfo, r, source_dir, source.fetch_source)]
 
 
 def list_lines(debuginfo: DebugInfo, line_range: S.LineRange, source_dir: Optional[str] = None,
@@ -162,9 +174,15 @@ class VariablePlace:
                 "variables": [{"type": v.c_type, "name": v.name, "kind": v.kind} for v in self.variables]}
 
 
-def list_variables(source: SourceResolver, point: S.PointSpec, externs: bool = False) -> list[VariablePlace]:
-    """perf -V: each address of the point, with the variables fetchable there (a return probe lists
-    the function's entry, where its parameters still are)."""
+def list_variables(resolver: Resolver, point: S.PointSpec, externs: bool = False) -> list[VariablePlace]:
+    """perf -V: each address of the point (each function a C++ name names), with the variables
+    fetchable there (a return probe lists the function's entry, where its parameters still are)."""
+    source = resolver.source(required=True)
+    assert source is not None
+    return [place for pt in resolver.source_points(point) for place in _list_variables(source, pt, externs)]
+
+
+def _list_variables(source: SourceResolver, point: S.PointSpec, externs: bool) -> list[VariablePlace]:
     entry_point = S.PointSpec(**{**point.__dict__, "is_return": False}) if point.is_return else point
     hint = "narrow the glob (perf stops there too)"
     if point.function is not None and is_glob(point.function):  # (counted before tens of thousands are listed)

@@ -53,7 +53,7 @@ from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, re
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .jitmaps import jit_maps_option
 from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
-from .selection import EventRequest, SelectedEvent, select_events
+from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunPart, RunScope, TracedRun
 from .teardown import CleanupSteps, signals_held, stop_signals
 from .workload import Workload
@@ -70,10 +70,10 @@ __all__ = [
     "SelectedEvent",
     "TracedRun",
     "cpu_mask",
+    "expand_event_requests",
     "lost_of",
     "parse_cpus",
     "parse_cpustat",
-    "select_events",
     # re-exported from the modules a recording is made of
     "INSTANCE_PREFIX",
     "OPTION_PROC_MAPS",
@@ -149,7 +149,7 @@ class Recording:
         run = self.traced = TracedRun(self.tfs, RunScope(opts.command, opts.pids, opts.system_wide, opts.duration),
                                       notice=self.notice)
         run.remove_stale()
-        selected = select_events(self.tfs, opts.events)
+        selected = expand_event_requests(self.tfs, opts.events)
         for p in opts.pids:
             if not pid_alive(p) or proc_comm(p) is None:
                 raise ProbectlError(f"no process {p}", "give the pid of a running process to -p")

@@ -34,7 +34,7 @@ class SelectedEvent:
         return f"{self.group}:{self.event}"
 
 
-def select_events(tfs: Tracefs, requests: Sequence[EventRequest]) -> list[SelectedEvent]:
+def expand_event_requests(tfs: Tracefs, requests: Sequence[EventRequest]) -> list[SelectedEvent]:
     """Expand the patterns (``GROUP:EVENT`` globs, or an event name alone) to existing events and
     check each filter against every event it applies to. Nothing is written."""
     if not requests:

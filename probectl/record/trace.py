@@ -17,7 +17,7 @@ from ..tracefs import Tracefs
 from .enumnames import EnumNames
 from .livestream import LiveStream
 from .processes import ProcessWatch, proc_comm, proc_tgid
-from .selection import EventRequest, SelectedEvent, select_events
+from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunScope, TracedRun
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def trace_selection(tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Seq
         selected.append(SelectedEvent(g, e, fmt, flt))
     if patterns:
         seen = set(names)
-        for ev in select_events(tfs, [EventRequest(p, filter_text) for p in patterns]):
+        for ev in expand_event_requests(tfs, [EventRequest(p, filter_text) for p in patterns]):
             if (ev.group, ev.event) not in seen:
                 selected.append(ev)
     return selected

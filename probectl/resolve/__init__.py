@@ -28,6 +28,7 @@ from .points import ProbePoint, ResolvedArg, is_untyped_retval
 if TYPE_CHECKING:
     from ..debuginfo.btf import Btf
     from ..debuginfo.kallsyms import Kallsyms
+    from .cxx import CxxFunction
     from .dwarf import SourceResolver
     from .kprobe_rules import KprobeRules
 
@@ -71,6 +72,8 @@ class Resolver:
     _kallsyms: "Kallsyms | None" = None
     _source_resolver: "SourceResolver | None" = None
     _kprobe_rules: "KprobeRules | Literal[False] | None" = None
+    _is_go: bool | None = None
+    _cxx_functions: "list[CxxFunction] | None" = None
 
     @property
     def elf(self) -> ElfFile:
@@ -79,6 +82,40 @@ class Resolver:
                 raise TargetError("the kernel's ELF symbols need its vmlinux", hint="give one with -k/--vmlinux")
             self._elf = ElfFile(self.target.path)
         return self._elf
+
+    @property
+    def is_go_program(self) -> bool:
+        """The target is a program linked by the Go toolchain, whose stacks move."""
+        if self._is_go is None:
+            from ..debuginfo.languages import is_go_program
+
+            self._is_go = is_go_program(self.elf)
+        return self._is_go
+
+    def source_points(self, point: S.PointSpec) -> list[S.PointSpec]:
+        """The point as the DWARF side finds it: a C++ name becomes the mangled symbol of each
+        function it names (``vars``), any other point stays as it is."""
+        if not self._names_cxx(point):
+            return [point]
+        from .cxx import cxx_points
+
+        return [pt for _fn, pt in cxx_points(self, point, point.text)]
+
+    def _names_rust_main(self, point: S.PointSpec) -> bool:
+        """The point is a Rust program's ``main`` (perf and ``main:1`` take the runtime's C main)."""
+        if not (self.target.is_uprobe and point.function == "main" and point.source is None and point.sdt is None):
+            return False
+        from ..debuginfo.languages import is_rust_program
+
+        return is_rust_program(self.elf)
+
+    def _names_cxx(self, point: S.PointSpec) -> bool:
+        """The point names C++ functions by their demangled names (not a symbol of the target)."""
+        from .cxx import names_cxx_function
+
+        name = point.function
+        return (self.target.is_uprobe and name is not None and point.address is None and point.sdt is None
+                and names_cxx_function(name) and not self.is_go_program and not self.elf.find_functions(name))
 
     @property
     def kallsyms(self) -> "Kallsyms":
@@ -93,6 +130,8 @@ class Resolver:
         instances or lines the compiler split)."""
         points = self._resolve(_with_symbol_version(probe))
         self._check_count(probe.text, len(points))
+        if self.target.is_uprobe and probe.point.sdt is None and self.is_go_program:
+            points = [replace(p, qualified_name=p.function) for p in points]
         if self.target.is_uprobe or self.target.path is None:
             return points
         return self._allowed_kprobes(points)
@@ -127,6 +166,28 @@ class Resolver:
         return allowed
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.point.is_return and self.target.is_uprobe and self.is_go_program:
+            from .goreturn import resolve_go_returns
+
+            return resolve_go_returns(self, probe)
+        if self._names_cxx(probe.point):
+            from .cxx import resolve_cxx
+
+            return resolve_cxx(self, probe)
+        if self._names_rust_main(probe.point):
+            from .cxx import rust_main
+
+            main = rust_main(self)
+            if main is not None:
+                self.notes.append(f"'main' of a Rust program is its own, {main.name} (the C main is the Rust "
+                                  "runtime's: probe it by its address)")
+                points = self._resolve(replace(probe, point=replace(probe.point, function=main.mangled)))
+                return [replace(p, qualified_name=main.name) for p in points]
+        name = probe.point.function
+        if self.target.is_uprobe and name is not None and name[:2] in ("_Z", "_R") and probe.point.address is None:
+            from .cxx import check_mangled_name
+
+            check_mangled_name(self, name)
         if probe.point.sdt is not None:
             from .sdt import resolve_sdt_points
 

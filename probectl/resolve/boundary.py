@@ -24,31 +24,35 @@ def check_probe_offset(elf: ElfFile, function: str, address: int, size: int, off
     if offset <= 0 or elf.machine != EM_X86_64 or elf.elf_class != 64:
         return
     name = function or f"0x{address:x}"
-    seg = elf.segment_for(address)
-    if seg is None:
-        raise InstructionDecodeError(
-            f"cannot check that {name}+{offset} is on an instruction boundary: address 0x{address:x} "
-            f"is in no loadable part of {elf.path}", 0, "no file-backed segment")
-    for sec in elf.sections:
-        if sec.flags & _SHF_ALLOC and sec.addr <= address < sec.addr + sec.size and sec.size:
-            if not sec.has_data:
-                raise InstructionDecodeError(
-                    f"cannot check that {name}+{offset} is on an instruction boundary: {elf.path} holds no "
-                    f"code for {sec.name} (a separate debug file?)", 0, "no code bytes")
-            break
     want = offset + MAX_INSN_LENGTH
     if size and size < want:
         want = size
-    available = seg.vaddr + seg.filesz - address
-    want = min(want, available)
+    code = code_bytes(elf, address, want, f"check that {name}+{offset} is on an instruction boundary")
+    check_boundary(code, offset, name)
+
+
+def code_bytes(elf: ElfFile, address: int, length: int, purpose: str) -> bytes:
+    """Up to ``length`` bytes of code of an ELF file from virtual ``address`` (fewer where its
+    file-backed segment ends); ``purpose`` says what they are for in the ``InstructionDecodeError``
+    raised when the file holds no code there (a debug file) or cannot be read."""
+    seg = elf.segment_for(address)
+    if seg is None:
+        raise InstructionDecodeError(f"cannot {purpose}: address 0x{address:x} is in no loadable part of {elf.path}",
+                                     0, "no file-backed segment")
+    for sec in elf.sections:
+        if sec.flags & _SHF_ALLOC and sec.addr <= address < sec.addr + sec.size and sec.size:
+            if not sec.has_data:
+                raise InstructionDecodeError(f"cannot {purpose}: {elf.path} holds no code for {sec.name} "
+                                             "(a separate debug file?)", 0, "no code bytes")
+            break
+    length = min(length, seg.vaddr + seg.filesz - address)
     try:
         with open(elf.path, "rb") as f:
             f.seek(seg.offset + (address - seg.vaddr))
-            code = f.read(want)
+            return f.read(length)
     except OSError as exc:
-        raise InstructionDecodeError(f"cannot check {name}+{offset}: cannot read {elf.path} "
-                                     f"({exc.strerror or exc})", 0, "unreadable") from None
-    check_boundary(code, offset, name)
+        raise InstructionDecodeError(f"cannot {purpose}: cannot read {elf.path} ({exc.strerror or exc})",
+                                     0, "unreadable") from None
 
 
 def check_function_offset(elf: Optional[ElfFile], function: str, address: int, size: int, offset: int,

@@ -14,6 +14,7 @@ from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
 from ..debuginfo.dwarf.units import DIE
 from ..debuginfo.dwarf.variables import find_variable, variable_place
+from ..debuginfo.place import Pieces
 from ..errors import LocationError, ResolveError, ValueTooWideError, VariableUnavailable
 from .fetch import fetch_chain
 from .fetch_options import FetchOptions
@@ -67,12 +68,16 @@ def _walk_vars(debuginfo: "DebugInfo", scope: DIE, address: int, tags: tuple[str
             yield from _walk_vars(debuginfo, child, address, tags)
 
 
-def _fetchable(debuginfo: "DebugInfo", var: DIE, address: int) -> bool:
+def _fetchable(debuginfo: "DebugInfo", var: DIE, address: int, in_pieces: bool = False) -> bool:
+    """The variable can be read at ``address`` (``in_pieces``: or member by member, where it is split
+    over several registers, as a Go string is: a listing shows it, $params cannot fetch it whole)."""
     name = die_name(var)
     if not name:
         return False
     try:
         place = variable_place(debuginfo, var, address, check_readable)
+        if isinstance(place, Pieces) and len(place.values) > 1:
+            return in_pieces
         fetch_chain(DWARF_TYPES, T.type_of(var), place, S.Variable(name), None,
                     RenderOptions(machine=debuginfo.machine), True)
         return True
@@ -107,7 +112,7 @@ def available_variables(debuginfo: "DebugInfo", scope, address: int, externs: bo
     seen: dict[str, ListedVariable] = {}
     for var in _walk_vars(debuginfo, scope, address, ("DW_TAG_formal_parameter", "DW_TAG_variable")):
         name = die_name(var)
-        if not name or not _fetchable(debuginfo, var, address):
+        if not name or not _fetchable(debuginfo, var, address, in_pieces=True):
             continue
         kind = "param" if var.tag == "DW_TAG_formal_parameter" else "local"
         item = ListedVariable(T.variable_type_name(var), name, kind)
@@ -119,7 +124,9 @@ def available_variables(debuginfo: "DebugInfo", scope, address: int, externs: bo
                 continue
             item = ListedVariable(T.variable_type_name(var), name, "global")
             seen.setdefault(f"{item.c_type}\t{name}", item)
-    return [seen[k] for k in sorted(seen)]
+    listed = [seen[k] for k in sorted(seen)]
+    # A C++ member function's object first (perf sorts it among the others by its type's name).
+    return sorted(listed, key=lambda item: item.name != "this" or item.kind != "param")
 
 
 @guarded

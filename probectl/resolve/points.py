@@ -32,6 +32,13 @@ class ProbePoint:
     args: tuple[ResolvedArg, ...] = ()
     line: int | None = None  # relative line of FUNC:RLN, for naming
     group: str | None = None  # the group the place itself names (sdt_PROVIDER), None: the target's
+    # An entry probe on a return instruction standing for FUNC%return (a Go program's, see goreturn):
+    # named as a return probe is, written as a uprobe on an instruction.
+    at_return_instruction: bool = False
+    # The function's qualified name when it is not C's (a Go program's main.(*T).m, whose dots are
+    # part of it; C++'s shop::Cart::add, whose symbol is mangled): the event is named from all of it,
+    # not from the symbol cut at its first '.' as a C clone's suffix is (foo.isra.0).
+    qualified_name: str | None = None
 
 
 def is_untyped_retval(arg: S.ArgSpec) -> bool:

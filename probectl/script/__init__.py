@@ -41,13 +41,13 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from .. import _native
 from ..dataclass import dataclass, field
 from ..errors import OutputError, ProbectlError, did_you_mean
-from ..formats import EventFormat
+from ..formats import EventFormat, event_matches
 from ..ringbuf import EventReader, _decode_error
 from ..tracedat.procmaps import Mapping
 from .folded import KERNEL_MARK, FoldedPlanner, FoldedStacks
 from .formatters import CsvFormatter, JsonFormatter, TextFormatter
 from .nativeplan import native_formatter
-from .plan import DEFAULT_FIELDS, FIELDS, Formatter, event_matches, parse_fields
+from .plan import DEFAULT_FIELDS, FIELDS, Formatter, parse_fields
 from .printfmt import split_print_fmt, trace_template
 from .stacks import STACK_EVENTS, StackJoiner, probe_ip_fields, stack_addresses, stack_ids
 from .symbols import (UNKNOWN_SYMBOL, KernelSymbols, LiveSource, Source, Symbolizer, TraceSource, UserSymbols,

@@ -2,7 +2,6 @@
 slots), run over columnar batches (the batch path) or over records with stacks (the row path)."""
 from __future__ import annotations
 
-import fnmatch
 from collections import Counter
 from itertools import compress, repeat
 from operator import add, eq, floordiv, mod, mul
@@ -10,7 +9,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..dataclass import dataclass
 from ..errors import ProbectlError
-from ..formats import EventFormat
+from ..formats import EventFormat, event_matches
 from ..ringbuf import Columns
 from .printfmt import PY_CONV, Slot, convert_column
 from .stacks import STACK_EVENTS, Record
@@ -29,16 +28,6 @@ def parse_fields(text: str) -> tuple[str, ...]:
         raise ProbectlError(f"unknown output field{'s' if len(bad) > 1 else ''}: {', '.join(bad) or '(none)'}",
                             f"choose from {','.join(FIELDS)}")
     return names
-
-
-def event_matches(fmt: EventFormat, glob: str) -> bool:
-    """``-e GLOB``: ``GROUP:EVENT`` globs match the full name, a bare glob the event's name."""
-    return name_matches(fmt.full_name, glob)
-
-
-def name_matches(full_name: str, glob: str) -> bool:
-    """:func:`event_matches` for an event known by its ``GROUP:EVENT`` name only."""
-    return fnmatch.fnmatchcase(full_name if ":" in glob else full_name.partition(":")[2], glob)
 
 
 class _Cache(dict):
@@ -309,6 +298,7 @@ class Formatter:
                     assert plan.fmt is not None
                     col = batch.column(plan.fmt, plan.fmt.event_fields[s.source].name)
                 if s.with_pid:
+                    assert s.convert is not None  # (a slot that takes the pid has a conversion by making)
                     if pids is None:
                         pids = hdr.column("pid") if mask is None else list(compress(hdr.column("pid"), mask))
                     col = map(s.convert, pids, col)
@@ -350,6 +340,7 @@ class Formatter:
             else:
                 v = values[s.source] if values is not None and s.source < len(values) else None
             if s.with_pid:
+                assert s.convert is not None
                 v = s.convert(header["pid"], v)
             elif s.convert is not None:
                 v = s.convert(v)

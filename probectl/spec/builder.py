@@ -414,7 +414,7 @@ def _make_line_range(builder: Builder, children: list) -> LineRange:
         quoted = '"' in raw or "'" in raw
         if find_unescaped(raw, "/.") >= 0 and not quoted:
             source = name
-        elif quoted or C_NAME.match(name):
+        elif quoted or C_NAME.match(name) or "::" in name:  # (a C++ or Rust name: shop::Cart::add)
             function = name
         else:
             raise builder._error(f"{name!r} is not a valid function name", head_at,

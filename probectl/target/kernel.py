@@ -6,18 +6,16 @@ from __future__ import annotations
 import errno
 
 import os
-import struct
 from pathlib import Path
 from typing import Optional
 
 from ..cachedir import cache_dir as probectl_cache_dir
 from ..cachedir import open_file, private_dir, write_file
-from ..debuginfo.elf import ElfFile
+from ..debuginfo.elf import ElfFile, gnu_build_id, walk_notes
 from ..errors import ProbectlError, TargetError
 from .binary import check_machine
 
 NOTES = Path("/sys/kernel/notes")
-NT_GNU_BUILD_ID = 3
 # An unpacked module kept in the cache is not used beyond this size (the largest modules, with their
 # debug information, are some hundreds of MB).
 _MAX_UNPACKED = 4 << 30
@@ -38,22 +36,13 @@ def vmlinux_candidates(release: Optional[str] = None) -> list[Path]:
 
 
 def running_build_id(notes: Path = NOTES) -> Optional[str]:
-    """The running kernel's build-id, from the ELF notes the kernel exports."""
+    """The running kernel's build-id, from the ELF notes the kernel exports (in this machine's byte
+    order: they are the kernel's own .notes section)."""
     try:
         data = notes.read_bytes()
     except OSError:
         return None
-    pos = 0
-    while pos + 12 <= len(data):
-        namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
-        pos += 12
-        name = data[pos:pos + namesz].rstrip(b"\0")
-        pos += (namesz + 3) & ~3
-        desc = data[pos:pos + descsz]
-        pos += (descsz + 3) & ~3
-        if ntype == NT_GNU_BUILD_ID and name == b"GNU":
-            return desc.hex()
-    return None
+    return gnu_build_id(walk_notes(data, "="))
 
 
 def find_running_vmlinux() -> tuple[Optional[Path], list[str]]:

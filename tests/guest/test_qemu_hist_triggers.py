@@ -20,7 +20,8 @@ def test_kernel_hist_and_latency_in_one_qemu_boot(live_tracefs, kernel_dir):
     guest's hist files read back with probectl's parser."""
     from probectl.analysis.keys import parse_keys, parse_value
     from probectl.analysis.latency import result_from_kernel
-    from probectl.analysis.triggers import hist_trigger, latency_triggers, new_error_log_entry, parse_hist
+    from probectl.analysis.triggers import hist_trigger, latency_triggers, parse_hist
+    from probectl.tracefs import new_error_log_entry
     from probectl.formats import EventFormat
 
     events = live_tracefs / "events" / "syscalls"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from probectl.record.selection import EventRequest, select_events
+from probectl.record.selection import EventRequest, expand_event_requests
 from probectl.tracefs import Tracefs
 
 from tests.helpers import build_fixture
@@ -21,7 +21,7 @@ def test_filter_on_a_uprobe_uses_the_binarys_enum_names(live_tracefs):
                          capture_output=True, text=True)
     assert add.returncode == 0, add.stderr
     try:
-        (selected,) = select_events(Tracefs.open(), [EventRequest(f"{group}:ev", "mode == MODE_WRITE || mode < 0")])
+        (selected,) = expand_event_requests(Tracefs.open(), [EventRequest(f"{group}:ev", "mode == MODE_WRITE || mode < 0")])
         assert selected.filter.text == "mode == 2 || mode < 0"
     finally:
         subprocess.run([sys.executable, "-m", "probectl", "del", f"{group}:*"], capture_output=True)

@@ -682,6 +682,10 @@ def skip_prologue(debuginfo: "DebugInfo", func: Function) -> int:
     high = func.ranges[0][1]
     table = line_table(debuginfo, func.cu)
     idx = bisect.bisect_left(table.addresses, entry)
+    # (the end of the sequence before, at the same address, is not the function's row: a C++
+    # template or inline member is a sequence of its own, right after another's end)
+    while idx < len(table.rows) and table.rows[idx].address == entry and table.rows[idx].end_sequence:
+        idx += 1
     if idx >= len(table.rows) or table.rows[idx].address != entry:
         return entry
     first = table.rows[idx]

@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, Optional
 
 from ...dataclass import dataclass, replace
 from ...errors import LocationError
-from ..place import Computed, Deref, Memory, Place, Reg, Register, Symbol, Value
+from ..place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Symbol, Value
 from .leb128 import read_sleb128, read_uleb128
 from .lists import location_list
 from .names import OP
@@ -161,6 +161,9 @@ def _fold(op: str, a: int, b: int) -> int:
 
 def evaluate(ops: list, ctx: EvalContext) -> Place:
     """Evaluate parsed location-expression operations into a Place (see the module docstring)."""
+    pieces = [i for i, op in enumerate(ops) if op.op_name in ("DW_OP_piece", "DW_OP_bit_piece")]
+    if len(pieces) > 1:
+        return _evaluate_pieces(ops, pieces, ctx)
     stack: list[Value] = []
     register: Optional[int] = None
 
@@ -308,6 +311,32 @@ def evaluate(ops: list, ctx: EvalContext) -> Place:
     if not stack:
         raise LocationError("it has an empty location here (optimized out)", "empty")
     return Memory(stack[-1])
+
+
+def _evaluate_pieces(ops: list, ends: list[int], ctx: EvalContext) -> Place:
+    """An object split into whole 8-byte pieces, each in a register or in memory (a Go string's
+    pointer and length in two registers, a slice's three, a small C struct passed in two): the
+    ``Pieces`` whose members the member walker reads one by one. Pieces of other sizes, bit pieces and
+    pieces with no location (optimized out) are refused."""
+    values = []
+    start = 0
+    for end in ends:
+        piece = ops[end]
+        if piece.op_name != "DW_OP_piece" or piece.args[0] != 8 or end == start:
+            raise _piece_error()
+        place = evaluate(ops[start:end], replace(ctx, object_size=8))
+        if isinstance(place, Register):
+            values.append(place.value)
+        elif isinstance(place, Memory):
+            values.append(Value(Deref(place.address, user=place.user)))
+        elif isinstance(place, Computed) and place.value.bits == 64:
+            values.append(place.value)
+        else:
+            raise _piece_error()
+        start = end + 1
+    if start != len(ops):
+        raise _piece_error()
+    return Pieces(tuple(values))
 
 
 def _single_piece_rest(ops: list, start: int, ctx: EvalContext) -> bool:

@@ -4,8 +4,10 @@ An x86-64 executable or shared object, the usual case and a kernel's, is opened 
 own ELF reader: pyelftools' ``ELFFile`` is not needed for it, and importing and constructing one
 is a visible part of a warm ``add`` (docs/ledger.md). Its zlib-compressed sections (a distribution's debug
 files) are inflated only as far as they are read (:mod:`.inflating`), where ``ELFFile`` inflates
-them all at open. Other files (relocatable objects such as kernel modules, zstd or ``.zdebug``
-sections, other machines) go through ``ELFFile``, which relocates and decompresses (:mod:`.mappedelf`).
+them all at open; its zstd-compressed ones (which ``ELFFile`` cannot read) are decompressed whole
+at open, by libzstd (:mod:`probectl.compression`). Other files (relocatable objects such as kernel
+modules, ``.zdebug`` sections, other machines) go through ``ELFFile``, which relocates and
+decompresses zlib (:mod:`.mappedelf`).
 
 Either way, the large sections of a file that needs no relocation are mapped (``SectionMap``)
 instead of copied: pyelftools copies every DWARF section into memory, 300 MB for a kernel.
@@ -84,12 +86,16 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
     compressed: dict[str, tuple[str, int, int, int]] = {}  # (section, zlib stream's offset and length, inflated size)
+    whole: dict[str, bytes] = {}  # zstd sections, decompressed
     for arg, sec in found.items():
         if sec is not None and sec.compressed:
             payload = elf.zlib_payload(sec)
-            if payload is None:  # (zstd, .zdebug: ELFFile's way)
+            if payload is not None:
+                compressed[arg] = (sec.name, *payload)
+            elif sec.name.startswith(".zdebug"):  # (ELFFile's way)
                 return None
-            compressed[arg] = (sec.name, *payload)
+            else:  # zstd (which ELFFile cannot read), decompressed whole by libzstd
+                whole[arg] = elf.section_data(sec.name)
     inflating = {}
     if compressed:
         # The zlib streams are read where they lie in a mapping of the file (never copied: a warm
@@ -110,6 +116,8 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
         stream: SectionStream
         if arg in compressed:
             stream, size = inflating[sec.name], compressed[arg][3]
+        elif arg in whole:
+            stream, size = io.BytesIO(whole[arg]), len(whole[arg])
         elif not sec.has_data:  # (NOBITS: zeros, as ELFFile gives)
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:

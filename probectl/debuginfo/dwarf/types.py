@@ -318,6 +318,11 @@ def members(agg: Optional[DIE]) -> list[str]:
             inner = real_type(m)
             if inner is not None and inner.tag in _AGGREGATES:
                 out.extend(members(inner))
+    for base in agg.iter_children():
+        if base.tag == "DW_TAG_inheritance":
+            base_type = real_type(base)
+            if base_type is not None:
+                out.extend(n for n in members(base_type) if n not in out)
     return out
 
 
@@ -345,6 +350,19 @@ def find_member(agg: Optional[DIE], name: str) -> Optional[MemberRef]:
                     if bf is not None:
                         bf = Bitfield(bf.byte_offset + off, bf.shift, bf.bits, bf.container, bf.signed)
                     return MemberRef(found.die, off + found.offset, bf, found.path)
+    # A C++ class's members include its base classes' (DW_TAG_inheritance, at their offsets), after
+    # its own, which hide a base's of the same name; a virtual base has a computed offset (refused).
+    for base in agg.iter_children():
+        if base.tag != "DW_TAG_inheritance":
+            continue
+        base_type = real_type(base)
+        found = find_member(base_type, name) if base_type is not None else None
+        if found is not None:
+            off = member_offset(base) or 0
+            bf = found.bitfield
+            if bf is not None:
+                bf = Bitfield(bf.byte_offset + off, bf.shift, bf.bits, bf.container, bf.signed)
+            return MemberRef(found.die, off + found.offset, bf, found.path)
     return None
 
 

@@ -1,0 +1,166 @@
+"""Symbol names as their programmers wrote them: C++ (Itanium ABI, ``_Z...``) and Rust's legacy
+scheme (which is Itanium's, with a hash as the last part of the path) demangled by the C++ runtime's
+own ``__cxa_demangle`` in libstdc++, reached through ctypes.
+
+Why libstdc++ rather than a demangler written here or a PyPI package: the Itanium grammar is large
+(templates, substitutions, lambdas, ABI tags) and libstdc++'s demangler is the one g++, gdb and perf
+(through libiberty, the same code) print names with, so names match what the user sees in them; it
+is on every system that runs a C++ program (Debian's libstdc++6, which apt itself needs). A PyPI
+wrapper (cxxfilt) is the same call behind one more dependency. Rust's v0 scheme (``_R...``) is not
+Itanium's and libstdc++ does not know it: such names are reported as not demangled.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ..errors import DebugInfoError
+
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+# gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
+_CLONE = re.compile(r"( \[clone [^\]]*\])+$")
+_demangler = None
+
+
+def _cxa_demangle():
+    global _demangler
+    if _demangler is None:
+        # (ctypes, and find_library's look through the loader's cache, only where a name is demangled:
+        # the name helpers below are text, which every definition of a C program passes through)
+        import ctypes
+        import ctypes.util
+
+        path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as exc:
+            raise DebugInfoError(f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
+                                 hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
+        fn = lib.__cxa_demangle
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        fn.restype = ctypes.c_void_p
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.free.argtypes = [ctypes.c_void_p]
+        _demangler = (fn, libc.free)
+    return _demangler
+
+
+def is_mangled(name: str) -> bool:
+    """A C++ or Rust (legacy or v0) mangled name."""
+    return name.startswith("_Z") or name.startswith("_R")
+
+
+def demangle(name: str) -> Optional[str]:
+    """The demangled ``name`` (``shop::Cart::add(shop::Item const&, int)``; a Rust legacy path
+    without its hash), or None when it is not an Itanium-mangled name (or not a valid one)."""
+    if not name.startswith("_Z"):
+        return None
+    import ctypes
+
+    fn, free = _cxa_demangle()
+    status = ctypes.c_int(0)
+    name = name.split("@", 1)[0]
+    # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
+    # the Itanium demangler does not take: the function they copy)
+    name = name.partition(".llvm.")[0]
+    name = re.sub(r"(E)\.[0-9]+$", r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
+    out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
+    if not out or status.value != 0:
+        return None
+    try:
+        text = ctypes.string_at(out).decode("utf-8", "replace")
+    finally:
+        free(out)
+    if _RUST_HASH.search(text):
+        return _rust_unescaped(_RUST_HASH.sub("", text))
+    return text
+
+
+# Rust's legacy scheme writes the characters an Itanium name cannot hold as $NAME$ or $uHEX$
+# (rustc_symbol_mangling/legacy.rs), and '::' inside a type as '..'.
+_RUST_ESCAPES = {"SP": "@", "BP": "*", "RF": "&", "LT": "<", "GT": ">", "LP": "(", "RP": ")", "C": ","}
+_RUST_ESCAPE = re.compile(r"\$(SP|BP|RF|LT|GT|LP|RP|C|u[0-9a-f]{2,6})\$")
+
+
+def _rust_unescaped(name: str) -> str:
+    """A Rust legacy path with its escapes undone: ``{{closure}}``, ``<impl Foo for Bar>``."""
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        return chr(int(code[1:], 16)) if code[0] == "u" else _RUST_ESCAPES[code]
+
+    name = re.sub(r"(^|::)_(?=\$)", r"\1", name)  # (a part that starts with an escape gets a '_' before it)
+    return _RUST_ESCAPE.sub(one, name).replace("..", "::")
+
+
+def without_parameters(demangled: str) -> str:
+    """The name of a demangled function without its parameter list and qualifiers
+    (``shop::Cart::add(int) const`` → ``shop::Cart::add``); a template's arguments stay
+    (``shop::Cart::scale<int>``), and ``operator()`` keeps its own parentheses."""
+    demangled = without_clone(demangled)
+    depth = 0
+    end = len(demangled)
+    # The parameter list is the last top-level '(...)' group: walk back from the end.
+    for i in range(len(demangled) - 1, -1, -1):
+        c = demangled[i]
+        if c in ")>":
+            depth += 1
+        elif c in "(<":
+            depth -= 1
+            if depth == 0 and c == "(":
+                end = i
+                break
+    name = demangled[:end] or demangled
+    return _without_return_type(name)
+
+
+def _without_return_type(name: str) -> str:
+    """A function template's demangled name starts with its return type (``int shop::f<int>``):
+    the name is after the last space outside brackets that is not ``operator``'s own
+    (``operator new``, ``operator int``)."""
+    depth = 0
+    cut = 0
+    for i, c in enumerate(name):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif c == " " and depth == 0 and not name[:i].endswith("operator"):
+            cut = i + 1
+    return name[cut:]
+
+
+def has_parameters(name: str) -> bool:
+    """A function name written with its parameter list (and qualifiers): ``f(int)``, ``g() const``."""
+    return bool(re.search(r"\)(\s*(const|volatile))*$", name)) and "(" in name
+
+
+def without_clone(demangled: str) -> str:
+    """A demangled name without gcc's clone suffixes (``f(int) [clone .isra.0]`` → ``f(int)``): the
+    clone is the function the source defines, compiled once more."""
+    return _CLONE.sub("", demangled)
+
+
+def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """A listing of symbols (name → (address, size)) with each mangled name demangled, as
+    ``funcs`` shows them; a name that demangles to nothing stays as it is, and the names of one
+    function at one address (a constructor's C1 and C2) are listed once."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, row in rows.items():
+        full = demangle(name) if name.startswith("_Z") else None
+        out.setdefault(signature(full) if full is not None else name, row)
+    return out
+
+
+def signature(demangled: str) -> str:
+    """A demangled function as written in a probe point: without a template's return type
+    (``int shop::Cart::scale<int>(int)`` → ``shop::Cart::scale<int>(int)``)."""
+    name = without_parameters(demangled)
+    at = demangled.find(name)
+    return demangled[at:] if at >= 0 else demangled
+
+
+def matches_function(name: str, pattern: str) -> bool:
+    """A glob over a listed function: its whole name, or a demangled name without its parameters."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern) or ("(" in name and fnmatch.fnmatchcase(without_parameters(name), pattern))

@@ -1,0 +1,218 @@
+"""C++ functions (and Rust's, whose legacy symbols are mangled as C++'s are) by the names their
+programmers write: ``shop::Cart::add`` (every overload: one probe
+each, with a notice), ``shop::overloaded(long, int)`` (one overload), ``shop::Cart::scale<int>``,
+``shop::Cart::operator<``, ``shop::Cart::~Cart``, and globs over those (``'shop::Cart::*'``).
+
+The program's function symbols are demangled (:mod:`probectl.debuginfo.demangle`) and matched by
+their name without parameters, or with them when the name gives them (spaces aside); each match is
+then probed by its mangled symbol, the route every symbol takes (its DWARF found at its address, so
+arguments and member chains work as for C). Symbols at one address (a constructor's complete and
+base-object variants, ``C1``/``C2``) are one function.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import TYPE_CHECKING
+
+from .. import spec as S
+from ..dataclass import dataclass, replace
+from ..errors import ProbePointNotFound, ResolveError, did_you_mean
+from .points import ProbePoint
+
+if TYPE_CHECKING:
+    from . import Resolver
+
+
+@dataclass(frozen=True)
+class CxxFunction:
+    """One function symbol with its demangled name (``full``) and that name without parameters."""
+
+    mangled: str
+    full: str
+    name: str
+    address: int
+
+
+def check_mangled_name(resolver: "Resolver", name: str) -> None:
+    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing
+    or is of a scheme probectl cannot demangle (Rust's v0), rather than "not found"."""
+    from ..debuginfo.demangle import demangle
+
+    if resolver.elf.find_functions(name):
+        return
+    hint = "list the functions by their names with 'probectl funcs -x BINARY', by their symbols with --no-demangle"
+    if name.startswith("_R"):
+        raise ResolveError(f"'{name}' is a Rust v0 mangled name (_R...), which probectl cannot demangle, and no "
+                           "symbol of the program is called so", hint=hint)
+    if name.startswith("_Z") and demangle(name) is None:
+        raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid C++ "
+                           "(Itanium ABI) mangled name", hint=hint)
+
+
+def names_cxx_function(name: str) -> bool:
+    """A point's function written as a qualified C++ name or with a parameter list."""
+    from ..debuginfo.demangle import has_parameters
+
+    return "::" in name or has_parameters(name) or name.startswith("~")
+
+
+def _mangled_part(pattern: str) -> str:
+    """What the mangled symbol of every function ``pattern`` names holds: the last part of its name
+    as the Itanium scheme writes a source name, its length then itself (``9_M_append``); "" when
+    that is not known (a glob, an operator, a constructor or destructor)."""
+    from ..debuginfo.demangle import without_parameters
+    from ..debuginfo.dwarf.die import is_glob
+
+    name = without_parameters(pattern)
+    if is_glob(name):
+        return ""
+    depth, starts = 0, [0]
+    for i, c in enumerate(name):
+        depth += c == "<"
+        depth -= c == ">"
+        if depth == 0 and name.startswith("::", i):
+            starts.append(i + 2)
+    parts = [name[a:b - 2 if b else None].split("<", 1)[0] for a, b in zip(starts, starts[1:] + [0])]
+    part = parts[-1]
+    if len(parts) > 1 and parts[-2] == part:
+        return ""  # (a constructor: C1/C2 stand for its name, and its class may be abbreviated, "Ss")
+    return f"{len(part)}{part}" if re.fullmatch(r"[A-Za-z_]\w*", part) and part != "operator" else ""
+
+
+def cxx_functions(resolver: "Resolver", pattern: str = "") -> list[CxxFunction]:
+    """The demangled function symbols of the target, one per address; with ``pattern``, only
+    those whose symbols can be what it names (demangling each symbol of a large library is most
+    of the work: the others are passed over by their bytes). All of them are cached on the resolver."""
+    part = _mangled_part(pattern) if pattern else ""
+    if part and resolver._cxx_functions is None:
+        return _demangled(resolver, part)
+    if resolver._cxx_functions is None:
+        resolver._cxx_functions = _demangled(resolver, "")
+    return resolver._cxx_functions
+
+
+def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
+    """The demangled function symbols holding ``part`` ("": all), one per address."""
+    from ..debuginfo.demangle import demangle, without_parameters
+
+    seen: set[int] = set()
+    out = []
+    for sym in resolver.elf.functions():
+        if not sym.name.startswith("_Z") or sym.value in seen or not sym.value or part not in sym.name:
+            continue
+        full = demangle(sym.name)
+        if full is None:
+            continue
+        seen.add(sym.value)
+        out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
+    return out
+
+
+def _squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
+    """The functions ``pattern`` names (see the module docstring); ResolveError for an overload
+    selector that names more than one."""
+    from ..debuginfo.demangle import has_parameters, signature, without_clone, without_parameters
+    from ..debuginfo.dwarf.die import is_glob
+
+    functions = cxx_functions(resolver, pattern)
+    with_params = has_parameters(pattern)
+    glob = is_glob(without_parameters(pattern) if with_params else pattern)
+    want = _squeeze(pattern)
+    found, exact = [], []
+    for fn in functions:
+        if with_params:
+            full = _squeeze(signature(without_clone(fn.full)))
+            if glob:
+                hit = fnmatch.fnmatchcase(full, want)
+            else:
+                # (a member's "f(int) const" is picked by "f(int)" too, unless another is exactly that)
+                hit = full == want or re.sub(r"(const|volatile|&|&&)+$", "", full) == want
+                if full == want:
+                    exact.append(fn)
+        else:
+            name = _squeeze(fn.name)
+            hit = fnmatch.fnmatchcase(name, want) if glob else name == want
+        if hit:
+            found.append(fn)
+    if exact:
+        found = exact
+    signatures = {without_clone(fn.full) for fn in found}
+    if with_params and not glob and len(signatures) > 1:
+        listed = "\n  ".join(sorted(signatures))
+        raise ResolveError(f"'{pattern}' names {len(signatures)} functions:\n  {listed}",
+                           hint="write the whole parameter list with its qualifiers (' const', ' volatile') to pick "
+                                "one")
+    return found
+
+
+def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
+    """The points of a definition whose point names C++ functions: each matched function probed by
+    its mangled symbol, its events named from its qualified name."""
+    points: list[ProbePoint] = []
+    for fn, point in cxx_points(resolver, probe.point, probe.text):
+        for p in resolver._resolve(replace(probe, point=point)):
+            points.append(replace(p, qualified_name=fn.name))
+    return points
+
+
+def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tuple[CxxFunction, S.PointSpec]]:
+    """The functions a point written with a C++ name names, each with the point at its mangled
+    symbol (for ``add`` and ``vars``); a notice when a name without parameters names several."""
+    from ..debuginfo.demangle import has_parameters
+    from ..debuginfo.dwarf.die import is_glob
+
+    assert point.function is not None
+    found = match_cxx(resolver, point.function)
+    if not found:
+        from ..debuginfo.demangle import without_parameters
+
+        functions = cxx_functions(resolver)
+        base = without_parameters(point.function)
+        overloads = [fn.full for fn in functions if _squeeze(fn.name) == _squeeze(base)]
+        if overloads:
+            hint = "its overloads: " + ", ".join(overloads)
+        else:
+            names = sorted({fn.name for fn in functions})
+            hint = did_you_mean(point.function, names, sep=", ") or "list them with 'probectl funcs -x BINARY'"
+        raise ProbePointNotFound(point.text, hint=hint)
+    resolver._check_count(text, len(found))
+    if len(found) > 1 and not is_glob(point.function) and not has_parameters(point.function):
+        listed = ", ".join(fn.full for fn in found)
+        fulls = {fn.full for fn in found}
+        pick = (f"; pick one with its parameters ('{found[0].full}')" if len(fulls) == len(found) else
+                " (a destructor's or constructor's variants: the same source function)" if len(fulls) == 1 else "")
+        resolver.notes.append(f"'{point.function}' names {len(found)} functions ({listed}): each is probed{pick}")
+    return [(fn, replace(point, function=fn.mangled, text=point.text)) for fn in found]
+
+
+_OPERATORS = [("<<=", "lshift_assign"), (">>=", "rshift_assign"), ("<=>", "spaceship"), ("->*", "arrow_star"),
+              ("()", "call"), ("[]", "index"), ("->", "arrow"), ("<<", "lshift"), (">>", "rshift"), ("<=", "le"),
+              (">=", "ge"), ("==", "eq"), ("!=", "ne"), ("&&", "and"), ("||", "or"), ("++", "inc"), ("--", "dec"),
+              ("+=", "plus_assign"), ("-=", "minus_assign"), ("*=", "mul_assign"), ("/=", "div_assign"),
+              ("%=", "mod_assign"), ("&=", "and_assign"), ("|=", "or_assign"), ("^=", "xor_assign"), ("<", "lt"),
+              (">", "gt"), ("+", "plus"), ("-", "minus"), ("*", "mul"), ("/", "div"), ("%", "mod"), ("^", "xor"),
+              ("&", "bitand"), ("|", "bitor"), ("~", "compl"), ("!", "not"), ("=", "assign"), (",", "comma")]
+
+
+def spell_cxx_name(name: str) -> str:
+    """A C++ name with the parts an event name would lose spelled in words: an operator's symbol
+    (``operator<`` → ``operator_lt``) and a destructor's tilde (``~Cart`` → ``Cart_dtor``), so that
+    ``operator<``, ``operator>``, a constructor and the destructor get different events."""
+    m = re.search(r"operator\s*(\S+)$", name)
+    if m:
+        for symbol, word in _OPERATORS:
+            if m.group(1) == symbol:
+                return name[:m.start()] + "operator_" + word
+    return re.sub(r"(^|::)~([A-Za-z_]\w*)", r"\1\2_dtor", name)
+
+
+def rust_main(resolver: "Resolver") -> "CxxFunction | None":
+    """A Rust program's own main (``CRATE::main``, which the runtime's C ``main`` calls through
+    ``std::rt::lang_start``), when one function is so named; None otherwise."""
+    found = [fn for fn in cxx_functions(resolver, "crate::main") if re.fullmatch(r"[A-Za-z_]\w*::main", fn.name)]
+    return found[0] if len(found) == 1 else None

@@ -1,0 +1,74 @@
+"""A Go program under return probes runs to its end, and the recorded values are what it printed.
+
+fixtures/go_target.go's ``work`` recurses 2,000 deep in a goroutine with large frames, so Go grows
+(copies) the goroutine's stack while 2,000 calls of it have yet to return: under a kernel return
+probe (perf's, and probectl's before it knew Go) the program dies with "unexpected return pc".
+The offline tests are tests/test_go_programs.py. Events are read from a private instance's text ``trace`` file, as tests/live/test_live_uprobes.py does.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import build_go_fixture, probectl
+from tests.live.test_live_uprobes import expect_lines, trace_events
+
+GROUP = f"pgo{os.getpid()}"
+DEPTH = 2000
+
+
+@pytest.fixture
+def cleanup_group(live_tracefs):
+    yield live_tracefs
+    probectl("del", f"{GROUP}:*", check=False)
+
+
+def run_traced(tracefs: Path, binary: Path) -> tuple[subprocess.CompletedProcess, list]:
+    inst = tracefs / "instances" / f"probectl-go-{os.getpid()}"
+    inst.mkdir()
+    try:
+        (inst / "buffer_size_kb").write_text("4096")
+        (inst / "events" / GROUP / "enable").write_text("1")
+        run = subprocess.run([str(binary), str(DEPTH)], capture_output=True, text=True, timeout=120)
+        (inst / "tracing_on").write_text("0")
+        text = (inst / "trace").read_text()
+        (inst / "events" / GROUP / "enable").write_text("0")
+    finally:
+        inst.rmdir()
+    return run, trace_events(text)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("gcflags", ["", "all=-N -l"], ids=["optimised", "unoptimised"])
+def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags):
+    binary = build_go_fixture("go_target", gcflags)
+    added = probectl("add", "-x", str(binary), f"{GROUP}:w=main.work%return $retval",
+                     f"{GROUP}:dm=main.divmod%return q r", f"{GROUP}:neg=main.negate%return $retval",
+                     f"{GROUP}:poll=main.(*Server).poll%return $retval",
+                     f"{GROUP}:greet=main.greet s.len xs.len xs.cap")
+    assert "not a kernel return probe" in added.stderr
+    ours = [line for line in (cleanup_group / "uprobe_events").read_text().splitlines() if f":{GROUP}/" in line]
+    assert len(ours) >= 3 and all(line.startswith("p:") for line in ours), ours
+
+    run, events = run_traced(cleanup_group, binary)
+    assert run.returncode == 0 and "unexpected return pc" not in run.stderr, run.stderr[-2000:]
+    want = expect_lines(run.stdout)
+    got: dict[str, list[dict[str, str]]] = {}
+    for name, fields in events:
+        got.setdefault(name, []).append(fields)
+
+    # Every one of the 2,001 calls of work returned through a probed instruction; the last to
+    # return is the outermost, whose value the program printed.
+    assert len(got["w__return"]) == DEPTH + 1
+    assert got["w__return"][-1]["arg1"] == want["work"][0]["ret"]
+    assert [(e["q"], e["r"]) for e in got["dm__return"]] == [(c["q"], c["r"]) for c in want["divmod"]]
+    assert [e["arg1"] for e in got["neg__return"]] == [c["ret"] for c in want["negate"]]
+    assert [e["arg1"] for e in got["poll__return"]] == [c["ret"] for c in want["poll"]]
+    for event, call in zip(got["greet"], want["greet"], strict=True):
+        assert [int(event[k]) for k in ("len", "len_1", "cap")] == \
+               [int(call[k]) for k in ("s.len", "xs.len", "xs.cap")]
+    assert re.search(r"PAIR 2000 -2000", run.stdout)

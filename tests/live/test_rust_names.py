@@ -1,0 +1,44 @@
+"""Rust functions probed by their paths record what the program got (fixtures/rust_shop.rs prints it
+in EXPECT lines): a &str's length, a method's arguments through a reference, the program's main.
+The offline tests are tests/test_rust_names.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.helpers import build_rust_fixture, probectl
+from tests.live.test_live_uprobes import expect_lines, trace_events
+
+GROUP = f"prust{os.getpid()}"
+
+
+@pytest.fixture
+def cleanup_group(live_tracefs):
+    yield live_tracefs
+    probectl("del", f"{GROUP}:*", check=False)
+
+
+@pytest.mark.root
+def test_paths_record_the_programs_values(cleanup_group):
+    tracefs = cleanup_group
+    binary = build_rust_fixture("rust_shop")
+    probectl("add", "-x", str(binary), f"{GROUP}:lookup=rust_shop::shop::lookup key.length",
+             f"{GROUP}:main=main")
+    inst = tracefs / "instances" / f"probectl-rust-{os.getpid()}"
+    inst.mkdir()
+    try:
+        (inst / "events" / GROUP / "enable").write_text("1")
+        run = subprocess.run([str(binary)], capture_output=True, text=True, check=True)
+        (inst / "tracing_on").write_text("0")
+        text = (inst / "trace").read_text()
+        (inst / "events" / GROUP / "enable").write_text("0")
+    finally:
+        inst.rmdir()
+    want = expect_lines(run.stdout)
+    got: dict[str, list[dict[str, str]]] = {}
+    for name, fields in trace_events(text):
+        got.setdefault(name, []).append(fields)
+    assert [int(e["length"], 0) for e in got["lookup"]] == [int(c["key.len"]) for c in want["lookup"]]
+    assert len(got["main"]) == 1

@@ -1,0 +1,172 @@
+"""C++ functions by their demangled names (fixtures/cxx_shop.cc, g++ -O0 and -O2): qualified names,
+overloads (all of them, one picked by its parameters and qualifiers, an ambiguous selector refused),
+templates, operators, constructors and destructors, globs; event names from the qualified name;
+funcs listing demangled names; member chains through a base class. The live values are
+tests/live/test_cxx_names.py.
+
+perf -D with the mangled name is the oracle of places and arguments wherever it succeeds (it does
+not take the qualified names, nor this->base_id); c++filt is the oracle of the demangled names.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from probectl.debuginfo.demangle import demangle, signature, without_parameters
+from probectl.debuginfo.elf import ElfFile
+from tests.helpers import build_cxx_fixture, fails, missing, probectl
+
+
+@pytest.fixture(scope="module", params=["-O0", "-O2"])
+def shop(request) -> Path:
+    return build_cxx_fixture("cxx_shop", request.param)
+
+
+def _perf() -> str:
+    perf = shutil.which("perf")
+    if not perf:
+        missing("perf (linux-perf) is not installed")
+    return perf
+
+
+def _symbol(binary: Path, demangled_signature: str) -> str:
+    """The mangled symbol of the function whose demangled signature (clone suffix aside) is given."""
+    names = [s.name for s in ElfFile(binary).functions()
+             if s.name.startswith("_Z") and re.sub(r" \[clone [^\]]*\]$", "", signature(demangle(s.name) or "")) ==
+             demangled_signature]
+    assert names, demangled_signature
+    return names[0]
+
+
+def _rest(line: str) -> list[str]:
+    return line.split()[1:]
+
+
+def test_demangling_equals_cxxfilt(shop):
+    cxxfilt = shutil.which("c++filt")
+    if not cxxfilt:
+        missing("c++filt (binutils) is not installed")
+    mangled = [s.name for s in ElfFile(shop).functions() if s.name.startswith("_Z")]
+    theirs = subprocess.run([cxxfilt], input="\n".join(mangled), capture_output=True, text=True, check=True).stdout
+    assert [demangle(m) for m in mangled] == theirs.splitlines()
+
+
+@pytest.mark.parametrize("qualified, args, demangled", [
+    ("shop::Cart::add", "it->id qty", "shop::Cart::add(shop::Item const*, int)"),
+    ("shop::overloaded(long, int)", "x y", "shop::overloaded(long, int)"),
+    ("shop::overloaded(int)", "x", "shop::overloaded(int)"),
+    ("shop::Cart::scale<int>", "x", "shop::Cart::scale<int>(int)"),
+    ("shop::Cart::count() const", "", "shop::Cart::count() const"),
+])
+def test_qualified_names_probe_what_perf_probes_by_the_mangled_name(shop, qualified, args, demangled):
+    perf = _perf()
+    mangled = _symbol(shop, demangled)
+    theirs = subprocess.run([perf, "probe", "-x", str(shop), "-D", f"{mangled} {args}".strip()], capture_output=True,
+                            text=True)
+    if theirs.returncode != 0:
+        pytest.skip(f"perf fails on {mangled} {args}: {theirs.stderr.strip().splitlines()[-1:]}")
+    ours = probectl("add", "-D", "-x", str(shop), f"{qualified} {args}".strip())
+    assert [_rest(line) for line in ours.stdout.splitlines()] == [_rest(line) for line in theirs.stdout.splitlines()]
+
+
+def test_a_name_without_parameters_probes_every_overload_with_a_notice(shop):
+    out = probectl("add", "-D", "-x", str(shop), "shop::overloaded x")
+    places = [line.split()[1] for line in out.stdout.splitlines()]
+    assert len(places) == 2 and len(set(places)) == 2
+    assert ("'shop::overloaded' names 2 functions (shop::overloaded(int), shop::overloaded(long, int)): each is "
+            "probed; pick one with its parameters") in out.stderr
+
+
+def test_event_names_come_from_the_qualified_name_and_stay_apart(shop):
+    named = {"shop::Cart::add": "shop_Cart_add", "shop::Cart::operator<": "shop_Cart_operator_lt",
+             "shop::Cart::~Cart": "shop_Cart_Cart_dtor", "shop::Cart::Cart": "shop_Cart_Cart",
+             "shop::Cart::scale<int>": "shop_Cart_scale_int", "shop::Cart::scale<long>": "shop_Cart_scale_long",
+             "shop::overloaded(int)": "shop_overloaded"}
+    listed = {without_parameters(n) for n in probectl("funcs", "-x", str(shop), "shop::*").stdout.splitlines()}
+    defs = [d for d in named if without_parameters(d) in listed]  # (-O2 inlines the constructor: no symbol)
+    assert len(defs) >= 6
+    out = probectl("add", "-D", "-x", str(shop), *defs)
+    events = list(dict.fromkeys(line.split()[0].split("/")[1] for line in out.stdout.splitlines()))
+    assert events == [named[d] for d in defs]
+
+
+def test_a_member_of_a_base_class_through_this(shop):
+    """perf: "this(type:Cart) has no member base_id."; the value is checked live."""
+    out = probectl("add", "-D", "-x", str(shop), "shop::Cart::add this->base_id this->owner")
+    (line,) = out.stdout.splitlines()
+    assert [arg.split("=")[0] for arg in line.split()[2:]] == ["base_id", "owner"]
+    assert line.split()[2].endswith(":s32") and line.split()[3].endswith(":s64")
+
+
+def test_funcs_lists_demangled_names_and_globs_over_them(shop):
+    listed = probectl("funcs", "-x", str(shop)).stdout.splitlines()
+    assert "shop::Cart::add(shop::Item const*, int)" in listed and "shop::overloaded(long, int)" in listed
+    assert not any(n.startswith("_Z") for n in listed)
+    globbed = probectl("funcs", "-x", str(shop), "shop::Cart::scale*").stdout.splitlines()
+    assert [re.sub(r" \[clone [^\]]*\]$", "", n) for n in globbed] == ["shop::Cart::scale<int>(int)",
+                                                                      "shop::Cart::scale<long>(long)"]
+    assert probectl("funcs", "-x", str(shop), "shop::overloaded").stdout.splitlines() == [
+        "shop::overloaded(int)", "shop::overloaded(long, int)"]
+    raw = probectl("funcs", "-x", str(shop), "--no-demangle", "_ZN4shop10overloaded*").stdout.splitlines()
+    assert raw == ["_ZN4shop10overloadedEi", "_ZN4shop10overloadedEli"]
+
+
+def test_a_glob_over_demangled_names(shop):
+    out = probectl("add", "-D", "-x", str(shop), "shop::overloaded*")
+    assert len(out.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize("definition, message, hint", [
+    ("shop::Cart::count()", "'shop::Cart::count()' names 2 functions:\n  shop::Cart::count() const\n"
+                            "  shop::Cart::count() volatile", "to pick one"),
+    ("shop::overloaded(char)", "Probe point 'shop::overloaded(char)' not found",
+     "its overloads: shop::overloaded(int), shop::overloaded(long, int)"),
+    ("_Zbogus", "'_Zbogus' is no symbol of the program and demangles to nothing", "--no-demangle"),
+    ("_RNvC4shop3add", "'_RNvC4shop3add' is a Rust v0 mangled name", "--no-demangle"),
+    ("shop::Cart::nothing", "Probe point 'shop::Cart::nothing' not found", "did you mean"),
+])
+def test_bad_cxx_names_are_clear_errors(shop, definition, message, hint):
+    err = fails("add", "-D", "-x", str(shop), definition)
+    assert message in err and hint in err, err
+
+
+def test_without_parameters_and_signature():
+    assert without_parameters("shop::Cart::add(int) const") == "shop::Cart::add"
+    assert without_parameters("int shop::Cart::scale<int>(int)") == "shop::Cart::scale<int>"
+    assert without_parameters("shop::Cart::operator()(int)") == "shop::Cart::operator()"
+    assert without_parameters("shop::Cart::operator int() const") == "shop::Cart::operator int"
+    assert without_parameters("f(int) [clone .isra.0]") == "f"
+    assert signature("std::pair<int, int> ns::make<int>(int)") == "ns::make<int>(int)"
+
+
+def test_the_symbols_demangled_for_a_name_are_those_that_can_hold_it():
+    """Only the symbols holding the name's last part as Itanium writes it are demangled; where that
+    part may be missing from a symbol (constructors: C1, an abbreviated class), or is not known
+    (globs, operators, destructors), every symbol is."""
+    from probectl.resolve.cxx import _mangled_part
+
+    assert _mangled_part("std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::"
+                         "_M_append(char const*, unsigned long)") == "9_M_append"
+    assert _mangled_part("shop::Cart::scale<int>") == "5scale"
+    for name in ("shop::Cart::Cart", "shop::Cart::~Cart", "shop::Cart::operator<", "shop::*", "shop::Cart::op[ab]"):
+        assert _mangled_part(name) == "", name
+
+
+def test_vars_takes_qualified_names_and_lists_this_first(shop):
+    listed = probectl("vars", "-x", str(shop), "shop::Cart::add").stdout.splitlines()
+    names = [line.split("\t")[-1] for line in listed if line.startswith("\t\t")]
+    assert names[0] == "this" and set(names) == {"this", "it", "qty"}, listed
+    both = probectl("vars", "-x", str(shop), "shop::overloaded")
+    assert sum(line.startswith("\t@<") for line in both.stdout.splitlines()) == 2
+    assert "names 2 functions" in both.stderr
+
+
+def test_lines_takes_qualified_names(shop):
+    out = probectl("lines", "-x", str(shop), "shop::Cart::add")
+    assert out.stdout.startswith("<add@") and "int Cart::add(const Item *it, int qty)" in out.stdout
+    both = probectl("lines", "-x", str(shop), "shop::overloaded")
+    assert sum(line.startswith("<overloaded@") for line in both.stdout.splitlines()) == 2

@@ -1,0 +1,208 @@
+"""Go programs (fixtures/go_target.go, built with Debian's go, optimised and not): FUNC%return as
+uprobes on the function's return instructions with the results read from Go's result registers,
+never a kernel return probe, and what cannot be made safe refused with the reason; event names made
+from whole Go names. The live run (the program whose stack grows under the probe runs to its end) is
+tests/live/test_go_programs.py.
+
+objdump is the oracle of the return instructions and of the jumps out of a function, perf -D of the
+entry probes' places and arguments.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from probectl.arch.x86_insn import function_exits
+from probectl.debuginfo.elf import ElfFile
+from probectl.debuginfo.languages import is_go_program
+from tests.helpers import build_fixture, build_go_fixture, fails, missing, probectl
+
+GO_BUILDS = ["", "all=-N -l"]  # the default optimised build, and the unoptimised one
+
+
+@pytest.fixture(scope="module", params=GO_BUILDS, ids=["optimised", "unoptimised"])
+def go_binary(request) -> Path:
+    return build_go_fixture("go_target", request.param)
+
+
+def objdump_functions(path: Path) -> dict[str, list[tuple[int, str]]]:
+    """objdump -d of ``path``: each symbol's instructions as (address, text)."""
+    objdump = shutil.which("objdump")
+    if not objdump:
+        missing("objdump (apt binutils) is not installed")
+    out = subprocess.run([objdump, "-d", "-w", "--no-show-raw-insn", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    functions: dict[str, list[tuple[int, str]]] = {}
+    current: list[tuple[int, str]] = []
+    for line in out.splitlines():
+        m = re.match(r"([0-9a-f]+) <(.+)>:$", line)
+        if m:
+            current = functions.setdefault(m.group(2), [])
+            continue
+        m = re.match(r"\s+([0-9a-f]+):\t(.*)$", line)
+        if m:
+            current.append((int(m.group(1), 16), m.group(2).strip()))
+    return functions
+
+
+def test_exits_of_every_function_of_a_go_program_match_objdump(go_binary):
+    """Every sized function symbol of the program (the runtime's too): its returns and its direct jumps
+    out of it are those objdump shows."""
+    elf = ElfFile(go_binary)
+    text = elf.section(".text")
+    data = elf.section_data(".text")
+    listed = objdump_functions(go_binary)
+    checked = 0
+    for sym in elf.functions():
+        if not sym.size or sym.name not in listed or not text.addr <= sym.value < text.addr + text.size:
+            continue
+        code = data[sym.value - text.addr:sym.value - text.addr + sym.size]
+        exits = function_exits(code, sym.value)
+        lines = [(a, t) for a, t in listed[sym.name] if a < sym.value + sym.size]
+        want_returns = [a for a, t in lines if re.match(r"(rep[z ]\s*)?ret[q]?\b", t)]
+        want_out = []
+        for a, t in lines:
+            m = re.match(r"jmp\s+([0-9a-f]+)\b", t)
+            if m and not sym.value <= int(m.group(1), 16) < sym.value + sym.size:
+                want_out.append(a)
+        assert list(exits.returns) == want_returns, sym.name
+        assert list(exits.jumps_out) == want_out, sym.name
+        checked += 1
+    assert checked > 1000  # (the runtime's functions are in every Go program)
+
+
+def test_function_exits_by_hand():
+    # push %rbp; test %rbx,%rbx; jne +1; ret; jmp rel32 to far away; rep ret; jmp *%rax; ret $8
+    code = bytes.fromhex("55" "4885db" "7501" "c3" "e900100000" "f3c3" "ffe0" "c20800")
+    exits = function_exits(code, 0x1000)
+    assert exits.returns == (0x1000 + 6, 0x1000 + 12, 0x1000 + 16)
+    assert exits.jumps_out == (0x1000 + 7,)
+    assert exits.indirect_jumps == (0x1000 + 14,)
+
+
+def test_go_programs_are_told_apart(go_binary):
+    assert is_go_program(ElfFile(go_binary))
+    assert not is_go_program(ElfFile(build_fixture("uprobe_target")))
+
+
+def _ret_offsets(binary: Path, function: str) -> list[int]:
+    """The file offsets of ``function``'s return instructions, by objdump (the binary is not PIE:
+    vaddr - segment vaddr + segment offset)."""
+    elf = ElfFile(binary)
+    return [elf.vaddr_to_offset(a) for a, t in objdump_functions(binary)[function] if t.startswith("ret")]
+
+
+def test_return_probes_are_uprobes_on_the_return_instructions(go_binary):
+    out = probectl("add", "-D", "-x", str(go_binary), "gt:w=main.work%return $retval",
+                   "gt:dm=main.divmod%return q r", "gt:neg=main.negate%return $retval")
+    lines = out.stdout.split()
+    defs = [line for line in out.stdout.splitlines() if line]
+    assert lines and not any(d.startswith("r:") for d in defs), out.stdout
+    by_event: dict[str, list[str]] = {}
+    for d in defs:
+        kind_event, place, *args = d.split()
+        assert kind_event.startswith("p:gt/")
+        by_event.setdefault(kind_event[5:], []).append((place, tuple(args)))
+    for event, function, args in [("w__return", "main.work", ("%ax:s64",)),
+                                  ("dm__return", "main.divmod", ("q=%ax:s64", "r=%bx:s64")),
+                                  ("neg__return", "main.negate", ("%ax:s32",))]:
+        places = by_event[event]
+        assert [int(p.rsplit(":0x", 1)[1], 16) for p, _ in places] == _ret_offsets(go_binary, function)
+        assert all(a == args for _, a in places)
+    assert "not a kernel return probe" in out.stderr
+
+
+def test_a_c_program_keeps_its_kernel_return_probe():
+    binary = build_fixture("uprobe_target")
+    out = probectl("add", "-D", "-x", str(binary), "add_ints%return $retval")
+    assert out.stdout.startswith("r:"), out.stdout
+
+
+@pytest.mark.parametrize("definition, message", [
+    ("main.pair%return $retval", "the result ~r0 ([2]int) of main.pair is returned on the stack"),
+    ("main.ratio%return $retval", "of main.ratio is returned in a floating-point register, which probe events "
+                                  "cannot read"),
+    ("main.divmod%return a", "'a' is not a result of main.divmod: at a Go return only the results are known "
+                             "(results: q, r)"),
+    ("main.divmod%return q.x", "main.divmod has no member x"),
+    ("main.divmod%return q->x", "only its own members (RESULT.member) can be named"),
+    ("main.main%return $retval", "main.main returns nothing"),
+    ("main.divmod%return $params", "the arguments and locals are gone there"),
+])
+def test_what_cannot_be_read_at_a_go_return_is_refused(go_binary, definition, message):
+    err = fails("add", "-D", "-x", str(go_binary), definition)
+    assert message in err, err
+    assert "Hint: " in err
+
+
+def test_registers_and_the_comm_need_no_results(go_binary):
+    out = probectl("add", "-D", "-x", str(go_binary), "main.work%return %bx:u64 $comm")
+    assert all(line.split()[2:] == ["%bx:u64", "$comm"] for line in out.stdout.splitlines()), out.stdout
+
+
+
+# -- Go names ----------------------------------------------------------------------------------------
+
+
+def test_go_functions_get_distinct_event_names_from_their_whole_names(go_binary):
+    out = probectl("add", "-D", "-x", str(go_binary), "main.(*Server).poll n", "main.(*Server).poll%return $retval",
+                   "main.main.func1", "main.work", "main.divmod")
+    events = [line.split()[0].split("/")[1] for line in out.stdout.splitlines()]
+    assert events == [e for e in ("main_Server_poll", "main_Server_poll__return", "main_main_func1",
+                                          "main_work", "main_divmod")]
+
+
+def test_go_entry_probes_equal_perfs_but_for_the_name(go_binary):
+    """perf -D is the oracle of the place and the argument (its event name is cut at the first '.')."""
+    perf = shutil.which("perf")
+    if not perf:
+        missing("perf (linux-perf) is not installed")
+    compared = 0
+    for definition in ("main.(*Server).poll n", "main.divmod a b", "main.negate x"):
+        theirs = subprocess.run([perf, "probe", "-x", str(go_binary), "-D", definition], capture_output=True,
+                                text=True)
+        if theirs.returncode != 0:
+            continue
+        compared += 1
+        ours = probectl("add", "-D", "-x", str(go_binary), definition).stdout
+        assert [line.split()[1:] for line in ours.splitlines()] == \
+               [line.split()[1:] for line in theirs.stdout.splitlines()], definition
+    assert compared
+
+
+def test_a_long_qualified_name_is_cut_to_the_kernels_limit_and_stays_apart():
+    from probectl.probes.naming import MAX_EVENT_NAME_LEN, qualified_event_name
+
+    base = "github.com/prometheus/client_golang/prometheus.(*counter)."
+    a, b = qualified_event_name(base + "AddWithExemplar"), qualified_event_name(base + "Add")
+    assert a != b and a.endswith("_counter_AddWithExemplar") and b.endswith("_counter_Add")
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and len(n + "__return_99") < MAX_EVENT_NAME_LEN for n in (a, b))
+    assert qualified_event_name(base + "Add") == b  # (stable from run to run)
+    assert qualified_event_name("main.(*Server).poll") == "main_Server_poll"
+
+
+# -- strings and slices: values in several registers (DW_OP_piece) ----------------------------------
+
+
+def test_members_of_a_string_and_a_slice_are_read_from_their_registers(go_binary):
+    """greet(s string, xs []int): s in RAX, RBX, xs in RCX, RDI, RSI (Go's ABI); DWARF says so in
+    pieces, which each member is read from."""
+    out = probectl("add", "-D", "-x", str(go_binary), "main.greet s.str s.len xs.array xs.len xs.cap")
+    (line,) = out.stdout.splitlines()
+    fetches = [arg.split("=", 1)[1].split(":")[0] for arg in line.split()[2:]]
+    assert fetches == ["%ax", "%bx", "%cx", "%di", "%si"]
+
+
+def test_a_value_in_several_registers_is_refused_whole_and_left_out_of_params(go_binary):
+    err = fails("add", "-D", "-x", str(go_binary), "main.greet s")
+    assert "'s' cannot be fetched at 0x" in err and "'s' is held in 2 registers (%ax, %bx)" in err
+    assert "Hint: fetch its members, or each register" in err
+    out = probectl("add", "-D", "-x", str(go_binary), "main.greet $params")
+    names = [arg.split("=")[0] for arg in out.stdout.split()[2:]]
+    assert "s" not in names and "xs" not in names, out.stdout
+    listed = probectl("vars", "-x", str(go_binary), "main.greet").stdout
+    assert re.search(r"struct string\ts\b", listed) and re.search(r"struct \[\]int\txs\b", listed), listed
