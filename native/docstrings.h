@@ -27,6 +27,17 @@
 	"The sorted ids of every record of the streams, found by walking the pages without\n" \
 	"decoding: which formats a reader will need."
 
+#define DOC_write_callchains \
+	"write_callchains(src, perf, out_fd, long_size, big_endian, page_size, callchain_id, window_ns, events, pids)\n" \
+	"--\n" \
+	"\n" \
+	"One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them\n" \
+	"(native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the\n" \
+	"event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:\n" \
+	"all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of\n" \
+	"each exec the ring reported, and each executable mapping it reported: (pid, address, length, file\n" \
+	"offset, device major, minor, inode, prot, flags, path))."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."
@@ -137,6 +148,35 @@
 
 #define DOC_Recorder_running \
 	"Threads are running."
+
+#define DOC_PerfRings \
+	"PerfRings(cpus, perf_fds, out_fds, data_pages, *, poll_ms=0)\n" \
+	"--\n" \
+	"\n" \
+	"Copying of perf event mmap rings (``perf_fds``, one per CPU, mapped with ``data_pages`` data\n" \
+	"pages, a power of two) to files (``out_fds``), verbatim, from one thread; samples and lost events\n" \
+	"counted. ``poll_ms`` is the longest sleep before moving data anyway (<= 0: 100)."
+
+#define DOC_PerfRings_start \
+	"start($self, /)\n" \
+	"--\n" \
+	"\n" \
+	"Start the copying thread."
+
+#define DOC_PerfRings_stop \
+	"stop($self, /)\n" \
+	"--\n" \
+	"\n" \
+	"Drain every ring, join the thread; True unless a CPU failed (see :meth:`stats`)."
+
+#define DOC_PerfRings_stats \
+	"stats($self, /)\n" \
+	"--\n" \
+	"\n" \
+	"Per-CPU counters."
+
+#define DOC_PerfRings_running \
+	"The thread is running."
 
 #define DOC_TextFormatter \
 	"TextFormatter(plan, thread, symbol, line)\n" \

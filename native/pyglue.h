@@ -58,12 +58,13 @@ typedef struct {
 } TextFormatterObject;
 
 extern PyObject *DecodeError;
-extern PyTypeObject ReaderType, TextFormatterType, RecorderType, AggregatorType, ColumnBufferType;
+extern PyTypeObject ReaderType, TextFormatterType, RecorderType, PerfRingsType, AggregatorType, ColumnBufferType;
 
 int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
 PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
 int tf_append_line(TextFormatterObject *tf, PyObject *row);
 PyObject *id_list(const uint8_t *seen);
+PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
 
 // The next batch of up to @max events into self->batch: the count (0 at the end), or -1.
 Py_ssize_t reader_fill(ReaderObject *self, Py_ssize_t max);

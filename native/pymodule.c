@@ -5,12 +5,14 @@
 //   event_ids(streams, ...) -> [id]                             ids of every record, undecoded
 //   Reader(streams, formats, ...)                               merged, batched decoding
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
+//   PerfRings(cpus, perf_fds, out_fds, data_pages)              perf event mmap ring copying
+//   write_callchains(src, perf, out_fd, ...)                    perf samples into a CPU's pages
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
 //
 // The types are in pyreader.c (with pycolumns.c: Reader.read_tables, plan_slices and read_slices),
-// pyformatter.c, pyrecorder.c and pyaggregate.c; pytextout.c holds event_ids() and
+// pyformatter.c, pyrecorder.c, pyperfring.c and pyaggregate.c; pytextout.c holds event_ids() and
 // Reader.format_text; this file the module, parse_page and the helpers they share. Decoding runs
 // without the GIL (it touches no Python object); Python objects are made per batch from the C
 // columns.
@@ -122,6 +124,8 @@ static PyMethodDef module_methods[] = {
 	  DOC_parse_page },
 	{ "event_ids", (PyCFunction)(void (*)(void))event_ids, METH_VARARGS | METH_KEYWORDS,
 	  DOC_event_ids },
+	{ "write_callchains", (PyCFunction)(void (*)(void))write_callchains, METH_VARARGS | METH_KEYWORDS,
+	  DOC_write_callchains },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -165,6 +169,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	PyObject *m;
 
 	if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&RecorderType) < 0 ||
+	    PyType_Ready(&PerfRingsType) < 0 ||
 	    PyType_Ready(&TextFormatterType) < 0 || PyType_Ready(&AggregatorType) < 0 ||
 	    PyType_Ready(&ColumnBufferType) < 0)
 		return NULL;
@@ -184,6 +189,9 @@ PyMODINIT_FUNC PyInit__native(void)
 		goto fail;
 	Py_INCREF(&RecorderType);
 	if (PyModule_AddObject(m, "Recorder", (PyObject *)&RecorderType) < 0)
+		goto fail;
+	Py_INCREF(&PerfRingsType);
+	if (PyModule_AddObject(m, "PerfRings", (PyObject *)&PerfRingsType) < 0)
 		goto fail;
 	Py_INCREF(&TextFormatterType);
 	if (PyModule_AddObject(m, "TextFormatter", (PyObject *)&TextFormatterType) < 0)

@@ -232,6 +232,53 @@ class Recorder:
         """Threads are running."""
 
 
+class _PerfRingStats(TypedDict):
+    cpu: int
+    bytes: int  # records copied
+    samples: int
+    lost: int  # events the kernel lost (PERF_RECORD_LOST counts)
+    lost_records: int
+    errno: int
+    error_op: Optional[str]
+
+
+@final
+class PerfRings:
+    """Copying of perf event mmap rings (``perf_fds``, one per CPU, mapped with ``data_pages`` data
+    pages, a power of two) to files (``out_fds``), verbatim, from one thread; samples and lost events
+    counted. ``poll_ms`` is the longest sleep before moving data anyway (<= 0: 100)."""
+
+    def __init__(self, cpus: Sequence[int], perf_fds: Sequence[int], out_fds: Sequence[int], data_pages: int, *,
+                 poll_ms: int = 0) -> None: ...
+
+    def start(self, /) -> None:
+        """Start the copying thread."""
+
+    def stop(self, /) -> bool:
+        """Drain every ring, join the thread; True unless a CPU failed (see :meth:`stats`)."""
+
+    def stats(self, /) -> list[_PerfRingStats]:
+        """Per-CPU counters."""
+
+    @property
+    def running(self) -> bool:
+        """The thread is running."""
+
+
+_Mmap = tuple[int, int, int, int, int, int, int, int, int, bytes]
+
+
+def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, long_size: int, big_endian: bool,
+                     page_size: int, callchain_id: int, window_ns: int, events: Sequence[tuple[int, int, int]],
+                     pids: Optional[Sequence[int]]) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[_Mmap]]:
+    """One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them
+    (native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the
+    event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:
+    all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of
+    each exec the ring reported, and each executable mapping it reported: (pid, address, length, file
+    offset, device major, minor, inode, prot, flags, path))."""
+
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]

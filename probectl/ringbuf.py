@@ -509,3 +509,71 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class PerfRingStats:
+    cpu: int
+    bytes: int  # records copied
+    samples: int
+    lost: int  # events the kernel lost (its PERF_RECORD_LOST counts)
+    lost_records: int
+    errno: int
+    error_op: Optional[str]
+
+
+class PerfRings:
+    """Copy the records of perf event mmap rings (one per CPU, ``perf_fds``) to ``out_fds``, verbatim,
+    from a native thread; counts samples and lost events on the way. The caller owns the descriptors;
+    disable the events before :meth:`stop`, which drains what is left."""
+
+    def __init__(self, cpus: Sequence[int], perf_fds: Sequence[int], out_fds: Sequence[int], data_pages: int,
+                 *, poll_ms: int = 100):
+        try:
+            self._native: Any = _native.PerfRings(list(cpus), list(perf_fds), list(out_fds), data_pages,
+                                                  poll_ms=poll_ms)
+        except OSError as err:
+            raise ProbectlError(f"cannot map the perf rings: {err.strerror}",
+                                "raise kernel.perf_event_mlock_kb, or record without -g") from None
+
+    def start(self) -> None:
+        self._native.start()
+
+    def stats(self) -> list[PerfRingStats]:
+        return [PerfRingStats(**d) for d in self._native.stats()]
+
+    def stop(self) -> list[PerfRingStats]:
+        """Drain every ring and end the thread; raise if a CPU failed."""
+        self._native.stop()
+        stats = self.stats()
+        failed = [s for s in stats if s.errno]
+        if failed:
+            s = failed[0]
+            raise ProbectlError(f"copying the stacks of cpu {s.cpu} failed: {s.error_op}: {os.strerror(s.errno)}",
+                                "check free space where the trace is written" if s.errno == _errno.ENOSPC else "")
+        return stats
+
+    def close(self) -> None:
+        if getattr(self, "_native", None) is not None:
+            self._native.stop()
+            self._native = None
+
+
+# An executable mapping perf reported: (pid, address, length, file offset, device major, minor, inode,
+# prot, flags, path).
+PerfMmap = tuple[int, int, int, int, int, int, int, int, int, bytes]
+
+
+def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, layout: PageLayout, callchain_id: int,
+                     window_ns: int, events: Sequence[tuple[int, int, int]],
+                     pids: Optional[Sequence[int]]
+                     ) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[PerfMmap]]:
+    """One CPU's pages ``src`` written to ``out_fd`` with the samples of ``perf`` in them, natively
+    (see :func:`probectl.tracedat.callchain.write_with_callchains`); (callchains written, samples left,
+    pages written, (pid, tid, command name) of each exec, the executable mappings made: see the stub)."""
+    try:
+        return _native.write_callchains(src, perf, out_fd, layout.long_size, layout.big_endian, layout.page_size,
+                                        callchain_id, window_ns, list(events), pids)
+    except OSError as err:
+        raise ProbectlError(f"cannot write the stacks into the recording: {err.strerror}",
+                            "check free space where the trace is written") from None

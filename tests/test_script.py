@@ -247,6 +247,26 @@ def test_stack_records_join_the_event_before_them_on_their_cpu():
     assert stack_addresses("user", (5, (1, 0, 3))) == (5, (1,))
 
 
+
+def test_a_uprobes_kernel_stack_is_left_out_and_a_kprobes_kept():
+    """A uprobe's kernel stack is the probe's machinery (older recordings have it): an event whose probe
+    address is a user one gets none; a kprobe's (a kernel address) keeps its stack. probectl's callchain
+    record is a user stack."""
+    K, C, UP, KP = 4, 2000, 100, 101
+    kstack = (1, (0xffffffff81000010,))
+    rows = [
+        (10, 0, UP, 7, 0, 0, (0x401000,)),  # a uprobe at a user address
+        (11, 0, K, 7, 0, 0, kstack),
+        (11, 0, C, 7, 0, 0, (7, (0x401000, 0x402000))),
+        (12, 0, KP, 7, 0, 0, (0xffffffff81234560,)),  # a kprobe
+        (13, 0, K, 7, 0, 0, kstack),
+    ]
+    j = StackJoiner({K: "kernel", C: "user"}, probe_ips={UP: 0, KP: 0})
+    up, kp = list(j.feed(rows)) + list(j.finish())
+    assert up.stacks == [("user", 7, (0x401000, 0x402000))]
+    assert kp.stacks == [("kernel", 0, (0xffffffff81000010,))]
+
+
 # The stack record formats of a file, as another kernel (or a damaged file) may have them: fields
 # reordered, missing, added, of another type; (declaration, offset, size, signed) after the common
 # fields, and the frames that can still be read from records written to match the format.

@@ -165,8 +165,9 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
            f"{'' if not result.lost else f', {result.lost:,} lost'} ]")
     if result.lost:
         per_cpu = ", ".join(f"cpu{c}: {n:,}" for c, n in sorted(result.lost_by_cpu.items()) if n)
-        notice(f"Warning: the kernel lost {_count(result.lost, 'event')} ({per_cpu}); record with a bigger buffer "
-               f"(-m KB, now {buffer_kb or 'the default'}) or filter more")
+        perf = f", {result.stacks_lost:,} of them in the perf rings of -g" if result.stacks_lost else ""
+        notice(f"Warning: the kernel lost {_count(result.lost, 'event')} ({per_cpu}{perf}); record with a bigger "
+               f"buffer (-m KB, now {buffer_kb or 'the default'}) or filter more")
     from ..analysis.counting import costly_rates
 
     for note in costly_rates({", ".join(result.selected) or "the events": result.events}, seconds):

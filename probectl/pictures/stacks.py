@@ -80,7 +80,7 @@ def records_with_stacks(trace: Any, formats: list, batch: int = 1 << 16,
                         progress: Optional[Callable[[int], None]] = None) -> Iterator[Record]:
     """The events of a trace with their stacks attached, in time order; ``progress(events read)``
     after each batch."""
-    joiner = StackJoiner(stack_ids(formats))
+    joiner = StackJoiner.of(formats)
     reader = trace.reader(formats=formats)
     read = 0
     try:

@@ -43,11 +43,12 @@ from ..events import EventDefinition
 from ..formats import EventFormat
 from ..notice import notice_stderr
 from ..outputfile import OutputFile
-from ..ringbuf import EventReader, PageLayout, Recorder
+from ..ringbuf import EventReader, PageLayout, PerfRingStats, Recorder
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                         write_tracedat)
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
+from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .jitmaps import jit_maps_option
@@ -123,6 +124,7 @@ class RecordResult:
     stopped_by: str  # "command", "duration", "SIGINT", "SIGTERM"
     command_status: Optional[int] = None
     selected: list[str] = field(default_factory=list)
+    stacks_lost: int = 0  # of ``lost``: lost in the perf rings of -g (uprobe events, or stacks of the others)
 
 
 class Recording:
@@ -161,18 +163,32 @@ class Recording:
                                 "record to a writable directory (-o DIR/FILE)") from None
         try:
             part = RecorderPart(self, selected, tmp)
-            stopped_by = run.trace([part], buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks)
+            stopped_by = run.trace([part], buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
+                                   user_stacks=False, trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
-                events, seen = _count_and_pids(part.recorder.files, part.layout, {sel.format.id for sel in selected})
+                part.files = dict(part.recorder.files)
+                perf_maps: dict[int, list[str]] = {}
+                if part.callchains is not None:
+                    part.files, perf_maps = add_callchains(meta, part.files, part.callchains, part.layout, tmp)
+                files = part.files
+                events, seen = _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
+                if perf_maps:  # (of the recorded processes only: perf reports every exec on a CPU)
+                    groups = parse_tgids(meta.tgids)
+                    recorded = seen | {groups[p] for p in seen if p in groups}
+                    part.watch.add_maps({t: lines for t, lines in perf_maps.items() if t in recorded}, MAX_MAPS_PIDS)
                 self._names(meta, seen, part, run)
-                write_tracedat(output, meta, part.recorder.files, version=opts.version)
+                write_tracedat(output, meta, files, version=opts.version)
         finally:
             output.close()
             shutil.rmtree(tmp, ignore_errors=True)
         lost = {cpu: lost_of(parse_cpustat(text)) for cpu, text in meta.cpustats.items()}
+        stacks_lost = sum(s.lost for s in part.callchain_stats)
+        for s in part.callchain_stats:
+            lost[s.cpu] = lost.get(s.cpu, 0) + s.lost
         return RecordResult(path=output.path, events=events, lost=sum(lost.values()), lost_by_cpu=lost,
+                            stacks_lost=stacks_lost,
                             bytes=output.path.stat().st_size, stopped_by=stopped_by,
                             command_status=run.command_status, selected=[e.name for e in selected])
 
@@ -219,10 +235,10 @@ class Recording:
             ip = "__probe_func" if ev.format.field("__probe_func") else "__probe_ip"
             if len(defs) == 1 and ev.format.field(ip):
                 places[ev.format.id] = (defs[0].uprobe_path, defs[0].uprobe_offset, ip)
-        if not places or part.recorder is None or part.layout is None:
+        if not places or part.layout is None:
             return {}
         found: dict[int, str] = {}
-        for (pid, fid), address in _first_addresses(part.recorder.files, part.layout,
+        for (pid, fid), address in _first_addresses(part.files, part.layout,
                                                     [e.format for e in part.selected if e.format.id in places],
                                                     {fid: ip for fid, (_p, _o, ip) in places.items()}).items():
             path, offset, _ip = places[fid]
@@ -246,6 +262,9 @@ class RecorderPart(RunPart):
         self.tmp = tmp
         self.watch = ProcessWatch()
         self.recorder: Optional[Recorder] = None
+        self.callchains: Optional[Callchains] = None
+        self.callchain_stats: list[PerfRingStats] = []
+        self.files: dict[int, Path] = {}  # the per-CPU pages to write: the recorder's, or with the callchains
         self.layout: Optional[PageLayout] = None
         self.metadata: Any = None
         self._next_look = 0.0
@@ -257,8 +276,16 @@ class RecorderPart(RunPart):
         self.layout = PageLayout.from_header_page(inst.read("events/header_page"))
         self.recorder = Recorder(inst.path, run.cpus, self.tmp, self.layout.page_size)
         self.watch.look(list(opts.pids) + ([run.workload.pid] if run.workload else []), maps=False)
-        inst.enable(self.selected)
+        uprobes: list[int] = []
+        if opts.stacks:
+            definitions = run.tfs.definitions()
+            uprobes = uprobe_events(definitions, self.selected)
+            self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
+                                         uprobes, data_pages=ring_pages(opts.buffer_kb), tids=run.pids)
+        inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
+        if self.callchains is not None:
+            self.callchains.start()
 
     def tick(self, run: TracedRun, now: float) -> None:
         # (the first tick comes right after the command's exec: the program and ld.so are mapped)
@@ -270,7 +297,12 @@ class RecorderPart(RunPart):
             assert run.instance is not None
             stats = run.instance.stats(run.cpus)
             events = sum(s.get("read events", 0) + s.get("entries", 0) for s in stats.values())
-            progress(events, sum(lost_of(s) for s in stats.values()))
+            lost = sum(lost_of(s) for s in stats.values())
+            if self.callchains is not None:
+                perf = self.callchains.stats()
+                events += sum(s.samples for s in perf)
+                lost += sum(s.lost for s in perf)
+            progress(events, lost)
             self._next_progress = now + self.recording.progress_interval
 
     def stop(self, run: TracedRun, step: CleanupSteps, complete: bool) -> None:
@@ -283,6 +315,12 @@ class RecorderPart(RunPart):
         recorder = self.recorder
         recorder_ok = step(lambda: recorder.stop() or True) is not None
         recorder.close()
+        chains = self.callchains
+        if chains is not None:
+            stats = step(chains.stop)
+            chains.close()
+            recorder_ok = recorder_ok and stats is not None
+            self.callchain_stats = stats or []
         if inst.created and recorder_ok and complete:
             cpustats = read_cpustats(inst.path, run.cpus)
             self.metadata = step(lambda: collect_metadata(inst.path, {e.group for e in self.selected},
@@ -322,7 +360,10 @@ def _first_addresses(files: dict[int, Path], layout: PageLayout, formats: list[E
                     if not any(mask):
                         continue
                     ips = batch.column(fmt, ip_fields[fmt.id])
-                    for pid, ip in zip(compress(batch.pid, mask), ips):
+                    # (a dict of the reversed pairs keeps each pid's first address, built without a
+                    # Python step per event)
+                    pids = list(compress(batch.pid, mask))
+                    for pid, ip in dict(zip(reversed(pids), reversed(list(ips)))).items():
                         out.setdefault((pid, fmt.id), ip)
         finally:
             reader.close()

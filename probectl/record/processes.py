@@ -80,6 +80,18 @@ class ProcessWatch:
         self.tgids: dict[int, int] = {}
         self.maps: dict[int, str] = {}
 
+    def add_maps(self, maps: dict[int, list[str]], limit: int) -> None:
+        """Maps lines from elsewhere (perf's mmap records) for processes whose maps lack their paths
+        (ended before they were read, or read before the mapping was made); up to ``limit`` processes."""
+        for tgid, lines in maps.items():
+            if tgid not in self.maps and len(self.maps) >= limit:
+                continue
+            have = self.maps.get(tgid, "")
+            known = {parts[5] for parts in (l.split(None, 5) for l in have.splitlines()) if len(parts) == 6}
+            new = [l for l in dict.fromkeys(lines) if l.split(None, 5)[-1] not in known]
+            if new:
+                self.maps[tgid] = "\n".join(([have] if have else []) + new)
+
     def look(self, pids: Sequence[int], maps: bool = True) -> None:
         done: set[int] = set()
         for pid in pids:

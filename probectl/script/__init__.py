@@ -49,7 +49,7 @@ from .formatters import CsvFormatter, JsonFormatter, TextFormatter
 from .nativeplan import native_formatter
 from .plan import DEFAULT_FIELDS, FIELDS, Formatter, parse_fields
 from .printfmt import split_print_fmt, trace_template
-from .stacks import STACK_EVENTS, StackJoiner, stack_addresses, stack_ids
+from .stacks import STACK_EVENTS, StackJoiner, probe_ip_fields, stack_addresses, stack_ids
 from .symbols import (UNKNOWN_SYMBOL, KernelSymbols, LiveSource, Source, Symbolizer, TraceSource, UserSymbols,
                       is_kernel_address)
 
@@ -234,7 +234,7 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     reader = trace.reader(formats=formats)
     try:
         if result.has_stacks:
-            joiner = StackJoiner(sids)
+            joiner = StackJoiner(sids, probe_ips=probe_ip_fields(formats))
             folded = FoldedStacks(formatter) if kind == "folded" else None
             for rows, _lost in reader.rows(batch_events):
                 result.events += len(rows)

@@ -1,5 +1,11 @@
-"""Stack records (``record -g``): the kernel's ``ftrace:kernel_stack``/``ftrace:user_stack`` records,
-written right after the event they belong to on the same CPU, joined to that event."""
+"""Stack records (``record -g``): the kernel's ``ftrace:kernel_stack``/``ftrace:user_stack`` records and
+probectl's ``probectl:user_callchain`` (perf's user callchain, :mod:`probectl.tracedat.callchain`),
+written right after the event they belong to on the same CPU, joined to that event.
+
+A uprobe event's kernel stack is the probe's machinery (the breakpoint exception up to the function that
+wrote the event), not the program's: it is left out. A uprobe is told by its ``__probe_ip`` (or a return
+probe's ``__probe_func``), an address in user space; a kprobe's is a kernel address, and its kernel
+stack stays."""
 from __future__ import annotations
 
 from collections import deque
@@ -8,7 +14,10 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 from ..dataclass import dataclass
 from ..formats import EventFormat
 
-STACK_EVENTS = {("ftrace", "kernel_stack"): "kernel", ("ftrace", "user_stack"): "user"}
+STACK_EVENTS = {("ftrace", "kernel_stack"): "kernel", ("ftrace", "user_stack"): "user",
+                ("probectl", "user_callchain"): "user"}
+PROBE_IP_FIELDS = ("__probe_ip", "__probe_func")
+_USER_TOP = 1 << 63  # (64-bit: user addresses have the top bit clear, kernel ones set)
 
 
 class Record:
@@ -92,7 +101,10 @@ class StackJoiner:
     ``window_ns`` later (stack records are written microseconds after their event).
     """
 
-    def __init__(self, stack_ids: "Mapping[int, StackLayout | str]", window_ns: int = 50_000_000):
+    def __init__(self, stack_ids: "Mapping[int, StackLayout | str]", window_ns: int = 50_000_000,
+                 probe_ips: Optional[dict[int, int]] = None):
+        """``probe_ips``: format id → index among its values of the probe address (see
+        :func:`probe_ip_fields`), whose kernel stacks are dropped when the address is a user one."""
         # (a kind alone: the kernel's field order)
         self.stack_ids = {i: layout if isinstance(layout, StackLayout) else StackLayout(layout)
                           for i, layout in stack_ids.items()}
@@ -100,6 +112,7 @@ class StackJoiner:
         self.queue: deque[Record] = deque()
         self.last: dict[int, Record] = {}
         self.orphans = 0
+        self.probe_ips = probe_ips or {}
 
     def feed(self, rows: Iterable[tuple]) -> Iterator[Record]:
         stack_ids, queue, last = self.stack_ids, self.queue, self.last
@@ -109,6 +122,8 @@ class StackJoiner:
             if layout is not None:
                 owner = last.get(cpu)
                 if owner is not None and owner.row[3] == row[3] and not owner.done:
+                    if layout.kind == "kernel" and self._user_probe(owner.row):
+                        continue
                     tgid, addrs = stack_addresses(layout.kind, row[6], layout.first, layout.callers)
                     owner.stacks.append((layout.kind, tgid or 0, addrs))
                 else:
@@ -124,6 +139,19 @@ class StackJoiner:
             while queue and (queue[0].done or queue[0].row[0] < limit):
                 yield queue.popleft()
 
+    def _user_probe(self, row: tuple) -> bool:
+        index = self.probe_ips.get(row[2])
+        if index is None:
+            return False
+        ip = _value(row[6], index)
+        return isinstance(ip, int) and 0 < ip < _USER_TOP
+
+    @classmethod
+    def of(cls, formats: Iterable[EventFormat]) -> "StackJoiner":
+        """A joiner of the stack records among ``formats`` to the other events."""
+        formats = list(formats)
+        return cls(stack_ids(formats), probe_ips=probe_ip_fields(formats))
+
     def finish(self) -> Iterator[Record]:
         while self.queue:
             yield self.queue.popleft()
@@ -133,3 +161,16 @@ class StackJoiner:
 def stack_ids(formats: Iterable[EventFormat]) -> dict[int, StackLayout]:
     """Format id → the :class:`StackLayout` (kernel or user) of the stack record formats among ``formats``."""
     return {f.id: StackLayout.of(f) for f in formats if (f.system, f.name) in STACK_EVENTS}
+
+
+def probe_ip_fields(formats: Iterable[EventFormat]) -> dict[int, int]:
+    """Format id → the index among its values of its probe address (``__probe_ip``, or a return
+    probe's ``__probe_func``), for the probe events among ``formats``."""
+    out = {}
+    for f in formats:
+        names = [x.name for x in f.event_fields]
+        for name in PROBE_IP_FIELDS:
+            if name in names:
+                out[f.id] = names.index(name)
+                break
+    return out

@@ -47,12 +47,12 @@ def test_jit_frames_are_named_from_the_copied_map(jit_probe, tmp_path):
     assert len(events) == 3
     for ev in events:
         stack = ev["user_stack"]
-        assert stack[0] == "probed" and stack[1].startswith("jit_trampoline"), stack
-        assert stack[2].startswith("main")
+        assert stack[0] == "probed" and stack[1].startswith("middle"), stack
+        assert stack[2].startswith("jit_trampoline") and stack[3].startswith("main"), stack
     text = probectl("script", "-i", str(out)).stdout
     assert re.search(rf"^\t\s*[0-9a-f]+ jit_trampoline\+0x[0-9a-f]+ \({map_file}\)$", text, re.M), text
     folded = probectl("flamegraph", "-i", str(out), "--format", "folded").stdout
-    assert re.search(r";main;jit_trampoline;probed;.* 3$", folded, re.M), folded
+    assert re.search(r";main;jit_trampoline;middle;probed(;.*)? 3$", folded, re.M), folded
 
 
 def test_a_map_another_user_owns_is_left_out(jit_probe, tmp_path):
@@ -64,7 +64,8 @@ def test_a_map_another_user_owns_is_left_out(jit_probe, tmp_path):
     map_file.unlink()
     assert f"{map_file} is owned by uid {NOBODY}" in rec.stderr and "left out" in rec.stderr
     (ev,) = script_json(out)
-    assert ev["user_stack"][0] == "probed" and ev["user_stack"][1] == "[unknown]"
+    assert ev["user_stack"][:3] == ["probed", ev["user_stack"][1], "[unknown]"], ev["user_stack"]
+    assert ev["user_stack"][1].startswith("middle")
 
 
 def test_libc_frames_and_jit_frames_as_perf_names_them(jit_probe, tmp_path, perf_bin):
@@ -92,6 +93,6 @@ def test_libc_frames_and_jit_frames_as_perf_names_them(jit_probe, tmp_path, perf
     ours_map.unlink()
     (ev,) = script_json(out)
     names = [re.sub(r"\+0x[0-9a-f]+$", "", f) for f in ev["user_stack"]]
-    assert names[:3] == ["probed", "jit_trampoline", "main"] and "__libc_start_call_main" in names, names
+    assert names[:4] == ["probed", "middle", "jit_trampoline", "main"] and "__libc_start_call_main" in names, names
     user = perf_frames[perf_frames.index("probed"):]
     assert [n for n in names if n in user] == [n for n in user if n in names]  # the same order

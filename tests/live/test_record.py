@@ -358,16 +358,15 @@ def test_stacks_name_the_programs_functions(live_tracefs, probes, tmp_path, trac
     frames = stack.split(";")
     assert frames[0] == "uprobe_target-O"
     i = frames.index("main")
-    assert frames[i:i + 3] == ["main", "round_of_calls", "bump"]
-    assert any("uprobe" in f for f in frames[i + 3:])  # then the kernel's uprobe handler
+    assert frames[i:] == ["main", "round_of_calls", "bump"]  # and no frame of the kernel's uprobe handler
     text = probectl("script", "-i", str(path)).stdout
     assert re.search(r"^\t\s*[0-9a-f]+ bump\+0x[0-9a-f]+ \(.*uprobe_target.*\)$", text, re.M)
-    assert re.search(r"^\t\s*[0-9a-f]+ \w+\+0x[0-9a-f]+ \(\[kernel\.kallsyms\]\)$", text, re.M)
+    assert "[kernel.kallsyms]" not in text
     ev = script_json(path)[0]
-    assert ev["user_stack"][:3] == [f for f in ev["user_stack"][:3]] and ev["user_stack"][0].startswith("bump")
-    assert ev["user_stack"][1].startswith("round_of_calls") and ev["kernel_stack"]
+    assert ev["user_stack"][0].startswith("bump") and ev["user_stack"][1].startswith("round_of_calls")
+    assert not ev.get("kernel_stack")
     report = subprocess.run([trace_cmd_bin, "report", str(path)], capture_output=True, text=True, check=True).stdout
-    assert report.count("kernel_stack:") == 3 and report.count("user_stack:") == 3
+    assert report.count("user_callchain:") == 3 and "kernel_stack:" not in report
     assert report.count("stk:") == 3
 
 

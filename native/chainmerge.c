@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// chainmerge.c - callchain records written into one CPU's pages (see chainmerge.h).
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chainmerge.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN true
+#else
+#define HOST_BIG_ENDIAN false
+#endif
+
+#define CONTEXT_MAX	((uint64_t)-4095)	// callchain entries at or above: PERF_CONTEXT_*
+#define CHAIN_HEADER	16			// common fields, tgid, the caller's data_loc word
+#define DELTA_MAX	((1ULL << 27) - 1)
+#define STAMP_MAX	((1ULL << 59) - 1)
+
+struct sample {
+	uint64_t ts;
+	uint32_t pid, tid;
+	uint16_t event;
+	bool raw;
+	const uint8_t *record;		// the event's record (raw samples)
+	uint32_t record_len;
+	uint64_t *addrs;		// user addresses, innermost first
+	uint32_t naddrs;
+	size_t order;			// position in the file (ties keep it)
+};
+
+struct ftrace_event {
+	uint64_t ts;
+	uint32_t tid;
+	uint16_t type;
+	int64_t sample;			// index of the joined sample, or -1
+};
+
+#define OUT_PAGES	64	// pages written with one write(2)
+
+struct writer {
+	const struct rb_layout *layout;
+	int fd;
+	uint8_t *out;			// OUT_PAGES pages waiting for write(2)
+	size_t out_used;
+	uint8_t *page;
+	size_t data_off, room, used;
+	uint64_t base, last;
+	int64_t missed;
+	uint64_t pages;
+	bool failed;
+};
+
+static const struct cm_event_map *find_map(const struct cm_args *a, uint64_t id)
+{
+	for (size_t i = 0; i < a->nmap; i++)
+		if (a->map[i].perf_id == id)
+			return &a->map[i];
+	return NULL;
+}
+
+static bool pid_kept(const struct cm_args *a, uint32_t pid, uint32_t tid)
+{
+	size_t lo = 0, hi = a->npids;
+
+	if (!a->pids)
+		return true;
+	for (int pass = 0; pass < 2; pass++) {
+		int32_t want = (int32_t)(pass ? pid : tid);
+
+		lo = 0;
+		hi = a->npids;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (a->pids[mid] < want)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < a->npids && a->pids[lo] == want)
+			return true;
+	}
+	return false;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static int add_comm(struct cm_result *res, size_t *cap, const uint8_t *r, size_t size)
+{
+	struct cm_comm *c;
+	size_t len;
+
+	if (size < 8 + 8 + 1)
+		return RB_OK;
+	if (res->ncomms == *cap) {
+		size_t bigger = *cap ? 2 * *cap : 16;
+		struct cm_comm *more = realloc(res->comms, bigger * sizeof(*more));
+
+		if (!more)
+			return RB_ERR_NOMEM;
+		res->comms = more;
+		*cap = bigger;
+	}
+	c = &res->comms[res->ncomms++];
+	c->pid = rd32(r + 8);
+	c->tid = rd32(r + 12);
+	len = strnlen((const char *)r + 16, size - 16);
+	if (len > sizeof(c->name) - 1)
+		len = sizeof(c->name) - 1;
+	memcpy(c->name, r + 16, len);
+	c->name[len] = '\0';
+	return RB_OK;
+}
+
+static int add_mmap(struct cm_result *res, size_t *cap, const uint8_t *r, size_t size)
+{
+	struct cm_mmap *m;
+	size_t len;
+
+	if (size < 72 + 1)
+		return RB_OK;
+	if (res->nmmaps == *cap) {
+		size_t bigger = *cap ? 2 * *cap : 16;
+		struct cm_mmap *more = realloc(res->mmaps, bigger * sizeof(*more));
+
+		if (!more)
+			return RB_ERR_NOMEM;
+		res->mmaps = more;
+		*cap = bigger;
+	}
+	m = &res->mmaps[res->nmmaps++];
+	m->pid = rd32(r + 8);
+	m->tid = rd32(r + 12);
+	m->addr = rd64(r + 16);
+	m->len = rd64(r + 24);
+	m->pgoff = rd64(r + 32);
+	m->maj = rd32(r + 40);
+	m->min = rd32(r + 44);
+	m->ino = rd64(r + 48);
+	m->prot = rd32(r + 64);
+	m->flags = rd32(r + 68);
+	len = strnlen((const char *)r + 72, size - 72);
+	if (len > sizeof(m->path) - 1)
+		len = sizeof(m->path) - 1;
+	memcpy(m->path, r + 72, len);
+	m->path[len] = '\0';
+	return RB_OK;
+}
+
+// The samples of the perf records, their addresses in @pool (as many words as the records have), and
+// the command names into @res.
+static int read_samples(const struct cm_args *a, struct sample **ret, size_t *count, uint64_t **pool_ret,
+			struct cm_result *res)
+{
+	size_t comm_cap = 0, mmap_cap = 0;
+	size_t cap = a->perf_len / 48 + 1, n = 0, used = 0;
+	struct sample *s = malloc(cap * sizeof(*s));
+	uint64_t *pool = malloc((a->perf_len / 8 + 2) * sizeof(*pool));
+	size_t pos = 0;
+
+	if (!s || !pool) {
+		free(s);
+		free(pool);
+		return RB_ERR_NOMEM;
+	}
+	while (pos + 8 <= a->perf_len) {
+		const uint8_t *r = a->perf + pos;
+		struct perf_event_header h;
+
+		memcpy(&h, r, sizeof(h));
+		if (h.size < 8 || pos + h.size > a->perf_len)
+			break;
+		pos += h.size;
+		if ((h.type == PERF_RECORD_COMM && add_comm(res, &comm_cap, r, h.size)) ||
+		    (h.type == PERF_RECORD_MMAP2 && add_mmap(res, &mmap_cap, r, h.size))) {
+			free(s);
+			free(pool);
+			return RB_ERR_NOMEM;
+		}
+		if (h.type != PERF_RECORD_SAMPLE || h.size < 48)
+			continue;
+		const uint8_t *end = r + h.size;
+		uint64_t id = rd64(r + 8), nr = rd64(r + 40);
+		const struct cm_event_map *m = find_map(a, id);
+
+		if ((uint64_t)(end - (r + 48)) / 8 < nr)
+			break;
+		const uint8_t *after = r + 48 + 8 * nr;
+		struct sample *x = &s[n];
+
+		x->pid = rd32(r + 16);
+		x->tid = rd32(r + 20);
+		x->ts = rd64(r + 24);
+		x->event = m ? m->event : 0;
+		x->raw = m && (m->flags & CM_RAW);
+		x->record = NULL;
+		x->record_len = 0;
+		x->addrs = pool + used;
+		x->naddrs = 0;
+		x->order = n;
+		for (uint64_t i = 0; i < nr; i++) {
+			uint64_t addr = rd64(r + 48 + 8 * i);
+
+			if (addr < CONTEXT_MAX)
+				x->addrs[x->naddrs++] = addr;
+		}
+		if (x->raw) {
+			if (after + 4 > end)
+				break;
+			uint32_t len = rd32(after);
+
+			if ((size_t)(end - after - 4) < len)
+				break;
+			x->record = after + 4;
+			x->record_len = len;
+			after += 4 + len;
+		}
+		// An entry uprobe: abi, sp; size, the word at sp, dyn_size. The return address goes
+		// second unless the kernel's callchain has it there (a `push %rbp` it fixed up).
+		if (m && (m->flags & CM_ENTRY) && x->naddrs && after + 40 <= end && rd64(after) &&
+		    rd64(after + 16) >= 8 && rd64(after + 32) >= 8) {
+			uint64_t caller = rd64(after + 24);
+
+			if (x->naddrs < 2 || x->addrs[1] != caller) {
+				memmove(x->addrs + 2, x->addrs + 1, (x->naddrs - 1) * sizeof(uint64_t));
+				x->addrs[1] = caller;
+				x->naddrs++;
+			}
+		}
+		if (!m || (x->raw && x->record_len < 8) || !pid_kept(a, x->pid, x->tid))
+			continue;
+		used += x->naddrs;
+		n++;
+	}
+	*ret = s;
+	*count = n;
+	*pool_ret = pool;
+	return RB_OK;
+}
+
+static int by_time(const void *pa, const void *pb)
+{
+	const struct sample *a = pa, *b = pb;
+
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static void write_out(struct writer *w)
+{
+	for (size_t off = 0; off < w->out_used && !w->failed;) {
+		ssize_t n = write(w->fd, w->out + off, w->out_used - off);
+
+		if (n < 0) {
+			if (errno != EINTR)
+				w->failed = true;
+			continue;
+		}
+		off += (size_t)n;
+	}
+	w->out_used = 0;
+}
+
+static void flush(struct writer *w)
+{
+	size_t size = w->layout->page_size, ls = w->layout->long_size;
+	uint64_t commit = w->used;
+
+	if (w->failed || (!w->used && !w->missed))
+		return;
+	if (w->missed > 0) {
+		uint64_t missed = (uint64_t)w->missed;
+
+		commit |= RB_MISSED_EVENTS | RB_MISSED_STORED;
+		if (ls == 8) {
+			memcpy(w->page + w->data_off + w->used, &missed, 8);
+		} else {
+			uint32_t m32 = (uint32_t)missed;
+
+			memcpy(w->page + w->data_off + w->used, &m32, 4);
+		}
+	} else if (w->missed < 0) {
+		commit |= RB_MISSED_EVENTS;
+	}
+	memcpy(w->page, &w->base, 8);
+	if (ls == 8) {
+		memcpy(w->page + 8, &commit, 8);
+	} else {
+		uint32_t c32 = (uint32_t)commit;
+
+		memcpy(w->page + 8, &c32, 4);
+	}
+	memcpy(w->out + w->out_used, w->page, size);
+	w->out_used += size;
+	if (w->out_used == OUT_PAGES * size)
+		write_out(w);
+	memset(w->page, 0, size);
+	w->pages++;
+	w->used = 0;
+	w->missed = 0;
+}
+
+static void put_word(struct writer *w, uint32_t word)
+{
+	memcpy(w->page + w->data_off + w->used, &word, 4);
+	w->used += 4;
+}
+
+static uint32_t header(uint32_t type_len, uint32_t delta)
+{
+	return HOST_BIG_ENDIAN ? type_len << 27 | delta : delta << 5 | type_len;
+}
+
+// One record of @len payload bytes (the head, then the tail) at time @ts.
+static void add(struct writer *w, uint64_t ts, const uint8_t *head, size_t hlen, const uint8_t *tail,
+		size_t tlen)
+{
+	size_t len = hlen + tlen, padded = (len + 3) & ~(size_t)3;
+	bool small = padded <= 4 * RB_TYPE_DATA_MAX;
+	size_t need = (small ? 4 : 8) + padded + 8;
+
+	if (w->failed || need > w->room)
+		return;
+	if (w->used && w->used + need > w->room)
+		flush(w);
+	if (!w->used)
+		w->base = w->last = ts;
+	uint64_t delta = ts - w->last;
+
+	if (ts < w->last || delta > DELTA_MAX) {
+		if (ts > w->last && delta <= STAMP_MAX) {
+			put_word(w, header(RB_TYPE_TIME_EXTEND, (uint32_t)(delta & DELTA_MAX)));
+			put_word(w, (uint32_t)(delta >> 27));
+		} else {
+			put_word(w, header(RB_TYPE_TIME_STAMP, (uint32_t)(ts & DELTA_MAX)));
+			put_word(w, (uint32_t)((ts & STAMP_MAX) >> 27));
+		}
+		delta = 0;
+	}
+	if (small) {
+		put_word(w, header((uint32_t)(padded / 4), (uint32_t)delta));
+	} else {
+		put_word(w, header(0, (uint32_t)delta));
+		put_word(w, (uint32_t)(padded + 4));
+	}
+	uint8_t *p = w->page + w->data_off + w->used;
+
+	memcpy(p, head, hlen);
+	if (tlen)
+		memcpy(p + hlen, tail, tlen);
+	memset(p + len, 0, padded - len);
+	w->used += padded;
+	w->last = ts;
+}
+
+static void add_chain(struct writer *w, uint64_t ts, const struct sample *s, uint16_t id)
+{
+	uint8_t head[CHAIN_HEADER] = { 0 };
+	int32_t tid = (int32_t)s->tid, tgid = (int32_t)s->pid;
+	uint32_t loc = (uint32_t)(8 * s->naddrs) << 16 | CHAIN_HEADER;
+
+	memcpy(head, &id, 2);
+	memcpy(head + 4, &tid, 4);
+	memcpy(head + 8, &tgid, 4);
+	memcpy(head + 12, &loc, 4);
+	add(w, ts, head, sizeof(head), (const uint8_t *)s->addrs, 8 * (size_t)s->naddrs);
+}
+
+// The ftrace events of the source, in order (as many as decode).
+static int read_events(const struct cm_args *a, struct ftrace_event **ret, size_t *count, size_t *pages)
+{
+	size_t cap = 1024, n = 0, p = 0;
+	struct ftrace_event *e = malloc(cap * sizeof(*e));
+
+	if (!e)
+		return RB_ERR_NOMEM;
+	for (size_t off = 0; a->src && off + a->layout.page_size <= a->src_len; off += a->layout.page_size, p++) {
+		struct rb_page page;
+		struct rb_event ev;
+		int r;
+
+		if (rb_page_load(&page, &a->layout, a->src + off, a->layout.page_size))
+			break;
+		while ((r = rb_page_next(&page, &ev)) == 1) {
+			if (n == cap) {
+				struct ftrace_event *bigger = realloc(e, 2 * cap * sizeof(*e));
+
+				if (!bigger) {
+					free(e);
+					return RB_ERR_NOMEM;
+				}
+				e = bigger;
+				cap *= 2;
+			}
+			e[n].ts = ev.ts;
+			e[n].type = ev.len >= 2 ? (uint16_t)(ev.data[0] | ev.data[1] << 8) : 0;
+			if (HOST_BIG_ENDIAN && ev.len >= 2)
+				e[n].type = (uint16_t)(ev.data[0] << 8 | ev.data[1]);
+			e[n].tid = ev.len >= 8 ? rd32(ev.data + 4) : 0;
+			e[n].sample = -1;
+			n++;
+		}
+		if (r < 0) {
+			p++;	// (its records before the damage are written)
+			break;
+		}
+	}
+	*ret = e;
+	*count = n;
+	*pages = p;
+	return RB_OK;
+}
+
+// Each sample without its own record to the nearest event of its thread and type, within the window.
+static uint64_t join(const struct cm_args *a, struct sample *s, size_t ns, struct ftrace_event *e, size_t ne)
+{
+	uint64_t joined = 0;
+
+	for (size_t i = 0; i < ns; i++) {
+		if (s[i].raw)
+			continue;
+		uint64_t from = s[i].ts > a->window_ns ? s[i].ts - a->window_ns : 0;
+		size_t lo = 0, hi = ne;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (e[mid].ts < from)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		int64_t best = -1;
+		uint64_t best_dt = 0;
+
+		for (size_t j = lo; j < ne && e[j].ts <= s[i].ts + a->window_ns; j++) {
+			if (e[j].sample >= 0 || e[j].tid != s[i].tid || e[j].type != s[i].event)
+				continue;
+			uint64_t dt = e[j].ts > s[i].ts ? e[j].ts - s[i].ts : s[i].ts - e[j].ts;
+
+			if (best < 0 || dt < best_dt) {
+				best = (int64_t)j;
+				best_dt = dt;
+			}
+		}
+		if (best >= 0) {
+			e[best].sample = (int64_t)i;
+			joined++;
+		}
+	}
+	return joined;
+}
+
+int cm_write(const struct cm_args *a, struct cm_result *res)
+{
+	struct sample *s = NULL;
+	struct ftrace_event *e = NULL;
+	uint64_t *pool = NULL;
+	size_t ns = 0, ne = 0, npages = 0, next = 0, k = 0;
+	struct writer w = { 0 };
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if (a->layout.big_endian != HOST_BIG_ENDIAN || rb_layout_check(&a->layout))
+		return RB_ERR_INVAL;
+	err = read_samples(a, &s, &ns, &pool, res);
+	if (!err)
+		err = read_events(a, &e, &ne, &npages);
+	w.page = calloc(1, a->layout.page_size);
+	w.out = malloc(OUT_PAGES * a->layout.page_size);
+	if (err || !w.page || !w.out) {
+		err = err ? err : RB_ERR_NOMEM;
+		goto out;
+	}
+	qsort(s, ns, sizeof(*s), by_time);
+	uint64_t joined = join(a, s, ns, e, ne);
+
+	w.layout = &a->layout;
+	w.fd = a->out_fd;
+	w.data_off = 8 + a->layout.long_size;
+	w.room = a->layout.page_size - w.data_off - a->layout.long_size;
+	for (size_t off = 0, p = 0; p < npages; off += a->layout.page_size, p++) {
+		struct rb_page page;
+		struct rb_event ev;
+
+		if (rb_page_load(&page, &a->layout, a->src + off, a->layout.page_size))
+			break;
+		if (page.missed) {
+			flush(&w);
+			w.missed = page.missed;
+		}
+		while (k < ne && rb_page_next(&page, &ev) == 1) {
+			for (; next < ns && (!s[next].raw || s[next].ts < ev.ts); next++) {
+				if (!s[next].raw)
+					continue;
+				add(&w, s[next].ts, s[next].record, s[next].record_len, NULL, 0);
+				add_chain(&w, s[next].ts, &s[next], a->callchain_id);
+				res->written++;
+			}
+			add(&w, ev.ts, ev.data, ev.len, NULL, 0);
+			if (e[k].sample >= 0)
+				add_chain(&w, ev.ts, &s[e[k].sample], a->callchain_id);
+			k++;
+		}
+	}
+	for (; next < ns; next++) {
+		if (!s[next].raw)
+			continue;
+		add(&w, s[next].ts, s[next].record, s[next].record_len, NULL, 0);
+		add_chain(&w, s[next].ts, &s[next], a->callchain_id);
+		res->written++;
+	}
+	flush(&w);
+	write_out(&w);
+	res->written += joined;
+	res->left = ns - res->written;
+	res->pages = w.pages;
+	if (w.failed) {
+		err = RB_ERR_IO;
+		goto out;
+	}
+out:;
+	int saved = errno;
+
+	if (err) {
+		free(res->comms);
+		res->comms = NULL;
+		res->ncomms = 0;
+		free(res->mmaps);
+		res->mmaps = NULL;
+		res->nmmaps = 0;
+	}
+	free(s);
+	free(e);
+	free(pool);
+	free(w.page);
+	free(w.out);
+	errno = saved;
+	return err;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+// chainmerge.h - one CPU's ring-buffer pages written anew with the perf samples of a recording in
+// them: each sample's user callchain as a probectl:user_callchain record after its event (the
+// Python side, probectl/tracedat/callchain.py, documents the record and why it goes there).
+//
+// A sample whose perf event carries the event's record (PERF_SAMPLE_RAW: a uprobe, taken from perf
+// alone) puts that record into the pages by time, then its callchain. Any other sample joins the
+// ftrace event of its thread and type nearest in time within a window, and its callchain follows
+// that event with the event's time stamp. The kernel's records are copied verbatim, their time
+// deltas recomputed, a page's lost-event count kept on the first page written after the loss.
+#ifndef PROBECTL_CHAINMERGE_H
+#define PROBECTL_CHAINMERGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringbuf.h"
+
+#define CM_RAW		1U	// the samples of this perf event carry the event's record
+#define CM_ENTRY	2U	// ... and the user SP and the word there (an entry uprobe)
+
+struct cm_event_map {
+	uint64_t perf_id;		// the perf event's id (PERF_EVENT_IOC_ID; SAMPLE_IDENTIFIER)
+	uint16_t event;			// the ftrace event id it samples
+	uint8_t flags;			// CM_RAW | CM_ENTRY
+};
+
+struct cm_args {
+	struct rb_layout layout;	// of the pages, in host byte order
+	const uint8_t *src;		// the CPU's ftrace pages (whole pages), or NULL
+	size_t src_len;
+	const uint8_t *perf;		// the records copied from the CPU's perf ring
+	size_t perf_len;
+	const struct cm_event_map *map;
+	size_t nmap;
+	const int32_t *pids;		// keep only samples of these threads or processes, sorted; NULL: all
+	size_t npids;
+	uint16_t callchain_id;		// probectl:user_callchain's id
+	uint64_t window_ns;		// how far a sample may be from the event it joins
+	int out_fd;
+};
+
+// The command name a task took at an exec (PERF_RECORD_COMM).
+struct cm_comm {
+	uint32_t pid, tid;
+	char name[16];			// NUL-terminated
+};
+
+// An executable mapping a task made (PERF_RECORD_MMAP2).
+struct cm_mmap {
+	uint32_t pid, tid;
+	uint64_t addr, len, pgoff;
+	uint32_t maj, min;
+	uint64_t ino;
+	uint32_t prot, flags;
+	char path[256];			// NUL-terminated (cut at 255 bytes)
+};
+
+struct cm_result {
+	uint64_t written;		// callchain records written
+	uint64_t left;			// samples that joined no event
+	uint64_t pages;			// pages written
+	struct cm_comm *comms;		// the PERF_RECORD_COMM records, in order; free() them
+	size_t ncomms;
+	struct cm_mmap *mmaps;		// the PERF_RECORD_MMAP2 records, in order; free() them
+	size_t nmmaps;
+};
+
+/**
+ * cm_write - write the pages (see above) to @args->out_fd
+ *
+ * Returns 0, or RB_ERR_INVAL (a layout of the other byte order), RB_ERR_NOMEM, RB_ERR_IO (errno
+ * set). A source page that cannot be decoded ends the copy of the source there; a perf record cut
+ * short ends the reading of the samples. On success @res->comms holds the names taken at exec, @res->mmaps the
+ * executable mappings made.
+ */
+int cm_write(const struct cm_args *args, struct cm_result *res);
+
+#endif // PROBECTL_CHAINMERGE_H

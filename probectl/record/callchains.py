@@ -1,0 +1,338 @@
+"""User stacks as perf records them (``record -g``): a perf event per recorded event and CPU,
+opened on the event's id (``PERF_TYPE_TRACEPOINT``, as ``perf record -a -e EVENT -g`` does), whose
+samples carry the user callchain, copied from their mmap rings by the native copier beside the ftrace
+pages, then written into the recording as ``probectl:user_callchain`` records after their events.
+
+Why perf's callchain and not ftrace's ``options/userstacktrace``: ftrace's user stack holds 8 frames,
+and at a function-entry uprobe it misses the caller (the frame is not set up yet); perf's callchain
+holds up to ``kernel.perf_event_max_stack`` frames and the kernel puts the return address in place
+when the probed instruction is a function's ``push %rbp``. The kernel part is excluded
+(``exclude_callchain_kernel``): ftrace's ``kernel_stack`` records keep the kernel stacks.
+
+A uprobe event cannot be enabled for ftrace and for perf at once (the kernel refuses the second with
+EINTR): a uprobe's events are taken from perf alone, each sample carrying the event's record as ftrace
+would write it (``PERF_SAMPLE_RAW``), which is written into the CPU's pages in time order, its
+callchain after it. perf's events are per CPU; a recording of some processes (``-p``, ``-- COMMAND``)
+opens them on each of the traced threads with ``inherit``, so that, as the instance's ``event-fork``
+does, the threads and processes they start are sampled too, and no other process is.
+
+A sample of a tracepoint or kprobe joins its ftrace event by CPU, thread, event type and the nearest
+time (:func:`probectl.tracedat.callchain.write_with_callchains`): the instance records with trace_clock
+``perf``, the clock of perf's samples (ftrace's default ``local`` clock is offset from it), and both
+handlers run in the same hit of the tracepoint, in an order the kernel does not promise (the order their
+probes were registered in, which other users of the tracepoint decide).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno as errno_mod
+import fcntl
+import os
+import platform
+import struct
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .. import ringbuf
+from ..errors import DebugInfoError, ProbectlError
+from ..events import EventDefinition
+from ..tracedat import parse_cmdlines, parse_tgids
+from ..tracedat.callchain import (ENTRY, RAW, all_format_ids, callchain_formats, free_event_id,
+                                  write_with_callchains)
+from .selection import SelectedEvent
+
+# The trace clock that is perf's sample clock (local_clock), so that both time their records alike.
+PERF_TRACE_CLOCK = "perf"
+DEFAULT_MAX_STACK = 127  # perf's default, when /proc/sys/kernel/perf_event_max_stack is unreadable
+RING_DATA_PAGES = 256  # per CPU without -m (1 MiB with 4 KiB pages)
+
+_SYSCALL = {"x86_64": 298, "aarch64": 241, "i686": 336, "i386": 336, "armv7l": 364, "riscv64": 241,
+            "ppc64le": 319, "s390x": 331}
+
+PERF_TYPE_TRACEPOINT = 2
+SAMPLE_TID, SAMPLE_TIME, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_IDENTIFIER = 1 << 1, 1 << 2, 1 << 5, 1 << 7, 1 << 16
+SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER = 1 << 10, 1 << 12, 1 << 13
+SAMPLE_TYPE = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN
+# At a function's entry (x86-64) the return address is the word at the stack pointer: a uprobe there
+# also takes the user stack pointer and that word (see ENTRY_FIXUP_ARCHES).
+ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
+_REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
+_FLAG_DISABLED, _FLAG_INHERIT, _FLAG_MMAP, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 << 1, 1 << 8, 1 << 9, 1 << 14
+_FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_MMAP2, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 23, 1 << 24
+_ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
+
+# ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
+_IOC_ENABLE, _IOC_DISABLE, _IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
+_IOC_SET_FILTER = 0x40082406 if struct.calcsize("P") == 8 else 0x40042406
+
+
+
+def ring_pages(buffer_kb: Optional[int]) -> int:
+    """Data pages of a CPU's perf ring: ``-m KB`` (the ftrace buffer's size) rounded up to a power of two."""
+    if not buffer_kb:
+        return RING_DATA_PAGES
+    pages = max(1, buffer_kb * 1024 // os.sysconf("SC_PAGESIZE"))
+    return 1 << (pages - 1).bit_length()
+
+
+def max_stack() -> int:
+    """``kernel.perf_event_max_stack``: the deepest callchain the kernel gives."""
+    try:
+        return max(1, int(Path("/proc/sys/kernel/perf_event_max_stack").read_text()))
+    except (OSError, ValueError):
+        return DEFAULT_MAX_STACK
+
+
+def entry_fixup_supported() -> bool:
+    """Whether the return address at a function's entry is on the stack (x86-64; elsewhere it is
+    in a register the frame-pointer walk already reads)."""
+    return platform.machine() in _REG_SP
+
+
+def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
+          comm: bool) -> bytes:
+    """``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM) and each executable
+    mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
+    saved_cmdlines knows only the tasks ftrace wrote events of; a process that ends before its maps
+    are read has its user frames named from these."""
+    flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
+    if inherit:
+        flags |= _FLAG_INHERIT
+    if comm:
+        flags |= _FLAG_COMM | _FLAG_COMM_EXEC | _FLAG_MMAP | _FLAG_MMAP2
+    regs = 1 << _REG_SP[platform.machine()] if entry else 0
+    sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if entry else 0) | (SAMPLE_RAW if raw else 0)
+    attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
+                       wakeup_bytes, 0, 0, 0, 0, regs, 8 if entry else 0, 0)
+    attr += bytes(_ATTR_SIZE - len(attr))
+    # sample_max_stack (u16 at 108)
+    return attr[:108] + struct.pack("=H", min(stack, 0xFFFF)) + attr[110:]
+
+
+_libc = None
+
+
+def _perf_event_open(attr: bytes, pid: int, cpu: int) -> int:
+    global _libc
+    nr = _SYSCALL.get(platform.machine())
+    if nr is None:
+        raise ProbectlError(f"perf_event_open is not known on {platform.machine()}",
+                            "record without -g on this machine")
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    for _ in range(100):
+        fd = _libc.syscall(nr, buf, pid, cpu, -1, 8)  # (pid -1: every task on the CPU); PERF_FLAG_FD_CLOEXEC
+        if fd >= 0:
+            return fd
+        err = ctypes.get_errno()
+        if err != errno_mod.EINTR:
+            break
+    raise OSError(err, os.strerror(err))
+
+
+class Callchains:
+    """The perf events of a recording's stacks, their rings copied to ``out_dir/cpuN.perf``."""
+
+    def __init__(self, events: Sequence[SelectedEvent], cpus: Sequence[int], out_dir: Path,
+                 entry_events: Sequence[int] = (), raw_events: Sequence[int] = (),
+                 data_pages: int = RING_DATA_PAGES, tids: Sequence[int] = ()):
+        """``entry_events``: the format ids of uprobes at a function's first instruction, whose
+        samples also take the word at the stack pointer, the return address into the caller (the
+        kernel's callchain has it only when the function starts with ``push %rbp``); ``raw_events``
+        those whose samples carry the event's record (the uprobes, not enabled in the instance);
+        ``tids`` the threads to sample (with the tasks they start), or none for every process."""
+        self.cpus = list(cpus)
+        self.files = {cpu: Path(out_dir) / f"cpu{cpu}.perf" for cpu in self.cpus}
+        self.stack = max_stack()
+        self.ids: dict[int, int] = {}  # perf sample id -> ftrace event id
+        self.entry_ids: set[int] = set()  # perf sample ids of entry uprobes
+        self.raw_ids: set[int] = set()  # perf sample ids whose samples carry their event's record
+        entry = set(entry_events) if entry_fixup_supported() else set()
+        raw = set(raw_events)
+        self._fds: list[int] = []
+        self._leaders: list[int] = []
+        self._outs: list[int] = []
+        self._rings: Optional[ringbuf.PerfRings] = None
+        attr_cache: dict[tuple[int, bool], bytes] = {}
+        followers: list[tuple[int, int]] = []  # (event, the CPU's first event, whose ring it writes to)
+        wakeup = data_pages * os.sysconf("SC_PAGESIZE") // 4
+        try:
+            for cpu in self.cpus:
+                leader = -1
+                for ev, tid in ((ev, tid) for ev in events for tid in (tids or [-1])):
+                    is_entry, is_raw = ev.format.id in entry, ev.format.id in raw
+                    comm = ev is events[0]  # (one event of each thread and CPU reports them)
+                    attr = attr_cache.setdefault((ev.format.id, comm), _attr(ev.format.id, self.stack, wakeup,
+                                                                             is_entry, is_raw, bool(tids), comm))
+                    try:
+                        fd = _perf_event_open(attr, tid, cpu)
+                    except OSError as err:
+                        if err.errno == errno_mod.ESRCH:
+                            continue  # (a thread that has ended)
+                        raise ProbectlError(f"cannot open a perf event on {ev.name} (CPU {cpu}) for its stacks: "
+                                            f"{err.strerror}", _hint(err.errno)) from None
+                    self._fds.append(fd)
+                    if ev.filter is not None:
+                        try:
+                            fcntl.ioctl(fd, _IOC_SET_FILTER, ev.filter.text.encode() + b"\0")
+                        except OSError as err:
+                            raise ProbectlError(f"the kernel refused the filter of {ev.name} on its perf event: "
+                                                f"{err.strerror}", "record without -g, or with a simpler filter"
+                                                ) from None
+                    perf_id = _event_perf_id(fd)
+                    self.ids[perf_id] = ev.format.id
+                    if is_entry:
+                        self.entry_ids.add(perf_id)
+                    if is_raw:
+                        self.raw_ids.add(perf_id)
+                    if leader < 0:
+                        leader = fd
+                    else:
+                        followers.append((fd, leader))
+                if leader < 0:
+                    raise ProbectlError("the traced processes ended before their stacks could be recorded",
+                                        "record a running process")
+                self._leaders.append(leader)
+                out = self.files[cpu]
+                try:
+                    self._outs.append(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+                except OSError as err:
+                    raise ProbectlError(f"cannot create {out}: {err.strerror}",
+                                        "record to a writable directory") from None
+            self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs, data_pages)
+            # (redirected once the ring is mapped: the kernel refuses a ring that does not exist yet)
+            for fd, leader in followers:
+                fcntl.ioctl(fd, _IOC_SET_OUTPUT, leader)
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self) -> None:
+        """Start copying, then enable the events."""
+        assert self._rings is not None
+        self._rings.start()
+        for fd in self._fds:
+            fcntl.ioctl(fd, _IOC_ENABLE, 0)
+
+    def stop(self) -> list[ringbuf.PerfRingStats]:
+        """Disable the events, drain the rings; the per-CPU counters."""
+        for fd in self._fds:
+            try:
+                fcntl.ioctl(fd, _IOC_DISABLE, 0)
+            except OSError:
+                pass
+        if self._rings is None:
+            return []
+        return self._rings.stop()
+
+    def stats(self) -> list[ringbuf.PerfRingStats]:
+        return self._rings.stats() if self._rings is not None else []
+
+    def close(self) -> None:
+        if self._rings is not None:
+            self._rings.close()
+            self._rings = None
+        for fd in self._fds + self._outs:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds, self._outs, self._leaders = [], [], []
+
+
+_IOC_ID = 0x80082407  # _IOR('$', 7, u64 *): PERF_EVENT_IOC_ID
+
+
+def _event_perf_id(fd: int) -> int:
+    buf = bytearray(8)
+    fcntl.ioctl(fd, _IOC_ID, buf)
+    return struct.unpack("=Q", buf)[0]
+
+
+def _hint(err: Optional[int]) -> str:
+    if err in (errno_mod.EACCES, errno_mod.EPERM):
+        return "record as root (or lower kernel.perf_event_paranoid)"
+    if err == errno_mod.EMFILE:
+        return "raise the open file limit (ulimit -n): -g opens a perf event per event and CPU"
+    return "record without -g"
+
+
+def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
+                   tmp: Path) -> tuple[dict[int, Path], dict[int, list[str]]]:
+    """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
+    :func:`probectl.tracedat.callchain.write_with_callchains`); probectl's event format in ``meta``,
+    and the command names and thread groups of the tasks that exec'd while perf sampled, which the
+    kernel's saved_cmdlines lacks when their events came from perf alone. Also returns, per process,
+    the maps lines of the executable mappings perf reported."""
+    event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
+    events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
+               | (ENTRY if perf_id in chains.entry_ids else 0)) for perf_id, event in chains.ids.items()]
+    out = {}
+    names: dict[int, str] = {}
+    tgids: dict[int, int] = {}
+    maps: dict[int, list[str]] = {}
+    for cpu, path in files.items():
+        perf = chains.files.get(cpu)
+        if perf is None or not perf.exists() or not perf.stat().st_size:
+            out[cpu] = path
+            continue
+        merged = tmp / f"cpu{cpu}.merged"
+        _written, _left, comms, cpu_maps = write_with_callchains(path if path.exists() else None, perf, merged,
+                                                                 layout, event_id, events)
+        for pid, lines in cpu_maps.items():
+            maps.setdefault(pid, []).extend(lines)
+        for pid, tid, name in comms:
+            names[tid] = name
+            tgids[tid] = pid
+        out[cpu] = merged
+    meta.event_formats = callchain_formats(meta.event_formats, event_id)
+    # (an exec perf reported is newer than saved_cmdlines, which may name an earlier task of that pid)
+    cmdlines, groups = parse_cmdlines(meta.cmdlines), parse_tgids(meta.tgids)
+    meta.cmdlines = "".join(f"{tid} {name}\n" for tid, name in sorted({**cmdlines, **names}.items()))
+    meta.tgids = "".join(f"{tid} {pid}\n" for tid, pid in sorted({**groups, **tgids}.items()))
+    return out, maps
+
+
+def uprobe_events(definitions: Sequence[EventDefinition], events: Sequence[SelectedEvent]) -> list[int]:
+    """Format ids of the ``events`` that are uprobes (taken from perf alone, see the module documentation)."""
+    names = {(d.group, d.event) for d in definitions if d.is_uprobe}
+    return [ev.format.id for ev in events if (ev.group, ev.event) in names]
+
+
+def entry_uprobes(definitions: Sequence[EventDefinition], events: Sequence[SelectedEvent]) -> list[int]:
+    """Format ids of the ``events`` that are uprobes (not return probes) at a function's first
+    instruction: the return address into their caller is the word at the stack pointer. An event
+    with several places counts only if all of them are such."""
+    by_name: dict[tuple[str, str], list[EventDefinition]] = {}
+    for d in definitions:
+        if d.is_uprobe:
+            by_name.setdefault((d.group, d.event), []).append(d)
+    starts: dict[str, set[int]] = {}
+    out = []
+    for ev in events:
+        defs = by_name.get((ev.group, ev.event), [])
+        if not defs or any(d.kind != "p" for d in defs):
+            continue
+        if all(d.uprobe_offset in _function_starts(d.uprobe_path, starts) for d in defs):
+            out.append(ev.format.id)
+    return out
+
+
+def _function_starts(path: str, cache: dict[str, set[int]]) -> set[int]:
+    """File offsets of the functions of an ELF file (none for a file that cannot be read)."""
+    from ..debuginfo.elf import ElfFile  # (only a recording of uprobes with stacks reads ELF files)
+
+    if path not in cache:
+        offsets: set[int] = set()
+        try:
+            with ElfFile(path) as elf:
+                for sym in elf.functions():
+                    try:
+                        offsets.add(elf.vaddr_to_offset(sym.value))
+                    except DebugInfoError:
+                        pass
+        except (DebugInfoError, OSError):
+            pass
+        cache[path] = offsets
+    return cache[path]
