@@ -338,6 +338,37 @@ def test_timeline_of_a_trace_cmd_file_has_every_event_once(tmp_path):
     assert usage.returncode == 2 and "--counter" in usage.stderr
 
 
+def test_a_timeline_file_is_written_in_bounded_memory(tmp_path):
+    """script --format chrome-json -o FILE streams the timeline into the file (whole or not at all):
+    three times the events (beyond a batch of the reader) take little more memory than the larger input
+    file's mapping, where the whole text in memory grew with the output."""
+    import json
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from synth import synthesize
+
+    peaks = {}
+    for events in (150_000, 450_000):
+        trace, out = tmp_path / f"s{events}.dat", tmp_path / f"s{events}.json"
+        (tmp_path / f"p{events}").mkdir()
+        synthesize(trace, events, tmp_path / f"p{events}", threads={101: "a", 102: "b"}, sizes=(16, 4096))
+        run = ("import resource, subprocess, sys\n"
+               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+               "assert done.returncode == 0, done.stderr\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+        got = subprocess.run([sys.executable, "-c", run, sys.executable, "-m", "probectl", "script", "-i", str(trace),
+                              "--format", "chrome-json", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+        assert got.returncode == 0, got.stderr
+        peaks[events] = int(got.stdout.split()[-1])  # KiB
+        shown = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "i"]
+        assert len(shown) == events
+    grown = peaks[450_000] - peaks[150_000]
+    size = (tmp_path / "s450000.json").stat().st_size - (tmp_path / "s150000.json").stat().st_size
+    assert grown * 1024 < size / 3, (peaks, size)
+
+
 def test_blocked_time_of_switches_and_wakeups():
     """Off-CPU intervals (pictures/offcpu.py) from switch and wakeup sequences, as a recording gives them."""
     from probectl.pictures.offcpu import BlockedTime

@@ -69,18 +69,15 @@ def _timeline(input_, fields, events, output, host, recording, counters):
         raise click.UsageError("-F picks the fields of text and CSV lines; a timeline carries every field")
     if host or recording:
         raise click.UsageError("--host and --recording go with --format parquet")
-    import io
+    from ..outputfile import OutputFile
+    from ..pictures.timeline import write_chrome_json, write_chrome_json_file
 
-    from ..outputfile import write_text
-    from ..pictures.timeline import write_chrome_json
-
-    with open_trace(input_) as trace:
-        if output and output != "-":
-            text = io.StringIO()
-            written = write_chrome_json(trace, text, events, counters)
-            write_text(output, text.getvalue())
-            notice(f"[ probectl script: {written:,} events written to {output} ]")
-        else:
+    if output and output != "-":
+        with OutputFile(output) as out, open_trace(input_) as trace:  # (claimed before the work)
+            written = write_chrome_json_file(trace, out, events, counters)
+        notice(f"[ probectl script: {written:,} events written to {output} ]")
+    else:
+        with open_trace(input_) as trace:
             write_chrome_json(trace, sys.stdout, events, counters)
 
 

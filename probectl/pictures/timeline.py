@@ -17,9 +17,11 @@ argument, innermost first.
 from __future__ import annotations
 
 import fnmatch
+import io
 import json
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, BinaryIO, Iterable, Sequence, TextIO
 
+from ..outputfile import OutputFile
 from ..script.stacks import STACK_EVENTS
 from .stacks import records_with_stacks, stack_folder
 
@@ -141,3 +143,22 @@ def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), count
                              "cat": fmt.system, "args": {name: v}})
     out.write("\n]}\n")
     return recorded
+
+
+def write_chrome_json_file(trace: Any, output: OutputFile, events: Sequence[str] = (),
+                           counters: Iterable[str] = ()) -> int:
+    """:func:`write_chrome_json` streamed into ``output``, whole or not at all, in bounded memory (the
+    timeline of a large recording is larger than the memory it may take); the events written."""
+    written = 0
+
+    def produce(out: BinaryIO) -> None:
+        nonlocal written
+        text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
+        try:
+            written = write_chrome_json(trace, text, events, counters)
+            text.flush()
+        finally:
+            text.detach()  # (the output file is its owner's to close)
+
+    output.write(produce)
+    return written
