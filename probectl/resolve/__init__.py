@@ -196,6 +196,13 @@ class Resolver:
             if self.btf_describes(probe.point):
                 return self._resolve_btf(probe)
             return self._resolve_source(probe, self.source(required=True))
+        if self._glob_of_functions_with_dwarf(probe.point):
+            # A glob means the functions the program's DWARF defines, as perf takes it there (statics
+            # and inlined copies included), not the symbols only the toolchain's start files add
+            # (_init, _start, frame_dummy...); without DWARF, the function symbols it matches.
+            source = self.source(required=False)
+            if source is not None:
+                return self._resolve_source(probe, source)
         try:
             sites = self.symbol_sites(probe.point)
         except ProbePointNotFound:
@@ -228,6 +235,14 @@ class Resolver:
                 )
             )
         return points
+
+    def _glob_of_functions_with_dwarf(self, point: S.PointSpec) -> bool:
+        """A user binary's function glob, placed by nothing else (no address, file, line or offset)."""
+        from ..debuginfo.dwarf.die import is_glob
+
+        return (self.target.is_uprobe and self.target.path is not None and point.function is not None
+                and is_glob(point.function) and point.address is None and point.source is None
+                and point.line is None and point.lazy is None and not point.offset)
 
     # -- BTF (kernels without DWARF) ---------------------------------------------------------
 
