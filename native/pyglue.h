@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // pyglue.h - what the CPython glue files (pymodule.c, pyreader.c, pycolumns.c, pytextout.c,
-// pyformatter.c, pyrecorder.c, pyaggregate.c) share: the Reader and TextFormatter objects, the types,
+// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c) share: the Reader and TextFormatter objects, the types,
 // and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
 #define PROBECTL_PYGLUE_H
@@ -65,6 +65,10 @@ PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
 int tf_append_line(TextFormatterObject *tf, PyObject *row);
 PyObject *id_list(const uint8_t *seen);
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
+
+// The ints of the sequence @obj (CPUs, file descriptors) into *@ret (PyMem_Calloc'd, *@n of them; the
+// caller frees it); 0, or -1 with an exception (@what: the TypeError's text). (pyrecorder.c)
+int int_list(PyObject *obj, const char *what, Py_ssize_t *n, int **ret);
 
 // The next batch of up to @max events into self->batch: the count (0 at the end), or -1.
 Py_ssize_t reader_fill(ReaderObject *self, Py_ssize_t max);

@@ -26,32 +26,6 @@ static void PerfRings_dealloc(PerfRingsObject *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int fd_list(PyObject *obj, const char *what, Py_ssize_t *n, int **ret)
-{
-	PyObject *seq = PySequence_Fast(obj, what);
-
-	if (!seq)
-		return -1;
-	*n = PySequence_Fast_GET_SIZE(seq);
-	*ret = PyMem_Calloc(*n ? (size_t)*n : 1, sizeof(int));
-	if (!*ret) {
-		Py_DECREF(seq);
-		PyErr_NoMemory();
-		return -1;
-	}
-	for (Py_ssize_t i = 0; i < *n; i++) {
-		long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-
-		if (v == -1 && PyErr_Occurred()) {
-			Py_DECREF(seq);
-			return -1;
-		}
-		(*ret)[i] = (int)v;
-	}
-	Py_DECREF(seq);
-	return 0;
-}
-
 static int PerfRings_init(PerfRingsObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "cpus", "perf_fds", "out_fds", "data_pages", "poll_ms", NULL };
@@ -67,9 +41,9 @@ static int PerfRings_init(PerfRingsObject *self, PyObject *args, PyObject *kwarg
 		PyErr_SetString(PyExc_RuntimeError, "the rings are already set up");
 		return -1;
 	}
-	if (fd_list(cpus_o, "cpus must be a sequence", &ncpu, &cpus) ||
-	    fd_list(perf_o, "perf_fds must be a sequence", &nperf, &perfs) ||
-	    fd_list(out_o, "out_fds must be a sequence", &nout, &outs))
+	if (int_list(cpus_o, "cpus must be a sequence", &ncpu, &cpus) ||
+	    int_list(perf_o, "perf_fds must be a sequence", &nperf, &perfs) ||
+	    int_list(out_o, "out_fds must be a sequence", &nout, &outs))
 		goto out;
 	if (ncpu == 0 || ncpu != nperf || ncpu != nout) {
 		PyErr_SetString(PyExc_ValueError, "cpus, perf_fds and out_fds must have the same, non-zero length");

@@ -27,7 +27,7 @@ static void Recorder_dealloc(RecorderObject *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int int_list(PyObject *obj, const char *what, Py_ssize_t *n, int **ret)
+int int_list(PyObject *obj, const char *what, Py_ssize_t *n, int **ret)
 {
 	PyObject *seq = PySequence_Fast(obj, what);
 
