@@ -9,24 +9,11 @@ import json
 
 import pytest
 
+from tests.guest.test_qemu_probectl import KPROBE_EVENTS, SEND  # (its clients of tcp_sendmsg)
 from vmtest.probectl_guest import GuestRun, Step, ok, run_named_steps
 
 pytestmark = pytest.mark.qemu
 
-KPROBE_EVENTS = "/sys/kernel/tracing/kprobe_events"
-
-# send.sh SIZE...: for each size a client (busybox nc) sends a file of that size over loopback TCP, in
-# one write(2) and one tcp_sendmsg (as tests/guest/test_qemu_probectl.py's).
-SEND = r"""
-port=6000
-for size in "$@"; do
-    port=$((port+1))
-    printf "%0${size}d" 0 > /tmp/payload$size
-    sleep 60 | nc -l -p $port > /dev/null &
-    while ! netstat -ltn | grep -q ":$port "; do usleep 10000; done
-    nc 127.0.0.1 $port < /tmp/payload$size || exit 1
-done
-"""
 DD = "dd if=/dev/zero of=/dev/null bs=4321 count=3"  # three reads of 4321 bytes
 
 STEPS = {
