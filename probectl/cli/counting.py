@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..tracefs import Tracefs
-from . import cli, notice, target_value_callback
+from . import cli, notice, target_ns_option, target_value_callback
 from .probes import make_target
 from .recording import _pids, _SplitCommand, event_requests
 
@@ -19,6 +19,7 @@ from .recording import _pids, _SplitCommand, event_requests
               help="Kernel filter for the -e before it (before any -e: for the probe definitions).")
 @click.option("--exec", "exec_", metavar="BINARY", callback=target_value_callback,
               help="User binary or library of the probe definitions (-x is perf's field separator here).")
+@target_ns_option
 @click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
               help="Kernel image with debug information (kernel definitions).")
 @click.option("--module", metavar="NAME|PATH", callback=target_value_callback, help="Kernel module of the definitions.")
@@ -35,7 +36,7 @@ from .recording import _pids, _SplitCommand, event_requests
 @click.option("-x", "--field-separator", "separator", metavar="SEP", help="perf stat's CSV lines, fields split by SEP.")
 @click.option("--json", "as_json", is_flag=True, help="perf stat -j's JSON objects, one a line.")
 @click.pass_context
-def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, cpus, pids, duration, interval_ms,
+def stat(ctx, probedefs, events, filters, exec_, target_ns, vmlinux, module, system_wide, cpus, pids, duration, interval_ms,
          per_cpu, repeat, separator, as_json):
     """Count events exactly in the kernel, as perf stat -e does (no event is copied out), for
     COMMAND, -p processes or everything, until it ends, --duration or Ctrl-C; probe definitions are
@@ -85,7 +86,7 @@ def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, c
             out.write(counting.interval_text(block))
         out.flush()
 
-    result = counting.stat(tfs, options, scope, target=lambda: make_target(exec_, vmlinux, module), notice=notice,
+    result = counting.stat(tfs, options, scope, target=lambda: make_target(exec_, vmlinux, module, target_ns), notice=notice,
                            on_interval=on_interval if interval_ms is not None else None)
     if interval_ms is None:
         if separator is not None:

@@ -13,7 +13,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, parse_fields, print_live
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import Command, cli, exec_option, notice, path_value_callback, target_value_callback
+from . import Command, cli, exec_option, notice, path_value_callback, target_ns_option, target_value_callback
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -180,6 +180,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
 @cli.command(cls=_SplitCommand)
 @click.argument("probedefs", nargs=-1)
 @exec_option(help_text="User binary or library of the probes.")
+@target_ns_option
 @click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
               help="Kernel image with debug information (for line probes and locals).")
 # (no -m: that is the buffer size here, as in record)
@@ -194,7 +195,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
 @click.option("--format", "kind", type=click.Choice(("text", "json", "csv")), default="text", show_default=True)
 @click.option("-m", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
 @click.pass_context
-def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
+def trace(ctx, probedefs, exec_, target_ns, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
     """Add probes, print their events as they happen until Ctrl-C (or the end of COMMAND after --),
     then remove the probes (an existing GROUP:EVENT among them is streamed as with -e):
 
@@ -210,7 +211,7 @@ def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_
     chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
     scope = RunScope(command, _pids(pids), system_wide)
     with LiveTrace(_open_tracefs(), scope, buffer_kb=buffer_kb, notice=notice) as live:
-        live.select(probedefs, lambda: make_target(exec_, vmlinux, module), events, filter_)
+        live.select(probedefs, lambda: make_target(exec_, vmlinux, module, target_ns), events, filter_)
         shown = ", ".join(live.added)
         # Said once the events are traced, not before: what a user does after reading it is seen.
         started = (lambda: notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))) if shown else None

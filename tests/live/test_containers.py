@@ -1,0 +1,258 @@
+"""Programs in containers (issue 24): a service started in its own mount and PID namespace
+(``unshare --mount --pid --fork --mount-proc``), its binary copied to a tmpfs only that namespace sees
+(``/srv/app/svc``), probed from the host by ``--target-ns=PID`` (perf's option) and by the
+``/proc/PID/root/...`` path. perf probe is the oracle of the definitions (it enters the namespace);
+the recorded values are compared with what the service printed (``EXPECT`` lines of
+fixtures/container_service.c), under the host's pid.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from probectl.debuginfo.elf import ElfFile
+from tests.helpers import TRACEFS, build_fixture, fails, probectl, require_tool
+
+G = f"pct{os.getpid()}"
+INNER = "/srv/app/svc"
+# The "container": a private tmpfs on /srv in a new mount namespace (unshare makes its mounts private,
+# so the host never sees it), the binary copied there, then run as the namespace's first process.
+TMPFS_SETUP = "mount -t tmpfs probectl-test /srv && mkdir -p /srv/app && cp {binary} /srv/app/svc"
+
+
+class Service:
+    """A fixture service in its own namespaces: ``pid`` is its pid on the host, ``proc`` the unshare."""
+
+    def __init__(self, proc: subprocess.Popen, pid: int):
+        self.proc, self.pid = proc, pid
+
+    def run(self, timeout: float = 20) -> str:
+        """Let it handle its requests; what it printed."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        out, _err = self.proc.communicate(timeout=timeout)
+        assert self.proc.returncode == 0, out
+        return out
+
+
+@contextlib.contextmanager
+def contained(binary: Path, *args: str, setup: str = TMPFS_SETUP) -> Iterator[Service]:
+    require_tool("unshare", "util-linux")
+    script = setup.format(binary=binary) + f" && exec {INNER} --wait " + " ".join(args)
+    proc = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c",
+                             script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        line = proc.stdout.readline() if ready else ""
+        assert line == "READY pid=1\n", line
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 1, children
+        yield Service(proc, int(children[0]))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def expected(stdout: str) -> list[dict[str, int]]:
+    return [{"pid": int(m.group(1)), "id": int(m.group(2)), "size": int(m.group(3))}
+            for m in re.finditer(r"EXPECT func=handle pid=(\d+) id:s32=(-?\d+) size:s64=(-?\d+)", stdout)]
+
+
+@pytest.fixture(scope="module")
+def service_binary() -> Path:
+    return build_fixture("container_service")
+
+
+@pytest.fixture
+def clean_group(live_tracefs):
+    yield live_tracefs
+    probectl("del", f"{G}:*", check=False)
+
+
+def test_the_binary_is_not_the_hosts(live_tracefs, service_binary):
+    """The premise: the host has no /srv/app/svc (what the issue's first attempt ran into)."""
+    with contained(service_binary) as svc:
+        assert not Path(INNER).exists()
+        assert Path(f"/proc/{svc.pid}/root{INNER}").is_file()
+        svc.run()
+
+
+def test_definitions_equal_perf_target_ns(live_tracefs, service_binary):
+    perf = require_tool("perf", "linux-perf")
+    with contained(service_binary) as svc:
+        oracle = subprocess.run([perf, "probe", f"--target-ns={svc.pid}", "-x", INNER, "-D", "handle r->id r->size"],
+                                capture_output=True, text=True)
+        assert oracle.returncode == 0, oracle.stderr
+        (want,) = [line for line in oracle.stdout.splitlines() if line.startswith("p:")]
+        # perf enters the namespace and writes the path as the process names it; probectl writes it
+        # through the process's root, which the kernel resolves from the host to the same file.
+        want = want.replace(f" {INNER}:", f" /proc/{svc.pid}/root{INNER}:")
+        by_option = probectl("add", "-D", f"--target-ns={svc.pid}", "-x", INNER, "handle r->id r->size").stdout
+        by_path = probectl("add", "-D", "-x", f"/proc/{svc.pid}/root{INNER}", "handle r->id r->size").stdout
+        perf_style = probectl(f"--target-ns={svc.pid}", "-x", INNER, "-D", "handle r->id r->size").stdout
+        svc.run()
+    assert by_option.splitlines() == by_path.splitlines() == perf_style.splitlines() == [want]
+
+
+def test_funcs_vars_and_lines_read_the_containers_file(live_tracefs, service_binary):
+    with contained(service_binary) as svc:
+        funcs = probectl("funcs", "--target-ns", str(svc.pid), "-x", "svc", "hand*").stdout.split()
+        by_path = probectl("funcs", "-x", f"/proc/{svc.pid}/root{INNER}", "hand*").stdout.split()
+        variables = probectl("vars", "--target-ns", str(svc.pid), "-x", INNER, "handle", "--json").stdout
+        lines = probectl("lines", "--target-ns", str(svc.pid), "-x", INNER, "handle").stdout
+        svc.run()
+    assert funcs == by_path == ["handle"]
+    (place,) = json.loads(variables)["places"]
+    assert [(v["type"], v["name"]) for v in place["variables"]] == [("struct request*", "r")]
+    assert "handled += r->size;" in lines
+
+
+@pytest.mark.parametrize("how", ["target-ns", "proc-root"])
+def test_recorded_values_are_the_services_with_the_host_pid(clean_group, service_binary, tmp_path, how):
+    path = tmp_path / "svc.dat"
+    with contained(service_binary, "3") as svc:
+        where = ["--target-ns", str(svc.pid), "-x", INNER] if how == "target-ns" else \
+            ["-x", f"/proc/{svc.pid}/root{INNER}"]
+        added = probectl("add", *where, f"{G}:handle=handle r->id r->size")
+        assert f"/proc/{svc.pid}/root{INNER}" in added.stdout
+        with recording(path, "-e", f"{G}:handle", "-p", str(svc.pid)):
+            out = svc.run()
+    want = expected(out)
+    assert len(want) == 3 and {w["pid"] for w in want} == {1}, out
+    events = script_json(path)
+    assert [(e["fields"]["id"], e["fields"]["size"]) for e in events] == [(w["id"], w["size"]) for w in want]
+    assert {e["pid"] for e in events} == {svc.pid}
+
+
+def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, service_binary, tmp_path):
+    """-p with the host pid: the service and the child it forks (another pid inside) are recorded, and a
+    second service running the same file in another namespace is not."""
+    path = tmp_path / "scoped.dat"
+    with contained(service_binary, "--fork", "2") as svc, contained(service_binary, "--fork", "2") as other:
+        probectl("add", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:handle=handle r->id r->size")
+        with recording(path, "-e", f"{G}:handle", "-p", str(svc.pid)):
+            out = svc.run()
+            other.run()
+    want = expected(out)
+    inside = sorted({w["pid"] for w in want})
+    assert len(inside) == 2 and inside[0] == 1, out
+    events = script_json(path)
+    assert [(e["fields"]["id"], e["fields"]["size"]) for e in events] == [(w["id"], w["size"]) for w in want]
+    parent = [e["pid"] for e in events if e["fields"]["id"] < 1000]
+    child = [e["pid"] for e in events if e["fields"]["id"] >= 1000]
+    (child_pid,) = set(child)
+    assert set(parent) == {svc.pid} and child_pid not in (svc.pid, *inside)  # (host pids, not the namespace's)
+
+
+@pytest.mark.parametrize("where", ["container", "host"])
+def test_debug_files_in_the_container_then_on_the_host(live_tracefs, service_binary, tmp_path, where):
+    """A stripped service: its debug file by build-id in the container's /usr/lib/debug (a tmpfs there,
+    which the host does not see), or else in the host's."""
+    stripped, debug = tmp_path / "svc", tmp_path / "svc.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(service_binary), str(debug)], check=True)
+    subprocess.run(["objcopy", "--strip-debug", str(service_binary), str(stripped)], check=True)
+    build_id = ElfFile(stripped).build_id
+    assert build_id and not ElfFile(stripped).has_dwarf
+    by_id = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    setup = TMPFS_SETUP
+    host_copy = Path(by_id)
+    if where == "container":
+        setup += f" && mount -t tmpfs probectl-test /usr/lib/debug && mkdir -p {Path(by_id).parent} && cp {debug} {by_id}"
+    else:
+        assert not host_copy.exists()
+        host_copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(debug, host_copy)
+    try:
+        with contained(stripped, setup=setup) as svc:
+            assert where == "host" or not host_copy.exists()
+            variables = probectl("vars", "--target-ns", str(svc.pid), "-x", INNER, "handle", "--json").stdout
+            svc.run()
+    finally:
+        if where == "host":
+            host_copy.unlink()
+    (place,) = json.loads(variables)["places"]
+    assert [(v["type"], v["name"]) for v in place["variables"]] == [("struct request*", "r")]
+
+
+def test_a_library_name_is_the_library_the_process_maps(live_tracefs, service_binary):
+    with contained(service_binary) as svc:
+        maps = Path(f"/proc/{svc.pid}/maps").read_text()
+        libc = next(line.split()[-1] for line in maps.splitlines() if re.search(r"/libc[.-]\S*so", line))
+        line = probectl("add", "-D", "--target-ns", str(svc.pid), "-x", "libc", "malloc").stdout
+        svc.run()
+    assert line.split()[1].rsplit(":", 1)[0] == f"/proc/{svc.pid}/root{libc}"
+
+
+def test_bad_processes_and_paths(live_tracefs, service_binary):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    err = fails("add", "--target-ns", str(dead.pid), "-x", INNER, f"{G}:h=handle")
+    assert f"there is no process {dead.pid}" in err and "Hint:" in err
+    err = fails("add", "-x", f"/proc/{dead.pid}/root{INNER}", f"{G}:h=handle")
+    assert f"there is no process {dead.pid}" in err
+    with contained(service_binary) as svc:
+        err = fails("add", "--target-ns", str(svc.pid), "-x", "/srv/app/nothing", f"{G}:h=handle")
+        assert "/srv/app/nothing (in process" in err and "no such file" in err
+        err = fails("funcs", "--target-ns", str(svc.pid), "-x", "no-such-lib-xyz")
+        assert f"cannot find a program or library called 'no-such-lib-xyz' in process {svc.pid}" in err
+        err = fails("add", "--target-ns", str(svc.pid), f"{G}:h=handle")
+        assert "--target-ns" in err and "-x" in err
+        fails("add", "--target-ns", str(svc.pid), "-k", "/nonexistent", f"{G}:h=handle", status=2)
+        svc.run()
+    assert not [line for line in (TRACEFS / "uprobe_events").read_text().splitlines() if f"{G}/" in line]
+
+
+# ---- recording helpers ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def recording(path: Path, *args: str) -> Iterator[subprocess.Popen]:
+    """``probectl record ARGS -o PATH`` running while the block runs (armed before it), then ended by SIGINT."""
+    rec = subprocess.Popen([sys.executable, "-m", "probectl", "record", *args, "-o", str(path)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_armed(rec)
+        yield rec
+        rec.send_signal(signal.SIGINT)
+        _out, err = rec.communicate(timeout=30)
+        assert rec.returncode == 0, err
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+
+
+def wait_armed(rec: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Until the recording's instance has tracing on (its events are enabled before that)."""
+    inst = TRACEFS / "instances" / f"probectl-{rec.pid}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert rec.poll() is None, rec.communicate()
+        with contextlib.suppress(OSError):
+            if (inst / "tracing_on").read_text().strip() == "1" and any(
+                    (inst / "events" / G).glob("*/enable")) and all(
+                    f.read_text().strip() == "1" for f in (inst / "events" / G).glob("*/enable")):
+                return
+        time.sleep(0.02)
+    raise AssertionError("the recording did not start")
+
+
+def script_json(path: Path, *args: str) -> list[dict]:
+    return [json.loads(line) for line in probectl("script", "-i", str(path), "--format", "json", *args)
+            .stdout.splitlines()]
