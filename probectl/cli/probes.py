@@ -11,7 +11,7 @@ import click
 
 from ..errors import ProbectlError, ProbePointNotFound, ProbeSyntaxError, TracefsError, did_you_mean
 from ..events import definition_bytes
-from ..target import Target, find_binary, find_target
+from ..target import Target, find_binary, find_target, shared_file_note
 from ..termtext import printable
 from ..tracefs import Tracefs
 from . import cli, exec_option, notice, path_value_callback, target_ns_option, target_value_callback
@@ -90,6 +90,9 @@ def add(probedefs, added, exec_, target_ns, vmlinux, module, force, dry_run, def
         notice(f"probectl: {note}")
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
+    shared = shared_file_note(target)
+    if shared is not None and not definition:
+        notice(f"probectl: {shared}")
 
     if definition:
         # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed. As ls

@@ -13,7 +13,7 @@ from typing import Optional
 from ..dataclass import dataclass
 from ..errors import TargetError
 from .binary import find_binary, process_objects, uprobe_group_name
-from .process import ProcessView, root_of
+from .process import ProcessView, filesystem_type, root_of
 
 # (.kernel is imported by the kprobe targets that use it: -x BINARY does not.)
 
@@ -71,3 +71,15 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
         return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)))
     found, _tried = find_running_vmlinux()
     return Target(kind="kprobe", path=found)
+
+
+def shared_file_note(target: Target) -> Optional[str]:
+    """What to tell the user when the probed file is on an overlay filesystem (a container's image):
+    the kernel attaches a uprobe to the file under the overlay, so a probe on a file of an image's
+    lower layer fires in every container that runs it, and misses a container whose copy was changed
+    (copied up: another file). None for any other file."""
+    if not target.is_uprobe or target.path is None or filesystem_type(target.path) != "overlay":
+        return None
+    return (f"{target.path} is on an overlay filesystem: the kernel puts the probe on the file under it, so "
+            "a probe on a file of an image's lower layer fires in every container that runs that layer's file "
+            "(and not in one whose copy was changed); record with -p PID or --cgroup to keep to one container")

@@ -163,3 +163,31 @@ def resolve_in_root(root: Path, inner: str, name: str) -> str:
             done = []
         parts = [p for p in target.split("/") if p] + parts
     return "/" + "/".join(done)
+
+
+def filesystem_type(path: Path) -> Optional[str]:
+    """The type of the filesystem ``path`` is on (``overlay``, ``ext4``...), from the mount table of the
+    namespace it is in (a path under ``/proc/PID/root``: the process's); None when it cannot be read."""
+    found = split_proc_root(str(path))
+    table = PROC / str(found[0]) / "mountinfo" if found is not None else PROC / "self" / "mountinfo"
+    inner = found[1] if found is not None else str(path)
+    try:
+        lines = table.read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return None
+    best: tuple[int, Optional[str]] = (-1, None)
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = _unescape(parts[4])
+        if inner == point or inner.startswith(point.rstrip("/") + "/"):
+            if len(point) >= best[0]:  # (a later mount on the same point hides the earlier)
+                best = (len(point), rest.split()[0])
+    return best[1]
+
+
+def _unescape(text: str) -> str:
+    """A mountinfo field: the kernel writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)

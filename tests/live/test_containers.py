@@ -52,6 +52,7 @@ class Service:
 def contained(binary: Path, *args: str, setup: str = TMPFS_SETUP) -> Iterator[Service]:
     require_tool("unshare", "util-linux")
     script = setup.format(binary=binary) + f" && exec {INNER} --wait " + " ".join(args)
+    # (setup: what makes INNER; the tmpfs one copies ``binary`` there)
     proc = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c",
                              script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -188,6 +189,49 @@ def test_debug_files_in_the_container_then_on_the_host(live_tracefs, service_bin
             host_copy.unlink()
     (place,) = json.loads(variables)["places"]
     assert [(v["type"], v["name"]) for v in place["variables"]] == [("struct request*", "r")]
+
+
+@pytest.fixture
+def image(service_binary, tmp_path) -> Path:
+    """An "image": a lower directory with the service at app/svc, for overlay mounts of containers."""
+    lower = tmp_path / "image"
+    (lower / "app").mkdir(parents=True)
+    shutil.copy(service_binary, lower / "app" / "svc")
+    return lower
+
+
+def overlay_setup(image: Path, name: str) -> str:
+    """Mount the container ``name``'s overlay of ``image`` on /srv (its own upper and work directories)."""
+    upper, work = image.parent / name / "upper", image.parent / name / "work"
+    upper.mkdir(parents=True)
+    work.mkdir()
+    return f"mount -t overlay probectl-test -o lowerdir={image},upperdir={upper},workdir={work} /srv"
+
+
+def test_a_probe_on_an_image_file_fires_in_every_container_that_runs_it(clean_group, image, tmp_path):
+    """Two containers over one image (two overlay mounts of one lower directory): the kernel puts the
+    probe on the lower file, so it fires in both; add says so, and -p keeps to one."""
+    everyone, one = tmp_path / "all.dat", tmp_path / "one.dat"
+    with contained(image, setup=overlay_setup(image, "a")) as a, contained(image, setup=overlay_setup(image, "b")) as b:
+        added = probectl("add", "--target-ns", str(a.pid), "-x", INNER, f"{G}:handle=handle r->id r->size")
+        with recording(everyone, "-e", f"{G}:handle", "-a"):
+            with recording(one, "-e", f"{G}:handle", "-p", str(a.pid)):
+                out_a, out_b = a.run(), b.run()
+    assert "is on an overlay filesystem" in added.stderr and "-p PID" in added.stderr
+    want_a, want_b = expected(out_a), expected(out_b)
+    assert len(want_a) == len(want_b) == 3
+    both = script_json(everyone)
+    assert sorted((e["pid"], e["fields"]["id"]) for e in both) == \
+        sorted([(a.pid, w["id"]) for w in want_a] + [(b.pid, w["id"]) for w in want_b])
+    assert [(e["pid"], e["fields"]["id"], e["fields"]["size"]) for e in script_json(one)] == \
+        [(a.pid, w["id"], w["size"]) for w in want_a]
+
+
+def test_a_file_on_no_overlay_gets_no_note(clean_group, service_binary):
+    with contained(service_binary) as svc:
+        added = probectl("add", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:handle=handle")
+        svc.run()
+    assert "overlay" not in added.stderr
 
 
 def test_a_library_name_is_the_library_the_process_maps(live_tracefs, service_binary):
