@@ -18,11 +18,12 @@
 
 #define CM_RAW		1U	// the samples of this perf event carry the event's record
 #define CM_ENTRY	2U	// ... and the user SP and the word there (an entry uprobe)
+#define CM_BARE		4U	// a raw event's record alone, without a callchain record (--cgroup without -g)
 
 struct cm_event_map {
 	uint64_t perf_id;		// the perf event's id (PERF_EVENT_IOC_ID; SAMPLE_IDENTIFIER)
 	uint16_t event;			// the ftrace event id it samples
-	uint8_t flags;			// CM_RAW | CM_ENTRY
+	uint8_t flags;			// CM_RAW | CM_ENTRY | CM_BARE
 };
 
 struct cm_args {

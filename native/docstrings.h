@@ -33,7 +33,8 @@
 	"\n" \
 	"One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them\n" \
 	"(native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the\n" \
-	"event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:\n" \
+	"event's record, 2 an entry uprobe's stack word, 4 the record without a callchain record after it);\n" \
+	"``pids`` keep only their samples (sorted; None:\n" \
 	"all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of\n" \
 	"each exec the ring reported, and each executable mapping it reported: (pid, address, length, file\n" \
 	"offset, device major, minor, inode, prot, flags, path))."

@@ -273,7 +273,8 @@ def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, long_size
                      pids: Optional[Sequence[int]]) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[_Mmap]]:
     """One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them
     (native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the
-    event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:
+    event's record, 2 an entry uprobe's stack word, 4 the record without a callchain record after it);
+    ``pids`` keep only their samples (sorted; None:
     all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of
     each exec the ring reported, and each executable mapping it reported: (pid, address, length, file
     offset, device major, minor, inode, prot, flags, path))."""

@@ -117,6 +117,11 @@ def _count(n: int, noun: str) -> str:
               help="Every process (the default without a command or -p).")
 @click.option("-C", "--cpu", "cpus", metavar="CPUS", help="Only these CPUs: 0-3,6.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads and children too).")
+@click.option("--cgroup", "cgroup_path", metavar="PATH",
+              help="Only the processes of this cgroup (a container's), those that enter it later too: its "
+                   "directory, or its name as /proc/PID/cgroup shows it.")
+@click.option("--cgroup-of", "cgroup_pid", type=click.IntRange(min=1), metavar="PID",
+              help="Only the processes of the cgroup process PID is in (as --cgroup).")
 @click.option("-g", "--call-graph", "stacks", is_flag=True, help="Kernel and user stack with each event.")
 @click.option("-o", "--output", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               callback=path_value_callback,
@@ -129,23 +134,28 @@ def _count(n: int, noun: str) -> str:
               help="trace.dat version to write.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, duration, buffer_kb, file_version,
-           command):
+def record(ctx, events, filters, system_wide, cpus, pids, cgroup_path, cgroup_pid, stacks, output, duration, buffer_kb,
+           file_version, command):
     """Record events to a trace.dat file (trace-cmd's format) until Ctrl-C, --duration or the end
     of COMMAND:
 
         probectl record -e 'probe_libc:malloc' --filter 'size > 4k' -g -- make
     """
     from ..record import Recording, RecordOptions, instance_cpus, parse_cpus
+    from ..record.cgroups import scope_cgroup
 
     requests = event_requests(ctx.meta.get("probectl.order", []), events, filters)
     if not requests:
         raise click.UsageError("no event to record: name one with -e GROUP:EVENT")
+    if pids and (cgroup_path is not None or cgroup_pid is not None):
+        raise click.UsageError("-p and --cgroup both say whose events to record: give one")
+    cgroup = scope_cgroup(cgroup_path, cgroup_pid)
     tfs = _open_tracefs()
     ncpus = instance_cpus(tfs.root)
     opts = RecordOptions(events=requests, output=Path(output),
                          cpus=parse_cpus(cpus, ncpus) if cpus else None, pids=_pids(pids),
-                         command=list(command), system_wide=system_wide, stacks=stacks, duration=duration,
+                         command=list(command), system_wide=system_wide, stacks=stacks, cgroup=cgroup,
+                         duration=duration,
                          buffer_kb=buffer_kb, version=int(file_version))
     live = sys.stderr.isatty()
 

@@ -49,6 +49,7 @@ from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmd
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
 from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
+from .cgroups import cgroup_events, cgroup_pids
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .jitmaps import jit_maps_option
@@ -109,6 +110,7 @@ class RecordOptions:
     command: Sequence[str] = ()  # -- COMMAND: run it, record while it runs
     system_wide: bool = False  # -a with a command: every process, not only the command's
     stacks: bool = False  # -g
+    cgroup: Optional[Path] = None  # --cgroup: only the tasks of this cgroup (its directory), from perf: .cgroups
     duration: Optional[float] = None
     buffer_kb: Optional[int] = None  # per CPU
     version: int = 7
@@ -146,7 +148,9 @@ class Recording:
 
     def run(self) -> RecordResult:
         opts = self.options
-        run = self.traced = TracedRun(self.tfs, RunScope(opts.command, opts.pids, opts.system_wide, opts.duration),
+        # (a cgroup's scope is perf's: the instance, which records nothing then, is not scoped to pids)
+        run = self.traced = TracedRun(self.tfs, RunScope(opts.command, opts.pids,
+                                                         opts.system_wide or opts.cgroup is not None, opts.duration),
                                       notice=self.notice)
         run.remove_stale()
         selected = expand_event_requests(self.tfs, opts.events)
@@ -164,7 +168,8 @@ class Recording:
         try:
             part = RecorderPart(self, selected, tmp)
             stopped_by = run.trace([part], buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
-                                   user_stacks=False, trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
+                                   user_stacks=False,
+                                   trace_clock=PERF_TRACE_CLOCK if opts.stacks or opts.cgroup else None)
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
@@ -206,8 +211,11 @@ class Recording:
                 watch.maps[tgid] += "\n" + text
             elif len(watch.maps) < MAX_MAPS_PIDS:
                 watch.maps[tgid] = text
+        # (scoped to a cgroup, every event came from perf: the kernel's saved_cmdlines may hold the name of
+        # an earlier task of the pid, one ftrace wrote events of; the name read while it ran is the one)
+        from_perf = self.options.cgroup is not None
         for pid in seen:
-            if pid in watch.comms and pid not in cmdlines:
+            if pid in watch.comms and (pid not in cmdlines or from_perf):
                 cmdlines[pid] = watch.comms[pid]
             if pid in watch.tgids:
                 tgids[pid] = watch.tgids[pid]
@@ -277,7 +285,10 @@ class RecorderPart(RunPart):
         self.recorder = Recorder(inst.path, run.cpus, self.tmp, self.layout.page_size)
         self.watch.look(list(opts.pids) + ([run.workload.pid] if run.workload else []), maps=False)
         uprobes: list[int] = []
-        if opts.stacks:
+        if opts.cgroup is not None:  # every event from perf, in the cgroup alone: none enabled in the instance
+            self.callchains = cgroup_events(run, self.selected, self.tmp, opts.cgroup, opts.stacks, opts.buffer_kb)
+            uprobes = [e.format.id for e in self.selected]
+        elif opts.stacks:
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
@@ -335,6 +346,8 @@ class RecorderPart(RunPart):
         pids += list(self.recording.options.pids)
         if run.workload is not None:
             pids.append(run.workload.pid)
+        if self.recording.options.cgroup is not None:
+            pids += cgroup_pids(self.recording.options.cgroup)
         return sorted(set(pids))
 
 

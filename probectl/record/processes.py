@@ -40,14 +40,37 @@ def proc_tgid(pid: int) -> Optional[int]:
 
 
 def read_maps(pid: int) -> Optional[str]:
-    """The file-backed lines of /proc/PID/maps (what user-space symbols need), or None."""
+    """The file-backed lines of /proc/PID/maps (what user-space symbols need), or None. The files of a
+    process of another mount namespace (a container's) are named through ``/proc/PID/root``: the same
+    path on the host may be another file (another libc), or none."""
     try:
         text = Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return None
     lines = [l for l in text.splitlines() if len(l.split(None, 5)) == 6 and
              (l.split(None, 5)[5].startswith("/") or l.split(None, 5)[5] in ("[vdso]", "[uprobes]"))]
+    root = _other_root(pid)
+    if root is not None:
+        lines = [_rooted(l, root) for l in lines]
     return "\n".join(lines) if lines else None
+
+
+def _other_root(pid: int) -> Optional[str]:
+    """``/proc/PID/root`` when process ``pid`` sees other files than probectl (None: the same, or gone)."""
+    from ..target.process import ProcessView  # (the maps of a traced process only)
+
+    try:
+        view = ProcessView.of(pid)
+    except ProbectlError:
+        return None
+    return None if view.is_own else str(view.root)
+
+
+def _rooted(line: str, root: str) -> str:
+    parts = line.split(None, 5)
+    if not parts[5].startswith("/"):
+        return line
+    return line[:line.rindex(parts[5])] + root + parts[5]
 
 
 def synthesize_maps(path: str, file_offset: int, address: int) -> Optional[str]:

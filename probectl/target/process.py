@@ -165,26 +165,43 @@ def resolve_in_root(root: Path, inner: str, name: str) -> str:
     return "/" + "/".join(done)
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A line of a mount table (``/proc/PID/mountinfo``)."""
+
+    root: str  # the mounted directory inside its filesystem ("/": all of it)
+    point: str  # where it is mounted, as the namespace's processes name it
+    fstype: str
+    options: tuple[str, ...]  # the filesystem's own ("super") options
+
+
+def mount_table(table: Path = PROC / "self" / "mountinfo") -> list[Mount]:
+    """The mounts of a namespace, in the kernel's order (a later mount on a point hides an earlier);
+    none when the table cannot be read."""
+    try:
+        lines = table.read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts, tail = fields.split(), rest.split()
+        if len(parts) >= 5 and len(tail) >= 3:
+            out.append(Mount(_unescape(parts[3]), _unescape(parts[4]), tail[0], tuple(tail[2].split(","))))
+    return out
+
+
 def filesystem_type(path: Path) -> Optional[str]:
     """The type of the filesystem ``path`` is on (``overlay``, ``ext4``...), from the mount table of the
     namespace it is in (a path under ``/proc/PID/root``: the process's); None when it cannot be read."""
     found = split_proc_root(str(path))
     table = PROC / str(found[0]) / "mountinfo" if found is not None else PROC / "self" / "mountinfo"
     inner = found[1] if found is not None else str(path)
-    try:
-        lines = table.read_text(errors="surrogateescape").splitlines()
-    except OSError:
-        return None
     best: tuple[int, Optional[str]] = (-1, None)
-    for line in lines:
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split()
-        if len(parts) < 5 or not rest:
-            continue
-        point = _unescape(parts[4])
-        if inner == point or inner.startswith(point.rstrip("/") + "/"):
-            if len(point) >= best[0]:  # (a later mount on the same point hides the earlier)
-                best = (len(point), rest.split()[0])
+    for mount in mount_table(table):
+        if inner == mount.point or inner.startswith(mount.point.rstrip("/") + "/"):
+            if len(mount.point) >= best[0]:  # (a later mount on the same point hides the earlier)
+                best = (len(mount.point), mount.fstype)
     return best[1]
 
 

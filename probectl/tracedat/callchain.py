@@ -52,7 +52,9 @@ def free_event_id(used: Iterable[int]) -> int:
     return next(i for i in range(0xFFFF, 0, -1) if i not in taken)
 
 
-RAW, ENTRY = 1, 2  # how a perf event's samples are (native/chainmerge.h: CM_RAW, CM_ENTRY)
+# how a perf event's samples are (native/chainmerge.h: CM_RAW, CM_ENTRY, CM_BARE): BARE, a RAW event's
+# record written alone, without a callchain record (a recording scoped to a cgroup without -g)
+RAW, ENTRY, BARE = 1, 2, 4
 
 
 def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: PageLayout, event_id: int,

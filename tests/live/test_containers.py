@@ -38,6 +38,18 @@ class Service:
     def __init__(self, proc: subprocess.Popen, pid: int):
         self.proc, self.pid = proc, pid
 
+    def serve(self, timeout: float = 20) -> str:
+        """Let a ``--linger`` service handle its requests; what it printed (it runs on until :meth:`run`)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        text = ""
+        while "DONE" not in text:  # (read from the descriptor: a buffered reader would hide what select sees)
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+            assert ready, text
+            text += os.read(self.proc.stdout.fileno(), 65536).decode()
+        return text
+
     def run(self, timeout: float = 20) -> str:
         """Let it handle its requests; what it printed."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -49,12 +61,15 @@ class Service:
 
 
 @contextlib.contextmanager
-def contained(binary: Path, *args: str, setup: str = TMPFS_SETUP) -> Iterator[Service]:
+def contained(binary: Path, *args: str, setup: str = TMPFS_SETUP, cgroup: Path | None = None) -> Iterator[Service]:
+    """The service run as ``INNER --wait ARGS`` in new mount and PID namespaces (``setup``: what makes
+    INNER; the tmpfs one copies ``binary`` there), in ``cgroup`` from its start when one is given."""
     require_tool("unshare", "util-linux")
     script = setup.format(binary=binary) + f" && exec {INNER} --wait " + " ".join(args)
-    # (setup: what makes INNER; the tmpfs one copies ``binary`` there)
-    proc = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c",
-                             script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    command = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", script]
+    if cgroup is not None:  # (the shell enters the cgroup, then becomes the unshare: all it starts is in it)
+        command = ["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh", *command]
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
         assert proc.stdout is not None
@@ -78,6 +93,23 @@ def expected(stdout: str) -> list[dict[str, int]]:
 @pytest.fixture(scope="module")
 def service_binary() -> Path:
     return build_fixture("container_service")
+
+
+@pytest.fixture
+def image(service_binary, tmp_path) -> Path:
+    """An "image": a lower directory with the service at app/svc, for overlay mounts of containers."""
+    lower = tmp_path / "image"
+    (lower / "app").mkdir(parents=True)
+    shutil.copy(service_binary, lower / "app" / "svc")
+    return lower
+
+
+def overlay_setup(image: Path, name: str) -> str:
+    """Mount the container ``name``'s overlay of ``image`` on /srv (its own upper and work directories)."""
+    upper, work = image.parent / name / "upper", image.parent / name / "work"
+    upper.mkdir(parents=True)
+    work.mkdir()
+    return f"mount -t overlay probectl-test -o lowerdir={image},upperdir={upper},workdir={work} /srv"
 
 
 @pytest.fixture
@@ -141,11 +173,12 @@ def test_recorded_values_are_the_services_with_the_host_pid(clean_group, service
     assert {e["pid"] for e in events} == {svc.pid}
 
 
-def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, service_binary, tmp_path):
+def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, image, tmp_path):
     """-p with the host pid: the service and the child it forks (another pid inside) are recorded, and a
-    second service running the same file in another namespace is not."""
+    second service running the same file (an overlay of one image) in another namespace is not."""
     path = tmp_path / "scoped.dat"
-    with contained(service_binary, "--fork", "2") as svc, contained(service_binary, "--fork", "2") as other:
+    with contained(image, "--fork", "2", setup=overlay_setup(image, "a")) as svc, \
+            contained(image, "--fork", "2", setup=overlay_setup(image, "b")) as other:
         probectl("add", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:handle=handle r->id r->size")
         with recording(path, "-e", f"{G}:handle", "-p", str(svc.pid)):
             out = svc.run()
@@ -189,23 +222,6 @@ def test_debug_files_in_the_container_then_on_the_host(live_tracefs, service_bin
             host_copy.unlink()
     (place,) = json.loads(variables)["places"]
     assert [(v["type"], v["name"]) for v in place["variables"]] == [("struct request*", "r")]
-
-
-@pytest.fixture
-def image(service_binary, tmp_path) -> Path:
-    """An "image": a lower directory with the service at app/svc, for overlay mounts of containers."""
-    lower = tmp_path / "image"
-    (lower / "app").mkdir(parents=True)
-    shutil.copy(service_binary, lower / "app" / "svc")
-    return lower
-
-
-def overlay_setup(image: Path, name: str) -> str:
-    """Mount the container ``name``'s overlay of ``image`` on /srv (its own upper and work directories)."""
-    upper, work = image.parent / name / "upper", image.parent / name / "work"
-    upper.mkdir(parents=True)
-    work.mkdir()
-    return f"mount -t overlay probectl-test -o lowerdir={image},upperdir={upper},workdir={work} /srv"
 
 
 def test_a_probe_on_an_image_file_fires_in_every_container_that_runs_it(clean_group, image, tmp_path):
@@ -262,6 +278,95 @@ def test_bad_processes_and_paths(live_tracefs, service_binary):
     assert not [line for line in (TRACEFS / "uprobe_events").read_text().splitlines() if f"{G}/" in line]
 
 
+# ---- scoped to a cgroup -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cgroup() -> Iterator[Path]:
+    """A new cgroup of the perf_event hierarchy, removed at the end (its processes are gone by then)."""
+    from probectl.record.cgroups import perf_event_hierarchy
+
+    mount, _root, _v1 = perf_event_hierarchy()
+    path = mount / f"probectl-test-{os.getpid()}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                path.rmdir()
+                break
+            except OSError:  # (busy until its last process is reaped)
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+
+def test_a_cgroup_records_its_processes_also_those_that_enter_it_later(clean_group, image, tmp_path, cgroup):
+    """--cgroup: a service started in the cgroup after the recording began, and the child it forks, are
+    recorded from their first event; one moved into the cgroup once the recording runs (as a runtime's
+    exec is) too; a service outside it, running the same file (overlays of one image), is not."""
+    path = tmp_path / "cg.dat"
+    with contained(image, "1", setup=overlay_setup(image, "late")) as late, \
+            contained(image, "--fork", "2", setup=overlay_setup(image, "outside")) as outside:
+        probectl("add", "--target-ns", str(late.pid), "-x", INNER, f"{G}:handle=handle r->id r->size")
+        with recording(path, "-e", f"{G}:handle", "-e", "sched:sched_process_fork", "--cgroup", str(cgroup)):
+            with contained(image, "--fork", "2", setup=overlay_setup(image, "inside"), cgroup=cgroup) as inside:
+                (cgroup / "cgroup.procs").write_text(str(late.pid))
+                out_inside, out_late, _ = inside.run(), late.run(), outside.run()
+    events = script_json(path)
+    got = [(e["pid"], e["fields"]["id"], e["fields"]["size"]) for e in events if e["event"].endswith(":handle")]
+    want_inside, want_late = expected(out_inside), expected(out_late)
+    assert len(want_inside) == 4 and len(want_late) == 1
+    children = {pid for pid, ident, _ in got if ident >= 1000}
+    assert len(children) == 1 and not children & {inside.pid, late.pid, outside.pid}
+    (child,) = children
+    assert sorted(got) == sorted([(inside.pid if w["id"] < 1000 else child, w["id"], w["size"]) for w in want_inside]
+                                 + [(late.pid, w["id"], w["size"]) for w in want_late])
+    # A tracepoint is scoped the same way: the service's fork of its child is there, the other's not.
+    forks = [(e["fields"]["parent_pid"], e["fields"]["child_pid"]) for e in events if e["event"].endswith("_fork")]
+    assert (inside.pid, child) in forks and not [f for f in forks if outside.pid in f]
+
+
+@pytest.mark.parametrize("stacks", [False, True])
+def test_the_cgroup_of_a_process(clean_group, image, tmp_path, cgroup, stacks):
+    """--cgroup-of PID: the cgroup the process is in; the same cgroup by its name in the hierarchy. With
+    -g the events have their user stacks; without, none."""
+    from probectl.record.cgroups import cgroup_of, find_cgroup, perf_event_hierarchy
+
+    mount, _root, _v1 = perf_event_hierarchy()
+    path = tmp_path / "of.dat"
+    with contained(image, "--linger", "2", setup=overlay_setup(image, "in"), cgroup=cgroup) as inside, \
+            contained(image, "1", setup=overlay_setup(image, "out")) as outside:
+        assert cgroup_of(inside.pid) == cgroup == find_cgroup("/" + str(cgroup.relative_to(mount)))
+        probectl("add", "--target-ns", str(inside.pid), "-x", INNER, f"{G}:handle=handle r->id r->size")
+        with recording(path, "-e", f"{G}:handle", "--cgroup-of", str(inside.pid), *(["-g"] if stacks else [])):
+            want = expected(inside.serve())
+            outside.run()
+        assert [(e["pid"], e["comm"], e["fields"]["id"]) for e in script_json(path)] == \
+            [(inside.pid, "svc", w["id"]) for w in want]
+        if stacks:  # (named from the service's own file, through its root, while it runs)
+            folded = probectl("script", "-i", str(path), "--format", "folded").stdout.splitlines()
+            assert len(folded) == 1 and re.fullmatch(rf"svc;(\S+;)?main;serve;handle {len(want)}", folded[0]), folded
+        else:  # (no probectl:user_callchain record: the samples carried no stack)
+            assert "has no stacks to fold" in fails("script", "-i", str(path), "--format", "folded")
+        inside.run()
+
+
+def test_bad_cgroups(live_tracefs, tmp_path):
+    err = fails("record", "-e", "sched:sched_switch", "--cgroup", str(tmp_path), "-o", str(tmp_path / "x.dat"))
+    assert f"{tmp_path} is not a cgroup of the perf_event hierarchy" in err and "Hint:" in err
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    err = fails("record", "-e", "sched:sched_switch", "--cgroup-of", str(dead.pid), "-o", str(tmp_path / "x.dat"))
+    assert f"there is no process {dead.pid}" in err
+    err = fails("record", "-e", "sched:sched_switch", "--cgroup", "/", "-p", "1", "-o", str(tmp_path / "x.dat"),
+                status=2)
+    assert "-p and --cgroup" in err
+    assert not (tmp_path / "x.dat").exists()
+
+
 # ---- recording helpers ----------------------------------------------------------------------------
 
 
@@ -271,7 +376,7 @@ def recording(path: Path, *args: str) -> Iterator[subprocess.Popen]:
     rec = subprocess.Popen([sys.executable, "-m", "probectl", "record", *args, "-o", str(path)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_armed(rec)
+        wait_armed(rec, from_perf=any(a.startswith("--cgroup") for a in args))
         yield rec
         rec.send_signal(signal.SIGINT)
         _out, err = rec.communicate(timeout=30)
@@ -282,14 +387,19 @@ def recording(path: Path, *args: str) -> Iterator[subprocess.Popen]:
             rec.wait()
 
 
-def wait_armed(rec: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Until the recording's instance has tracing on (its events are enabled before that)."""
+def wait_armed(rec: subprocess.Popen, from_perf: bool = False, timeout: float = 20.0) -> None:
+    """Until the recording's instance has tracing on (its events are enabled before that). ``from_perf``:
+    the events are perf's (--cgroup), enabled before tracing is turned on in the instance, whose clock
+    is set to perf's (after tracing was turned off in the new instance) first."""
     inst = TRACEFS / "instances" / f"probectl-{rec.pid}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert rec.poll() is None, rec.communicate()
         with contextlib.suppress(OSError):
-            if (inst / "tracing_on").read_text().strip() == "1" and any(
+            if from_perf:
+                if "[perf]" in (inst / "trace_clock").read_text() and (inst / "tracing_on").read_text().strip() == "1":
+                    return
+            elif (inst / "tracing_on").read_text().strip() == "1" and any(
                     (inst / "events" / G).glob("*/enable")) and all(
                     f.read_text().strip() == "1" for f in (inst / "events" / G).glob("*/enable")):
                 return
