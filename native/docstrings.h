@@ -184,7 +184,8 @@
 	"--\n" \
 	"\n" \
 	"Plans and name tables for :meth:`Reader.format_text`; the callables fill them when an event\n" \
-	"needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid),\n" \
+	"needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid,\n" \
+	"the thread's pid in its PID namespace),\n" \
 	"``symbol(tgid, addr)`` a name as UTF-8 bytes, ``line(row)`` the text of one event (str or bytes)\n" \
 	"from its :meth:`Reader.read_rows` tuple."
 

@@ -49,6 +49,7 @@ TF_SRC_CELL_BEGIN: int
 TF_SRC_CELL_END: int
 TF_SRC_EMPTY_QUOTE: int
 TF_SRC_ELEM: int
+TF_SRC_NSPID: int
 TF_CONV_INT: int
 TF_CONV_CHAR: int
 TF_CONV_STR: int
@@ -290,11 +291,12 @@ _Plan = Union[None, Literal[True], Sequence[_Op]]
 @final
 class TextFormatter:
     """Plans and name tables for :meth:`Reader.format_text`; the callables fill them when an event
-    needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid),
+    needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid,
+    the thread's pid in its PID namespace),
     ``symbol(tgid, addr)`` a name as UTF-8 bytes, ``line(row)`` the text of one event (str or bytes)
     from its :meth:`Reader.read_rows` tuple."""
 
-    def __init__(self, plan: Callable[[int], _Plan], thread: Callable[[int], tuple[bytes, int]],
+    def __init__(self, plan: Callable[[int], _Plan], thread: Callable[[int], tuple[bytes, int, int]],
                  symbol: Callable[[int, int], bytes], line: Callable[[_Row], Union[str, bytes]]) -> None: ...
 
     def set_plan(self, id: int, plan: _Plan, /) -> None:

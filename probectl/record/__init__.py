@@ -46,6 +46,7 @@ from ..outputfile import OutputFile
 from ..ringbuf import EventReader, PageLayout, PerfRingStats, Recorder
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                         write_tracedat)
+from ..tracedat.nspids import OPTION_NS_PIDS, encode_ns_pids
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
 from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
@@ -223,6 +224,9 @@ class Recording:
         meta.tgids = "".join(f"{p} {t}\n" for p, t in sorted(tgids.items()) if t)
         if watch.maps:
             meta.extra_options.append((OPTION_PROC_MAPS, encode_proc_maps(watch.maps)))
+        nspids = {pid: watch.nspids[pid] for pid in seen if pid in watch.nspids}
+        if nspids:
+            meta.extra_options.append((OPTION_NS_PIDS, encode_ns_pids(nspids)))
         jit = jit_maps_option({*watch.tgids.values(), *watch.maps, *(tgids.get(p, p) for p in seen if p)},
                               self.notice)
         if jit is not None:

@@ -30,13 +30,23 @@ def proc_comm(pid: int) -> Optional[str]:
 
 
 def proc_tgid(pid: int) -> Optional[int]:
+    return proc_ids(pid)[0]
+
+
+def proc_ids(pid: int) -> tuple[Optional[int], Optional[int]]:
+    """The thread group of thread ``pid``, and its pid in its own PID namespace when that is another
+    than the host's (a container's: the last ``NSpid:``), from /proc/PID/status; None where unknown."""
+    tgid = nspid = None
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("Tgid:"):
-                return int(line.split()[1])
+                tgid = int(line.split()[1])
+            elif line.startswith("NSpid:"):
+                ids = line.split()[1:]
+                nspid = int(ids[-1]) if len(ids) > 1 else None
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    return tgid, nspid
 
 
 def read_maps(pid: int) -> Optional[str]:
@@ -101,6 +111,7 @@ class ProcessWatch:
     def __init__(self) -> None:
         self.comms: dict[int, str] = {}
         self.tgids: dict[int, int] = {}
+        self.nspids: dict[int, int] = {}  # of the threads in another PID namespace: their pid there
         self.maps: dict[int, str] = {}
 
     def add_maps(self, maps: dict[int, list[str]], limit: int) -> None:
@@ -122,8 +133,11 @@ class ProcessWatch:
             if comm is None:
                 continue
             self.comms[pid] = comm
-            tgid = proc_tgid(pid) or pid
+            found, nspid = proc_ids(pid)
+            tgid = found or pid
             self.tgids[pid] = tgid
+            if nspid is not None:
+                self.nspids[pid] = nspid
             if maps and tgid not in done and (tgid in self.maps or len(self.maps) < MAX_MAPS_PIDS):
                 done.add(tgid)
                 text = read_maps(tgid)

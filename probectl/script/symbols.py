@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
 from ..tracedat.jitmaps import OPTION_JIT_MAPS, JitSymbols, decode_jit_maps
+from ..tracedat.nspids import OPTION_NS_PIDS, decode_ns_pids
 from ..tracedat.procmaps import OPTION_PROC_MAPS, Mapping, decode_proc_maps
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -23,6 +24,14 @@ class Source:
 
     def tgid(self, tid: int) -> int:
         return tid
+
+    def nspid(self, tid: int) -> int:
+        """The thread's pid in its own PID namespace (a container's; the host's pid elsewhere)."""
+        return tid
+
+    def has_nspids(self) -> bool:
+        """Whether some thread was recorded in another PID namespace (its pid there is known)."""
+        return False
 
     def kernel_symbols(self) -> "KernelSymbols":
         return KernelSymbols(b"")
@@ -44,6 +53,9 @@ class LiveSource(Source):
     def tgid(self, tid: int) -> int:
         return self.names.tgid(tid)
 
+    def nspid(self, tid: int) -> int:
+        return self.names.nspid(tid)
+
 
 class TraceSource(Source):
     """Names from a trace.dat file: saved cmdlines and tgids, kallsyms, probectl's process maps."""
@@ -54,12 +66,27 @@ class TraceSource(Source):
         self._usyms: Optional[UserSymbols] = None
         self._maps_option = [data for oid, data in trace.options if oid == OPTION_PROC_MAPS]
         self._jit_option = [data for oid, data in trace.options if oid == OPTION_JIT_MAPS]
+        self._nspids: Optional[dict[int, int]] = None
 
     def comm(self, tid: int) -> str:
         return self.trace.comm(tid)
 
     def tgid(self, tid: int) -> int:
         return self.trace.tgids.get(tid, tid)
+
+    def nspid(self, tid: int) -> int:
+        return self._ns_pids().get(tid, tid)
+
+    def has_nspids(self) -> bool:
+        return bool(self._ns_pids())
+
+    def _ns_pids(self) -> dict[int, int]:
+        if self._nspids is None:
+            self._nspids = {}
+            for oid, data in self.trace.options:
+                if oid == OPTION_NS_PIDS:
+                    self._nspids.update(decode_ns_pids(data))
+        return self._nspids
 
     def kernel_symbols(self) -> "KernelSymbols":
         if self._ksyms is None:

@@ -170,7 +170,14 @@ def test_recorded_values_are_the_services_with_the_host_pid(clean_group, service
     assert len(want) == 3 and {w["pid"] for w in want} == {1}, out
     events = script_json(path)
     assert [(e["fields"]["id"], e["fields"]["size"]) for e in events] == [(w["id"], w["size"]) for w in want]
-    assert {e["pid"] for e in events} == {svc.pid}
+    # the host's pid, and on request the service's own (read while it ran: 1, the namespace's first)
+    assert {(e["pid"], e["tid"], e["nspid"]) for e in events} == {(svc.pid, svc.pid, 1)}
+    lines = probectl("script", "-i", str(path), "-F", "comm,pid,tid,nspid,event").stdout.splitlines()
+    assert [line.split() for line in lines] == [["svc", f"{svc.pid}/{svc.pid}", "(1)", f"{G}:handle:"]] * 3
+    rows = probectl("script", "-i", str(path), "--format", "csv", "-F", "pid,nspid,trace").stdout.splitlines()
+    assert rows[0] == "pid,nspid,__probe_ip,id,size"
+    assert [row.split(",")[:2] + row.split(",")[3:] for row in rows[1:]] == \
+        [[str(svc.pid), "1", str(w["id"]), str(w["size"])] for w in want]
 
 
 def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, image, tmp_path):
