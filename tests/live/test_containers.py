@@ -180,6 +180,49 @@ def test_recorded_values_are_the_services_with_the_host_pid(clean_group, service
         [[str(svc.pid), "1", str(w["id"]), str(w["size"])] for w in want]
 
 
+class Run:
+    """A probectl command running in the background; ``out`` is its stdout once it has ended."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.out = proc, ""
+
+
+@contextlib.contextmanager
+def running(*args: str) -> Iterator[Run]:
+    """``probectl ARGS`` (trace, hist: probes of group G added for the run) running while the block
+    runs, armed before it, then ended by SIGINT."""
+    run = Run(subprocess.Popen([sys.executable, "-m", "probectl", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True))
+    try:
+        wait_armed(run.proc)
+        yield run
+        run.proc.send_signal(signal.SIGINT)
+        run.out, err = run.proc.communicate(timeout=30)
+        assert run.proc.returncode == 0, err
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
+
+
+def test_trace_and_hist_with_target_ns(live_tracefs, service_binary):
+    """trace and hist add their probes through --target-ns for the run: the service's values, streamed
+    and counted."""
+    with contained(service_binary, "3") as svc:
+        with running("trace", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:handle=handle r->id r->size",
+                     "-p", str(svc.pid), "--format", "json") as traced:
+            want = expected(svc.run())
+    events = [json.loads(line) for line in traced.out.splitlines() if line.startswith("{")]
+    assert [(e["pid"], e["fields"]["id"], e["fields"]["size"]) for e in events] == \
+        [(svc.pid, w["id"], w["size"]) for w in want]
+    with contained(service_binary, "4") as svc:
+        with running("hist", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:handle=handle id=r->id", "--key", "id",
+                     "-p", str(svc.pid), "--json") as counted:
+            want = expected(svc.run())
+    table = json.loads(counted.out)
+    assert sorted((row["key"]["id"], row["count"]) for row in table["rows"]) == sorted((w["id"], 1) for w in want)
+
+
 def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, image, tmp_path):
     """-p with the host pid: the service and the child it forks (another pid inside) are recorded, and a
     second service running the same file (an overlay of one image) in another namespace is not."""
