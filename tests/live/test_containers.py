@@ -328,6 +328,22 @@ def test_bad_processes_and_paths(live_tracefs, service_binary):
     assert not [line for line in (TRACEFS / "uprobe_events").read_text().splitlines() if f"{G}/" in line]
 
 
+def test_a_process_that_ends_before_the_probe_is_written(live_tracefs, service_binary):
+    """Resolved through a process's root, written once the process has ended (it exited during add):
+    the kernel finds no file; the error says why, and nothing is left."""
+    from probectl.errors import TracefsError
+    from probectl.events import EventDefinition
+    from probectl.tracefs import Tracefs
+
+    with contained(service_binary) as svc:
+        line = probectl("add", "-D", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:h=handle").stdout.strip()
+        svc.run()
+    with pytest.raises(TracefsError) as caught:
+        Tracefs.open().add([EventDefinition.parse(line, True)])
+    assert "Failed to find the given file" in caught.value.message
+    assert f"/proc/{svc.pid}/root{INNER} exists" in caught.value.hint and "must still run" in caught.value.hint
+
+
 # ---- scoped to a cgroup -----------------------------------------------------------------------------
 
 
