@@ -3,6 +3,7 @@ symbols for kernel addresses (kallsyms) and user addresses (process maps and the
 from __future__ import annotations
 
 import bisect
+from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
@@ -226,11 +227,13 @@ class UserSymbols:
 def debug_symbol_file(elf: Any) -> Any:
     """The separate debug file of ``elf`` with a ``.symtab``, opened: by build-id or
     ``.gnu_debuglink`` on this machine, else from the debuginfod servers of ``$DEBUGINFOD_URLS``
-    (as ``add`` finds DWARF); None when there is none."""
+    (as ``add`` finds DWARF; a container's file, named through ``/proc/PID/root``, in its tree first);
+    None when there is none."""
     from ..debuginfo.elf import ElfFile, find_debug_file
+    from ..target.process import root_of
 
     try:
-        path, _tried = find_debug_file(elf)
+        path, _tried = find_debug_file(elf, root=root_of(Path(elf.path)))
         if path is None:
             from ..target.debuginfod import fetch_for_binary
 

@@ -245,7 +245,7 @@ def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, 
 
 
 @pytest.mark.parametrize("where", ["container", "host"])
-def test_debug_files_in_the_container_then_on_the_host(live_tracefs, service_binary, tmp_path, where):
+def test_debug_files_in_the_container_then_on_the_host(clean_group, service_binary, tmp_path, where):
     """A stripped service: its debug file by build-id in the container's /usr/lib/debug (a tmpfs there,
     which the host does not see), or else in the host's."""
     stripped, debug = tmp_path / "svc", tmp_path / "svc.debug"
@@ -266,12 +266,16 @@ def test_debug_files_in_the_container_then_on_the_host(live_tracefs, service_bin
         with contained(stripped, setup=setup) as svc:
             assert where == "host" or not host_copy.exists()
             variables = probectl("vars", "--target-ns", str(svc.pid), "-x", INNER, "handle", "--json").stdout
+            probectl("add", "--target-ns", str(svc.pid), "-x", INNER, f"{G}:handle=handle r->id")
+            (listed,) = json.loads(probectl("list", "--json", f"{G}:*").stdout)
             svc.run()
     finally:
         if where == "host":
             host_copy.unlink()
     (place,) = json.loads(variables)["places"]
     assert [(v["type"], v["name"]) for v in place["variables"]] == [("struct request*", "r")]
+    # list names the place from the same debug file (perf -l's FUNC@SRC)
+    assert re.fullmatch(rf"handle(:\d+|\+\d+)?@\S*container_service\.c in /proc/{svc.pid}/root{INNER}", listed["on"]), listed
 
 
 def test_a_probe_on_an_image_file_fires_in_every_container_that_runs_it(clean_group, image, tmp_path):
