@@ -46,8 +46,9 @@ class Service:
         text = ""
         while "DONE" not in text:  # (read from the descriptor: a buffered reader would hide what select sees)
             ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-            assert ready, text
-            text += os.read(self.proc.stdout.fileno(), 65536).decode()
+            got = os.read(self.proc.stdout.fileno(), 65536).decode() if ready else ""
+            assert got, text  # (nothing in time, or the end: it failed)
+            text += got
         return text
 
     def run(self, timeout: float = 20) -> str:
@@ -58,6 +59,13 @@ class Service:
         out, _err = self.proc.communicate(timeout=timeout)
         assert self.proc.returncode == 0, out
         return out
+
+
+class Run:
+    """A probectl command running in the background; ``out`` and ``err`` are its output once it has ended."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.out, self.err = proc, "", ""
 
 
 @contextlib.contextmanager
@@ -178,13 +186,6 @@ def test_recorded_values_are_the_services_with_the_host_pid(clean_group, service
     assert rows[0] == "pid,nspid,__probe_ip,id,size"
     assert [row.split(",")[:2] + row.split(",")[3:] for row in rows[1:]] == \
         [[str(svc.pid), "1", str(w["id"]), str(w["size"])] for w in want]
-
-
-class Run:
-    """A probectl command running in the background; ``out`` is its stdout once it has ended."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc, self.out = proc, ""
 
 
 @contextlib.contextmanager
@@ -424,6 +425,44 @@ def test_the_cgroup_of_a_process(clean_group, image, tmp_path, cgroup, stacks):
         inside.run()
 
 
+def test_a_containers_jit_map_is_read_from_its_own_tmp(clean_group, tmp_path, cgroup):
+    """A JIT in a container writes /tmp/perf-<its pid>.map in its own /tmp (a tmpfs the host does not
+    see) under its pid there (1): the recording reads that map while the process runs, and names the
+    JIT frame from it."""
+    jit = build_fixture("jit_target")
+    assert not Path("/tmp/perf-1.map").exists(), "a host file of the container's name would hide the test"
+    probectl("add", "-x", str(jit), f"{G}:probed=probed")
+    path = tmp_path / "jit.dat"
+    # (the program bound where the container's /tmp does not hide it: the same file, which the probe is on)
+    script = f'echo $$ > {cgroup}/cgroup.procs && exec unshare --mount --pid --fork --mount-proc --kill-child ' \
+             f'sh -c "mount -t tmpfs probectl-test /srv && touch /srv/jit && mount --bind {jit} /srv/jit && ' \
+             f'mount -t tmpfs probectl-test /tmp && exec /srv/jit --linger 2"'
+    proc = None
+    try:
+        with recording(path, "-g", "-e", f"{G}:probed", "--cgroup", str(cgroup)) as rec:
+            proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert proc.stdout is not None
+            out = ""
+            while "DONE" not in out:
+                ready, _, _ = select.select([proc.stdout], [], [], 20)
+                got = os.read(proc.stdout.fileno(), 4096).decode() if ready else ""
+                assert got, out  # (nothing in 20 s, or the end: it failed)
+                out += got
+            assert "map=/tmp/perf-1.map" in out, out
+        # (the recording ended while the JIT runs on: its map was read from its /tmp)
+        proc.communicate(timeout=20)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not Path("/tmp/perf-1.map").exists()
+    assert re.search(r"/proc/\d+/root/tmp/perf-1\.map: 2 lines that are no 'START SIZE name' left out", rec.err), rec.err
+    events = script_json(path)
+    assert len(events) == 2
+    for ev in events:
+        assert ev["user_stack"][0] == "probed" and ev["user_stack"][2].startswith("jit_trampoline"), ev["user_stack"]
+
+
 def test_bad_cgroups(live_tracefs, tmp_path):
     err = fails("record", "-e", "sched:sched_switch", "--cgroup", str(tmp_path), "-o", str(tmp_path / "x.dat"))
     assert f"{tmp_path} is not a cgroup of the perf_event hierarchy" in err and "Hint:" in err
@@ -441,20 +480,21 @@ def test_bad_cgroups(live_tracefs, tmp_path):
 
 
 @contextlib.contextmanager
-def recording(path: Path, *args: str) -> Iterator[subprocess.Popen]:
-    """``probectl record ARGS -o PATH`` running while the block runs (armed before it), then ended by SIGINT."""
-    rec = subprocess.Popen([sys.executable, "-m", "probectl", "record", *args, "-o", str(path)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def recording(path: Path, *args: str) -> Iterator["Run"]:
+    """``probectl record ARGS -o PATH`` running while the block runs (armed before it), then ended by
+    SIGINT (what it said in ``.err``)."""
+    run = Run(subprocess.Popen([sys.executable, "-m", "probectl", "record", *args, "-o", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
-        wait_armed(rec, from_perf=any(a.startswith("--cgroup") for a in args))
-        yield rec
-        rec.send_signal(signal.SIGINT)
-        _out, err = rec.communicate(timeout=30)
-        assert rec.returncode == 0, err
+        wait_armed(run.proc, from_perf=any(a.startswith("--cgroup") for a in args))
+        yield run
+        run.proc.send_signal(signal.SIGINT)
+        run.out, run.err = run.proc.communicate(timeout=30)
+        assert run.proc.returncode == 0, run.err
     finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
 
 
 def wait_armed(rec: subprocess.Popen, from_perf: bool = False, timeout: float = 20.0) -> None:
