@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import ProbectlError
-from .callchains import Callchains, entry_uprobes, ring_pages
+from .callchains import Callchains, entry_uprobes
 from .selection import SelectedEvent
 
 if TYPE_CHECKING:
@@ -98,18 +98,19 @@ def scope_cgroup(path: Optional[str], pid: Optional[int]) -> Optional[Path]:
 
 
 def cgroup_events(run: "TracedRun", selected: Sequence[SelectedEvent], tmp: Path, cgroup: Path, stacks: bool,
-                  buffer_kb: Optional[int]) -> Callchains:
+                  data_pages: int, stack_events: Sequence[int] = (), stack_copy: int = 0) -> Callchains:
     """The perf events of a recording scoped to ``cgroup``: every selected event, on each CPU of the
     run, counting the cgroup's tasks only, its samples carrying the event's record (and with
-    ``stacks`` the user stack: uprobes at a function's entry also the word at the stack pointer)."""
+    ``stacks`` the user stack: uprobes at a function's entry also the word at the stack pointer, and
+    ``stack_events`` a copy of ``stack_copy`` bytes of it, unwound when the recording ends)."""
     try:
         fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as err:
         raise CgroupError(f"cannot open the cgroup {cgroup}: {err.strerror}") from None
     try:
         entry = entry_uprobes(run.tfs.definitions(), selected) if stacks else []
-        return Callchains(selected, run.cpus, tmp, entry, [e.format.id for e in selected],
-                          data_pages=ring_pages(buffer_kb), cgroup=fd, stacks=stacks)
+        return Callchains(selected, run.cpus, tmp, entry, [e.format.id for e in selected], data_pages=data_pages,
+                          stack_events=stack_events, stack_copy=stack_copy, cgroup=fd, stacks=stacks)
     finally:
         os.close(fd)  # (each event holds the cgroup)
 

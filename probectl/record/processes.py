@@ -54,7 +54,7 @@ def read_maps(pid: int) -> Optional[str]:
     process of another mount namespace (a container's) are named through ``/proc/PID/root``: the same
     path on the host may be another file (another libc), or none."""
     try:
-        text = Path(f"/proc/{pid}/maps").read_text()
+        text = Path(f"/proc/{pid}/maps").read_text(errors="surrogateescape")  # (a path is bytes)
     except OSError:
         return None
     lines = [l for l in text.splitlines() if len(l.split(None, 5)) == 6 and
