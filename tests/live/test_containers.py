@@ -425,6 +425,32 @@ def test_the_cgroup_of_a_process(clean_group, image, tmp_path, cgroup, stacks):
         inside.run()
 
 
+def test_stat_counts_a_cgroups_processes(clean_group, image, cgroup):
+    """stat --cgroup (perf stat -G): the hits of the cgroup's service, not those of the same file's
+    service outside it (counted by intervals: the first interval's line says the counters run)."""
+    with contained(image, "3", setup=overlay_setup(image, "in"), cgroup=cgroup) as inside, \
+            contained(image, "2", setup=overlay_setup(image, "out")) as outside:
+        probectl("add", "--target-ns", str(inside.pid), "-x", INNER, f"{G}:handle=handle")
+        stat = subprocess.Popen([sys.executable, "-m", "probectl", "stat", "-e", f"{G}:handle", "--cgroup", str(cgroup),
+                                 "--json", "-I", "100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert stat.stdout is not None
+            ready, _, _ = select.select([stat.stdout], [], [], 20)
+            assert ready and stat.stdout.readline().startswith("{")
+            want = expected(inside.run())
+            outside.run()
+            stat.send_signal(signal.SIGINT)
+            out, err = stat.communicate(timeout=30)
+            assert stat.returncode == 0, err
+        finally:
+            if stat.poll() is None:
+                stat.kill()
+                stat.wait()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert {row["event"] for row in rows} == {f"{G}:handle"}
+    assert sum(int(float(row["counter-value"])) for row in rows) == len(want) == 3, rows
+
+
 def test_a_containers_jit_map_is_read_from_its_own_tmp(clean_group, tmp_path, cgroup):
     """A JIT in a container writes /tmp/perf-<its pid>.map in its own /tmp (a tmpfs the host does not
     see) under its pid there (1): the recording reads that map while the process runs, and names the
