@@ -489,6 +489,16 @@ def test_a_containers_jit_map_is_read_from_its_own_tmp(clean_group, tmp_path, cg
         assert ev["user_stack"][0] == "probed" and ev["user_stack"][2].startswith("jit_trampoline"), ev["user_stack"]
 
 
+def test_a_cgroup_recording_keeps_its_filters(clean_group, image, tmp_path, cgroup):
+    """--filter on an event taken from perf (the cgroup's route) is the kernel's filter of its perf event."""
+    path = tmp_path / "filtered.dat"
+    with contained(image, "4", setup=overlay_setup(image, "f"), cgroup=cgroup) as inside:
+        probectl("add", "--target-ns", str(inside.pid), "-x", INNER, f"{G}:handle=handle id=r->id")
+        with recording(path, "-e", f"{G}:handle", "--filter", "id > 41", "--cgroup", str(cgroup)):
+            want = expected(inside.run())
+    assert [e["fields"]["id"] for e in script_json(path)] == [w["id"] for w in want if w["id"] > 41] == [42, 43]
+
+
 def test_bad_cgroups(live_tracefs, tmp_path):
     err = fails("record", "-e", "sched:sched_switch", "--cgroup", str(tmp_path), "-o", str(tmp_path / "x.dat"))
     assert f"{tmp_path} is not a cgroup of the perf_event hierarchy" in err and "Hint:" in err
