@@ -386,7 +386,7 @@ class Resolver:
                         continue
                     row.append(ResolvedArg(fetch=found.fetch, type=found.type,
                                            name=var.name or found.default_name, text=arg.text,
-                                           named=bool(var.name)))
+                                           named=bool(var.name), parts=found.parts))
             per_site.append(row)
         points = []
         for site, args in zip(sites, self._fill_missing(per_site, sites)):
@@ -419,7 +419,9 @@ class Resolver:
                 if isinstance(missing, (VariableUnavailable, VariableNotFound)):
                     self.warnings.append(
                         f"{missing.message}; that event records {MISSING_ARG_MAGIC:#x} for it at 0x{site.address:x}")
-                    row[col] = replace(present[0], fetch=f"\\{MISSING_ARG_MAGIC:#x}")
+                    magic = f"\\{MISSING_ARG_MAGIC:#x}"
+                    row[col] = replace(present[0], fetch=magic,
+                                       parts=tuple(replace(p, fetch=magic) for p in present[0].parts))
         return per_site
 
     # -- places ------------------------------------------------------------------------------

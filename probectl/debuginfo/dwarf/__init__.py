@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 # the full index is most of what a definition on libc costs (docs/ledger.md, "Name search"; bench_add.py
 # measures it cold). Smaller files are indexed whole, cheaply, and the index then answers every name and glob.
 SEARCH_NAMES_FROM = 2 << 20
+DW_LANG_RUST = 0x1C
 
 
 class DebugInfo:
@@ -253,6 +254,33 @@ class DebugInfo:
                             break
             self._optimized[cu.cu_offset] = found
         return self._optimized[cu.cu_offset]
+
+    @guarded
+    def is_unoptimized_rust(self, fn: "Function") -> bool:
+        """``fn`` is a Rust function built without optimisation, whose variables live in its stack
+        frame (DW_OP_fbreg off the stack pointer, valid once the prologue has moved it), although
+        its unit uses location lists elsewhere (rustc writes them at opt-level 0 too, for a value
+        passed by reference, so perf's unit-wide test takes the unit as optimised): a Rust unit
+        (DW_LANG_Rust) and no variable of the function with a location list."""
+        top = fn.cu.get_top_DIE()
+        language = top.attributes.get("DW_AT_language")
+        if language is None or language.value != DW_LANG_RUST:
+            return False
+        version = fn.cu.header.version
+        list_forms = ("DW_FORM_sec_offset", "DW_FORM_loclistx") + (("DW_FORM_data4", "DW_FORM_data8")
+                                                                    if version < 4 else ())
+
+        def has_list(die: DIE) -> bool:
+            for child in self.children(die):
+                if child.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
+                    loc = child.attributes.get("DW_AT_location")
+                    if loc is not None and loc.form in list_forms:
+                        return True
+                elif child.tag == "DW_TAG_lexical_block" and has_list(child):
+                    return True
+            return False
+
+        return not has_list(fn.die)
 
     # --- addresses of DIEs ------------------------------------------------------------------
 

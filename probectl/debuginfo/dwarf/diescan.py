@@ -24,6 +24,11 @@ TAG_VARIABLE = 0x34
 TAG_FORMAL_PARAMETER = 0x05
 TAG_NAMESPACE = 0x39
 TAG_MODULE = 0x1E
+TAG_STRUCTURE_TYPE = 0x13
+TAG_UNION_TYPE = 0x17
+TAG_CLASS_TYPE = 0x02
+AT_LANGUAGE = 0x13
+DW_LANG_RUST = 0x1C
 AT_SIBLING = 0x01
 AT_NAME = 0x03
 AT_LOW_PC = 0x11
@@ -52,6 +57,11 @@ _DEFINITION_TAGS = frozenset({TAG_SUBPROGRAM, TAG_VARIABLE})
 _SUBPROGRAM_TAGS = frozenset({TAG_SUBPROGRAM})
 _NO_TAGS: frozenset = frozenset()
 ALL_LEVELS = -1  # CUScanner.walk into namespaces and modules all the way down
+# The DIEs whose children CUScanner.walk looks among for definitions: namespaces and modules; in a
+# Rust unit also types, where rustc defines the methods of an impl block (shop::Cart::add is a child
+# of the structure type Cart, in the modules of its path, as deep as they go).
+_SCOPE_TAGS = frozenset({TAG_NAMESPACE, TAG_MODULE})
+_RUST_SCOPE_TAGS = _SCOPE_TAGS | {TAG_STRUCTURE_TYPE, TAG_UNION_TYPE, TAG_CLASS_TYPE}
 
 # The attributes of a subprogram's code range (CUScanner.collect reads them for function_bounds).
 BOUND_ATTRS = frozenset({AT_LOW_PC, AT_HIGH_PC, AT_RANGES, AT_ENTRY_PC, AT_SIBLING})
@@ -167,6 +177,8 @@ class CUScanner:
         self.version = version
         self.str_offsets_base: Optional[int] = None
         self.off_fmt = "<I" if offset_size == 4 else "<Q"
+        self.scope_tags = _SCOPE_TAGS
+        self.nested_levels = 1  # (how deep collect and line_sites look into scopes: ALL_LEVELS for Rust)
         self._strings: dict[tuple[int, int], str] = strings if strings is not None else {}
 
     def _cstr(self, table: bytes, off: int) -> str:
@@ -183,6 +195,27 @@ class CUScanner:
         at = self.str_offsets_base + index * self.offset_size
         (off,) = struct.unpack_from(self.off_fmt, self.str_offsets, at)
         return self._cstr(self.strtab, off)
+
+    def note_language(self, pos: int, specs, cu_offset: int) -> None:
+        """Read the DW_AT_language of the unit DIE whose attributes start at ``pos``: a Rust unit
+        has its definitions nested in modules and types (``_RUST_SCOPE_TAGS``)."""
+        for attr, form, implicit in specs:
+            if attr == AT_LANGUAGE:
+                if form == FORM_INDIRECT:
+                    return
+                size = CONSTANT_SIZE.get(form)
+                if form == FORM_IMPLICIT_CONST:
+                    language = implicit
+                elif form in LEB128:
+                    language = read_uleb128(self.info, pos)[0]
+                elif size is not None:
+                    language = int.from_bytes(self.info[pos:pos + size], "little")
+                else:
+                    return
+                if language == DW_LANG_RUST:
+                    self.scope_tags, self.nested_levels = _RUST_SCOPE_TAGS, ALL_LEVELS
+                return
+            pos, _ = self.read_die(pos, [(attr, form, implicit)], cu_offset, False)
 
     def read_die(self, pos: int, specs, cu_offset: int, want: bool) -> tuple[int, dict]:
         """Decode one DIE's attributes from ``pos``; return the position after it and, when
@@ -321,6 +354,7 @@ class CUScanner:
                     self.str_offsets_base = int.from_bytes(data[p:p + self.offset_size], "little")
                     break
                 p, _ = self.read_die(p, [(a, form, implicit)], cu_offset, False)
+        self.note_language(pos, specs, cu_offset)
         pos, _ = self.read_die(pos, specs, cu_offset, False)
         if not children:
             return
@@ -365,7 +399,7 @@ class CUScanner:
                 return forward(cu_offset + sib[1], pos)
             return self._skip_children(pos, end, abbrevs, cu_offset)
 
-        return self.walk(pos, end, abbrevs, cu_offset, _DEFINITION_TAGS, take, 1 if nested else 0)
+        return self.walk(pos, end, abbrevs, cu_offset, _DEFINITION_TAGS, take, self.nested_levels if nested else 0)
 
     def line_sites(self, pos: int, end: int, table: dict, nested: bool, found: list, lines: dict) -> int:
         """The subprograms among the DIEs from ``pos`` (and, when ``nested``, among the children of
@@ -380,7 +414,7 @@ class CUScanner:
             found.append((die_offset, None))
             return self._subtree_sites(pos, end, table, found, lines) if children else pos
 
-        return self.walk(pos, end, table, 0, _SUBPROGRAM_TAGS, site, 1 if nested else 0)
+        return self.walk(pos, end, table, 0, _SUBPROGRAM_TAGS, site, self.nested_levels if nested else 0)
 
     def walk(self, pos: int, end: int, table: dict, cu_offset: int, tags: frozenset,
              visit: Optional[Callable[[int, int, bool, list, int], Optional[int]]], levels: int) -> int:
@@ -416,7 +450,7 @@ class CUScanner:
                     if after is not None:
                         pos = after
                         continue
-                if children and entered != levels and (tag == TAG_NAMESPACE or tag == TAG_MODULE):
+                if children and entered != levels and tag in self.scope_tags:
                     pos, _ = self.read_die(pos, specs, cu_offset, False)
                     entered += 1
                     continue
