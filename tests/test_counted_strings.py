@@ -1,0 +1,109 @@
+"""Strings counted by a length (a Go or Rust string, a std::string: probectl.formats), decoded from
+hand-made records of the kernel's layout: the text read to a NUL (``s``, a ``__data_loc char[]``),
+its length (``s__len``) and its first bytes (``s__head``, u8[64]). Every reading path (script's text,
+CSV, JSON, ``probectl.read_trace``, the aggregator behind ``report``) gives the text cut at the
+length, or the head where the text to the NUL falls short (no NUL within the kernel's limit: an
+empty data_loc); the parts are hidden. trace-cmd reads the file. The live test is
+tests/live/test_counted_strings.py."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import probectl
+from probectl.formats import EventFormat
+from probectl.ringbuf import field_spec
+from tests.helpers import probectl as cli
+from tests.helpers import require_tool
+
+FORMAT = """name: greet
+ID: 1501
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:__data_loc char[] s;\toffset:16;\tsize:4;\tsigned:1;
+\tfield:u64 s__len;\toffset:20;\tsize:8;\tsigned:0;
+\tfield:u8 s__head[];\toffset:28;\tsize:64;\tsigned:0;
+\tfield:s64 n;\toffset:92;\tsize:8;\tsigned:1;
+
+print fmt: "(%lx) s=\\"%s\\" s__len=%Lu s__head={%u,%u} n=%Ld", REC->__probe_ip, __get_str(s), REC->s__len, REC->s__head[0], REC->s__head[1], REC->n
+"""
+
+
+def payload(text: bytes | None, length: int, head: bytes) -> bytes:
+    """A record of FORMAT: ``text`` as the kernel's string fetch stored it (with its NUL; None: it
+    found no NUL, an empty data_loc), the length, the head (padded to 64 bytes with '#')."""
+    data = b"" if text is None else text + b"\0"
+    loc = 0 if text is None else len(data) << 16 | 100
+    return (struct.pack("<HBBiQIQ", 1501, 0, 0, 77, 0x401000, loc, length) + head.ljust(64, b"#")
+            + struct.pack("<q", 7) + data)
+
+
+def one_event_trace(tmp_path: Path, record: bytes) -> Path:
+    from probectl.tracedat import TraceMetadata, write_tracedat
+    from tests.test_native import data_record, make_page
+    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
+
+    raw = tmp_path / "cpu0.raw"
+    raw.write_bytes(make_page(data_record(record, 100), 10**9))
+    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
+                         ftrace_formats=[], event_formats=[("probe_go", [FORMAT])], kallsyms=b"",
+                         printk_formats=b"", cmdlines="77 greet\n", tgids="77 77\n",
+                         trace_clock="[local] global counter", uname="Linux synthetic 1.0 x86_64", trace_id=1,
+                         cpustats={0: "entries: 1\noverrun: 0\n"})
+    path = tmp_path / "greet.dat"
+    write_tracedat(path, meta, {0: raw}, version=7)
+    return path
+
+
+def test_the_parts_are_linked_to_their_string_and_hidden():
+    fmt = EventFormat.parse(FORMAT, "probe_go")
+    s = fmt.field("s")
+    assert s is not None and s.bound == (20, 8) and s.head == (28, 64)
+    assert [f.name for f in fmt.event_fields] == ["__probe_ip", "s", "n"]
+    assert field_spec(s)[6:] == (8, 20, 64, 28)
+    # a length of another type, or without its string, is an ordinary field
+    other = EventFormat.parse(FORMAT.replace("__data_loc char[] s;", "__data_loc char[] t;"), "probe_go")
+    assert [f.name for f in other.event_fields] == ["__probe_ip", "t", "s__len", "s__head", "n"]
+
+
+@pytest.mark.parametrize("text, length, head, want", [
+    (b"probectlprobectl", 3, b"pro", "pro"),  # a substring: the text runs on to the NUL after its string
+    (None, 5, b"hello, world", "hello"),  # a literal among others: no NUL for the kernel, the head
+    (b"", 0, b"", ""),  # empty
+    (None, 0, b"", ""),  # empty, its pointer nil: the kernel's fault
+    (b"a\0b", 3, b"a\0b", "a\x00b"),  # a NUL inside: the head has the bytes the text stopped at
+    (None, 100, b"x" * 64, "x" * 64),  # longer than the head and no NUL: its first 64 bytes
+    (b"y" * 90, 90, b"y" * 64, "y" * 90),  # longer than the head, a NUL after it: all of it
+    # a NUL inside a long one: its first 64 bytes, the NUL and what follows it included
+    (b"short", 1000, b"short\0tail", "short\x00tail" + "#" * 54),
+], ids=["substring", "literal", "empty", "nil", "inner-nul", "long-no-nul", "long", "long-inner-nul"])
+def test_every_reader_gives_the_text_of_its_length(tmp_path, text, length, head, want):
+    path = one_event_trace(tmp_path, payload(text, length, head))
+    line = cli("script", "-i", str(path)).stdout.strip()
+    assert "__len" not in line and "__head" not in line and line.endswith(" n=7"), line
+    (row,) = list(csv.DictReader(io.StringIO(cli("script", "-i", str(path), "--format", "csv").stdout)))
+    (obj,) = [json.loads(x) for x in cli("script", "-i", str(path), "--format", "json").stdout.splitlines()]
+    (event,) = list(probectl.read_trace(str(path)))
+    assert obj["fields"] == {"__probe_ip": 0x401000, "s": want, "n": 7} == event.fields
+    assert row["s"] == want
+    assert 's="' + want.replace("\0", "\\x00") + '"' in line
+    counted = cli("report", "-i", str(path), "--sort", "s", "--json").stdout
+    assert want in counted or "\0" in want, counted  # (the aggregator's key)
+
+
+def test_trace_cmd_reads_the_parts_as_fields(tmp_path):
+    path = one_event_trace(tmp_path, payload(b"probectlprobectl", 3, b"pro"))
+    report = subprocess.run([require_tool("trace-cmd", "trace-cmd"), "report", str(path)], capture_output=True,
+                            text=True, check=True).stdout
+    assert 's="probectlprobectl" s__len=3 s__head={112,114} n=7' in report
