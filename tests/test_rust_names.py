@@ -1,6 +1,6 @@
 """Rust functions by their paths (fixtures/rust_shop.rs, rustc's legacy mangling): demangled without
-the hash in funcs, probed by path with a &str's members fetched; perf -D by the mangled name is the
-oracle. (Not yet: v0 mangling, the arguments of an impl's methods; see README.)"""
+the hash in funcs, probed by path with a &str's members fetched, an impl's methods with their
+arguments; perf -D by the mangled name is the oracle. (Not yet: v0 mangling; see README.)"""
 from __future__ import annotations
 
 import shutil
@@ -43,6 +43,25 @@ def test_a_path_probes_what_perf_probes_by_the_mangled_name(rshop):
 def test_a_method_is_found_by_its_path(rshop):
     out = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::Cart::add")
     assert out.stdout.split()[0].endswith("/rust_shop_shop_Cart_add")
+
+
+def test_a_methods_arguments_are_perfs_and_take_rusts_dot(rshop):
+    """rustc defines an impl's methods inside their type's DIE (Cart's), where a DIE scanner that looks
+    in namespaces alone does not find them; the arguments equal perf -D's by the mangled name (at the
+    line after the prologue, as for lookup), and '.' reads through a reference as Rust writes it."""
+    perf = shutil.which("perf")
+    if not perf:
+        missing("perf (linux-perf) is not installed")
+    (mangled,) = [s.name for s in ElfFile(rshop).functions() if s.name.startswith("_ZN9rust_shop4shop4Cart3add17h")]
+    chain = "qty it->id self->items self->owner"
+    theirs = subprocess.run([perf, "probe", "-x", str(rshop), "-D", f"{mangled} {chain}"], capture_output=True,
+                            text=True, check=True).stdout
+    ours = probectl("add", "-D", "-x", str(rshop), f"rust_shop::shop::Cart::add {chain}").stdout
+    assert [line.split()[2:] for line in ours.splitlines()] == [line.split()[2:] for line in theirs.splitlines()]
+    dotted = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::Cart::add qty it.id self.items self.owner")
+    assert dotted.stdout == ours
+    listed = probectl("vars", "-x", str(rshop), "rust_shop::shop::Cart::add").stdout
+    assert all(name in listed for name in ("\tself", "\tit", "\tqty")), listed
 
 
 def test_legacy_demangling_equals_cxxfilt_without_the_hash(rshop):
