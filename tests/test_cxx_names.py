@@ -126,7 +126,9 @@ def test_a_glob_over_demangled_names(shop):
     ("shop::overloaded(char)", "Probe point 'shop::overloaded(char)' not found",
      "its overloads: shop::overloaded(int), shop::overloaded(long, int)"),
     ("_Zbogus", "'_Zbogus' is no symbol of the program and demangles to nothing", "--no-demangle"),
-    ("_RNvC4shop3add", "'_RNvC4shop3add' is a Rust v0 mangled name", "--no-demangle"),
+    ("_RNvC4shop", "'_RNvC4shop' is no symbol of the program and demangles to nothing: it is not a valid Rust v0",
+     "--no-demangle"),
+    ("_RNvC4shop3add", "Probe point '_RNvC4shop3add' not found", "probectl funcs"),  # (shop::add: none here)
     ("shop::Cart::nothing", "Probe point 'shop::Cart::nothing' not found", "did you mean"),
 ])
 def test_bad_cxx_names_are_clear_errors(shop, definition, message, hint):

@@ -7,7 +7,7 @@ Why libstdc++ rather than a demangler written here or a PyPI package: the Itaniu
 (through libiberty, the same code) print names with, so names match what the user sees in them; it
 is on every system that runs a C++ program (Debian's libstdc++6, which apt itself needs). A PyPI
 wrapper (cxxfilt) is the same call behind one more dependency. Rust's v0 scheme (``_R...``) is not
-Itanium's and libstdc++ does not know it: such names are reported as not demangled.
+Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 """
 from __future__ import annotations
 
@@ -52,7 +52,12 @@ def is_mangled(name: str) -> bool:
 
 def demangle(name: str) -> Optional[str]:
     """The demangled ``name`` (``shop::Cart::add(shop::Item const&, int)``; a Rust legacy path
-    without its hash), or None when it is not an Itanium-mangled name (or not a valid one)."""
+    without its hash; a Rust v0 path as :func:`.rustv0.demangle_v0` writes it for probe points, the
+    same as the legacy one's), or None when it is not a mangled name (or not a valid one)."""
+    if name.startswith("_R"):
+        from .rustv0 import demangle_v0
+
+        return demangle_v0(name)
     if not name.startswith("_Z"):
         return None
     import ctypes
@@ -95,8 +100,11 @@ def _rust_unescaped(name: str) -> str:
 def without_parameters(demangled: str) -> str:
     """The name of a demangled function without its parameter list and qualifiers
     (``shop::Cart::add(int) const`` → ``shop::Cart::add``); a template's arguments stay
-    (``shop::Cart::scale<int>``), and ``operator()`` keeps its own parentheses."""
+    (``shop::Cart::scale<int>``), and ``operator()`` keeps its own parentheses. A name without a
+    parameter list (a Rust path, whose generic arguments may hold ``fn(u8) -> u8``) is the name."""
     demangled = without_clone(demangled)
+    if not has_parameters(demangled):
+        return demangled
     depth = 0
     end = len(demangled)
     # The parameter list is the last top-level '(...)' group: walk back from the end.
@@ -146,7 +154,7 @@ def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, in
     function at one address (a constructor's C1 and C2) are listed once."""
     out: dict[str, tuple[int, int]] = {}
     for name, row in rows.items():
-        full = demangle(name) if name.startswith("_Z") else None
+        full = demangle(name) if is_mangled(name) else None
         out.setdefault(signature(full) if full is not None else name, row)
     return out
 

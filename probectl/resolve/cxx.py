@@ -35,16 +35,16 @@ class CxxFunction:
 
 
 def check_mangled_name(resolver: "Resolver", name: str) -> None:
-    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing
-    or is of a scheme probectl cannot demangle (Rust's v0), rather than "not found"."""
+    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing,
+    rather than "not found"."""
     from ..debuginfo.demangle import demangle
 
     if resolver.elf.find_functions(name):
         return
     hint = "list the functions by their names with 'probectl funcs -x BINARY', by their symbols with --no-demangle"
-    if name.startswith("_R"):
-        raise ResolveError(f"'{name}' is a Rust v0 mangled name (_R...), which probectl cannot demangle, and no "
-                           "symbol of the program is called so", hint=hint)
+    if name.startswith("_R") and demangle(name) is None:
+        raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid Rust "
+                           "v0 mangled name", hint=hint)
     if name.startswith("_Z") and demangle(name) is None:
         raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid C++ "
                            "(Itanium ABI) mangled name", hint=hint)
@@ -94,12 +94,12 @@ def cxx_functions(resolver: "Resolver", pattern: str = "") -> list[CxxFunction]:
 
 def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
     """The demangled function symbols holding ``part`` ("": all), one per address."""
-    from ..debuginfo.demangle import demangle, without_parameters
+    from ..debuginfo.demangle import demangle, is_mangled, without_parameters
 
     seen: set[int] = set()
     out = []
     for sym in resolver.elf.functions():
-        if not sym.name.startswith("_Z") or sym.value in seen or not sym.value or part not in sym.name:
+        if not is_mangled(sym.name) or sym.value in seen or not sym.value or not _may_hold(sym.name, part):
             continue
         full = demangle(sym.name)
         if full is None:
@@ -107,6 +107,19 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
         seen.add(sym.value)
         out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
     return out
+
+
+def _may_hold(symbol: str, part: str) -> bool:
+    """A symbol can name a function whose last part is ``part`` (``3add``): Itanium and Rust's v0
+    both write an identifier as its length then itself; v0 puts a '_' between them before a name
+    that starts with '_' or a digit, and writes a name that is not ASCII in punycode ('u' first),
+    which only the demangled name shows."""
+    if not part or part in symbol:
+        return True
+    if not symbol.startswith("_R"):
+        return False
+    digits = len(part) - len(part.lstrip("0123456789"))
+    return f"{part[:digits]}_{part[digits:]}" in symbol or not part[digits:].isascii()
 
 
 def _squeeze(text: str) -> str:

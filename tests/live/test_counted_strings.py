@@ -70,10 +70,11 @@ def test_go_strings_are_the_programs_words(cleanup_group, tmp_path, gcflags):
 
 
 @pytest.mark.root
-def test_rust_strings_are_the_programs_words(cleanup_group, tmp_path):
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_rust_strings_are_the_programs_words(cleanup_group, tmp_path, mangling):
     """lookup's &str: "hello", "pro" cut from "probectlprobectl", ""; label's String "cart-10" (passed
     by reference, where it is in memory: the line after the entry)."""
-    binary = build_rust_fixture("rust_shop")
+    binary = build_rust_fixture("rust_shop", mangling=mangling)
     probectl("add", "-x", str(binary), f"{GROUP}:lookup=rust_shop::shop::lookup key",
              f"{GROUP}:label=rust_shop::shop::label:1 name:string")
     want, got = record(tmp_path, binary)

@@ -22,9 +22,10 @@ def cleanup_group(live_tracefs):
 
 
 @pytest.mark.root
-def test_paths_record_the_programs_values(cleanup_group):
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_paths_record_the_programs_values(cleanup_group, mangling):
     tracefs = cleanup_group
-    binary = build_rust_fixture("rust_shop")
+    binary = build_rust_fixture("rust_shop", mangling=mangling)
     probectl("add", "-x", str(binary), f"{GROUP}:lookup=rust_shop::shop::lookup key.length",
              f"{GROUP}:main=main", f"{GROUP}:add=rust_shop::shop::Cart::add it.id qty self.items self.owner")
     inst = tracefs / "instances" / f"probectl-rust-{os.getpid()}"
