@@ -107,3 +107,30 @@ def test_trace_cmd_reads_the_parts_as_fields(tmp_path):
     report = subprocess.run([require_tool("trace-cmd", "trace-cmd"), "report", str(path)], capture_output=True,
                             text=True, check=True).stdout
     assert 's="probectlprobectl" s__len=3 s__head={112,114} n=7' in report
+
+
+def test_a_counted_string_missing_at_one_place_reads_the_magic_address_there():
+    """Where a multi-place event's string cannot be fetched, its arguments read perf's magic value
+    instead, in forms the kernel takes (it refuses an immediate of an array type: "+0(\\IMM)" for
+    the head), and the kernel's rules pass the definition."""
+    from probectl.errors import VariableUnavailable
+    from probectl.events import EventDefinition
+    from probectl.probes.kernel_rules import check_definitions
+    from probectl.probes.naming import fetch_args
+    from probectl.resolve import MISSING_ARG_MAGIC, Resolver
+    from probectl.resolve.fetchresult import StringPart
+    from probectl.resolve.points import ResolvedArg
+    from probectl.target import Target
+    from types import SimpleNamespace
+
+    found = ResolvedArg("+0(%ax)", "string", "s", parts=(StringPart("length", "%bx", "u64"),
+                                                         StringPart("head", "+0(%ax)", "u8[64]")))
+    missing = VariableUnavailable("'s' is optimized out", "", "s", 0x20, [], [], "optimized_out")
+    resolver = Resolver(Target(kind="uprobe", path=None))
+    sites = [SimpleNamespace(address=0x10), SimpleNamespace(address=0x20)]  # (what _fill_missing reads of a site)
+    rows = resolver._fill_missing([[found], [missing]], sites)
+    magic = f"\\{MISSING_ARG_MAGIC:#x}"
+    args = fetch_args((rows[1][0],))
+    assert [a.render() for a in args] == [f"s={magic}:string", f"s__len={magic}:u64", f"s__head=+0({magic}):u8[64]"]
+    check_definitions([EventDefinition(kind="p", group="g", event="e", place="/bin/true:0x20", args=args,
+                                       is_uprobe=True)], None)

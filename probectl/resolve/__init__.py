@@ -420,8 +420,11 @@ class Resolver:
                     self.warnings.append(
                         f"{missing.message}; that event records {MISSING_ARG_MAGIC:#x} for it at 0x{site.address:x}")
                     magic = f"\\{MISSING_ARG_MAGIC:#x}"
+                    # (an array, a counted string's head, is read from memory: the kernel refuses an
+                    # immediate of an array type, and takes the memory at the magic address)
                     row[col] = replace(present[0], fetch=magic,
-                                       parts=tuple(replace(p, fetch=magic) for p in present[0].parts))
+                                       parts=tuple(replace(p, fetch=f"+0({magic})" if "[" in p.type else magic)
+                                                   for p in present[0].parts))
         return per_site
 
     # -- places ------------------------------------------------------------------------------
