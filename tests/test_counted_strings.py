@@ -134,3 +134,18 @@ def test_a_counted_string_missing_at_one_place_reads_the_magic_address_there():
     assert [a.render() for a in args] == [f"s={magic}:string", f"s__len={magic}:u64", f"s__head=+0({magic}):u8[64]"]
     check_definitions([EventDefinition(kind="p", group="g", event="e", place="/bin/true:0x20", args=args,
                                        is_uprobe=True)], None)
+
+
+def test_a_kernel_filter_on_a_go_or_rust_string_is_refused():
+    """The kernel would compare the text read to a NUL ("probectlprobectl" for "pro"); its length
+    filters, and a std::string's text (a NUL right after it) compares as it is."""
+    from probectl.filters import compile_filter
+    from probectl.filters.checker import FilterError
+
+    fmt = EventFormat.parse(FORMAT, "probe_go")
+    with pytest.raises(FilterError, match="a string counted by a length") as err:
+        compile_filter('s == "pro"', fmt)
+    assert "s__len" in (err.value.hint or "")
+    assert compile_filter("s__len > 2", fmt).text == "s__len > 2"
+    std = EventFormat.parse(FORMAT.replace("\tfield:u8 s__head[];\toffset:28;\tsize:64;\tsigned:0;\n", ""), "probe_cxx")
+    assert compile_filter('s == "pro"', std).text == 's == "pro"'
