@@ -96,3 +96,15 @@ def test_std_strings_are_the_programs_words(cleanup_group, tmp_path, opt):
     assert [e["label"] for e in got["add"]] == words(want["add"], "label")
     assert [e["name"] for e in got["tag"]] == words(want["tag"], "name")
     assert [len(e["name"]) for e in got["tag"]] == [int(call["size"]) for call in want["tag"]] == [6, 0, 51]
+
+
+@pytest.mark.root
+def test_hist_keyed_by_a_go_string_counts_the_programs_words(live_tracefs):
+    """hist's key is the text of the string's length, counted in user space (the kernel's key would be
+    the text read to a NUL)."""
+    binary = build_go_fixture("go_target")
+    out = probectl("hist", "-x", str(binary), "main.greet s", "--key", "s", "--json", "--", str(binary), "10")
+    table = json.loads(out.stdout[out.stdout.index("{"):])
+    want = words(expect_lines(out.stdout)["greet"], "s")
+    assert table["path"] == "user space"
+    assert sorted((row["key"]["s"], row["count"]) for row in table["rows"]) == sorted((w, 1) for w in want)
