@@ -172,3 +172,18 @@ def test_lines_takes_qualified_names(shop):
     assert out.stdout.startswith("<add@") and "int Cart::add(const Item *it, int qty)" in out.stdout
     both = probectl("lines", "-x", str(shop), "shop::overloaded")
     assert sum(line.startswith("<overloaded@") for line in both.stdout.splitlines()) == 2
+
+
+def test_a_function_inlined_everywhere_is_found_in_dwarf(shop):
+    """shop::Cart::twice is always_inline: no symbol names it, DWARF does (its declaration's linkage
+    name); its inline instance is probed as perf probes it by that name (-O0; at -O2 perf fails,
+    "Failed to find symbol", and the live test is the oracle), its event named from the qualified name."""
+    assert not [s for s in ElfFile(shop).functions() if "twice" in s.name]
+    ours = probectl("add", "-D", "-x", str(shop), "shop::Cart::twice x").stdout
+    assert ours.split()[0].endswith("/shop_Cart_twice")
+    assert probectl("add", "-D", "-x", str(shop), "shop::Cart::twice(int) const x").stdout == ours
+    theirs = subprocess.run([_perf(), "probe", "-x", str(shop), "-D", "_ZNK4shop4Cart5twiceEi x"], capture_output=True,
+                            text=True)
+    if shop.name.startswith("cxx_shop-cxx-O0"):
+        assert [_rest(line) for line in ours.splitlines()] == [_rest(line) for line in theirs.stdout.splitlines()]
+    assert "not found" in fails("add", "-D", "-x", str(shop), "shop::Base::twice x")

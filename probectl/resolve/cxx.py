@@ -126,13 +126,14 @@ def _squeeze(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
-    """The functions ``pattern`` names (see the module docstring); ResolveError for an overload
-    selector that names more than one."""
+def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] | None" = None) -> list[CxxFunction]:
+    """The functions ``pattern`` names (see the module docstring) among ``functions`` (None: the
+    target's function symbols); ResolveError for an overload selector that names more than one."""
     from ..debuginfo.demangle import has_parameters, signature, without_clone, without_parameters
     from ..debuginfo.dwarf.die import is_glob
 
-    functions = cxx_functions(resolver, pattern)
+    if functions is None:
+        functions = cxx_functions(resolver, pattern)
     with_params = has_parameters(pattern)
     glob = is_glob(without_parameters(pattern) if with_params else pattern)
     want = _squeeze(pattern)
@@ -182,6 +183,8 @@ def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tupl
     assert point.function is not None
     found = match_cxx(resolver, point.function)
     if not found:
+        found = match_cxx(resolver, point.function, inlined_only(resolver, point.function))
+    if not found:
         from ..debuginfo.demangle import without_parameters
 
         functions = cxx_functions(resolver)
@@ -201,6 +204,44 @@ def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tupl
                 " (a destructor's or constructor's variants: the same source function)" if len(fulls) == 1 else "")
         resolver.notes.append(f"'{point.function}' names {len(found)} functions ({listed}): each is probed{pick}")
     return [(fn, replace(point, function=fn.mangled, text=point.text)) for fn in found]
+
+
+def inlined_only(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
+    """The functions DWARF defines under the last part of ``pattern``'s name that have no symbol
+    (inlined at every call: ``always_inline``, or a small inline member at -O2), known by the
+    linkage name DWARF gives them (a member's declaration in its class holds it), demangled. Each
+    is probed by that name, which the DWARF resolver finds in every inline instance, as perf does
+    given the mangled name. Globs are left to the symbols."""
+    from ..debuginfo.demangle import demangle, without_parameters
+    from ..debuginfo.dwarf.die import die_linkage_name, is_glob
+
+    name = without_parameters(pattern)
+    last = name[_last_part_start(name):]
+    if is_glob(last):
+        return []
+    source = resolver.source(required=False)
+    if source is None:
+        return []
+    out: dict[str, CxxFunction] = {}
+    for fn in source.debuginfo.find_functions(last):
+        linkage = die_linkage_name(fn.die)
+        if not linkage or linkage in out or resolver.elf.find_functions(linkage):
+            continue
+        full = demangle(linkage)
+        if full is not None:
+            out[linkage] = CxxFunction(linkage, full, without_parameters(full), 0)
+    return list(out.values())
+
+
+def _last_part_start(name: str) -> int:
+    """Where the last ``::`` part of a qualified name starts (``::`` inside ``<...>`` are not parts)."""
+    depth, start = 0, 0
+    for i, c in enumerate(name):
+        depth += c == "<"
+        depth -= c == ">"
+        if depth == 0 and name.startswith("::", i):
+            start = i + 2
+    return start
 
 
 _OPERATORS = [("<<=", "lshift_assign"), (">>=", "rshift_assign"), ("<=>", "spaceship"), ("->*", "arrow_star"),
