@@ -187,3 +187,19 @@ def test_a_function_inlined_everywhere_is_found_in_dwarf(shop):
     if shop.name.startswith("cxx_shop-cxx-O0"):
         assert [_rest(line) for line in ours.splitlines()] == [_rest(line) for line in theirs.stdout.splitlines()]
     assert "not found" in fails("add", "-D", "-x", str(shop), "shop::Base::twice x")
+
+
+@pytest.mark.parametrize("parts", [("3add",), ("5count",), ("9_M_append", "9__M_append"), ("4size",), ("nothing",)])
+def test_the_symbols_holding_a_name_are_those_a_full_decode_finds(shop, parts):
+    """ElfFile.functions_holding (the string tables searched, only the matching entries decoded: what
+    a qualified name's lookup reads of a large library) gives what filtering every function gives,
+    on the fixture and on the system's libstdc++ (tail-shared strings, versions)."""
+    def key(s):
+        return (s.name, s.value, s.version)
+
+    for path in (shop, Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")):
+        if not path.exists():
+            continue
+        holding = ElfFile(path).functions_holding(parts)
+        every = [s for s in ElfFile(path).functions() if any(p in s.name for p in parts)]
+        assert sorted(map(key, holding)) == sorted(map(key, every))

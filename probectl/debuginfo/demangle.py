@@ -17,6 +17,7 @@ from typing import Optional
 from ..errors import DebugInfoError
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
 # gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
 _CLONE = re.compile(r"( \[clone [^\]]*\])+$")
 _demangler = None
@@ -65,10 +66,11 @@ def demangle(name: str) -> Optional[str]:
     fn, free = _cxa_demangle()
     status = ctypes.c_int(0)
     name = name.split("@", 1)[0]
-    # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
-    # the Itanium demangler does not take: the function they copy)
-    name = name.partition(".llvm.")[0]
-    name = re.sub(r"(E)\.[0-9]+$", r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
+    if "." in name:
+        # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
+        # the Itanium demangler does not take: the function they copy)
+        name = name.partition(".llvm.")[0]
+        name = _LLVM_COPY.sub(r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
     out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
     if not out or status.value != 0:
         return None
@@ -76,7 +78,7 @@ def demangle(name: str) -> Optional[str]:
         text = ctypes.string_at(out).decode("utf-8", "replace")
     finally:
         free(out)
-    if _RUST_HASH.search(text):
+    if "::h" in text and _RUST_HASH.search(text):
         return _rust_unescaped(_RUST_HASH.sub("", text))
     return text
 
@@ -107,39 +109,50 @@ def without_parameters(demangled: str) -> str:
         return demangled
     depth = 0
     end = len(demangled)
-    # The parameter list is the last top-level '(...)' group: walk back from the end.
-    for i in range(len(demangled) - 1, -1, -1):
-        c = demangled[i]
+    # The parameter list is the last top-level '(...)' group: walk back from the end over the
+    # brackets alone (funcs does this for every symbol of a library: 9,400 of libstdc++'s).
+    for m in reversed(list(_BRACKETS.finditer(demangled))):
+        c = m.group()
         if c in ")>":
             depth += 1
-        elif c in "(<":
+        else:
             depth -= 1
             if depth == 0 and c == "(":
-                end = i
+                end = m.start()
                 break
     name = demangled[:end] or demangled
     return _without_return_type(name)
+
+
+_BRACKETS = re.compile(r"[()<>]")
+_BRACKETS_OR_SPACE = re.compile(r"[()<> ]")
 
 
 def _without_return_type(name: str) -> str:
     """A function template's demangled name starts with its return type (``int shop::f<int>``):
     the name is after the last space outside brackets that is not ``operator``'s own
     (``operator new``, ``operator int``)."""
+    if " " not in name:
+        return name
     depth = 0
     cut = 0
-    for i, c in enumerate(name):
+    for m in _BRACKETS_OR_SPACE.finditer(name):
+        c = m.group()
         if c in "<(":
             depth += 1
         elif c in ">)":
             depth -= 1
-        elif c == " " and depth == 0 and not name[:i].endswith("operator"):
-            cut = i + 1
+        elif depth == 0 and not name.endswith("operator", 0, m.start()):
+            cut = m.end()
     return name[cut:]
+
+
+_PARAMETER_LIST_END = re.compile(r"\)(\s*(const|volatile))*$")
 
 
 def has_parameters(name: str) -> bool:
     """A function name written with its parameter list (and qualifiers): ``f(int)``, ``g() const``."""
-    return bool(re.search(r"\)(\s*(const|volatile))*$", name)) and "(" in name
+    return "(" in name and _PARAMETER_LIST_END.search(name) is not None
 
 
 def without_clone(demangled: str) -> str:
@@ -162,6 +175,11 @@ def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, in
 def signature(demangled: str) -> str:
     """A demangled function as written in a probe point: without a template's return type
     (``int shop::Cart::scale<int>(int)`` → ``shop::Cart::scale<int>(int)``)."""
+    if ">(" not in demangled and " " not in demangled.partition("(")[0]:
+        # (the demangler writes a return type only for a function template, whose arguments end
+        # right before its parameter list, and other words before a name ("virtual thunk to ")
+        # with spaces: most names of a library need no walk over brackets)
+        return demangled
     name = without_parameters(demangled)
     at = demangled.find(name)
     return demangled[at:] if at >= 0 else demangled

@@ -115,7 +115,10 @@ class Resolver:
 
         name = point.function
         return (self.target.is_uprobe and name is not None and point.address is None and point.sdt is None
-                and names_cxx_function(name) and not self.is_go_program and not self.elf.find_functions(name))
+                and names_cxx_function(name) and not self.is_go_program
+                # (a parameter list or a space is in no symbol: not looked for, which with a '*' in
+                # "char const*" read as a glob would decode every symbol of a large library)
+                and ("(" in name or " " in name or not self.elf.find_functions(name)))
 
     @property
     def kallsyms(self) -> "Kallsyms":

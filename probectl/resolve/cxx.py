@@ -98,7 +98,8 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
 
     seen: set[int] = set()
     out = []
-    for sym in resolver.elf.functions():
+    symbols = resolver.elf.functions_holding(_spellings(part)) if part and part.isascii() else resolver.elf.functions()
+    for sym in symbols:
         if not is_mangled(sym.name) or sym.value in seen or not sym.value or not _may_hold(sym.name, part):
             continue
         full = demangle(sym.name)
@@ -107,6 +108,13 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
         seen.add(sym.value)
         out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
     return out
+
+
+def _spellings(part: str) -> tuple[str, ...]:
+    """How a mangled symbol can write the identifier ``part`` (``3add``): as Itanium and v0 do, and
+    v0's with '_' after the length (before a name that starts with '_')."""
+    digits = len(part) - len(part.lstrip("0123456789"))
+    return (part, f"{part[:digits]}_{part[digits:]}")
 
 
 def _may_hold(symbol: str, part: str) -> bool:
@@ -118,8 +126,7 @@ def _may_hold(symbol: str, part: str) -> bool:
         return True
     if not symbol.startswith("_R"):
         return False
-    digits = len(part) - len(part.lstrip("0123456789"))
-    return f"{part[:digits]}_{part[digits:]}" in symbol or not part[digits:].isascii()
+    return _spellings(part)[1] in symbol or not part.isascii()
 
 
 def _squeeze(text: str) -> str:

@@ -91,6 +91,7 @@ class DebugInfo:
         self._lookups: Optional[dict[str, Optional[tuple[list, list]]]] = None
         self._functions_cache: dict[tuple[int, int], Function] = {}
         self._instances_cache: dict[tuple[tuple[int, int], bool], list[Function]] = {}
+        self._by_origin: dict[int, Optional[dict[int, list[tuple[int, Optional[int]]]]]] = {}  # (by unit offset)
         self._children: dict[tuple[int, int], list[DIE]] = {}
         # What the other modules of the package compute, kept here and read through the accessors:
         # CU offset -> whether some variable of the CU uses a location list (cu_is_optimized)
@@ -698,6 +699,20 @@ class DebugInfo:
             return cached
         found: list[Function] = []
         target = origin.offset
+        by_origin = self._instances_by_origin(func.cu)
+        if by_origin is not None:
+            # (read from the unit's bytes, once a unit: walking its DIEs for each function parsed
+            # every DIE of the unit, most of the time of a C++ method's add -D on libstdc++)
+            cu = func.cu
+            for offset, caller in by_origin.get(target, ()):
+                die = cu.get_DIE_from_refaddr(offset)
+                inst = self.function(die)
+                if die.tag == "DW_TAG_inlined_subroutine":
+                    inst.caller = self.function(cu.get_DIE_from_refaddr(caller)) if caller is not None else None
+                if not (skip_redundant and self._redundant(die, origin)):
+                    found.append(inst)
+            self._instances_cache[key] = found
+            return found
 
         def walk(die: DIE, caller: Optional[Function]) -> None:
             for child in self.children(die):
@@ -721,6 +736,14 @@ class DebugInfo:
         walk(func.cu.get_top_DIE(), None)
         self._instances_cache[key] = found
         return found
+
+    def _instances_by_origin(self, cu: CompileUnit) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+        """``dieindex.instances_by_origin`` of ``cu``, kept per unit (None: walk the DIEs instead)."""
+        if cu.cu_offset not in self._by_origin:
+            from .dieindex import instances_by_origin
+
+            self._by_origin[cu.cu_offset] = instances_by_origin(self, cu)
+        return self._by_origin[cu.cu_offset]
 
     @guarded
     def has_code(self, die: DIE) -> bool:

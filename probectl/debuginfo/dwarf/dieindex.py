@@ -412,6 +412,21 @@ def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optiona
     return [(base + off, call_line, _decl_line(lines, off)) for off, call_line in found]
 
 
+def instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+    """The CU's subprograms and inline instances with code by the section offset of their abstract
+    origin (``CUScanner.instances_by_origin``, offsets made section offsets), read from the section
+    bytes; None when this scanner cannot read the CU."""
+    try:
+        _info, table, scanner = _cu_table(debuginfo, cu)
+        pos = _children_start(cu, table, scanner)
+        found = scanner.instances_by_origin(pos, cu.size, table) if pos is not None else {}
+    except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+    base = cu.cu_offset
+    return {base + origin: [(base + off, None if caller is None else base + caller) for off, caller in dies]
+            for origin, dies in found.items()}
+
+
 def _decl_line(lines: dict, offset: int) -> Optional[int]:
     """DW_AT_decl_line of the DIE at ``offset`` as ``die_attr`` finds it, following its abstract
     origin or else its specification; ``UNKNOWN`` past a DIE ``lines`` lacks."""

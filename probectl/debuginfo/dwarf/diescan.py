@@ -46,6 +46,11 @@ AT_HIGH_PC = 0x12
 AT_DECL_LINE = 0x3B
 AT_CALL_LINE = 0x59
 TAG_INLINED_SUBROUTINE = 0x1D
+TAG_LEXICAL_BLOCK = 0x0B
+# What instances_by_origin reads of subprograms and inline instances: the origin, and whether the
+# DIE has code (perf's die_is_func_instance: an entry pc, a low pc or ranges).
+ORIGIN_ATTRS = frozenset({AT_ABSTRACT_ORIGIN, AT_LOW_PC, AT_ENTRY_PC, AT_RANGES})
+_UNIT_REF_FORMS = frozenset({0x11, 0x12, 0x13, 0x14, 0x15})  # ref1 ref2 ref4 ref8 ref_udata
 # What line_sites reads of subprograms and inline instances (lines._funclines' declaration lines
 # and call sites).
 LINE_ATTRS = frozenset({AT_DECL_LINE, AT_CALL_LINE, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION})
@@ -504,6 +509,56 @@ class CUScanner:
             if children:
                 depth += 1
         return pos
+
+    def instances_by_origin(self, pos: int, end: int, table: dict) -> dict[int, list[tuple[int, Optional[int]]]]:
+        """The subprograms and inline instances with code among the DIEs from ``pos`` (walking into
+        subprograms, inline instances, lexical blocks, namespaces and modules, as
+        ``DebugInfo.instances`` does), by the unit offset of their abstract origin in this unit: (their
+        offset, the offset of the nearest enclosing DIE with code, for an inline instance, else None),
+        in DIE order. Offsets are unit offsets."""
+        data = self.info
+        found: dict[int, list[tuple[int, Optional[int]]]] = {}
+        callers: list[Optional[int]] = []  # per open DIE whose children are walked: the caller before it
+        caller: Optional[int] = None
+        while pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                if not callers:
+                    return found
+                caller = callers.pop()
+                continue
+            tag, children, specs, fixed, _sibling = table[code]
+            if tag == TAG_SUBPROGRAM or tag == TAG_INLINED_SUBROUTINE:
+                pos, values = self.read_values(pos, specs, 0, ORIGIN_ATTRS)
+                has_code = AT_LOW_PC in values or AT_ENTRY_PC in values or AT_RANGES in values
+                origin = values.get(AT_ABSTRACT_ORIGIN)
+                if has_code and origin is not None and origin[0] in _UNIT_REF_FORMS:
+                    found.setdefault(origin[1], []).append(
+                        (die_offset, caller if tag == TAG_INLINED_SUBROUTINE else None))
+                if children:
+                    callers.append(caller)
+                    if has_code:
+                        caller = die_offset
+            elif tag == TAG_LEXICAL_BLOCK or tag == TAG_NAMESPACE or tag == TAG_MODULE:
+                if fixed is not None:
+                    pos += fixed
+                else:
+                    pos, _ = self.read_die(pos, specs, 0, False)
+                if children:
+                    callers.append(caller)
+            elif children:
+                pos, attrs = self.read_die(pos, specs, 0, False)
+                pos = self._past_children(pos, attrs, end, table, 0)
+            elif fixed is not None:
+                pos += fixed
+            else:
+                pos, _ = self.read_die(pos, specs, 0, False)
+        return found
 
     def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
         """The position after the children that start at ``pos`` (``walk`` taking none of them)."""
