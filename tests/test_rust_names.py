@@ -140,3 +140,28 @@ def test_a_v0_name_that_demangles_to_nothing_is_refused(bad):
     assert demangle_v0(bad) is None
     err = fails("add", "-D", "-x", str(build_rust_fixture("rust_shop", mangling="v0")), bad)
     assert "it is not a valid Rust v0 mangled name" in err and "Hint: list the functions" in err
+
+
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_trait_impls_and_generic_functions_by_their_paths(mangling):
+    """A trait impl's method by its quoted name (its spaces), with a tuple struct's field; a generic
+    function's path names every instance (v0 writes each instance's arguments, legacy none), each at
+    its own symbol, under one event; an instance by its arguments on v0."""
+    binary = build_rust_fixture("rust_names", mangling=mangling)
+    impl = probectl("add", "-D", "-x", str(binary), '"<rust_names::Square as rust_names::Shape>::area" self.__0')
+    (line,) = impl.stdout.splitlines()
+    assert line.split()[0].endswith("/rust_names_Square_as_rust_names_Shape_area") and "__0=+0(" in line
+    shows = sorted(s.value for s in ElfFile(binary).functions() if (demangled := _demangled(s.name))
+                   and demangled.split("::<")[0] == "rust_names::show")
+    out = probectl("add", "-D", "-x", str(binary), "rust_names::show").stdout.splitlines()
+    assert len(shows) >= 8 and sorted(int(line.split()[1].rsplit(":0x", 1)[1], 16) for line in out) == shows
+    assert {line.split()[0].rsplit("/", 1)[1] for line in out} == {"rust_names_show"}
+    if mangling == "v0":
+        (one,) = probectl("add", "-D", "-x", str(binary), "rust_names::show::<&str>").stdout.splitlines()
+        assert one.split()[0].endswith("/rust_names_show_str") and one.split()[1] in [line.split()[1] for line in out]
+
+
+def _demangled(name: str):
+    from probectl.debuginfo.demangle import demangle
+
+    return demangle(name)

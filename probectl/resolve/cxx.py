@@ -129,6 +129,21 @@ def _may_hold(symbol: str, part: str) -> bool:
     return _spellings(part)[1] in symbol or not part.isascii()
 
 
+def _without_generic_arguments(name: str) -> str:
+    """A Rust path without the generic arguments of its last part (``show::<&str>`` → ``show``)."""
+    if not name.endswith(">"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        if name[i] == ">" and name[i - 1:i] != "-":  # (not the arrow of "fn(u8) -> u8")
+            depth += 1
+        elif name[i] == "<":
+            depth -= 1
+        if depth == 0:
+            return name[:i - 2] if name.startswith("::", i - 2) else name
+    return name
+
+
 def _squeeze(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
@@ -158,6 +173,10 @@ def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] 
         else:
             name = _squeeze(fn.name)
             hit = fnmatch.fnmatchcase(name, want) if glob else name == want
+            if not hit and not glob and fn.mangled.startswith("_R") and "<" not in want:
+                # (a Rust v0 symbol names a generic function's instance, show::<&str>, which a legacy
+                # one leaves out: the function's path names all of them on both builds)
+                hit = _without_generic_arguments(name) == want
         if hit:
             found.append(fn)
     if exact:
@@ -175,9 +194,12 @@ def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
     """The points of a definition whose point names C++ functions: each matched function probed by
     its mangled symbol, its events named from its qualified name."""
     points: list[ProbePoint] = []
+    generic = "<" in (probe.point.function or "")
     for fn, point in cxx_points(resolver, probe.point, probe.text):
+        # (a Rust generic function's instances named by its path share its event, as on a legacy build)
+        name = fn.name if generic or not fn.mangled.startswith("_R") else _without_generic_arguments(fn.name)
         for p in resolver._resolve(replace(probe, point=point)):
-            points.append(replace(p, qualified_name=fn.name))
+            points.append(replace(p, qualified_name=name))
     return points
 
 
