@@ -50,20 +50,9 @@ def payload(text: bytes | None, length: int, head: bytes) -> bytes:
 
 
 def one_event_trace(tmp_path: Path, record: bytes) -> Path:
-    from probectl.tracedat import TraceMetadata, write_tracedat
-    from tests.test_native import data_record, make_page
-    from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
+    from tests.test_string_arrays import one_event_trace as written
 
-    raw = tmp_path / "cpu0.raw"
-    raw.write_bytes(make_page(data_record(record, 100), 10**9))
-    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
-                         ftrace_formats=[], event_formats=[("probe_go", [FORMAT])], kallsyms=b"",
-                         printk_formats=b"", cmdlines="77 greet\n", tgids="77 77\n",
-                         trace_clock="[local] global counter", uname="Linux synthetic 1.0 x86_64", trace_id=1,
-                         cpustats={0: "entries: 1\noverrun: 0\n"})
-    path = tmp_path / "greet.dat"
-    write_tracedat(path, meta, {0: raw}, version=7)
-    return path
+    return written(tmp_path, record, FORMAT, "probe_go")
 
 
 def test_the_parts_are_linked_to_their_string_and_hidden():

@@ -425,7 +425,7 @@ class CUScanner:
              visit: Optional[Callable[[int, int, bool, list, int], Optional[int]]], levels: int) -> int:
         """The DIEs from ``pos`` up to the 0 code that ends their parent's children (returns the
         position after it) and, ``levels`` deep (``ALL_LEVELS``: all the way), the children of the
-        namespaces and modules among them. Each DIE whose tag is in ``tags`` is handed to
+        namespaces and modules among them (and of types, in a Rust unit: ``scope_tags``). Each DIE whose tag is in ``tags`` is handed to
         ``visit(offset, tag, has_children, specs, position after its code)``, which returns the
         position after the DIE and its children, or None to have it skipped as the others are: by
         its sibling reference or fixed size when the abbreviation gives them, else by reading it
