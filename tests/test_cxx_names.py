@@ -203,3 +203,24 @@ def test_the_symbols_holding_a_name_are_those_a_full_decode_finds(shop, parts):
         holding = ElfFile(path).functions_holding(parts)
         every = [s for s in ElfFile(path).functions() if any(p in s.name for p in parts)]
         assert sorted(map(key, holding)) == sorted(map(key, every))
+
+
+def test_funcs_lists_the_same_from_its_kept_list(tmp_path):
+    """The demangled listing of a large C++ library is kept on disk by the file (funcs there is mostly
+    demangling): a second run reads it and lists what a run without a cache lists, a changed file is
+    listed anew; a small program's is not kept."""
+    lib = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    if not lib.exists():
+        missing("libstdc++6 is not installed")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    kept = tmp_path / "cache" / "probectl"
+    cold = probectl("funcs", "--json", "-x", str(lib), env={"PROBECTL_NO_CACHE": "1"}).stdout
+    assert probectl("funcs", "--json", "-x", str(lib), env=env).stdout == cold
+    assert len(list(kept.glob("demangled-functions-*"))) == 1
+    assert probectl("funcs", "--json", "-x", str(lib), env=env).stdout == cold
+    copy = tmp_path / "libcopy.so"
+    copy.write_bytes(lib.read_bytes())
+    assert probectl("funcs", "--json", "-x", str(copy), env=env).stdout == cold.replace(str(lib), str(copy))
+    assert len(list(kept.glob("demangled-functions-*"))) == 2, "its own list"
+    probectl("funcs", "-x", str(build_cxx_fixture("cxx_shop")), env=env)
+    assert len(list(kept.glob("demangled-functions-*"))) == 2, "a small program's list is not kept"

@@ -12,9 +12,12 @@ Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import DebugInfoError
+
+if TYPE_CHECKING:
+    from .elf import ElfFile
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
@@ -159,6 +162,39 @@ def without_clone(demangled: str) -> str:
     """A demangled name without gcc's clone suffixes (``f(int) [clone .isra.0]`` → ``f(int)``): the
     clone is the function the source defines, compiled once more."""
     return _CLONE.sub("", demangled)
+
+
+# Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
+_ROWS_FORMAT = 1
+# From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
+_KEEP_FROM = 1000
+
+
+def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int, int]]:
+    """The functions ``funcs`` lists of ``elf``: name → (address, size), a symbol of a version
+    other than the default also under ``NAME@VERSION``; with ``demangled``, C++ and Rust names
+    demangled (:func:`demangled_names`), a list kept on disk by the file's build-id, size and time
+    when it has many (demangling every symbol of a large C++ library is most of the command: 9,600
+    of libstdc++'s)."""
+    from . import indexcache
+
+    key = indexcache.file_key(elf.path, elf.build_id) if demangled else ""
+    if demangled:
+        stored = indexcache.load("demangled-functions", key, (_ROWS_FORMAT,))
+        if stored is not None and len(stored) == 2 and len(stored[0]) == len(stored[1]):
+            return dict(zip(stored[0], stored[1]))
+    rows: dict[str, tuple[int, int]] = {}
+    for sym in elf.functions():
+        rows.setdefault(sym.name, (sym.value, sym.size))
+        if sym.version and not sym.default_version:
+            rows.setdefault(sym.versioned_name, (sym.value, sym.size))
+    if not demangled:
+        return rows
+    mangled = sum(1 for name in rows if is_mangled(name))
+    rows = demangled_names(rows)
+    if mangled >= _KEEP_FROM:
+        indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))
+    return rows
 
 
 def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
