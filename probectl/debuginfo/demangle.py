@@ -181,8 +181,9 @@ def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int
     key = indexcache.file_key(elf.path, elf.build_id) if demangled else ""
     if demangled:
         stored = indexcache.load("demangled-functions", key, (_ROWS_FORMAT,))
-        if stored is not None and len(stored) == 2 and len(stored[0]) == len(stored[1]):
-            return dict(zip(stored[0], stored[1]))
+        kept = _kept_rows(stored) if stored is not None else None
+        if kept is not None:
+            return kept
     rows: dict[str, tuple[int, int]] = {}
     for sym in elf.functions():
         rows.setdefault(sym.name, (sym.value, sym.size))
@@ -195,6 +196,18 @@ def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int
     if mangled >= _KEEP_FROM:
         indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))
     return rows
+
+
+def _kept_rows(stored: tuple) -> Optional[dict[str, tuple[int, int]]]:
+    """The rows of a kept list, or None for a payload not of their shape."""
+    if len(stored) != 2 or not isinstance(stored[0], tuple) or not isinstance(stored[1], tuple) \
+            or len(stored[0]) != len(stored[1]):
+        return None
+    names, values = stored
+    if not all(type(n) is str for n in names) or not all(
+            type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int for v in values):
+        return None
+    return dict(zip(names, values))
 
 
 def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
