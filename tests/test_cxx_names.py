@@ -224,3 +224,12 @@ def test_funcs_lists_the_same_from_its_kept_list(tmp_path):
     assert len(list(kept.glob("demangled-functions-*"))) == 2, "its own list"
     probectl("funcs", "-x", str(build_cxx_fixture("cxx_shop")), env=env)
     assert len(list(kept.glob("demangled-functions-*"))) == 2, "a small program's list is not kept"
+
+
+@pytest.mark.parametrize("payload", [((), ()), (("f",), ((1, 2),), 3), (("f", "g"), ((1, 2),)), ((1,), ((1, 2),)),
+                                     (("f",), ((1,),)), (("f",), (("1", 2),)), (["f"], [(1, 2)])])
+def test_a_kept_list_not_of_the_rows_shape_is_not_trusted(payload):
+    from probectl.debuginfo.demangle import _kept_rows
+
+    assert _kept_rows(payload) in (None, {})
+    assert _kept_rows((("f",), ((16, 8),))) == {"f": (16, 8)}
