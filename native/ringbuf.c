@@ -137,8 +137,10 @@ int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *forma
 			    f->elem_size != 8)
 				return RB_ERR_INVAL;
 			if ((f->bound_size || f->head_size) &&
-			    (f->kind != RB_KIND_STR || (f->bound_size != 1 && f->bound_size != 2 &&
-							f->bound_size != 4 && f->bound_size != 8)))
+			    ((f->kind != RB_KIND_STR && f->kind != RB_KIND_INT_ARRAY) ||
+			     (f->head_size && f->kind != RB_KIND_STR) ||
+			     (f->bound_size != 1 && f->bound_size != 2 && f->bound_size != 4 &&
+			      f->bound_size != 8)))
 				return RB_ERR_INVAL;
 		}
 		schema->index[fmt->id] = (int32_t)i;
@@ -189,6 +191,14 @@ bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t le
 
 	ret->ptr = rec + off;
 	ret->len = n;
+	// A slice ends at its length, in elements (a record too short for it keeps the whole array).
+	if (field->kind == RB_KIND_INT_ARRAY && field->bound_size && field->elem_size &&
+	    field->bound_offset <= len && field->bound_size <= len - field->bound_offset) {
+		uint64_t bound = rb_read_uint(rec + field->bound_offset, field->bound_size, swap);
+
+		if (bound < n / field->elem_size)
+			ret->len = (uint32_t)bound * field->elem_size;
+	}
 	if (field->kind == RB_KIND_STR) {
 		const uint8_t *nul = memchr(ret->ptr, 0, n);
 

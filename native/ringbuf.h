@@ -137,6 +137,7 @@ struct rb_field {
 	// RB_KIND_STR of a counted string (a Go or Rust string, a std::string, whose bytes need not
 	// have a NUL after them): its length is the unsigned integer of bound_size bytes (1, 2, 4 or
 	// 8) at bound_offset of the record, and the text ends there; bound_size 0: no such length.
+	// RB_KIND_INT_ARRAY of a slice: the same length, in elements, ends the array.
 	// Where the text read to a NUL is shorter than the length (the kernel found no NUL within its
 	// limit, or one inside the string), its first head_size bytes at head_offset (0: none) are it.
 	uint8_t bound_size;

@@ -26,7 +26,8 @@ and, where no NUL may follow it, its first 64 bytes as an array ``key__head``
 (:data:`STRING_PART_SUFFIXES`); the decoders give the text read to the NUL when it reaches the
 length, else the head, cut at the length. The parts are hidden from :attr:`EventFormat.event_fields`
 (the string field's ``bound`` and ``head`` locate them). Other readers see plain fields: trace-cmd
-prints all three, the text uncut.
+prints all three, the text uncut. A slice (Go's ``[]T``, Rust's ``&[T]``) is the same with a fixed
+integer array of its first elements for the text, cut at ``NAME__len`` elements.
 """
 from __future__ import annotations
 
@@ -176,7 +177,10 @@ def _with_string_parts(fields: list[Field]) -> list[Field]:
     by_name = {f.name: i for i, f in enumerate(fields)}
     out = list(fields)
     for j, text in enumerate(fields):
-        if not (text.is_data_loc and text.array_len is None and text.element_type in _CHAR_TYPES):
+        is_string = text.is_data_loc and text.array_len is None and text.element_type in _CHAR_TYPES
+        # (a slice, Go's or Rust's: its first elements as a fixed array, cut at its length too)
+        is_slice = not text.is_data_loc and text.is_array and text.element_type not in _CHAR_TYPES
+        if not (is_string or is_slice):
             continue
         i = by_name.get(string_part_name(text.name, "length"))
         length = fields[i] if i is not None else None
@@ -184,6 +188,8 @@ def _with_string_parts(fields: list[Field]) -> list[Field]:
             continue
         out[j] = replace(text, bound=(length.offset, length.size))
         out[i] = replace(length, is_string_part=True)  # type: ignore[index]
+        if is_slice:
+            continue
         k = by_name.get(string_part_name(text.name, "head"))
         head = fields[k] if k is not None else None
         if head is not None and head.is_array and not head.is_data_loc and head.size > 0 \

@@ -83,8 +83,8 @@ FieldSpec = Union[tuple[int, int, int, int, int, bool], tuple[int, int, int, int
 
 def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> FieldSpec:
     """The C decoder's description of ``field``: (offset, size, loc, kind, elem_size, signed), and
-    for a counted string (``Field.bound``, :mod:`probectl.formats`) its length's (size, offset) and
-    its head's (size, offset) after them (0, 0 without a head).
+    for a counted string or slice (``Field.bound``, :mod:`probectl.formats`) its length's (size,
+    offset) and its head's (size, offset) after them (0, 0 without a head).
 
     Integers of 1, 2, 4 or 8 bytes are numbers; ``char`` arrays and ``__data_loc char[]`` are text
     (up to the first NUL); ``__data_loc char[][N]`` (a probe's ``:string[N]``: N data_loc words,
@@ -119,6 +119,9 @@ def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> Field
             esize = field.size // field.array_len if field.size % field.array_len == 0 else None
         esize = esize or _element_size(elem, long_size)
         if esize in (1, 2, 4, 8) and (loc == LOC_TAIL or field.size % esize == 0):
+            if field.bound is not None and loc == LOC_FIXED:  # (a slice: as many elements as its length)
+                return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed, field.bound[1],
+                        field.bound[0], 0, 0)
             return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed)
         return (field.offset, field.size, loc, KIND_BYTES, 0, False)
     if field.size in (1, 2, 4, 8):

@@ -270,3 +270,26 @@ def test_a_named_pointer_reads_members_through_dot_as_its_language_does():
     assert fetch(ref, Register(5), ["it", Member("id", False)]).fetch == "+8(%di)"
     with pytest.raises(TypeMismatchError, match="must be referred by '->'"):
         fetch(PAIRP, DI, ["p", Member("b", False)])
+
+
+LONGP = T(POINTER_KIND, "*int", 8, LONG)
+GO_SLICE = T(AGGREGATE_KIND, "struct []int", 24, members={"array": (LONGP, 0), "len": (LONG, 8), "cap": (LONG, 16)})
+RUST_SLICE = T(AGGREGATE_KIND, "struct &[u16]", 16,
+               members={"data_ptr": (T(POINTER_KIND, "*const u16", 8, T(SCALAR_KIND, "u16", 2)), 0),
+                        "length": (LONG, 8)})
+
+
+def test_a_slice_is_its_first_elements_bounded_by_its_length():
+    three = Pieces((Value(Reg(2)), Value(Reg(5)), Value(Reg(4))))
+    r = fetch(GO_SLICE, three, ["xs"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(%cx)", "s64[16]", [("length", "%di", "u64")])
+    r = fetch(GO_SLICE, three, ["xs"], TypeSpec("x", 32, array=64))
+    assert (r.type, parts(r)) == ("x32[64]", [("length", "%di", "u64")]), "a cast says the elements and how many"
+    r = fetch(RUST_SLICE, Memory(Value(Reg(7), 8)), ["v"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(+8(%sp))", "x16[16]", [("length", "+16(%sp)", "u64")])
+    with pytest.raises(LocationError, match="held in 3 registers"):
+        fetch(GO_SLICE, three, ["xs"], TypeSpec("x", 64))
+    of_structs = T(AGGREGATE_KIND, "struct []main.T", 24,
+                   members={"array": (PAIRP, 0), "len": (LONG, 8), "cap": (LONG, 16)})
+    with pytest.raises(LocationError, match="held in 3 registers"):
+        fetch(of_structs, three, ["ts"])

@@ -172,6 +172,9 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
+    slice_ = counted_slice(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
+    if slice_ is not None and (cast is None or cast.array is not None):
+        return _counted_slice_fetch(model, place, real, slice_, cast, owner, opts, x_types, common)
     if base in STRING_CASTS:
         kind = model.kind(real) if real is not None else None
         if kind not in (POINTER_KIND, ARRAY_KIND):
@@ -268,6 +271,8 @@ class CountedString:
 # The first bytes of a counted string without a NUL after it, read as an array (the kernel's
 # MAX_ARRAY_LEN): its text where the string fetch finds no NUL within its 4 KiB.
 HEAD_BYTES = 64
+# The elements of a slice read by default (a cast such as :s64[64] reads up to the kernel's 64).
+SLICE_ELEMENTS = 16
 
 
 def counted_string(model: TypeModel, agg) -> Optional[CountedString]:
@@ -363,3 +368,53 @@ def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], own
         place = member_place(place, member.offset, model.byte_size(t), owner)
         t = model.strip(member.type)
     return place, t
+
+
+# -- slices: a pointer to elements and a length ---------------------------------------------------------
+
+
+def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The member paths of the element pointer and of the length of a slice type: Go's ``[]T``
+    {array, len, cap}, Rust's ``&[T]`` {data_ptr, length}; None for another type or elements that
+    are not integers of 1, 2, 4 or 8 bytes."""
+    name = model.type_name(agg) or ""
+    for prefix in ("struct ", "class "):
+        name = name.removeprefix(prefix)
+    if name.startswith("[]"):
+        shape = (("array",), ("len",))
+    elif name.startswith(("&[", "&mut [")):
+        shape = (("data_ptr",), ("length",))
+    else:
+        return None
+    ptr, size = _member_type(model, agg, shape[0]), _member_type(model, agg, shape[1])
+    if ptr is None or size is None or model.kind(ptr) != POINTER_KIND or model.kind(size) != SCALAR_KIND:
+        return None
+    element = model.strip(model.pointee(ptr))
+    if element is None or model.kind(element) != SCALAR_KIND or model.byte_size(element) not in (1, 2, 4, 8):
+        return None
+    return shape
+
+
+def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optional[S.TypeSpec], owner: str,
+                         opts: RenderOptions, x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """A slice's first elements as a kernel array (``SLICE_ELEMENTS``, or as many as a cast such as
+    ``:s64[32]`` says), with its length beside it to cut the array where the slice ends."""
+    pointer_place, pointer_type = _member_path(model, place, agg, shape[0], owner)
+    length_place, length_type = _member_path(model, place, agg, shape[1], owner)
+    element = model.pointee(pointer_type)
+    if cast is not None and cast.base not in SIZE_CASTS:
+        raise TypeMismatchError(f"'{owner}' is a slice of {model.type_name(element)}: cast it to an integer "
+                                f"array (:s64[{SLICE_ELEMENTS}])")
+    count = cast.array if cast is not None and cast.array else SLICE_ELEMENTS
+    etype = (f"{cast.base}{cast.bits}" if cast is not None and cast.bits
+             else model.kernel_type(element, cast.base if cast is not None else None, x_types))
+    fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
+    size = model.byte_size(length_type) or 8
+    if isinstance(length_place, Slice):
+        if length_place.bit_offset != 0 or size != 8:
+            raise LocationError(f"the length of '{owner}' is part of a register", "register")
+        length = render_value(length_place.value, opts)
+    else:
+        length = _scalar_fetch(length_place, size * 8, opts, owner)
+    return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0,
+                       parts=(StringPart("length", length, f"u{size * 8}"),), **common)

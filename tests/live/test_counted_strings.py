@@ -1,4 +1,4 @@
-"""Strings counted by a length, recorded live: a Go ``string`` and a Rust ``&str`` and ``String``
+"""Strings counted by a length, recorded live: a Go ``string`` (and a Go slice's elements) and a Rust ``&str`` and ``String``
 (pointer and length; no NUL after the bytes: a literal sits in the program's other strings, a
 substring runs on into the rest of its string) and a C++ ``std::string`` (libstdc++'s, by its
 members), probed by their variables' names with no cast, or with ``:string``. What ``record`` wrote,
@@ -37,16 +37,20 @@ def record(tmp_path: Path, binary: Path, *args: str) -> tuple[dict[str, list[dic
     events: dict[str, list[dict]] = {}
     for obj in objs:
         events.setdefault(obj["event"].split(":", 1)[1], []).append(obj["fields"])
-    assert [e.fields for e in api.read_trace(str(out))] == [obj["fields"] for obj in objs]
+    assert [{k: list(v) if isinstance(v, tuple) else v for k, v in e.fields.items()}  # (the API's arrays are tuples)
+            for e in api.read_trace(str(out))] == [obj["fields"] for obj in objs]
     text = probectl("script", "-i", str(out)).stdout.splitlines()
     for line, obj in zip(text, objs, strict=True):
         for name, value in obj["fields"].items():
             if isinstance(value, str):
                 assert f'{name}="{value}"' in line, line
+            elif isinstance(value, list):
+                assert f"{name}={{{','.join(map(str, value))}}}" in line, line
     assert "__len" not in "".join(text) and "__head" not in "".join(text), "the parts are hidden"
     report = subprocess.run([require_tool("trace-cmd", "trace-cmd"), "report", str(out)], capture_output=True,
                             text=True, check=True).stdout
-    assert report.count("__len=") == len(objs), "trace-cmd reads every event, the length a field of it"
+    assert sum("__len=" in line for line in report.splitlines()) == len(objs), \
+        "trace-cmd reads every event, the length a field of it"
     return expect_lines(run.stdout), events
 
 
@@ -61,12 +65,14 @@ def test_go_strings_are_the_programs_words(cleanup_group, tmp_path, gcflags):
     for kilobytes, where the kernel's string fetch gives nothing), "" and a substring "pro" of
     "probectlprobectl" made while it runs."""
     binary = build_go_fixture("go_target", gcflags)
-    probectl("add", "-x", str(binary), f"{GROUP}:greet=main.greet s xs.len", f"{GROUP}:cast=main.greet s:string")
+    probectl("add", "-x", str(binary), f"{GROUP}:greet=main.greet s xs.len xs", f"{GROUP}:cast=main.greet s:string")
     want, got = record(tmp_path, binary, "10")
     assert words(want["greet"], "s") == ["hello", "probectl", "", "pro"]
     assert [e["s"] for e in got["greet"]] == words(want["greet"], "s")
     assert [e["s_string"] for e in got["cast"]] == words(want["greet"], "s")
     assert [e["len"] for e in got["greet"]] == [int(call["xs.len"]) for call in want["greet"]]
+    # the slice's elements, its length's (its capacity's past them are not its own)
+    assert [e["xs"] for e in got["greet"]] == [[int(x) for x in w.split(",") if x] for w in words(want["greet"], "xs")]
 
 
 @pytest.mark.root
