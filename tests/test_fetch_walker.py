@@ -293,3 +293,19 @@ def test_a_slice_is_its_first_elements_bounded_by_its_length():
                    members={"array": (PAIRP, 0), "len": (LONG, 8), "cap": (LONG, 16)})
     with pytest.raises(LocationError, match="held in 3 registers"):
         fetch(of_structs, three, ["ts"])
+
+
+def test_a_vec_and_a_reference_to_a_string_are_read_through():
+    """Rust's Vec<u32> (its pointer inside buf, as a String's) and a &String: read as what they refer
+    to, as Rust prints them."""
+    u32p = T(POINTER_KIND, "*const u32", 8, T(SCALAR_KIND, "u32", 4))
+    unique = T(AGGREGATE_KIND, "struct Unique<u32>", 8, members={"pointer": (u32p, 0)})
+    rawvec = T(AGGREGATE_KIND, "struct RawVec<u32, alloc::alloc::Global>", 16, members={"ptr": (unique, 0),
+                                                                                     "cap": (LONG, 8)})
+    vec = T(AGGREGATE_KIND, "struct Vec<u32, alloc::alloc::Global>", 24, members={"buf": (rawvec, 0),
+                                                                               "len": (LONG, 16)})
+    r = fetch(T(POINTER_KIND, "&alloc::vec::Vec<u32, alloc::alloc::Global>", 8, vec), Register(5), ["values"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(+0(%di))", "x32[16]", [("length", "+16(%di)", "u64")])
+    r = fetch(T(POINTER_KIND, "&alloc::string::String", 8, RUST_STRING), Register(4), ["name"])
+    assert (r.fetch, parts(r)[0]) == ("+0(+0(%si))", ("length", "+16(%si)", "u64"))
+    assert fetch(PAIRP, DI, ["p"]).fetch == "%di", "a C pointer to a struct stays the pointer"

@@ -29,8 +29,11 @@ def mangled(binary, path: str) -> str:
 
 def test_funcs_lists_paths_without_the_hash(rshop):
     listed = probectl("funcs", "-x", str(rshop), "rust_shop::*").stdout.splitlines()
-    assert listed == ["rust_shop::main", "rust_shop::shop::Cart::add", "rust_shop::shop::label",
-                      "rust_shop::shop::lookup"]
+    assert [n for n in listed if "closure" not in n] == ["rust_shop::main", "rust_shop::shop::Cart::add",
+                                                         "rust_shop::shop::label", "rust_shop::shop::lookup",
+                                                         "rust_shop::shop::sum"]
+    assert [n for n in listed if "closure" in n] in (["rust_shop::shop::sum::{{closure}}"],  # (legacy, v0:)
+                                                      ["rust_shop::shop::sum::{closure#0}"])
 
 
 def test_a_path_probes_what_perf_probes_by_the_mangled_name(rshop):

@@ -95,13 +95,16 @@ class _Parser:
         return c
 
     def decimal(self) -> int:
+        """decimal = "0" | nonzero digit {digit}: a "0" is a whole number (a closure's empty name, "0",
+        may be followed by another's, "00")."""
+        if self.take("0"):
+            return 0
         start = self.pos
         while self.peek().isdigit():
             self.pos += 1
-        digits = self.text[start:self.pos]
-        if not digits or (digits[0] == "0" and len(digits) > 1):
+        if start == self.pos:
             raise _Invalid("bad decimal number")
-        return int(digits)
+        return int(self.text[start:self.pos])
 
     def base62(self) -> int:
         """A base-62 number ending in '_': '_' is 0, 'N_' is N + 1."""

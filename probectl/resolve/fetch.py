@@ -113,7 +113,21 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
         owner = f"{owner}{'->' if acc.arrow else '.'}{acc.name}"
     if bitfield is None:
         place, cur = _referred(model, place, cur, owner, user)
+        place, cur = _through_language_pointer(model, place, cur, owner, user)
     return _final(model, place, cur, bitfield, variable, cast, owner, opts, x_types)
+
+
+def _through_language_pointer(model: TypeModel, place: Place, cur, owner: str, user: bool) -> tuple[Place, Any]:
+    """A Rust reference or Go pointer to a string or slice (``name: &String``, ``values: &Vec<u32>``)
+    is read as what it points to, as that language prints it; anything else as it is."""
+    real = model.strip(cur)
+    if real is None or model.kind(real) != POINTER_KIND or not model.reads_through(real):
+        return place, cur
+    pointee = model.strip(model.pointee(real))
+    if pointee is None or model.kind(pointee) != AGGREGATE_KIND or (
+            counted_string(model, pointee) is None and counted_slice(model, pointee) is None):
+        return place, cur
+    return Memory(value_of(place, owner), user), pointee
 
 
 def _referred(model: TypeModel, place: Place, cur, owner: str, user: bool) -> tuple[Place, Any]:
@@ -294,7 +308,7 @@ def counted_string(model: TypeModel, agg) -> Optional[CountedString]:
         # (the path to a Vec's pointer changed between rustc versions: buf.ptr.pointer, then
         # buf.inner.ptr.pointer.pointer; the first byte pointer inside buf is it)
         vec = _member_type(model, agg, ("vec",))
-        found = _byte_pointer_path(model, vec, ("vec",), 8) if vec is not None else None
+        found = _pointer_path(model, vec, ("vec",), 8, byte=True) if vec is not None else None
         if found is not None:
             shapes.append((found, ("vec", "len"), False))
     for pointer, length, nul_terminated in shapes:
@@ -320,9 +334,10 @@ def _is_byte_pointer(model: TypeModel, t) -> bool:
     return model.kind(t) == POINTER_KIND and model.byte_size(model.pointee(t)) == 1
 
 
-def _byte_pointer_path(model: TypeModel, agg, path: tuple[str, ...], depth: int) -> Optional[tuple[str, ...]]:
-    """The member path from ``agg`` (reached by ``path``) to its first pointer to bytes, looked
-    for through members that are aggregates held in place (not through pointers), ``depth`` deep."""
+def _pointer_path(model: TypeModel, agg, path: tuple[str, ...], depth: int, byte: bool) -> Optional[tuple[str, ...]]:
+    """The member path from ``agg`` (reached by ``path``) to its first pointer (``byte``: to bytes),
+    looked for through members that are aggregates held in place (not through pointers), ``depth``
+    deep."""
     if depth == 0 or agg is None or model.kind(agg) != AGGREGATE_KIND:
         return None
     for name in model.member_names(agg):
@@ -330,9 +345,9 @@ def _byte_pointer_path(model: TypeModel, agg, path: tuple[str, ...], depth: int)
         t = model.strip(member.type) if member is not None else None
         if t is None:
             continue
-        if _is_byte_pointer(model, t):
+        if _is_byte_pointer(model, t) if byte else model.kind(t) == POINTER_KIND:
             return path + (name,)
-        found = _byte_pointer_path(model, t, path + (name,), depth - 1)
+        found = _pointer_path(model, t, path + (name,), depth - 1, byte)
         if found is not None:
             return found
     return None
@@ -375,15 +390,22 @@ def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], own
 
 def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
     """The member paths of the element pointer and of the length of a slice type: Go's ``[]T``
-    {array, len, cap}, Rust's ``&[T]`` {data_ptr, length}; None for another type or elements that
-    are not integers of 1, 2, 4 or 8 bytes."""
+    {array, len, cap}, Rust's ``&[T]`` {data_ptr, length} and ``Vec<T>`` {buf: ..., len}; None for
+    another type or elements that are not integers of 1, 2, 4 or 8 bytes."""
     name = model.type_name(agg) or ""
     for prefix in ("struct ", "class "):
         name = name.removeprefix(prefix)
+    shape: tuple[tuple[str, ...], tuple[str, ...]]
     if name.startswith("[]"):
         shape = (("array",), ("len",))
     elif name.startswith(("&[", "&mut [")):
         shape = (("data_ptr",), ("length",))
+    elif name.startswith(("Vec<", "alloc::vec::Vec<")):
+        # (Rust's Vec: its pointer somewhere in buf, as for a String's, its length len)
+        found = _pointer_path(model, agg, (), 8, byte=False)
+        if found is None:
+            return None
+        shape = (found, ("len",))
     else:
         return None
     ptr, size = _member_type(model, agg, shape[0]), _member_type(model, agg, shape[1])
