@@ -16,7 +16,7 @@ import pytest
 
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.framepointers import keeps_frame_pointers
-from tests.helpers import build_fixture, probectl, require_tool, tracefs_snapshot
+from tests.helpers import added_probes, build_fixture, probectl, require_tool, tracefs_snapshot
 from tests.live.test_callchains import caller_path, expected_paths, text_stacks
 
 pytestmark = pytest.mark.root
@@ -27,14 +27,8 @@ NO_FRAME_POINTERS = ("-fomit-frame-pointer",)
 
 @pytest.fixture(scope="module")
 def callers():
-    binary = build_fixture("callers", "-O2", NO_FRAME_POINTERS)
-    before = tracefs_snapshot()
-    probectl("add", "-x", str(binary), f"{G}:work=work")
-    try:
+    with added_probes(build_fixture("callers", "-O2", NO_FRAME_POINTERS), [f"{G}:work=work"], [G]) as binary:
         yield binary
-    finally:
-        probectl("del", f"{G}:*", check=False)
-        assert tracefs_snapshot() == before
 
 
 def folded_paths(path) -> Counter:
