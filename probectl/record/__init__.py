@@ -175,7 +175,7 @@ class Recording:
             if opts.stacks and buffer_kb and len(uprobe_events(self.tfs.definitions(), selected)) == len(selected):
                 buffer_kb = UNUSED_BUFFER_KB  # (every event comes from perf's rings, -m sizes those)
             stopped_by = run.trace([part], buffer_kb=buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
-                                   user_stacks=False, trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
+                                   trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
