@@ -119,6 +119,18 @@ def test_a_copy_too_short_ends_the_stack_in_unknown(live_tracefs, callers, recor
         assert any([g.split("+")[0] for g in f[:len(known)]] == known for f in full), stack
 
 
+def test_the_python_api_gives_the_same_stacks(live_tracefs, recording_dwarf):
+    """probectl.read_trace(...).stacks(): each event with its frames, named as script names them."""
+    import probectl
+
+    path, _out = recording_dwarf
+    with probectl.read_trace(path) as trace:
+        got = [(ev.name, [f"{f.name}+0x{f.offset:x}" if f.offset else f.name for f in stack.user], stack.kernel)
+               for ev, stack in trace.stacks(f"{G}:*")]
+    assert [(name, user) for name, user, _k in got] == [(e["event"], e["user_stack"]) for e in _json(path)]
+    assert len(got) == 102 and all(not kernel for _n, _u, kernel in got)
+
+
 def _json(path) -> list[dict]:
     return [json.loads(l) for l in probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()]
 
