@@ -304,7 +304,8 @@ class RecorderPart(RunPart):
         if opts.stacks:
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
-            copied = copied_events(opts.call_graph, definitions, self.selected, self.recording.notice)
+            copied = copied_events(opts.call_graph, definitions, self.selected, self.recording.notice,
+                                   _programs(run, opts.pids))
             pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
                                          uprobes, data_pages=pages, tids=run.pids, stack_events=copied,
@@ -363,6 +364,15 @@ class RecorderPart(RunPart):
         if run.workload is not None:
             pids.append(run.workload.pid)
         return sorted(set(pids))
+
+
+def _programs(run: TracedRun, pids: Sequence[int]) -> list[str]:
+    """The files the processes a run is scoped to run: its command's, the -p processes'."""
+    out = [run.workload.program] if run.workload is not None else []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            out.append(os.readlink(f"/proc/{pid}/exe"))
+    return out
 
 
 def _maps_path(maps: str, path: str) -> bool:

@@ -161,11 +161,13 @@ RING_DATA_PAGES = 2048  # per CPU without -m when samples copy stacks (8 MiB wit
 
 
 def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: Sequence["SelectedEvent"],
-                  notice: Callable[[str], None]) -> list[int]:
+                  notice: Callable[[str], None], programs: Sequence[str] = ()) -> list[int]:
     """The format ids of the ``events`` whose samples copy the user stack: every one with ``dwarf``,
     none with ``fp``; with ``auto`` (``-g`` alone) the uprobes in files that keep no frame pointers,
-    each such file named in a notice (a uprobe event of several places is copied if any of its files
-    keeps none; tracepoints and kprobes keep the frame-pointer walk)."""
+    and the other events (tracepoints, kprobes) when one of ``programs`` (the files of the processes
+    a run is scoped to) keeps none, each such file named in a notice. A uprobe event of several places
+    is copied if any of its files keeps none; a run of every process keeps the frame-pointer walk for
+    tracepoints and kprobes (no one program decides)."""
     if mode == "dwarf":
         return [ev.format.id for ev in events]
     if mode != "auto":
@@ -179,20 +181,24 @@ def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: S
         if d.is_uprobe and d.uprobe_path:
             paths.setdefault((d.group, d.event), set()).add(d.uprobe_path)
     keeps: dict[str, bool] = {}
+
+    def keeping(path: str) -> bool:
+        if path not in keeps:
+            try:
+                with ElfFile(path) as elf:
+                    keeps[path] = keeps_frame_pointers(elf)
+            except (ProbectlError, OSError):
+                keeps[path] = True  # (unreadable: the kernel's walk is all there is)
+        return keeps[path]
+
+    scoped_without = [p for p in dict.fromkeys(programs) if not keeping(p)]
     out = []
     for ev in events:
-        without = []
-        for path in sorted(paths.get((ev.group, ev.event), ())):
-            if path not in keeps:
-                try:
-                    with ElfFile(path) as elf:
-                        keeps[path] = keeps_frame_pointers(elf)
-                except (ProbectlError, OSError):
-                    keeps[path] = True  # (unreadable: the kernel's walk is all there is)
-            if not keeps[path]:
-                without.append(path)
+        files = paths.get((ev.group, ev.event))
+        without = [p for p in sorted(files) if not keeping(p)] if files else scoped_without
         if without:
             out.append(ev.format.id)
-            notice(f"probectl: {', '.join(without)} keeps no frame pointers: the user stacks of {ev.name} are "
-                   "unwound from its call-frame information (--call-graph fp: the frame-pointer walk)")
+            notice(f"probectl: {', '.join(without)} keep{'s' * (len(without) == 1)} no frame pointers: the user "
+                   f"stacks of {ev.name} are unwound from call-frame information (--call-graph fp: the "
+                   "frame-pointer walk)")
     return out
