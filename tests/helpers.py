@@ -9,6 +9,7 @@ failure, so nothing skips silently.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Mapping, NoReturn, Optional, Union
+from typing import Iterator, Mapping, NoReturn, Optional, Union
 
 import pytest
 
@@ -308,6 +309,19 @@ def tracefs_snapshot() -> dict[str, str]:
     if instances.is_dir():
         snap["instances"] = "\n".join(sorted(os.listdir(instances)))
     return snap
+
+
+@contextlib.contextmanager
+def added_probes(binary: Union[str, Path], definitions: list[str], groups: list[str]) -> Iterator[Path]:
+    """The probe events of ``definitions`` on ``binary``, added for the block (which gets the binary)
+    and deleted after it, every event of ``groups``; tracefs must then be as it was before."""
+    before = tracefs_snapshot()
+    probectl("add", "-x", str(binary), *definitions)
+    try:
+        yield Path(binary)
+    finally:
+        probectl("del", *(f"{g}:*" for g in groups), check=False)
+        assert tracefs_snapshot() == before
 
 
 class FifoReader:

@@ -18,10 +18,18 @@ shared must not read ``/etc/shadow`` or write ``authorized_keys``). Once the vie
 own switches are thrown and locked (:data:`LOCKDOWN`): no file but the Parquet files of the inputs
 (named one by one in ``allowed_paths``), no extension loaded or installed, no setting changed; and
 :meth:`RecordingsDatabase.sql` runs one statement, a SELECT, as DuckDB's parser types it.
+
+What a query may cost is bounded too: DuckDB spills what does not fit in memory to a temporary
+directory, by default ``.tmp`` in the working directory and up to 90% of that disk's free space; a
+query's spill goes to a private directory removed at the end and may take at most half the free space
+there (:data:`SPILL_SHARE`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
+import shutil
+import tempfile
+import threading
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
 import duckdb
 
@@ -52,6 +60,8 @@ LOCKDOWN = ("SET enable_external_access = false", "SET autoload_known_extensions
 # The statements a query may be, as DuckDB's parser types them (``FROM t``, ``WITH``, ``VALUES``,
 # ``DESCRIBE``, ``SUMMARIZE``, ``SHOW`` and ``PIVOT ... IN (...)`` are SELECTs).
 READS = frozenset({duckdb.StatementType.SELECT})
+T = TypeVar("T")
+SPILL_SHARE = 0.5  # of the free space of the temporary directory's file system, a query's spill at most
 
 
 def quote(name: str) -> str:
@@ -81,12 +91,19 @@ class RecordingsDatabase:
     """An in-memory DuckDB database with a table per event and the ``events`` view over ``recordings``."""
 
     def __init__(self, recordings: Sequence[EventTables], threads: Optional[int] = None,
-                 datasets: Sequence[ParquetDatasets] = ()):
+                 datasets: Sequence[ParquetDatasets] = (), memory_limit: Optional[str] = None):
+        """``memory_limit``: DuckDB's (``"1GB"``; its default, 80% of the memory, without it)."""
         self.recordings = list(recordings)
         self.datasets = list(datasets)
+        self.spill = tempfile.TemporaryDirectory(prefix="probectl-query-")
         self.con = duckdb.connect(":memory:")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
+        if memory_limit:
+            self.con.execute("SET memory_limit = ?", [memory_limit])
+        self.con.execute("SET temp_directory = ?", [self.spill.name])
+        room = int(shutil.disk_usage(self.spill.name).free * SPILL_SHARE)
+        self.con.execute("SET max_temp_directory_size = ?", [f"{max(room, 1 << 20)}B"])
         self.events: dict[str, list[str]] = {}  # system:event -> SELECTs of its rows, one per source
         self._fields: dict[str, list[str]] = {}
         # every column name of the tables and views (those not decoded included)
@@ -180,6 +197,8 @@ class RecordingsDatabase:
             return self.con.execute(text)
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+        except RuntimeError as err:
+            raise _interrupted(err) from None
 
     def check(self, text: str) -> None:
         """That ``text`` is one statement, a SELECT, by DuckDB's own parser; else an :class:`SqlError`
@@ -204,38 +223,72 @@ class RecordingsDatabase:
         DuckDB's message."""
         self.check(text)
         try:
-            cur = self.con.execute(text)
+            cur = self._interruptible(lambda: self.con.execute(text))
             if cur.description is None:
                 return Result([], [])
-            return Result([d[0] for d in cur.description], cur.fetchall())
+            return Result([d[0] for d in cur.description], self._interruptible(cur.fetchall))
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+        except RuntimeError as err:
+            raise _interrupted(err) from None
 
     def stream(self, text: str, chunk: int = 1 << 16) -> tuple[list[str], Iterator[list[tuple]]]:
         """Run one query: its column names and its rows a chunk at a time (an answer of millions of
         rows is never held whole); errors are :class:`SqlError` as for :meth:`sql`."""
         self.check(text)
         try:
-            cur = self.con.execute(text)
+            cur = self._interruptible(lambda: self.con.execute(text))
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+        except RuntimeError as err:
+            raise _interrupted(err) from None
         if cur.description is None:
             return [], iter(())
 
         def chunks() -> Iterator[list[tuple]]:
             while True:
                 try:
-                    rows = cur.fetchmany(chunk)
+                    rows = self._interruptible(lambda: cur.fetchmany(chunk))
                 except duckdb.Error as err:
                     raise sql_error(err, self.table_names()) from None
+                except RuntimeError as err:
+                    raise _interrupted(err) from None
                 if not rows:
                     return
                 yield rows
 
         return [d[0] for d in cur.description], chunks()
 
+    def _interruptible(self, work: Callable[[], T]) -> T:
+        """``work()`` (a DuckDB call), which Ctrl-C interrupts: DuckDB runs it on another thread while
+        this one waits, where Python's signal handler can run (it runs on the main thread between
+        bytecodes: DuckDB's own check of the signal missed some queries, a cross join ran on), and
+        a KeyboardInterrupt interrupts the query, waits for it to stop and goes on up."""
+        done: list = []
+
+        def run() -> None:
+            try:
+                done.append((True, work()))
+            except BaseException as err:  # (handed to the waiting thread)
+                done.append((False, err))
+
+        worker = threading.Thread(target=run, name="probectl-query", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.05)
+        except KeyboardInterrupt:
+            self.con.interrupt()
+            worker.join()
+            raise
+        ok, value = done[0]
+        if not ok:
+            raise value
+        return value
+
     def close(self) -> None:
         self.con.close()
+        self.spill.cleanup()
 
     def __enter__(self) -> "RecordingsDatabase":
         return self
@@ -259,6 +312,12 @@ def _columns(schema, read: Sequence[str]) -> str:
     have = set(read)
     return ", ".join(quote(f.name) if f.name in have else f"NULL::{_SQL_TYPES[str(f.type)]} AS {quote(f.name)}"
                      for f in schema)
+
+
+def _interrupted(err: RuntimeError) -> BaseException:
+    """What DuckDB's "Query interrupted" (a Ctrl-C while it ran: it took the signal's
+    KeyboardInterrupt) is: that KeyboardInterrupt again, which the command line ends quietly with."""
+    return KeyboardInterrupt() if "interrupted" in str(err).lower() else err
 
 
 def sql_error(err: Exception, tables: Iterable[str]) -> SqlError:
