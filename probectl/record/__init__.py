@@ -55,7 +55,7 @@ from .stackcopies import DEFAULT_STACK_COPY, RING_DATA_PAGES as STACK_RING_PAGES
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .jitmaps import jit_maps_option
-from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
+from .processes import MAX_MAPS_PIDS, ProcessWatch, other_root, pid_alive, proc_comm, read_maps, synthesize_maps
 from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunPart, RunScope, TracedRun
 from .teardown import CleanupSteps, signals_held, stop_signals
@@ -390,7 +390,8 @@ def _programs(run: TracedRun, pids: Sequence[int]) -> list[str]:
     out = [run.workload.program] if run.workload is not None else []
     for pid in pids:
         with contextlib.suppress(OSError):
-            out.append(os.readlink(f"/proc/{pid}/exe"))
+            # (a container's process names its file in its own tree: reached through its root)
+            out.append((other_root(pid) or "") + os.readlink(f"/proc/{pid}/exe"))
     return out
 
 

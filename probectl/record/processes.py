@@ -59,13 +59,13 @@ def read_maps(pid: int) -> Optional[str]:
         return None
     lines = [l for l in text.splitlines() if len(l.split(None, 5)) == 6 and
              (l.split(None, 5)[5].startswith("/") or l.split(None, 5)[5] in ("[vdso]", "[uprobes]"))]
-    root = _other_root(pid)
+    root = other_root(pid)
     if root is not None:
         lines = [_rooted(l, root) for l in lines]
     return "\n".join(lines) if lines else None
 
 
-def _other_root(pid: int) -> Optional[str]:
+def other_root(pid: int) -> Optional[str]:
     """``/proc/PID/root`` when process ``pid`` sees other files than probectl (None: the same, or gone)."""
     from ..target.process import ProcessView  # (the maps of a traced process only)
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pytest
 
@@ -305,6 +305,21 @@ def test_a_file_on_no_overlay_gets_no_note(clean_group, service_binary):
     assert "overlay" not in added.stderr
 
 
+def test_a_containers_program_without_frame_pointers_has_its_stacks_unwound(live_tracefs, tmp_path):
+    """record -g -p of a container's process whose program keeps no frame pointers: the program is read
+    through the process's root (its own path names no file on the host), so its stacks are copied and
+    unwound, as a host program's are."""
+    binary = build_fixture("container_service", "-O2", ("-fomit-frame-pointer",))
+    path = tmp_path / "fp.dat"
+    with contained(binary, "--linger", "2") as svc:
+        with recording(path, "-g", "-e", "syscalls:sys_enter_write", "-p", str(svc.pid)) as rec:
+            svc.serve()
+        stacks = [e["user_stack"] for e in script_json(path)]
+        svc.run()
+    assert f"/proc/{svc.pid}/root{INNER} keeps no frame pointers" in rec.err, rec.err
+    assert stacks and all("main" in [f.split("+")[0] for f in stack] for stack in stacks), stacks
+
+
 def test_a_library_name_is_the_library_the_process_maps(live_tracefs, service_binary):
     with contained(service_binary) as svc:
         maps = Path(f"/proc/{svc.pid}/maps").read_text()
@@ -522,7 +537,8 @@ def recording(path: Path, *args: str) -> Iterator["Run"]:
     run = Run(subprocess.Popen([sys.executable, "-m", "probectl", "record", *args, "-o", str(path)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
-        wait_armed(run.proc, from_perf=any(a.startswith("--cgroup") for a in args))
+        events = [b.replace(":", "/") for a, b in zip(args, args[1:]) if a == "-e"]
+        wait_armed(run.proc, from_perf=any(a.startswith("--cgroup") for a in args), events=events)
         yield run
         run.proc.send_signal(signal.SIGINT)
         run.out, run.err = run.proc.communicate(timeout=30)
@@ -533,21 +549,23 @@ def recording(path: Path, *args: str) -> Iterator["Run"]:
             run.proc.wait()
 
 
-def wait_armed(rec: subprocess.Popen, from_perf: bool = False, timeout: float = 20.0) -> None:
-    """Until the recording's instance has tracing on (its events are enabled before that). ``from_perf``:
-    the events are perf's (--cgroup), enabled before tracing is turned on in the instance, whose clock
-    is set to perf's (after tracing was turned off in the new instance) first."""
+def wait_armed(rec: subprocess.Popen, from_perf: bool = False, timeout: float = 20.0,
+               events: Sequence[str] = ()) -> None:
+    """Until the recording's instance has tracing on (its ``events``, GROUP/EVENT, or else G's, are
+    enabled before that). ``from_perf``: the events are perf's (--cgroup), enabled before tracing is
+    turned on in the instance, whose clock is set to perf's (after tracing was turned off in the new
+    instance) first."""
     inst = TRACEFS / "instances" / f"probectl-{rec.pid}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert rec.poll() is None, rec.communicate()
         with contextlib.suppress(OSError):
+            enables = [inst / "events" / e / "enable" for e in events] or list((inst / "events" / G).glob("*/enable"))
             if from_perf:
                 if "[perf]" in (inst / "trace_clock").read_text() and (inst / "tracing_on").read_text().strip() == "1":
                     return
-            elif (inst / "tracing_on").read_text().strip() == "1" and any(
-                    (inst / "events" / G).glob("*/enable")) and all(
-                    f.read_text().strip() == "1" for f in (inst / "events" / G).glob("*/enable")):
+            elif (inst / "tracing_on").read_text().strip() == "1" and enables and \
+                    all(f.read_text().strip() == "1" for f in enables):
                 return
         time.sleep(0.02)
     raise AssertionError("the recording did not start")
