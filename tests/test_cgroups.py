@@ -27,26 +27,31 @@ def test_the_mount_table_is_read_with_its_escapes(tmp_path):
                                   Mount("/sub", "/sys/fs/cgroup/unified", "cgroup2", ("rw", "nsdelegate"))]
 
 
-def test_a_v1_perf_event_hierarchy_is_the_one_and_its_line_names_the_cgroup(tmp_path, monkeypatch):
-    monkeypatch.setattr("probectl.target.process.mount_table", lambda: V1)
-    assert cgroups.perf_event_hierarchy() == (Path("/sys/fs/cgroup/perf_event"), "/", True)
-    proc = tmp_path / "proc"
-    (proc / "42").mkdir(parents=True)
-    (proc / "42" / "cgroup").write_text("4:memory:/machine/x\n3:perf_event:/machine/libpod-abc\n0::/other\n")
+def fake_process(tmp_path: Path, monkeypatch, mounts: list[Mount], pid: int, cgroup_file: str, cgroup: str) -> Path:
+    """A /proc with process ``pid``'s cgroup file, the hierarchy ``mounts`` give, and the directory of
+    ``cgroup`` (under ``tmp_path``, where the hierarchy is taken to be mounted)."""
+    monkeypatch.setattr("probectl.target.process.mount_table", lambda: mounts)
     monkeypatch.setattr(cgroups, "_in_hierarchy", lambda mount, root, name: tmp_path / name.lstrip("/"))
-    (tmp_path / "machine" / "libpod-abc").mkdir(parents=True)
+    proc = tmp_path / "proc"
+    (proc / str(pid)).mkdir(parents=True)
+    (proc / str(pid) / "cgroup").write_text(cgroup_file)
+    (tmp_path / cgroup.lstrip("/")).mkdir(parents=True)
+    return proc
+
+
+def test_a_v1_perf_event_hierarchy_is_the_one_and_its_line_names_the_cgroup(tmp_path, monkeypatch):
+    proc = fake_process(tmp_path, monkeypatch, V1, 42,
+                        "4:memory:/machine/x\n3:perf_event:/machine/libpod-abc\n0::/other\n", "/machine/libpod-abc")
+    assert cgroups.perf_event_hierarchy() == (Path("/sys/fs/cgroup/perf_event"), "/", True)
     assert cgroup_of(42, proc) == tmp_path / "machine" / "libpod-abc"
     with pytest.raises(CgroupError, match="there is no process 43"):
         cgroup_of(43, proc)
 
 
 def test_cgroup2_names_the_unified_line(tmp_path, monkeypatch):
-    monkeypatch.setattr("probectl.target.process.mount_table", lambda: V1[2:])
-    proc = tmp_path / "proc"
-    (proc / "7").mkdir(parents=True)
-    (proc / "7" / "cgroup").write_text("9:name=systemd:/\n4:memory:/m\n0::/system.slice/x.scope\n")
-    monkeypatch.setattr(cgroups, "_in_hierarchy", lambda mount, root, name: tmp_path / name.lstrip("/"))
-    (tmp_path / "system.slice" / "x.scope").mkdir(parents=True)
+    proc = fake_process(tmp_path, monkeypatch, V1[2:], 7, "9:name=systemd:/\n4:memory:/m\n0::/system.slice/x.scope\n",
+                        "/system.slice/x.scope")
+    assert cgroups.perf_event_hierarchy() == (Path("/sys/fs/cgroup/unified"), "/", False)
     assert cgroup_of(7, proc) == tmp_path / "system.slice" / "x.scope"
 
 
