@@ -189,13 +189,13 @@ def test_recorded_values_are_the_services_with_the_host_pid(clean_group, service
 
 
 @contextlib.contextmanager
-def running(*args: str) -> Iterator[Run]:
-    """``probectl ARGS`` (trace, hist: probes of group G added for the run) running while the block
-    runs, armed before it, then ended by SIGINT."""
+def running(*args: str, events: Sequence[str] = ()) -> Iterator[Run]:
+    """``probectl ARGS`` (trace, hist: probes added for the run, of group G or ``events``, GROUP/EVENT)
+    running while the block runs, armed before it, then ended by SIGINT."""
     run = Run(subprocess.Popen([sys.executable, "-m", "probectl", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True))
     try:
-        wait_armed(run.proc)
+        wait_armed(run.proc, events=events)
         yield run
         run.proc.send_signal(signal.SIGINT)
         run.out, err = run.proc.communicate(timeout=30)
@@ -222,6 +222,28 @@ def test_trace_and_hist_with_target_ns(live_tracefs, service_binary):
             want = expected(svc.run())
     table = json.loads(counted.out)
     assert sorted((row["key"]["id"], row["count"]) for row in table["rows"]) == sorted((w["id"], 1) for w in want)
+    with contained(service_binary, "5") as svc:
+        with running("latency", "--target-ns", str(svc.pid), "-x", INNER, "handle", "-p", str(svc.pid), "--json",
+                     events=["probe_svc/handle", "probe_svc/handle__return"]) as timed:
+            want = expected(svc.run())
+    assert json.loads(timed.out)["count"] == len(want) == 5
+
+
+def test_a_killed_latency_run_leaves_what_cleanup_removes(live_tracefs, service_binary):
+    """latency adds its start probe, then its end probe: each batch is noted for the run's clean-up, so
+    that the next run (or cleanup) removes both when the run was killed (found when a killed run's
+    start probe stayed and took the next run's event name)."""
+    with contained(service_binary, "1") as svc:
+        run = subprocess.Popen([sys.executable, "-m", "probectl", "latency", "--target-ns", str(svc.pid), "-x", INNER,
+                                "handle", "-p", str(svc.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_armed(run, events=["probe_svc/handle", "probe_svc/handle__return"])
+        finally:
+            run.kill()
+            run.wait()
+        svc.run()
+    out = probectl("cleanup").stdout
+    assert "Removed probe probe_svc:handle\n" in out and "Removed probe probe_svc:handle__return\n" in out, out
 
 
 def test_pid_scoping_takes_the_services_children_across_namespaces(clean_group, image, tmp_path):
