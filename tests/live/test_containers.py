@@ -201,9 +201,7 @@ def running(*args: str, events: Sequence[str] = ()) -> Iterator[Run]:
         run.out, err = run.proc.communicate(timeout=30)
         assert run.proc.returncode == 0, err
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
-            run.proc.wait()
+        stop(run.proc)
 
 
 def test_trace_and_hist_with_target_ns(live_tracefs, service_binary):
@@ -566,9 +564,19 @@ def recording(path: Path, *args: str) -> Iterator["Run"]:
         run.out, run.err = run.proc.communicate(timeout=30)
         assert run.proc.returncode == 0, run.err
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
-            run.proc.wait()
+        stop(run.proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """End a probectl run the test left running (a failure): Ctrl-C, so that it removes what it added,
+    then SIGKILL if it will not end."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_armed(rec: subprocess.Popen, from_perf: bool = False, timeout: float = 20.0,
