@@ -27,6 +27,7 @@ struct sample {
 	uint32_t pid, tid;
 	uint16_t event;
 	bool raw;
+	bool chain;			// a callchain record follows the event (not CM_BARE)
 	const uint8_t *record;		// the event's record (raw samples)
 	uint32_t record_len;
 	uint64_t *addrs;		// user addresses, innermost first
@@ -231,6 +232,7 @@ static bool parse_sample(const struct cm_args *a, const uint8_t *r, size_t size,
 	x->ts = rd64(r + 24);
 	x->event = m ? m->event : 0;
 	x->raw = m && (m->flags & CM_RAW);
+	x->chain = !(m && (m->flags & CM_BARE));
 	x->record = NULL;
 	x->record_len = 0;
 	x->addrs = pool;
@@ -504,6 +506,8 @@ static void add_chain(struct writer *w, uint64_t ts, const struct sample *s, uin
 	int32_t tid = (int32_t)s->tid, tgid = (int32_t)s->pid;
 	uint32_t loc = (uint32_t)(8 * s->naddrs) << 16 | CHAIN_HEADER;
 
+	if (!s->chain)
+		return;
 	memcpy(head, &id, 2);
 	memcpy(head + 4, &tid, 4);
 	memcpy(head + 8, &tgid, 4);

@@ -20,11 +20,12 @@
 #define CM_ENTRY	2U	// ... and the user SP and the word there (an entry uprobe)
 #define CM_STACK	4U	// ... and the user registers and a copy of the user stack (--call-graph
 				// dwarf): the callchain is the one @args->chains has for the sample, if any
+#define CM_BARE		8U	// a raw event's record alone, without a callchain record (--cgroup without -g)
 
 struct cm_event_map {
 	uint64_t perf_id;		// the perf event's id (PERF_EVENT_IOC_ID; SAMPLE_IDENTIFIER)
 	uint16_t event;			// the ftrace event id it samples
-	uint8_t flags;			// CM_RAW | CM_ENTRY
+	uint8_t flags;			// CM_RAW | CM_ENTRY | CM_STACK | CM_BARE
 };
 
 // The callchain, unwound from its registers and stack copy, of the sample at @offset of the perf

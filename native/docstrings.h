@@ -36,7 +36,8 @@
 	"\n" \
 	"One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them\n" \
 	"(native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the\n" \
-	"event's record, 2 an entry uprobe's stack word, 4 the user registers and a stack copy); ``pids``\n" \
+	"event's record, 2 an entry uprobe's stack word, 4 the user registers and a stack copy, 8 the record\n" \
+	"without a callchain record after it); ``pids``\n" \
 	"keep only their samples (sorted; None: all); ``chains`` the callchains that replace the kernel's\n" \
 	"in samples of flag 4: (u64 triples (record offset, start, count) sorted by offset, u64 addresses\n" \
 	"the triples point into). Returns (callchains written, samples left over, pages written, the (pid,\n" \
@@ -198,7 +199,8 @@
 	"--\n" \
 	"\n" \
 	"Plans and name tables for :meth:`Reader.format_text`; the callables fill them when an event\n" \
-	"needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid),\n" \
+	"needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid,\n" \
+	"the thread's pid in its PID namespace),\n" \
 	"``symbol(tgid, addr)`` a name as UTF-8 bytes, ``line(row)`` the text of one event (str or bytes)\n" \
 	"from its :meth:`Reader.read_rows` tuple."
 

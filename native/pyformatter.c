@@ -225,19 +225,20 @@ int formatter_resolve_need(TextFormatterObject *tf, ReaderObject *reader, int st
 	case TF_NEED_THREAD: {
 		const char *comm;
 		Py_ssize_t len;
-		long long tgid;
+		long long tgid, nspid;
 
 		got = PyObject_CallFunction(tf->thread_fn, "i", (int)need->tid);
 		if (!got)
 			return -1;
 		if (!PyTuple_Check(got) ||
-		    !PyArg_ParseTuple(got, "y#L;thread() returns (comm bytes, tgid)", &comm, &len, &tgid)) {
+		    !PyArg_ParseTuple(got, "y#LL;thread() returns (comm bytes, tgid, nspid)", &comm, &len, &tgid,
+				      &nspid)) {
 			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_TypeError, "thread() returns (comm bytes, tgid)");
+				PyErr_SetString(PyExc_TypeError, "thread() returns (comm bytes, tgid, nspid)");
 			Py_DECREF(got);
 			return -1;
 		}
-		err = tf_add_thread(tf->f, need->tid, (const uint8_t *)comm, (size_t)len, tgid);
+		err = tf_add_thread(tf->f, need->tid, (const uint8_t *)comm, (size_t)len, tgid, nspid);
 		Py_DECREF(got);
 		break;
 	}

@@ -343,7 +343,7 @@ struct tf_thread *tf_thread_find(const struct tf_formatter *f, int32_t tid)
 }
 
 int tf_add_thread(struct tf_formatter *f, int32_t tid, const uint8_t *comm, size_t len,
-		  int64_t tgid)
+		  int64_t tgid, int64_t nspid)
 {
 	struct tf_thread *t = tf_thread_find(f, tid);
 	uint32_t off;
@@ -381,6 +381,7 @@ int tf_add_thread(struct tf_formatter *f, int32_t tid, const uint8_t *comm, size
 		f->nthreads++;
 	}
 	t->tgid = tgid;
+	t->nspid = nspid;
 	t->comm_off = off;
 	t->comm_len = (uint32_t)len;
 	t->comm_ncp = clamp_ncp(count_code_points(comm, len));
@@ -507,6 +508,7 @@ int tf_check_op(const struct tf_op *op)
 		return op->conv == TF_CONV_RAW || op->conv == TF_CONV_STR ||
 		       op->conv == TF_CONV_JSON_STR ? 0 : TF_ERR_PLAN;
 	case TF_SRC_TGID:
+	case TF_SRC_NSPID:
 	case TF_SRC_TID:
 	case TF_SRC_CPU:
 	case TF_SRC_SECS:
@@ -519,7 +521,8 @@ int tf_check_op(const struct tf_op *op)
 
 static bool thread_value(uint8_t src)
 {
-	return src == TF_SRC_COMM || src == TF_SRC_TGID || src == TF_SRC_TID || src == TF_SRC_CPU;
+	return src == TF_SRC_COMM || src == TF_SRC_TGID || src == TF_SRC_NSPID || src == TF_SRC_TID ||
+	       src == TF_SRC_CPU;
 }
 
 // The thread part of a plan (see struct tf_plan): the first run of ops that print only

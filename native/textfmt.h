@@ -42,7 +42,8 @@ enum tf_src {
 	TF_SRC_CELL_END,	// CSV: quote the cell since its start if it needs quotes
 	TF_SRC_EMPTY_QUOTE,	// CSV: "" when the line is still empty (a row of one empty cell)
 	TF_SRC_ELEM,		// element `index` of integer array field `field` (0 when missing)
-	TF_SRC_MAX = TF_SRC_ELEM,
+	TF_SRC_NSPID,		// the thread's pid in its own PID namespace (thread table)
+	TF_SRC_MAX = TF_SRC_NSPID,
 };
 
 // How a value becomes text.
@@ -111,11 +112,12 @@ struct tf_plan {
 	int32_t fits_index;
 };
 
-// thread id -> command name (UTF-8) and thread group id
+// thread id -> command name (UTF-8), thread group id and pid in its PID namespace
 struct tf_thread {
 	int32_t tid;
 	bool used;
 	int64_t tgid;
+	int64_t nspid;
 	uint32_t comm_off;	// into the thread table's byte pool
 	uint32_t comm_len;
 	uint32_t comm_ncp;	// code points
@@ -227,7 +229,7 @@ int tf_set_plan(struct tf_formatter *f, uint16_t id, int kind, const struct tf_o
 		uint32_t nops, const uint8_t *lits, size_t lits_len);
 
 int tf_add_thread(struct tf_formatter *f, int32_t tid, const uint8_t *comm, size_t len,
-		  int64_t tgid);
+		  int64_t tgid, int64_t nspid);
 
 int tf_add_symbol(struct tf_formatter *f, int64_t tgid, uint64_t addr, bool neg,
 		  const uint8_t *name, size_t len);

@@ -339,6 +339,7 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 		break;
 	case TF_SRC_COMM:
 	case TF_SRC_TGID:
+	case TF_SRC_NSPID:
 		if (!c->th && (ret = find_thread(c)))
 			return ret;
 		if (op->src == TF_SRC_COMM) {
@@ -346,7 +347,7 @@ static inline __attribute__((always_inline)) int run_op(struct event_ctx *c, con
 					c->th->comm_ncp, op);
 			goto texts;
 		}
-		v = pyint_of(c->th->tgid, true);
+		v = pyint_of(op->src == TF_SRC_TGID ? c->th->tgid : c->th->nspid, true);
 		break;
 	case TF_SRC_TID:
 		v = pyint_of(c->pid, true);

@@ -52,6 +52,7 @@ TF_SRC_CELL_BEGIN: int
 TF_SRC_CELL_END: int
 TF_SRC_EMPTY_QUOTE: int
 TF_SRC_ELEM: int
+TF_SRC_NSPID: int
 TF_CONV_INT: int
 TF_CONV_CHAR: int
 TF_CONV_STR: int
@@ -277,7 +278,8 @@ def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, long_size
                      ) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[_Mmap]]:
     """One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them
     (native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the
-    event's record, 2 an entry uprobe's stack word, 4 the user registers and a stack copy); ``pids``
+    event's record, 2 an entry uprobe's stack word, 4 the user registers and a stack copy, 8 the record
+    without a callchain record after it); ``pids``
     keep only their samples (sorted; None: all); ``chains`` the callchains that replace the kernel's
     in samples of flag 4: (u64 triples (record offset, start, count) sorted by offset, u64 addresses
     the triples point into). Returns (callchains written, samples left over, pages written, the (pid,
@@ -305,11 +307,12 @@ _Plan = Union[None, Literal[True], Sequence[_Op]]
 @final
 class TextFormatter:
     """Plans and name tables for :meth:`Reader.format_text`; the callables fill them when an event
-    needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid),
+    needs what is missing: ``plan(id)`` the event's plan, ``thread(tid)`` (comm as UTF-8 bytes, tgid,
+    the thread's pid in its PID namespace),
     ``symbol(tgid, addr)`` a name as UTF-8 bytes, ``line(row)`` the text of one event (str or bytes)
     from its :meth:`Reader.read_rows` tuple."""
 
-    def __init__(self, plan: Callable[[int], _Plan], thread: Callable[[int], tuple[bytes, int]],
+    def __init__(self, plan: Callable[[int], _Plan], thread: Callable[[int], tuple[bytes, int, int]],
                  symbol: Callable[[int, int], bytes], line: Callable[[_Row], Union[str, bytes]]) -> None: ...
 
     def set_plan(self, id: int, plan: _Plan, /) -> None:

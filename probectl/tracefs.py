@@ -537,6 +537,8 @@ class Tracefs:
             hint = "an event of this name (or this exact probe) already exists; choose another name"
         elif err.errno == errno.ENOENT and d.is_uprobe:
             hint = f"check that {d.uprobe_path} exists"
+            if d.uprobe_path.startswith("/proc/"):  # (a container's file, reached through its process)
+                hint += " (through a process's root: the process must still run)"
         elif not log:
             hint = "the kernel logged no details in error_log; 'dmesg | tail' may say more"
             if name == "dynamic_events":

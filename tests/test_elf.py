@@ -786,3 +786,24 @@ def test_single_searches_in_other_classes_and_byte_orders(tmp_path, elf_class, l
     assert [s.name for s in ElfFile(path).find_functions("tiny_func")] == ["tiny_func"]
     assert ElfFile(path).symbol_at(0x401000).name == "tiny_func"
     assert ElfFile(path).find_functions("tiny_obj") == []
+
+
+def test_find_debug_file_in_a_containers_tree_first(tmp_path):
+    """A binary of another mount namespace (its path under ROOT, as /proc/PID/root): its debug file is
+    looked for in ROOT/usr/lib/debug first, and the debuglink directories are named inside ROOT."""
+    binary = build_fixture("uprobe_target", opt="-O2")
+    root = tmp_path / "root"
+    stripped, debug = _split_debug(binary, root / "srv" / "app")
+    os.unlink(debug)
+    elf = ElfFile(stripped)
+    by_id = root / "usr" / "lib" / "debug" / ".build-id" / elf.build_id[:2] / f"{elf.build_id[2:]}.debug"
+    by_id.parent.mkdir(parents=True)
+    _tool("objcopy", "--only-keep-debug", str(binary), str(by_id))
+    found, tried = find_debug_file(elf, root=root)
+    assert found == by_id and tried == [str(by_id)]
+    os.unlink(by_id)
+    found, tried = find_debug_file(elf, root=root)
+    assert found is None
+    assert str(DEBUG_ROOT / "srv" / "app" / elf.debuglink[0]) in tried
+    assert str(root / "usr" / "lib" / "debug" / "srv" / "app" / elf.debuglink[0]) in tried
+    assert not any(f"/debug{root}" in t for t in tried), tried

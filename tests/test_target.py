@@ -214,3 +214,70 @@ def test_an_empty_target_is_not_the_running_kernel(args, flag):
 
     with pytest.raises(TargetError, match=f"^{flag} was given an empty"):
         find_target(*args)
+
+
+# --- a process's view of the files (--target-ns, /proc/PID/root): issue 24 -----------------------------
+
+def test_links_are_followed_inside_the_processs_root(tmp_path):
+    """An absolute link in a container's tree leads to the container's file, not the host's: the walk
+    restarts at the root (as the process's own lookups do), and '..' does not leave it."""
+    from probectl.target.process import resolve_in_root
+
+    root = tmp_path / "root"
+    (root / "usr" / "lib").mkdir(parents=True)
+    (root / "usr" / "lib" / "libx.so.1").write_bytes(b"\x7fELF")
+    (root / "lib").symlink_to("/usr/lib")  # absolute: on the host, /usr/lib
+    (root / "usr" / "lib" / "libx.so").symlink_to("libx.so.1")
+    (root / "up").symlink_to("../../../../usr/lib")
+    (root / "loop").symlink_to("/loop")
+    assert resolve_in_root(root, "/lib/libx.so", "x") == "/usr/lib/libx.so.1"
+    assert resolve_in_root(root, "/up/libx.so", "x") == "/usr/lib/libx.so.1"
+    assert resolve_in_root(root, "/usr/./lib/../lib/libx.so", "x") == "/usr/lib/libx.so.1"
+    with pytest.raises(TargetError, match="x: no such file"):
+        resolve_in_root(root, "/lib/missing.so", "x")
+    with pytest.raises(TargetError, match="too many levels of symbolic links"):
+        resolve_in_root(root, "/loop", "x")
+
+
+def test_a_path_under_proc_pid_root_names_the_process_and_its_path():
+    from probectl.target.process import root_of, split_proc_root
+
+    assert split_proc_root("/proc/42/root/srv/app/svc") == (42, "/srv/app/svc")
+    assert split_proc_root("/proc/42/root") == (42, "/")
+    assert split_proc_root("/proc//42/root/./srv//svc") == (42, "/srv/svc")
+    assert split_proc_root("/proc/self/root/bin/ls") is None and split_proc_root("/srv/app/svc") is None
+    assert root_of(Path("/proc/42/root/srv/app/svc")) == Path("/proc/42/root")
+    assert root_of(Path("/usr/bin/ls")) is None
+
+
+def test_a_process_of_our_namespace_sees_our_files():
+    """--target-ns of a process that shares probectl's mount namespace and root: the paths are the
+    ordinary ones (what is written to uprobe_events does not change), and a library name is the
+    library it maps."""
+    from probectl.target.process import ProcessView
+
+    view = ProcessView.of(os.getpid())
+    assert view.is_own and view.root == Path("/")
+    assert find_binary("libc", view) == _loaded_libc()
+    assert find_binary(os.path.realpath("/proc/self/exe"), view) == Path(os.path.realpath("/proc/self/exe"))
+    with pytest.raises(TargetError, match=rf"there is no process 999999999"):
+        ProcessView.of(999999999)
+
+
+def test_a_path_in_another_root_is_that_roots_file(tmp_path):
+    """A view whose root is another directory (as /proc/PID/root of a container is): the file is looked
+    for there, its links followed there, and the path given back goes through the root (the kernel
+    resolves it from the host)."""
+    from probectl.target.binary import find_in_process
+    from probectl.target.process import ProcessView
+
+    binary = build_fixture("uprobe_target")
+    root = tmp_path / "root"
+    (root / "opt" / "app").mkdir(parents=True)
+    shutil.copy(binary, root / "opt" / "app" / "svc")
+    (root / "bin").symlink_to("/opt/app")
+    view = ProcessView(os.getpid(), root)
+    assert find_in_process("/bin/svc", view) == root / "opt" / "app" / "svc"
+    assert view.inner_path(root / "opt" / "app" / "svc") == "/opt/app/svc"
+    with pytest.raises(TargetError, match=r"/opt/app \(in process \d+\) is a directory"):
+        find_in_process("/opt/app", view)

@@ -2,14 +2,15 @@
 # Set up probectl on Debian 12 (as root): system packages, a virtualenv in .venv, probectl installed in it.
 #   tools/bootstrap.sh          what probectl itself needs
 #   tools/bootstrap.sh --test   also the test oracles and targets (perf, trace-cmd, qemu, libc6-dbg, busybox,
-#                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures)
+#                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures,
+#                               podman and runc for the containers of a real runtime)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
     pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 e2fsprogs zstd systemtap-sdt-dev
-           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg)
+           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg podman runc)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -352,7 +352,7 @@ static int answer(struct tf_formatter *f, int status, const struct tf_need *need
 		break;
 	case TF_NEED_THREAD:
 		tf_add_thread(f, need->tid, name, random_text(name, sizeof(name)),
-			      (int64_t)rnd() >> (rnd() % 64));
+			      (int64_t)rnd() >> (rnd() % 64), (int64_t)rnd() >> (rnd() % 64));
 		break;
 	case TF_NEED_SYMBOL:
 		tf_add_symbol(f, need->tgid, need->addr, need->neg, name,

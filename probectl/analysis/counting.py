@@ -22,7 +22,8 @@ import os
 import resource
 import struct
 import time
-from typing import Callable, Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 from ..arch.x86_64 import (PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_FILTER,
                            PERF_EVENT_OPEN_SYSCALL)
@@ -44,6 +45,7 @@ ATTR_INHERIT = 1 << 1
 ATTR_ENABLE_ON_EXEC = 1 << 12
 ATTR_EXCLUDE_GUEST = 1 << 20
 PERF_FLAG_FD_CLOEXEC = 1 << 3
+PERF_FLAG_PID_CGROUP = 1 << 2  # pid is a cgroup directory's descriptor (per CPU)
 
 # Descriptors the process keeps for itself besides the counters (Python, its imports, tracefs files).
 SPARE_FDS = 64
@@ -81,8 +83,10 @@ class _Libc:
         self.ioctl.restype = ctypes.c_int
         self.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p)
 
-    def open(self, attr: bytes, pid: int, cpu: int) -> int:
-        fd = self.syscall(PERF_EVENT_OPEN_SYSCALL, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    def open(self, attr: bytes, pid: int, cpu: int, cgroup: bool = False) -> int:
+        """``cgroup``: ``pid`` is an open cgroup directory, whose tasks alone are counted on ``cpu``."""
+        flags = PERF_FLAG_FD_CLOEXEC | (PERF_FLAG_PID_CGROUP if cgroup else 0)
+        fd = self.syscall(PERF_EVENT_OPEN_SYSCALL, attr, pid, cpu, -1, flags)
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
@@ -181,6 +185,7 @@ class StatOptions:
     per_cpu: bool = False
     interval_ms: Optional[int] = None
     repeat: int = 1
+    cgroup: Optional[Path] = None  # only the tasks of this cgroup (its directory: record/cgroups.py), per CPU
 
 
 def fd_budget(needed: int) -> None:
@@ -204,8 +209,10 @@ class CountingPart(RunPart):
     out."""
 
     def __init__(self, events: Sequence[SelectedEvent], *, per_cpu_scope: bool, interval_ms: Optional[int] = None,
-                 on_interval: Optional[Callable[[IntervalRows], None]] = None, per_cpu: bool = False):
+                 on_interval: Optional[Callable[[IntervalRows], None]] = None, per_cpu: bool = False,
+                 cgroup: Optional[Path] = None):
         self.events = list(events)
+        self.cgroup = cgroup  # (counted per CPU, the cgroup's tasks only: perf stat -G)
         self.per_cpu_scope = per_cpu_scope
         self.interval_ms = interval_ms
         self.on_interval = on_interval
@@ -229,15 +236,32 @@ class CountingPart(RunPart):
             places: list[tuple[int, int]] = [(-1, cpu) for cpu in run.cpus]
         else:
             places = [(tid, -1) for tid in run.pids]
-        fd_budget(len(places) * len(self.events))
+        fd_budget(len(places) * len(self.events) + 1)
         workload = run.workload
         on_exec = workload is not None and not self.per_cpu_scope
+        group = self._open_cgroup()
+        try:
+            self._open_counters(libc, places, workload, on_exec, group)
+        finally:
+            if group is not None:
+                os.close(group)  # (each counter holds the cgroup)
+
+    def _open_cgroup(self) -> Optional[int]:
+        if self.cgroup is None:
+            return None
+        try:
+            return os.open(self.cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as err:
+            raise AnalysisError(f"cannot open the cgroup {self.cgroup}: {err.strerror}") from None
+
+    def _open_counters(self, libc: "_Libc", places: list[tuple[int, int]], workload: Any, on_exec: bool,
+                       group: Optional[int]) -> None:
         for k, event in enumerate(self.events):
             for pid, cpu in places:
                 attr = perf_attr(event.format.id, inherit=not self.per_cpu_scope,
                                  enable_on_exec=on_exec and workload is not None and pid == workload.pid)
                 try:
-                    fd = libc.open(attr, pid, cpu)
+                    fd = libc.open(attr, group, cpu, cgroup=True) if group is not None else libc.open(attr, pid, cpu)
                 except OSError as err:
                     raise self._open_error(err, event, pid, cpu, len(places)) from None
                 self.fds.append((k, cpu if cpu >= 0 else None, fd))
@@ -367,7 +391,8 @@ def stat(tfs: Tracefs, options: StatOptions, scope: RunScope = RunScope(), *,
                             f"print intervals are at least {MIN_INTERVAL_MS} ms (-I {MIN_INTERVAL_MS})")
     if options.repeat > 1 and not scope.command:
         raise AnalysisError("-r repeats a command", "give one after --: probectl stat -r 5 -e ... -- COMMAND")
-    per_cpu_scope = scope.system_wide or options.cpus is not None or (not scope.command and not scope.pids)
+    per_cpu_scope = scope.system_wide or options.cpus is not None or (not scope.command and not scope.pids) \
+        or options.cgroup is not None
     if options.per_cpu and not per_cpu_scope:
         raise AnalysisError("-A counts per CPU, which needs a system-wide count", "add -a (or -C CPUS)")
     with TracedRun(tfs, scope, notice=notice) as run:
@@ -378,7 +403,7 @@ def stat(tfs: Tracefs, options: StatOptions, scope: RunScope = RunScope(), *,
         last: Optional[CountingPart] = None
         for _ in range(options.repeat):
             part = CountingPart(events, per_cpu_scope=per_cpu_scope, interval_ms=options.interval_ms,
-                                on_interval=on_interval, per_cpu=options.per_cpu)
+                                on_interval=on_interval, per_cpu=options.per_cpu, cgroup=options.cgroup)
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             run.trace([part], buffer_kb=4, cpus=options.cpus)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -396,6 +421,8 @@ def stat(tfs: Tracefs, options: StatOptions, scope: RunScope = RunScope(), *,
                    f"'CPU(s) {_cpu_list(options.cpus)}'")
     if scope.pids and not scope.command:
         target_text = f"process id '{','.join(map(str, scope.pids))}'"
+    if options.cgroup is not None:
+        target_text = f"cgroup '{options.cgroup}'"
     return StatResult(target_text, rows, elapsed, user / len(results) if scope.command else None,
                       system / len(results) if scope.command else None, len(results), run.stopped_by,
                       last.intervals)

@@ -74,7 +74,7 @@ PERF_COMMAND_FLAGS = {
     "-V": "vars", "--vars": "vars",
 }
 # perf options that take a value, so their value is not mistaken for a command flag.
-_VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source"}
+_VALUED = {"-x", "--exec", "-m", "--module", "-k", "--vmlinux", "-s", "--source", "--target-ns"}
 # The options of `add` (perf's own): with one of them, bare words are definitions, as in perf
 # (`probectl -x BIN 'malloc size=%di'`); without, a first word that is no command is an error.
 _PERF_ADD_OPTIONS = _VALUED | {"-f", "--force", "-n", "--dry-run", "--btf"}
@@ -189,6 +189,13 @@ def path_value_callback(ctx: click.Context, param: click.Parameter, value):
 def exec_option(help_text: str = "User binary or library (path or name, e.g. libc)."):
     """-x BINARY (the commands without -k and -m take it too: del, trace)."""
     return click.option("-x", "--exec", "exec_", metavar="BINARY", callback=target_value_callback, help=help_text)
+
+
+def target_ns_option(func):
+    """--target-ns=PID (perf's): -x BINARY is a file as process PID sees it (a container's)."""
+    return click.option("--target-ns", "target_ns", type=click.IntRange(min=1), metavar="PID",
+                        help="-x BINARY as process PID sees it: its mount namespace and root (a container's "
+                             "files; a library name means the library it maps).")(func)
 
 
 def _is_perf_add_option(arg: str) -> bool:

@@ -106,7 +106,7 @@ class _IntervalPrinter:
 @click.option("--user-space", is_flag=True, help="Aggregate in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
-def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets, filter_, sort_by, top, interval,
+def hist(ctx, what, exec_, target_ns, vmlinux, module, key_text, value_name, log2, buckets, filter_, sort_by, top, interval,
          pids, system_wide, duration, buffer_kb, input_, user_space, as_json):
     """Count an event by key: a histogram (log2 or linear buckets) or a count table, until Ctrl-C,
     --duration or the end of COMMAND; probe definitions are added for the run and removed:
@@ -142,7 +142,8 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
                 part.sort(sort_by, top=printer.rows(top))
                 printer.show(lambda: to_json(part, names), lambda: render_text(part, names))
         with _progress("hist", command, interval is None) as progress:
-            table = live.hist(Tracefs.open(notice=notice), what[0], lambda: make_target(exec_, vmlinux, module),
+            table = live.hist(Tracefs.open(notice=notice), what[0],
+                              lambda: make_target(exec_, vmlinux, module, target_ns),
                               key_text, value_name=value_name, bucket=bucket, filter_text=filter_,
                               scope=RunScope(command, _pids(pids), system_wide, duration), user_space=user_space,
                               buffer_kb=buffer_kb, notice=notice, progress=progress, interval=interval,
@@ -180,7 +181,7 @@ def hist(ctx, what, exec_, vmlinux, module, key_text, value_name, log2, buckets,
 @click.option("--user-space", is_flag=True, help="Pair the events in user space even where the kernel could.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @click.pass_context
-def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, buckets, in_ns, pairs_file, filter_,
+def latency(ctx, what, exec_, target_ns, vmlinux, module, start_name, end_name, key_text, buckets, in_ns, pairs_file, filter_,
             end_filter, interval, pids, system_wide, duration, buffer_kb, input_, user_space, as_json):
     """Time from a start to an end event of the same thread (or key): a histogram in µs and p50, p90,
     p99, max. One function's entry and return:
@@ -224,7 +225,8 @@ def latency(ctx, what, exec_, vmlinux, module, start_name, end_name, key_text, b
                     return render_text(ptable) + render_summary(part) if part.count else "no pair measured\n"
                 printer.show(lambda: {**to_json(ptable), **(part.summary() if part.count else {})}, as_text)
         with _progress("latency", command, interval is None) as progress:
-            result = live.latency(Tracefs.open(notice=notice), words, lambda: make_target(exec_, vmlinux, module),
+            result = live.latency(Tracefs.open(notice=notice), words,
+                                  lambda: make_target(exec_, vmlinux, module, target_ns),
                                   key_text, buckets=buckets, unit=unit, filter_text=filter_, end_filter=end_filter,
                                   pairs=pairs_out is not None, scope=RunScope(command, _pids(pids), system_wide, duration),
                                   user_space=user_space, buffer_kb=buffer_kb, notice=notice, progress=progress,

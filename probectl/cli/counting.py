@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..tracefs import Tracefs
-from . import cli, notice, target_value_callback
+from . import cli, notice, target_ns_option, target_value_callback
 from .probes import make_target
 from .recording import _pids, _SplitCommand, event_requests
 
@@ -19,6 +19,7 @@ from .recording import _pids, _SplitCommand, event_requests
               help="Kernel filter for the -e before it (before any -e: for the probe definitions).")
 @click.option("--exec", "exec_", metavar="BINARY", callback=target_value_callback,
               help="User binary or library of the probe definitions (-x is perf's field separator here).")
+@target_ns_option
 @click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
               help="Kernel image with debug information (kernel definitions).")
 @click.option("--module", metavar="NAME|PATH", callback=target_value_callback, help="Kernel module of the definitions.")
@@ -26,6 +27,10 @@ from .recording import _pids, _SplitCommand, event_requests
               help="Every process (the default without a command or -p).")
 @click.option("-C", "--cpu", "cpus", metavar="CPUS", help="Only these CPUs: 0-3,6 (a system-wide count).")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads, and children they start).")
+@click.option("--cgroup", "cgroup_path", metavar="PATH",
+              help="Only the processes of this cgroup (a container's), those that enter it later too, as perf stat -G.")
+@click.option("--cgroup-of", "cgroup_pid", type=click.IntRange(min=1), metavar="PID",
+              help="Only the processes of the cgroup process PID is in (as --cgroup).")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Stop after this long.")
 @click.option("-I", "--interval-print", "interval_ms", type=int, metavar="MS",
               help="Print the counts of every MS milliseconds (at least 10).")
@@ -35,8 +40,8 @@ from .recording import _pids, _SplitCommand, event_requests
 @click.option("-x", "--field-separator", "separator", metavar="SEP", help="perf stat's CSV lines, fields split by SEP.")
 @click.option("--json", "as_json", is_flag=True, help="perf stat -j's JSON objects, one a line.")
 @click.pass_context
-def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, cpus, pids, duration, interval_ms,
-         per_cpu, repeat, separator, as_json):
+def stat(ctx, probedefs, events, filters, exec_, target_ns, vmlinux, module, system_wide, cpus, pids, cgroup_path,
+         cgroup_pid, duration, interval_ms, per_cpu, repeat, separator, as_json):
     """Count events exactly in the kernel, as perf stat -e does (no event is copied out), for
     COMMAND, -p processes or everything, until it ends, --duration or Ctrl-C; probe definitions are
     added for the run and removed:
@@ -48,6 +53,7 @@ def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, c
     """
     from ..analysis import counting
     from ..record import instance_cpus, parse_cpus
+    from ..record.cgroups import scope_cgroup
     from ..record.session import RunScope
 
     if separator is not None and as_json:
@@ -64,11 +70,14 @@ def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, c
         raise click.UsageError("no event to count: name one with -e GROUP:EVENT, or give probe definitions")
     if definitions_filter is not None and not probedefs:
         raise click.UsageError("--filter must follow the -e EVENT it applies to")
+    if pids and (cgroup_path is not None or cgroup_pid is not None):
+        raise click.UsageError("-p and --cgroup both say whose events to count: give one")
+    cgroup = scope_cgroup(cgroup_path, cgroup_pid)
     tfs = Tracefs.open(notice=notice)
     command = ctx.meta.get("probectl.command", [])
     options = counting.StatOptions(requests=requests, definitions=probedefs, definitions_filter=definitions_filter,
                                    cpus=parse_cpus(cpus, instance_cpus(tfs.root)) if cpus else None,
-                                   per_cpu=per_cpu, interval_ms=interval_ms, repeat=repeat)
+                                   per_cpu=per_cpu, interval_ms=interval_ms, repeat=repeat, cgroup=cgroup)
     scope = RunScope(command, _pids(pids), system_wide, duration)
     out = sys.stdout
     header = [not (separator is not None or as_json)]
@@ -85,8 +94,8 @@ def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, c
             out.write(counting.interval_text(block))
         out.flush()
 
-    result = counting.stat(tfs, options, scope, target=lambda: make_target(exec_, vmlinux, module), notice=notice,
-                           on_interval=on_interval if interval_ms is not None else None)
+    result = counting.stat(tfs, options, scope, target=lambda: make_target(exec_, vmlinux, module, target_ns),
+                           notice=notice, on_interval=on_interval if interval_ms is not None else None)
     if interval_ms is None:
         if separator is not None:
             out.write(counting.csv_lines(result.rows, separator))

@@ -11,10 +11,10 @@ import click
 
 from ..errors import ProbectlError, ProbePointNotFound, ProbeSyntaxError, TracefsError, did_you_mean
 from ..events import definition_bytes
-from ..target import Target, find_binary, find_target
+from ..target import Target, find_binary, find_target, shared_file_note
 from ..termtext import printable
 from ..tracefs import Tracefs
-from . import cli, exec_option, notice, path_value_callback, target_value_callback
+from . import cli, exec_option, notice, path_value_callback, target_ns_option, target_value_callback
 
 
 def _json_text(value) -> str:
@@ -28,20 +28,24 @@ def _open_tracefs() -> Tracefs:
     return Tracefs.open(notice=notice)
 
 
-def make_target(exec_: str | None, vmlinux: str | None = None, module: str | None = None) -> Target:
-    """The target of -x/-k/-m (see :func:`probectl.target.find_target`); -x excludes the other two."""
+def make_target(exec_: str | None, vmlinux: str | None = None, module: str | None = None,
+                target_ns: int | None = None) -> Target:
+    """The target of -x/-k/-m and --target-ns (see :func:`probectl.target.find_target`); -x excludes
+    the other two, --target-ns goes with -x."""
     if exec_ and (vmlinux or module):
         raise click.UsageError("-x cannot be used with -k or -m")
-    return find_target(exec_, vmlinux, module)
+    if target_ns is not None and (vmlinux or module):
+        raise click.UsageError("--target-ns applies to -x BINARY (a process's files), not to -k or -m")
+    return find_target(exec_, vmlinux, module, target_ns)
 
 
 def target_options(func):
-    """-x BINARY, -k VMLINUX and -m MODULE, shared by the commands that read a target."""
+    """-x BINARY, --target-ns PID, -k VMLINUX and -m MODULE, shared by the commands that read a target."""
     func = click.option("-m", "--module", metavar="NAME|PATH", callback=target_value_callback,
                         help="Kernel module (name, or .ko file).")(func)
     func = click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
                         help="Kernel image with debug information.")(func)
-    return exec_option()(func)
+    return exec_option()(target_ns_option(func))
 
 
 @cli.command()
@@ -59,7 +63,8 @@ def target_options(func):
 @click.option("--max-probes", type=click.IntRange(min=0), metavar="N",
               help="Places one definition may expand to (globs, static duplicates, inline copies); "
                    "default 128, as perf; 0: no limit.")
-def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, source_dir, use_btf, max_probes):
+def add(probedefs, added, exec_, target_ns, vmlinux, module, force, dry_run, definition, source_dir, use_btf,
+        max_probes):
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
@@ -70,7 +75,7 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
     texts = list(added) + list(probedefs)
     if not texts:
         raise click.UsageError("no probe definition given")
-    target = make_target(exec_, vmlinux, module)
+    target = make_target(exec_, vmlinux, module, target_ns)
     tfs = None
     if not definition or os.geteuid() == 0:
         try:
@@ -85,6 +90,9 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
         notice(f"probectl: {note}")
     for warning in probes.warnings:
         notice(f"Warning: {warning}")
+    shared = shared_file_note(target)
+    if shared is not None and not definition:
+        notice(f"probectl: {shared}")
 
     if definition:
         # -D only shows definitions, as perf -D does: no lock, and names as if nothing existed. As ls
@@ -185,7 +193,7 @@ def _running_vmlinux() -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="JSON array of {name, address, size}.")
 @click.option("--no-demangle", "no_demangle", is_flag=True,
               help="C++ and Rust functions by their symbols (_Z...), not by their demangled names.")
-def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json, no_demangle):
+def funcs(pattern, exec_, target_ns, vmlinux, module, sdt, pid, as_json, no_demangle):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt'); C++ and Rust
     functions by their demangled names (GLOB matches those), as perf -F lists them."""
     from ..debuginfo.elf import ElfFile
@@ -194,11 +202,11 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json, no_demangle):
     if pid is not None and not sdt:
         raise click.UsageError("-p PID lists the SDT probes of a process: add --sdt")
     if sdt:
-        return _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json)
-    if exec_ is not None or vmlinux is not None or module is not None:
+        return _sdt_funcs(pattern, exec_, target_ns, vmlinux, module, pid, as_json)
+    if exec_ is not None or vmlinux is not None or module is not None or target_ns is not None:
         from ..debuginfo.demangle import function_rows
 
-        rows = function_rows(ElfFile(make_target(exec_, vmlinux, module).path), demangled=not no_demangle)
+        rows = function_rows(ElfFile(make_target(exec_, vmlinux, module, target_ns).path), demangled=not no_demangle)
     else:
         rows = {}
         for sym in Kallsyms().symbols:
@@ -222,7 +230,7 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json, no_demangle):
         click.echo(printable(name))
 
 
-def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
+def _sdt_funcs(pattern, exec_, target_ns, vmlinux, module, pid, as_json) -> None:
     from ..probes.listing import sdt_probes
     from ..target import process_objects
 
@@ -231,7 +239,7 @@ def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
     if (exec_ is None) == (pid is None):
         raise click.UsageError("--sdt needs one of -x BINARY or -p PID")
     if exec_ is not None:
-        binary = make_target(exec_).path  # (a uprobe target's: always there)
+        binary = make_target(exec_, target_ns=target_ns).path  # (a uprobe target's: always there)
         paths = [binary] if binary is not None else []
     else:
         paths = process_objects(pid)
@@ -254,7 +262,7 @@ def _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json) -> None:
 @click.option("-s", "--source", "source_dir", metavar="DIR",
               callback=path_value_callback, help="Where the sources are.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
-def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
+def lines(linedesc, exec_, target_ns, vmlinux, module, source_dir, as_json):
     """Show the source lines that can be probed (perf -L).
 
     LINEDESC: FUNC[@SRC][:RLN[+NUM|-RLN2]] or SRC[:ALN[+NUM|-ALN2]]. Numbered lines can be probed
@@ -264,7 +272,7 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
     from ..resolve import Resolver
     from ..spec import parse_line_range
 
-    resolver = Resolver(make_target(exec_, vmlinux, module), source_dir=source_dir)
+    resolver = Resolver(make_target(exec_, vmlinux, module, target_ns), source_dir=source_dir)
     resolver.source(required=True)
     for note in resolver.notes:  # (where the debug information came from, before any error)
         notice(f"probectl: {note}")
@@ -286,7 +294,7 @@ def lines(linedesc, exec_, vmlinux, module, source_dir, as_json):
 @click.option("--externs", is_flag=True, help="Also list global variables.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of perf's listing.")
 @click.option("--btf", "use_btf", is_flag=True, help="Kernel functions: parameters from BTF, not DWARF.")
-def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
+def vars_(probepoint, exec_, target_ns, vmlinux, module, externs, as_json, use_btf):
     """Show the variables that can be fetched at a probe point (perf -V)."""
     from ..probes.show import list_btf_variables, list_variables, point_title
     from ..resolve import Resolver
@@ -300,7 +308,7 @@ def vars_(probepoint, exec_, vmlinux, module, externs, as_json, use_btf):
         if event and system.isidentifier() and event.isidentifier():
             _tracepoint_hint(event, system)
         raise
-    resolver = Resolver(make_target(exec_, vmlinux, module), use_btf=use_btf)
+    resolver = Resolver(make_target(exec_, vmlinux, module, target_ns), use_btf=use_btf)
     try:
         if resolver.btf_describes(point):
             places = list_btf_variables(resolver, point)

@@ -13,7 +13,7 @@ from ..errors import ProbectlError, close_matches
 from ..script import DEFAULT_FIELDS, parse_fields, print_live
 from ..tracedat import DEFAULT_FILE
 from ..tracefs import Tracefs
-from . import Command, cli, exec_option, notice, path_value_callback, target_value_callback
+from . import Command, cli, exec_option, notice, path_value_callback, target_ns_option, target_value_callback
 
 if TYPE_CHECKING:
     from ..record import EventRequest
@@ -128,6 +128,11 @@ def _call_graph_value(ctx, param, value):
               help="Every process (the default without a command or -p).")
 @click.option("-C", "--cpu", "cpus", metavar="CPUS", help="Only these CPUs: 0-3,6.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads and children too).")
+@click.option("--cgroup", "cgroup_path", metavar="PATH",
+              help="Only the processes of this cgroup (a container's), those that enter it later too: its "
+                   "directory, or its name as /proc/PID/cgroup shows it.")
+@click.option("--cgroup-of", "cgroup_pid", type=click.IntRange(min=1), metavar="PID",
+              help="Only the processes of the cgroup process PID is in (as --cgroup).")
 @click.option("-g", "stacks", is_flag=True,
               help="Kernel and user stack with each event (the user stack by frame pointers, or unwound from "
                    "call-frame information in files that keep none).")
@@ -145,8 +150,8 @@ def _call_graph_value(ctx, param, value):
               help="trace.dat version to write.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx, events, filters, system_wide, cpus, pids, stacks, call_graph, output, duration, buffer_kb,
-           file_version, command):
+def record(ctx, events, filters, system_wide, cpus, pids, cgroup_path, cgroup_pid, stacks, call_graph, output, duration,
+           buffer_kb, file_version, command):
     """Record events to a trace.dat file (trace-cmd's format) until Ctrl-C, --duration or the end
     of COMMAND:
 
@@ -156,11 +161,15 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, call_graph, ou
     unwound from its call-frame information when the recording ends, as perf's --call-graph dwarf does.
     """
     from ..record import Recording, RecordOptions, instance_cpus, parse_cpus
+    from ..record.cgroups import scope_cgroup
     from ..record.stackcopies import DEFAULT_STACK_COPY
 
     requests = event_requests(ctx.meta.get("probectl.order", []), events, filters)
     if not requests:
         raise click.UsageError("no event to record: name one with -e GROUP:EVENT")
+    if pids and (cgroup_path is not None or cgroup_pid is not None):
+        raise click.UsageError("-p and --cgroup both say whose events to record: give one")
+    cgroup = scope_cgroup(cgroup_path, cgroup_pid)
     tfs = _open_tracefs()
     ncpus = instance_cpus(tfs.root)
     opts = RecordOptions(events=requests, output=Path(output),
@@ -168,7 +177,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, call_graph, ou
                          command=list(command), system_wide=system_wide, stacks=stacks or call_graph is not None,
                          call_graph=call_graph[0] if call_graph else "auto",
                          stack_copy=call_graph[1] if call_graph and call_graph[1] else DEFAULT_STACK_COPY,
-                         duration=duration,
+                         cgroup=cgroup, duration=duration,
                          buffer_kb=buffer_kb, version=int(file_version))
     live = sys.stderr.isatty()
 
@@ -203,6 +212,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, call_graph, ou
 @cli.command(cls=_SplitCommand)
 @click.argument("probedefs", nargs=-1)
 @exec_option(help_text="User binary or library of the probes.")
+@target_ns_option
 @click.option("-k", "--vmlinux", metavar="VMLINUX", callback=target_value_callback,
               help="Kernel image with debug information (for line probes and locals).")
 # (no -m: that is the buffer size here, as in record)
@@ -217,7 +227,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, call_graph, ou
 @click.option("--format", "kind", type=click.Choice(("text", "json", "csv")), default="text", show_default=True)
 @click.option("-m", "--buffer-size", "buffer_kb", type=click.IntRange(min=1), metavar="KB")
 @click.pass_context
-def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
+def trace(ctx, probedefs, exec_, target_ns, vmlinux, module, events, filter_, pids, system_wide, fields, kind, buffer_kb):
     """Add probes, print their events as they happen until Ctrl-C (or the end of COMMAND after --),
     then remove the probes (an existing GROUP:EVENT among them is streamed as with -e):
 
@@ -233,7 +243,7 @@ def trace(ctx, probedefs, exec_, vmlinux, module, events, filter_, pids, system_
     chosen = parse_fields(fields) if fields else DEFAULT_FIELDS
     scope = RunScope(command, _pids(pids), system_wide)
     with LiveTrace(_open_tracefs(), scope, buffer_kb=buffer_kb, notice=notice) as live:
-        live.select(probedefs, lambda: make_target(exec_, vmlinux, module), events, filter_)
+        live.select(probedefs, lambda: make_target(exec_, vmlinux, module, target_ns), events, filter_)
         shown = ", ".join(live.added)
         # Said once the events are traced, not before: what a user does after reading it is seen.
         started = (lambda: notice(f"Tracing {shown}" + ("" if command else "... Hit Ctrl-C to end."))) if shown else None

@@ -566,8 +566,14 @@ def _file_crc32(path: Path) -> int:
             crc = zlib.crc32(chunk, crc)
 
 
-def find_debug_file(elf: ElfFile, extra_dirs: Iterable[os.PathLike | str] = ()) -> tuple[Optional[Path], list[str]]:
+def find_debug_file(elf: ElfFile, extra_dirs: Iterable[os.PathLike | str] = (),
+                    root: Optional[Path] = None) -> tuple[Optional[Path], list[str]]:
     """Find the separate debug-info file of ``elf``: the first candidate that really belongs to it.
+
+    ``root``: the directory the binary's path is under when it is a file of another mount namespace
+    (``/proc/PID/root``, a container's): that tree's ``/usr/lib/debug`` is tried first, and the
+    binary's directories are named inside it (``.gnu_debuglink`` under ``ROOT/srv/app/``, not under
+    ``ROOT/proc/PID/root/srv/app/``); the host's debug root by build-id comes after it.
 
     Tried in order, for ``/usr/lib/debug`` and then each of ``extra_dirs`` as a debug root:
     ``ROOT/.build-id/xx/rest.debug`` (accepted when its build-id matches), then the
@@ -584,8 +590,16 @@ def find_debug_file(elf: ElfFile, extra_dirs: Iterable[os.PathLike | str] = ()) 
         link = elf.debuglink
     except DebugInfoError:
         link = None
-    dirs = _unique([elf.path.absolute().parent, elf.path.resolve().parent])
-    paths = _unique([elf.path.absolute(), elf.path.resolve()])
+    if root is None:
+        dirs = _unique([elf.path.absolute().parent, elf.path.resolve().parent])
+        paths = _unique([elf.path.absolute(), elf.path.resolve()])
+        inside = paths
+    else:
+        # (resolve() would read the root's magic link as the host's / and leave the container's tree)
+        roots.insert(0, root / DEBUG_ROOT.relative_to(DEBUG_ROOT.anchor))
+        paths = [elf.path.absolute()]
+        dirs = [paths[0].parent]
+        inside = [Path("/") / p.relative_to(root) if p.is_relative_to(root) else p for p in paths]
     seen: set[Path] = set()
 
     def check(candidate: Path, verify: Callable[[ElfFile], Optional[str]]) -> bool:
@@ -623,19 +637,19 @@ def find_debug_file(elf: ElfFile, extra_dirs: Iterable[os.PathLike | str] = ()) 
 
     candidates: list[tuple[Path, Callable[[ElfFile], Optional[str]]]] = []
     if build_id and len(build_id) > 2:
-        candidates += [(root / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug", same_build_id)
-                       for root in roots]
+        candidates += [(debug_root / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug", same_build_id)
+                       for debug_root in roots]
     if link is not None:
         name = link[0]
         for d in dirs:
             candidates += [(d / name, same_crc), (d / ".debug" / name, same_crc)]
-        for root in roots:
-            for d in dirs:
-                candidates.append((root / d.relative_to(d.anchor) / name, same_crc))
-            candidates.append((root / name, same_crc))
-    for root in roots:
-        for p in paths:
-            candidates.append((root / p.relative_to(p.anchor).parent / f"{p.name}.debug", same_build_id))
+        for debug_root in roots:
+            for d in (p.parent for p in inside):
+                candidates.append((debug_root / d.relative_to(d.anchor) / name, same_crc))
+            candidates.append((debug_root / name, same_crc))
+    for debug_root in roots:
+        for p in inside:
+            candidates.append((debug_root / p.relative_to(p.anchor).parent / f"{p.name}.debug", same_build_id))
     for candidate, verify in candidates:
         if check(candidate, verify):
             return candidate, tried

@@ -18,6 +18,7 @@ from ..debuginfo.dwarf.lines import source_point
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError
 from ..events import EventDefinition
+from ..target.process import root_of
 
 if TYPE_CHECKING:
     from ..debuginfo.sdt import SdtNote
@@ -159,7 +160,7 @@ def _source_place(path: str, vaddr: int, cache: dict[str, DebugInfo | None]) -> 
     """perf -l's ``FUNC[:RLN|+OFF]@FILE`` (FILE cut to its last ~30 characters at a '/')."""
     if path not in cache:
         try:
-            cache[path] = DebugInfo.open(path)
+            cache[path] = DebugInfo.open(path, root=root_of(Path(path)))  # (a container's: its tree first)
         except (ProbectlError, OSError):
             cache[path] = None
     debuginfo = cache[path]

@@ -46,14 +46,16 @@ from ..outputfile import OutputFile
 from ..ringbuf import EventReader, PageLayout, PerfRingStats, Recorder
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                         write_tracedat)
+from ..tracedat.nspids import OPTION_NS_PIDS, encode_ns_pids
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
 from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
+from .cgroups import cgroup_events, cgroup_pids
 from .stackcopies import DEFAULT_STACK_COPY, RING_DATA_PAGES as STACK_RING_PAGES, UnwindStats, copied_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .jitmaps import jit_maps_option
-from .processes import MAX_MAPS_PIDS, ProcessWatch, pid_alive, proc_comm, read_maps, synthesize_maps
+from .processes import MAX_MAPS_PIDS, ProcessWatch, other_root, pid_alive, proc_comm, read_maps, synthesize_maps
 from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunPart, RunScope, TracedRun
 from .teardown import CleanupSteps, signals_held, stop_signals
@@ -117,6 +119,7 @@ class RecordOptions:
     stacks: bool = False  # -g
     call_graph: str = "auto"  # with stacks: "fp", "dwarf" (stack copies unwound), "auto" (per file)
     stack_copy: int = DEFAULT_STACK_COPY  # bytes of user stack each sample copies (dwarf)
+    cgroup: Optional[Path] = None  # --cgroup: only the tasks of this cgroup (its directory), from perf: .cgroups
     duration: Optional[float] = None
     buffer_kb: Optional[int] = None  # per CPU
     version: int = 7
@@ -154,7 +157,9 @@ class Recording:
 
     def run(self) -> RecordResult:
         opts = self.options
-        run = self.traced = TracedRun(self.tfs, RunScope(opts.command, opts.pids, opts.system_wide, opts.duration),
+        # (a cgroup's scope is perf's: the instance, which records nothing then, is not scoped to pids)
+        run = self.traced = TracedRun(self.tfs, RunScope(opts.command, opts.pids,
+                                                         opts.system_wide or opts.cgroup is not None, opts.duration),
                                       notice=self.notice)
         run.remove_stale()
         selected = expand_event_requests(self.tfs, opts.events)
@@ -172,10 +177,11 @@ class Recording:
         try:
             part = RecorderPart(self, selected, tmp)
             buffer_kb = opts.buffer_kb
-            if opts.stacks and buffer_kb and len(uprobe_events(self.tfs.definitions(), selected)) == len(selected):
+            if buffer_kb and (opts.cgroup is not None or
+                              opts.stacks and len(uprobe_events(self.tfs.definitions(), selected)) == len(selected)):
                 buffer_kb = UNUSED_BUFFER_KB  # (every event comes from perf's rings, -m sizes those)
             stopped_by = run.trace([part], buffer_kb=buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
-                                   trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
+                                   trace_clock=PERF_TRACE_CLOCK if opts.stacks or opts.cgroup else None)
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
@@ -227,8 +233,11 @@ class Recording:
                 watch.maps[tgid] += "\n" + text
             elif len(watch.maps) < MAX_MAPS_PIDS:
                 watch.maps[tgid] = text
+        # (scoped to a cgroup, every event came from perf: the kernel's saved_cmdlines may hold the name of
+        # an earlier task of the pid, one ftrace wrote events of; the name read while it ran is the one)
+        from_perf = self.options.cgroup is not None
         for pid in seen:
-            if pid in watch.comms and pid not in cmdlines:
+            if pid in watch.comms and (pid not in cmdlines or from_perf):
                 cmdlines[pid] = watch.comms[pid]
             if pid in watch.tgids:
                 tgids[pid] = watch.tgids[pid]
@@ -236,6 +245,9 @@ class Recording:
         meta.tgids = "".join(f"{p} {t}\n" for p, t in sorted(tgids.items()) if t)
         if watch.maps:
             meta.extra_options.append((OPTION_PROC_MAPS, encode_proc_maps(watch.maps)))
+        nspids = {pid: watch.nspids[pid] for pid in seen if pid in watch.nspids}
+        if nspids:
+            meta.extra_options.append((OPTION_NS_PIDS, encode_ns_pids(nspids)))
         jit = jit_maps_option({*watch.tgids.values(), *watch.maps, *(tgids.get(p, p) for p in seen if p)},
                               self.notice)
         if jit is not None:
@@ -301,12 +313,17 @@ class RecorderPart(RunPart):
         self.recorder = Recorder(inst.path, run.cpus, self.tmp, self.layout.page_size)
         self.watch.look(list(opts.pids) + ([run.workload.pid] if run.workload else []), maps=False)
         uprobes: list[int] = []
-        if opts.stacks:
+        scoped = list(opts.pids) + (cgroup_pids(opts.cgroup) if opts.cgroup is not None else [])
+        copied = copied_events(opts.call_graph, run.tfs.definitions(), self.selected, self.recording.notice,
+                               _programs(run, scoped)) if opts.stacks else []
+        pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
+        if opts.cgroup is not None:  # every event from perf, in the cgroup alone: none enabled in the instance
+            self.callchains = cgroup_events(run, self.selected, self.tmp, opts.cgroup, opts.stacks, pages,
+                                            copied, opts.stack_copy)
+            uprobes = [e.format.id for e in self.selected]
+        elif opts.stacks:
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
-            copied = copied_events(opts.call_graph, definitions, self.selected, self.recording.notice,
-                                   _programs(run, opts.pids))
-            pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
                                          uprobes, data_pages=pages, tids=run.pids, stack_events=copied,
                                          stack_copy=opts.stack_copy)
@@ -363,6 +380,8 @@ class RecorderPart(RunPart):
         pids += list(self.recording.options.pids)
         if run.workload is not None:
             pids.append(run.workload.pid)
+        if self.recording.options.cgroup is not None:
+            pids += cgroup_pids(self.recording.options.cgroup)
         return sorted(set(pids))
 
 
@@ -371,7 +390,8 @@ def _programs(run: TracedRun, pids: Sequence[int]) -> list[str]:
     out = [run.workload.program] if run.workload is not None else []
     for pid in pids:
         with contextlib.suppress(OSError):
-            out.append(os.readlink(f"/proc/{pid}/exe"))
+            # (a container's process names its file in its own tree: reached through its root)
+            out.append((other_root(pid) or "") + os.readlink(f"/proc/{pid}/exe"))
     return out
 
 

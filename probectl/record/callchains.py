@@ -39,7 +39,7 @@ from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
-from ..tracedat.callchain import (ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
+from ..tracedat.callchain import (BARE, ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
                                   write_with_callchains)
 from .selection import SelectedEvent
 from .stackcopies import UnwindStats, unwind_stack_copies
@@ -62,6 +62,8 @@ ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
 _REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
 _FLAG_DISABLED, _FLAG_INHERIT, _FLAG_MMAP, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 << 1, 1 << 8, 1 << 9, 1 << 14
 _FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_MMAP2, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 23, 1 << 24
+_FLAG_EXCLUDE_CALLCHAIN_USER = 1 << 22
+_OPEN_FD_CLOEXEC, _OPEN_PID_CGROUP = 8, 4  # perf_event_open's flags
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
 
 # ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
@@ -93,7 +95,7 @@ def entry_fixup_supported() -> bool:
 
 
 def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
-          comm: bool, copy: int = 0) -> bytes:
+          comm: bool, copy: int = 0, user_stack: bool = True) -> bytes:
     """``copy``: the bytes of user stack each sample copies, with the user registers (``--call-graph
     dwarf``: :mod:`probectl.record.stackcopies`), or 0. ``comm``: the ring also gets the command name
     of each exec (PERF_RECORD_COMM) and each executable mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
@@ -102,6 +104,8 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, 
     flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
     if inherit:
         flags |= _FLAG_INHERIT
+    if not user_stack:  # (an empty callchain: the record alone, for --cgroup without -g)
+        flags |= _FLAG_EXCLUDE_CALLCHAIN_USER
     if comm:
         flags |= _FLAG_COMM | _FLAG_COMM_EXEC | _FLAG_MMAP | _FLAG_MMAP2
     if copy:
@@ -119,7 +123,7 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, 
 _libc = None
 
 
-def _perf_event_open(attr: bytes, pid: int, cpu: int) -> int:
+def _perf_event_open(attr: bytes, pid: int, cpu: int, flags: int = _OPEN_FD_CLOEXEC) -> int:
     global _libc
     nr = _SYSCALL.get(platform.machine())
     if nr is None:
@@ -129,7 +133,7 @@ def _perf_event_open(attr: bytes, pid: int, cpu: int) -> int:
         _libc = ctypes.CDLL(None, use_errno=True)
     buf = ctypes.create_string_buffer(attr, len(attr))
     for _ in range(100):
-        fd = _libc.syscall(nr, buf, pid, cpu, -1, 8)  # (pid -1: every task on the CPU); PERF_FLAG_FD_CLOEXEC
+        fd = _libc.syscall(nr, buf, pid, cpu, -1, flags)  # (pid -1: every task on the CPU)
         if fd >= 0:
             return fd
         err = ctypes.get_errno()
@@ -144,14 +148,16 @@ class Callchains:
     def __init__(self, events: Sequence[SelectedEvent], cpus: Sequence[int], out_dir: Path,
                  entry_events: Sequence[int] = (), raw_events: Sequence[int] = (),
                  data_pages: int = RING_DATA_PAGES, tids: Sequence[int] = (), stack_events: Sequence[int] = (),
-                 stack_copy: int = 0):
+                 stack_copy: int = 0, cgroup: Optional[int] = None, stacks: bool = True):
         """``stack_events``: the format ids of events whose samples copy ``stack_copy`` bytes of the
         user stack with the registers, unwound when the recording ends (:mod:`.stackcopies`);
         ``entry_events``: the format ids of uprobes at a function's first instruction, whose
         samples also take the word at the stack pointer, the return address into the caller (the
         kernel's callchain has it only when the function starts with ``push %rbp``); ``raw_events``
         those whose samples carry the event's record (the uprobes, not enabled in the instance);
-        ``tids`` the threads to sample (with the tasks they start), or none for every process."""
+        ``tids`` the threads to sample (with the tasks they start), or none for every process;
+        ``cgroup`` an open cgroup directory, whose tasks alone are sampled (:mod:`.cgroups`); ``stacks``
+        False: the samples carry no user stack, and their records are written without one."""
         self.cpus = list(cpus)
         self.files = {cpu: Path(out_dir) / f"cpu{cpu}.perf" for cpu in self.cpus}
         self.stack = max_stack()
@@ -159,6 +165,7 @@ class Callchains:
         self.entry_ids: set[int] = set()  # perf sample ids of entry uprobes
         self.raw_ids: set[int] = set()  # perf sample ids whose samples carry their event's record
         self.stack_ids: set[int] = set()  # perf sample ids whose samples carry a stack copy
+        self.bare = not stacks  # (the records without callchain records)
         copied = set(stack_events) if stack_copy else set()
         entry = set(entry_events) - copied if entry_fixup_supported() else set()
         raw = set(raw_events)
@@ -177,9 +184,10 @@ class Callchains:
                     comm = ev is events[0]  # (one event of each thread and CPU reports them)
                     attr = attr_cache.setdefault((ev.format.id, comm), _attr(
                         ev.format.id, self.stack, wakeup, is_entry, is_raw, bool(tids), comm,
-                        stack_copy if is_copied else 0))
+                        stack_copy if is_copied else 0, stacks))
                     try:
-                        fd = _perf_event_open(attr, tid, cpu)
+                        fd = _perf_event_open(attr, tid, cpu) if cgroup is None else \
+                            _perf_event_open(attr, cgroup, cpu, _OPEN_FD_CLOEXEC | _OPEN_PID_CGROUP)
                     except OSError as err:
                         if err.errno == errno_mod.ESRCH:
                             continue  # (a thread that has ended)
@@ -286,7 +294,8 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
     process) and of the mappings perf reported; ``unwound`` is told how that went."""
     event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
     events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
-               | (ENTRY if perf_id in chains.entry_ids else 0) | (STACK if perf_id in chains.stack_ids else 0))
+               | (ENTRY if perf_id in chains.entry_ids else 0) | (STACK if perf_id in chains.stack_ids else 0)
+               | (BARE if chains.bare else 0))
               for perf_id, event in chains.ids.items()]
     unwound_chains: dict[int, tuple[bytes, bytes]] = {}
     if chains.stack_ids:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import re
@@ -23,6 +24,7 @@ _INSTANCE_RE = re.compile(r"probectl-(\d+)(?:-(\d+))?$")
 SYNTHETIC_PREFIX = "probectl_lat_"
 _SYNTHETIC_RE = re.compile(r"(?:synthetic/)?probectl_lat_(\d+)\b")
 STATE_DIRS = (Path("/run/probectl"), Path("/tmp/probectl-state"))
+_BATCHES = itertools.count()  # (a state file per batch of probes a run adds)
 
 
 def remove_instance(path: Path) -> None:
@@ -66,11 +68,13 @@ def _state_dir() -> Optional[Path]:
 
 @contextlib.contextmanager
 def probe_state(events: Sequence[EventDefinition]) -> Iterator[Optional[Path]]:
-    """Note the probes a ``trace`` run added, so that the next run removes them if this one dies."""
+    """Note the probes a ``trace`` run added, so that the next run removes them if this one dies. A run
+    that adds probes more than once (``latency``: its start, then its end) notes each batch in a file of
+    its own: one file for the run kept only the last batch, and a killed run's start probe stayed."""
     d = _state_dir()
     path = None
     if d is not None:
-        path = d / f"trace-{os.getpid()}.json"
+        path = d / f"trace-{os.getpid()}-{next(_BATCHES)}.json"
         data = {"pid": os.getpid(), "definitions": [_identity(e) for e in events],
                 "events": [[e.group, e.event] for e in events]}
         try:

@@ -30,10 +30,33 @@ def _process_owner(pid: int) -> Optional[int]:
         return None
 
 
+def map_path(pid: int) -> Optional[str]:
+    """Where process ``pid`` writes its JIT map: ``/tmp/perf-PID.map`` in its own ``/tmp`` under its own
+    pid, which for a process of a container (another mount and PID namespace) are its root's ``/tmp``
+    and its pid there (``/proc/PID/root/tmp/perf-1.map``); None when its ``/tmp`` cannot be reached."""
+    from ..errors import ProbectlError
+    from ..target.process import ProcessView  # (a container's processes only)
+    from .processes import proc_ids
+
+    try:
+        view = ProcessView.of(pid)
+    except ProbectlError:  # (ended: a map left behind is the host's file of that pid)
+        return os.path.join(MAP_DIR, f"perf-{pid}.map")
+    if view.is_own:
+        return os.path.join(MAP_DIR, f"perf-{pid}.map")
+    try:
+        return os.path.join(view.find(MAP_DIR), f"perf-{proc_ids(pid)[1] or pid}.map")
+    except ProbectlError:
+        return None
+
+
 def read_jit_map(pid: int, notice: Callable[[str], None], limit: int = MAX_MAP_BYTES,
                  directory: Optional[str] = None) -> Optional[list[JitSymbol]]:
-    """The symbols of ``/tmp/perf-PID.map`` by the rules above; None when there is none to take."""
-    path = os.path.join(directory or MAP_DIR, f"perf-{pid}.map")
+    """The symbols of process ``pid``'s JIT map (``directory``: the ``perf-PID.map`` there instead) by
+    the rules above; None when there is none to take."""
+    path = os.path.join(directory, f"perf-{pid}.map") if directory is not None else map_path(pid)
+    if path is None:
+        return None
     try:
         st = os.lstat(path)
     except OSError:

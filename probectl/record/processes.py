@@ -30,24 +30,57 @@ def proc_comm(pid: int) -> Optional[str]:
 
 
 def proc_tgid(pid: int) -> Optional[int]:
+    return proc_ids(pid)[0]
+
+
+def proc_ids(pid: int) -> tuple[Optional[int], Optional[int]]:
+    """The thread group of thread ``pid``, and its pid in its own PID namespace when that is another
+    than the host's (a container's: the last ``NSpid:``), from /proc/PID/status; None where unknown."""
+    tgid = nspid = None
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("Tgid:"):
-                return int(line.split()[1])
+                tgid = int(line.split()[1])
+            elif line.startswith("NSpid:"):
+                ids = line.split()[1:]
+                nspid = int(ids[-1]) if len(ids) > 1 else None
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    return tgid, nspid
 
 
 def read_maps(pid: int) -> Optional[str]:
-    """The file-backed lines of /proc/PID/maps (what user-space symbols need), or None."""
+    """The file-backed lines of /proc/PID/maps (what user-space symbols need), or None. The files of a
+    process of another mount namespace (a container's) are named through ``/proc/PID/root``: the same
+    path on the host may be another file (another libc), or none."""
     try:
         text = Path(f"/proc/{pid}/maps").read_text(errors="surrogateescape")  # (a path is bytes)
     except OSError:
         return None
     lines = [l for l in text.splitlines() if len(l.split(None, 5)) == 6 and
              (l.split(None, 5)[5].startswith("/") or l.split(None, 5)[5] in ("[vdso]", "[uprobes]"))]
+    root = other_root(pid)
+    if root is not None:
+        lines = [_rooted(l, root) for l in lines]
     return "\n".join(lines) if lines else None
+
+
+def other_root(pid: int) -> Optional[str]:
+    """``/proc/PID/root`` when process ``pid`` sees other files than probectl (None: the same, or gone)."""
+    from ..target.process import ProcessView  # (the maps of a traced process only)
+
+    try:
+        view = ProcessView.of(pid)
+    except ProbectlError:
+        return None
+    return None if view.is_own else str(view.root)
+
+
+def _rooted(line: str, root: str) -> str:
+    parts = line.split(None, 5)
+    if not parts[5].startswith("/"):
+        return line
+    return line[:line.rindex(parts[5])] + root + parts[5]
 
 
 def synthesize_maps(path: str, file_offset: int, address: int) -> Optional[str]:
@@ -78,6 +111,7 @@ class ProcessWatch:
     def __init__(self) -> None:
         self.comms: dict[int, str] = {}
         self.tgids: dict[int, int] = {}
+        self.nspids: dict[int, int] = {}  # of the threads in another PID namespace: their pid there
         self.maps: dict[int, str] = {}
 
     def add_maps(self, maps: dict[int, list[str]], limit: int) -> None:
@@ -99,8 +133,11 @@ class ProcessWatch:
             if comm is None:
                 continue
             self.comms[pid] = comm
-            tgid = proc_tgid(pid) or pid
+            found, nspid = proc_ids(pid)
+            tgid = found or pid
             self.tgids[pid] = tgid
+            if nspid is not None:
+                self.nspids[pid] = nspid
             if maps and tgid not in done and (tgid in self.maps or len(self.maps) < MAX_MAPS_PIDS):
                 done.add(tgid)
                 text = read_maps(tgid)

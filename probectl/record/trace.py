@@ -16,7 +16,7 @@ from ..ringbuf import EventReader
 from ..tracefs import Tracefs
 from .enumnames import EnumNames
 from .livestream import LiveStream
-from .processes import ProcessWatch, proc_comm, proc_tgid
+from .processes import ProcessWatch, proc_comm, proc_ids, proc_tgid
 from .selection import EventRequest, SelectedEvent, expand_event_requests
 from .session import RunScope, TracedRun
 
@@ -61,6 +61,9 @@ class LiveNames:
 
     def tgid(self, tid: int) -> int:
         return proc_tgid(tid) or tid
+
+    def nspid(self, tid: int) -> int:
+        return proc_ids(tid)[1] or tid
 
 
 def trace_selection(tfs: Tracefs, defs: Sequence[EventDefinition], patterns: Sequence[str] = (),

@@ -298,7 +298,7 @@ class Resolver:
             from .dwarf import SourceResolver
 
             try:
-                debuginfo = DebugInfo.open(path)
+                debuginfo = DebugInfo.open(path, root=self.target.root)
             except DebugInfoError as local:
                 debuginfo = self._debuginfo_from_servers(local, required)
                 if debuginfo is None:

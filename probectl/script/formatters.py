@@ -24,6 +24,7 @@ class TextFormatter(Formatter):
         "comm": ("%16s", ("comm",)),
         "pid": ("%6d", ("pid",)),
         "tid": ("%6d", ("tid",)),
+        "nspid": ("(%d)", ("nspid",)),  # (the thread's pid in its container, after the host's)
         "cpu": ("[%03d]", ("cpu",)),
         "time": ("%5d.%06d:", ("secs", "usecs")),
     }
@@ -68,16 +69,18 @@ class TextFormatter(Formatter):
 
 
 class JsonFormatter(Formatter):
-    """One JSON object per line: time (seconds, to the nanosecond), cpu, pid, tid, comm, event,
+    """One JSON object per line: time (seconds, to the nanosecond), cpu, pid, tid (and nspid, the
+    thread's pid in its own PID namespace, when the recording has threads of containers), comm, event,
     fields (numbers as numbers, strings as strings, arrays as lists), and with stacks
     ``kernel_stack``/``user_stack`` (symbol names, innermost first)."""
 
     def make_plan(self, fmt: Optional[EventFormat], event_id: int) -> Plan:
         name = fmt.full_name if fmt else f"unknown:{event_id}"
-        head = ('{"time": %d.%09d, "cpu": %d, "pid": %d, "tid": %d, "comm": %s, "event": '
-                + literal(json.dumps(name)) + ', "fields": {')
+        nspid = "nspid" in self.fields or self.source.has_nspids()
+        head = ('{"time": %d.%09d, "cpu": %d, "pid": %d, "tid": %d, ' + ('"nspid": %d, ' if nspid else "")
+                + '"comm": %s, "event": ' + literal(json.dumps(name)) + ', "fields": {')
         slots = [Slot("secs"), Slot("nsecs"), Slot("cpu"), Slot("pid"), Slot("tid"),
-                 Slot("comm", _json_str)]
+                 *([Slot("nspid")] if nspid else []), Slot("comm", _json_str)]
         parts = []
         for j, f in enumerate(fmt.event_fields if fmt else ()):
             kind = field_spec(f, self.long_size)[3]

@@ -31,6 +31,7 @@ _HEADER = {
     "comm": _native.TF_SRC_COMM,
     "pid": _native.TF_SRC_TGID,
     "tid": _native.TF_SRC_TID,
+    "nspid": _native.TF_SRC_NSPID,
     "cpu": _native.TF_SRC_CPU,
     "secs": _native.TF_SRC_SECS,
     "usecs": _native.TF_SRC_USECS,
@@ -291,7 +292,7 @@ def native_formatter(formatter: "Formatter") -> _native.TextFormatter:
     """A native formatter that prints like ``formatter``: its plans, compiled when an event id
     first occurs, and its names of threads and symbols, asked for when first needed."""
     compiler = PlanCompiler(formatter)
-    comms, tgids = formatter.comms, formatter.tgids
+    comms, tgids, nspids = formatter.comms, formatter.tgids, formatter.nspids
 
     def plan(event_id: int) -> Any:
         p = formatter.plan(event_id)
@@ -302,8 +303,8 @@ def native_formatter(formatter: "Formatter") -> _native.TextFormatter:
         except NotNative:
             return True  # (each event through line())
 
-    def thread(tid: int) -> tuple[bytes, int]:
-        return comms[tid].encode(errors="surrogateescape"), tgids[tid]
+    def thread(tid: int) -> tuple[bytes, int, int]:
+        return comms[tid].encode(errors="surrogateescape"), tgids[tid], nspids[tid]
 
     def symbol(tgid: int, addr: int) -> bytes:
         return formatter.sym(tgid, addr).encode(errors="surrogateescape")

@@ -15,7 +15,7 @@ from .printfmt import PY_CONV, Slot, convert_column
 from .stacks import STACK_EVENTS, Record
 from .symbols import Source, Symbolizer, is_kernel_address
 
-FIELDS = ("comm", "pid", "tid", "cpu", "time", "event", "ip", "sym", "trace")
+FIELDS = ("comm", "pid", "tid", "nspid", "cpu", "time", "event", "ip", "sym", "trace")
 DEFAULT_FIELDS = ("comm", "tid", "cpu", "time", "event", "ip", "trace")
 _NS = 1_000_000_000
 
@@ -81,6 +81,7 @@ class Formatter:
         self.events = tuple(events)
         self.comms = _Cache(source.comm)
         self.tgids = _Cache(source.tgid)
+        self.nspids = _Cache(source.nspid)
         self.symbolizer = Symbolizer(source)
         self.sym_names = _Cache(self._sym_name)
         self.formats: dict[int, EventFormat] = {}
@@ -141,6 +142,8 @@ class Formatter:
             return list(map(self.comms.__getitem__, hdr.column("tid")))
         if key == "pid":
             return list(map(self.tgids.__getitem__, hdr.column("tid")))
+        if key == "nspid":
+            return list(map(self.nspids.__getitem__, hdr.column("tid")))
         if key == "secs":
             return list(map(floordiv, b.ts, repeat(_NS)))
         if key == "usecs":
@@ -153,7 +156,7 @@ class Formatter:
 
     def row_header(self, rec: Record) -> dict[str, Any]:
         ts, cpu, _id, tid = rec.row[:4]
-        return {"tid": tid, "cpu": cpu, "comm": self.comms[tid], "pid": self.tgids[tid],
+        return {"tid": tid, "cpu": cpu, "comm": self.comms[tid], "pid": self.tgids[tid], "nspid": self.nspids[tid],
                 "secs": ts // _NS, "usecs": ts % _NS // 1000, "nsecs": ts % _NS,
                 "stacks": self.stack_item(rec)}
 
@@ -209,7 +212,7 @@ class Formatter:
         iters = {k: iter(v) for k, v in bodies.items()}
         return self.emit(list(map(add, head_items, map(next, map(iters.__getitem__, order)))))
 
-    _PER_THREAD = ("comm", "tid", "pid", "cpu")
+    _PER_THREAD = ("comm", "tid", "pid", "nspid", "cpu")
 
     def _head_items(self, batch: Columns, hdr: Header, head_t: Optional[str], head_slots: list[Slot]) -> Iterable[Any]:
         """The shared line starts of a batch. What depends only on the thread and the CPU (comm,
@@ -225,11 +228,11 @@ class Formatter:
         convs = [m for m in PY_CONV.finditer(head_t) if m.group() != "%%"]
         pre_t, rest_t = head_t[:convs[k - 1].end()], head_t[convs[k - 1].end():]
         pre_slots, rest_slots = head_slots[:k], head_slots[k:]
-        comms, tgids = self.comms, self.tgids
+        comms, tgids, nspids = self.comms, self.tgids, self.nspids
 
         def prefix(key: int) -> str:
             tid, cpu = key >> 16, key & 0xFFFF
-            values = {"tid": tid, "cpu": cpu, "comm": comms[tid], "pid": tgids[tid]}
+            values = {"tid": tid, "cpu": cpu, "comm": comms[tid], "pid": tgids[tid], "nspid": nspids[tid]}
             return pre_t % tuple(s.convert(values[s.source]) if s.convert else values[s.source] for s in pre_slots)
 
         cache = self._prefixes.setdefault(pre_t, _Cache(prefix))

@@ -3,11 +3,13 @@ symbols for kernel addresses (kallsyms) and user addresses (process maps and the
 from __future__ import annotations
 
 import bisect
+from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
 from ..termtext import backslashed
 from ..tracedat.jitmaps import OPTION_JIT_MAPS, JitSymbols, decode_jit_maps
+from ..tracedat.nspids import OPTION_NS_PIDS, decode_ns_pids
 from ..tracedat.procmaps import OPTION_PROC_MAPS, Mapping, decode_proc_maps
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -24,6 +26,14 @@ class Source:
 
     def tgid(self, tid: int) -> int:
         return tid
+
+    def nspid(self, tid: int) -> int:
+        """The thread's pid in its own PID namespace (a container's; the host's pid elsewhere)."""
+        return tid
+
+    def has_nspids(self) -> bool:
+        """Whether some thread was recorded in another PID namespace (its pid there is known)."""
+        return False
 
     def kernel_symbols(self) -> "KernelSymbols":
         return KernelSymbols(b"")
@@ -45,6 +55,9 @@ class LiveSource(Source):
     def tgid(self, tid: int) -> int:
         return self.names.tgid(tid)
 
+    def nspid(self, tid: int) -> int:
+        return self.names.nspid(tid)
+
 
 class TraceSource(Source):
     """Names from a trace.dat file: saved cmdlines and tgids, kallsyms, probectl's process maps."""
@@ -55,12 +68,27 @@ class TraceSource(Source):
         self._usyms: Optional[UserSymbols] = None
         self._maps_option = [data for oid, data in trace.options if oid == OPTION_PROC_MAPS]
         self._jit_option = [data for oid, data in trace.options if oid == OPTION_JIT_MAPS]
+        self._nspids: Optional[dict[int, int]] = None
 
     def comm(self, tid: int) -> str:
         return backslashed(self.trace.comm(tid))  # (a name is bytes: a control character is no escape sequence)
 
     def tgid(self, tid: int) -> int:
         return self.trace.tgids.get(tid, tid)
+
+    def nspid(self, tid: int) -> int:
+        return self._ns_pids().get(tid, tid)
+
+    def has_nspids(self) -> bool:
+        return bool(self._ns_pids())
+
+    def _ns_pids(self) -> dict[int, int]:
+        if self._nspids is None:
+            self._nspids = {}
+            for oid, data in self.trace.options:
+                if oid == OPTION_NS_PIDS:
+                    self._nspids.update(decode_ns_pids(data))
+        return self._nspids
 
     def kernel_symbols(self) -> "KernelSymbols":
         if self._ksyms is None:
@@ -201,11 +229,13 @@ class UserSymbols:
 def debug_symbol_file(elf: Any) -> Any:
     """The separate debug file of ``elf`` with a ``.symtab``, opened: by build-id or
     ``.gnu_debuglink`` on this machine, else from the debuginfod servers of ``$DEBUGINFOD_URLS``
-    (as ``add`` finds DWARF); None when there is none."""
+    (as ``add`` finds DWARF; a container's file, named through ``/proc/PID/root``, in its tree first);
+    None when there is none."""
     from ..debuginfo.elf import ElfFile, find_debug_file
+    from ..target.process import root_of
 
     try:
-        path, _tried = find_debug_file(elf)
+        path, _tried = find_debug_file(elf, root=root_of(Path(elf.path)))
         if path is None:
             from ..target.debuginfod import fetch_for_binary
 

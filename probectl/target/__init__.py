@@ -13,6 +13,7 @@ from typing import Optional
 from ..dataclass import dataclass
 from ..errors import TargetError
 from .binary import find_binary, process_objects, uprobe_group_name
+from .process import ProcessView, filesystem_type, root_of
 
 # (.kernel is imported by the kprobe targets that use it: -x BINARY does not.)
 
@@ -24,6 +25,9 @@ class Target:
     kind: str  # "uprobe" or "kprobe"
     path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
     module: str | None = None
+    # /proc/PID/root when the binary is a file of another mount namespace (a container's): its path
+    # goes through it, and its debug files are looked for in that tree first
+    root: Path | None = None
 
     @property
     def is_uprobe(self) -> bool:
@@ -34,10 +38,13 @@ class Target:
         return uprobe_group_name(self.path) if self.is_uprobe and self.path is not None else "probe"
 
 
-def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, module: Optional[str] = None) -> Target:
+def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, module: Optional[str] = None,
+                target_ns: Optional[int] = None) -> Target:
     """-x BINARY: uprobes; else kprobes, described by -k VMLINUX or the running kernel's own vmlinux
     (found as perf finds it, checked by build-id), or by /proc/kallsyms alone when there is none;
     -m NAME|PATH: kprobes in a module (MOD:SYMBOL+OFF), described by its object file.
+    --target-ns=PID: -x BINARY as process PID sees it (its mount namespace and root: a container's
+    files, ``libc`` the libc it maps), as a ``/proc/PID/root/PATH`` given to -x is.
 
     The command line refuses -x together with -k or -m, and empty values, before it asks; an empty
     value is refused here too (it is not "no option": that would be the running kernel)."""
@@ -45,8 +52,12 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
         if value is not None and not value.strip():
             raise TargetError(f"{flag} was given an empty {'name' if flag == '-m' else 'path'}",
                               hint=f"name the {'module' if flag == '-m' else 'file'}, or leave {flag} out")
+    if target_ns is not None and not exec_:
+        raise TargetError("--target-ns names the process whose files -x BINARY is one of; there is no -x",
+                          hint="give -x BINARY as the process sees it (a path, or a name such as libc)")
     if exec_:
-        return Target(kind="uprobe", path=find_binary(exec_))
+        path = find_binary(exec_, ProcessView.of(target_ns) if target_ns is not None else None)
+        return Target(kind="uprobe", path=path, root=root_of(path))
     from .kernel import check_vmlinux, find_module, find_running_vmlinux
 
     if module and vmlinux:
@@ -60,3 +71,15 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
         return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)))
     found, _tried = find_running_vmlinux()
     return Target(kind="kprobe", path=found)
+
+
+def shared_file_note(target: Target) -> Optional[str]:
+    """What to tell the user when the probed file is on an overlay filesystem (a container's image):
+    the kernel attaches a uprobe to the file under the overlay, so a probe on a file of an image's
+    lower layer fires in every container that runs it, and misses a container whose copy was changed
+    (copied up: another file). None for any other file."""
+    if not target.is_uprobe or target.path is None or filesystem_type(target.path) != "overlay":
+        return None
+    return (f"{target.path} is on an overlay filesystem: the kernel puts the probe on the file under it, so "
+            "a probe on a file of an image's lower layer fires in every container that runs that layer's file "
+            "(and not in one whose copy was changed); record with -p PID or --cgroup to keep to one container")

@@ -19,6 +19,7 @@ from ..arch.x86_64 import EM_X86_64, OTHER_MACHINES
 from ..dataclass import dataclass, field
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
+from .process import ProcessView, split_proc_root
 
 LD_SO_CACHE = Path("/etc/ld.so.cache")
 LD_SO_CONF = Path("/etc/ld.so.conf")
@@ -43,14 +44,21 @@ def uprobe_group_name(path: os.PathLike | str) -> str:
     return group
 
 
-def find_binary(name: str) -> Path:
+def find_binary(name: str, view: Optional[ProcessView] = None) -> Path:
     """The real path of the ELF file to probe for ``name`` (a path, a command, or a library name).
 
+    ``view``: the files as a process sees them (``--target-ns=PID``), where ``name`` is looked for
+    (:func:`find_in_process`); a path ``/proc/PID/root/PATH`` is PATH as process PID sees it.
     Raises TargetError when nothing matches, when the file is not ELF, or when a library name is
     ambiguous (the message lists the candidates and what was searched).
     """
     if not name:
         raise TargetError("no target given", hint="give a path, a program on $PATH or a library name")
+    in_root = split_proc_root(name) if view is None else None
+    if in_root is not None:
+        view, name = ProcessView.of(in_root[0]), in_root[1]
+    if view is not None:
+        return find_in_process(name, view)
     path = Path(name).expanduser()
     if "/" in name or name in (".", ".."):
         return _checked_elf(path, name)
@@ -110,7 +118,11 @@ def _checked_elf(path: Path, name: str) -> Path:
     """``path``'s realpath if it exists and is an ELF file; TargetError otherwise."""
     if stat.S_ISDIR(stat_target(path, name).st_mode):
         raise TargetError(f"{name} is a directory, not an executable or library")
-    real = path.resolve()
+    return _probeable_elf(path.resolve(), name)
+
+
+def _probeable_elf(real: Path, name: str) -> Path:
+    """``real`` (a resolved path) if it is an executable or shared library for this machine."""
     try:
         with ElfFile(real) as elf:
             if elf.type not in ("EXEC", "DYN"):
@@ -224,10 +236,11 @@ def find_library(name: str) -> LibraryMatch:
     return result
 
 
-def _real_library(path: Path, machine: Optional[int]) -> Optional[Path]:
-    """``path``'s realpath if it is an ELF shared object for ``machine`` (None: any), else None."""
+def _real_library(path: Path, machine: Optional[int], resolve: bool = True) -> Optional[Path]:
+    """``path``'s realpath (``resolve`` False: ``path``, resolved already) if it is an ELF shared object
+    for ``machine`` (None: any), else None."""
     try:
-        real = path.resolve()
+        real = path.resolve() if resolve else path
         with ElfFile(real) as elf:
             if elf.type != "DYN":
                 return None
@@ -379,18 +392,13 @@ def process_objects(pid: int, proc: Path = PROC) -> list[Path]:
     except OSError as exc:
         raise TargetError(f"cannot read the mappings of process {pid}: {exc.strerror}",
                           hint="run as root, or as the process's owner") from None
-    same_root = True
-    try:
-        here, there = os.stat("/"), os.stat(proc / str(pid) / "root")
-        same_root = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
-    except OSError:
-        pass
+    view = ProcessView.of(pid, proc)
     out: list[Path] = []
     for line in maps.splitlines():
         parts = line.split(None, 5)
         if len(parts) < 6 or not parts[5].startswith("/") or parts[5].endswith(" (deleted)"):
             continue
-        path = Path(parts[5]) if same_root else proc / str(pid) / "root" / parts[5].lstrip("/")
+        path = view.host_path(parts[5])  # (the kernel's names in maps are resolved already)
         if path in out:
             continue
         try:
@@ -404,9 +412,10 @@ def process_objects(pid: int, proc: Path = PROC) -> list[Path]:
 
 
 def mapped_libraries(proc: Path = PROC) -> list[Path]:
-    """Shared objects (``*.so*``) mapped by processes that share our root directory, most-mapped first."""
+    """Shared objects (``*.so*``) mapped by processes that share our root directory and mount namespace,
+    most-mapped first."""
     try:
-        root = os.stat("/")
+        root, mounts = os.stat("/"), os.stat(proc / "self" / "ns" / "mnt")
     except OSError:
         return []
     counts: dict[str, int] = {}
@@ -416,8 +425,8 @@ def mapped_libraries(proc: Path = PROC) -> list[Path]:
         return []
     for pid in pids:
         try:
-            st = os.stat(proc / pid / "root")
-            if (st.st_dev, st.st_ino) != (root.st_dev, root.st_ino):
+            st, ns = os.stat(proc / pid / "root"), os.stat(proc / pid / "ns" / "mnt")
+            if (st.st_dev, st.st_ino) != (root.st_dev, root.st_ino) or ns.st_ino != mounts.st_ino:
                 continue  # another mount namespace or chroot: its paths mean other files
             maps = (proc / pid / "maps").read_text(errors="surrogateescape")
         except OSError:
@@ -433,3 +442,82 @@ def mapped_libraries(proc: Path = PROC) -> list[Path]:
             seen.add(p)
             counts[p] = counts.get(p, 0) + 1
     return [Path(p) for p, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+# --- a process's files (--target-ns, /proc/PID/root) ------------------------------------------------
+
+def find_in_process(name: str, view: ProcessView) -> Path:
+    """The file ``name`` means to the process of ``view``, as a path probectl and the kernel open
+    (``/proc/PID/root/...`` for a process of another mount namespace): a path as the process names
+    it (relative: to its working directory); a program or library name among the files the process
+    maps (``libc``: the libc it runs), then on its ``$PATH``, then in its ld.so cache and library
+    directories. TargetError when nothing matches or several files do."""
+    where = f"process {view.pid}"
+    if "/" in name or name in (".", ".."):
+        path = view.find(name)
+        if stat.S_ISDIR(stat_target(path, f"{name} (in {where})").st_mode):
+            raise TargetError(f"{name} (in {where}) is a directory, not an executable or library")
+        return _probeable_elf(path, f"{name} (in {where})")
+    searched = [f"the files {where} maps"]
+    mapped = _unique_files(p for p in process_objects(view.pid)
+                           if p.name == name or library_name_matches(p.name, name))
+    if len(mapped) > 1:
+        listing = "\n".join(f"  {view.inner_path(p)} (mapped)" for p in mapped)
+        raise TargetError(f"{name!r} matches several files {where} maps:\n{listing}",
+                          hint="give the full soname (e.g. libfoo.so.1) or the file's path")
+    if mapped:
+        return _probeable_elf(mapped[0], name)
+    dirs = view.path_dirs()
+    searched.append(f"its $PATH ({':'.join(dirs)})")
+    for d in dirs:
+        found = _existing_in(view, f"{d}/{name}")
+        if found is not None and not stat.S_ISDIR(os.stat(found).st_mode):
+            return _probeable_elf(found, f"{name} (in {where})")
+    cache_path = view.host_path(str(LD_SO_CACHE))
+    try:
+        entries = parse_ld_so_cache(cache_path.read_bytes()) or []
+    except OSError:
+        entries = []
+    searched.append(f"its ld.so cache ({LD_SO_CACHE})")
+    candidates = [c for soname, p in entries if library_name_matches(soname, name)
+                  if (c := _existing_in(view, p)) is not None]
+    if not candidates:
+        searched.append("its library directories: " + ", ".join(STANDARD_LIB_DIRS))
+        for d in STANDARD_LIB_DIRS:
+            inside = _existing_in(view, d)
+            if inside is not None and inside.is_dir():
+                candidates += [c for f in _listdir(str(inside)) if library_name_matches(f, name)
+                               if (c := _existing_in(view, f"{d}/{f}")) is not None]
+    machine = _host_machine()
+    libraries = _unique_files(c for c in candidates if _real_library(c, machine, resolve=False) is not None)
+    if len(libraries) == 1:
+        return libraries[0]
+    if libraries:
+        listing = "\n".join(f"  {view.inner_path(p)}" for p in libraries)
+        raise TargetError(f"{name!r} matches several libraries of {where}:\n{listing}",
+                          hint="give the full soname (e.g. libfoo.so.1) or the library's path")
+    raise TargetError(f"cannot find a program or library called {name!r} in {where}\n" + _searched_text(searched),
+                      hint="give the path of the binary as the process sees it")
+
+
+def _existing_in(view: ProcessView, inner: str) -> Optional[Path]:
+    """:meth:`ProcessView.find` of ``inner``, or None when the process has no such file."""
+    try:
+        return view.find(inner)
+    except TargetError:
+        return None
+
+
+def _unique_files(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` without a second name of one file (a library in /lib and in /usr/lib, merged /usr)."""
+    out: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(p)
+    return out

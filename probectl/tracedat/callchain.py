@@ -53,6 +53,7 @@ def free_event_id(used: Iterable[int]) -> int:
 
 
 RAW, ENTRY, STACK = 1, 2, 4  # how a perf event's samples are (native/chainmerge.h: CM_RAW, CM_ENTRY, CM_STACK)
+BARE = 8  # (CM_BARE) a RAW event's record written alone, without a callchain record (--cgroup without -g)
 
 
 def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: PageLayout, event_id: int,

@@ -28,6 +28,7 @@ import bisect
 import fnmatch
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from ...errors import DebugInfoError, ProbectlError
@@ -132,9 +133,10 @@ class DebugInfo:
 
     @classmethod
     def open(cls, binary: os.PathLike | str, debug_file: Optional[os.PathLike | str] = None,
-             extra_dirs: Iterable[os.PathLike | str] = ()) -> "DebugInfo":
+             extra_dirs: Iterable[os.PathLike | str] = (), root: Optional[Path] = None) -> "DebugInfo":
         """DWARF for ``binary``: from ``debug_file`` if given, the binary itself if it has
-        ``.debug_info``, else its separate debug file (build-id, ``.gnu_debuglink``).
+        ``.debug_info``, else its separate debug file (build-id, ``.gnu_debuglink``; first in the
+        tree of ``root``, a container's, when the binary is one of its files: see ``find_debug_file``).
 
         A missing debug file raises DebugInfoError listing every path tried.
         """
@@ -145,7 +147,7 @@ class DebugInfo:
         with ElfFile(binary) as elf:
             if elf.has_dwarf:
                 return cls(binary, binary)
-            found, tried = find_debug_file(elf, extra_dirs)
+            found, tried = find_debug_file(elf, extra_dirs, root)
         if found is None:
             lines = "\n".join(f"  {t}" for t in tried)
             raise DebugInfoError(
