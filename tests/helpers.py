@@ -153,22 +153,34 @@ def kernel_testdata(*parts: str) -> Path:
 
 
 def build_program(name: str, sources: list[Path], opt: str = "-O0", extra: tuple[str, ...] = (),
-                  pie: bool = True) -> Path:
-    """Build a program from C sources with gcc at ``opt`` (cached by the sources' paths and contents and
-    the flags: DWARF records the source paths, so a checkout elsewhere gets builds of its own)."""
+                  pie: bool = True, cc: str = "gcc") -> Path:
+    """Build a program from C sources with ``cc`` (gcc) at ``opt`` (cached by the sources' paths and
+    contents, the compiler and the flags: DWARF records the source paths, so a checkout elsewhere gets
+    builds of its own)."""
     flags = [opt, "-g", "-fno-omit-frame-pointer", *extra]
     if not pie:
         flags.append("-no-pie")
     ident = b"".join(str(src).encode() + b"\0" + src.read_bytes() for src in sources) + " ".join(flags).encode()
+    if cc != "gcc":
+        ident += b"\0" + cc.encode()
     key = hashlib.sha1(ident).hexdigest()[:12]
-    suffix = opt.lstrip("-") + ("" if pie else "-nopie")
+    suffix = opt.lstrip("-") + ("" if pie else "-nopie") + ("" if cc == "gcc" else "-" + os.path.basename(cc).split("-")[0])
     out = BUILD_DIR / f"{name}-{suffix}-{key}"
     if not out.exists():
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, sources)], check=True)
+        subprocess.run([cc, *flags, "-o", str(tmp), *map(str, sources)], check=True)
         tmp.rename(out)
     return out
+
+
+AARCH64_GCC = "aarch64-linux-gnu-gcc"
+
+
+def build_arm64_program(name: str, sources: list[Path], opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
+    """Build C sources for AArch64 with Debian's cross compiler (gcc-aarch64-linux-gnu: a skip, a
+    failure in CI, without it), with the fixtures' flags; cached as build_program caches."""
+    return build_program(name, sources, opt, extra, cc=require_tool(AARCH64_GCC, "gcc-aarch64-linux-gnu"))
 
 
 def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie: bool = True) -> Path:

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
     pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 e2fsprogs zstd systemtap-sdt-dev
-           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg)
+           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg gcc-aarch64-linux-gnu
+           libc6-dev-arm64-cross)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -64,15 +64,18 @@ def add(probedefs, added, exec_, vmlinux, module, force, dry_run, definition, so
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
-    from ..probes import ProbeSet, definitions
+    from ..probes import ProbeSet, check_native, definitions
     from ..resolve import MAX_POINTS
 
     texts = list(added) + list(probedefs)
     if not texts:
         raise click.UsageError("no probe definition given")
     target = make_target(exec_, vmlinux, module)
+    if not definition and not dry_run:
+        check_native(target)  # (before tracefs is opened: a user without root is told the real reason)
     tfs = None
-    if not definition or os.geteuid() == 0:
+    # (-D of another machine's program: this kernel's features are not the ones that will read it)
+    if not definition or (os.geteuid() == 0 and not target.foreign):
         try:
             tfs = _open_tracefs()
         except TracefsError:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional, overload
 
 from .. import spec as S
-from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..dataclass import dataclass, field, replace
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
@@ -602,16 +601,23 @@ class Resolver:
         raise ProbeSemanticError(f"unsupported argument {expr!r}")
 
     def _render_argn(self, index: int, at_entry: bool) -> str:
-        """$argN: kprobes fetch it themselves; uprobes cannot, so use the x86-64 SysV argument register."""
+        """$argN: kprobes fetch it themselves; uprobes cannot, so use the calling convention's
+        argument register of the probed file's machine."""
         if not self.target.is_uprobe:
             return f"$arg{index}"
         if not at_entry:
             raise ResolveError(f"$arg{index} is only known at a function entry",
                                hint="probe the function itself (no +OFFS, no %return), or fetch a register")
-        if not 1 <= index <= len(ARGUMENT_REGISTERS):
-            raise ResolveError(f"$arg{index} is not passed in a register on x86-64 (only $arg1..$arg6 are)",
-                               hint=f"read it from the stack, e.g. +{8 * (index - 6)}(%sp)")
-        return DWARF_REGISTERS[ARGUMENT_REGISTERS[index - 1]]
+        arch = self.target.arch
+        registers = arch.argument_registers
+        if not 1 <= index <= len(registers):
+            stack = arch.register_name(arch.stack_pointer)
+            raise ResolveError(f"$arg{index} is not passed in a register on {arch.name} "
+                               f"(only $arg1..$arg{len(registers)} are)",
+                               hint=f"read it from the stack, e.g. +{8 * (index - len(registers))}({stack})")
+        name = arch.register_name(registers[index - 1])
+        assert name is not None  # (every argument register has a name)
+        return name
 
     def _render_symbol(self, ref: S.SymbolRef, address: int) -> str:
         """@SYM: kprobes take it as is; uprobes need '@+OFFSET', relative to the probed file's mapping."""

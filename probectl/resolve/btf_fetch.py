@@ -33,7 +33,8 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from .. import spec as S
-from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS, STACK_POINTER
+from ..arch import EM_X86_64
+from ..arch.x86_64 import ARGUMENT_REGISTERS, SSE_ARGUMENT_REGISTERS, STACK_POINTER
 from ..dataclass import dataclass
 from ..debuginfo.btf import Btf
 from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType, guarded

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ..arch import Arch, host
 from ..dataclass import dataclass
 from ..errors import TargetError
-from .binary import find_binary, process_objects, uprobe_group_name
+from .binary import file_arch, find_binary, process_objects, uprobe_group_name
 
 # (.kernel is imported by the kprobe targets that use it: -x BINARY does not.)
 
@@ -24,6 +25,25 @@ class Target:
     kind: str  # "uprobe" or "kprobe"
     path: Path | None = None  # the user binary, or the kernel's vmlinux (None: the running kernel's symbols)
     module: str | None = None
+    file_arch: Arch | None = None  # the machine of ``path`` (None: the running kernel's, this machine)
+
+    @property
+    def arch(self) -> Arch:
+        """The facts of the machine the target's code runs on: its file's, else this machine's."""
+        if self.file_arch is not None:
+            return self.file_arch
+        found = host()
+        if found is None:
+            import platform
+
+            raise TargetError(f"probectl does not know this machine ({platform.machine()})",
+                              hint="it knows x86-64 and AArch64")
+        return found
+
+    @property
+    def foreign(self) -> bool:
+        """The target is code for another machine than this one (its definitions can be shown, not added)."""
+        return self.file_arch is not None and self.file_arch is not host()
 
     @property
     def is_uprobe(self) -> bool:
@@ -46,7 +66,8 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
             raise TargetError(f"{flag} was given an empty {'name' if flag == '-m' else 'path'}",
                               hint=f"name the {'module' if flag == '-m' else 'file'}, or leave {flag} out")
     if exec_:
-        return Target(kind="uprobe", path=find_binary(exec_))
+        path = find_binary(exec_)
+        return Target(kind="uprobe", path=path, file_arch=file_arch(path))
     from .kernel import check_vmlinux, find_module, find_running_vmlinux
 
     if module and vmlinux:
@@ -55,8 +76,9 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
                           "object file", hint="give -m NAME|PATH alone for a module, -k VMLINUX alone for the kernel")
     if module:
         path, name = find_module(module)
-        return Target(kind="kprobe", path=path, module=name)
+        return Target(kind="kprobe", path=path, module=name, file_arch=file_arch(path))
     if vmlinux:
-        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)))
+        path = check_vmlinux(Path(vmlinux))
+        return Target(kind="kprobe", path=path, file_arch=file_arch(path))
     found, _tried = find_running_vmlinux()
     return Target(kind="kprobe", path=found)

@@ -47,7 +47,7 @@ from array import array
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ...arch.x86_64 import EM_X86_64
+from ...arch import EM_X86_64
 from ...errors import DebugInfoError, ProbectlError, TargetError
 from ...regularfile import open_regular
 from .format import (ARRAY, BTF_MAGIC, DAMAGED_HINT, DATASEC, ENUM, ENUM64, FIXED_WORDS, FWD, KERNEL_BTF,
