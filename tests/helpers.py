@@ -183,6 +183,11 @@ def build_arm64_program(name: str, sources: list[Path], opt: str = "-O0", extra:
     return build_program(name, sources, opt, extra, cc=require_tool(AARCH64_GCC, "gcc-aarch64-linux-gnu"))
 
 
+def build_arm64_fixture(name: str, opt: str = "-O0") -> Path:
+    """Build fixtures/<name>.c for AArch64; return the binary path."""
+    return build_arm64_program(name, [FIXTURES / f"{name}.c"], opt)
+
+
 def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie: bool = True) -> Path:
     """Build fixtures/<name>.c; return the binary path."""
     return build_program(name, [FIXTURES / f"{name}.c"], opt, extra, pie)

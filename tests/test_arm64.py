@@ -25,7 +25,7 @@ from probectl.arch import aarch64, x86_64
 from probectl.debuginfo.sdt import parse_operand
 from probectl.errors import DebugInfoError
 
-from tests.helpers import (BUILD_DIR, FIXTURES, build_arm64_program, build_fixture, fails, missing, probectl,
+from tests.helpers import (BUILD_DIR, FIXTURES, build_arm64_fixture, build_arm64_program, build_fixture, fails, missing, probectl,
                            require_tool, tracefs_snapshot)
 from tests.test_source_probes import (FIXTURE_CASES, assert_same, normalized, ours, perfs)
 
@@ -104,10 +104,8 @@ def test_misaligned_offsets_are_boundary_errors():
 
 def arm64_binary(name: str, opt: str) -> str:
     if name == "dwarf_static":
-        sources = [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"]
-    else:
-        sources = [FIXTURES / f"{name}.c"]
-    return str(build_arm64_program(name, sources, opt))
+        return str(build_arm64_program(name, [FIXTURES / "dwarf_static_a.c", FIXTURES / "dwarf_static_b.c"], opt))
+    return str(build_arm64_fixture(name, opt))
 
 
 def test_the_cfi_numbers_registers_as_the_facts_do():

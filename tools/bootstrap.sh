@@ -2,7 +2,8 @@
 # Set up probectl on Debian 12 (as root): system packages, a virtualenv in .venv, probectl installed in it.
 #   tools/bootstrap.sh          what probectl itself needs
 #   tools/bootstrap.sh --test   also the test oracles and targets (perf, trace-cmd, qemu, libc6-dbg, busybox,
-#                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures)
+#                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures,
+#                               an AArch64 cross compiler for the fixtures' AArch64 builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

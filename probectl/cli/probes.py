@@ -51,7 +51,8 @@ def target_options(func):
 @click.option("-f", "--force", is_flag=True, help="Add duplicates as EVENT_1, EVENT_2, ...")
 @click.option("-n", "--dry-run", is_flag=True, help="Resolve and name everything, write nothing.")
 @click.option("-D", "--definition", "definition", is_flag=True,
-              help="Print the definition lines that would be written, one per line, and nothing else.")
+              help="Print the definition lines that would be written, one per line, and nothing else "
+                   "(also of a program for another machine: an AArch64 build on x86-64).")
 @click.option("-s", "--source", "source_dir", metavar="DIR",
               callback=path_value_callback, help="Where the sources are (for lazy patterns).")
 @click.option("--btf", "use_btf", is_flag=True,
