@@ -26,7 +26,7 @@ from probectl.debuginfo.sdt import parse_operand
 from probectl.errors import DebugInfoError
 
 from tests.helpers import (BUILD_DIR, FIXTURES, build_arm64_fixture, build_arm64_program, build_fixture, fails, missing, probectl,
-                           require_tool, tracefs_snapshot)
+                           require_tool, TRACEFS)
 from tests.test_source_probes import (FIXTURE_CASES, assert_same, normalized, ours, perfs)
 
 ARM64 = aarch64.ARCH
@@ -357,12 +357,18 @@ def test_an_arm64_program_is_not_written_on_this_kernel():
     if os.uname().machine != "x86_64":
         pytest.skip("the refusal is of a foreign machine's program: this test runs on x86-64")
     path = arm64_binary("dwarf_structs", "-O2")
-    before = tracefs_snapshot() if os.geteuid() == 0 and os.path.isdir("/sys/kernel/tracing/events") else None
-    for args in (["add", "-x", path, "paint w->id"], ["add", "-f", "-x", path, "paint"]):
+    live = os.geteuid() == 0 and (TRACEFS / "uprobe_events").exists()
+    commands = [["add", "-x", path, "paint w->id"], ["add", "-f", "-x", path, "paint"]]
+    if live:  # (a traced run makes its instance first: root only)
+        commands += [["trace", "-x", path, "paint w->id", "--", "true"],
+                     ["hist", "paint w->id", "-x", path, "--key", "id", "--", "true"]]
+    for args in commands:
         out = fails(*args)
         assert f"{path} is an AArch64 program, and this kernel runs on x86_64" in out
         assert "probectl add -D" in out
-    if before is not None:
-        assert tracefs_snapshot() == before
+    if live:  # nothing of these runs is left (other sessions' events and instances may come and go)
+        assert path not in (TRACEFS / "uprobe_events").read_text()
+        assert not [d for d in os.listdir(TRACEFS / "instances") if d.startswith("probectl-")
+                    and d.split("-")[1].isdigit() and not os.path.exists(f"/proc/{d.split('-')[1]}")]
     # -D shows them, as perf -D does
     assert probectl("add", "-D", "-x", path, "paint w->id").stdout.startswith("p:probe_dwarf_structs/paint ")
