@@ -5,8 +5,9 @@ AArch64 files on this x86-64 machine.
 The differential cases are test_source_probes.py's, the same definitions on the same sources, compared
 the same way (its normalisation of perf's deliberate differences included). Where perf is wrong on
 AArch64 the test says why and checks probectl against the file itself: a location list read by
-pyelftools, an SDT note read by readelf. What perf writes and an AArch64 kernel refuses (an offset
-between two instructions, an x86 register) is refused before anything is written, and so is any
+pyelftools, an SDT note read by readelf. What perf writes and an AArch64 kernel refuses (an x86
+register) or cannot enable (an offset between two instructions; tests/guest/test_qemu_arm64.py shows
+both) is refused before anything is written, and so is any
 write of an AArch64 definition on this x86-64 kernel. Live values need an AArch64 kernel (a guest):
 not here.
 """

@@ -94,7 +94,7 @@ class Arch:
             start = offset - offset % size
             raise BoundaryError(function, offset, start, start + size,
                                 why=f"{self.name} instructions are {size} bytes long and {size}-byte aligned, "
-                                    "and the kernel refuses a probe between them")
+                                    "and the kernel cannot enable a probe between them")
 
 
 def for_machine(e_machine: int) -> Optional[Arch]:

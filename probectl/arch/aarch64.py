@@ -3,9 +3,10 @@
 the assembler gives the registers in SDT operands, and perf's user registers; :data:`ARCH` gathers
 them (:class:`probectl.arch.Arch`).
 
-Every AArch64 instruction is 4 bytes long and 4-byte aligned: the kernel refuses a uprobe at an
-offset that is not (``arch_uprobe_analyze_insn``: ``-EINVAL`` when ``addr & 3``), and perf does not
-check it; no decoding is needed to know where instructions start."""
+Every AArch64 instruction is 4 bytes long and 4-byte aligned, so no decoding is needed to know where
+instructions start. The kernel takes a uprobe definition at an offset that is not aligned, and then
+cannot enable the event (``uprobe_register``: ``-EINVAL``; seen in the arm64 guest,
+tests/guest/test_qemu_arm64.py); perf writes such definitions."""
 from __future__ import annotations
 
 from . import EM_AARCH64, Arch
