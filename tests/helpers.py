@@ -114,8 +114,8 @@ def run_sanitized(exe: Path, *args: str, timeout: int = 300) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel_testdata() -> tuple[Optional[Path], str]:
-    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
+def _kernel_testdata(script: str = "kernel-testdata.sh") -> tuple[Optional[Path], str]:
+    out = subprocess.run([str(ROOT / "tools" / script)], capture_output=True, text=True)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         return None, out.stderr.strip()[-200:] or f"exit status {out.returncode}"
@@ -140,15 +140,15 @@ def kernel_testdata_dir() -> Optional[Path]:
     return _kernel_testdata()[0]
 
 
-def kernel_testdata(*parts: str) -> Path:
+def kernel_testdata(*parts: str, script: str = "kernel-testdata.sh") -> Path:
     """A file of the kernel test data (``kernel_testdata("vmlinux")``); a skip (a failure in CI) when
-    the data cannot be fetched or lacks it."""
-    directory, why = _kernel_testdata()
+    the data cannot be fetched or lacks it. ``script="kernel-testdata-arm64.sh"``: the arm64 kernel's."""
+    directory, why = _kernel_testdata(script)
     if directory is None:
-        missing(f"no kernel test data (tools/kernel-testdata.sh failed: {why})")
+        missing(f"no kernel test data (tools/{script} failed: {why})")
     path = directory.joinpath(*parts)
     if not path.exists():
-        missing(f"{path} is missing (tools/kernel-testdata.sh)")
+        missing(f"{path} is missing (tools/{script})")
     return path
 
 

@@ -23,11 +23,13 @@ import pytest
 
 from probectl.arch import EM_AARCH64, EM_X86_64, BoundaryError, for_machine, host, machine_name
 from probectl.arch import aarch64, x86_64
+from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.sdt import parse_operand
 from probectl.errors import DebugInfoError
 
-from tests.helpers import (BUILD_DIR, FIXTURES, build_arm64_fixture, build_arm64_program, build_fixture, fails, missing, probectl,
-                           require_tool, TRACEFS)
+from tests.helpers import (BUILD_DIR, FIXTURES, TRACEFS, build_arm64_fixture, build_arm64_program, build_fixture,
+                           fails, kernel_testdata, missing, probectl, require_tool)
+from tests.test_kernel_definitions import AGREED, by_event, perf_kernel_definitions
 from tests.test_source_probes import (FIXTURE_CASES, assert_same, normalized, ours, perfs)
 
 ARM64 = aarch64.ARCH
@@ -220,6 +222,7 @@ def _register_of_v(path: str, address: int) -> int:
                     for entry in lists.get_location_list_at_offset(loc.value, die=child):
                         if isinstance(entry, BaseAddressEntry):
                             base = entry.base_address
+                        if not isinstance(entry, LocationEntry):
                             continue
                         offset = 0 if getattr(entry, "is_absolute", False) else base
                         begin, end = entry.begin_offset + offset, entry.end_offset + offset
@@ -373,3 +376,58 @@ def test_an_arm64_program_is_not_written_on_this_kernel():
                     and d.split("-")[1].isdigit() and not os.path.exists(f"/proc/{d.split('-')[1]}")]
     # -D shows them, as perf -D does
     assert probectl("add", "-D", "-x", path, "paint w->id").stdout.startswith("p:probe_dwarf_structs/paint ")
+
+
+# --- the arm64 kernel (its -dbg vmlinux, tools/kernel-testdata-arm64.sh) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def arm64_vmlinux() -> Path:
+    return kernel_testdata("vmlinux", script="kernel-testdata-arm64.sh")
+
+
+# test_kernel_definitions' definitions (its x86 system call wrapper as arm64's; tcp_sendmsg_locked:12
+# shares its address with another line in this build, which both tools refuse)
+KERNEL_AGREED = [d for d in AGREED if not d.startswith(("__x64_", "tcp_sendmsg_locked:12"))] + ["__arm64_sys_getpid"]
+
+
+@pytest.mark.vmlinux
+@pytest.mark.perf
+def test_kernel_definitions_match_perf(perf_bin, arm64_vmlinux, tmp_path):
+    """Entries (after the two NOPs of ftrace's patchable entry, where DWARF's function begins), lines,
+    locals, member chains, strings, .isra clones, return probes: perf's lines, but for $retval, which
+    probectl types from DWARF (test_kernel_definitions says the same of x86-64)."""
+    theirs = perf_kernel_definitions(arm64_vmlinux, KERNEL_AGREED, tmp_path)
+    out = probectl("add", "-D", "-k", str(arm64_vmlinux), *(f"d{n}={d}" for n, d in enumerate(KERNEL_AGREED)))
+    mine = by_event(out.stdout.splitlines())
+    for n, definition in enumerate(KERNEL_AGREED):
+        expected = [d.render() for d in theirs[f"d{n}"]]
+        if definition == "tcp_sendmsg%return $retval":
+            expected = [t.replace("$retval", "$retval:s32") for t in expected]
+        assert sorted(d.render() for d in mine[f"d{n}"]) == sorted(expected), definition
+
+
+@pytest.mark.vmlinux
+def test_kernel_places_after_the_patchable_entry(arm64_vmlinux):
+    """tcp_sendmsg begins with two NOPs (ftrace's); FUNC and FUNC+OFF count from after them, as perf
+    counts (its DWARF entry), a return probe stays on the symbol, and $argN, which the kernel reads at
+    a function's entry only (the symbol: arm64 adjusts no kprobe address), keeps it too: perf writes
+    tcp_sendmsg+8 $arg1, which the kernel refuses (tests/guest/test_qemu_arm64_kprobes.py)."""
+    with ElfFile(arm64_vmlinux) as elf:
+        (sym,) = elf.find_functions("tcp_sendmsg")
+        code = elf.file_bytes(elf.vaddr_to_offset(sym.value), 12, "tcp_sendmsg")
+    assert code[:8] == aarch64.NOP * 2 and code[8:12] != aarch64.NOP
+    out = probectl("add", "-D", "-k", str(arm64_vmlinux), "tcp_sendmsg", "w=tcp_sendmsg+4", "x=tcp_sendmsg %x0",
+                   "y=tcp_sendmsg $arg1", "tcp_sendmsg%return").stdout.split("\n")
+    assert [line.split()[1] for line in out if line] == \
+        ["tcp_sendmsg+8", "tcp_sendmsg+12", "tcp_sendmsg+8", "tcp_sendmsg+0", "tcp_sendmsg+0"]
+    assert "between them" in fails("add", "-D", "-k", str(arm64_vmlinux), "tcp_sendmsg+2")
+
+
+@pytest.mark.vmlinux
+@pytest.mark.perf
+def test_perf_writes_argn_after_the_patchable_entry(perf_bin, arm64_vmlinux, tmp_path):
+    """The line tests/guest/test_qemu_arm64.py gives the kernel as perf's, which it refuses."""
+    out = subprocess.run([perf_bin, "probe", "-k", str(arm64_vmlinux), "-D", "a64k:perf_argn=tcp_sendmsg $arg1"],
+                         capture_output=True, text=True, env=dict(os.environ, HOME=str(tmp_path)))
+    assert out.stdout.strip() == "p:a64k/perf_argn tcp_sendmsg+8 $arg1", out.stderr

@@ -62,6 +62,11 @@ class Arch:
     - ``assembler_registers``: SDT operands' register names → (fetch name, bit offset, bits);
     - ``instruction_size``: the size of every instruction, to which probe offsets must be aligned
       (0: variable lengths, decoded from the code's bytes);
+    - ``relative_relocation``: the ELF relocation type that makes a word load base + addend (an
+      arm64 kernel's tables of addresses are such words);
+    - ``patchable_entry_nop``: the NOP a kernel function's patchable entry is made of, where ftrace
+      patches NOPs the compiler put before a function's code (arm64), None where ftrace patches a
+      call of its own (x86-64's ``__fentry__``);
     - ``return_address``, ``callee_saved``, ``perf_regs_dwarf``: for a CFI unwinder: the CFA column
       of the return address, the registers a call keeps, and the DWARF number of each bit of perf's
       ``sample_regs_user`` (None: a register no CFI rule names).
@@ -78,6 +83,8 @@ class Arch:
     stack_pointer: int
     assembler_registers: dict[str, tuple[str, int, int]]
     instruction_size: int
+    relative_relocation: int
+    patchable_entry_nop: Optional[bytes]
     return_address: int
     callee_saved: frozenset[int]
     perf_regs_dwarf: tuple[Optional[int], ...]
@@ -94,7 +101,7 @@ class Arch:
             start = offset - offset % size
             raise BoundaryError(function, offset, start, start + size,
                                 why=f"{self.name} instructions are {size} bytes long and {size}-byte aligned, "
-                                    "and the kernel cannot enable a probe between them")
+                                    "and the kernel refuses a probe between them (a uprobe when it is enabled)")
 
 
 def for_machine(e_machine: int) -> Optional[Arch]:

@@ -12,6 +12,11 @@ from __future__ import annotations
 from . import EM_AARCH64, Arch
 
 INSTRUCTION_SIZE = 4
+NOP = (0xD503201F).to_bytes(4, "little")
+# A kernel built with ftrace (-fpatchable-function-entry=2) begins each traceable function with two
+# NOPs that ftrace patches into a call; the function's DWARF range, where perf counts FUNC+OFF from,
+# begins after them, and the kernel refuses a kprobe on the one ftrace uses.
+MAX_PATCHABLE_NOPS = 4
 
 # DWARF register numbers -> kernel fetch names: 0..30 are X0..X30, 31 SP, 32 PC (AADWARF64 4.1).
 # X30 is the link register: perf's table (tools/perf/arch/arm64/include/dwarf-regs-table.h) writes
@@ -60,5 +65,7 @@ ARCH = Arch(
     kernel_registers=KERNEL_REGISTERS, register_hint=KERNEL_REGISTER_HINT,
     argument_registers=ARGUMENT_REGISTERS, stack_pointer=STACK_POINTER,
     assembler_registers=ASSEMBLER_REGISTERS, instruction_size=INSTRUCTION_SIZE,
+    relative_relocation=1027,  # R_AARCH64_RELATIVE
+    patchable_entry_nop=NOP,
     return_address=LINK_REGISTER, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
 )

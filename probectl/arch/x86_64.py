@@ -84,5 +84,7 @@ ARCH = Arch(
     argument_registers=ARGUMENT_REGISTERS, stack_pointer=STACK_POINTER,
     assembler_registers=ASSEMBLER_REGISTERS,
     instruction_size=0,  # 1 to 15 bytes: x86_insn decodes them
+    relative_relocation=8,  # R_X86_64_RELATIVE
+    patchable_entry_nop=None,
     return_address=RETURN_ADDRESS, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
 )
