@@ -11,7 +11,8 @@ typed return values; and SDT operands, which perf on x86-64 does not read. The k
 oracle of what probectl refuses before writing: an offset between two instructions and an x86
 register (refused when written), an offset between two instructions (taken, and then never enabled),
 both of which perf writes. One boot serves the whole module (6 s from qemu's start to its exit, under
-TCG on this machine).
+TCG on this machine). Kprobes on tcp_sendmsg show where the two NOPs of ftrace's patchable entry
+leave room for a kprobe and for $argN, probectl's places and perf's.
 """
 from __future__ import annotations
 
@@ -78,11 +79,12 @@ class Booted:
     """The guest's run: the result, and per program its output and its events."""
 
     def __init__(self, programs: list[Program], usdt: tuple[Path, Path], sdt_definitions: list[str],
-                 refused: list[str], result: GuestResult):
+                 refused: list[str], kernel: dict[str, str], result: GuestResult):
         self.programs = {p.tag: p for p in programs}
         self.usdt = usdt
         self.sdt_definitions = sdt_definitions
         self.refused = refused
+        self.kernel = kernel
         self.result = result
         self.outputs: dict[str, str] = {}
         tag = None
@@ -115,6 +117,7 @@ def booted(arm64_kernel_dir) -> Booted:
     base = int(paint.place.rsplit(":", 1)[1], 16)
     refused = [f"p:a64refused/between /a64/s2:0x{base + 2:x}", f"p:a64refused/x86reg /a64/s2:0x{base:x} %di"]
     taken = f"p:a64refused/next /a64/s2:0x{base + 4:x}"
+    kernel = _kernel_lines(arm64_kernel_dir / "vmlinux")
     files = {p.guest_path: p.host_path.read_bytes() for p in programs}
     files["/a64/sdt"] = program.read_bytes()
     files[f"/a64/{library.name}"] = library.read_bytes()
@@ -123,9 +126,20 @@ def booted(arm64_kernel_dir) -> Booted:
     workload = "".join(f"echo '== {p.tag}'\n{p.guest_path} {' '.join(p.argv)}\n" for p in programs)
     workload += "echo '== sdt'\nLD_LIBRARY_PATH=/a64 /a64/sdt 2\n"
     definitions = [d for p in programs for d in p.definitions] + sdt_definitions + refused + [taken]
-    result = run_in_guest(arm64_kernel_dir, definitions, workload, machine=AARCH64_GUEST, files=files,
-                          events_file="uprobe_events", timeout=600)
-    return Booted(programs, (program, library), sdt_definitions, refused, result)
+    result = run_in_guest(arm64_kernel_dir, definitions + list(kernel.values()), workload, machine=AARCH64_GUEST,
+                          files=files, events_file="dynamic_events", timeout=600)
+    return Booted(programs, (program, library), sdt_definitions, refused, kernel, result)
+
+
+def _kernel_lines(vmlinux: Path) -> dict[str, str]:
+    """Kprobes on the guest's kernel around tcp_sendmsg's patchable entry (two NOPs): probectl's FUNC and
+    FUNC $arg1 (tests/test_arm64.py: +8, and +0 for $argN), and what perf writes for the second (+8)
+    and for FUNC-4 counted from its DWARF entry (+4, the NOP ftrace patches)."""
+    out = subprocess.run([sys.executable, "-m", "probectl", "add", "-D", "-k", str(vmlinux), "a64k:entry=tcp_sendmsg",
+                          "a64k:argn=tcp_sendmsg $arg1"], capture_output=True, text=True, check=True)
+    entry, argn = out.stdout.splitlines()
+    return {"entry": entry, "argn": argn, "perf_argn": "p:a64k/perf_argn tcp_sendmsg+8 $arg1",
+            "ftrace_site": "p:a64k/ftrace_site tcp_sendmsg+4"}
 
 
 def test_the_guest_took_every_definition_probectl_wrote(booted):
@@ -142,12 +156,24 @@ def test_what_probectl_refuses_the_kernel_refuses_or_cannot_enable(booted):
     uprobe is registered on enable: -EINVAL), while paint+4 fires."""
     between, x86reg = booted.refused
     result = booted.result
-    assert result.rejected == [x86reg]
-    (error,) = result.errors
+    assert result.rejected[0] == x86reg
+    error = result.errors[0]
     assert "Invalid register name" in error and "%di" in error
     assert between in result.accepted and result.enable_errors == ["a64refused/between: cannot enable"]
     (fired,) = [e for e in result.events() if e.event == "next"]
     assert fired.comm == "s2"
+
+
+def test_kprobes_around_the_patchable_entry(booted):
+    """probectl's tcp_sendmsg (+8, after ftrace's NOPs) and tcp_sendmsg $arg1 (+0) are taken; what perf
+    writes for the second (+8: no longer the function's entry for the kernel) is refused, and so is a
+    kprobe on the NOP ftrace patches (+4)."""
+    result, kernel = booted.result, booted.kernel
+    assert kernel["entry"].endswith(" tcp_sendmsg+8") and " tcp_sendmsg+0 " in kernel["argn"]
+    assert kernel["entry"] in result.accepted and kernel["argn"] in result.accepted
+    assert result.rejected[1:] == [kernel["perf_argn"], kernel["ftrace_site"]]
+    assert "Invalid $-variable specified" in result.errors[1]
+    assert "Failed to register probe event" in result.errors[2]
 
 
 def test_structs_values(booted):
