@@ -2,7 +2,7 @@
 """Benchmark of ``probectl record -g`` on a uprobe at a high event rate against ``perf record -g`` on
 the same workload, in one run (root, live tracing):
 
-    .venv/bin/python bench/bench_callgraph.py [--rounds 10000] [--runs 3] [-m KB]
+    .venv/bin/python bench/bench_callgraph.py [--rounds 10000] [--runs 3] [-m KB] [--dwarf]
 
 The workload is fixtures/callers.c built ``-O1 -fno-omit-frame-pointer`` (51 calls of ``work()`` per
 round, through callers, ``middle()`` and a recursion 40 deep: stacks of 3 to 44 frames). A uprobe at
@@ -17,6 +17,11 @@ that number: perf's LOST records count chunks, not events), the file's size, and
 the workload's own (the workload runs under ``sh -c '...; times'``, which prints it; the kernel's work
 for each uprobe hit, the same for both tools, is charged to the workload). The best of ``--runs``;
 the ratio is perf's recorder CPU / probectl's.
+
+``--dwarf``: the workload built ``-O2 -fomit-frame-pointer`` and both tools with ``--call-graph dwarf``
+(8 KiB of stack with each event). probectl unwinds the copies when the recording ends, perf at each
+``perf script``: perf's row adds the CPU of one ``perf script -F ip`` of its file (the unwinding that
+gives the frames probectl's file already has), and its recorder-only CPU is shown beside it.
 """
 from __future__ import annotations
 
@@ -34,10 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 GROUP = f"pbench{os.getpid()}"
 
 
-def build(tmp: Path) -> Path:
+def build(tmp: Path, dwarf: bool) -> Path:
     out = tmp / "callers"
-    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(out), str(ROOT / "fixtures/callers.c")],
-                   check=True)
+    flags = ["-O2", "-fomit-frame-pointer"] if dwarf else ["-O1", "-fno-omit-frame-pointer"]
+    subprocess.run(["gcc", *flags, "-g", "-o", str(out), str(ROOT / "fixtures/callers.c")], check=True)
     return out
 
 
@@ -51,12 +56,13 @@ def workload_cpu(stdout: str) -> float:
     return total
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, str, str]:
+def run(cmd: list[str], env: dict, workload: bool = True) -> tuple[float, str, str]:
+    """The CPU time of ``cmd`` and its children less the workload's own (when it runs one), its output."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    return cpu - workload_cpu(proc.stdout), proc.stdout, proc.stderr
+    return cpu - (workload_cpu(proc.stdout) if workload else 0.0), proc.stdout, proc.stderr
 
 
 def main() -> None:
@@ -64,7 +70,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("-m", dest="buffer_kb", type=int, default=None, help="buffer per CPU, KB (both tools)")
+    ap.add_argument("--dwarf", action="store_true", help="-O2 without frame pointers, --call-graph dwarf")
     args = ap.parse_args()
+    graph = ["--call-graph", "dwarf"] if args.dwarf else ["-g"]
     perf = shutil.which("perf")
     if os.geteuid() != 0 or perf is None:
         sys.exit("needs root and perf")
@@ -72,7 +80,7 @@ def main() -> None:
     probectl = [sys.executable, "-m", "probectl"]
     with tempfile.TemporaryDirectory(prefix="probectl-bench-cg-") as tmp_name:
         tmp = Path(tmp_name)
-        binary = build(tmp)
+        binary = build(tmp, args.dwarf)
         workload = ["/bin/sh", "-c", '"$0" "$1"; times', str(binary), str(args.rounds)]
         subprocess.run(probectl + ["add", "-x", str(binary), f"{GROUP}:work=work"], env=env, check=True,
                        capture_output=True)
@@ -81,7 +89,7 @@ def main() -> None:
             for _ in range(args.runs):
                 out = tmp / "probectl.dat"
                 m = ["-m", str(args.buffer_kb)] if args.buffer_kb else []
-                cpu, _stdout, err = run(probectl + ["record", "-g", *m, "-e", f"{GROUP}:work", "-o", str(out), "--",
+                cpu, _stdout, err = run(probectl + ["record", *graph, *m, "-e", f"{GROUP}:work", "-o", str(out), "--",
                                                     *workload], env)
                 events = int(re.search(r"\[ probectl record: ([\d,]+) event", err).group(1).replace(",", ""))
                 lost_m = re.search(r"([\d,]+) lost \]", err)
@@ -89,27 +97,33 @@ def main() -> None:
                 assert lost == 51 * args.rounds - events, (lost, events)  # every event recorded or counted lost
                 size = out.stat().st_size
                 if "probectl" not in rows or cpu < rows["probectl"][0]:
-                    rows["probectl"] = (cpu, events, lost, size)
+                    rows["probectl"] = (cpu, events, lost, size, cpu)
 
                 out = tmp / "perf.data"
                 m = ["-m", f"{max(1, args.buffer_kb // 4)}"] if args.buffer_kb else []  # (pages of 4 KiB)
-                cpu, _stdout, err = run([perf, "record", "-q", "-g", *m, "-e", f"{GROUP}:work", "-o", str(out),
+                cpu, _stdout, err = run([perf, "record", "-q", *graph, *m, "-e", f"{GROUP}:work", "-o", str(out),
                                          "--", *workload], env)
                 stats = subprocess.run([perf, "report", "-i", str(out), "--stats"], capture_output=True,
                                        text=True).stdout
                 events = int(re.search(r"SAMPLE events:\s+(\d+)", stats).group(1))
                 lost = 51 * args.rounds - events
                 size = out.stat().st_size
+                recorder = cpu
+                if args.dwarf:
+                    unwind_cpu, _stdout, _err = run([perf, "script", "-i", str(out), "-F", "ip"], env, workload=False)
+                    cpu += unwind_cpu
                 if "perf" not in rows or cpu < rows["perf"][0]:
-                    rows["perf"] = (cpu, events, lost, size)
+                    rows["perf"] = (cpu, events, lost, size, recorder)
         finally:
             subprocess.run(probectl + ["del", f"{GROUP}:*"], env=env, capture_output=True)
         expected = 51 * args.rounds
         print(f"workload: {expected:,} calls of work() with stacks of 3 to 44 frames")
-        print(f"{'':<10} {'recorder CPU':>13} {'events':>11} {'not rec.':>9} {'file':>10}")
+        head = "CPU to frames" if args.dwarf else "recorder CPU"
+        print(f"{'':<10} {head:>13} {'events':>11} {'not rec.':>9} {'file':>10}")
         for name in ("probectl", "perf"):
-            cpu, events, lost, size = rows[name]
-            print(f"{name:<10} {cpu:11.2f} s {events:>11,} {lost:>9,} {size / 2**20:8.1f} MiB")
+            cpu, events, lost, size, recorder = rows[name]
+            extra = f"   (recorder alone {recorder:.2f} s)" if args.dwarf and name == "perf" else ""
+            print(f"{name:<10} {cpu:11.2f} s {events:>11,} {lost:>9,} {size / 2**20:8.1f} MiB{extra}")
         ratio = rows["perf"][0] / rows["probectl"][0] if rows["probectl"][0] > 0 else float("inf")
         print(f"perf CPU / probectl CPU: {ratio:.2f}")
 

@@ -167,94 +167,218 @@ static int add_mmap(struct cm_result *res, size_t *cap, const uint8_t *r, size_t
 	return RB_OK;
 }
 
-// The samples of the perf records, their addresses in @pool (as many words as the records have), and
-// the command names into @res.
-static int read_samples(const struct cm_args *a, struct sample **ret, size_t *count, uint64_t **pool_ret,
-			struct cm_result *res)
+// The user registers and stack copy after a sample's callchain and raw record (@after): abi, @nregs
+// registers; size, the copy, dyn_size. False if the sample has none or is cut short.
+static bool user_regs_stack(const uint8_t *after, const uint8_t *end, uint32_t nregs, const uint8_t **regs,
+			    const uint8_t **stack, uint64_t *stack_len)
 {
-	size_t comm_cap = 0, mmap_cap = 0;
-	size_t cap = a->perf_len / 48 + 1, n = 0, used = 0;
-	struct sample *s = malloc(cap * sizeof(*s));
-	uint64_t *pool = malloc((a->perf_len / 8 + 2) * sizeof(*pool));
-	size_t pos = 0;
+	uint64_t size, dyn;
 
-	if (!s || !pool) {
-		free(s);
-		free(pool);
-		return RB_ERR_NOMEM;
+	if (after + 8 > end || !rd64(after))
+		return false;	// (PERF_SAMPLE_REGS_ABI_NONE: a kernel thread's sample)
+	after += 8;
+	if ((uint64_t)(end - after) / 8 < (uint64_t)nregs + 1)
+		return false;
+	*regs = after;
+	after += 8 * (size_t)nregs;
+	size = rd64(after);
+	after += 8;
+	if (!size || (uint64_t)(end - after) < size || (uint64_t)(end - after) - size < 8)
+		return false;
+	dyn = rd64(after + size);
+	*stack = after;
+	*stack_len = dyn < size ? dyn : size;
+	return true;
+}
+
+// The chain @a->chains has for the record at @offset, or NULL.
+static const struct cm_chain *find_chain(const struct cm_args *a, uint64_t offset)
+{
+	size_t lo = 0, hi = a->nchains;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->chains[mid].offset < offset)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	if (lo < a->nchains && a->chains[lo].offset == offset && a->chains[lo].start <= a->chain_pool_len &&
+	    a->chains[lo].count <= a->chain_pool_len - a->chains[lo].start)
+		return &a->chains[lo];
+	return NULL;
+}
+
+// One perf sample record @r of @size bytes: its fields into @x (addresses into @pool), its user
+// registers and stack copy into @st when its event is CM_STACK. False if it is cut short.
+static bool parse_sample(const struct cm_args *a, const uint8_t *r, size_t size, uint64_t offset,
+			 const struct cm_event_map *m, struct sample *x, uint64_t *pool, struct cm_stack *st,
+			 bool *has_stack)
+{
+	const uint8_t *end = r + size;
+	uint64_t nr = rd64(r + 40);
+	const uint8_t *regs, *stack;
+	uint64_t stack_len;
+
+	*has_stack = false;
+	if ((uint64_t)(end - (r + 48)) / 8 < nr)
+		return false;
+	const uint8_t *after = r + 48 + 8 * nr;
+
+	x->pid = rd32(r + 16);
+	x->tid = rd32(r + 20);
+	x->ts = rd64(r + 24);
+	x->event = m ? m->event : 0;
+	x->raw = m && (m->flags & CM_RAW);
+	x->record = NULL;
+	x->record_len = 0;
+	x->addrs = pool;
+	x->naddrs = 0;
+	for (uint64_t i = 0; i < nr; i++) {
+		uint64_t addr = rd64(r + 48 + 8 * i);
+
+		if (addr < CONTEXT_MAX)
+			x->addrs[x->naddrs++] = addr;
+	}
+	if (x->raw) {
+		if (after + 4 > end)
+			return false;
+		uint32_t len = rd32(after);
+
+		if ((size_t)(end - after - 4) < len)
+			return false;
+		x->record = after + 4;
+		x->record_len = len;
+		after += 4 + len;
+	}
+	if (!m)
+		return true;
+	// An entry uprobe: sp, and the word at sp. The return address goes second unless the kernel's
+	// callchain has it there (a `push %rbp` it fixed up).
+	if ((m->flags & CM_ENTRY) && x->naddrs && user_regs_stack(after, end, 1, &regs, &stack, &stack_len) &&
+	    stack_len >= 8) {
+		uint64_t caller = rd64(stack);
+
+		if (x->naddrs < 2 || x->addrs[1] != caller) {
+			memmove(x->addrs + 2, x->addrs + 1, (x->naddrs - 1) * sizeof(uint64_t));
+			x->addrs[1] = caller;
+			x->naddrs++;
+		}
+	}
+	if ((m->flags & CM_STACK) && user_regs_stack(after, end, a->stack_nregs, &regs, &stack, &stack_len)) {
+		st->offset = offset;
+		st->pid = x->pid;
+		st->tid = x->tid;
+		st->ts = x->ts;
+		st->regs = regs;
+		st->stack = stack;
+		st->stack_len = stack_len;
+		*has_stack = true;
+	}
+	if ((m->flags & CM_STACK) && a->chains) {
+		const struct cm_chain *c = find_chain(a, offset);
+		uint64_t room = (size - 48) / 8;	// (the pool holds as many words as the records)
+
+		if (c) {
+			x->naddrs = (uint32_t)(c->count < room ? c->count : room);
+			memcpy(x->addrs, a->chain_pool + c->start, 8 * (size_t)x->naddrs);
+		}
+	}
+	return true;
+}
+
+// Walks the perf records: the samples into @s (their addresses in @pool) or, with @stacks, the
+// samples of CM_STACK events into @stacks; the command names and mappings into @res.
+static int walk_records(const struct cm_args *a, struct sample *s, size_t *count, uint64_t *pool,
+			struct cm_stack *stacks, struct cm_result *res)
+{
+	size_t comm_cap = 0, mmap_cap = 0, n = 0, used = 0;
+	size_t pos = 0;
+	struct sample scratch;
+
 	while (pos + 8 <= a->perf_len) {
 		const uint8_t *r = a->perf + pos;
 		struct perf_event_header h;
+		uint64_t offset = pos;
 
 		memcpy(&h, r, sizeof(h));
 		if (h.size < 8 || pos + h.size > a->perf_len)
 			break;
 		pos += h.size;
 		if ((h.type == PERF_RECORD_COMM && add_comm(res, &comm_cap, r, h.size)) ||
-		    (h.type == PERF_RECORD_MMAP2 && add_mmap(res, &mmap_cap, r, h.size))) {
-			free(s);
-			free(pool);
+		    (h.type == PERF_RECORD_MMAP2 && add_mmap(res, &mmap_cap, r, h.size)))
 			return RB_ERR_NOMEM;
-		}
 		if (h.type != PERF_RECORD_SAMPLE || h.size < 48)
 			continue;
-		const uint8_t *end = r + h.size;
-		uint64_t id = rd64(r + 8), nr = rd64(r + 40);
-		const struct cm_event_map *m = find_map(a, id);
+		const struct cm_event_map *m = find_map(a, rd64(r + 8));
+		struct sample *x = stacks ? &scratch : &s[n];
+		bool has_stack;
 
-		if ((uint64_t)(end - (r + 48)) / 8 < nr)
+		if (!parse_sample(a, r, h.size, offset, m, x, pool + used, stacks ? &stacks[n] : &(struct cm_stack){ 0 },
+				  &has_stack))
 			break;
-		const uint8_t *after = r + 48 + 8 * nr;
-		struct sample *x = &s[n];
-
-		x->pid = rd32(r + 16);
-		x->tid = rd32(r + 20);
-		x->ts = rd64(r + 24);
-		x->event = m ? m->event : 0;
-		x->raw = m && (m->flags & CM_RAW);
-		x->record = NULL;
-		x->record_len = 0;
-		x->addrs = pool + used;
-		x->naddrs = 0;
-		x->order = n;
-		for (uint64_t i = 0; i < nr; i++) {
-			uint64_t addr = rd64(r + 48 + 8 * i);
-
-			if (addr < CONTEXT_MAX)
-				x->addrs[x->naddrs++] = addr;
-		}
-		if (x->raw) {
-			if (after + 4 > end)
-				break;
-			uint32_t len = rd32(after);
-
-			if ((size_t)(end - after - 4) < len)
-				break;
-			x->record = after + 4;
-			x->record_len = len;
-			after += 4 + len;
-		}
-		// An entry uprobe: abi, sp; size, the word at sp, dyn_size. The return address goes
-		// second unless the kernel's callchain has it there (a `push %rbp` it fixed up).
-		if (m && (m->flags & CM_ENTRY) && x->naddrs && after + 40 <= end && rd64(after) &&
-		    rd64(after + 16) >= 8 && rd64(after + 32) >= 8) {
-			uint64_t caller = rd64(after + 24);
-
-			if (x->naddrs < 2 || x->addrs[1] != caller) {
-				memmove(x->addrs + 2, x->addrs + 1, (x->naddrs - 1) * sizeof(uint64_t));
-				x->addrs[1] = caller;
-				x->naddrs++;
-			}
-		}
 		if (!m || (x->raw && x->record_len < 8) || !pid_kept(a, x->pid, x->tid))
 			continue;
+		if (stacks) {
+			n += has_stack;
+			continue;
+		}
+		x->order = n;
 		used += x->naddrs;
 		n++;
 	}
-	*ret = s;
 	*count = n;
+	return RB_OK;
+}
+
+// The samples of the perf records, their addresses in @pool (as many words as the records have), and
+// the command names into @res.
+static int read_samples(const struct cm_args *a, struct sample **ret, size_t *count, uint64_t **pool_ret,
+			struct cm_result *res)
+{
+	struct sample *s = malloc((a->perf_len / 48 + 1) * sizeof(*s));
+	uint64_t *pool = malloc((a->perf_len / 8 + 2) * sizeof(*pool));
+	int err;
+
+	if (!s || !pool) {
+		free(s);
+		free(pool);
+		return RB_ERR_NOMEM;
+	}
+	err = walk_records(a, s, count, pool, NULL, res);
+	if (err) {
+		free(s);
+		free(pool);
+		return err;
+	}
+	*ret = s;
 	*pool_ret = pool;
+	return RB_OK;
+}
+
+int cm_stacks(const struct cm_args *a, struct cm_stack **ret, size_t *count, struct cm_result *res)
+{
+	struct cm_stack *st = malloc((a->perf_len / 48 + 1) * sizeof(*st));
+	uint64_t *pool = malloc((a->perf_len / 8 + 2) * sizeof(*pool));
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if (!st || !pool) {
+		free(st);
+		free(pool);
+		return RB_ERR_NOMEM;
+	}
+	err = walk_records(a, NULL, count, pool, st, res);
+	free(pool);
+	if (err) {
+		free(st);
+		free(res->comms);
+		free(res->mmaps);
+		memset(res, 0, sizeof(*res));
+		return err;
+	}
+	*ret = st;
 	return RB_OK;
 }
 

@@ -18,11 +18,21 @@
 
 #define CM_RAW		1U	// the samples of this perf event carry the event's record
 #define CM_ENTRY	2U	// ... and the user SP and the word there (an entry uprobe)
+#define CM_STACK	4U	// ... and the user registers and a copy of the user stack (--call-graph
+				// dwarf): the callchain is the one @args->chains has for the sample, if any
 
 struct cm_event_map {
 	uint64_t perf_id;		// the perf event's id (PERF_EVENT_IOC_ID; SAMPLE_IDENTIFIER)
 	uint16_t event;			// the ftrace event id it samples
 	uint8_t flags;			// CM_RAW | CM_ENTRY
+};
+
+// The callchain, unwound from its registers and stack copy, of the sample at @offset of the perf
+// records: @count addresses of the pool from @start, innermost first.
+struct cm_chain {
+	uint64_t offset;
+	uint64_t start;
+	uint64_t count;
 };
 
 struct cm_args {
@@ -36,6 +46,11 @@ struct cm_args {
 	const int32_t *pids;		// keep only samples of these threads or processes, sorted; NULL: all
 	size_t npids;
 	uint16_t callchain_id;		// probectl:user_callchain's id
+	uint32_t stack_nregs;		// registers in the samples of CM_STACK events
+	const struct cm_chain *chains;	// callchains of CM_STACK samples, by offset; NULL: none
+	size_t nchains;
+	const uint64_t *chain_pool;	// their addresses
+	size_t chain_pool_len;
 	uint64_t window_ns;		// how far a sample may be from the event it joins
 	int out_fd;
 };
@@ -65,6 +80,24 @@ struct cm_result {
 	struct cm_mmap *mmaps;		// the PERF_RECORD_MMAP2 records, in order; free() them
 	size_t nmmaps;
 };
+
+// A sample of a CM_STACK event: its user registers (as perf orders them) and stack copy, in @args->perf.
+struct cm_stack {
+	uint64_t offset;		// of the record in the perf records
+	uint32_t pid, tid;
+	uint64_t ts;
+	const uint8_t *regs;		// @args->stack_nregs words
+	const uint8_t *stack;		// the copy, from the stack pointer up
+	uint64_t stack_len;		// the bytes of it the kernel filled (dyn_size)
+};
+
+/**
+ * cm_stacks - the samples of CM_STACK events in @args->perf, and the records of @res
+ *
+ * Returns 0 or RB_ERR_NOMEM; @ret (free() it) points into @args->perf. Samples without registers
+ * (taken in kernel threads) or cut short are left out.
+ */
+int cm_stacks(const struct cm_args *args, struct cm_stack **ret, size_t *count, struct cm_result *res);
 
 /**
  * cm_write - write the pages (see above) to @args->out_fd

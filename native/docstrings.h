@@ -28,15 +28,27 @@
 	"decoding: which formats a reader will need."
 
 #define DOC_write_callchains \
-	"write_callchains(src, perf, out_fd, long_size, big_endian, page_size, callchain_id, window_ns, events, pids)\n" \
+	"write_callchains(src, perf, out_fd, long_size, big_endian, page_size, callchain_id, window_ns, events, pids, chains=None)\n" \
 	"--\n" \
 	"\n" \
 	"One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them\n" \
 	"(native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the\n" \
-	"event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:\n" \
-	"all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of\n" \
-	"each exec the ring reported, and each executable mapping it reported: (pid, address, length, file\n" \
-	"offset, device major, minor, inode, prot, flags, path))."
+	"event's record, 2 an entry uprobe's stack word, 4 the user registers and a stack copy); ``pids``\n" \
+	"keep only their samples (sorted; None: all); ``chains`` the callchains that replace the kernel's\n" \
+	"in samples of flag 4: (u64 triples (record offset, start, count) sorted by offset, u64 addresses\n" \
+	"the triples point into). Returns (callchains written, samples left over, pages written, the (pid,\n" \
+	"tid, name) of each exec the ring reported, and each executable mapping it reported: (pid, address,\n" \
+	"length, file offset, device major, minor, inode, prot, flags, path))."
+
+#define DOC_stack_samples \
+	"stack_samples(perf, events, nregs)\n" \
+	"--\n" \
+	"\n" \
+	"The samples of ``perf`` whose event has flag 4 (see :func:`write_callchains`), each sample\n" \
+	"with ``nregs`` user registers: (record offset, pid, tid, time, the registers as perf orders them,\n" \
+	"the offset in ``perf`` of the stack copy, its length), samples without user registers left out;\n" \
+	"and the (pid, tid, name) of each exec and the executable mappings, as :func:`write_callchains`\n" \
+	"returns them."
 
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \

@@ -7,6 +7,7 @@
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
 //   PerfRings(cpus, perf_fds, out_fds, data_pages)              perf event mmap ring copying
 //   write_callchains(src, perf, out_fd, ...)                    perf samples into a CPU's pages
+//   stack_samples(perf, events, nregs)                          their user registers and stack copies
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -126,6 +127,8 @@ static PyMethodDef module_methods[] = {
 	  DOC_event_ids },
 	{ "write_callchains", (PyCFunction)(void (*)(void))write_callchains, METH_VARARGS | METH_KEYWORDS,
 	  DOC_write_callchains },
+	{ "stack_samples", (PyCFunction)(void (*)(void))stack_samples, METH_VARARGS | METH_KEYWORDS,
+	  DOC_stack_samples },
 	{ NULL, NULL, 0, NULL },
 };
 

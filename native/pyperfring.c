@@ -205,12 +205,69 @@ static PyObject *comms_result(const struct cm_result *res)
 			     (unsigned long long)res->pages, comms, mmaps);
 }
 
+// The callchains that replace the kernel's of CM_STACK samples: @chains_o is None or (index, pool),
+// buffers of (offset, start, count) u64 triples sorted by offset and of u64 addresses. -1 on error.
+static int stack_chains(struct cm_args *a, PyObject *chains_o, Py_buffer *index, Py_buffer *pool)
+{
+	if (chains_o == Py_None)
+		return 0;
+	if (!PyArg_ParseTuple(chains_o, "y*y*", index, pool))
+		return -1;
+	if (index->len % (Py_ssize_t)sizeof(struct cm_chain) || pool->len % 8) {
+		PyErr_SetString(PyExc_ValueError, "chains must be (u64 triples, u64 addresses)");
+		return -1;
+	}
+	a->chains = index->buf;
+	a->nchains = (size_t)index->len / sizeof(struct cm_chain);
+	a->chain_pool = pool->buf;
+	a->chain_pool_len = (size_t)pool->len / 8;
+	for (size_t i = 1; i < a->nchains; i++) {
+		if (a->chains[i - 1].offset >= a->chains[i].offset) {
+			PyErr_SetString(PyExc_ValueError, "chains must be sorted by offset");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+// The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it); NULL on error.
+static struct cm_event_map *event_map(PyObject *events_o, size_t *count)
+{
+	PyObject *seq = PySequence_Fast(events_o, "events must be a sequence of (perf id, event id, flags)");
+	struct cm_event_map *map;
+
+	if (!seq)
+		return NULL;
+	*count = (size_t)PySequence_Fast_GET_SIZE(seq);
+	map = PyMem_Calloc(*count ? *count : 1, sizeof(*map));
+	if (!map) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (size_t i = 0; i < *count; i++) {
+		unsigned long long id;
+		int event, flags;
+
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i), "Kii", &id, &event, &flags)) {
+			PyMem_Free(map);
+			map = NULL;
+			goto out;
+		}
+		map[i].perf_id = id;
+		map[i].event = (uint16_t)event;
+		map[i].flags = (uint8_t)flags;
+	}
+out:
+	Py_DECREF(seq);
+	return map;
+}
+
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "src", "perf", "out_fd", "long_size", "big_endian", "page_size",
-				  "callchain_id", "window_ns", "events", "pids", NULL };
-	PyObject *src_o, *events_o, *pids_o;
-	Py_buffer src = { 0 };
+				  "callchain_id", "window_ns", "events", "pids", "chains", NULL };
+	PyObject *src_o, *events_o, *pids_o, *chains_o = Py_None;
+	Py_buffer src = { 0 }, index = { 0 }, pool_buf = { 0 };
 	Py_buffer records;
 	int fd, long_size, big_endian, chain_id;
 	Py_ssize_t page_size;
@@ -223,32 +280,19 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs)
 	int err;
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*iipniKOO", kwlist, &src_o, &records, &fd, &long_size,
-					 &big_endian, &page_size, &chain_id, &window, &events_o, &pids_o))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*iipniKOO|O", kwlist, &src_o, &records, &fd,
+					 &long_size, &big_endian, &page_size, &chain_id, &window, &events_o, &pids_o,
+					 &chains_o))
 		return NULL;
 	if (src_o != Py_None && PyObject_GetBuffer(src_o, &src, PyBUF_SIMPLE))
 		goto out;
 	if (get_layout(&a.layout, long_size, big_endian, page_size))
 		goto out;
-	seq = PySequence_Fast(events_o, "events must be a sequence of (perf id, event id, flags)");
-	if (!seq)
+	map = event_map(events_o, &a.nmap);
+	if (!map)
 		goto out;
-	a.nmap = (size_t)PySequence_Fast_GET_SIZE(seq);
-	map = PyMem_Calloc(a.nmap ? a.nmap : 1, sizeof(*map));
-	if (!map) {
-		PyErr_NoMemory();
+	if (stack_chains(&a, chains_o, &index, &pool_buf))
 		goto out;
-	}
-	for (size_t i = 0; i < a.nmap; i++) {
-		unsigned long long id;
-		int event, flags;
-
-		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i), "Kii", &id, &event, &flags))
-			goto out;
-		map[i].perf_id = id;
-		map[i].event = (uint16_t)event;
-		map[i].flags = (uint8_t)flags;
-	}
 	Py_CLEAR(seq);
 	if (pids_o != Py_None) {
 		seq = PySequence_Fast(pids_o, "pids must be a sorted sequence of ints");
@@ -296,6 +340,69 @@ out:
 	PyMem_Free(pids);
 	if (src.buf)
 		PyBuffer_Release(&src);
+	if (index.buf)
+		PyBuffer_Release(&index);
+	if (pool_buf.buf)
+		PyBuffer_Release(&pool_buf);
+	PyBuffer_Release(&records);
+	return ret;
+}
+
+// ---- stack_samples ---------------------------------------------------------------------------
+
+PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "perf", "events", "nregs", NULL };
+	PyObject *events_o, *list = NULL, *records_res = NULL, *ret = NULL;
+	Py_buffer records;
+	unsigned int nregs;
+	struct cm_args a = { 0 };
+	struct cm_result res = { 0 };
+	struct cm_event_map *map = NULL;
+	struct cm_stack *st = NULL;
+	size_t count = 0;
+	int err;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*OI", kwlist, &records, &events_o, &nregs))
+		return NULL;
+	map = event_map(events_o, &a.nmap);
+	if (!map)
+		goto out;
+	a.perf = records.buf;
+	a.perf_len = (size_t)records.len;
+	a.map = map;
+	a.stack_nregs = nregs;
+	Py_BEGIN_ALLOW_THREADS
+	err = cm_stacks(&a, &st, &count, &res);
+	Py_END_ALLOW_THREADS
+	if (err) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	list = PyList_New((Py_ssize_t)count);
+	if (!list)
+		goto out;
+	for (size_t i = 0; i < count; i++) {
+		const struct cm_stack *x = &st[i];
+		PyObject *t = Py_BuildValue("(KIIKy#KK)", (unsigned long long)x->offset, x->pid, x->tid,
+					    (unsigned long long)x->ts, (const char *)x->regs, (Py_ssize_t)(8 * nregs),
+					    (unsigned long long)(x->stack - a.perf), (unsigned long long)x->stack_len);
+
+		if (!t)
+			goto out;
+		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+	}
+	records_res = comms_result(&res);	// (written, left, pages, comms, mmaps)
+	if (records_res)
+		ret = Py_BuildValue("(O(OO))", list, PyTuple_GET_ITEM(records_res, 3), PyTuple_GET_ITEM(records_res, 4));
+out:
+	Py_XDECREF(list);
+	Py_XDECREF(records_res);
+	free(st);
+	free(res.comms);
+	free(res.mmaps);
+	PyMem_Free(map);
 	PyBuffer_Release(&records);
 	return ret;
 }

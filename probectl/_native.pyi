@@ -270,13 +270,26 @@ _Mmap = tuple[int, int, int, int, int, int, int, int, int, bytes]
 
 def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, long_size: int, big_endian: bool,
                      page_size: int, callchain_id: int, window_ns: int, events: Sequence[tuple[int, int, int]],
-                     pids: Optional[Sequence[int]]) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[_Mmap]]:
+                     pids: Optional[Sequence[int]], chains: Optional[tuple[Buffer, Buffer]] = None
+                     ) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[_Mmap]]:
     """One CPU's pages ``src`` written to ``out_fd`` with the perf samples of ``perf`` in them
     (native/chainmerge.h): ``events`` are (perf id, ftrace event id, flags: 1 the samples carry the
-    event's record, 2 an entry uprobe's stack word); ``pids`` keep only their samples (sorted; None:
-    all). Returns (callchains written, samples left over, pages written, the (pid, tid, name) of
-    each exec the ring reported, and each executable mapping it reported: (pid, address, length, file
-    offset, device major, minor, inode, prot, flags, path))."""
+    event's record, 2 an entry uprobe's stack word, 4 the user registers and a stack copy); ``pids``
+    keep only their samples (sorted; None: all); ``chains`` the callchains that replace the kernel's
+    in samples of flag 4: (u64 triples (record offset, start, count) sorted by offset, u64 addresses
+    the triples point into). Returns (callchains written, samples left over, pages written, the (pid,
+    tid, name) of each exec the ring reported, and each executable mapping it reported: (pid, address,
+    length, file offset, device major, minor, inode, prot, flags, path))."""
+
+
+def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
+                  ) -> tuple[list[tuple[int, int, int, int, bytes, int, int]],
+                             tuple[list[tuple[int, int, bytes]], list[_Mmap]]]:
+    """The samples of ``perf`` whose event has flag 4 (see :func:`write_callchains`), each sample
+    with ``nregs`` user registers: (record offset, pid, tid, time, the registers as perf orders them,
+    the offset in ``perf`` of the stack copy, its length), samples without user registers left out;
+    and the (pid, tid, name) of each exec and the executable mappings, as :func:`write_callchains`
+    returns them."""
 
 
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,

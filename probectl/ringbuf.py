@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _native
 from .dataclass import dataclass
@@ -566,14 +566,35 @@ PerfMmap = tuple[int, int, int, int, int, int, int, int, int, bytes]
 
 def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, layout: PageLayout, callchain_id: int,
                      window_ns: int, events: Sequence[tuple[int, int, int]],
-                     pids: Optional[Sequence[int]]
+                     pids: Optional[Sequence[int]], chains: Optional[tuple[Buffer, Buffer]] = None
                      ) -> tuple[int, int, int, list[tuple[int, int, bytes]], list[PerfMmap]]:
     """One CPU's pages ``src`` written to ``out_fd`` with the samples of ``perf`` in them, natively
     (see :func:`probectl.tracedat.callchain.write_with_callchains`); (callchains written, samples left,
-    pages written, (pid, tid, command name) of each exec, the executable mappings made: see the stub)."""
+    pages written, (pid, tid, command name) of each exec, the executable mappings made: see the stub).
+    ``chains``: the callchains unwound from the stack copies of samples (see the stub)."""
     try:
         return _native.write_callchains(src, perf, out_fd, layout.long_size, layout.big_endian, layout.page_size,
-                                        callchain_id, window_ns, list(events), pids)
+                                        callchain_id, window_ns, list(events), pids, chains)
     except OSError as err:
         raise ProbectlError(f"cannot write the stacks into the recording: {err.strerror}",
                             "check free space where the trace is written") from None
+
+
+class StackSample(NamedTuple):
+    """A perf sample with the user registers and a copy of the user stack (``--call-graph dwarf``)."""
+
+    offset: int  # of its record in the perf records
+    pid: int
+    tid: int
+    time: int
+    registers: bytes  # u64 each, in perf's order (the bits of sample_regs_user)
+    stack_offset: int  # of the copy in the perf records
+    stack_len: int
+
+
+def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
+                  ) -> tuple[list[StackSample], list[PerfMmap]]:
+    """The samples of ``perf`` (one CPU's perf records) whose events take stack copies (flag 4 in
+    ``events``, as :func:`write_callchains` takes them), and the executable mappings the records report."""
+    samples, (_comms, mmaps) = _native.stack_samples(perf, list(events), nregs)
+    return [StackSample(*s) for s in samples], mmaps

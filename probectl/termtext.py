@@ -26,6 +26,7 @@ LINE = 1000  # characters of a line kept in a message (a long input of many shor
 # compiling the character class of _UNSAFE at every start would cost more than the check it serves.
 _UNSAFE = r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 _LONG_RUN = r"\S{%d,}" % (EXCERPT + 1)
+_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
 
 
 def _show(m: re.Match) -> str:
@@ -53,14 +54,18 @@ def printable(text: str, *, newlines: bool = False) -> str:
 
 
 def backslashed(text: str) -> str:
-    """``text`` with each byte that is not UTF-8 (kept as a lone surrogate) as ``\\xNN``: how a name
-    made of bytes (a process's comm, a frame of folded stacks) goes into text that must be UTF-8
-    (a table, an SVG), as ``script`` and ``trace`` print it."""
+    """``text`` with each byte that is not UTF-8 (kept as a lone surrogate) and each control character
+    as ``\\xNN``: how a name made of bytes (a process's comm, a path, a frame of folded stacks) goes
+    into text that must be UTF-8 and one line (a table, an SVG, folded stacks), and onto a terminal
+    (a process named ``\\x1b]...`` must not send escape sequences to whoever reads the trace), as
+    ``script`` and ``trace`` print it."""
+    if text.isprintable():
+        return text
     try:
         text.encode()
-        return text
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return re.sub(_CONTROL, lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:

@@ -6,12 +6,16 @@ is one that trace.dat readers parse."""
 from __future__ import annotations
 
 import struct
+
+import pytest
 from pathlib import Path
 
 from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout, parse_page
-from probectl.tracedat.callchain import ENTRY, RAW, USER_CALLCHAIN, free_event_id, user_callchain_format, \
+from probectl import ringbuf
+from probectl.tracedat.callchain import ENTRY, RAW, STACK, USER_CALLCHAIN, free_event_id, user_callchain_format, \
     write_with_callchains
+from tests.helpers import run_sanitized, sanitized_driver
 from tests.test_native import make_page
 
 LAYOUT = PageLayout(page_size=4096)
@@ -30,14 +34,19 @@ def small(payload: bytes, delta: int = 0) -> bytes:
 
 
 def sample(perf_id: int, ts: int, pid: int, tid: int, ips: list[int], raw: bytes | None = None,
-           sp_word: int | None = None) -> bytes:
-    """A PERF_RECORD_SAMPLE of IDENTIFIER|TID|TIME|CPU|CALLCHAIN (+RAW, + REGS_USER/STACK_USER of 8)."""
+           sp_word: int | None = None, copy: tuple[list[int], bytes, int] | None = None) -> bytes:
+    """A PERF_RECORD_SAMPLE of IDENTIFIER|TID|TIME|CPU|CALLCHAIN (+RAW, + REGS_USER/STACK_USER of 8, or
+    of ``copy``: (registers, stack bytes, dyn_size))."""
     body = struct.pack("<QIIQIIQ", perf_id, pid, tid, ts, 0, 0, len(ips)) + struct.pack(f"<{len(ips)}Q", *ips)
     if raw is not None:
         raw += bytes(-(4 + len(raw)) % 8)
         body += struct.pack("<I", len(raw)) + raw
     if sp_word is not None:
         body += struct.pack("<QQQQQ", 2, 0x7ffd0000, 8, sp_word, 8)
+    if copy is not None:
+        regs, stack, dyn = copy
+        body += struct.pack(f"<Q{len(regs)}QQ", 2 if regs else 0, *regs, len(stack)) + stack
+        body += struct.pack("<Q", dyn) if stack else b""
     return struct.pack("<IHH", 9, 0, 8 + len(body)) + body
 
 
@@ -130,6 +139,42 @@ def test_an_entry_uprobes_caller_comes_from_the_stack_pointer(tmp_path):
     assert write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, [(3, 11, RAW | ENTRY)])[:2] == (2, 0)
     chains = [chain_of(p)[1] for _ts, t, _pid, p in read(tmp_path / "dst") if t == CHAIN]
     assert chains == [(0x1000, 0x2000, 0x3000)] * 2
+
+
+def test_stack_copies_are_read_and_their_unwound_chains_replace_the_kernels(tmp_path):
+    """Samples of a STACK event give their registers and the filled part of the copy (dyn_size); a
+    sample without user registers (a kernel thread's) gives none; the chains given by record offset
+    replace the kernel's, a chain pointing out of its pool is ignored."""
+    perf = tmp_path / "perf"
+    raw = record(11, 5)
+    regs = list(range(100, 117))
+    first = sample(4, 10, 5, 5, [USER, 0x1000], raw=raw, copy=(regs, bytes(range(64)), 40))
+    second = sample(4, 20, 5, 5, [USER, 0x1000], raw=raw, copy=([], b"", 0))  # (no registers)
+    third = sample(4, 30, 5, 5, [USER, 0x1000, 0x9999], raw=raw, copy=(regs, bytes(16), 16))
+    perf.write_bytes(first + second + third)
+    events = [(4, 11, RAW | STACK)]
+    found, mmaps = ringbuf.stack_samples(perf.read_bytes(), events, 17)
+    assert mmaps == [] and [(s.offset, s.pid, s.time, s.stack_len) for s in found] == [
+        (0, 5, 10, 40), (len(first) + len(second), 5, 30, 16)]
+    assert struct.unpack("<17Q", found[0].registers) == tuple(regs)
+    assert perf.read_bytes()[found[0].stack_offset:found[0].stack_offset + 40] == bytes(range(40))
+    index = struct.pack("<6Q", found[0].offset, 0, 3, found[1].offset, 2, 99)  # (the second: out of the pool)
+    pool = struct.pack("<3Q", 0x1000, 0x2000, 0x3000)
+    written = write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, events, chains=(index, pool))
+    assert written[:2] == (3, 0)
+    chains = [chain_of(p)[1] for _ts, t, _pid, p in read(tmp_path / "dst") if t == CHAIN]
+    assert chains == [(0x1000, 0x2000, 0x3000), (0x1000,), (0x1000, 0x9999)]
+    with pytest.raises(ValueError, match="sorted by offset"):
+        write_with_callchains(None, perf, tmp_path / "dst", LAYOUT, CHAIN, events,
+                              chains=(index[24:] + index[:24], pool))
+
+
+def test_chainmerge_under_sanitizers(tmp_path):
+    """native/fuzz/chainmerge_fuzz.c: random perf records of every kind, a share of them damaged or cut
+    short, with random replacement chains, through cm_stacks() and cm_write() under ASan+UBSan."""
+    exe = sanitized_driver(tmp_path, ["fuzz/chainmerge_fuzz.c", "chainmerge.c", "ringbuf.c"])
+    for seed in ("1", "2"):
+        assert run_sanitized(exe, "4000", seed) == "ok 4000\n"
 
 
 def test_the_format_parses_as_a_dynamic_array_of_u64():

@@ -28,7 +28,7 @@ LAYERS: dict[str, set[str]] = {
                "debuginfo.btf", "arch"},
     # (a traced run adds the probes of its definitions for the run: record composes probes, lazily)
     "record": {"probes", "target", "tracefs", "filters", "tracedat", "ringbuf", "formats", "events", "debuginfo",
-               "debuginfo.dwarf", "debuginfo.btf", "cachedir"},
+               "debuginfo.dwarf", "debuginfo.btf", "cachedir", "arch"},
     "analysis": {"record", "script", "tracedat", "ringbuf", "tracefs", "events", "formats", "filters", "_native",
                  "cachedir", "arch"},
     "pictures": {"analysis", "script", "tracedat", "ringbuf", "formats", "events", "_native"},

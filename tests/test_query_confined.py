@@ -106,3 +106,30 @@ def test_report_runs_under_the_lock_too(tmp_path):
     probectl("script", "-i", SAMPLE, "--format", "parquet", "-o", str(out))
     rep = json.loads(probectl("report", "--json", "-i", str(out)).stdout)
     assert rep["total"] > 0
+
+
+def test_a_query_that_spills_stays_in_a_private_bounded_directory(tmp_path, monkeypatch):
+    """What does not fit in memory spills to a private directory (not DuckDB's default ``.tmp`` in the
+    working directory, up to 90% of that disk), bounded by half the free space there and removed at
+    the end; the query cannot move it (the setting is locked)."""
+    import duckdb
+    import shutil
+    from probectl.analysis.columns import open_recordings
+    from probectl.analysis.sql import SPILL_SHARE, RecordingsDatabase
+
+    monkeypatch.chdir(tmp_path)
+    with RecordingsDatabase(list(open_recordings([DATA / "sample-v7.dat"])), memory_limit="64MB", threads=1) as db:
+        spill = Path(db.spill.name)
+        (where, most), = db.con.execute("SELECT current_setting('temp_directory'), "
+                                        "current_setting('max_temp_directory_size')").fetchall()
+        assert Path(where) == spill and spill.stat().st_mode & 0o077 == 0
+        # (DuckDB prints the size rounded, in its units)
+        number, unit = most.split()
+        assert float(number) * 1024 ** {"KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}[unit] \
+            <= shutil.disk_usage(spill).free * SPILL_SHARE * 1.01
+        # (64 MB do not hold this sort: without a temporary directory DuckDB fails it, out of memory)
+        rows = db.sql("SELECT count(*) FROM (SELECT x, md5(x::VARCHAR) FROM range(3000000) t(x) ORDER BY 2)").rows
+        assert rows == [(3000000,)]
+        with pytest.raises(duckdb.Error, match="locked"):
+            db.con.execute(f"SET temp_directory = '{tmp_path}'")
+    assert not spill.exists() and list(tmp_path.iterdir()) == []

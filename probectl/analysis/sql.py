@@ -18,9 +18,16 @@ shared must not read ``/etc/shadow`` or write ``authorized_keys``). Once the vie
 own switches are thrown and locked (:data:`LOCKDOWN`): no file but the Parquet files of the inputs
 (named one by one in ``allowed_paths``), no extension loaded or installed, no setting changed; and
 :meth:`RecordingsDatabase.sql` runs one statement, a SELECT, as DuckDB's parser types it.
+
+What a query may cost is bounded too: DuckDB spills what does not fit in memory to a temporary
+directory, by default ``.tmp`` in the working directory and up to 90% of that disk's free space; a
+query's spill goes to a private directory removed at the end and may take at most half the free space
+there (:data:`SPILL_SHARE`).
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
 
 import duckdb
@@ -52,6 +59,7 @@ LOCKDOWN = ("SET enable_external_access = false", "SET autoload_known_extensions
 # The statements a query may be, as DuckDB's parser types them (``FROM t``, ``WITH``, ``VALUES``,
 # ``DESCRIBE``, ``SUMMARIZE``, ``SHOW`` and ``PIVOT ... IN (...)`` are SELECTs).
 READS = frozenset({duckdb.StatementType.SELECT})
+SPILL_SHARE = 0.5  # of the free space of the temporary directory's file system, a query's spill at most
 
 
 def quote(name: str) -> str:
@@ -81,12 +89,19 @@ class RecordingsDatabase:
     """An in-memory DuckDB database with a table per event and the ``events`` view over ``recordings``."""
 
     def __init__(self, recordings: Sequence[EventTables], threads: Optional[int] = None,
-                 datasets: Sequence[ParquetDatasets] = ()):
+                 datasets: Sequence[ParquetDatasets] = (), memory_limit: Optional[str] = None):
+        """``memory_limit``: DuckDB's (``"1GB"``; its default, 80% of the memory, without it)."""
         self.recordings = list(recordings)
         self.datasets = list(datasets)
+        self.spill = tempfile.TemporaryDirectory(prefix="probectl-query-")
         self.con = duckdb.connect(":memory:")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
+        if memory_limit:
+            self.con.execute("SET memory_limit = ?", [memory_limit])
+        self.con.execute("SET temp_directory = ?", [self.spill.name])
+        room = int(shutil.disk_usage(self.spill.name).free * SPILL_SHARE)
+        self.con.execute("SET max_temp_directory_size = ?", [f"{max(room, 1 << 20)}B"])
         self.events: dict[str, list[str]] = {}  # system:event -> SELECTs of its rows, one per source
         self._fields: dict[str, list[str]] = {}
         # every column name of the tables and views (those not decoded included)
@@ -236,6 +251,7 @@ class RecordingsDatabase:
 
     def close(self) -> None:
         self.con.close()
+        self.spill.cleanup()
 
     def __enter__(self) -> "RecordingsDatabase":
         return self

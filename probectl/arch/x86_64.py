@@ -76,6 +76,11 @@ PERF_EVENT_IOC_DISABLE = 0x2401
 PERF_EVENT_IOC_RESET = 0x2403
 PERF_EVENT_IOC_SET_FILTER = 0x40082406
 
+# How a function that keeps a frame pointer starts: push %rbp; mov %rsp,%rbp, after an endbr64
+# where the code is built for indirect-branch tracking (-fcf-protection, Debian's default).
+ENDBR64 = b"\xf3\x0f\x1e\xfa"
+FRAME_POINTER_PROLOGUE = b"\x55\x48\x89\xe5"
+
 
 ARCH = Arch(
     name="x86-64", elf_machine=EM_X86_64, dwarf_registers=DWARF_REGISTERS,

@@ -44,7 +44,7 @@ def stat(ctx, probedefs, events, filters, exec_, vmlinux, module, system_wide, c
     \b
         probectl stat -e 'syscalls:sys_enter_read,syscalls:sys_enter_write' -- ls /
         probectl stat -a -A -I 1000 -e 'sched:sched_switch'
-        probectl stat --exec ./app 'paint' 'render' -- ./app
+        probectl stat --exec libc malloc free -- ls /
     """
     from ..analysis import counting
     from ..record import instance_cpus, parse_cpus

@@ -108,6 +108,17 @@ def _count(n: int, noun: str) -> str:
 # ---- record ---------------------------------------------------------------------------------------
 
 
+def _call_graph_value(ctx, param, value):
+    if value is None:
+        return None
+    from ..record.stackcopies import parse_call_graph
+
+    try:
+        return parse_call_graph(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
 @cli.command(cls=_OrderedCommand, context_settings={"allow_interspersed_args": False})
 @click.option("-e", "--event", "events", multiple=True, metavar="GROUP:EVENT",
               help="Event to record (repeatable; globs such as 'probe:*'; 'a,b' names two).")
@@ -117,7 +128,12 @@ def _count(n: int, noun: str) -> str:
               help="Every process (the default without a command or -p).")
 @click.option("-C", "--cpu", "cpus", metavar="CPUS", help="Only these CPUs: 0-3,6.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID]", help="Only these processes (their threads and children too).")
-@click.option("-g", "--call-graph", "stacks", is_flag=True, help="Kernel and user stack with each event.")
+@click.option("-g", "stacks", is_flag=True,
+              help="Kernel and user stack with each event (the user stack by frame pointers, or unwound from "
+                   "call-frame information in files that keep none).")
+@click.option("--call-graph", "call_graph", metavar="fp|dwarf[,SIZE]", callback=_call_graph_value,
+              help="-g with the user stack by frame pointers only (fp), or always unwound from a SIZE-byte copy "
+                   "of it (dwarf; 8192 by default).")
 @click.option("-o", "--output", default=str(DEFAULT_FILE), show_default=True, metavar="FILE",
               callback=path_value_callback,
               help="The trace.dat file to write.")
@@ -129,14 +145,18 @@ def _count(n: int, noun: str) -> str:
               help="trace.dat version to write.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, duration, buffer_kb, file_version,
-           command):
+def record(ctx, events, filters, system_wide, cpus, pids, stacks, call_graph, output, duration, buffer_kb,
+           file_version, command):
     """Record events to a trace.dat file (trace-cmd's format) until Ctrl-C, --duration or the end
     of COMMAND:
 
         probectl record -e 'probe_libc:malloc' --filter 'size > 4k' -g -- make
+
+    With -g, stacks in a file that keeps no frame pointers (gcc -O2, most distributions' libraries) are
+    unwound from its call-frame information when the recording ends, as perf's --call-graph dwarf does.
     """
     from ..record import Recording, RecordOptions, instance_cpus, parse_cpus
+    from ..record.stackcopies import DEFAULT_STACK_COPY
 
     requests = event_requests(ctx.meta.get("probectl.order", []), events, filters)
     if not requests:
@@ -145,12 +165,15 @@ def record(ctx, events, filters, system_wide, cpus, pids, stacks, output, durati
     ncpus = instance_cpus(tfs.root)
     opts = RecordOptions(events=requests, output=Path(output),
                          cpus=parse_cpus(cpus, ncpus) if cpus else None, pids=_pids(pids),
-                         command=list(command), system_wide=system_wide, stacks=stacks, duration=duration,
+                         command=list(command), system_wide=system_wide, stacks=stacks or call_graph is not None,
+                         call_graph=call_graph[0] if call_graph else "auto",
+                         stack_copy=call_graph[1] if call_graph and call_graph[1] else DEFAULT_STACK_COPY,
+                         duration=duration,
                          buffer_kb=buffer_kb, version=int(file_version))
     live = sys.stderr.isatty()
 
     # The live count is the ring buffer's entries: with -g, each event's stack records are entries too.
-    unit = "records" if stacks else "events"
+    unit = "records" if opts.stacks else "events"
 
     def progress(count: int, lost: int) -> None:
         sys.stderr.write(f"\r[ probectl record: {count:,} {unit}, {lost:,} lost ]\033[K")

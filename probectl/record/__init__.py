@@ -49,6 +49,7 @@ from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmd
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
 from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
+from .stackcopies import DEFAULT_STACK_COPY, RING_DATA_PAGES as STACK_RING_PAGES, UnwindStats, copied_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
 from .instance import Instance, cpu_mask, lost_of, parse_cpus, parse_cpustat
 from .jitmaps import jit_maps_option
@@ -109,6 +110,8 @@ class RecordOptions:
     command: Sequence[str] = ()  # -- COMMAND: run it, record while it runs
     system_wide: bool = False  # -a with a command: every process, not only the command's
     stacks: bool = False  # -g
+    call_graph: str = "auto"  # with stacks: "fp", "dwarf" (stack copies unwound), "auto" (per file)
+    stack_copy: int = DEFAULT_STACK_COPY  # bytes of user stack each sample copies (dwarf)
     duration: Optional[float] = None
     buffer_kb: Optional[int] = None  # per CPU
     version: int = 7
@@ -171,7 +174,8 @@ class Recording:
                 part.files = dict(part.recorder.files)
                 perf_maps: dict[int, list[str]] = {}
                 if part.callchains is not None:
-                    part.files, perf_maps = add_callchains(meta, part.files, part.callchains, part.layout, tmp)
+                    part.files, perf_maps = add_callchains(meta, part.files, part.callchains, part.layout, tmp,
+                                                           dict(part.watch.maps), self._unwound)
                 files = part.files
                 events, seen = _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
                 if perf_maps:  # (of the recorded processes only: perf reports every exec on a CPU)
@@ -191,6 +195,15 @@ class Recording:
                             stacks_lost=stacks_lost,
                             bytes=output.path.stat().st_size, stopped_by=stopped_by,
                             command_status=run.command_status, selected=[e.name for e in selected])
+
+    def _unwound(self, stats: UnwindStats) -> None:
+        """Say how the stack copies came out, where some could not be unwound to their outermost frame."""
+        if not stats.stopped:
+            return
+        stopped = sum(stats.stopped.values())
+        why = "; ".join(f"{reason} ({n:,})" for reason, n in stats.stopped.most_common(3))
+        self.notice(f"probectl: {stopped:,} of {stats.total:,} user stacks end in [unknown] where the unwinding "
+                    f"stopped: {why}")
 
     def _names(self, meta: Any, seen: set[int], part: "RecorderPart", run: TracedRun) -> None:
         """Command names and thread groups of every recorded pid into the metadata, and the maps of
@@ -280,8 +293,11 @@ class RecorderPart(RunPart):
         if opts.stacks:
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
+            copied = copied_events(opts.call_graph, definitions, self.selected, self.recording.notice)
+            pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
-                                         uprobes, data_pages=ring_pages(opts.buffer_kb), tids=run.pids)
+                                         uprobes, data_pages=pages, tids=run.pids, stack_events=copied,
+                                         stack_copy=opts.stack_copy)
         inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
         if self.callchains is not None:

@@ -31,15 +31,17 @@ import os
 import platform
 import struct
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .. import ringbuf
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
-from ..tracedat.callchain import (ENTRY, RAW, all_format_ids, callchain_formats, free_event_id,
+from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
+from ..tracedat.callchain import (ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
                                   write_with_callchains)
 from .selection import SelectedEvent
+from .stackcopies import UnwindStats, unwind_stack_copies
 
 # The trace clock that is perf's sample clock (local_clock), so that both time their records alike.
 PERF_TRACE_CLOCK = "perf"
@@ -90,8 +92,9 @@ def entry_fixup_supported() -> bool:
 
 
 def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
-          comm: bool) -> bytes:
-    """``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM) and each executable
+          comm: bool, copy: int = 0) -> bytes:
+    """``copy``: the bytes of user stack each sample copies, with the user registers (``--call-graph
+    dwarf``: :mod:`probectl.record.stackcopies`), or 0. ``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM) and each executable
     mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
     saved_cmdlines knows only the tasks ftrace wrote events of; a process that ends before its maps
     are read has its user frames named from these."""
@@ -100,10 +103,13 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, 
         flags |= _FLAG_INHERIT
     if comm:
         flags |= _FLAG_COMM | _FLAG_COMM_EXEC | _FLAG_MMAP | _FLAG_MMAP2
-    regs = 1 << _REG_SP[platform.machine()] if entry else 0
-    sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if entry else 0) | (SAMPLE_RAW if raw else 0)
+    if copy:
+        regs, stack_bytes = PERF_REGS_UNWIND_MASK, copy
+    else:
+        regs, stack_bytes = (1 << _REG_SP[platform.machine()], 8) if entry else (0, 0)
+    sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if regs else 0) | (SAMPLE_RAW if raw else 0)
     attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
-                       wakeup_bytes, 0, 0, 0, 0, regs, 8 if entry else 0, 0)
+                       wakeup_bytes, 0, 0, 0, 0, regs, stack_bytes, 0)
     attr += bytes(_ATTR_SIZE - len(attr))
     # sample_max_stack (u16 at 108)
     return attr[:108] + struct.pack("=H", min(stack, 0xFFFF)) + attr[110:]
@@ -136,8 +142,11 @@ class Callchains:
 
     def __init__(self, events: Sequence[SelectedEvent], cpus: Sequence[int], out_dir: Path,
                  entry_events: Sequence[int] = (), raw_events: Sequence[int] = (),
-                 data_pages: int = RING_DATA_PAGES, tids: Sequence[int] = ()):
-        """``entry_events``: the format ids of uprobes at a function's first instruction, whose
+                 data_pages: int = RING_DATA_PAGES, tids: Sequence[int] = (), stack_events: Sequence[int] = (),
+                 stack_copy: int = 0):
+        """``stack_events``: the format ids of events whose samples copy ``stack_copy`` bytes of the
+        user stack with the registers, unwound when the recording ends (:mod:`.stackcopies`);
+        ``entry_events``: the format ids of uprobes at a function's first instruction, whose
         samples also take the word at the stack pointer, the return address into the caller (the
         kernel's callchain has it only when the function starts with ``push %rbp``); ``raw_events``
         those whose samples carry the event's record (the uprobes, not enabled in the instance);
@@ -148,7 +157,9 @@ class Callchains:
         self.ids: dict[int, int] = {}  # perf sample id -> ftrace event id
         self.entry_ids: set[int] = set()  # perf sample ids of entry uprobes
         self.raw_ids: set[int] = set()  # perf sample ids whose samples carry their event's record
-        entry = set(entry_events) if entry_fixup_supported() else set()
+        self.stack_ids: set[int] = set()  # perf sample ids whose samples carry a stack copy
+        copied = set(stack_events) if stack_copy else set()
+        entry = set(entry_events) - copied if entry_fixup_supported() else set()
         raw = set(raw_events)
         self._fds: list[int] = []
         self._leaders: list[int] = []
@@ -161,10 +172,11 @@ class Callchains:
             for cpu in self.cpus:
                 leader = -1
                 for ev, tid in ((ev, tid) for ev in events for tid in (tids or [-1])):
-                    is_entry, is_raw = ev.format.id in entry, ev.format.id in raw
+                    is_entry, is_raw, is_copied = ev.format.id in entry, ev.format.id in raw, ev.format.id in copied
                     comm = ev is events[0]  # (one event of each thread and CPU reports them)
-                    attr = attr_cache.setdefault((ev.format.id, comm), _attr(ev.format.id, self.stack, wakeup,
-                                                                             is_entry, is_raw, bool(tids), comm))
+                    attr = attr_cache.setdefault((ev.format.id, comm), _attr(
+                        ev.format.id, self.stack, wakeup, is_entry, is_raw, bool(tids), comm,
+                        stack_copy if is_copied else 0))
                     try:
                         fd = _perf_event_open(attr, tid, cpu)
                     except OSError as err:
@@ -186,6 +198,8 @@ class Callchains:
                         self.entry_ids.add(perf_id)
                     if is_raw:
                         self.raw_ids.add(perf_id)
+                    if is_copied:
+                        self.stack_ids.add(perf_id)
                     if leader < 0:
                         leader = fd
                     else:
@@ -259,15 +273,25 @@ def _hint(err: Optional[int]) -> str:
 
 
 def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
-                   tmp: Path) -> tuple[dict[int, Path], dict[int, list[str]]]:
+                   tmp: Path, proc_maps: Optional[dict[int, str]] = None,
+                   unwound: Optional[Callable[[UnwindStats], None]] = None
+                   ) -> tuple[dict[int, Path], dict[int, list[str]]]:
     """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
     :func:`probectl.tracedat.callchain.write_with_callchains`); probectl's event format in ``meta``,
     and the command names and thread groups of the tasks that exec'd while perf sampled, which the
     kernel's saved_cmdlines lacks when their events came from perf alone. Also returns, per process,
-    the maps lines of the executable mappings perf reported."""
+    the maps lines of the executable mappings perf reported. The samples' stack copies are unwound
+    first, from the call-frame information of the files of ``proc_maps`` (/proc/PID/maps texts by
+    process) and of the mappings perf reported; ``unwound`` is told how that went."""
     event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
     events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
-               | (ENTRY if perf_id in chains.entry_ids else 0)) for perf_id, event in chains.ids.items()]
+               | (ENTRY if perf_id in chains.entry_ids else 0) | (STACK if perf_id in chains.stack_ids else 0))
+              for perf_id, event in chains.ids.items()]
+    unwound_chains: dict[int, tuple[bytes, bytes]] = {}
+    if chains.stack_ids:
+        unwound_chains, stats = unwind_stack_copies(chains.files, events, proc_maps or {}, chains.stack)
+        if unwound is not None:
+            unwound(stats)
     out = {}
     names: dict[int, str] = {}
     tgids: dict[int, int] = {}
@@ -279,7 +303,8 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
             continue
         merged = tmp / f"cpu{cpu}.merged"
         _written, _left, comms, cpu_maps = write_with_callchains(path if path.exists() else None, perf, merged,
-                                                                 layout, event_id, events)
+                                                                 layout, event_id, events,
+                                                                 chains=unwound_chains.get(cpu))
         for pid, lines in cpu_maps.items():
             maps.setdefault(pid, []).extend(lines)
         for pid, tid, name in comms:

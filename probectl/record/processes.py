@@ -42,7 +42,7 @@ def proc_tgid(pid: int) -> Optional[int]:
 def read_maps(pid: int) -> Optional[str]:
     """The file-backed lines of /proc/PID/maps (what user-space symbols need), or None."""
     try:
-        text = Path(f"/proc/{pid}/maps").read_text()
+        text = Path(f"/proc/{pid}/maps").read_text(errors="surrogateescape")  # (a path is bytes)
     except OSError:
         return None
     lines = [l for l in text.splitlines() if len(l.split(None, 5)) == 6 and

@@ -28,8 +28,19 @@ class FoldedStacks:
         self.annotate_kernel = annotate_kernel
         self.weigh = weigh
         self.keep = keep
-        self.counts: Counter[str] = Counter()
         self.events = 0
+        self._counts: Counter[str] = Counter()
+        # (thread, its stacks) -> [one of its records, weight]: a stack is named once, not per event
+        self._pending: dict[tuple, list] = {}
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Weight per folded stack (the stacks added so far named on first use)."""
+        if self._pending:
+            for rec, n in self._pending.values():
+                self._counts[self.stack(rec)] += n
+            self._pending.clear()
+        return self._counts
 
     def stack(self, rec: Record) -> str:
         """The folded stack of one record (without its count)."""
@@ -42,11 +53,17 @@ class FoldedStacks:
         return ";".join(p.replace(";", ":").replace(" ", "_") for p in parts)
 
     def add(self, records: Iterable[Record]) -> None:
-        f, keep, weigh = self.formatter, self.keep, self.weigh
+        f, keep, weigh, pending = self.formatter, self.keep, self.weigh, self._pending
         for rec in records:
             if not rec.stacks or f.plan(rec.row[2]).skip or (keep is not None and not keep(rec)):
                 continue
-            self.counts[self.stack(rec)] += 1 if weigh is None else weigh(rec)
+            n = 1 if weigh is None else weigh(rec)
+            key = (rec.row[3], tuple(rec.stacks))
+            entry = pending.get(key)
+            if entry is None:
+                pending[key] = [rec, n]
+            else:
+                entry[1] += n
             self.events += 1
 
     def text(self) -> str:

@@ -59,6 +59,13 @@ def _value(values: tuple, index: Optional[int]) -> Any:
     return values[index] if index is not None and 0 <= index < len(values) else None
 
 
+def _plain_addresses(array: Any) -> bool:
+    """Whether a stack record's array is user addresses only, as probectl's callchains are: a
+    non-empty tuple of ints in 1..2**64-2 (the quick way through :func:`stack_addresses`)."""
+    return type(array) is tuple and bool(array) and 0 not in array and _WORD not in array \
+        and set(map(type, array)) == {int} and min(array) > 0 and max(array) < _WORD
+
+
 def stack_addresses(kind: str, values: Optional[tuple], first: Optional[int] = 0,
                     callers: Optional[int] = 1) -> tuple[int, tuple[int, ...]]:
     """(tgid or 0, addresses innermost first) of a kernel_stack / user_stack record's values, the
@@ -74,6 +81,8 @@ def stack_addresses(kind: str, values: Optional[tuple], first: Optional[int] = 0
     elif not isinstance(array, (tuple, list)):
         array = ()
     tgid = 0
+    if kind == "user" and count is not None and count > 0 and _plain_addresses(array):
+        return count, array
     if kind == "kernel":
         if count is not None and count >= 0:
             array = array[:count]

@@ -6,6 +6,7 @@ import bisect
 from typing import Any, Optional
 
 from ..errors import DebugInfoError, ProbectlError
+from ..termtext import backslashed
 from ..tracedat.jitmaps import OPTION_JIT_MAPS, JitSymbols, decode_jit_maps
 from ..tracedat.procmaps import OPTION_PROC_MAPS, Mapping, decode_proc_maps
 
@@ -39,7 +40,7 @@ class LiveSource(Source):
         self.names = names
 
     def comm(self, tid: int) -> str:
-        return self.names.comm(tid)
+        return backslashed(self.names.comm(tid))  # (as TraceSource.comm)
 
     def tgid(self, tid: int) -> int:
         return self.names.tgid(tid)
@@ -56,7 +57,7 @@ class TraceSource(Source):
         self._jit_option = [data for oid, data in trace.options if oid == OPTION_JIT_MAPS]
 
     def comm(self, tid: int) -> str:
-        return self.trace.comm(tid)
+        return backslashed(self.trace.comm(tid))  # (a name is bytes: a control character is no escape sequence)
 
     def tgid(self, tid: int) -> int:
         return self.trace.tgids.get(tid, tid)
@@ -179,6 +180,7 @@ class UserSymbols:
             return (found[0], found[1], f"/tmp/perf-{tgid}.map") if found is not None else None
         if m.path.startswith("["):  # [vdso], [uprobes] (a uretprobe's trampoline)
             return m.path, addr - m.start, m.path
+        shown = backslashed(m.path)  # (a path is bytes)
         files = self._symbol_files(m.path)
         if not files:
             return None
@@ -192,7 +194,7 @@ class UserSymbols:
             except (DebugInfoError, ProbectlError, OSError, ValueError):
                 continue
             if sym is not None:
-                return sym.name, vaddr - sym.value, m.path
+                return sym.name, vaddr - sym.value, shown
         return None
 
 
@@ -242,7 +244,7 @@ class Symbolizer:
                 out = ufound
             else:
                 m = self.source.user_symbols().mapping(tgid, addr)
-                out = (UNKNOWN_SYMBOL, 0, m.path if m else UNKNOWN_SYMBOL)
+                out = (UNKNOWN_SYMBOL, 0, backslashed(m.path) if m else UNKNOWN_SYMBOL)
         self._cache[key] = out
         return out
 

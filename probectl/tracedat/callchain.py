@@ -52,12 +52,12 @@ def free_event_id(used: Iterable[int]) -> int:
     return next(i for i in range(0xFFFF, 0, -1) if i not in taken)
 
 
-RAW, ENTRY = 1, 2  # how a perf event's samples are (native/chainmerge.h: CM_RAW, CM_ENTRY)
+RAW, ENTRY, STACK = 1, 2, 4  # how a perf event's samples are (native/chainmerge.h: CM_RAW, CM_ENTRY, CM_STACK)
 
 
 def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: PageLayout, event_id: int,
                           events: Sequence[tuple[int, int, int]], *, pids: Optional[Iterable[int]] = None,
-                          window_ns: int = 1_000_000
+                          window_ns: int = 1_000_000, chains: Optional[tuple[bytes, bytes]] = None
                           ) -> tuple[int, int, list[tuple[int, int, str]], dict[int, list[str]]]:
     """Write the pages of ``src`` (one CPU's data, or None) to ``dst`` with the samples of ``perf`` (the
     records copied from that CPU's perf ring) in them. ``events``: (perf id, ftrace event id, RAW |
@@ -65,30 +65,39 @@ def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: Pa
     ``probectl:user_callchain`` record; any other joins the event of ``src`` of the same thread and
     type nearest in time, within ``window_ns``, and its callchain record follows that event. An
     ENTRY event's samples get the caller from the word at the stack pointer (see
-    :mod:`probectl.record.callchains`). ``pids``: only the samples of these threads or processes.
+    :mod:`probectl.record.callchains`); a STACK event's samples get their callchain from ``chains``
+    where it has one (the stacks unwound from their copies: (u64 triples (record offset in ``perf``,
+    start, count), u64 addresses)). ``pids``: only the samples of these threads or processes.
     Returns (callchains written, samples left over, (pid, tid, command name) of each exec ``perf``
     reports, and per process the ``/proc/PID/maps`` lines of the executable mappings it reports). A
     page that cannot be decoded ends the copy of ``src``; a perf record cut short ends the samples."""
     with contextlib.ExitStack() as stack:
-        src_map = _mapped(stack, src) if src is not None else None
-        perf_map = _mapped(stack, perf) or b""
+        src_map = mapped(stack, src) if src is not None else None
+        perf_map = mapped(stack, perf) or b""
         out = stack.enter_context(open(dst, "wb"))
         written, left, _pages, comms, mmaps = ringbuf.write_callchains(
             src_map, perf_map, out.fileno(), layout, event_id, window_ns, events,
-            sorted(set(pids)) if pids is not None else None)
+            sorted(set(pids)) if pids is not None else None, chains)
+    return (written, left, [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms],
+            maps_lines(mmaps))
+
+
+def maps_lines(mmaps: Iterable[ringbuf.PerfMmap]) -> dict[int, list[str]]:
+    """Per process, the ``/proc/PID/maps`` lines of the executable mappings perf reported (of files:
+    an anonymous mapping has no file to name frames from, and JIT code has its perf map)."""
     maps: dict[int, list[str]] = {}
     for pid, addr, length, pgoff, major, minor, inode, prot, flags, path in mmaps:
         if not (path.startswith(b"/") and not path.startswith(b"//")) and path not in (b"[vdso]", b"[uprobes]"):
-            continue  # (//anon, [heap]: no file to name frames from; JIT code has its perf map)
+            continue  # (//anon, [heap])
         perms = ("r" if prot & 1 else "-") + ("w" if prot & 2 else "-") + ("x" if prot & 4 else "-") + \
             ("s" if flags & 1 else "p")  # (PROT_READ, PROT_WRITE, PROT_EXEC; MAP_SHARED)
         line = f"{addr:x}-{addr + length:x} {perms} {pgoff:08x} {major:02x}:{minor:02x} {inode} "
         maps.setdefault(pid, []).append(line + path.decode("utf-8", "surrogateescape"))
-    return written, left, [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms], maps
+    return maps
 
 
-def _mapped(stack: contextlib.ExitStack, path: Path) -> Optional[mmap.mmap]:
-    """The file's bytes, mapped (None for an empty file)."""
+def mapped(stack: contextlib.ExitStack, path: Path) -> Optional[mmap.mmap]:
+    """The file's bytes, mapped for as long as ``stack`` is open (None for an empty file)."""
     f = stack.enter_context(open(path, "rb"))
     if not os.fstat(f.fileno()).st_size:
         return None

@@ -23,14 +23,17 @@ class Mapping:
 
 
 def encode_proc_maps(maps: dict[int, str]) -> bytes:
-    return "".join(f"pid {pid}\n{text}\n\n" for pid, text in sorted(maps.items())).encode()
+    """The option's bytes; a path's bytes that are not UTF-8 (surrogate-escaped in ``maps``) as they are."""
+    return "".join(f"pid {pid}\n{text}\n\n" for pid, text in sorted(maps.items())).encode(errors="surrogateescape")
 
 
 def decode_proc_maps(data: bytes) -> dict[int, list[Mapping]]:
-    """The :data:`OPTION_PROC_MAPS` option → {tgid: [Mapping]} (bad lines are skipped)."""
+    """The :data:`OPTION_PROC_MAPS` option → {tgid: [Mapping]} (bad lines are skipped). A path's bytes
+    that are not UTF-8 are surrogate-escaped, so that the path opens the file (and shows with
+    :func:`probectl.termtext.backslashed`)."""
     out: dict[int, list[Mapping]] = {}
     pid: Optional[int] = None
-    for line in data.decode(errors="replace").split("\n"):
+    for line in data.decode(errors="surrogateescape").split("\n"):
         if line.startswith("pid "):
             try:
                 pid = int(line.split()[1])

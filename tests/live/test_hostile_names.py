@@ -66,6 +66,36 @@ def test_a_name_that_is_not_utf8_is_recorded_and_counted(live_tracefs, named, tm
         probectl("del", f"{G}:*", check=False)
 
 
+@pytest.mark.parametrize("stacks", [("-g",), ("--call-graph", "dwarf")])
+def test_a_program_at_a_path_of_bytes_and_controls_is_probed_and_its_stacks_named(live_tracefs, tmp_path, stacks):
+    """A program whose path (so its comm and its frames' file) holds bytes that are not UTF-8 and an
+    escape character: add, record with stacks (the maps kept in the file as bytes), and every output
+    format names it with each such byte as \\xNN, no raw control character (a process must not send
+    escape sequences to the terminal of whoever reads its trace), the frames named from the file."""
+    binary = build_fixture("uprobe_target")
+    odd = os.path.join(os.fsencode(tmp_path), b"pt\xff\x1b]0;x\x07")
+    subprocess.run(["cp", binary, odd], check=True)
+    shown = f"{os.fsdecode(os.fsencode(tmp_path))}/pt\\xff\\x1b]0;x\\x07"
+    probectl("add", "-x", os.fsdecode(odd), f"{G}:s=sum_record rec->id")
+    try:
+        path = tmp_path / "odd.dat"
+        probectl("record", *stacks, "-e", f"{G}:s", "-o", str(path), "--", os.fsdecode(odd), "2")
+        outputs = {fmt: probectl("script", "-i", str(path), "--format", fmt).stdout
+                   for fmt in ("text", "csv", "json", "folded")}
+    finally:
+        probectl("del", f"{G}:s")
+    for fmt, text in outputs.items():
+        assert "\x1b" not in text and "\x07" not in text and "\ufffd" not in text, (fmt, text)
+    assert outputs["text"].count("pt\\xff\\x1b]0;x\\x07 ") == 2, outputs["text"]  # the comm, escaped
+    assert f"sum_record+0x8 ({shown})" in outputs["text"] and "main+" in outputs["text"], outputs["text"]
+    folded = outputs["folded"].splitlines()
+    # (a frame's ';' is ':' in folded text, whose frames ';' separates)
+    assert len(folded) == 1 and folded[0].startswith("pt\\xff\\x1b]0:x\\x07;") and \
+        folded[0].endswith(";main;round_of_calls;sum_record 2"), folded
+    events = [json.loads(l) for l in outputs["json"].splitlines()]
+    assert [e["comm"] for e in events] == ["pt\\xff\\x1b]0;x\\x07"] * 2
+
+
 def test_hist_and_latency_name_it(live_tracefs, named):
     binary, link = named
     out = probectl("hist", "-x", str(binary), "add_ints", "--key", "comm", "--json", "--", link, "2")
