@@ -431,3 +431,60 @@ def test_perf_writes_argn_after_the_patchable_entry(perf_bin, arm64_vmlinux, tmp
     out = subprocess.run([perf_bin, "probe", "-k", str(arm64_vmlinux), "-D", "a64k:perf_argn=tcp_sendmsg $arg1"],
                          capture_output=True, text=True, env=dict(os.environ, HOME=str(tmp_path)))
     assert out.stdout.strip() == "p:a64k/perf_argn tcp_sendmsg+8 $arg1", out.stderr
+
+
+# --- BTF of the arm64 kernel: AAPCS64 ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def arm64_btf(arm64_vmlinux):
+    from probectl.debuginfo.btf import load_kernel_btf
+
+    return load_kernel_btf(arm64_vmlinux)
+
+
+@pytest.mark.vmlinux
+@pytest.mark.perf
+def test_btf_entry_arguments_equal_perf(perf_bin, arm64_vmlinux, arm64_btf, tmp_path):
+    """test_btf's definitions, placed by AAPCS64 from the arm64 kernel's BTF alone, equal perf's from its
+    DWARF (at FUNC+8, after ftrace's NOPs, where the registers still hold the arguments; perf also lists
+    inline copies, which BTF does not describe)."""
+    from tests.test_btf import PERF_DEFINITIONS, _btf_args
+
+    def perf(definition: str) -> str:
+        return subprocess.run([perf_bin, "probe", "-k", str(arm64_vmlinux), "-D", definition], capture_output=True,
+                              text=True, env=dict(os.environ, HOME=str(tmp_path))).stdout
+
+    for definition in PERF_DEFINITIONS:
+        function = definition.split()[0]
+        # (FUNC+0 where the function has no patchable entry: a notrace one)
+        theirs = [line.split() for line in perf(definition).splitlines()
+                  if line.split()[1:2] in ([f"{function}+8"], [f"{function}+0"])]
+        assert theirs and _btf_args(arm64_btf, definition) == theirs[0][2:], definition
+
+
+@pytest.mark.vmlinux
+@pytest.mark.perf
+def test_btf_stack_and_reference_arguments(perf_bin, arm64_vmlinux, arm64_btf, tmp_path):
+    """The ninth integer argument is at 0(%sp) (the return address is in %lr, not on the stack), as perf
+    reads it from DWARF; a va_list (a 32-byte struct) is passed by reference, its address in the
+    argument's register: at the entry perf's DWARF location (%x21, where the prologue keeps it later)
+    does not hold it yet, %x2 does; a 4-byte struct by value is the low bits of its register."""
+    from probectl.resolve.btf_fetch import btf_fetch, btf_retval
+    from probectl.spec import parse_probe
+
+    def fetched(function: str, expr: str):
+        arg = parse_probe(f"{function} {expr}").args[0]
+        return btf_fetch(arm64_btf, function, arg.expr, arg.type)
+
+    def fetch(function: str, expr: str) -> str:
+        return fetched(function, expr).fetch
+
+    perf = subprocess.run([perf_bin, "probe", "-k", str(arm64_vmlinux), "-D", "__blk_add_trace cgid",
+                           "-D", "audit_log_vformat args.__gr_offs"], capture_output=True, text=True,
+                          env=dict(os.environ, HOME=str(tmp_path))).stdout.splitlines()
+    assert perf[0].endswith(" cgid=+0(%sp):x64") and fetch("__blk_add_trace", "cgid") == "+0(%sp)"
+    assert perf[1].endswith(" __gr_offs=+24(%x21):s32") and fetch("audit_log_vformat", "args.__gr_offs") == "+24(%x2)"
+    kuid = fetched("from_kuid", "kuid.val")
+    assert (kuid.fetch, kuid.type) == ("%x1", "b32@0/64")
+    assert btf_retval(arm64_btf, "tcp_sendmsg").type == "s32"
