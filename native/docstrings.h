@@ -10,8 +10,11 @@
 	"\n" \
 	"* a stream is ``(cpu, buffer, offset, size)``: ``size`` bytes of pages at ``offset`` of ``buffer``\n" \
 	"  (bytes, an mmap: anything with the buffer protocol);\n" \
-	"* a field is ``(offset, size, loc, kind, elem_size, signed)`` (``LOC_*``, ``KIND_*``), as\n" \
-	"  :func:`probectl.ringbuf.field_spec` makes it."
+	"* a field is ``(offset, size, loc, kind, elem_size, signed[, bound_size, bound_offset, head_size,\n" \
+	"  head_offset])`` (``LOC_*``, ``KIND_*``; a counted ``KIND_STR`` ends at the length in the integer\n" \
+	"  of ``bound_size`` bytes at ``bound_offset``, and is its head, ``head_size`` bytes at\n" \
+	"  ``head_offset``, where the text to the NUL falls short), as :func:`probectl.ringbuf.field_spec`\n" \
+	"  makes it."
 
 #define DOC_parse_page \
 	"parse_page(data, long_size=8, big_endian=False, page_size=-1)\n" \

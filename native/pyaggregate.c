@@ -26,7 +26,7 @@ static void Aggregator_dealloc(AggregatorObject *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-// A part: (src, (offset, size, loc, kind, elem_size, signed) or None, bucket, step, width).
+// A part: (src, a field as parse_field() reads it or None, bucket, step, width).
 static int parse_part(PyObject *item, struct agg_part *p)
 {
 	PyObject *field;
@@ -38,20 +38,8 @@ static int parse_part(PyObject *item, struct agg_part *p)
 			      &bucket, &step, &width))
 		return -1;
 	memset(p, 0, sizeof(*p));
-	if (field != Py_None) {
-		unsigned int offset, size;
-		int loc, kind, elem_size, is_signed;
-
-		if (!PyArg_ParseTuple(field, "IIiiip;a field is (offset, size, loc, kind, elem_size, signed)",
-				      &offset, &size, &loc, &kind, &elem_size, &is_signed))
-			return -1;
-		p->field.offset = offset;
-		p->field.size = size;
-		p->field.loc = (uint8_t)loc;
-		p->field.kind = (uint8_t)kind;
-		p->field.elem_size = (uint8_t)elem_size;
-		p->field.is_signed = (uint8_t)is_signed;
-	}
+	if (field != Py_None && parse_field(field, &p->field))
+		return -1;
 	p->src = (uint8_t)src;
 	p->bucket = (uint8_t)bucket;
 	p->step = step;

@@ -71,6 +71,11 @@ PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs);
 // caller frees it); 0, or -1 with an exception (@what: the TypeError's text). (pyrecorder.c)
 int int_list(PyObject *obj, const char *what, Py_ssize_t *n, int **ret);
 
+// A field spec (offset, size, loc, kind, elem_size, signed[, bound_size, bound_offset, head_size,
+// head_offset]), as
+// probectl.ringbuf.field_spec makes it, into *@f; 0, or -1 with an exception. (pyreader.c)
+int parse_field(PyObject *item, struct rb_field *f);
+
 // The next batch of up to @max events into self->batch: the count (0 at the end), or -1.
 Py_ssize_t reader_fill(ReaderObject *self, Py_ssize_t max);
 

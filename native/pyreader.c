@@ -48,26 +48,33 @@ static void Reader_dealloc(ReaderObject *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int parse_field(PyObject *item, struct rb_field *f)
+int parse_field(PyObject *item, struct rb_field *f)
 {
-	unsigned int offset, size;
-	int loc, kind, elem_size, is_signed;
+	unsigned int offset, size, bound_offset = 0, head_size = 0, head_offset = 0;
+	int loc, kind, elem_size, is_signed, bound_size = 0;
 
-	if (!PyArg_ParseTuple(item, "IIiiip;a field is (offset, size, loc, kind, elem_size, signed)",
-			      &offset, &size, &loc, &kind, &elem_size, &is_signed))
+	if (!PyArg_ParseTuple(item, "IIiiip|iIII;a field is (offset, size, loc, kind, elem_size, signed[, "
+			      "bound_size, bound_offset, head_size, head_offset])", &offset, &size, &loc,
+			      &kind, &elem_size, &is_signed, &bound_size, &bound_offset, &head_size,
+			      &head_offset))
 		return -1;
 	if (loc < 0 || loc > RB_LOC_TAIL || kind < 0 || kind > RB_KIND_STR_ARRAY ||
-	    elem_size < 0 || elem_size > 8) {
-		PyErr_Format(PyExc_ValueError, "bad field (loc %d, kind %d, elem_size %d)", loc,
-			     kind, elem_size);
+	    elem_size < 0 || elem_size > 8 || bound_size < 0 || bound_size > 8) {
+		PyErr_Format(PyExc_ValueError, "bad field (loc %d, kind %d, elem_size %d, bound_size %d)",
+			     loc, kind, elem_size, bound_size);
 		return -1;
 	}
+	memset(f, 0, sizeof(*f));
 	f->offset = offset;
 	f->size = size;
 	f->loc = (uint8_t)loc;
 	f->kind = (uint8_t)kind;
 	f->elem_size = (uint8_t)elem_size;
 	f->is_signed = (uint8_t)is_signed;
+	f->bound_size = (uint8_t)bound_size;
+	f->bound_offset = bound_offset;
+	f->head_size = head_size;
+	f->head_offset = head_offset;
 	return 0;
 }
 

@@ -136,6 +136,12 @@ int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *forma
 			    f->elem_size != 1 && f->elem_size != 2 && f->elem_size != 4 &&
 			    f->elem_size != 8)
 				return RB_ERR_INVAL;
+			if ((f->bound_size || f->head_size) &&
+			    ((f->kind != RB_KIND_STR && f->kind != RB_KIND_INT_ARRAY) ||
+			     (f->head_size && f->kind != RB_KIND_STR) ||
+			     (f->bound_size != 1 && f->bound_size != 2 && f->bound_size != 4 &&
+			      f->bound_size != 8)))
+				return RB_ERR_INVAL;
 		}
 		schema->index[fmt->id] = (int32_t)i;
 	}
@@ -185,11 +191,34 @@ bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t le
 
 	ret->ptr = rec + off;
 	ret->len = n;
+	// A slice ends at its length, in elements (a record too short for it keeps the whole array).
+	if (field->kind == RB_KIND_INT_ARRAY && field->bound_size && field->elem_size &&
+	    field->bound_offset <= len && field->bound_size <= len - field->bound_offset) {
+		uint64_t bound = rb_read_uint(rec + field->bound_offset, field->bound_size, swap);
+
+		if (bound < n / field->elem_size)
+			ret->len = (uint32_t)bound * field->elem_size;
+	}
 	if (field->kind == RB_KIND_STR) {
 		const uint8_t *nul = memchr(ret->ptr, 0, n);
 
 		if (nul)
 			ret->len = (uint32_t)(nul - ret->ptr);
+		// A counted string ends at its length: the kernel read on to a NUL past it. (A record
+		// too short for its parts keeps the text to the NUL.)
+		if (field->bound_size && field->bound_offset <= len &&
+		    field->bound_size <= len - field->bound_offset) {
+			uint64_t bound = rb_read_uint(rec + field->bound_offset, field->bound_size, swap);
+			uint32_t head = field->head_size;
+
+			if (bound < ret->len) {
+				ret->len = (uint32_t)bound;
+			} else if (head && ret->len < bound && ret->len < head &&
+				   field->head_offset <= len && head <= len - field->head_offset) {
+				ret->ptr = rec + field->head_offset;
+				ret->len = bound < head ? (uint32_t)bound : head;
+			}
+		}
 	}
 	return true;
 }
@@ -206,6 +235,8 @@ bool rb_str_array_item(const struct rb_field *field, const uint8_t *rec, uint32_
 	one.offset = field->offset + 4 * i;
 	one.size = 4;
 	one.kind = RB_KIND_STR;
+	one.bound_size = 0;
+	one.head_size = 0;
 	if (!rb_field_span(&one, rec, len, swap, ret))
 		return false;
 	if (!(rb_read_uint(rec + one.offset, 4, swap) >> 16))

@@ -134,6 +134,16 @@ struct rb_field {
 	uint8_t kind;			// enum rb_kind
 	uint8_t elem_size;		// RB_KIND_INT_ARRAY: 1, 2, 4 or 8
 	uint8_t is_signed;
+	// RB_KIND_STR of a counted string (a Go or Rust string, a std::string, whose bytes need not
+	// have a NUL after them): its length is the unsigned integer of bound_size bytes (1, 2, 4 or
+	// 8) at bound_offset of the record, and the text ends there; bound_size 0: no such length.
+	// RB_KIND_INT_ARRAY of a slice: the same length, in elements, ends the array.
+	// Where the text read to a NUL is shorter than the length (the kernel found no NUL within its
+	// limit, or one inside the string), its first head_size bytes at head_offset (0: none) are it.
+	uint8_t bound_size;
+	uint32_t bound_offset;
+	uint32_t head_offset;
+	uint32_t head_size;
 };
 
 // The fields of one event id, in the order the caller wants them.
@@ -154,7 +164,8 @@ struct rb_schema {
  * rb_schema_init - check the formats and build the id index
  *
  * Returns RB_ERR_INVAL for a bad field (an RB_KIND_INT that is not fixed or not 1/2/4/8 bytes,
- * an unknown loc/kind, an array element size that is not 1/2/4/8) or a duplicate id.
+ * an unknown loc/kind, an array element size that is not 1/2/4/8, a length bound on a field
+ * that is not RB_KIND_STR or of a size that is not 1/2/4/8) or a duplicate id.
  */
 int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *formats, uint32_t nformats);
 

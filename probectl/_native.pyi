@@ -5,8 +5,11 @@ interface on top of it. Shapes the functions share:
 
 * a stream is ``(cpu, buffer, offset, size)``: ``size`` bytes of pages at ``offset`` of ``buffer``
   (bytes, an mmap: anything with the buffer protocol);
-* a field is ``(offset, size, loc, kind, elem_size, signed)`` (``LOC_*``, ``KIND_*``), as
-  :func:`probectl.ringbuf.field_spec` makes it.
+* a field is ``(offset, size, loc, kind, elem_size, signed[, bound_size, bound_offset, head_size,
+  head_offset])`` (``LOC_*``, ``KIND_*``; a counted ``KIND_STR`` ends at the length in the integer
+  of ``bound_size`` bytes at ``bound_offset``, and is its head, ``head_size`` bytes at
+  ``head_offset``, where the text to the NUL falls short), as :func:`probectl.ringbuf.field_spec`
+  makes it.
 """
 # The one place the Python types and the documentation of probectl._native are written (as drgn's
 # _drgn.pyi): what each function and method of native/py*.c takes (names, keyword-only parameters,
@@ -19,7 +22,7 @@ from typing import Any, Callable, Literal, Optional, Sequence, TypedDict, Union,
 from typing_extensions import Buffer
 
 _Stream = tuple[int, Buffer, int, int]
-_FieldSpec = tuple[int, int, int, int, int, bool]
+_FieldSpec = Union[tuple[int, int, int, int, int, bool], tuple[int, int, int, int, int, bool, int, int, int, int]]
 _Lost = tuple[int, int, int]  # (index of the event it comes before, cpu, count: -1 unknown)
 _Threads = tuple[Buffer, Buffer]  # (tids ascending, their tgids): int32 buffers of one length
 

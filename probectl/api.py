@@ -16,15 +16,39 @@
 Both read probectl's and trace-cmd's trace.dat files (versions 6 and 7, compressed or not).
 Events come out merged by time across CPUs. ``ev.fields`` maps field names to values: numbers as
 ints, strings as str, arrays as tuples.
+
+A recording made with ``-g`` (``record -g``, ``--call-graph dwarf``) has the stacks of its events,
+named as ``script`` names them::
+
+        for ev, stack in trace.stacks("probe_libc:malloc"):
+            callers = [f.name for f in stack.user]           # innermost first: malloc, its caller, ...
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 from .formats import EventFormat, event_matches
 from .ringbuf import Columns, Event
 from .tracedat import TraceFile, open_trace
+
+
+class Frame(NamedTuple):
+    """One frame of a stack: its address, the function there (``[unknown]`` when nothing names it),
+    the offset into it, and the file (``[kernel.kallsyms]``, a library's path, a JIT map)."""
+
+    address: int
+    name: str
+    offset: int
+    dso: str
+
+
+class Stack(NamedTuple):
+    """The stacks recorded with an event: the user and the kernel frames, innermost first (either empty
+    when the recording has none of that kind for the event)."""
+
+    user: list[Frame]
+    kernel: list[Frame]
 
 
 class Trace:
@@ -79,6 +103,19 @@ class Trace:
             yield from reader.batches(max_events)
         finally:
             reader.close()
+
+    def stacks(self, *events: str) -> Iterator[tuple[Event, Stack]]:
+        """Every event in time order (with ``events``, only those, as :meth:`events` takes them) with
+        its stacks; a stack record itself (``ftrace:kernel_stack``, ``probectl:user_callchain``) is no
+        event here."""
+        from .script import events_with_frames  # (the joining and naming of stacks is script's)
+
+        formats = self.file.formats
+        for row, frames in events_with_frames(self.file, events):
+            ts, cpu, event_id, pid, flags, preempt, values = row[:7]
+            user = [Frame(a, n, o, d) for kind, a, n, o, d in frames if kind == "user"]
+            kernel = [Frame(a, n, o, d) for kind, a, n, o, d in frames if kind == "kernel"]
+            yield Event(ts, cpu, event_id, pid, flags, preempt, formats.get(event_id), values), Stack(user, kernel)
 
     def comm(self, pid: int) -> str:
         """The command name of a pid, from the names saved in the file."""

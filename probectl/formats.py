@@ -17,6 +17,17 @@ only: the kernel's type text does not always agree with them (``u8 arr[]`` of si
 ``:x8[4]`` probe argument, ``unsigned int fd`` of size 8 in syscall events), and older kernels
 differ in their common fields (``common_lock_depth``, ``common_padding``). The ``header_page``
 file uses the same ``field:`` syntax and can be read with :func:`parse_fields`.
+
+A counted string: the kernel's ``string`` fetch reads to a NUL, but a Go or Rust string (and a
+``std::string`` holding a NUL) ends at its length, with other bytes after it, and with no NUL for
+kilobytes after a literal of a Go program, where the fetch gives nothing. probectl fetches its text
+as a ``string`` (``key``, a ``__data_loc char[]``), its length as an integer field named ``key__len``
+and, where no NUL may follow it, its first 64 bytes as an array ``key__head``
+(:data:`STRING_PART_SUFFIXES`); the decoders give the text read to the NUL when it reaches the
+length, else the head, cut at the length. The parts are hidden from :attr:`EventFormat.event_fields`
+(the string field's ``bound`` and ``head`` locate them). Other readers see plain fields: trace-cmd
+prints all three, the text uncut. A slice (Go's ``[]T``, Rust's ``&[T]``) is the same with a fixed
+integer array of its first elements for the text, cut at ``NAME__len`` elements.
 """
 from __future__ import annotations
 
@@ -24,7 +35,7 @@ import fnmatch
 import re
 from typing import Optional
 
-from .dataclass import dataclass
+from .dataclass import dataclass, replace
 from .errors import FormatError
 
 # Element sizes of the types whose arrays the kernel writes with empty brackets (``u8 arr[]``).
@@ -62,6 +73,11 @@ class Field:
     array_len: Optional[int] = None
     is_common: bool = False
     is_rel_loc: bool = False
+    # A counted string's parts: (offset, size) of the integer that ends its text, and of the array of
+    # its first bytes; ``is_string_part``: this field is such a part (hidden from event_fields).
+    bound: Optional[tuple[int, int]] = None
+    head: Optional[tuple[int, int]] = None
+    is_string_part: bool = False
 
     @property
     def is_string(self) -> bool:
@@ -146,6 +162,43 @@ def _parse_field_line(line: str, lineno: int) -> Field:
     )
 
 
+STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
+
+
+def string_part_name(name: str, role: str) -> str:
+    """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``."""
+    return name + STRING_PART_SUFFIXES[role]
+
+
+def _with_string_parts(fields: list[Field]) -> list[Field]:
+    """``fields`` with each counted string (a ``__data_loc char[]`` ``key`` with an integer
+    ``key__len`` of 1 to 8 bytes, and maybe a byte array ``key__head``) given its parts, which are
+    marked as such."""
+    by_name = {f.name: i for i, f in enumerate(fields)}
+    out = list(fields)
+    for j, text in enumerate(fields):
+        is_string = text.is_data_loc and text.array_len is None and text.element_type in _CHAR_TYPES
+        # (a slice, Go's or Rust's: its first elements as a fixed array, cut at its length too)
+        is_slice = not text.is_data_loc and text.is_array and text.element_type not in _CHAR_TYPES
+        if not (is_string or is_slice):
+            continue
+        i = by_name.get(string_part_name(text.name, "length"))
+        length = fields[i] if i is not None else None
+        if length is None or length.is_data_loc or length.is_array or length.size not in (1, 2, 4, 8):
+            continue
+        out[j] = replace(text, bound=(length.offset, length.size))
+        out[i] = replace(length, is_string_part=True)  # type: ignore[index]
+        if is_slice:
+            continue
+        k = by_name.get(string_part_name(text.name, "head"))
+        head = fields[k] if k is not None else None
+        if head is not None and head.is_array and not head.is_data_loc and head.size > 0 \
+                and _ELEMENT_SIZES.get(head.element_type) == 1:
+            out[j] = replace(out[j], head=(head.offset, head.size))
+            out[k] = replace(head, is_string_part=True)  # type: ignore[index]
+    return out
+
+
 def parse_fields(text: str) -> tuple[Field, ...]:
     """Every ``field:`` line of ``text`` (a format file's field list, or the ``header_page`` file)."""
     fields = []
@@ -183,7 +236,8 @@ class EventFormat:
 
     @property
     def event_fields(self) -> tuple[Field, ...]:
-        return tuple(f for f in self.fields if not f.is_common)
+        """The fields of the event's own values: not the common ones, nor a counted string's parts."""
+        return tuple(f for f in self.fields if not f.is_common and not f.is_string_part)
 
     @property
     def full_name(self) -> str:
@@ -243,4 +297,5 @@ class EventFormat:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise FormatError(f"the format of {what} has two fields named {dup!r}")
-        return cls(system=system, name=name, id=event_id, fields=tuple(fields), print_fmt=print_fmt)
+        return cls(system=system, name=name, id=event_id, fields=tuple(_with_string_parts(fields)),
+                   print_fmt=print_fmt)

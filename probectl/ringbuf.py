@@ -77,8 +77,14 @@ def _element_size(elem: str, long_size: int) -> Optional[int]:
     return None
 
 
-def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> tuple[int, int, int, int, int, bool]:
-    """The C decoder's description of ``field``: (offset, size, loc, kind, elem_size, signed).
+# (offset, size, loc, kind, elem_size, signed), and a counted string's bound and head (probectl._native's _FieldSpec)
+FieldSpec = Union[tuple[int, int, int, int, int, bool], tuple[int, int, int, int, int, bool, int, int, int, int]]
+
+
+def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> FieldSpec:
+    """The C decoder's description of ``field``: (offset, size, loc, kind, elem_size, signed), and
+    for a counted string or slice (``Field.bound``, :mod:`probectl.formats`) its length's (size,
+    offset) and its head's (size, offset) after them (0, 0 without a head).
 
     Integers of 1, 2, 4 or 8 bytes are numbers; ``char`` arrays and ``__data_loc char[]`` are text
     (up to the first NUL); ``__data_loc char[][N]`` (a probe's ``:string[N]``: N data_loc words,
@@ -95,6 +101,10 @@ def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> tuple
                 return (field.offset, field.size, loc, KIND_STR_ARRAY, 4, False)
             return (field.offset, field.size, LOC_FIXED, KIND_BYTES, 0, False)
         if elem in _CHAR_TYPES:
+            if field.bound is not None:
+                head_offset, head_size = field.head or (0, 0)
+                return (field.offset, 4, loc, KIND_STR, 0, False, field.bound[1], field.bound[0], head_size,
+                        head_offset)
             return (field.offset, 4, loc, KIND_STR, 0, False)
         esize = _element_size(elem, long_size)
         if esize in (1, 2, 4, 8):
@@ -109,6 +119,9 @@ def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> tuple
             esize = field.size // field.array_len if field.size % field.array_len == 0 else None
         esize = esize or _element_size(elem, long_size)
         if esize in (1, 2, 4, 8) and (loc == LOC_TAIL or field.size % esize == 0):
+            if field.bound is not None and loc == LOC_FIXED:  # (a slice: as many elements as its length)
+                return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed, field.bound[1],
+                        field.bound[0], 0, 0)
             return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed)
         return (field.offset, field.size, loc, KIND_BYTES, 0, False)
     if field.size in (1, 2, 4, 8):
@@ -121,7 +134,7 @@ def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> tuple
 _TAIL_FIELDS = {("ftrace", "kernel_stack", "caller")}
 
 
-def format_specs(fmt: EventFormat, long_size: int = 8) -> tuple[tuple[int, int, int, int, int, bool], ...]:
+def format_specs(fmt: EventFormat, long_size: int = 8) -> tuple[FieldSpec, ...]:
     """The C field table of every non-common field of ``fmt``, in the format's order."""
     return tuple(
         field_spec(f, long_size, tail=(fmt.system, fmt.name, f.name) in _TAIL_FIELDS)

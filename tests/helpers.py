@@ -9,6 +9,7 @@ failure, so nothing skips silently.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Mapping, NoReturn, Optional, Union
+from typing import Iterator, Mapping, NoReturn, Optional, Union
 
 import pytest
 
@@ -209,15 +210,17 @@ def build_cxx_fixture(name: str, opt: str = "-O0") -> Path:
     return out
 
 
-def build_rust_fixture(name: str, opt: str = "0") -> Path:
+def build_rust_fixture(name: str, opt: str = "0", mangling: str = "legacy") -> Path:
     """Build fixtures/<name>.rs with rustc (Debian's rustc: a skip, a failure in CI, without it) at
-    ``-C opt-level=opt``, with its DWARF; cached as build_program caches."""
+    ``-C opt-level=opt``, with its DWARF, its symbols mangled by ``mangling`` (``legacy``, Debian's
+    rustc's default, or ``v0``: ``-C symbol-mangling-version=v0``, the program's own; the standard
+    library is legacy, as built); cached as build_program caches."""
     # (Debian's, as CI installs it, before a rustup toolchain that may be first on PATH)
     rustc = "/usr/bin/rustc" if os.access("/usr/bin/rustc", os.X_OK) else require_tool("rustc", "rustc")
     src = FIXTURES / f"{name}.rs"
-    flags = ["-g", "-C", f"opt-level={opt}"]
+    flags = ["-g", "-C", f"opt-level={opt}"] + (["-C", "symbol-mangling-version=v0"] if mangling == "v0" else [])
     ident = str(src).encode() + b"\0" + src.read_bytes() + " ".join(flags).encode() + rustc.encode()
-    out = BUILD_DIR / f"{name}-rs{opt}-{hashlib.sha1(ident).hexdigest()[:12]}"
+    out = BUILD_DIR / f"{name}-rs{opt}{'-v0' if mangling == 'v0' else ''}-{hashlib.sha1(ident).hexdigest()[:12]}"
     if not out.exists():
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
@@ -323,6 +326,19 @@ def tracefs_snapshot() -> dict[str, str]:
     if instances.is_dir():
         snap["instances"] = "\n".join(sorted(os.listdir(instances)))
     return snap
+
+
+@contextlib.contextmanager
+def added_probes(binary: Union[str, Path], definitions: list[str], groups: list[str]) -> Iterator[Path]:
+    """The probe events of ``definitions`` on ``binary``, added for the block (which gets the binary)
+    and deleted after it, every event of ``groups``; tracefs must then be as it was before."""
+    before = tracefs_snapshot()
+    probectl("add", "-x", str(binary), *definitions)
+    try:
+        yield Path(binary)
+    finally:
+        probectl("del", *(f"{g}:*" for g in groups), check=False)
+        assert tracefs_snapshot() == before
 
 
 class FifoReader:

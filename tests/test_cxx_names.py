@@ -126,7 +126,9 @@ def test_a_glob_over_demangled_names(shop):
     ("shop::overloaded(char)", "Probe point 'shop::overloaded(char)' not found",
      "its overloads: shop::overloaded(int), shop::overloaded(long, int)"),
     ("_Zbogus", "'_Zbogus' is no symbol of the program and demangles to nothing", "--no-demangle"),
-    ("_RNvC4shop3add", "'_RNvC4shop3add' is a Rust v0 mangled name", "--no-demangle"),
+    ("_RNvC4shop", "'_RNvC4shop' is no symbol of the program and demangles to nothing: it is not a valid Rust v0",
+     "--no-demangle"),
+    ("_RNvC4shop3add", "Probe point '_RNvC4shop3add' not found", "probectl funcs"),  # (shop::add: none here)
     ("shop::Cart::nothing", "Probe point 'shop::Cart::nothing' not found", "did you mean"),
 ])
 def test_bad_cxx_names_are_clear_errors(shop, definition, message, hint):
@@ -170,3 +172,64 @@ def test_lines_takes_qualified_names(shop):
     assert out.stdout.startswith("<add@") and "int Cart::add(const Item *it, int qty)" in out.stdout
     both = probectl("lines", "-x", str(shop), "shop::overloaded")
     assert sum(line.startswith("<overloaded@") for line in both.stdout.splitlines()) == 2
+
+
+def test_a_function_inlined_everywhere_is_found_in_dwarf(shop):
+    """shop::Cart::twice is always_inline: no symbol names it, DWARF does (its declaration's linkage
+    name); its inline instance is probed as perf probes it by that name (-O0; at -O2 perf fails,
+    "Failed to find symbol", and the live test is the oracle), its event named from the qualified name."""
+    assert not [s for s in ElfFile(shop).functions() if "twice" in s.name]
+    ours = probectl("add", "-D", "-x", str(shop), "shop::Cart::twice x").stdout
+    assert ours.split()[0].endswith("/shop_Cart_twice")
+    assert probectl("add", "-D", "-x", str(shop), "shop::Cart::twice(int) const x").stdout == ours
+    theirs = subprocess.run([_perf(), "probe", "-x", str(shop), "-D", "_ZNK4shop4Cart5twiceEi x"], capture_output=True,
+                            text=True)
+    if shop.name.startswith("cxx_shop-cxx-O0"):
+        assert [_rest(line) for line in ours.splitlines()] == [_rest(line) for line in theirs.stdout.splitlines()]
+    assert "not found" in fails("add", "-D", "-x", str(shop), "shop::Base::twice x")
+
+
+@pytest.mark.parametrize("parts", [("3add",), ("5count",), ("9_M_append", "9__M_append"), ("4size",), ("nothing",)])
+def test_the_symbols_holding_a_name_are_those_a_full_decode_finds(shop, parts):
+    """ElfFile.functions_holding (the string tables searched, only the matching entries decoded: what
+    a qualified name's lookup reads of a large library) gives what filtering every function gives,
+    on the fixture and on the system's libstdc++ (tail-shared strings, versions)."""
+    def key(s):
+        return (s.name, s.value, s.version)
+
+    for path in (shop, Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")):
+        if not path.exists():
+            continue
+        holding = ElfFile(path).functions_holding(parts)
+        every = [s for s in ElfFile(path).functions() if any(p in s.name for p in parts)]
+        assert sorted(map(key, holding)) == sorted(map(key, every))
+
+
+def test_funcs_lists_the_same_from_its_kept_list(tmp_path):
+    """The demangled listing of a large C++ library is kept on disk by the file (funcs there is mostly
+    demangling): a second run reads it and lists what a run without a cache lists, a changed file is
+    listed anew; a small program's is not kept."""
+    lib = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    if not lib.exists():
+        missing("libstdc++6 is not installed")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    kept = tmp_path / "cache" / "probectl"
+    cold = probectl("funcs", "--json", "-x", str(lib), env={"PROBECTL_NO_CACHE": "1"}).stdout
+    assert probectl("funcs", "--json", "-x", str(lib), env=env).stdout == cold
+    assert len(list(kept.glob("demangled-functions-*"))) == 1
+    assert probectl("funcs", "--json", "-x", str(lib), env=env).stdout == cold
+    copy = tmp_path / "libcopy.so"
+    copy.write_bytes(lib.read_bytes())
+    assert probectl("funcs", "--json", "-x", str(copy), env=env).stdout == cold.replace(str(lib), str(copy))
+    assert len(list(kept.glob("demangled-functions-*"))) == 2, "its own list"
+    probectl("funcs", "-x", str(build_cxx_fixture("cxx_shop")), env=env)
+    assert len(list(kept.glob("demangled-functions-*"))) == 2, "a small program's list is not kept"
+
+
+@pytest.mark.parametrize("payload", [((), ()), (("f",), ((1, 2),), 3), (("f", "g"), ((1, 2),)), ((1,), ((1, 2),)),
+                                     (("f",), ((1,),)), (("f",), (("1", 2),)), (["f"], [(1, 2)])])
+def test_a_kept_list_not_of_the_rows_shape_is_not_trusted(payload):
+    from probectl.debuginfo.demangle import _kept_rows
+
+    assert _kept_rows(payload) in (None, {})
+    assert _kept_rows((("f",), ((16, 8),))) == {"f": (16, 8)}

@@ -829,3 +829,30 @@ def test_file_names_with_a_relative_compilation_directory(tmp_path, dwarf):
         files = {f for cu in debuginfo.dwarf.iter_CUs() for f in debuginfo.line_table(cu).files()}
     assert {"./malloc/target.c", "./malloc/use.c", "./malloc/inc/extra.h"} <= files, sorted(files)
     assert not any("malloc/./malloc" in f for f in files)
+
+
+def _instances_read_both_ways(di: DebugInfo, names: list[str]) -> int:
+    """Each function's instances (and their callers) read from its unit's bytes equal those of the
+    walk over its unit's DIEs (a second DebugInfo, made to walk); the number compared."""
+    walker = DebugInfo.open(di.path)
+    compared = 0
+    for name in names:
+        for fn in di.find_functions(name):
+            (other,) = [f for f in walker.find_functions(name) if f.die.offset == fn.die.offset]
+            walker._by_origin[other.cu.cu_offset] = None  # (no bytes to read: the DIE walk)
+            for skip in (True, False):
+                fast, walked = di.instances(fn, skip), walker.instances(other, skip)
+                assert [(f.die.offset, f.caller and f.caller.die.offset) for f in fast] == \
+                       [(f.die.offset, f.caller and f.caller.die.offset) for f in walked], name
+                compared += len(walked)
+    return compared
+
+
+def test_inline_instances_from_the_bytes_are_the_walks(fixture_bins):
+    assert _instances_read_both_ways(fixture_bins.di("dwarf_inline", "-O2"), ["square", "clamp"]) >= 2
+
+
+@pytest.mark.libcdbg
+def test_inline_instances_from_the_bytes_are_the_walks_in_libc():
+    assert _instances_read_both_ways(_libc_debuginfo(), ["checked_request2size", "tcache_get", "arena_get2",
+                                                         "malloc_consolidate", "__libc_malloc"]) >= 5

@@ -10,8 +10,8 @@ from typing import Optional
 import pytest
 
 from probectl.debuginfo.place import Computed, Memory, Pieces, Reg, Register, Value, Var
-from probectl.debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, SCALAR_KIND,
-                                          Bitfield, scalar_fetch_type)
+from probectl.debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND,
+                                          SCALAR_KIND, Bitfield, scalar_fetch_type)
 from probectl.errors import LocationError, TypeMismatchError, ValueTooWideError
 from probectl.resolve.fetch import fetch_chain
 from probectl.resolve.render import RenderOptions
@@ -57,6 +57,9 @@ class FakeModel:
         found = agg.members.get(name)
         return M(*found) if found else None
 
+    def member_names(self, agg):
+        return list(agg.members)
+
     def no_member_error(self, owner, agg, name):
         return TypeMismatchError(f"'{owner}' ({agg.name}) has no member '{name}'")
 
@@ -80,6 +83,9 @@ class FakeModel:
 
     def user_memory(self, t):
         return bool(t and t.user)
+
+    def reads_through(self, t):
+        return t.name[:1] in ("&", "*")  # (DWARF's rule: pointer types the language names)
 
 
 MODEL = FakeModel()
@@ -196,3 +202,110 @@ def test_a_huge_c_index_is_an_error_end_to_end():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and out.stdout == "", out.stdout
     assert "'w->values[536870912]'" in out.stderr and "32-bit dereference offsets" in out.stderr
+
+
+# -- strings counted by a length (Go, Rust, libstdc++), known by their names and members --------------
+
+U8 = T(SCALAR_KIND, "uint8", 1)
+U8P = T(POINTER_KIND, "*uint8", 8, U8)
+GO_STRING = T(AGGREGATE_KIND, "struct string", 16, members={"str": (U8P, 0), "len": (LONG, 8)})
+RUST_STR = T(AGGREGATE_KIND, "struct &str", 16, members={"data_ptr": (U8P, 0), "length": (LONG, 8)})
+# alloc::string::String of rustc 1.63: vec: Vec<u8> {buf: RawVec {ptr: Unique {pointer}, cap}, len}
+UNIQUE = T(AGGREGATE_KIND, "struct Unique<u8>", 8, members={"pointer": (U8P, 0)})
+RAWVEC = T(AGGREGATE_KIND, "struct RawVec<u8>", 16, members={"cap": (LONG, 8), "ptr": (UNIQUE, 0)})
+VEC = T(AGGREGATE_KIND, "struct Vec<u8>", 24, members={"buf": (RAWVEC, 0), "len": (LONG, 16)})
+RUST_STRING = T(AGGREGATE_KIND, "struct String", 24, members={"vec": (VEC, 0)})
+HIDER = T(AGGREGATE_KIND, "struct _Alloc_hider", 8, members={"_M_p": (CHARP, 0)})
+STD_STRING = T(AGGREGATE_KIND, "class basic_string<char>", 32,
+               members={"_M_dataplus": (HIDER, 0), "_M_string_length": (LONG, 8)})
+STD_STRING_REF = T(REFERENCE_KIND, "string &", 8, STD_STRING)
+LABELLED = T(AGGREGATE_KIND, "struct Cart", 48, members={"items": (INT, 0), "label": (STD_STRING, 16)})
+LABELLEDP = T(POINTER_KIND, "struct Cart *", 8, LABELLED)
+
+
+def parts(r):
+    return [(p.role, p.fetch, p.type) for p in r.parts]
+
+
+def test_a_go_string_in_two_registers_is_its_text_bounded_by_its_length():
+    """Go's ABI passes s in %ax and %bx: the text from the first, its length the second, its first
+    bytes beside it (no NUL follows a Go string)."""
+    two = Pieces((Value(Reg(0)), Value(Reg(3))))
+    for cast in (None, TypeSpec("string")):
+        r = fetch(GO_STRING, two, ["s"], cast)
+        assert (r.fetch, r.type) == ("+0(%ax)", "string")
+        assert parts(r) == [("length", "%bx", "u64"), ("head", "+0(%ax)", "u8[64]")]
+    assert fetch(GO_STRING, two, ["s", Member("len", False)]).fetch == "%bx", "its members stay readable"
+    with pytest.raises(LocationError, match="held in 2 registers"):
+        fetch(GO_STRING, two, ["s"], TypeSpec("x", 64))
+
+
+def test_rust_strings_are_found_by_their_members_wherever_the_pointer_is():
+    r = fetch(RUST_STR, Memory(Value(Reg(7), 72)), ["key"])
+    assert (r.fetch, parts(r)) == ("+0(+72(%sp))", [("length", "+80(%sp)", "u64"), ("head", "+0(+72(%sp))", "u8[64]")])
+    r = fetch(RUST_STRING, Memory(Value(Reg(5))), ["name"])
+    assert (r.fetch, parts(r)[0]) == ("+0(+0(%di))", ("length", "+16(%di)", "u64"))
+
+
+def test_a_std_string_through_a_reference_and_a_member_needs_no_head():
+    """A std::string's text always has a NUL after it: its length bounds it, no head is read."""
+    r = fetch(STD_STRING_REF, Register(5), ["name"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(+0(%di))", "string", [("length", "+8(%di)", "u64")])
+    assert fetch(STD_STRING_REF, Register(5), ["name", Member("_M_string_length", False)]).fetch == "+8(%di)"
+    r = fetch(LABELLEDP, Register(5), ["this", Member("label", True)])
+    assert (r.fetch, parts(r), r.default_name) == ("+0(+16(%di))", [("length", "+24(%di)", "u64")], "label")
+
+
+def test_a_look_alike_without_a_byte_pointer_is_no_string():
+    wide = T(AGGREGATE_KIND, "struct string", 16, members={"str": (T(POINTER_KIND, "*int", 8, INT), 0),
+                                                           "len": (LONG, 8)})
+    with pytest.raises(ValueTooWideError):
+        fetch(wide, Memory(Value(Reg(7))), ["s"])
+
+
+def test_a_named_pointer_reads_members_through_dot_as_its_language_does():
+    """``it.id`` of a Rust ``&Item`` (or Go's ``s.polls`` of ``*Server``); C's pointers keep '->'."""
+    item = T(AGGREGATE_KIND, "struct Item", 16, members={"id": (INT, 8)})
+    ref = T(POINTER_KIND, "&Item", 8, item)
+    assert fetch(ref, Register(5), ["it", Member("id", False)]).fetch == "+8(%di)"
+    with pytest.raises(TypeMismatchError, match="must be referred by '->'"):
+        fetch(PAIRP, DI, ["p", Member("b", False)])
+
+
+LONGP = T(POINTER_KIND, "*int", 8, LONG)
+GO_SLICE = T(AGGREGATE_KIND, "struct []int", 24, members={"array": (LONGP, 0), "len": (LONG, 8), "cap": (LONG, 16)})
+RUST_SLICE = T(AGGREGATE_KIND, "struct &[u16]", 16,
+               members={"data_ptr": (T(POINTER_KIND, "*const u16", 8, T(SCALAR_KIND, "u16", 2)), 0),
+                        "length": (LONG, 8)})
+
+
+def test_a_slice_is_its_first_elements_bounded_by_its_length():
+    three = Pieces((Value(Reg(2)), Value(Reg(5)), Value(Reg(4))))
+    r = fetch(GO_SLICE, three, ["xs"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(%cx)", "s64[16]", [("length", "%di", "u64")])
+    r = fetch(GO_SLICE, three, ["xs"], TypeSpec("x", 32, array=64))
+    assert (r.type, parts(r)) == ("x32[64]", [("length", "%di", "u64")]), "a cast says the elements and how many"
+    r = fetch(RUST_SLICE, Memory(Value(Reg(7), 8)), ["v"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(+8(%sp))", "x16[16]", [("length", "+16(%sp)", "u64")])
+    with pytest.raises(LocationError, match="held in 3 registers"):
+        fetch(GO_SLICE, three, ["xs"], TypeSpec("x", 64))
+    of_structs = T(AGGREGATE_KIND, "struct []main.T", 24,
+                   members={"array": (PAIRP, 0), "len": (LONG, 8), "cap": (LONG, 16)})
+    with pytest.raises(LocationError, match="held in 3 registers"):
+        fetch(of_structs, three, ["ts"])
+
+
+def test_a_vec_and_a_reference_to_a_string_are_read_through():
+    """Rust's Vec<u32> (its pointer inside buf, as a String's) and a &String: read as what they refer
+    to, as Rust prints them."""
+    u32p = T(POINTER_KIND, "*const u32", 8, T(SCALAR_KIND, "u32", 4))
+    unique = T(AGGREGATE_KIND, "struct Unique<u32>", 8, members={"pointer": (u32p, 0)})
+    rawvec = T(AGGREGATE_KIND, "struct RawVec<u32, alloc::alloc::Global>", 16, members={"ptr": (unique, 0),
+                                                                                     "cap": (LONG, 8)})
+    vec = T(AGGREGATE_KIND, "struct Vec<u32, alloc::alloc::Global>", 24, members={"buf": (rawvec, 0),
+                                                                               "len": (LONG, 16)})
+    r = fetch(T(POINTER_KIND, "&alloc::vec::Vec<u32, alloc::alloc::Global>", 8, vec), Register(5), ["values"])
+    assert (r.fetch, r.type, parts(r)) == ("+0(+0(%di))", "x32[16]", [("length", "+16(%di)", "u64")])
+    r = fetch(T(POINTER_KIND, "&alloc::string::String", 8, RUST_STRING), Register(4), ["name"])
+    assert (r.fetch, parts(r)[0]) == ("+0(+0(%si))", ("length", "+16(%si)", "u64"))
+    assert fetch(PAIRP, DI, ["p"]).fetch == "%di", "a C pointer to a struct stays the pointer"

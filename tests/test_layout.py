@@ -23,7 +23,7 @@ LAYERS: dict[str, set[str]] = {
     "__main__": {"cli"},
     "cli": {"api", "probes", "record", "script", "analysis", "pictures", "resolve", "target", "spec", "filters", "tracedat",
             "tracefs", "events", "formats", "debuginfo", "debuginfo.dwarf", "debuginfo.btf", "arch", "cachedir"},
-    "api": {"tracedat", "ringbuf", "formats"},
+    "api": {"tracedat", "ringbuf", "formats", "script"},
     "probes": {"resolve", "target", "spec", "events", "tracefs", "formats", "debuginfo", "debuginfo.dwarf",
                "debuginfo.btf", "arch"},
     # (a traced run adds the probes of its definitions for the run: record composes probes, lazily)
@@ -60,9 +60,11 @@ LAYERS: dict[str, set[str]] = {
 }
 # Stages whose imports of these may only be lazy (inside the function that needs them): reading debug
 # information is rare in a recording (enum names in filters) and in a script (user symbols), and a run
-# resolves definitions (the resolver's DWARF and grammars) only when it was given some.
+# resolves definitions (the resolver's DWARF and grammars) only when it was given some; the Python
+# API joins and names stacks (script's work) only when asked for them.
 LAZY_ONLY = {("record", "debuginfo"), ("record", "debuginfo.dwarf"), ("record", "debuginfo.btf"),
-             ("record", "probes"), ("record", "target"), ("script", "debuginfo"), ("script", "target")}
+             ("record", "probes"), ("record", "target"), ("script", "debuginfo"), ("script", "target"),
+             ("api", "script")}
 
 
 def _module_name(path: Path) -> str:

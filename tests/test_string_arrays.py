@@ -68,7 +68,8 @@ def payload(strings: list[object]) -> bytes:
     return head + struct.pack("<3I", *words) + struct.pack("<i", len(strings)) + data
 
 
-def one_event_trace(tmp_path: Path, record: bytes) -> Path:
+def one_event_trace(tmp_path: Path, record: bytes, event_format: str = FORMAT, system: str = "probe_x") -> Path:
+    """A trace.dat of one record of ``event_format`` (of ``system``), written by task 77."""
     from probectl.tracedat import TraceMetadata, write_tracedat
     from tests.test_native import data_record, make_page
     from tests.test_tracedat import HEADER_EVENT, HEADER_PAGE
@@ -76,7 +77,7 @@ def one_event_trace(tmp_path: Path, record: bytes) -> Path:
     raw = tmp_path / "cpu0.raw"
     raw.write_bytes(make_page(data_record(record, 100), 10**9))
     meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
-                         ftrace_formats=[], event_formats=[("probe_x", [FORMAT])], kallsyms=b"",
+                         ftrace_formats=[], event_formats=[(system, [event_format])], kallsyms=b"",
                          printk_formats=b"", cmdlines="77 words\n", tgids="77 77\n",
                          trace_clock="[local] global counter", uname="Linux synthetic 1.0 x86_64", trace_id=1,
                          cpustats={0: "entries: 1\noverrun: 0\n"})

@@ -26,12 +26,12 @@
 #define ID_STACK 4
 
 // Record payload: common header (8 bytes), u64 at 8, s32 at 16, char[12] at 20, data_loc at 32.
-static const struct rb_field f_u64 = { 8, 8, RB_LOC_FIXED, RB_KIND_INT, 0, 0 };
-static const struct rb_field f_s32 = { 16, 4, RB_LOC_FIXED, RB_KIND_INT, 0, 1 };
-static const struct rb_field f_comm = { 20, 12, RB_LOC_FIXED, RB_KIND_STR, 0, 0 };
-static const struct rb_field f_name = { 32, 4, RB_LOC_DATA, RB_KIND_STR, 0, 0 };
-static const struct rb_field f_size = { 8, 4, RB_LOC_FIXED, RB_KIND_INT, 0, 1 };
-static const struct rb_field f_caller = { 16, 64, RB_LOC_TAIL, RB_KIND_INT_ARRAY, 8, 0 };
+static const struct rb_field f_u64 = { .offset = 8, .size = 8, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .elem_size = 0, .is_signed = 0 };
+static const struct rb_field f_s32 = { .offset = 16, .size = 4, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .elem_size = 0, .is_signed = 1 };
+static const struct rb_field f_comm = { .offset = 20, .size = 12, .loc = RB_LOC_FIXED, .kind = RB_KIND_STR, .elem_size = 0, .is_signed = 0 };
+static const struct rb_field f_name = { .offset = 32, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_STR, .elem_size = 0, .is_signed = 0 };
+static const struct rb_field f_size = { .offset = 8, .size = 4, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .elem_size = 0, .is_signed = 1 };
+static const struct rb_field f_caller = { .offset = 16, .size = 64, .loc = RB_LOC_TAIL, .kind = RB_KIND_INT_ARRAY, .elem_size = 8, .is_signed = 0 };
 
 static struct agg_part random_key(bool allow_stack)
 {

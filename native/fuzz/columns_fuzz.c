@@ -70,7 +70,7 @@ static void varlen_round(void)
 {
 	static const uint8_t kinds[] = { RB_KIND_STR, RB_KIND_BYTES, RB_KIND_INT_ARRAY };
 	static const uint8_t sizes[] = { 1, 2, 4, 8 };
-	struct rb_field f = { 0, 0, 0, kinds[rnd() % 3], sizes[rnd() % 4], (uint8_t)(rnd() & 1) };
+	struct rb_field f = { .offset = 0, .size = 0, .loc = 0, .kind = kinds[rnd() % 3], .elem_size = sizes[rnd() % 4], .is_signed = (uint8_t)(rnd() & 1) };
 	size_t n = rnd() % 40;
 	struct rb_span *spans = exact(n * sizeof(*spans));
 	uint8_t **bufs = exact(n * sizeof(*bufs));

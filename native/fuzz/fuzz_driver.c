@@ -85,6 +85,12 @@ static const struct rb_field fields[] = {
 	{ .offset = 13, .size = 1, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .is_signed = 1 },
 	{ .offset = 8, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_STR },
 	{ .offset = 12, .size = 4, .loc = RB_LOC_REL, .kind = RB_KIND_STR },
+	// (a counted string: its length and head elsewhere in the record, as probectl.formats links them)
+	{ .offset = 8, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_STR, .bound_size = 8, .bound_offset = 16,
+	  .head_size = 64, .head_offset = 12 },
+	// (a slice: its elements up to the length elsewhere in the record)
+	{ .offset = 16, .size = 16, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT_ARRAY, .elem_size = 8,
+	  .bound_size = 4, .bound_offset = 8 },
 	{ .offset = 16, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_INT_ARRAY, .elem_size = 8 },
 	{ .offset = 8, .size = 16, .loc = RB_LOC_FIXED, .kind = RB_KIND_STR },
 	{ .offset = 20, .size = 0, .loc = RB_LOC_TAIL, .kind = RB_KIND_INT_ARRAY, .elem_size = 4 },

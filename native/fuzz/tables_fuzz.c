@@ -26,8 +26,8 @@
 #define MAX_STREAMS	4
 #define MAX_PAGES	24
 
-static const struct rb_field int_fields[] = { { 8, 8, RB_LOC_FIXED, RB_KIND_INT, 0, 0 } };
-static const struct rb_field str_fields[] = { { 8, 4, RB_LOC_DATA, RB_KIND_STR, 0, 0 } };
+static const struct rb_field int_fields[] = { { .offset = 8, .size = 8, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .elem_size = 0, .is_signed = 0 } };
+static const struct rb_field str_fields[] = { { .offset = 8, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_STR, .elem_size = 0, .is_signed = 0 } };
 static const struct rb_event_format formats[] = { { 1, 1, int_fields }, { 2, 1, str_fields } };
 
 static size_t put_u32(uint8_t *p, uint32_t v)

@@ -39,8 +39,9 @@ SLICE_BYTES = 32 << 20
 
 
 def field_type(spec: tuple) -> pa.DataType:
-    """The Arrow type of a field from its decoder spec (offset, size, loc, kind, elem_size, signed)."""
-    _offset, size, _loc, kind, _elem, signed = spec
+    """The Arrow type of a field from its decoder spec (offset, size, loc, kind, elem_size, signed[, a
+    counted string's bound and head])."""
+    _offset, size, _loc, kind, _elem, signed = spec[:6]
     if kind == KIND_INT:
         return pa.uint64() if size == 8 and not signed else pa.int64()
     if kind == KIND_STR:

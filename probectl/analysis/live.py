@@ -57,10 +57,13 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
     with TracedRun(tfs, scope, notice=notice) as run:
         (names,) = run.events_of([word], target)
         event = _selected(tfs, _one(names, word), filter_text)
-        in_kernel = not user_space and kernel_has_hist(tfs, [event])
         keys = parse_keys(key_text, event.format, bucket=bucket)
         value = parse_value(value_name, event.format)
-        _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, event.name, user_space)
+        # (a counted string's key in the kernel would be its bytes read to a NUL, past its length)
+        counted = any(k.field is not None and k.field.bound is not None for k in keys)
+        in_kernel = not user_space and not counted and kernel_has_hist(tfs, [event])
+        _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, event.name, user_space,
+                     "a key is a string counted by a length" if counted and not user_space else "")
         live_names = LiveNames(tfs.root, {})
 
         def named(table: HistTable) -> HistTable:
@@ -540,8 +543,9 @@ def _measured(result: LatencyResult) -> LatencyResult:
     return result
 
 
-def _path_notice(notice: Callable[[str], None], path: str, event: str, forced: bool) -> None:
-    """Which path answers; for user space, why: asked for, or the kernel has no hist triggers."""
-    why = "" if path == KERNEL_PATH else " (--user-space)" if forced else " (this kernel has no hist triggers)"
+def _path_notice(notice: Callable[[str], None], path: str, event: str, forced: bool, reason: str = "") -> None:
+    """Which path answers; for user space, why: asked for, ``reason``, or the kernel has no hist triggers."""
+    why = ("" if path == KERNEL_PATH else " (--user-space)" if forced else f" ({reason})" if reason
+           else " (this kernel has no hist triggers)")
     notice(f"[ probectl: {'hist trigger in the kernel' if path == KERNEL_PATH else path + ' aggregation'}"
            f" of {event}{why} ]")

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
+import threading
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
 
 import duckdb
 
@@ -59,6 +60,7 @@ LOCKDOWN = ("SET enable_external_access = false", "SET autoload_known_extensions
 # The statements a query may be, as DuckDB's parser types them (``FROM t``, ``WITH``, ``VALUES``,
 # ``DESCRIBE``, ``SUMMARIZE``, ``SHOW`` and ``PIVOT ... IN (...)`` are SELECTs).
 READS = frozenset({duckdb.StatementType.SELECT})
+T = TypeVar("T")
 SPILL_SHARE = 0.5  # of the free space of the temporary directory's file system, a query's spill at most
 
 
@@ -195,6 +197,8 @@ class RecordingsDatabase:
             return self.con.execute(text)
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+        except RuntimeError as err:
+            raise _interrupted(err) from None
 
     def check(self, text: str) -> None:
         """That ``text`` is one statement, a SELECT, by DuckDB's own parser; else an :class:`SqlError`
@@ -219,35 +223,68 @@ class RecordingsDatabase:
         DuckDB's message."""
         self.check(text)
         try:
-            cur = self.con.execute(text)
+            cur = self._interruptible(lambda: self.con.execute(text))
             if cur.description is None:
                 return Result([], [])
-            return Result([d[0] for d in cur.description], cur.fetchall())
+            return Result([d[0] for d in cur.description], self._interruptible(cur.fetchall))
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+        except RuntimeError as err:
+            raise _interrupted(err) from None
 
     def stream(self, text: str, chunk: int = 1 << 16) -> tuple[list[str], Iterator[list[tuple]]]:
         """Run one query: its column names and its rows a chunk at a time (an answer of millions of
         rows is never held whole); errors are :class:`SqlError` as for :meth:`sql`."""
         self.check(text)
         try:
-            cur = self.con.execute(text)
+            cur = self._interruptible(lambda: self.con.execute(text))
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
+        except RuntimeError as err:
+            raise _interrupted(err) from None
         if cur.description is None:
             return [], iter(())
 
         def chunks() -> Iterator[list[tuple]]:
             while True:
                 try:
-                    rows = cur.fetchmany(chunk)
+                    rows = self._interruptible(lambda: cur.fetchmany(chunk))
                 except duckdb.Error as err:
                     raise sql_error(err, self.table_names()) from None
+                except RuntimeError as err:
+                    raise _interrupted(err) from None
                 if not rows:
                     return
                 yield rows
 
         return [d[0] for d in cur.description], chunks()
+
+    def _interruptible(self, work: Callable[[], T]) -> T:
+        """``work()`` (a DuckDB call), which Ctrl-C interrupts: DuckDB runs it on another thread while
+        this one waits, where Python's signal handler can run (it runs on the main thread between
+        bytecodes: DuckDB's own check of the signal missed some queries, a cross join ran on), and
+        a KeyboardInterrupt interrupts the query, waits for it to stop and goes on up."""
+        done: list = []
+
+        def run() -> None:
+            try:
+                done.append((True, work()))
+            except BaseException as err:  # (handed to the waiting thread)
+                done.append((False, err))
+
+        worker = threading.Thread(target=run, name="probectl-query", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.05)
+        except KeyboardInterrupt:
+            self.con.interrupt()
+            worker.join()
+            raise
+        ok, value = done[0]
+        if not ok:
+            raise value
+        return value
 
     def close(self) -> None:
         self.con.close()
@@ -275,6 +312,12 @@ def _columns(schema, read: Sequence[str]) -> str:
     have = set(read)
     return ", ".join(quote(f.name) if f.name in have else f"NULL::{_SQL_TYPES[str(f.type)]} AS {quote(f.name)}"
                      for f in schema)
+
+
+def _interrupted(err: RuntimeError) -> BaseException:
+    """What DuckDB's "Query interrupted" (a Ctrl-C while it ran: it took the signal's
+    KeyboardInterrupt) is: that KeyboardInterrupt again, which the command line ends quietly with."""
+    return KeyboardInterrupt() if "interrupted" in str(err).lower() else err
 
 
 def sql_error(err: Exception, tables: Iterable[str]) -> SqlError:

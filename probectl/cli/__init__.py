@@ -14,6 +14,20 @@ import io
 import os
 import signal
 import sys
+import types
+from typing import Optional
+
+
+_interrupted = False  # a Ctrl-C came while the command ran
+
+
+def _command_interrupt(signum: int, frame: Optional[types.FrameType]) -> None:
+    """Ctrl-C while the command runs: KeyboardInterrupt, as Python's own handler raises it, and the
+    fact remembered, for a library that turns it into an error of its own (DuckDB's "Query
+    interrupted", "counting the rows ... failed: KeyboardInterrupt")."""
+    global _interrupted
+    _interrupted = True
+    signal.default_int_handler(signum, frame)
 
 
 def _quiet_interrupt(signum: int, frame: object) -> None:
@@ -251,6 +265,8 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(signal.SIGINT, _quiet_interrupt)  # (the command has ended)
         if stdout is not None:
             stdout.restore()
+    if status == 130 and argv is None and _PROGRAM:
+        _exit_now(status)
     if argv is None:
         # The process ends here: the collection CPython makes as it exits (after an
         # `add -D`) would only free what the exit frees anyway (probectl closes its files and
@@ -266,7 +282,7 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     that is no ProbectlError)."""
     try:
         if signal.getsignal(signal.SIGINT) is _quiet_interrupt:
-            signal.signal(signal.SIGINT, _INT_HANDLER)  # (the command's own clean-up on Ctrl-C)
+            signal.signal(signal.SIGINT, _command_interrupt)  # (the command's own clean-up on Ctrl-C)
         cli.main(args=args, prog_name="probectl", standalone_mode=False)
         sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
         return 0
@@ -276,6 +292,8 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
         click.echo(f"Error: cannot write to standard output: {err.strerror}", err=True)
         return 1
     except ProbectlError as err:
+        if _interrupted:  # (an error that a Ctrl-C made: the command was interrupted)
+            return 130
         # (messages echo the user's input and names from files: printable, huge inputs as excerpts)
         click.echo(f"Error: {bounded(str(err))}", err=True)
         if err.hint:
@@ -294,6 +312,8 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     except BrokenPipeError:  # (stderr's reader gone, or a caller's own stdout)
         return _closed_pipe(owns_stdout)
     except Exception as err:  # a bug: said in one line (and its traceback with --debug)
+        if _interrupted:
+            return 130
         if debug:
             import traceback
 
@@ -302,6 +322,22 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
         if not debug:
             click.echo(f"  Hint: {BUG_HINT.format(env=DEBUG_ENV)}", err=True)
         return 1
+
+
+def _exit_now(status: int) -> None:
+    """End the program interrupted by Ctrl-C, its command unwound (probes removed, files closed),
+    without the interpreter's shutdown: that waits for other threads (a module importing in the
+    background) and runs DuckDB's C++ teardown, which a query interrupted mid-way could leave hanging.
+    The output is flushed and the atexit handlers run first."""
+    import atexit
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if run_exitfuncs is not None:
+        run_exitfuncs()
+    os._exit(status)
 
 
 def _closed_pipe(owns_stdout: bool) -> int:

@@ -200,16 +200,9 @@ def funcs(pattern, exec_, vmlinux, module, sdt, pid, as_json, no_demangle):
     if sdt:
         return _sdt_funcs(pattern, exec_, vmlinux, module, pid, as_json)
     if exec_ is not None or vmlinux is not None or module is not None:
-        elf = ElfFile(make_target(exec_, vmlinux, module).path)
-        rows = {}
-        for sym in elf.functions():
-            rows.setdefault(sym.name, (sym.value, sym.size))
-            if sym.version and not sym.default_version:
-                rows.setdefault(sym.versioned_name, (sym.value, sym.size))
-        if not no_demangle:
-            from ..debuginfo.demangle import demangled_names
+        from ..debuginfo.demangle import function_rows
 
-            rows = demangled_names(rows)
+        rows = function_rows(ElfFile(make_target(exec_, vmlinux, module).path), demangled=not no_demangle)
     else:
         rows = {}
         for sym in Kallsyms().symbols:

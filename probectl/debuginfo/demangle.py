@@ -7,16 +7,20 @@ Why libstdc++ rather than a demangler written here or a PyPI package: the Itaniu
 (through libiberty, the same code) print names with, so names match what the user sees in them; it
 is on every system that runs a C++ program (Debian's libstdc++6, which apt itself needs). A PyPI
 wrapper (cxxfilt) is the same call behind one more dependency. Rust's v0 scheme (``_R...``) is not
-Itanium's and libstdc++ does not know it: such names are reported as not demangled.
+Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 """
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import DebugInfoError
 
+if TYPE_CHECKING:
+    from .elf import ElfFile
+
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
 # gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
 _CLONE = re.compile(r"( \[clone [^\]]*\])+$")
 _demangler = None
@@ -52,7 +56,12 @@ def is_mangled(name: str) -> bool:
 
 def demangle(name: str) -> Optional[str]:
     """The demangled ``name`` (``shop::Cart::add(shop::Item const&, int)``; a Rust legacy path
-    without its hash), or None when it is not an Itanium-mangled name (or not a valid one)."""
+    without its hash; a Rust v0 path as :func:`.rustv0.demangle_v0` writes it for probe points, the
+    same as the legacy one's), or None when it is not a mangled name (or not a valid one)."""
+    if name.startswith("_R"):
+        from .rustv0 import demangle_v0
+
+        return demangle_v0(name)
     if not name.startswith("_Z"):
         return None
     import ctypes
@@ -60,10 +69,11 @@ def demangle(name: str) -> Optional[str]:
     fn, free = _cxa_demangle()
     status = ctypes.c_int(0)
     name = name.split("@", 1)[0]
-    # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
-    # the Itanium demangler does not take: the function they copy)
-    name = name.partition(".llvm.")[0]
-    name = re.sub(r"(E)\.[0-9]+$", r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
+    if "." in name:
+        # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
+        # the Itanium demangler does not take: the function they copy)
+        name = name.partition(".llvm.")[0]
+        name = _LLVM_COPY.sub(r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
     out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
     if not out or status.value != 0:
         return None
@@ -71,7 +81,7 @@ def demangle(name: str) -> Optional[str]:
         text = ctypes.string_at(out).decode("utf-8", "replace")
     finally:
         free(out)
-    if _RUST_HASH.search(text):
+    if "::h" in text and _RUST_HASH.search(text):
         return _rust_unescaped(_RUST_HASH.sub("", text))
     return text
 
@@ -95,43 +105,57 @@ def _rust_unescaped(name: str) -> str:
 def without_parameters(demangled: str) -> str:
     """The name of a demangled function without its parameter list and qualifiers
     (``shop::Cart::add(int) const`` → ``shop::Cart::add``); a template's arguments stay
-    (``shop::Cart::scale<int>``), and ``operator()`` keeps its own parentheses."""
+    (``shop::Cart::scale<int>``), and ``operator()`` keeps its own parentheses. A name without a
+    parameter list (a Rust path, whose generic arguments may hold ``fn(u8) -> u8``) is the name."""
     demangled = without_clone(demangled)
+    if not has_parameters(demangled):
+        return demangled
     depth = 0
     end = len(demangled)
-    # The parameter list is the last top-level '(...)' group: walk back from the end.
-    for i in range(len(demangled) - 1, -1, -1):
-        c = demangled[i]
+    # The parameter list is the last top-level '(...)' group: walk back from the end over the
+    # brackets alone (funcs does this for every symbol of a library: 9,400 of libstdc++'s).
+    for m in reversed(list(_BRACKETS.finditer(demangled))):
+        c = m.group()
         if c in ")>":
             depth += 1
-        elif c in "(<":
+        else:
             depth -= 1
             if depth == 0 and c == "(":
-                end = i
+                end = m.start()
                 break
     name = demangled[:end] or demangled
     return _without_return_type(name)
+
+
+_BRACKETS = re.compile(r"[()<>]")
+_BRACKETS_OR_SPACE = re.compile(r"[()<> ]")
 
 
 def _without_return_type(name: str) -> str:
     """A function template's demangled name starts with its return type (``int shop::f<int>``):
     the name is after the last space outside brackets that is not ``operator``'s own
     (``operator new``, ``operator int``)."""
+    if " " not in name:
+        return name
     depth = 0
     cut = 0
-    for i, c in enumerate(name):
+    for m in _BRACKETS_OR_SPACE.finditer(name):
+        c = m.group()
         if c in "<(":
             depth += 1
         elif c in ">)":
             depth -= 1
-        elif c == " " and depth == 0 and not name[:i].endswith("operator"):
-            cut = i + 1
+        elif depth == 0 and not name.endswith("operator", 0, m.start()):
+            cut = m.end()
     return name[cut:]
+
+
+_PARAMETER_LIST_END = re.compile(r"\)(\s*(const|volatile))*$")
 
 
 def has_parameters(name: str) -> bool:
     """A function name written with its parameter list (and qualifiers): ``f(int)``, ``g() const``."""
-    return bool(re.search(r"\)(\s*(const|volatile))*$", name)) and "(" in name
+    return "(" in name and _PARAMETER_LIST_END.search(name) is not None
 
 
 def without_clone(demangled: str) -> str:
@@ -140,13 +164,59 @@ def without_clone(demangled: str) -> str:
     return _CLONE.sub("", demangled)
 
 
+# Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
+_ROWS_FORMAT = 1
+# From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
+_KEEP_FROM = 1000
+
+
+def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int, int]]:
+    """The functions ``funcs`` lists of ``elf``: name → (address, size), a symbol of a version
+    other than the default also under ``NAME@VERSION``; with ``demangled``, C++ and Rust names
+    demangled (:func:`demangled_names`), a list kept on disk by the file's build-id, size and time
+    when it has many (demangling every symbol of a large C++ library is most of the command: 9,600
+    of libstdc++'s)."""
+    from . import indexcache
+
+    key = indexcache.file_key(elf.path, elf.build_id) if demangled else ""
+    if demangled:
+        stored = indexcache.load("demangled-functions", key, (_ROWS_FORMAT,))
+        kept = _kept_rows(stored) if stored is not None else None
+        if kept is not None:
+            return kept
+    rows: dict[str, tuple[int, int]] = {}
+    for sym in elf.functions():
+        rows.setdefault(sym.name, (sym.value, sym.size))
+        if sym.version and not sym.default_version:
+            rows.setdefault(sym.versioned_name, (sym.value, sym.size))
+    if not demangled:
+        return rows
+    mangled = sum(1 for name in rows if is_mangled(name))
+    rows = demangled_names(rows)
+    if mangled >= _KEEP_FROM:
+        indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))
+    return rows
+
+
+def _kept_rows(stored: tuple) -> Optional[dict[str, tuple[int, int]]]:
+    """The rows of a kept list, or None for a payload not of their shape."""
+    if len(stored) != 2 or not isinstance(stored[0], tuple) or not isinstance(stored[1], tuple) \
+            or len(stored[0]) != len(stored[1]):
+        return None
+    names, values = stored
+    if not all(type(n) is str for n in names) or not all(
+            type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int for v in values):
+        return None
+    return dict(zip(names, values))
+
+
 def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
     """A listing of symbols (name → (address, size)) with each mangled name demangled, as
     ``funcs`` shows them; a name that demangles to nothing stays as it is, and the names of one
     function at one address (a constructor's C1 and C2) are listed once."""
     out: dict[str, tuple[int, int]] = {}
     for name, row in rows.items():
-        full = demangle(name) if name.startswith("_Z") else None
+        full = demangle(name) if is_mangled(name) else None
         out.setdefault(signature(full) if full is not None else name, row)
     return out
 
@@ -154,6 +224,11 @@ def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, in
 def signature(demangled: str) -> str:
     """A demangled function as written in a probe point: without a template's return type
     (``int shop::Cart::scale<int>(int)`` → ``shop::Cart::scale<int>(int)``)."""
+    if ">(" not in demangled and " " not in demangled.partition("(")[0]:
+        # (the demangler writes a return type only for a function template, whose arguments end
+        # right before its parameter list, and other words before a name ("virtual thunk to ")
+        # with spaces: most names of a library need no walk over brackets)
+        return demangled
     name = without_parameters(demangled)
     at = demangled.find(name)
     return demangled[at:] if at >= 0 else demangled

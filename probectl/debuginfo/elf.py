@@ -19,7 +19,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, TypeVar, cast
+from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar, cast
 
 from ..dataclass import dataclass
 from ..compression import LibzstdMissing, inflate, unzstd
@@ -465,6 +465,11 @@ class ElfFile:
     def functions(self) -> list[ElfSymbol]:
         """Defined FUNC and IFUNC symbols."""
         return self.symbol_tables.functions()
+
+    @_guarded
+    def functions_holding(self, parts: Sequence[str]) -> list[ElfSymbol]:
+        """Defined FUNC and IFUNC symbols whose names hold one of ``parts``, the others not decoded."""
+        return self.symbol_tables.functions_holding(parts)
 
     @_guarded
     def find_functions(self, pattern: str) -> list[ElfSymbol]:

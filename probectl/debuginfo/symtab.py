@@ -20,7 +20,7 @@ import os
 import re
 import struct
 from array import array
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence
 
 from ..dataclass import dataclass
 
@@ -165,9 +165,10 @@ class SymbolTables:
         return ([(s, "symtab") for s in self.elf.sections if s.type == SHT_SYMTAB and s.has_data]
                 + [(s, "dynsym") for s in self.elf.sections if s.type == SHT_DYNSYM and s.has_data])
 
-    def _load_symbols(self, names: Optional[Iterable[str]] = None) -> list[ElfSymbol]:
+    def _load_symbols(self, names: Optional[Iterable[str]] = None, holding: Sequence[bytes] = ()) -> list[ElfSymbol]:
         """``symbols()``, or with ``names`` only the symbols with those names (any version), found
-        by searching the string tables for them and decoding only the entries that point there."""
+        by searching the string tables for them and decoding only the entries that point there;
+        with ``holding``, only the symbols whose names hold one of those strings."""
         merged: dict[tuple[str, int], list[ElfSymbol]] = {}
         for sec, table in self._tables():
             entries = None
@@ -176,6 +177,10 @@ class SymbolTables:
                 for name in names:
                     offsets |= self._string_offsets(sec, name)
                 entries = self._entries_named(sec, offsets)
+                if not entries:
+                    continue
+            elif holding:
+                entries = self._entries_holding(sec, holding)
                 if not entries:
                     continue
             for _i, sym in self._decode_symbols(sec, table, entries):
@@ -223,6 +228,38 @@ class SymbolTables:
                 found.add(at - start)
                 at = data.find(pattern, at + 1, end)
         return found
+
+    def _entries_holding(self, sec: Section, parts: Sequence[bytes]) -> list[int]:
+        """Indexes of the entries of ``sec`` whose names hold one of ``parts``, in table order: each
+        occurrence of a part in the string table is a span from the start of its string, and an entry
+        whose st_name lies in a span names a string that holds the part (a name may start inside
+        another's string: linkers share string tails)."""
+        data = self._string_table(sec)
+        spans: list[tuple[int, int]] = []
+        for part in parts:
+            at = data.find(part)
+            while at >= 0:
+                spans.append((data.rfind(b"\0", 0, at) + 1, at))
+                at = data.find(part, at + 1)
+        if not spans:
+            return []
+        spans.sort()
+        starts = [a for a, _ in spans]
+        names = self._columns(sec)[0]
+        out = []
+        for i, st_name in enumerate(names):
+            k = bisect.bisect_right(starts, st_name) - 1
+            if k >= 0 and st_name <= spans[k][1]:
+                out.append(i)
+        return out
+
+    def functions_holding(self, parts: Sequence[str]) -> list[ElfSymbol]:
+        """Defined FUNC and IFUNC symbols whose names hold one of ``parts`` (``9_M_append``), without
+        decoding the others (a large library's demangled names are wanted only for those)."""
+        if self._symbols is not None:
+            return [s for s in self.functions() if any(part in s.name for part in parts)]
+        encoded = [part.encode("utf-8", "surrogateescape") for part in parts]
+        return [s for s in self._load_symbols(holding=encoded) if s.type in _FUNCTION_TYPES and s.shndx != SHN_UNDEF]
 
     def _columns(self, sec: Section) -> tuple[array, array, bytes, array]:
         """(st_name, st_value, st_info, st_shndx) of every entry of symbol table ``sec``, as

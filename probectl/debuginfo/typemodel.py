@@ -58,6 +58,9 @@ def scalar_fetch_type(size: Optional[int], signed: bool, prefix: Optional[str] =
 
 # The kinds of type a member chain tells apart, once typedefs and qualifiers are stripped.
 POINTER_KIND, ARRAY_KIND, AGGREGATE_KIND, DECLARED_KIND, SCALAR_KIND = "pointer", "array", "aggregate", "declared", "scalar"
+# A C++ reference (``const std::string &name``): a pointer in memory that the language reads as the
+# object it refers to (``name.size()``), so the member walker reads through it without an arrow.
+REFERENCE_KIND = "reference"
 
 TypeRef = TypeVar("TypeRef")  # a model's handle of a type: a DWARF type DIE, a BTF type id
 MemberTypeRef = TypeVar("MemberTypeRef", covariant=True)  # (the same, in what a member only gives)
@@ -89,7 +92,8 @@ class TypeModel(Protocol[TypeRef]):
 
     def kind(self, t: TypeRef, /) -> str:
         """POINTER_KIND, ARRAY_KIND, AGGREGATE_KIND (struct, union, class), DECLARED_KIND (declared
-        only) or SCALAR_KIND, of a stripped type."""
+        only), REFERENCE_KIND (a C++ reference; its pointee is what it refers to) or SCALAR_KIND,
+        of a stripped type."""
 
     def pointee(self, t: TypeRef, /) -> Optional[TypeRef]:
         """What a pointer type points to."""
@@ -99,6 +103,9 @@ class TypeModel(Protocol[TypeRef]):
 
     def member(self, agg: TypeRef, /, name: str) -> Optional[Member[TypeRef]]:
         """The member ``name`` of an aggregate, through anonymous members."""
+
+    def member_names(self, agg: TypeRef, /) -> list[str]:
+        """The names ``member`` finds in an aggregate, in declaration order."""
 
     def no_member_error(self, owner: str, agg: TypeRef, /, name: str) -> TypeMismatchError:
         """The error for ``owner`` (of aggregate type ``agg``) lacking member ``name``."""
@@ -119,3 +126,8 @@ class TypeModel(Protocol[TypeRef]):
 
     def user_memory(self, t: Optional[TypeRef], /) -> bool:
         """True when objects of type ``t`` live in user memory (a ``__user`` pointee)."""
+
+    def reads_through(self, t: TypeRef, /) -> bool:
+        """A pointer type whose language reads members through it with '.' (``it.id`` of a Rust
+        ``&Item``, ``s.polls`` of a Go ``*Server``): DWARF names those pointer types (``&Item``,
+        ``*main.Server``), C's it leaves unnamed."""

@@ -105,6 +105,13 @@ class Checker:
             raise self.unknown_field(pred)
         if not info.kind:
             raise self.error(f"cannot filter on {pred.field} ({info.type}): {info.reason}", pred.column)
+        if field is not None and field.head is not None:
+            # (a Go or Rust string: probectl.formats; a std::string's text ends at a NUL, and compares)
+            raise self.error(f"cannot filter on {pred.field}, a string counted by a length: the kernel compares the "
+                             "text it read to a NUL, which runs on past the string's end (and is empty where no NUL "
+                             "came within 4 KiB)", pred.column,
+                             hint=f"filter on its length ({pred.field}__len), or record it and select with "
+                                  "'probectl query'")
         if pred.field not in self.fields:
             self.fields.append(pred.field)
         return info

@@ -15,7 +15,8 @@ from functools import partial
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ProbectlError
-from .stacks import StackCounts, stack_folder, records_with_stacks, Selection
+from ..script.stacks import records_with_stacks
+from .stacks import Selection, StackCounts, stack_folder
 
 SWITCH = "sched:sched_switch"
 WAKEUPS = ("sched:sched_wakeup", "sched:sched_wakeup_new")

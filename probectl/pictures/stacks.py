@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, TraceFileError, did_you_mean
 from ..script import FoldedStacks, StackJoiner, TraceSource, check_event_globs, make_formatter, stack_ids
-from ..script.stacks import Record
+from ..script.stacks import Record, records_with_stacks
 
 
 @dataclass
@@ -74,24 +74,6 @@ class Selection:
         if self.comms and self.f.comms[tid] not in self.comms:
             return False
         return not self.pids or tid in self.pids or self.f.tgids[tid] in self.pids
-
-
-def records_with_stacks(trace: Any, formats: list, batch: int = 1 << 16,
-                        progress: Optional[Callable[[int], None]] = None) -> Iterator[Record]:
-    """The events of a trace with their stacks attached, in time order; ``progress(events read)``
-    after each batch."""
-    joiner = StackJoiner.of(formats)
-    reader = trace.reader(formats=formats)
-    read = 0
-    try:
-        for rows, _lost in reader.rows(batch):
-            read += len(rows)
-            yield from joiner.feed(rows)
-            if progress is not None:
-                progress(read)
-        yield from joiner.finish()
-    finally:
-        reader.close()
 
 
 def stack_folder(trace: Any, events: Sequence[str], need_stacks: bool = True) -> tuple[FoldedStacks, list]:

@@ -23,7 +23,8 @@ from typing import Any, BinaryIO, Iterable, Sequence, TextIO
 
 from ..outputfile import OutputFile
 from ..script.stacks import STACK_EVENTS
-from .stacks import records_with_stacks, stack_folder
+from ..script.stacks import records_with_stacks
+from .stacks import stack_folder
 
 _MAX_SAFE = (1 << 53) - 1  # larger integers lose digits in JavaScript: written as hex text
 

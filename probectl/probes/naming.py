@@ -17,6 +17,7 @@ import re
 
 from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
+from ..formats import string_part_name
 from ..resolve import ProbePoint
 from ..resolve.cxx import spell_cxx_name
 from ..resolve.points import ResolvedArg
@@ -108,8 +109,7 @@ def assign_events(
                 group=group,
                 event=event,
                 place=point.place,
-                args=tuple(FetchArg(fetch=a.fetch, name=name, type=a.type)
-                           for a, name in zip(point.args, argument_names(point.args))),
+                args=fetch_args(point.args),
                 is_uprobe=is_uprobe,
             )
         )
@@ -140,27 +140,46 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
     raise EventExistsError(f"too many events named {group}:{base}_N", hint="remove some with 'probectl del'")
 
 
+def fetch_args(args: tuple[ResolvedArg, ...]) -> tuple[FetchArg, ...]:
+    """The arguments written for ``args``, named by :func:`argument_names`; the hidden parts of a
+    counted string (a Go or Rust string, a std::string: its length, its first bytes) follow its text
+    as ``NAME__len`` and ``NAME__head`` (:func:`probectl.formats.string_part_name`), which the
+    decoders read its text with. They move the kernel's numbering of the later arguments, so
+    unnamed arguments are then named as the kernel would have named them (``arg2``)."""
+    counted = any(a.parts for a in args)
+    out = []
+    for i, (a, name) in enumerate(zip(args, argument_names(args))):
+        name = name or (kernel_arg_name(i) if counted else "")
+        out.append(FetchArg(fetch=a.fetch, name=name, type=a.type))
+        out.extend(FetchArg(fetch=p.fetch, name=string_part_name(name, p.role), type=p.type) for p in a.parts)
+    return tuple(out)
+
+
 def argument_names(args: tuple[ResolvedArg, ...]) -> list[str]:
     """The names to write for ``args``: given names as they are, unnamed ones left to the kernel,
-    names made from expressions fitted to the kernel's rules and made unique as perf does (``id``,
-    ``id_1``)."""
+    names made from expressions fitted to the kernel's rules (room left for a counted string's
+    ``__head`` and ``__len`` names) and made unique as perf does (``id``, ``id_1``)."""
+    def with_parts(name: str, a: ResolvedArg) -> list[str]:
+        return [name] + [string_part_name(name, p.role) for p in a.parts]
+
     taken = set(RESERVED_ARG_NAMES)
-    taken.update(a.name for a in args if a.named)
+    taken.update(n for a in args if a.named for n in with_parts(a.name, a))
     taken.update(kernel_arg_name(i) for i, a in enumerate(args) if not a.name)
     names = []
     for a in args:
         if a.named or not a.name:
             names.append(a.name)
             continue
+        room = MAX_ARG_NAME_LEN - max((len(string_part_name("", p.role)) for p in a.parts), default=0)
         base = re.sub(r"[^A-Za-z0-9_]", "_", a.name)
         if not base or base[0].isdigit():
             base = "_" + base
-        base = base[:MAX_ARG_NAME_LEN]
+        base = base[:room]
         name, i = base, 0
-        while name in taken:
+        while taken.intersection(with_parts(name, a)):
             i += 1
             suffix = f"_{i}"
-            name = base[:MAX_ARG_NAME_LEN - len(suffix)] + suffix
-        taken.add(name)
+            name = base[:room - len(suffix)] + suffix
+        taken.update(with_parts(name, a))
         names.append(name)
     return names

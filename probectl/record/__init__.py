@@ -99,6 +99,11 @@ DEFAULT_OUTPUT = DEFAULT_FILE
 # ---- the recording ------------------------------------------------------------------------------
 
 
+# The instance's buffer per CPU when a recording's events all come from perf (uprobes with -g): the
+# kernel writes nothing there, and -m sizes the perf rings instead of allocating twice.
+UNUSED_BUFFER_KB = 16
+
+
 @dataclass
 class RecordOptions:
     """What ``probectl record`` was asked for."""
@@ -166,8 +171,11 @@ class Recording:
                                 "record to a writable directory (-o DIR/FILE)") from None
         try:
             part = RecorderPart(self, selected, tmp)
-            stopped_by = run.trace([part], buffer_kb=opts.buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
-                                   user_stacks=False, trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
+            buffer_kb = opts.buffer_kb
+            if opts.stacks and buffer_kb and len(uprobe_events(self.tfs.definitions(), selected)) == len(selected):
+                buffer_kb = UNUSED_BUFFER_KB  # (every event comes from perf's rings, -m sizes those)
+            stopped_by = run.trace([part], buffer_kb=buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
+                                   trace_clock=PERF_TRACE_CLOCK if opts.stacks else None)
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
@@ -214,7 +222,7 @@ class Recording:
         probes = any(f.name in ("__probe_ip", "__probe_func") for e in part.selected for f in e.format.event_fields)
         missing = sorted(p for p in seen if p and p not in watch.comms)
         watch.look(missing[:MAX_MAPS_PIDS], maps=self.options.stacks or probes)
-        for tgid, text in self._probe_maps(part, lambda pid: watch.tgids.get(pid, tgids.get(pid, pid))).items():
+        for tgid, text in self._probe_maps(part, lambda pid: watch.tgids.get(pid, tgids.get(pid, pid)), seen).items():
             if tgid in watch.maps:
                 watch.maps[tgid] += "\n" + text
             elif len(watch.maps) < MAX_MAPS_PIDS:
@@ -233,7 +241,7 @@ class Recording:
         if jit is not None:
             meta.extra_options.append(jit)
 
-    def _probe_maps(self, part: "RecorderPart", tgid_of: Callable[[int], int]) -> dict[int, str]:
+    def _probe_maps(self, part: "RecorderPart", tgid_of: Callable[[int], int], seen: set[int]) -> dict[int, str]:
         """tgid → maps lines of the probed binaries its maps lack, each placed by the runtime address of
         one of its uprobe events and the file offset of the event's definition. A process's maps lack a
         probed library when it ended before they were read, or when they were read only at exec, before
@@ -250,6 +258,9 @@ class Recording:
                 places[ev.format.id] = (defs[0].uprobe_path, defs[0].uprobe_offset, ip)
         if not places or part.layout is None:
             return {}
+        paths = {path for path, _o, _ip in places.values()}
+        if all(_maps_path(part.watch.maps.get(tgid_of(pid), ""), path) for pid in seen if pid for path in paths):
+            return {}  # (every recorded process's maps have the probed files: no event need be read)
         found: dict[int, str] = {}
         for (pid, fid), address in _first_addresses(part.files, part.layout,
                                                     [e.format for e in part.selected if e.format.id in places],
@@ -293,7 +304,8 @@ class RecorderPart(RunPart):
         if opts.stacks:
             definitions = run.tfs.definitions()
             uprobes = uprobe_events(definitions, self.selected)
-            copied = copied_events(opts.call_graph, definitions, self.selected, self.recording.notice)
+            copied = copied_events(opts.call_graph, definitions, self.selected, self.recording.notice,
+                                   _programs(run, opts.pids))
             pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
                                          uprobes, data_pages=pages, tids=run.pids, stack_events=copied,
@@ -352,6 +364,15 @@ class RecorderPart(RunPart):
         if run.workload is not None:
             pids.append(run.workload.pid)
         return sorted(set(pids))
+
+
+def _programs(run: TracedRun, pids: Sequence[int]) -> list[str]:
+    """The files the processes a run is scoped to run: its command's, the -p processes'."""
+    out = [run.workload.program] if run.workload is not None else []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            out.append(os.readlink(f"/proc/{pid}/exe"))
+    return out
 
 
 def _maps_path(maps: str, path: str) -> bool:

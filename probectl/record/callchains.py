@@ -7,7 +7,8 @@ Why perf's callchain and not ftrace's ``options/userstacktrace``: ftrace's user 
 and at a function-entry uprobe it misses the caller (the frame is not set up yet); perf's callchain
 holds up to ``kernel.perf_event_max_stack`` frames and the kernel puts the return address in place
 when the probed instruction is a function's ``push %rbp``. The kernel part is excluded
-(``exclude_callchain_kernel``): ftrace's ``kernel_stack`` records keep the kernel stacks.
+(``exclude_callchain_kernel``): ftrace's ``kernel_stack`` records keep the kernel stacks. Code that
+keeps no frame pointers gets its stacks from copies of the user stack instead (:mod:`.stackcopies`).
 
 A uprobe event cannot be enabled for ftrace and for perf at once (the kernel refuses the second with
 EINTR): a uprobe's events are taken from perf alone, each sample carrying the event's record as ftrace
@@ -34,10 +35,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from .. import ringbuf
+from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
-from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
 from ..tracedat.callchain import (ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
                                   write_with_callchains)
 from .selection import SelectedEvent
@@ -94,8 +95,8 @@ def entry_fixup_supported() -> bool:
 def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
           comm: bool, copy: int = 0) -> bytes:
     """``copy``: the bytes of user stack each sample copies, with the user registers (``--call-graph
-    dwarf``: :mod:`probectl.record.stackcopies`), or 0. ``comm``: the ring also gets the command name of each exec (PERF_RECORD_COMM) and each executable
-    mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
+    dwarf``: :mod:`probectl.record.stackcopies`), or 0. ``comm``: the ring also gets the command name
+    of each exec (PERF_RECORD_COMM) and each executable mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
     saved_cmdlines knows only the tasks ftrace wrote events of; a process that ends before its maps
     are read has its user frames named from these."""
     flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL

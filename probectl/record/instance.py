@@ -127,11 +127,11 @@ class Instance:
         return self.path / "events"
 
     def configure(self, *, buffer_kb: Optional[int] = None, cpus: Optional[Sequence[int]] = None,
-                  stacks: bool = False, user_stacks: bool = True, trace_clock: Optional[str] = None,
+                  stacks: bool = False, trace_clock: Optional[str] = None,
                   pids: Sequence[int] = (), follow_forks: bool = True,
                   buffer_percent: Optional[int] = None) -> None:
-        """``stacks``: the kernel stack after each event, and ftrace's user stack with ``user_stacks``
-        (a recording takes perf's instead); ``trace_clock`` the instance's clock (the kernel's default: local)."""
+        """``stacks``: the kernel stack after each event (user stacks are perf's: ftrace's holds 8
+        frames, see record/callchains.py); ``trace_clock`` the instance's clock (the kernel's default: local)."""
         self.write("tracing_on", "0")
         if trace_clock:
             self.write("trace_clock", trace_clock)
@@ -143,8 +143,6 @@ class Instance:
             self.write("tracing_cpumask", cpu_mask(cpus))
         if stacks:
             self.write("options/stacktrace", "1")
-            if user_stacks:
-                self.write("options/userstacktrace", "1")
         if pids:
             if follow_forks:
                 self.write("options/event-fork", "1")

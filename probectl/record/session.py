@@ -167,11 +167,11 @@ class TracedRun:
     # ---- the traced part ------------------------------------------------------------------------
 
     def trace(self, parts: Sequence[RunPart], *, buffer_kb: Optional[int] = None,
-              cpus: Optional[Sequence[int]] = None, stacks: bool = False, user_stacks: bool = True,
+              cpus: Optional[Sequence[int]] = None, stacks: bool = False,
               trace_clock: Optional[str] = None, buffer_percent: Optional[int] = None) -> str:
         """Trace with ``parts`` until the run stops (see the module documentation); what stopped it.
-        ``cpus`` limits the CPUs traced (None: all), ``stacks`` writes each event's kernel and user
-        stack after it (the user stack only with ``user_stacks``: a recording takes perf's), ``trace_clock``
+        ``cpus`` limits the CPUs traced (None: all), ``stacks`` writes each event's kernel stack
+        after it (a recording takes the user stacks from perf: record/callchains.py), ``trace_clock``
         is the instance's clock, ``buffer_percent`` is how full a CPU's buffer is before a reader wakes."""
         from ..tracedat import instance_cpus
 
@@ -182,7 +182,7 @@ class TracedRun:
         try:
             try:
                 with stop_signals():
-                    self.stopped_by = self._run(parts, buffer_kb, cpus, (stacks, user_stacks, trace_clock),
+                    self.stopped_by = self._run(parts, buffer_kb, cpus, (stacks, trace_clock),
                                                 buffer_percent)
             except BaseException:
                 with signals_held():
@@ -197,15 +197,14 @@ class TracedRun:
         return self.stopped_by
 
     def _run(self, parts: Sequence[RunPart], buffer_kb: Optional[int], cpus: Optional[Sequence[int]],
-             stacks: tuple[bool, bool, Optional[str]], buffer_percent: Optional[int]) -> str:
+             stacks: tuple[bool, Optional[str]], buffer_percent: Optional[int]) -> str:
         inst, workload = self.instance, self.workload
         assert inst is not None
         try:
             inst.create()
             command = workload.pid if workload is not None and not self.scope.system_wide else None
             self.pids = traced_tids(self.scope.pids, command)
-            inst.configure(buffer_kb=buffer_kb, cpus=cpus, stacks=stacks[0], user_stacks=stacks[1],
-                           trace_clock=stacks[2], pids=self.pids,
+            inst.configure(buffer_kb=buffer_kb, cpus=cpus, stacks=stacks[0], trace_clock=stacks[1], pids=self.pids,
                            buffer_percent=buffer_percent)
             if not self.pids:
                 # Traced system-wide, probectl's own syscalls would be traced too: a reader's

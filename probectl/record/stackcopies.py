@@ -22,7 +22,7 @@ import re
 import struct
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .. import ringbuf
 from ..tracedat.callchain import STACK, maps_lines, mapped
@@ -60,8 +60,8 @@ def parse_call_graph(text: str) -> tuple[str, int]:
 
 
 class UnwindStats:
-    """How the stacks of a recording's copies came out: unwound to their outermost frame, or stopped
-    (why, the first reason of each kind)."""
+    """How the stacks of a recording's copies came out: how many were unwound to their outermost frame,
+    and how many stopped, by reason (its addresses left out, so that alike reasons count together)."""
 
     def __init__(self) -> None:
         self.complete = 0
@@ -73,24 +73,23 @@ class UnwindStats:
 
 
 def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[int, int, int]],
-                        proc_maps: Mapping[int, str], max_frames: int,
-                        progress: Optional[Callable[[int, int], None]] = None
+                        proc_maps: Mapping[int, str], max_frames: int
                         ) -> tuple[dict[int, tuple[bytes, bytes]], UnwindStats]:
     """The callchains of the samples with stack copies in the per-CPU ``perf_files`` (``events`` as
     :func:`probectl.tracedat.callchain.write_with_callchains` takes them), per CPU in the form its
     ``chains`` takes; ``proc_maps``: /proc/PID/maps texts of the traced processes by process, with the
-    executable mappings the perf records report added. ``progress(done, total)`` is called now and then."""
+    executable mappings the perf records report added."""
     from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
     from ..debuginfo.dwarf.unwind import CallFrameFiles
 
     nregs = bin(PERF_REGS_UNWIND_MASK).count("1")
     stats = UnwindStats()
     out: dict[int, tuple[bytes, bytes]] = {}
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as opened:
         samples: dict[int, tuple[mmap.mmap, list[ringbuf.StackSample]]] = {}
         reported: dict[int, list[str]] = {}
         for cpu, path in perf_files.items():
-            data = mapped(stack, path) if path.exists() else None
+            data = mapped(opened, path) if path.exists() else None
             if data is None:
                 continue
             found, mmaps = ringbuf.stack_samples(data, [e for e in events if e[2] & STACK], nregs)
@@ -100,18 +99,14 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
                 samples[cpu] = (data, found)
         maps = _process_maps(proc_maps, reported)
         files = CallFrameFiles()
-        stack.callback(files.close)
+        opened.callback(files.close)
         unwinders: dict[int, "Unwinder"] = {}
-        total, done = sum(len(s) for _view, s in samples.values()), 0
         for cpu, (view, found) in samples.items():
             index, pool = array.array("Q"), array.array("Q")
             for sample in found:
                 chain = _unwound(sample, view, unwinders, maps, files, max_frames, stats)
                 index.extend((sample.offset, len(pool), len(chain)))
                 pool.extend(chain)
-                done += 1
-                if progress is not None and done % 1024 == 0:
-                    progress(done, total)
             out[cpu] = (index.tobytes(), pool.tobytes())
     return out, stats
 
@@ -161,11 +156,13 @@ RING_DATA_PAGES = 2048  # per CPU without -m when samples copy stacks (8 MiB wit
 
 
 def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: Sequence["SelectedEvent"],
-                  notice: Callable[[str], None]) -> list[int]:
+                  notice: Callable[[str], None], programs: Sequence[str] = ()) -> list[int]:
     """The format ids of the ``events`` whose samples copy the user stack: every one with ``dwarf``,
     none with ``fp``; with ``auto`` (``-g`` alone) the uprobes in files that keep no frame pointers,
-    each such file named in a notice (a uprobe event of several places is copied if any of its files
-    keeps none; tracepoints and kprobes keep the frame-pointer walk)."""
+    and the other events (tracepoints, kprobes) when one of ``programs`` (the files of the processes
+    a run is scoped to) keeps none, each such file named in a notice. A uprobe event of several places
+    is copied if any of its files keeps none; a run of every process keeps the frame-pointer walk for
+    tracepoints and kprobes (no one program decides)."""
     if mode == "dwarf":
         return [ev.format.id for ev in events]
     if mode != "auto":
@@ -179,20 +176,24 @@ def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: S
         if d.is_uprobe and d.uprobe_path:
             paths.setdefault((d.group, d.event), set()).add(d.uprobe_path)
     keeps: dict[str, bool] = {}
+
+    def keeping(path: str) -> bool:
+        if path not in keeps:
+            try:
+                with ElfFile(path) as elf:
+                    keeps[path] = keeps_frame_pointers(elf)
+            except (ProbectlError, OSError):
+                keeps[path] = True  # (unreadable: the kernel's walk is all there is)
+        return keeps[path]
+
+    scoped_without = [p for p in dict.fromkeys(programs) if not keeping(p)]
     out = []
     for ev in events:
-        without = []
-        for path in sorted(paths.get((ev.group, ev.event), ())):
-            if path not in keeps:
-                try:
-                    with ElfFile(path) as elf:
-                        keeps[path] = keeps_frame_pointers(elf)
-                except (ProbectlError, OSError):
-                    keeps[path] = True  # (unreadable: the kernel's walk is all there is)
-            if not keeps[path]:
-                without.append(path)
+        files = paths.get((ev.group, ev.event))
+        without = [p for p in sorted(files) if not keeping(p)] if files else scoped_without
         if without:
             out.append(ev.format.id)
-            notice(f"probectl: {', '.join(without)} keeps no frame pointers: the user stacks of {ev.name} are "
-                   "unwound from its call-frame information (--call-graph fp: the frame-pointer walk)")
+            notice(f"probectl: {', '.join(without)} keep{'s' * (len(without) == 1)} no frame pointers: the user "
+                   f"stacks of {ev.name} are unwound from call-frame information (--call-graph fp: the "
+                   "frame-pointer walk)")
     return out

@@ -47,6 +47,11 @@ class Workload:
         self.pid = pid
         self._err = err_r
 
+    @property
+    def program(self) -> str:
+        """The file the command runs (found on $PATH as exec finds it)."""
+        return self.argv[0] if "/" in self.argv[0] else (shutil.which(self.argv[0]) or self.argv[0])
+
     def release(self) -> None:
         """Let the command run; raise if it could not be executed."""
         try:

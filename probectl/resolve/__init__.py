@@ -114,7 +114,10 @@ class Resolver:
 
         name = point.function
         return (self.target.is_uprobe and name is not None and point.address is None and point.sdt is None
-                and names_cxx_function(name) and not self.is_go_program and not self.elf.find_functions(name))
+                and names_cxx_function(name) and not self.is_go_program
+                # (a parameter list or a space is in no symbol: not looked for, which with a '*' in
+                # "char const*" read as a glob would decode every symbol of a large library)
+                and ("(" in name or " " in name or not self.elf.find_functions(name)))
 
     @property
     def kallsyms(self) -> "Kallsyms":
@@ -389,7 +392,7 @@ class Resolver:
                         continue
                     row.append(ResolvedArg(fetch=found.fetch, type=found.type,
                                            name=var.name or found.default_name, text=arg.text,
-                                           named=bool(var.name)))
+                                           named=bool(var.name), parts=found.parts))
             per_site.append(row)
         points = []
         for site, args in zip(sites, self._fill_missing(per_site, sites)):
@@ -422,7 +425,12 @@ class Resolver:
                 if isinstance(missing, (VariableUnavailable, VariableNotFound)):
                     self.warnings.append(
                         f"{missing.message}; that event records {MISSING_ARG_MAGIC:#x} for it at 0x{site.address:x}")
-                    row[col] = replace(present[0], fetch=f"\\{MISSING_ARG_MAGIC:#x}")
+                    magic = f"\\{MISSING_ARG_MAGIC:#x}"
+                    # (an array, a counted string's head, is read from memory: the kernel refuses an
+                    # immediate of an array type, and takes the memory at the magic address)
+                    row[col] = replace(present[0], fetch=magic,
+                                       parts=tuple(replace(p, fetch=f"+0({magic})" if "[" in p.type else magic)
+                                                   for p in present[0].parts))
         return per_site
 
     # -- places ------------------------------------------------------------------------------

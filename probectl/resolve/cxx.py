@@ -35,16 +35,16 @@ class CxxFunction:
 
 
 def check_mangled_name(resolver: "Resolver", name: str) -> None:
-    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing
-    or is of a scheme probectl cannot demangle (Rust's v0), rather than "not found"."""
+    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing,
+    rather than "not found"."""
     from ..debuginfo.demangle import demangle
 
     if resolver.elf.find_functions(name):
         return
     hint = "list the functions by their names with 'probectl funcs -x BINARY', by their symbols with --no-demangle"
-    if name.startswith("_R"):
-        raise ResolveError(f"'{name}' is a Rust v0 mangled name (_R...), which probectl cannot demangle, and no "
-                           "symbol of the program is called so", hint=hint)
+    if name.startswith("_R") and demangle(name) is None:
+        raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid Rust "
+                           "v0 mangled name", hint=hint)
     if name.startswith("_Z") and demangle(name) is None:
         raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid C++ "
                            "(Itanium ABI) mangled name", hint=hint)
@@ -94,12 +94,13 @@ def cxx_functions(resolver: "Resolver", pattern: str = "") -> list[CxxFunction]:
 
 def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
     """The demangled function symbols holding ``part`` ("": all), one per address."""
-    from ..debuginfo.demangle import demangle, without_parameters
+    from ..debuginfo.demangle import demangle, is_mangled, without_parameters
 
     seen: set[int] = set()
     out = []
-    for sym in resolver.elf.functions():
-        if not sym.name.startswith("_Z") or sym.value in seen or not sym.value or part not in sym.name:
+    symbols = resolver.elf.functions_holding(_spellings(part)) if part and part.isascii() else resolver.elf.functions()
+    for sym in symbols:
+        if not is_mangled(sym.name) or sym.value in seen or not sym.value or not _may_hold(sym.name, part):
             continue
         full = demangle(sym.name)
         if full is None:
@@ -109,17 +110,52 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
     return out
 
 
+def _spellings(part: str) -> tuple[str, ...]:
+    """How a mangled symbol can write the identifier ``part`` (``3add``): as Itanium and v0 do, and
+    v0's with '_' after the length (before a name that starts with '_')."""
+    digits = len(part) - len(part.lstrip("0123456789"))
+    return (part, f"{part[:digits]}_{part[digits:]}")
+
+
+def _may_hold(symbol: str, part: str) -> bool:
+    """A symbol can name a function whose last part is ``part`` (``3add``): Itanium and Rust's v0
+    both write an identifier as its length then itself; v0 puts a '_' between them before a name
+    that starts with '_' or a digit, and writes a name that is not ASCII in punycode ('u' first),
+    which only the demangled name shows."""
+    if not part or part in symbol:
+        return True
+    if not symbol.startswith("_R"):
+        return False
+    return _spellings(part)[1] in symbol or not part.isascii()
+
+
+def _without_generic_arguments(name: str) -> str:
+    """A Rust path without the generic arguments of its last part (``show::<&str>`` → ``show``)."""
+    if not name.endswith(">"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        if name[i] == ">" and name[i - 1:i] != "-":  # (not the arrow of "fn(u8) -> u8")
+            depth += 1
+        elif name[i] == "<":
+            depth -= 1
+        if depth == 0:
+            return name[:i - 2] if name.startswith("::", i - 2) else name
+    return name
+
+
 def _squeeze(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
-    """The functions ``pattern`` names (see the module docstring); ResolveError for an overload
-    selector that names more than one."""
+def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] | None" = None) -> list[CxxFunction]:
+    """The functions ``pattern`` names (see the module docstring) among ``functions`` (None: the
+    target's function symbols); ResolveError for an overload selector that names more than one."""
     from ..debuginfo.demangle import has_parameters, signature, without_clone, without_parameters
     from ..debuginfo.dwarf.die import is_glob
 
-    functions = cxx_functions(resolver, pattern)
+    if functions is None:
+        functions = cxx_functions(resolver, pattern)
     with_params = has_parameters(pattern)
     glob = is_glob(without_parameters(pattern) if with_params else pattern)
     want = _squeeze(pattern)
@@ -137,6 +173,10 @@ def match_cxx(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
         else:
             name = _squeeze(fn.name)
             hit = fnmatch.fnmatchcase(name, want) if glob else name == want
+            if not hit and not glob and fn.mangled.startswith("_R") and "<" not in want:
+                # (a Rust v0 symbol names a generic function's instance, show::<&str>, which a legacy
+                # one leaves out: the function's path names all of them on both builds)
+                hit = _without_generic_arguments(name) == want
         if hit:
             found.append(fn)
     if exact:
@@ -154,9 +194,12 @@ def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
     """The points of a definition whose point names C++ functions: each matched function probed by
     its mangled symbol, its events named from its qualified name."""
     points: list[ProbePoint] = []
+    generic = "<" in (probe.point.function or "")
     for fn, point in cxx_points(resolver, probe.point, probe.text):
+        # (a Rust generic function's instances named by its path share its event, as on a legacy build)
+        name = fn.name if generic or not fn.mangled.startswith("_R") else _without_generic_arguments(fn.name)
         for p in resolver._resolve(replace(probe, point=point)):
-            points.append(replace(p, qualified_name=fn.name))
+            points.append(replace(p, qualified_name=name))
     return points
 
 
@@ -168,6 +211,8 @@ def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tupl
 
     assert point.function is not None
     found = match_cxx(resolver, point.function)
+    if not found:
+        found = match_cxx(resolver, point.function, inlined_only(resolver, point.function))
     if not found:
         from ..debuginfo.demangle import without_parameters
 
@@ -188,6 +233,44 @@ def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tupl
                 " (a destructor's or constructor's variants: the same source function)" if len(fulls) == 1 else "")
         resolver.notes.append(f"'{point.function}' names {len(found)} functions ({listed}): each is probed{pick}")
     return [(fn, replace(point, function=fn.mangled, text=point.text)) for fn in found]
+
+
+def inlined_only(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
+    """The functions DWARF defines under the last part of ``pattern``'s name that have no symbol
+    (inlined at every call: ``always_inline``, or a small inline member at -O2), known by the
+    linkage name DWARF gives them (a member's declaration in its class holds it), demangled. Each
+    is probed by that name, which the DWARF resolver finds in every inline instance, as perf does
+    given the mangled name. Globs are left to the symbols."""
+    from ..debuginfo.demangle import demangle, without_parameters
+    from ..debuginfo.dwarf.die import die_linkage_name, is_glob
+
+    name = without_parameters(pattern)
+    last = name[_last_part_start(name):]
+    if is_glob(last):
+        return []
+    source = resolver.source(required=False)
+    if source is None:
+        return []
+    out: dict[str, CxxFunction] = {}
+    for fn in source.debuginfo.find_functions(last):
+        linkage = die_linkage_name(fn.die)
+        if not linkage or linkage in out or resolver.elf.find_functions(linkage):
+            continue
+        full = demangle(linkage)
+        if full is not None:
+            out[linkage] = CxxFunction(linkage, full, without_parameters(full), 0)
+    return list(out.values())
+
+
+def _last_part_start(name: str) -> int:
+    """Where the last ``::`` part of a qualified name starts (``::`` inside ``<...>`` are not parts)."""
+    depth, start = 0, 0
+    for i, c in enumerate(name):
+        depth += c == "<"
+        depth -= c == ">"
+        if depth == 0 and name.startswith("::", i):
+            start = i + 2
+    return start
 
 
 _OPERATORS = [("<<=", "lshift_assign"), (">>=", "rshift_assign"), ("<=>", "spaceship"), ("->*", "arrow_star"),

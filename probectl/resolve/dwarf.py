@@ -118,7 +118,8 @@ class SourceResolver:
                                       point.offset, self.warn)
             address = fn.entry + (point.offset or 0)
             if (wants_variables and self.is_uprobe and not point.offset and not point.is_return
-                    and not fn.inlined and not self.debuginfo.cu_is_optimized(fn.cu)):
+                    and not fn.inlined and (not self.debuginfo.cu_is_optimized(fn.cu)
+                                            or self.debuginfo.is_unoptimized_rust(fn))):
                 from ..debuginfo.dwarf.lines import skip_prologue
 
                 skipped = skip_prologue(self.debuginfo, fn)

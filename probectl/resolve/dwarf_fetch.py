@@ -80,21 +80,21 @@ def _walk_vars(debuginfo: "DebugInfo", scope: DIE, address: int, tags: tuple[str
 
 def _fetchable(debuginfo: "DebugInfo", var: DIE, address: int, in_pieces: bool = False) -> bool:
     """The variable can be read at ``address`` (``in_pieces``: or member by member, where it is split
-    over several registers, as a Go string is: a listing shows it, $params cannot fetch it whole)."""
+    over several registers, as a Go slice is: a listing shows it, $params cannot fetch it whole; a Go
+    string in two registers is fetched whole, as its text)."""
     name = die_name(var)
     if not name:
         return False
+    place = None
     try:
         opts = RenderOptions(arch=debuginfo_arch(debuginfo))
         place = variable_place(debuginfo, var, address, partial(check_readable, opts=opts))
-        if isinstance(place, Pieces) and len(place.values) > 1:
-            return in_pieces
         fetch_chain(DWARF_TYPES, T.type_of(var), place, S.Variable(name), None, opts, True)
         return True
     except ValueTooWideError:
         return True  # there to read, member by member (listed; $vars leaves it out with a warning)
     except ResolveError:
-        return False
+        return in_pieces and isinstance(place, Pieces) and len(place.values) > 1
 
 
 @guarded

@@ -9,6 +9,13 @@ are looked through, union members are at offset 0. Types follow ``convert_variab
 ``string`` for ``char`` arrays and pointers cast with ``:string`` (a pointer gets an extra
 ``+0(...)``), a bitfield ``b<width>@<shift>/<container>``; any other cast is used as given.
 
+Beyond perf: a C++ reference is read as the object it refers to (``name.size`` of a
+``const std::string &name``), a Rust reference or Go pointer takes '.' as its language does
+(``it.id`` of ``it: &Item``), and a language's string that is a pointer and a length (Go's
+``string``, Rust's ``&str`` and ``String``, libstdc++'s ``std::string``: :func:`counted_string`, by
+the members DWARF gives, never by fixed offsets) is fetched as its text, by default or with
+``:string``, with its length read beside it to cut the text where the string ends.
+
 Where the value lives decides the rest: a member of a struct held in registers is a bit slice of
 one register; a ``__user`` pointee (BTF) is read from user memory; a value known only to fewer
 bits than its type (DWARF) is read at the width it is known to. What the kernel cannot read raises
@@ -20,10 +27,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .. import spec as S
+from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
-from ..debuginfo.typemodel import AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, Bitfield, TypeModel
+from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
+                                   Bitfield, TypeModel)
 from ..errors import LocationError, TypeMismatchError, ValueTooWideError
-from .fetchresult import FetchResult, default_name
+from .fetchresult import FetchResult, StringPart, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
 
 STRING_CASTS = ("string", "ustring")
@@ -42,6 +51,7 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
     bitfield: Optional[Bitfield] = None
     user = opts.user_access
     for acc in variable.accessors:
+        place, cur = _referred(model, place, cur, owner, user)
         real = model.strip(cur)
         if real is None:
             raise TypeMismatchError(f"'{owner}' has no type (void, or not described by {model.source})")
@@ -73,7 +83,7 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
             owner = f"{owner}[{acc.index}]"
             continue
         if kind == POINTER_KIND:
-            if not acc.arrow:
+            if not acc.arrow and not model.reads_through(real):
                 raise TypeMismatchError(f"{acc.name} must be referred by '->': '{owner}' is a pointer",
                                         hint=f"write {owner}->{acc.name}")
             pointee = model.pointee(real)
@@ -101,7 +111,31 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
         bitfield = member.bitfield
         cur = member.type
         owner = f"{owner}{'->' if acc.arrow else '.'}{acc.name}"
+    if bitfield is None:
+        place, cur = _referred(model, place, cur, owner, user)
+        place, cur = _through_language_pointer(model, place, cur, owner, user)
     return _final(model, place, cur, bitfield, variable, cast, owner, opts, x_types)
+
+
+def _through_language_pointer(model: TypeModel, place: Place, cur, owner: str, user: bool) -> tuple[Place, Any]:
+    """A Rust reference or Go pointer to a string or slice (``name: &String``, ``values: &Vec<u32>``)
+    is read as what it points to, as that language prints it; anything else as it is."""
+    real = model.strip(cur)
+    if real is None or model.kind(real) != POINTER_KIND or not model.reads_through(real):
+        return place, cur
+    pointee = model.strip(model.pointee(real))
+    if pointee is None or model.kind(pointee) != AGGREGATE_KIND or (
+            counted_string(model, pointee) is None and counted_slice(model, pointee) is None):
+        return place, cur
+    return Memory(value_of(place, owner), user), pointee
+
+
+def _referred(model: TypeModel, place: Place, cur, owner: str, user: bool) -> tuple[Place, Any]:
+    """The object a C++ reference at ``place`` refers to (its place and type); anything else as it is."""
+    real = model.strip(cur)
+    if real is None or model.kind(real) != REFERENCE_KIND:
+        return place, cur
+    return Memory(value_of(place, owner), user), model.pointee(real)
 
 
 def value_of(place: Place, owner: str) -> Value:
@@ -149,6 +183,12 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     common: dict[str, Any] = dict(default_name=default_name(variable, cast), c_type=c_type, signed=model.is_signed(cur),
                   enumerators=tuple(model.enumerators(cur)), size=size, variable=variable.name)
     base = cast.base if cast is not None else None
+    counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
+    if counted is not None and (base is None or base in STRING_CASTS):
+        return _counted_string_fetch(model, place, real, counted, owner, opts, common)
+    slice_ = counted_slice(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
+    if slice_ is not None and (cast is None or cast.array is not None):
+        return _counted_slice_fetch(model, place, real, slice_, cast, owner, opts, x_types, common)
     if base in STRING_CASTS:
         kind = model.kind(real) if real is not None else None
         if kind not in (POINTER_KIND, ARRAY_KIND):
@@ -225,3 +265,178 @@ def _scalar_fetch(place: Place, bits: Optional[int], opts: RenderOptions, owner:
                                 f"cannot read", "register", hint="fetch its members, or each register")
         return render_value(place.values[0], opts)
     raise LocationError("a part of a register cannot be fetched with this type", "register")
+
+
+# -- strings that are a pointer and a length ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CountedString:
+    """Where a string type keeps its text: the member paths of the pointer to its bytes and of its
+    length. ``nul_terminated``: a NUL always follows the text (a std::string's); a Go or Rust
+    string's bytes run on into whatever follows them (a substring: the rest of its string; a literal:
+    the program's other strings, with no NUL for many kilobytes)."""
+
+    pointer: tuple[str, ...]
+    length: tuple[str, ...]
+    nul_terminated: bool = False
+
+
+# The first bytes of a counted string without a NUL after it, read as an array (the kernel's
+# MAX_ARRAY_LEN): its text where the string fetch finds no NUL within its 4 KiB.
+HEAD_BYTES = 64
+# The elements of a slice read by default (a cast such as :s64[64] reads up to the kernel's 64).
+SLICE_ELEMENTS = 16
+
+
+def counted_string(model: TypeModel, agg) -> Optional[CountedString]:
+    """The counted-string shape of the aggregate type ``agg``, known by its name and members: Go's
+    ``string`` {str, len}, Rust's ``&str`` {data_ptr, length} and ``String`` {vec: Vec<u8> {buf: ...,
+    len}}, libstdc++'s ``basic_string<char>`` {_M_dataplus._M_p, _M_string_length} (by its members:
+    it has several names, ``std::string`` a typedef of ``std::__cxx11::basic_string<char, ...>``).
+    The pointer must point to bytes and the length be an integer, else None."""
+    name = model.type_name(agg) or ""
+    for prefix in ("struct ", "class "):
+        name = name.removeprefix(prefix)
+    shapes: list[tuple[tuple[str, ...], tuple[str, ...], bool]] = [
+        (("_M_dataplus", "_M_p"), ("_M_string_length",), True)]
+    if name == "string":
+        shapes.append((("str",), ("len",), False))
+    elif name in ("&str", "&mut str"):
+        shapes.append((("data_ptr",), ("length",), False))
+    elif name == "String" or name.endswith("::String"):
+        # (the path to a Vec's pointer changed between rustc versions: buf.ptr.pointer, then
+        # buf.inner.ptr.pointer.pointer; the first byte pointer inside buf is it)
+        vec = _member_type(model, agg, ("vec",))
+        found = _pointer_path(model, vec, ("vec",), 8, byte=True) if vec is not None else None
+        if found is not None:
+            shapes.append((found, ("vec", "len"), False))
+    for pointer, length, nul_terminated in shapes:
+        ptr, size = _member_type(model, agg, pointer), _member_type(model, agg, length)
+        if ptr is not None and size is not None and _is_byte_pointer(model, ptr) \
+                and model.kind(size) == SCALAR_KIND and model.byte_size(size) in (4, 8):
+            return CountedString(pointer, length, nul_terminated)
+    return None
+
+
+def _member_type(model: TypeModel, agg, path: tuple[str, ...]):
+    """The stripped type at the end of a member path of ``agg`` (members of members), or None."""
+    t = agg
+    for name in path:
+        if t is None or model.kind(t) != AGGREGATE_KIND:
+            return None
+        member = model.member(t, name)
+        t = model.strip(member.type) if member is not None else None
+    return t
+
+
+def _is_byte_pointer(model: TypeModel, t) -> bool:
+    return model.kind(t) == POINTER_KIND and model.byte_size(model.pointee(t)) == 1
+
+
+def _pointer_path(model: TypeModel, agg, path: tuple[str, ...], depth: int, byte: bool) -> Optional[tuple[str, ...]]:
+    """The member path from ``agg`` (reached by ``path``) to its first pointer (``byte``: to bytes),
+    looked for through members that are aggregates held in place (not through pointers), ``depth``
+    deep."""
+    if depth == 0 or agg is None or model.kind(agg) != AGGREGATE_KIND:
+        return None
+    for name in model.member_names(agg):
+        member = model.member(agg, name)
+        t = model.strip(member.type) if member is not None else None
+        if t is None:
+            continue
+        if _is_byte_pointer(model, t) if byte else model.kind(t) == POINTER_KIND:
+            return path + (name,)
+        found = _pointer_path(model, t, path + (name,), depth - 1, byte)
+        if found is not None:
+            return found
+    return None
+
+
+def _counted_string_fetch(model: TypeModel, place: Place, agg, counted: CountedString, owner: str,
+                          opts: RenderOptions, common: dict[str, Any]) -> FetchResult:
+    """The text of a counted string at ``place``: its bytes read as a kernel ``string`` from its
+    pointer, its length read beside it, and its first bytes as an array when no NUL may follow it."""
+    pointer_place, _ = _member_path(model, place, agg, counted.pointer, owner)
+    length_place, length_type = _member_path(model, place, agg, counted.length, owner)
+    fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
+    size = model.byte_size(length_type) or 8
+    if isinstance(length_place, Slice):
+        if length_place.bit_offset != 0 or size != 8:
+            raise LocationError(f"the length of '{owner}' is part of a register", "register")
+        length = render_value(length_place.value, opts)
+    else:
+        length = _scalar_fetch(length_place, size * 8, opts, owner)
+    parts = [StringPart("length", length, f"u{size * 8}")]
+    if not counted.nul_terminated:
+        # (u8, not char: trace-cmd prints a char array's '%c's as '>c<')
+        parts.append(StringPart("head", fetch, f"u8[{HEAD_BYTES}]"))
+    return FetchResult(fetch=fetch, type="string", bits=0, parts=tuple(parts), **common)
+
+
+def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], owner: str) -> tuple[Place, Any]:
+    """The place and stripped type at the end of a member path of the aggregate ``agg`` at ``place``."""
+    t = agg
+    for name in path:
+        member = model.member(t, name)
+        assert member is not None  # (counted_string found the path)
+        place = member_place(place, member.offset, model.byte_size(t), owner)
+        t = model.strip(member.type)
+    return place, t
+
+
+# -- slices: a pointer to elements and a length ---------------------------------------------------------
+
+
+def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The member paths of the element pointer and of the length of a slice type: Go's ``[]T``
+    {array, len, cap}, Rust's ``&[T]`` {data_ptr, length} and ``Vec<T>`` {buf: ..., len}; None for
+    another type or elements that are not integers of 1, 2, 4 or 8 bytes."""
+    name = model.type_name(agg) or ""
+    for prefix in ("struct ", "class "):
+        name = name.removeprefix(prefix)
+    shape: tuple[tuple[str, ...], tuple[str, ...]]
+    if name.startswith("[]"):
+        shape = (("array",), ("len",))
+    elif name.startswith(("&[", "&mut [")):
+        shape = (("data_ptr",), ("length",))
+    elif name.startswith(("Vec<", "alloc::vec::Vec<")):
+        # (Rust's Vec: its pointer somewhere in buf, as for a String's, its length len)
+        found = _pointer_path(model, agg, (), 8, byte=False)
+        if found is None:
+            return None
+        shape = (found, ("len",))
+    else:
+        return None
+    ptr, size = _member_type(model, agg, shape[0]), _member_type(model, agg, shape[1])
+    if ptr is None or size is None or model.kind(ptr) != POINTER_KIND or model.kind(size) != SCALAR_KIND:
+        return None
+    element = model.strip(model.pointee(ptr))
+    if element is None or model.kind(element) != SCALAR_KIND or model.byte_size(element) not in (1, 2, 4, 8):
+        return None
+    return shape
+
+
+def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optional[S.TypeSpec], owner: str,
+                         opts: RenderOptions, x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """A slice's first elements as a kernel array (``SLICE_ELEMENTS``, or as many as a cast such as
+    ``:s64[32]`` says), with its length beside it to cut the array where the slice ends."""
+    pointer_place, pointer_type = _member_path(model, place, agg, shape[0], owner)
+    length_place, length_type = _member_path(model, place, agg, shape[1], owner)
+    element = model.pointee(pointer_type)
+    if cast is not None and cast.base not in SIZE_CASTS:
+        raise TypeMismatchError(f"'{owner}' is a slice of {model.type_name(element)}: cast it to an integer "
+                                f"array (:s64[{SLICE_ELEMENTS}])")
+    count = cast.array if cast is not None and cast.array else SLICE_ELEMENTS
+    etype = (f"{cast.base}{cast.bits}" if cast is not None and cast.bits
+             else model.kernel_type(element, cast.base if cast is not None else None, x_types))
+    fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
+    size = model.byte_size(length_type) or 8
+    if isinstance(length_place, Slice):
+        if length_place.bit_offset != 0 or size != 8:
+            raise LocationError(f"the length of '{owner}' is part of a register", "register")
+        length = render_value(length_place.value, opts)
+    else:
+        length = _scalar_fetch(length_place, size * 8, opts, owner)
+    return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0,
+                       parts=(StringPart("length", length, f"u{size * 8}"),), **common)

@@ -19,8 +19,9 @@ class FetchResult:
     ``default_name``: the argument name perf would give; ``c_type``: the C type as perf ``-V``
     writes it. ``signed``: the C type is signed (bitfield types read unsigned: sign-extend
     ``bits`` bits when decoding); ``enumerators``: (name, value) of an enum type, for symbolic
-    filters; ``size``: bytes of the C type when known.
-    """
+    filters; ``size``: bytes of the C type when known. ``parts``: what else a string counted by a
+    length rather than ended by a NUL (a Go string, a Rust ``&str``, a ``std::string``) is read
+    with, each written as an argument of its own (see :mod:`probectl.formats`)."""
 
     fetch: str
     type: str
@@ -31,6 +32,18 @@ class FetchResult:
     enumerators: tuple[tuple[str, int], ...] = ()
     size: Optional[int] = None
     variable: str = ""
+    parts: tuple["StringPart", ...] = ()
+
+
+@dataclass(frozen=True)
+class StringPart:
+    """A hidden argument of a counted string: its ``length`` (which ends its text), or its ``head``
+    (its first bytes read as an array, the text when the kernel's string fetch, which reads to a NUL,
+    found none within its limit: a Go string in the middle of the program's string data)."""
+
+    role: str  # "length" or "head" (probectl.formats.STRING_PART_SUFFIXES)
+    fetch: str
+    type: str
 
 
 @dataclass(frozen=True)

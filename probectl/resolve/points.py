@@ -5,19 +5,22 @@ from __future__ import annotations
 
 from .. import spec as S
 from ..dataclass import dataclass
+from .fetchresult import StringPart
 
 
 @dataclass(frozen=True)
 class ResolvedArg:
     """One fetch argument: ``name`` is empty when the kernel should name it (argN), as perf leaves it;
     ``named`` says the user gave the name (a name made from the expression may be changed to fit the
-    kernel's rules, a given one may not)."""
+    kernel's rules, a given one may not). ``parts``: the hidden arguments of a counted string
+    (:class:`~probectl.resolve.fetchresult.StringPart`), written after it."""
 
     fetch: str
     type: str = ""
     name: str = ""
     text: str = ""
     named: bool = False
+    parts: tuple[StringPart, ...] = ()
 
 
 @dataclass(frozen=True)

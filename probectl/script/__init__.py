@@ -49,7 +49,7 @@ from .formatters import CsvFormatter, JsonFormatter, TextFormatter
 from .nativeplan import native_formatter
 from .plan import DEFAULT_FIELDS, FIELDS, Formatter, parse_fields
 from .printfmt import split_print_fmt, trace_template
-from .stacks import STACK_EVENTS, StackJoiner, probe_ip_fields, stack_addresses, stack_ids
+from .stacks import STACK_EVENTS, StackJoiner, probe_ip_fields, records_with_stacks, stack_addresses, stack_ids
 from .symbols import (UNKNOWN_SYMBOL, KernelSymbols, LiveSource, Source, Symbolizer, TraceSource, UserSymbols,
                       is_kernel_address)
 
@@ -87,6 +87,7 @@ __all__ = [
     "stream_events",
     "trace_template",
     "write_script",
+    "events_with_frames",
 ]
 
 OUTPUT_FORMATS = ("text", "csv", "json", "folded")
@@ -271,6 +272,19 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
         reader.close()
     out.write(formatter.end())
     return result
+
+
+def events_with_frames(trace: Any, events: Sequence[str] = ()) -> Iterator[tuple[tuple, list[tuple]]]:
+    """The events of a recording (``-e`` globs ``events``, each of which must match one) in time order,
+    each with its stacks' frames named as ``script`` names them: (the event's row, [(kind, address,
+    name, offset, dso)], kernel frames first, each stack innermost first)."""
+    formats = trace.present_formats()
+    check_event_globs(trace, formats, events)
+    formatter = make_formatter("folded", TraceSource(trace), long_size=trace.layout.long_size, events=events)
+    formatter.set_formats(formats)
+    for rec in records_with_stacks(trace, formats):
+        if not formatter.plan(rec.row[2]).skip:
+            yield rec.row, formatter.frames(rec)
 
 
 def lost_events(trace: Any) -> int:

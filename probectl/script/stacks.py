@@ -9,7 +9,7 @@ stack stays."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 from ..dataclass import dataclass
 from ..formats import EventFormat
@@ -183,3 +183,21 @@ def probe_ip_fields(formats: Iterable[EventFormat]) -> dict[int, int]:
                 out[f.id] = names.index(name)
                 break
     return out
+
+
+def records_with_stacks(trace: Any, formats: list, batch: int = 1 << 16,
+                        progress: Optional[Callable[[int], None]] = None) -> Iterator[Record]:
+    """The events of a trace with their stacks attached, in time order; ``progress(events read)``
+    after each batch."""
+    joiner = StackJoiner.of(formats)
+    reader = trace.reader(formats=formats)
+    read = 0
+    try:
+        for rows, _lost in reader.rows(batch):
+            read += len(rows)
+            yield from joiner.feed(rows)
+            if progress is not None:
+                progress(read)
+        yield from joiner.finish()
+    finally:
+        reader.close()

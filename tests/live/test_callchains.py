@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import build_fixture, probectl, require_tool, tracefs_snapshot
+from tests.helpers import added_probes, build_fixture, probectl, require_tool
 from probectl.debuginfo.elf import ElfFile
 
 pytestmark = pytest.mark.root
@@ -76,14 +76,8 @@ def text_stacks(text: str, binary: Path) -> list[tuple[str, ...]]:
 
 @pytest.fixture(scope="module")
 def callers():
-    binary = build_fixture("callers", "-O1")
-    before = tracefs_snapshot()
-    probectl("add", "-x", str(binary), f"{G}:work=work")
-    try:
+    with added_probes(build_fixture("callers", "-O1"), [f"{G}:work=work"], [G]) as binary:
         yield binary
-    finally:
-        probectl("del", f"{G}:*", check=False)
-        assert tracefs_snapshot() == before
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ def test_qualified_names_record_the_programs_values(cleanup_group, opt):
     binary = build_cxx_fixture("cxx_shop", opt)
     probectl("add", "-x", str(binary), f"{GROUP}:add=shop::Cart::add it->id qty this->base_id this->owner",
              f"{GROUP}:one=shop::overloaded(int) x", f"{GROUP}:two=shop::overloaded(long, int) x y",
-             f"{GROUP}:scale=shop::Cart::scale<long> x")
+             f"{GROUP}:scale=shop::Cart::scale<long> x", f"{GROUP}:twice=shop::Cart::twice x")
     inst = tracefs / "instances" / f"probectl-cxx-{os.getpid()}"
     inst.mkdir()
     try:
@@ -48,3 +48,4 @@ def test_qualified_names_record_the_programs_values(cleanup_group, opt):
     assert [e["x"] for e in got["one"]] == [c["x"] for c in want["overloaded(int)"]]
     assert [(e["x"], e["y"]) for e in got["two"]] == [(c["x"], c["y"]) for c in want["overloaded(long,int)"]]
     assert [e["x"] for e in got["scale"]] == ["3"]  # (the program prints the result, 3 * x)
+    assert [e["x"] for e in got["twice"]] == [c["x"] for c in want["twice"]]  # (inlined everywhere: DWARF names it)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import TRACEFS, FifoReader, build_fixture, missing, probectl, tracefs_snapshot
+from tests.helpers import TRACEFS, FifoReader, added_probes, build_fixture, missing, probectl
 from probectl.debuginfo.elf import ElfFile
 from probectl.errors import ProbectlError
 from probectl.record import EventRequest, RecordOptions, Recording, remove_instance
@@ -107,7 +107,6 @@ def probes():
     if not (TRACEFS / "uprobe_events").exists():
         missing(f"no tracefs with uprobe_events at {TRACEFS}")
     binary = build_fixture("uprobe_target")
-    before = tracefs_snapshot()
     defs = [
         f"{G}:add=add_ints a=%di:s32 b=%si:s32",
         f"{G}:ret=add_ints%return r=$retval:s32",
@@ -118,12 +117,8 @@ def probes():
         f"{G}:lab=pick_label%return +0($retval):string",
         f"{GS}:stk=bump+{prologue_end(binary, 'bump')} step=%si:s32",
     ]
-    probectl("add", "-x", str(binary), *defs)
-    try:
+    with added_probes(binary, defs, [G, GS]):
         yield binary
-    finally:
-        probectl("del", f"{G}:*", f"{GS}:*", check=False)
-        assert tracefs_snapshot() == before
 
 
 # ---- one recording of every value kind, read several ways ---------------------------------------

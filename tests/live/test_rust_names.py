@@ -1,5 +1,6 @@
 """Rust functions probed by their paths record what the program got (fixtures/rust_shop.rs prints it
-in EXPECT lines): a &str's length, a method's arguments through a reference, the program's main.
+in EXPECT lines): a &str's length, a method's arguments through references (it.id, self.items), the
+program's main. (Strings as text: tests/live/test_counted_strings.py.)
 The offline tests are tests/test_rust_names.py."""
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ def cleanup_group(live_tracefs):
 
 
 @pytest.mark.root
-def test_paths_record_the_programs_values(cleanup_group):
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_paths_record_the_programs_values(cleanup_group, mangling):
     tracefs = cleanup_group
-    binary = build_rust_fixture("rust_shop")
+    binary = build_rust_fixture("rust_shop", mangling=mangling)
     probectl("add", "-x", str(binary), f"{GROUP}:lookup=rust_shop::shop::lookup key.length",
-             f"{GROUP}:main=main")
+             f"{GROUP}:main=main", f"{GROUP}:add=rust_shop::shop::Cart::add it.id qty self.items self.owner")
     inst = tracefs / "instances" / f"probectl-rust-{os.getpid()}"
     inst.mkdir()
     try:
@@ -42,3 +44,6 @@ def test_paths_record_the_programs_values(cleanup_group):
         got.setdefault(name, []).append(fields)
     assert [int(e["length"], 0) for e in got["lookup"]] == [int(c["key.len"]) for c in want["lookup"]]
     assert len(got["main"]) == 1
+    # a method of an impl block, its arguments through references as Rust writes them
+    assert [(int(e["id"], 0), int(e["qty"], 0), int(e["items"], 0), int(e["owner"], 0)) for e in got["add"]] == \
+           [(int(c["id"]), int(c["qty"]), int(c["items"]), int(c["owner"])) for c in want["add"]]

@@ -99,6 +99,9 @@ class BtfTypeModel:
     def user_memory(self, type_id: Optional[int]) -> bool:
         return bool(type_id and self.has_tag(type_id, "user"))
 
+    def reads_through(self, type_id: int) -> bool:
+        return False  # (C's pointers: '->')
+
     def has_tag(self, type_id: int, tag: str) -> bool:
         """True if a TYPE_TAG called ``tag`` (``user``, ``percpu``, ``rcu``) qualifies ``type_id``
         before its first typedef or non-qualifier."""

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 # the full index is most of what a definition on libc costs (docs/ledger.md, "Name search"; bench_add.py
 # measures it cold). Smaller files are indexed whole, cheaply, and the index then answers every name and glob.
 SEARCH_NAMES_FROM = 2 << 20
+DW_LANG_RUST = 0x1C
 
 
 class DebugInfo:
@@ -90,6 +91,7 @@ class DebugInfo:
         self._lookups: Optional[dict[str, Optional[tuple[list, list]]]] = None
         self._functions_cache: dict[tuple[int, int], Function] = {}
         self._instances_cache: dict[tuple[tuple[int, int], bool], list[Function]] = {}
+        self._by_origin: dict[int, Optional[dict[int, list[tuple[int, Optional[int]]]]]] = {}  # (by unit offset)
         self._children: dict[tuple[int, int], list[DIE]] = {}
         # What the other modules of the package compute, kept here and read through the accessors:
         # CU offset -> whether some variable of the CU uses a location list (cu_is_optimized)
@@ -253,6 +255,33 @@ class DebugInfo:
                             break
             self._optimized[cu.cu_offset] = found
         return self._optimized[cu.cu_offset]
+
+    @guarded
+    def is_unoptimized_rust(self, fn: "Function") -> bool:
+        """``fn`` is a Rust function built without optimisation, whose variables live in its stack
+        frame (DW_OP_fbreg off the stack pointer, valid once the prologue has moved it), although
+        its unit uses location lists elsewhere (rustc writes them at opt-level 0 too, for a value
+        passed by reference, so perf's unit-wide test takes the unit as optimised): a Rust unit
+        (DW_LANG_Rust) and no variable of the function with a location list."""
+        top = fn.cu.get_top_DIE()
+        language = top.attributes.get("DW_AT_language")
+        if language is None or language.value != DW_LANG_RUST:
+            return False
+        version = fn.cu.header.version
+        list_forms = ("DW_FORM_sec_offset", "DW_FORM_loclistx") + (("DW_FORM_data4", "DW_FORM_data8")
+                                                                    if version < 4 else ())
+
+        def has_list(die: DIE) -> bool:
+            for child in self.children(die):
+                if child.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
+                    loc = child.attributes.get("DW_AT_location")
+                    if loc is not None and loc.form in list_forms:
+                        return True
+                elif child.tag == "DW_TAG_lexical_block" and has_list(child):
+                    return True
+            return False
+
+        return not has_list(fn.die)
 
     # --- addresses of DIEs ------------------------------------------------------------------
 
@@ -670,6 +699,20 @@ class DebugInfo:
             return cached
         found: list[Function] = []
         target = origin.offset
+        by_origin = self._instances_by_origin(func.cu)
+        if by_origin is not None:
+            # (read from the unit's bytes, once a unit: walking its DIEs for each function parsed
+            # every DIE of the unit, most of the time of a C++ method's add -D on libstdc++)
+            cu = func.cu
+            for offset, caller in by_origin.get(target, ()):
+                die = cu.get_DIE_from_refaddr(offset)
+                inst = self.function(die)
+                if die.tag == "DW_TAG_inlined_subroutine":
+                    inst.caller = self.function(cu.get_DIE_from_refaddr(caller)) if caller is not None else None
+                if not (skip_redundant and self._redundant(die, origin)):
+                    found.append(inst)
+            self._instances_cache[key] = found
+            return found
 
         def walk(die: DIE, caller: Optional[Function]) -> None:
             for child in self.children(die):
@@ -693,6 +736,14 @@ class DebugInfo:
         walk(func.cu.get_top_DIE(), None)
         self._instances_cache[key] = found
         return found
+
+    def _instances_by_origin(self, cu: CompileUnit) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+        """``dieindex.instances_by_origin`` of ``cu``, kept per unit (None: walk the DIEs instead)."""
+        if cu.cu_offset not in self._by_origin:
+            from .dieindex import instances_by_origin
+
+            self._by_origin[cu.cu_offset] = instances_by_origin(self, cu)
+        return self._by_origin[cu.cu_offset]
 
     @guarded
     def has_code(self, die: DIE) -> bool:

@@ -312,6 +312,18 @@ def _cu_table(debuginfo: "DebugInfo", cu) -> tuple[bytes, dict, "CUScanner"]:
     return info, table, CUScanner(info, b"", b"", b"", offset_size, header["address_size"], header["version"])
 
 
+def _children_start(cu, table: dict, scanner: "CUScanner") -> Optional[int]:
+    """Where the children of the unit DIE start (CU offsets), None when it has none; the scanner
+    has noted the unit's language (CUScanner.note_language)."""
+    code, pos = read_uleb128(scanner.info, cu.cu_die_offset - cu.cu_offset)
+    if not code:
+        return None
+    _tag, children, specs = table[code][:3]
+    scanner.note_language(pos, specs, 0)
+    pos, _ = scanner.read_die(pos, specs, 0, False)
+    return pos if children else None
+
+
 def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list[int]]]:
     """Offsets of the DW_TAG_subprogram and DW_TAG_variable DIEs among a CU's top-level DIEs and
     the children of its top-level namespaces and modules, in DIE order, read from the section
@@ -320,13 +332,9 @@ def top_level_dies(debuginfo: "DebugInfo", cu) -> Optional[tuple[list[int], list
         info, table, scanner = _cu_table(debuginfo, cu)
         funcs: list[int] = []
         variables: list[int] = []
-        end = cu.size
-        pos = cu.cu_die_offset - cu.cu_offset
-        code, pos = read_uleb128(info, pos)
-        tag, children, specs = table[code][:3]
-        pos, _ = scanner.read_die(pos, specs, 0, False)
-        if code and children:
-            scanner.collect(pos, end, 0, table, funcs, variables, nested=True)
+        pos = _children_start(cu, table, scanner)
+        if pos is not None:
+            scanner.collect(pos, cu.size, 0, table, funcs, variables, nested=True)
         base = cu.cu_offset
         return [base + off for off in funcs], [base + off for off in variables]
     except (Unsupported, KeyError, IndexError, ValueError, struct.error):
@@ -370,11 +378,8 @@ def function_bounds(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Code
         funcs: list[int] = []
         variables: list[int] = []
         bounds: dict[int, dict] = {}
-        pos = cu.cu_die_offset - cu.cu_offset
-        code, pos = read_uleb128(info, pos)
-        tag, children, specs = table[code][:3]
-        pos, _ = scanner.read_die(pos, specs, 0, False)
-        if code and children:
+        pos = _children_start(cu, table, scanner)
+        if pos is not None:
             scanner.collect(pos, cu.size, 0, table, funcs, variables, nested=True, bounds=bounds)
         base = cu.cu_offset
         return [(base + off, _code_bounds(bounds[off])) for off in funcs]
@@ -396,19 +401,30 @@ def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optiona
     the CU."""
     try:
         info, table, scanner = _cu_table(debuginfo, cu)
-        end = cu.size
-        pos = cu.cu_die_offset - cu.cu_offset
-        code, pos = read_uleb128(info, pos)
-        tag, children, specs = table[code][:3]
-        pos, _ = scanner.read_die(pos, specs, 0, False)
+        pos = _children_start(cu, table, scanner)
         found: list[tuple[int, Optional[int]]] = []
         lines: dict[int, dict] = {}  # offset of a subprogram or inline instance → its LINE_ATTRS
-        if code and children:
-            scanner.line_sites(pos, end, table, True, found, lines)
+        if pos is not None:
+            scanner.line_sites(pos, cu.size, table, True, found, lines)
     except (Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
     base = cu.cu_offset
     return [(base + off, call_line, _decl_line(lines, off)) for off, call_line in found]
+
+
+def instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+    """The CU's subprograms and inline instances with code by the section offset of their abstract
+    origin (``CUScanner.instances_by_origin``, offsets made section offsets), read from the section
+    bytes; None when this scanner cannot read the CU."""
+    try:
+        _info, table, scanner = _cu_table(debuginfo, cu)
+        pos = _children_start(cu, table, scanner)
+        found = scanner.instances_by_origin(pos, cu.size, table) if pos is not None else {}
+    except (Unsupported, KeyError, IndexError, ValueError, struct.error):
+        return None
+    base = cu.cu_offset
+    return {base + origin: [(base + off, None if caller is None else base + caller) for off, caller in dies]
+            for origin, dies in found.items()}
 
 
 def _decl_line(lines: dict, offset: int) -> Optional[int]:

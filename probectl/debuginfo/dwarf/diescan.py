@@ -24,6 +24,11 @@ TAG_VARIABLE = 0x34
 TAG_FORMAL_PARAMETER = 0x05
 TAG_NAMESPACE = 0x39
 TAG_MODULE = 0x1E
+TAG_STRUCTURE_TYPE = 0x13
+TAG_UNION_TYPE = 0x17
+TAG_CLASS_TYPE = 0x02
+AT_LANGUAGE = 0x13
+DW_LANG_RUST = 0x1C
 AT_SIBLING = 0x01
 AT_NAME = 0x03
 AT_LOW_PC = 0x11
@@ -41,6 +46,11 @@ AT_HIGH_PC = 0x12
 AT_DECL_LINE = 0x3B
 AT_CALL_LINE = 0x59
 TAG_INLINED_SUBROUTINE = 0x1D
+TAG_LEXICAL_BLOCK = 0x0B
+# What instances_by_origin reads of subprograms and inline instances: the origin, and whether the
+# DIE has code (perf's die_is_func_instance: an entry pc, a low pc or ranges).
+ORIGIN_ATTRS = frozenset({AT_ABSTRACT_ORIGIN, AT_LOW_PC, AT_ENTRY_PC, AT_RANGES})
+_UNIT_REF_FORMS = frozenset({0x11, 0x12, 0x13, 0x14, 0x15})  # ref1 ref2 ref4 ref8 ref_udata
 # What line_sites reads of subprograms and inline instances (lines._funclines' declaration lines
 # and call sites).
 LINE_ATTRS = frozenset({AT_DECL_LINE, AT_CALL_LINE, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION})
@@ -52,6 +62,11 @@ _DEFINITION_TAGS = frozenset({TAG_SUBPROGRAM, TAG_VARIABLE})
 _SUBPROGRAM_TAGS = frozenset({TAG_SUBPROGRAM})
 _NO_TAGS: frozenset = frozenset()
 ALL_LEVELS = -1  # CUScanner.walk into namespaces and modules all the way down
+# The DIEs whose children CUScanner.walk looks among for definitions: namespaces and modules; in a
+# Rust unit also types, where rustc defines the methods of an impl block (shop::Cart::add is a child
+# of the structure type Cart, in the modules of its path, as deep as they go).
+_SCOPE_TAGS = frozenset({TAG_NAMESPACE, TAG_MODULE})
+_RUST_SCOPE_TAGS = _SCOPE_TAGS | {TAG_STRUCTURE_TYPE, TAG_UNION_TYPE, TAG_CLASS_TYPE}
 
 # The attributes of a subprogram's code range (CUScanner.collect reads them for function_bounds).
 BOUND_ATTRS = frozenset({AT_LOW_PC, AT_HIGH_PC, AT_RANGES, AT_ENTRY_PC, AT_SIBLING})
@@ -167,6 +182,8 @@ class CUScanner:
         self.version = version
         self.str_offsets_base: Optional[int] = None
         self.off_fmt = "<I" if offset_size == 4 else "<Q"
+        self.scope_tags = _SCOPE_TAGS
+        self.nested_levels = 1  # (how deep collect and line_sites look into scopes: ALL_LEVELS for Rust)
         self._strings: dict[tuple[int, int], str] = strings if strings is not None else {}
 
     def _cstr(self, table: bytes, off: int) -> str:
@@ -183,6 +200,27 @@ class CUScanner:
         at = self.str_offsets_base + index * self.offset_size
         (off,) = struct.unpack_from(self.off_fmt, self.str_offsets, at)
         return self._cstr(self.strtab, off)
+
+    def note_language(self, pos: int, specs, cu_offset: int) -> None:
+        """Read the DW_AT_language of the unit DIE whose attributes start at ``pos``: a Rust unit
+        has its definitions nested in modules and types (``_RUST_SCOPE_TAGS``)."""
+        for attr, form, implicit in specs:
+            if attr == AT_LANGUAGE:
+                if form == FORM_INDIRECT:
+                    return
+                size = CONSTANT_SIZE.get(form)
+                if form == FORM_IMPLICIT_CONST:
+                    language = implicit
+                elif form in LEB128:
+                    language = read_uleb128(self.info, pos)[0]
+                elif size is not None:
+                    language = int.from_bytes(self.info[pos:pos + size], "little")
+                else:
+                    return
+                if language == DW_LANG_RUST:
+                    self.scope_tags, self.nested_levels = _RUST_SCOPE_TAGS, ALL_LEVELS
+                return
+            pos, _ = self.read_die(pos, [(attr, form, implicit)], cu_offset, False)
 
     def read_die(self, pos: int, specs, cu_offset: int, want: bool) -> tuple[int, dict]:
         """Decode one DIE's attributes from ``pos``; return the position after it and, when
@@ -321,6 +359,7 @@ class CUScanner:
                     self.str_offsets_base = int.from_bytes(data[p:p + self.offset_size], "little")
                     break
                 p, _ = self.read_die(p, [(a, form, implicit)], cu_offset, False)
+        self.note_language(pos, specs, cu_offset)
         pos, _ = self.read_die(pos, specs, cu_offset, False)
         if not children:
             return
@@ -365,7 +404,7 @@ class CUScanner:
                 return forward(cu_offset + sib[1], pos)
             return self._skip_children(pos, end, abbrevs, cu_offset)
 
-        return self.walk(pos, end, abbrevs, cu_offset, _DEFINITION_TAGS, take, 1 if nested else 0)
+        return self.walk(pos, end, abbrevs, cu_offset, _DEFINITION_TAGS, take, self.nested_levels if nested else 0)
 
     def line_sites(self, pos: int, end: int, table: dict, nested: bool, found: list, lines: dict) -> int:
         """The subprograms among the DIEs from ``pos`` (and, when ``nested``, among the children of
@@ -380,13 +419,13 @@ class CUScanner:
             found.append((die_offset, None))
             return self._subtree_sites(pos, end, table, found, lines) if children else pos
 
-        return self.walk(pos, end, table, 0, _SUBPROGRAM_TAGS, site, 1 if nested else 0)
+        return self.walk(pos, end, table, 0, _SUBPROGRAM_TAGS, site, self.nested_levels if nested else 0)
 
     def walk(self, pos: int, end: int, table: dict, cu_offset: int, tags: frozenset,
              visit: Optional[Callable[[int, int, bool, list, int], Optional[int]]], levels: int) -> int:
         """The DIEs from ``pos`` up to the 0 code that ends their parent's children (returns the
         position after it) and, ``levels`` deep (``ALL_LEVELS``: all the way), the children of the
-        namespaces and modules among them. Each DIE whose tag is in ``tags`` is handed to
+        namespaces and modules among them (and of types, in a Rust unit: ``scope_tags``). Each DIE whose tag is in ``tags`` is handed to
         ``visit(offset, tag, has_children, specs, position after its code)``, which returns the
         position after the DIE and its children, or None to have it skipped as the others are: by
         its sibling reference or fixed size when the abbreviation gives them, else by reading it
@@ -416,7 +455,7 @@ class CUScanner:
                     if after is not None:
                         pos = after
                         continue
-                if children and entered != levels and (tag == TAG_NAMESPACE or tag == TAG_MODULE):
+                if children and entered != levels and tag in self.scope_tags:
                     pos, _ = self.read_die(pos, specs, cu_offset, False)
                     entered += 1
                     continue
@@ -470,6 +509,56 @@ class CUScanner:
             if children:
                 depth += 1
         return pos
+
+    def instances_by_origin(self, pos: int, end: int, table: dict) -> dict[int, list[tuple[int, Optional[int]]]]:
+        """The subprograms and inline instances with code among the DIEs from ``pos`` (walking into
+        subprograms, inline instances, lexical blocks, namespaces and modules, as
+        ``DebugInfo.instances`` does), by the unit offset of their abstract origin in this unit: (their
+        offset, the offset of the nearest enclosing DIE with code, for an inline instance, else None),
+        in DIE order. Offsets are unit offsets."""
+        data = self.info
+        found: dict[int, list[tuple[int, Optional[int]]]] = {}
+        callers: list[Optional[int]] = []  # per open DIE whose children are walked: the caller before it
+        caller: Optional[int] = None
+        while pos < end:
+            die_offset = pos
+            code = data[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = read_uleb128(data, pos)
+            if code == 0:
+                if not callers:
+                    return found
+                caller = callers.pop()
+                continue
+            tag, children, specs, fixed, _sibling = table[code]
+            if tag == TAG_SUBPROGRAM or tag == TAG_INLINED_SUBROUTINE:
+                pos, values = self.read_values(pos, specs, 0, ORIGIN_ATTRS)
+                has_code = AT_LOW_PC in values or AT_ENTRY_PC in values or AT_RANGES in values
+                origin = values.get(AT_ABSTRACT_ORIGIN)
+                if has_code and origin is not None and origin[0] in _UNIT_REF_FORMS:
+                    found.setdefault(origin[1], []).append(
+                        (die_offset, caller if tag == TAG_INLINED_SUBROUTINE else None))
+                if children:
+                    callers.append(caller)
+                    if has_code:
+                        caller = die_offset
+            elif tag == TAG_LEXICAL_BLOCK or tag == TAG_NAMESPACE or tag == TAG_MODULE:
+                if fixed is not None:
+                    pos += fixed
+                else:
+                    pos, _ = self.read_die(pos, specs, 0, False)
+                if children:
+                    callers.append(caller)
+            elif children:
+                pos, attrs = self.read_die(pos, specs, 0, False)
+                pos = self._past_children(pos, attrs, end, table, 0)
+            elif fixed is not None:
+                pos += fixed
+            else:
+                pos, _ = self.read_die(pos, specs, 0, False)
+        return found
 
     def _skip_children(self, pos, end, abbrevs, cu_offset) -> int:
         """The position after the children that start at ``pos`` (``walk`` taking none of them)."""

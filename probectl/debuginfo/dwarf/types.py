@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 from ...dataclass import dataclass
 from ...errors import TypeMismatchError
-from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, SCALAR_KIND, Bitfield, no_member_error,
-                         scalar_fetch_type)
+from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND, Bitfield,
+                         no_member_error, scalar_fetch_type)
 
 # DW_ATE encodings perf treats as signed (die_is_signed_type).
 _SIGNED_ENCODINGS = (0x05, 0x06, 0x0D)  # signed, signed_char, signed_fixed
@@ -421,6 +421,8 @@ class DwarfTypes:
     def kind(self, t: DIE) -> str:
         if t.tag == "DW_TAG_pointer_type":
             return POINTER_KIND
+        if t.tag in ("DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"):
+            return REFERENCE_KIND
         if t.tag == "DW_TAG_array_type":
             return ARRAY_KIND
         if t.tag in _AGGREGATES:
@@ -436,6 +438,9 @@ class DwarfTypes:
 
     def member(self, agg: DIE, name: str) -> Optional[MemberRef]:
         return find_member(agg, name)
+
+    def member_names(self, agg: DIE) -> list[str]:
+        return members(agg)
 
     def no_member_error(self, owner: str, agg: DIE, name: str) -> TypeMismatchError:
         return unknown_member_error(owner, agg, name)
@@ -460,6 +465,10 @@ class DwarfTypes:
 
     def user_memory(self, t: Optional[DIE]) -> bool:
         return False  # (gcc writes no btf_type_tag("user") annotations into DWARF)
+
+    def reads_through(self, t: DIE) -> bool:
+        name = _name(t) if t.tag == "DW_TAG_pointer_type" else None
+        return name is not None and name[:1] in ("&", "*")
 
 
 DWARF_TYPES = DwarfTypes()
