@@ -115,8 +115,8 @@ def run_sanitized(exe: Path, *args: str, timeout: int = 300) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel_testdata() -> tuple[Optional[Path], str]:
-    out = subprocess.run([str(ROOT / "tools" / "kernel-testdata.sh")], capture_output=True, text=True)
+def _kernel_testdata(script: str = "kernel-testdata.sh") -> tuple[Optional[Path], str]:
+    out = subprocess.run([str(ROOT / "tools" / script)], capture_output=True, text=True)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         return None, out.stderr.strip()[-200:] or f"exit status {out.returncode}"
@@ -141,35 +141,52 @@ def kernel_testdata_dir() -> Optional[Path]:
     return _kernel_testdata()[0]
 
 
-def kernel_testdata(*parts: str) -> Path:
+def kernel_testdata(*parts: str, script: str = "kernel-testdata.sh") -> Path:
     """A file of the kernel test data (``kernel_testdata("vmlinux")``); a skip (a failure in CI) when
-    the data cannot be fetched or lacks it."""
-    directory, why = _kernel_testdata()
+    the data cannot be fetched or lacks it. ``script="kernel-testdata-arm64.sh"``: the arm64 kernel's."""
+    directory, why = _kernel_testdata(script)
     if directory is None:
-        missing(f"no kernel test data (tools/kernel-testdata.sh failed: {why})")
+        missing(f"no kernel test data (tools/{script} failed: {why})")
     path = directory.joinpath(*parts)
     if not path.exists():
-        missing(f"{path} is missing (tools/kernel-testdata.sh)")
+        missing(f"{path} is missing (tools/{script})")
     return path
 
 
 def build_program(name: str, sources: list[Path], opt: str = "-O0", extra: tuple[str, ...] = (),
-                  pie: bool = True) -> Path:
-    """Build a program from C sources with gcc at ``opt`` (cached by the sources' paths and contents and
-    the flags: DWARF records the source paths, so a checkout elsewhere gets builds of its own)."""
+                  pie: bool = True, cc: str = "gcc") -> Path:
+    """Build a program from C sources with ``cc`` (gcc) at ``opt`` (cached by the sources' paths and
+    contents, the compiler and the flags: DWARF records the source paths, so a checkout elsewhere gets
+    builds of its own)."""
     flags = [opt, "-g", "-fno-omit-frame-pointer", *extra]
     if not pie:
         flags.append("-no-pie")
     ident = b"".join(str(src).encode() + b"\0" + src.read_bytes() for src in sources) + " ".join(flags).encode()
+    if cc != "gcc":
+        ident += b"\0" + cc.encode()
     key = hashlib.sha1(ident).hexdigest()[:12]
-    suffix = opt.lstrip("-") + ("" if pie else "-nopie")
+    suffix = opt.lstrip("-") + ("" if pie else "-nopie") + ("" if cc == "gcc" else "-" + os.path.basename(cc).split("-")[0])
     out = BUILD_DIR / f"{name}-{suffix}-{key}"
     if not out.exists():
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), *map(str, sources)], check=True)
+        subprocess.run([cc, *flags, "-o", str(tmp), *map(str, sources)], check=True)
         tmp.rename(out)
     return out
+
+
+AARCH64_GCC = "aarch64-linux-gnu-gcc"
+
+
+def build_arm64_program(name: str, sources: list[Path], opt: str = "-O0", extra: tuple[str, ...] = ()) -> Path:
+    """Build C sources for AArch64 with Debian's cross compiler (gcc-aarch64-linux-gnu: a skip, a
+    failure in CI, without it), with the fixtures' flags; cached as build_program caches."""
+    return build_program(name, sources, opt, extra, cc=require_tool(AARCH64_GCC, "gcc-aarch64-linux-gnu"))
+
+
+def build_arm64_fixture(name: str, opt: str = "-O0") -> Path:
+    """Build fixtures/<name>.c for AArch64; return the binary path."""
+    return build_arm64_program(name, [FIXTURES / f"{name}.c"], opt)
 
 
 def build_fixture(name: str, opt: str = "-O0", extra: tuple[str, ...] = (), pie: bool = True) -> Path:

@@ -56,10 +56,11 @@ def _patched(src: Path, dst: Path, offset: int, fmt: str, value: int) -> Path:
 
 
 def test_other_machines_are_refused(tmp_path):
+    """probectl knows x86-64 and AArch64 (tests/test_arm64.py); a file of another machine is refused."""
     app = build_fixture("dwarf_structs")
-    arm64 = _patched(app, tmp_path / "arm64-app", 0x12, "<H", 183)  # e_machine = EM_AARCH64
-    refused(probectl("add", "-D", "-x", str(arm64), "paint w->id"), "AArch64", "x86-64")
-    refused(probectl("add", "-D", "-x", str(arm64), "main"), "AArch64")
+    riscv = _patched(app, tmp_path / "riscv-app", 0x12, "<H", 243)  # e_machine = EM_RISCV
+    refused(probectl("add", "-D", "-x", str(riscv), "paint w->id"), "RISC-V", "x86-64 and AArch64")
+    refused(probectl("add", "-D", "-x", str(riscv), "main"), "RISC-V")
 
 
 def test_a_32_bit_x86_library_is_refused(tmp_path):
@@ -107,5 +108,5 @@ def test_vmlinux_and_module_together_are_refused_not_ignored():
 
 def test_a_vmlinux_that_is_a_fifo_or_another_machine(fifo, tmp_path):
     refused(probectl("add", "-D", "-k", str(fifo), "tcp_sendmsg size"), "FIFO")
-    arm64 = _patched(build_fixture("dwarf_structs"), tmp_path / "vmlinux-arm64", 0x12, "<H", 183)
-    refused(probectl("add", "-D", "-k", str(arm64), "tcp_sendmsg size"), "AArch64")
+    riscv = _patched(build_fixture("dwarf_structs"), tmp_path / "vmlinux-riscv", 0x12, "<H", 243)
+    refused(probectl("add", "-D", "-k", str(riscv), "tcp_sendmsg size"), "RISC-V")

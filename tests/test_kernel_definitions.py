@@ -85,22 +85,32 @@ def ours(resolver, n: int, definition: str) -> list[EventDefinition]:
                          multiprobe=True, is_uprobe=False)
 
 
-@pytest.fixture(scope="module")
-def perf_results(kernel, tmp_path_factory):
-    """perf's definitions for AGREED, in one run (perf stops at its first failure, so all must work)."""
+def by_event(lines: list[str]) -> dict[str, list[EventDefinition]]:
+    """Definition lines by their event's name (a return probe's without ``__return``)."""
+    found: dict[str, list[EventDefinition]] = {}
+    for line in lines:
+        d = EventDefinition.parse(line)
+        found.setdefault(d.event.removesuffix("__return"), []).append(d)
+    return found
+
+
+def perf_kernel_definitions(kernel: Path, definitions: list[str], home: Path) -> dict[str, list[EventDefinition]]:
+    """perf's definitions of ``definitions``, named d0, d1..., in one run (perf stops at its first
+    failure, so all must work), by event (its build-id cache in ``home``)."""
     if subprocess.run(["which", "perf"], capture_output=True).returncode != 0:
         missing("perf (apt linux-perf) is not installed")
     args = ["perf", "probe", "-k", str(kernel)]
-    for n, definition in enumerate(AGREED):
+    for n, definition in enumerate(definitions):
         args += ["-D", f"d{n}={definition}"]
-    home = tmp_path_factory.mktemp("perfhome")
     out = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, HOME=str(home)))
     assert out.returncode == 0, out.stderr
-    by_event: dict[str, list[EventDefinition]] = {}
-    for line in out.stdout.splitlines():
-        d = EventDefinition.parse(line)
-        by_event.setdefault(d.event.removesuffix("__return"), []).append(d)
-    return by_event
+    return by_event(out.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def perf_results(kernel, tmp_path_factory):
+    """perf's definitions for AGREED."""
+    return perf_kernel_definitions(kernel, AGREED, tmp_path_factory.mktemp("perfhome"))
 
 
 def _address(elf: ElfFile, place: str) -> int:

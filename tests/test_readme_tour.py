@@ -30,8 +30,10 @@ and the clauses are
 - ``file NAME=fixture:FIXTURE[:OPT]``  ./NAME in the working directory is fixtures/FIXTURE.c built
   at OPT (default -O0) by conftest's build_fixture; ``file NAME=usdt[:OPT]`` is the SDT program of
   conftest's build_usdt (its library stays where it was built: the program's rpath names it);
-  ``file NAME=go:FIXTURE`` is fixtures/FIXTURE.go built by Debian's go (helpers.build_go_fixture), and
-  ``file NAME=cxx:FIXTURE[:OPT]`` fixtures/FIXTURE.cc built by g++ (helpers.build_cxx_fixture).
+  ``file NAME=go:FIXTURE`` is fixtures/FIXTURE.go built by Debian's go (helpers.build_go_fixture),
+  ``file NAME=cxx:FIXTURE[:OPT]`` fixtures/FIXTURE.cc built by g++ (helpers.build_cxx_fixture), and
+  ``file NAME=arm64:FIXTURE[:OPT]`` fixtures/FIXTURE.c built for AArch64 by Debian's cross compiler
+  (helpers.build_arm64_fixture).
 - ``process PID=PROGRAM``  PROGRAM runs while the block runs (started by the tour with its standard
   input an open pipe, where an interpreter waits reading its program; ended after the block), and PID
   in the commands stands for its process id.
@@ -99,7 +101,8 @@ from typing import Callable, Optional
 
 import pytest
 
-from tests.helpers import ROOT, TRACEFS, build_cxx_fixture, build_fixture, build_go_fixture, build_usdt, kernel_testdata, missing, require_tracefs
+from tests.helpers import (ROOT, TRACEFS, build_arm64_fixture, build_cxx_fixture, build_fixture, build_go_fixture,
+                           build_usdt, kernel_testdata, missing, require_tracefs)
 
 README = ROOT / "README.md"
 WILD = "…"
@@ -664,6 +667,9 @@ class Tour:
             elif kind == "cxx":
                 fixture, _, opt = spec.partition(":")
                 built = build_cxx_fixture(fixture, opt or "-O0")
+            elif kind == "arm64":
+                fixture, _, opt = spec.partition(":")
+                built = build_arm64_fixture(fixture, opt or "-O0")
             else:
                 raise AssertionError(f"README line {block.line}: unknown file {what!r}")
             dest = self.cwd / name

@@ -502,12 +502,12 @@ def test_the_brief_example_on_the_O0_fixture():
 def test_check_probe_offset_skips_other_machines(tmp_path):
     binary = build_fixture("uprobe_target", "-O0")
     data = bytearray(binary.read_bytes())
-    data[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64
-    other = tmp_path / "aarch64"
+    data[18:20] = (243).to_bytes(2, "little")  # EM_RISCV
+    other = tmp_path / "riscv"
     other.write_bytes(bytes(data))
     with ElfFile(other) as elf:
         (sym,) = elf.find_functions("add_ints")
-        check_probe_offset(elf, "add_ints", sym.value, sym.size, 8)  # no x86 decoding on an arm64 file
+        check_probe_offset(elf, "add_ints", sym.value, sym.size, 8)  # no x86 decoding on a RISC-V file
 
 
 def test_check_probe_offset_outside_the_file():

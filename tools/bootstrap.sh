@@ -3,14 +3,17 @@
 #   tools/bootstrap.sh          what probectl itself needs
 #   tools/bootstrap.sh --test   also the test oracles and targets (perf, trace-cmd, qemu, libc6-dbg, busybox,
 #                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures,
-#                               podman and runc for the containers of a real runtime)
+#                               podman and runc for the containers of a real runtime, an AArch64 cross
+#                               compiler for the fixtures' AArch64 builds, qemu-system-aarch64 and Debian's
+#                               arm64 cloud kernel for the AArch64 guest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(gcc python3-dev python3-venv)
 if [ "${1:-}" = "--test" ]; then
     pkgs+=(linux-perf trace-cmd libc6-dbg busybox-static qemu-system-x86 e2fsprogs zstd systemtap-sdt-dev
-           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg podman runc)
+           debuginfod chromium golang-go g++ rustc libstdc++6-12-dbg podman runc gcc-aarch64-linux-gnu
+           libc6-dev-arm64-cross qemu-system-arm)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -47,6 +50,7 @@ extra=""
 if [ "${1:-}" = "--test" ]; then
     # The kernel-probe tests read Debian's cloud vmlinux and boot its kernel in qemu; fetch them once.
     tools/kernel-testdata.sh >/dev/null
+    tools/kernel-testdata-arm64.sh >/dev/null  # (adds arm64 to dpkg's architectures for apt-get download)
 fi
 
 if ! grep -q ' tracefs ' /proc/mounts && [ -d /sys/kernel/tracing ]; then

@@ -1,8 +1,10 @@
 """Boot a real kernel in qemu and try kprobe definitions on it.
 
 The machine's own kernel has no kprobes, so kprobe definitions are tried live on Debian's cloud kernel
-(``tools/kernel-testdata.sh``) booted in ``qemu-system-x86_64`` with software emulation.  One boot runs a
-whole batch::
+(``tools/kernel-testdata.sh``) booted in ``qemu-system-x86_64`` with software emulation.  The same init
+boots Debian's arm64 cloud kernel (``tools/kernel-testdata-arm64.sh``) in ``qemu-system-aarch64 -M virt``
+(``machine=AARCH64_GUEST``), where it writes uprobe definitions of AArch64 programs given as ``files``.
+One boot runs a whole batch::
 
     result = run_in_guest(kernel_dir, ["p:probe/tcp_sendmsg tcp_sendmsg+0 size=%dx:x64"],
                           "printf '%0100d' 0 > /tmp/x; ...")
@@ -34,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNEL_CACHE = Path(os.environ.get("PROBECTL_KERNEL_CACHE", "/var/cache/probectl/kernel"))
 QEMU = "qemu-system-x86_64"
 
+ARM64_KERNEL_CACHE = Path(os.environ.get("PROBECTL_ARM64_KERNEL_CACHE", "/var/cache/probectl/kernel-arm64"))
+
 # Kernel command line: console on the first port, reboot (= qemu exits, -no-reboot) at once on a panic,
 # and skip the calibrations that are slow under software emulation.
 KERNEL_ARGS = (
@@ -41,6 +45,35 @@ KERNEL_ARGS = (
     "tsc=reliable no_timer_check mitigations=off random.trust_cpu=on "
     "8250.nr_uarts=2 rdinit=/init"
 )
+
+
+@dataclass(frozen=True)
+class GuestMachine:
+    """How qemu boots a guest of one machine: the emulator (and its Debian package), its machine
+    options, the kernel command line, and where the report goes: the guest's tty ``results_tty``,
+    wired by ``serial_args(console_file, results_file)`` to a file on the host."""
+
+    name: str
+    qemu: str
+    package: str
+    machine_args: tuple[str, ...]
+    kernel_args: str
+    results_tty: str
+
+    def serial_args(self, console_file: Path, results_file: Path) -> list[str]:
+        if self.results_tty == "ttyS1":  # two 16550s on the PC: the console, then the report
+            return ["-serial", f"file:{console_file}", "-serial", f"file:{results_file}"]
+        # virt has one PL011 (ttyAMA0, the console); the report goes to a PCI 16550 (ttyS0)
+        return ["-serial", f"file:{console_file}", "-chardev", f"file,id=results,path={results_file}",
+                "-device", "pci-serial,chardev=results"]
+
+
+X86_64_GUEST = GuestMachine("x86-64", QEMU, "qemu-system-x86", (), KERNEL_ARGS, "ttyS1")
+# -cpu max: every feature TCG emulates (the cloud kernel needs none beyond ARMv8.0; max boots as fast).
+AARCH64_GUEST = GuestMachine(
+    "AArch64", "qemu-system-aarch64", "qemu-system-arm", ("-M", "virt", "-cpu", "max"),
+    "console=ttyAMA0 panic=-1 oops=panic quiet loglevel=4 mitigations=off random.trust_cpu=on rdinit=/init",
+    "ttyS0")
 
 EnableSpec = Union[None, Sequence[str], Mapping[str, Optional[str]]]
 
@@ -115,24 +148,53 @@ def parse_trace_line(line: str) -> TraceEvent:
 
 # --- finding the tools and the kernel ---------------------------------------------------------------
 
-def find_kernel_dir() -> Optional[Path]:
-    """The kernel test data directory: $PROBECTL_KERNEL_DIR, else the newest complete one in the cache."""
-    env = os.environ.get("PROBECTL_KERNEL_DIR")
-    if env:
-        candidates = [Path(env)]
+def _newest_dir(env: str, cache: Path, needed: tuple[str, ...]) -> Optional[Path]:
+    """$ENV, else the newest directory of ``cache``, if it holds the ``needed`` files."""
+    given = os.environ.get(env)
+    if given:
+        candidates = [Path(given)]
     else:
-        candidates = sorted(KERNEL_CACHE.glob("*"), reverse=True) if KERNEL_CACHE.is_dir() else []
+        candidates = sorted(cache.glob("*"), reverse=True) if cache.is_dir() else []
     for d in candidates:
-        if (d / "vmlinuz").is_file() and (d / "vmlinux").is_file():
+        if all((d / name).is_file() for name in needed):
             return d
     return None
 
 
+def _fetched_dir(script: str) -> Path:
+    """Run tools/SCRIPT (it downloads on first use) and return the directory it prints."""
+    out = subprocess.run([str(ROOT / "tools" / script)], check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def find_kernel_dir() -> Optional[Path]:
+    """The kernel test data directory: $PROBECTL_KERNEL_DIR, else the newest complete one in the cache."""
+    return _newest_dir("PROBECTL_KERNEL_DIR", KERNEL_CACHE, ("vmlinuz", "vmlinux"))
+
+
 def fetch_kernel_dir() -> Path:
     """Run tools/kernel-testdata.sh (downloads on first use, ~1 GB of packages) and return its directory."""
-    script = ROOT / "tools" / "kernel-testdata.sh"
-    out = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return _fetched_dir("kernel-testdata.sh")
+
+
+def find_arm64_kernel_dir() -> Optional[Path]:
+    """The AArch64 guest's kernel and busybox (tools/kernel-testdata-arm64.sh): $PROBECTL_ARM64_KERNEL_DIR,
+    else the newest complete one in the cache."""
+    return _newest_dir("PROBECTL_ARM64_KERNEL_DIR", ARM64_KERNEL_CACHE, ("vmlinuz", "busybox"))
+
+
+def fetch_arm64_kernel_dir() -> Path:
+    """Run tools/kernel-testdata-arm64.sh (downloads ~22 MB of Debian's arm64 packages on first use)."""
+    return _fetched_dir("kernel-testdata-arm64.sh")
+
+
+def guest_busybox(machine: "GuestMachine", kernel_dir: Optional[Path]) -> Optional[Path]:
+    """The statically linked busybox the guest runs: this machine's, or the arm64 one beside the
+    arm64 kernel."""
+    if machine is X86_64_GUEST:
+        return find_busybox()
+    found = kernel_dir / "busybox" if kernel_dir is not None else None
+    return found if found is not None and found.is_file() else None
 
 
 def find_busybox() -> Optional[Path]:
@@ -156,15 +218,17 @@ def _is_static_elf(path: Path) -> bool:
     return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))  # 3 = PT_INTERP
 
 
-def missing_requirements(kernel_dir: Optional[Path]) -> list[str]:
+def missing_requirements(kernel_dir: Optional[Path], machine: "GuestMachine" = X86_64_GUEST) -> list[str]:
     """What this machine lacks for run_in_guest, as readable reasons (empty when all is there)."""
     reasons = []
-    if not shutil.which(QEMU):
-        reasons.append(f"{QEMU} is not installed (apt qemu-system-x86)")
-    if find_busybox() is None:
-        reasons.append("no statically linked busybox (apt busybox-static)")
+    script = "tools/kernel-testdata.sh" if machine is X86_64_GUEST else "tools/kernel-testdata-arm64.sh"
+    if not shutil.which(machine.qemu):
+        reasons.append(f"{machine.qemu} is not installed (apt {machine.package})")
+    if guest_busybox(machine, kernel_dir) is None:
+        reasons.append("no statically linked busybox (apt busybox-static)" if machine is X86_64_GUEST
+                       else f"no arm64 busybox (run {script})")
     if kernel_dir is None:
-        reasons.append("no kernel test data (run tools/kernel-testdata.sh)")
+        reasons.append(f"no kernel test data (run {script})")
     elif not (kernel_dir / "vmlinuz").is_file():
         reasons.append(f"no bootable vmlinuz in {kernel_dir}")
     return reasons
@@ -227,9 +291,10 @@ mount -t tracefs tracefs /sys/kernel/tracing
 #   @@enable EVENT, then why it could not be enabled (and the error_log) up to @@end
 #   @@trigger N fail, then the error_log up to @@end (triggers: "FILE<TAB>TEXT" lines appended in order)
 #   @@kprobe_events / @@trace / @@workload STATUS ... @@end, @@hist FILE ... @@end, and finally @@done
-INIT = INIT_MOUNTS + r"""exec 3>/dev/ttyS1
+INIT = INIT_MOUNTS + r"""exec 3>"/dev/$(cat /probe/results-tty)"
 ip link set lo up
 T=/sys/kernel/tracing
+EVENTS=$(cat /probe/events-file)
 cd $T
 : > error_log
 echo '@@begin' >&3
@@ -246,7 +311,7 @@ done
 n=0
 while IFS= read -r def; do
     n=$((n+1))
-    if printf '%s\n' "$def" >> kprobe_events 2>/dev/null; then
+    if printf '%s\n' "$def" >> "$EVENTS" 2>/dev/null; then
         echo "@@def $n ok" >&3
     else
         echo "@@def $n fail" >&3
@@ -256,7 +321,7 @@ while IFS= read -r def; do
     fi
 done < /probe/definitions
 if [ -e /probe/enable-all ]; then
-    sed -n 's/^[a-z][0-9]*:\([^ ]*\) .*/\1/p' kprobe_events > /tmp/enable
+    sed -n 's/^[a-z][0-9]*:\([^ ]*\) .*/\1/p' "$EVENTS" > /tmp/enable
 else
     cp /probe/enable /tmp/enable
 fi
@@ -282,7 +347,7 @@ while IFS="$(printf '\t')" read -r file text; do
     fi
 done < /probe/triggers
 echo '@@kprobe_events' >&3
-cat kprobe_events >&3
+cat "$EVENTS" >&3
 echo '@@end' >&3
 : > trace
 echo 1 > tracing_on
@@ -306,7 +371,9 @@ exec poweroff -f
 
 def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enable: EnableSpec,
                     busybox: Path, modules: Sequence[Path] = (), triggers: Sequence[tuple[str, str]] = (),
-                    hists: Sequence[str] = (), instances: Sequence[str] = ()) -> None:
+                    hists: Sequence[str] = (), instances: Sequence[str] = (),
+                    files: Mapping[str, bytes] = {}, results_tty: str = "ttyS1",
+                    events_file: str = "kprobe_events") -> None:
     for d in definitions:
         if "\n" in d:
             raise ValueError(f"a definition is one line: {d!r}")
@@ -325,6 +392,17 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
     archive.file("bin/busybox", busybox.read_bytes(), 0o755)
     archive.symlink("bin/sh", "busybox")
     archive.file("init", INIT.encode(), 0o755)
+    archive.file("probe/results-tty", results_tty.encode())
+    archive.file("probe/events-file", events_file.encode())
+    made = {"bin", "dev", "proc", "sys", "tmp", "probe"}
+    for name, data in sorted(files.items()):  # programs and their libraries, at their absolute paths
+        parts = Path(name).relative_to("/").parts
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in made:
+                archive.directory(parent)
+                made.add(parent)
+        archive.file("/".join(parts), data, 0o755)
     archive.file("probe/definitions", "".join(d + "\n" for d in definitions).encode())
     archive.file("probe/enable", enable_text.encode())
     if enable is None:
@@ -349,7 +427,8 @@ def build_initramfs(path: Path, definitions: Sequence[str], workload: str, enabl
 def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workload: str, *,
                  enable: EnableSpec = None, timeout: float = 180.0, memory: str = "512M",
                  kernel_args: str = "", modules: Sequence[Path] = (), triggers: Sequence[tuple[str, str]] = (),
-                 hists: Sequence[str] = (), instances: Sequence[str] = ()) -> GuestResult:
+                 hists: Sequence[str] = (), instances: Sequence[str] = (), machine: GuestMachine = X86_64_GUEST,
+                 files: Mapping[str, bytes] = {}, events_file: str = "kprobe_events") -> GuestResult:
     """Boot ``kernel_dir/vmlinuz``, write ``definitions`` to kprobe_events, trace ``workload``, power off.
 
     ``enable``: None enables every kprobe event the kernel lists after the writes; a sequence of
@@ -360,21 +439,25 @@ def run_in_guest(kernel_dir: Union[str, Path], definitions: Sequence[str], workl
     ``triggers`` are (file under tracefs, text) lines appended after the enables (synthetic_events, a
     trigger file), and the ``hists`` files (``events/G/E/hist``) are read after the workload;
     ``instances`` are created (``instances/NAME``) before the triggers are written.
+    ``machine``: the guest's machine (X86_64_GUEST, AARCH64_GUEST). ``files``: absolute path -> contents
+    of more files of the guest (programs to probe, their libraries); ``events_file``: where the
+    definitions are written (``dynamic_events`` takes uprobes and kprobes; an event listed there is
+    enabled by ``enable=None`` too).
     Raises GuestError when the guest does not report back within ``timeout`` seconds.
     """
     kernel = Path(kernel_dir) / "vmlinuz"
-    busybox = find_busybox()
+    busybox = guest_busybox(machine, Path(kernel_dir))
     if busybox is None:
-        raise GuestError("no statically linked busybox (apt busybox-static)")
+        raise GuestError("; ".join(missing_requirements(Path(kernel_dir), machine)))
     with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
         tmpdir = Path(tmp)
         initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
-        build_initramfs(initrd, definitions, workload, enable, busybox, modules, triggers, hists, instances)
-        cmd = [QEMU, "-kernel", str(kernel), "-initrd", str(initrd),
-               "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
+        build_initramfs(initrd, definitions, workload, enable, busybox, modules, triggers, hists, instances,
+                        files, machine.results_tty, events_file)
+        cmd = [machine.qemu, *machine.machine_args, "-kernel", str(kernel), "-initrd", str(initrd),
+               "-append", f"{machine.kernel_args} {kernel_args}".strip(),
                "-m", memory, "-smp", "1", "-no-reboot", "-nodefaults", "-no-user-config",
-               "-display", "none", "-monitor", "none",
-               "-serial", f"file:{console_file}", "-serial", f"file:{results_file}"]
+               "-display", "none", "-monitor", "none", *machine.serial_args(console_file, results_file)]
         start = time.monotonic()
         try:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,

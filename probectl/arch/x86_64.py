@@ -1,11 +1,9 @@
-"""x86-64 facts every layer may need: the ELF machine number, the registers of the System V calling
-convention, and the kernel's fetch-argument names of the DWARF register numbers."""
+"""x86-64 facts every layer may need: the registers of the System V calling convention, the kernel's
+fetch-argument names of the DWARF register numbers, perf's user registers; :data:`ARCH` gathers the
+ones every machine has (:class:`probectl.arch.Arch`)."""
 from __future__ import annotations
 
-EM_X86_64 = 62  # e_machine of x86-64 ELF files
-# Other machines' e_machine, to name them when a file is not for this one.
-OTHER_MACHINES = {3: "i386", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM", 183: "AArch64",
-                  243: "RISC-V", 258: "LoongArch"}
+from . import EM_X86_64, Arch
 
 # DWARF register numbers -> kernel fetch names (x86-64 psABI numbering; 16 is the return address).
 DWARF_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",
@@ -32,6 +30,7 @@ KERNEL_REGISTERS = frozenset({
     "r15", "r14", "r13", "r12", "r11", "r10", "r9", "r8",
     "bx", "cx", "dx", "si", "di", "bp", "ax", "orig_ax", "ip", "cs", "flags", "sp", "ss",
 })
+KERNEL_REGISTER_HINT = "%ax %bx %cx %dx %si %di %bp %sp %r8..%r15 %ip %flags %cs %ss %orig_ax"
 
 def _assembler_registers() -> dict[str, tuple[str, int, int]]:
     """GNU as register names -> (kernel fetch name, bit offset, bits): ``eax`` is the low 32 bits of
@@ -81,3 +80,16 @@ PERF_EVENT_IOC_SET_FILTER = 0x40082406
 # where the code is built for indirect-branch tracking (-fcf-protection, Debian's default).
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 FRAME_POINTER_PROLOGUE = b"\x55\x48\x89\xe5"
+
+
+ARCH = Arch(
+    name="x86-64", elf_machine=EM_X86_64, dwarf_registers=DWARF_REGISTERS,
+    vector_registers=DWARF_VECTOR_REGISTERS, vector_kind="an SSE/x87/vector register",
+    kernel_registers=KERNEL_REGISTERS, register_hint=KERNEL_REGISTER_HINT,
+    argument_registers=ARGUMENT_REGISTERS, stack_pointer=STACK_POINTER,
+    assembler_registers=ASSEMBLER_REGISTERS,
+    instruction_size=0,  # 1 to 15 bytes: x86_insn decodes them
+    relative_relocation=8,  # R_X86_64_RELATIVE
+    patchable_entry_nop=None,
+    return_address=RETURN_ADDRESS, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
+)

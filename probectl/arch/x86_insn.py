@@ -38,25 +38,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ..dataclass import dataclass
-from ..errors import InstructionDecodeError, ResolveError
+from ..errors import InstructionDecodeError
+from . import BoundaryError
 
 MAX_INSN_LENGTH = 15
-
-
-class BoundaryError(ResolveError):
-    """A probe offset that is inside an instruction: ``start`` and ``end`` are the offsets around it."""
-
-    def __init__(self, function: str, offset: int, start: int, end: int):
-        name = function or "the function"
-        super().__init__(
-            f"{name}+{offset} is inside the instruction at {name}+{start} ({end - start} bytes); "
-            f"the nearest instruction starts are +{start} and +{end}",
-            hint=f"use {name}+{start} or {name}+{end} instead: a probe inside an instruction corrupts it, "
-                 "and the traced program crashes")
-        self.function = function
-        self.offset = offset
-        self.start = start
-        self.end = end
 
 
 # --- opcode tables -------------------------------------------------------------------------------

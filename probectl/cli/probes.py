@@ -55,7 +55,8 @@ def target_options(func):
 @click.option("-f", "--force", is_flag=True, help="Add duplicates as EVENT_1, EVENT_2, ...")
 @click.option("-n", "--dry-run", is_flag=True, help="Resolve and name everything, write nothing.")
 @click.option("-D", "--definition", "definition", is_flag=True,
-              help="Print the definition lines that would be written, one per line, and nothing else.")
+              help="Print the definition lines that would be written, one per line, and nothing else "
+                   "(also of a program for another machine: an AArch64 build on x86-64).")
 @click.option("-s", "--source", "source_dir", metavar="DIR",
               callback=path_value_callback, help="Where the sources are (for lazy patterns).")
 @click.option("--btf", "use_btf", is_flag=True,
@@ -69,15 +70,18 @@ def add(probedefs, added, exec_, target_ns, vmlinux, module, force, dry_run, def
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
     """
-    from ..probes import ProbeSet, definitions
+    from ..probes import ProbeSet, check_native, definitions
     from ..resolve import MAX_POINTS
 
     texts = list(added) + list(probedefs)
     if not texts:
         raise click.UsageError("no probe definition given")
     target = make_target(exec_, vmlinux, module, target_ns)
+    if not definition and not dry_run:
+        check_native(target)  # (before tracefs is opened: a user without root is told the real reason)
     tfs = None
-    if not definition or os.geteuid() == 0:
+    # (-D of another machine's program: this kernel's features are not the ones that will read it)
+    if not definition or (os.geteuid() == 0 and not target.foreign):
         try:
             tfs = _open_tracefs()
         except TracefsError:

@@ -36,9 +36,9 @@ PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
 # p_flags
 PF_X, PF_W, PF_R = 1, 2, 4
 # sh_type (the symbol tables' own are in symtab)
-SHT_NULL, SHT_PROGBITS, SHT_STRTAB, SHT_NOTE, SHT_NOBITS = 0, 1, 3, 7, 8
+SHT_NULL, SHT_PROGBITS, SHT_STRTAB, SHT_RELA, SHT_NOTE, SHT_NOBITS = 0, 1, 3, 4, 7, 8
 # sh_flags
-SHF_COMPRESSED = 0x800
+SHF_ALLOC, SHF_COMPRESSED = 0x2, 0x800
 ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 # dynamic tags
 DT_NULL, DT_STRTAB, DT_SONAME, DT_FLAGS_1 = 0, 5, 14, 0x6FFFFFFB
@@ -325,6 +325,25 @@ class ElfFile:
             expected = int.from_bytes(raw[4:12], "big")
             return self._decompressed(sec, raw[12:], expected, inflate)
         return raw
+
+    @_guarded
+    def relative_relocations(self, start: int, end: int, relative: int) -> dict[int, int]:
+        """address -> addend of the dynamic relocations of type ``relative`` (the machine's RELATIVE
+        type) of the words in [start, end): the values a position-independent image (a shared object,
+        an arm64 vmlinux) leaves as zero in the file and its loader (the arm64 kernel at boot) fills
+        in as load base + addend. Only SHF_ALLOC RELA sections (.rela.dyn) are read."""
+        found: dict[int, int] = {}
+        if self.elf_class != 64:
+            return found
+        entry = struct.Struct(self._endian + "QQQ")  # (the addend as the unsigned word it makes)
+        for sec in self.sections:
+            if sec.type != SHT_RELA or not sec.flags & SHF_ALLOC or sec.size < entry.size:
+                continue
+            data = self.section_bytes(sec)
+            for address, info, addend in entry.iter_unpack(data[:len(data) - len(data) % entry.size]):
+                if start <= address < end and info & 0xFFFFFFFF == relative:
+                    found[address] = addend
+        return found
 
     def zlib_payload(self, sec: Section) -> Optional[tuple[int, int, int]]:
         """(file offset, length) of the zlib stream of a SHF_COMPRESSED section compressed with

@@ -6,10 +6,12 @@ string, each NUL-terminated. When the file was prelinked after it was built, its
 section moved and the notes did not: the difference is added to the pc and the semaphore
 (SystemTap's and perf's rule).
 
-The argument string is one operand spec per argument, ``[-]SIZE@OPERAND`` separated by spaces:
-``-4@%esi`` (a signed 32-bit register), ``8@-8(%rbp)`` (memory), ``-4@$5`` (a constant),
-``8@counter(%rip)`` (a global), ``1@-96(%rbp,%rax,8)`` (base + index * scale). :func:`parse_operand`
-splits one into :class:`SdtOperand`; turning it into a fetch argument is the resolver's job.
+The argument string is one operand spec per argument, ``[-]SIZE@OPERAND`` separated by spaces, each
+operand written as the machine's assembler writes it. x86-64: ``-4@%esi`` (a signed 32-bit register),
+``8@-8(%rbp)`` (memory), ``-4@$5`` (a constant), ``8@counter(%rip)`` (a global), ``1@-96(%rbp,%rax,8)``
+(base + index * scale). AArch64: ``8@x25`` (a register), ``-4@[x22, 20]`` or ``-2@[sp]`` (memory
+at a base register plus an offset), ``-4@5`` (a constant). :func:`parse_operand` splits one into
+:class:`SdtOperand`; turning it into a fetch argument is the resolver's job.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import re
 import struct
 from typing import Optional
 
+from ..arch import EM_AARCH64, EM_X86_64, machine_name
 from ..dataclass import dataclass
 from ..errors import DebugInfoError
 from .elf import ElfFile
@@ -25,6 +28,7 @@ NT_STAPSDT = 3
 STAPSDT_OWNER = b"stapsdt"
 STAPSDT_BASE = ".stapsdt.base"
 
+_OPERAND = re.compile(r"(?:\[[^\]]*\]?|[^\s\[])+")
 _NUMBER = r"[-+]?(?:0[xX][0-9a-fA-F]+|[0-9]+)"
 _REGISTER = r"%[a-z0-9]+"
 _MEMORY = re.compile(
@@ -67,7 +71,8 @@ class SdtNote:
 
     @property
     def operand_texts(self) -> list[str]:
-        return self.arguments.split()
+        """The operands, split at the spaces outside brackets (AArch64's ``-4@[x22, 20]`` is one)."""
+        return _OPERAND.findall(self.arguments)
 
 
 def read_sdt_notes(elf: ElfFile) -> list[SdtNote]:
@@ -100,10 +105,16 @@ def read_sdt_notes(elf: ElfFile) -> list[SdtNote]:
     return notes
 
 
-def parse_operand(text: str) -> SdtOperand:
-    """``[-]SIZE@OPERAND`` (or a bare ``OPERAND``, as old notes have) → :class:`SdtOperand`.
+# AArch64 (GNU as): a register, [BASE] or [BASE, OFFSET] (the offset with or without '#'), a constant.
+_A64_REGISTER = r"(?:[xw](?:[12]?[0-9]|30)|sp|wsp|lr)"
+_A64_MEMORY = re.compile(rf"\[(?P<base>{_A64_REGISTER})(?:,\s*#?(?P<disp>{_NUMBER}))?\]")
 
-    Raises DebugInfoError for a spec that is not x86-64 assembler syntax."""
+
+def parse_operand(text: str, machine: int = EM_X86_64) -> SdtOperand:
+    """``[-]SIZE@OPERAND`` (or a bare ``OPERAND``, as old notes have) → :class:`SdtOperand`, the
+    operand in the assembler syntax of ELF machine ``machine``.
+
+    Raises DebugInfoError for a spec that is not that machine's assembler syntax."""
     size: Optional[int] = None
     signed = False
     operand = text
@@ -112,6 +123,11 @@ def parse_operand(text: str) -> SdtOperand:
         signed = m.group(1) == "-"
         size = int(m.group(2))
         operand = m.group(3)
+    if machine == EM_AARCH64:
+        return _aarch64_operand(text, operand, size, signed)
+    if machine != EM_X86_64:
+        raise DebugInfoError(f"SDT operand {text!r}: probectl does not know the assembler syntax of "
+                             f"{machine_name(machine)}")
     if re.fullmatch(_REGISTER, operand):
         return SdtOperand(text, "register", size, signed, register=operand[1:])
     if operand.startswith("$"):
@@ -129,3 +145,16 @@ def parse_operand(text: str) -> SdtOperand:
     index = mem.group("index")[1:] if mem.group("index") else None
     return SdtOperand(text, "memory", size, signed, displacement=displacement, symbol=mem.group("sym"),
                       base=base, index=index, scale=int(mem.group("scale") or 1))
+
+
+def _aarch64_operand(text: str, operand: str, size: Optional[int], signed: bool) -> SdtOperand:
+    if re.fullmatch(_A64_REGISTER, operand):
+        return SdtOperand(text, "register", size, signed, register=operand)
+    if re.fullmatch(f"#?{_NUMBER}", operand):
+        return SdtOperand(text, "immediate", size, signed, value=int(operand.lstrip("#"), 0))
+    mem = _A64_MEMORY.fullmatch(operand)
+    if mem is None:
+        raise DebugInfoError(f"SDT operand {text!r} is not AArch64 assembler syntax that probectl knows",
+                             hint="expected [-]SIZE@xN, SIZE@CONST or SIZE@[xN, OFFSET]")
+    displacement = int(mem.group("disp"), 0) if mem.group("disp") else 0
+    return SdtOperand(text, "memory", size, signed, displacement=displacement, base=mem.group("base"))

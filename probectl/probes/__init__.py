@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..dataclass import dataclass, field
+from ..errors import TargetError
 from ..events import EventDefinition
 from ..resolve import MAX_POINTS, ProbePoint, Resolver
 from ..resolve.fetch_options import FetchOptions
@@ -56,14 +57,18 @@ class ProbeSet:
         named = [(spec, assign_events(spec, points, group=self.target.default_group, taken=taken, force=force,
                                       multiprobe=self.multiprobe, is_uprobe=self.target.is_uprobe))
                  for spec, points in self.resolved]
-        check_definitions(definitions(named), self.features)
+        check_definitions(definitions(named), self.features, self.target.arch)
         return named
 
     def add(self, tfs: Tracefs, *, force: bool = False, dry_run: bool = False,
             before_write: Optional[Callable[[list[EventDefinition]], object]] = None) -> Named:
         """Name the events after the ones tracefs holds and create them all or none, under probectl's
         lock so that concurrent runs do not pick the same names. ``dry_run`` names them and writes
-        nothing; ``before_write`` is called with the definitions just before they are written."""
+        nothing; ``before_write`` is called with the definitions just before they are written. A
+        target of another machine than this one (an AArch64 program on x86-64) is refused before
+        anything is written: this kernel cannot run its code, and its registers are not this kernel's."""
+        if not dry_run:
+            check_native(self.target)
         with tfs.lock():
             named = self.name(set(tfs.event_names()), force=force)
             if not dry_run:
@@ -72,6 +77,18 @@ class ProbeSet:
                     before_write(defs)
                 tfs.add(defs)
         return named
+
+
+def check_native(target: Target) -> None:
+    """TargetError when ``target`` is code for another machine than the one probectl runs on."""
+    if target.foreign:
+        import platform
+
+        arch = target.arch
+        raise TargetError(f"{target.path} is an {arch.name} {'program' if target.is_uprobe else 'kernel'}, and this "
+                          f"kernel runs on {platform.machine()}: its probes can be added only by a kernel of that "
+                          "machine", hint=f"print the definitions with 'probectl add -D' and add them on an "
+                                          f"{arch.name} machine")
 
 
 def fetch_options(features: Optional[Features]) -> FetchOptions:

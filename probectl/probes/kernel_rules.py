@@ -12,7 +12,9 @@ tests/guest/test_qemu_kprobe_rules.py):
   (``common_pid``, ``__probe_ip``...) and none used by an earlier argument, the kernel's own
   ``argN`` names of unnamed arguments included;
 - an argument body (fetch and type) has 1 to 63 characters (``MAX_ARGSTR_LEN``);
-- registers are the x86-64 ``regoffset_table`` names (``%ax``, not ``%rax`` or ``%eax``);
+- registers are the names of the probed machine's ``regoffset_table`` (x86-64: ``%ax``, not ``%rax``
+  or ``%eax``; AArch64: ``%x0``..``%x30``, ``%lr``, ``%sp``, ``%pc``, ``%pstate``): an x86 register
+  on an AArch64 program is refused, as the AArch64 kernel would refuse it;
 - ``$stackN`` (kprobes) and ``$argN`` have N up to 2048 (THREAD_SIZE / sizeof(long)); ``$argN`` only
   on a kprobe at a function entry (and at a kretprobe where the README says so); ``$retval`` only on
   return probes;
@@ -39,7 +41,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from ..arch.x86_64 import KERNEL_REGISTERS
+from ..arch import Arch
+from ..arch.x86_64 import ARCH as X86_64
 from ..dataclass import dataclass
 from ..errors import KernelRuleError
 from ..events import MAX_DEFINITION_LINE, EventDefinition, FetchArg, definition_bytes
@@ -80,6 +83,7 @@ class _Context:
     is_return: bool
     at_entry: Optional[bool]  # a kprobe at a function's first byte (None: an address, not known here)
     features: Optional["Features"]
+    arch: Arch  # the machine of the kernel that will read the line (the probed file's)
 
     def needs(self, flag: str, what: str, offset: int = 0) -> None:
         """Refuse ``what`` when the kernel's README is known and does not list it."""
@@ -88,18 +92,19 @@ class _Context:
                            hint="the running kernel is too old for it; see /sys/kernel/tracing/README")
 
 
-def check_definitions(defs: Iterable[EventDefinition], features: Optional["Features"]) -> None:
+def check_definitions(defs: Iterable[EventDefinition], features: Optional["Features"], arch: Arch = X86_64) -> None:
     """Raise KernelRuleError for the first definition the kernel would refuse (``features``: what
-    the running kernel's README lists, None when it is not known)."""
+    the running kernel's README lists, None when it is not known; ``arch``: the kernel's machine)."""
     for d in defs:
-        check_definition(d, features)
+        check_definition(d, features, arch)
 
 
-def check_definition(d: EventDefinition, features: Optional["Features"]) -> None:
-    """Raise KernelRuleError, pointing at the offending argument, if the kernel would refuse ``d``."""
+def check_definition(d: EventDefinition, features: Optional["Features"], arch: Arch = X86_64) -> None:
+    """Raise KernelRuleError, pointing at the offending argument, if ``arch``'s kernel would refuse ``d``."""
     line = d.render()
     head = len(line) - sum(len(a.render()) + 1 for a in d.args)
-    ctx = _Context(is_uprobe=d.is_uprobe, is_return=d.kind == "r", at_entry=_at_entry(d), features=features)
+    ctx = _Context(is_uprobe=d.is_uprobe, is_return=d.kind == "r", at_entry=_at_entry(d), features=features,
+                   arch=arch)
     if d.kind == "r" and not d.is_uprobe and ctx.at_entry is False:
         raise _error(line, line.index(d.place), f"a return probe must be at a function entry, not at {d.place}",
                      "probe FUNC%return, without an offset")
@@ -175,10 +180,9 @@ def _check_fetch(text: str, at: int, ctx: _Context) -> tuple[str, int]:
     """What ``text`` reads (a register-like value, memory, or a string-like) and how many fetch
     operations the kernel makes of it; ``at`` is its column within the argument."""
     if text.startswith("%"):
-        if text[1:] not in KERNEL_REGISTERS:
-            raise _Refused(f"the kernel knows no register {text} on x86-64", at,
-                           "x86-64 registers are %ax %bx %cx %dx %si %di %bp %sp %r8..%r15 %ip %flags %cs %ss "
-                           "%orig_ax")
+        if text[1:] not in ctx.arch.kernel_registers:
+            raise _Refused(f"the kernel knows no register {text} on {ctx.arch.name}", at,
+                           f"{ctx.arch.name} registers are {ctx.arch.register_hint}")
         return "register", 1
     if text.startswith("$"):
         return _check_variable(text, at, ctx), 1

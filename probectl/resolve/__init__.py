@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional, overload
 
 from .. import spec as S
-from ..arch.x86_64 import ARGUMENT_REGISTERS, DWARF_REGISTERS
 from ..dataclass import dataclass, field, replace
 from ..debuginfo.elf import ElfFile, ElfSymbol
 from ..errors import DebugInfoError, ProbePointNotFound, ProbeSemanticError, ResolveError, TargetError, did_you_mean
@@ -144,14 +143,18 @@ class Resolver:
         work per place: arguments resolved 35,000 times for a '*' on a vmlinux take minutes)."""
         check_place_count(text, count, self.max_points)
 
-    def _allowed_kprobes(self, points: list[ProbePoint]) -> list[ProbePoint]:
-        """Drop the places the kernel would refuse (perf: "... is blacklisted function, skip it."),
-        with a warning each; when none is left, the first reason is the error."""
+    def kprobe_rules(self) -> "KprobeRules | Literal[False]":
+        """The kernel file's kprobe rules (False: the file is no kernel), read once."""
         if self._kprobe_rules is None:
             from .kprobe_rules import KprobeRules
 
             self._kprobe_rules = KprobeRules.from_vmlinux(self.elf) or False
-        rules = self._kprobe_rules
+        return self._kprobe_rules
+
+    def _allowed_kprobes(self, points: list[ProbePoint]) -> list[ProbePoint]:
+        """Drop the places the kernel would refuse (perf: "... is blacklisted function, skip it."),
+        with a warning each; when none is left, the first reason is the error."""
+        rules = self.kprobe_rules()
         if not rules:
             return points
         allowed, refused = [], []
@@ -207,7 +210,7 @@ class Resolver:
             if source is not None:
                 return self._resolve_source(probe, source)
         try:
-            sites = self.symbol_sites(probe.point)
+            sites = self.symbol_sites(probe.point, at_symbol=any(_uses_argn(a.expr) for a in probe.args))
         except ProbePointNotFound:
             # Names that only DWARF knows: functions that exist only inlined, or without a symbol.
             source = self.source(required=False) if probe.point.address is None else None
@@ -347,12 +350,12 @@ class Resolver:
         self._elf = None
         return fetched.path
 
-    @staticmethod
-    def _retval_type(source: "SourceResolver", address: int) -> str:
+    def _retval_type(self, source: "SourceResolver", address: int) -> str:
         from .dwarf import SourceSite
 
-        fn = source.debuginfo.function_at(address)
-        if fn is None or fn.entry != address:
+        entry = self._code_entry(address)  # (DWARF's function begins after a patchable entry)
+        fn = source.debuginfo.function_at(entry)
+        if fn is None or fn.entry != entry:
             return ""
         return source.retval_type(SourceSite(address, fn, True))
 
@@ -432,8 +435,10 @@ class Resolver:
 
     # -- places ------------------------------------------------------------------------------
 
-    def symbol_sites(self, point: S.PointSpec) -> list[tuple[str, int, int]]:
-        """(function name, address, offset) for a point given by symbol or absolute address."""
+    def symbol_sites(self, point: S.PointSpec, at_symbol: bool = False) -> list[tuple[str, int, int]]:
+        """(function name, address, offset) for a point given by symbol or absolute address.
+        ``at_symbol``: count an offset from the symbol even where the function's code begins after a
+        patchable entry (``$argN``, which the kernel reads only at the symbol: its function entry)."""
         if point.address is not None:
             self._check_address(point.address)
             return [(f"abs_{point.address:x}", point.address, 0)]
@@ -446,6 +451,9 @@ class Resolver:
             self._check_count(point.text, len(symbols))
         sites = []
         for name, address, size in symbols:
+            if not point.is_return and not at_symbol:  # (a return probe is at the symbol, where calls land)
+                code = self._code_entry(address)
+                address, size = code, size - (code - address) if size else 0
             if offset:
                 from .boundary import check_function_offset
 
@@ -453,6 +461,25 @@ class Resolver:
                                       offset, self.warnings.append)
             sites.append((name, address + offset, offset))
         return sites
+
+    def _code_entry(self, address: int) -> int:
+        """Where the code of the kernel function at ``address`` begins: after the NOPs of its patchable
+        entry on a machine whose ftrace patches those (arm64, in the functions the vmlinux lists as
+        ftrace sites), as its DWARF entry does and perf counts FUNC+OFF; ``address`` elsewhere."""
+        nop = self.target.arch.patchable_entry_nop
+        if nop is None or self.target.is_uprobe or self.target.path is None or self.elf.type == "REL":
+            return address
+        rules = self.kprobe_rules()
+        if not rules or address not in rules.ftrace_sites:
+            return address
+        from ..arch.aarch64 import MAX_PATCHABLE_NOPS
+        from .boundary import code_bytes
+
+        code = code_bytes(self.elf, address, len(nop) * MAX_PATCHABLE_NOPS, "read a function's patchable entry")
+        entry = address
+        while code[entry - address:entry - address + len(nop)] == nop:
+            entry += len(nop)
+        return entry
 
     def _check_address(self, address: int) -> None:
         """``0xADDR`` inside a function of the target file must start an instruction, as FUNC+OFFS must."""
@@ -610,16 +637,23 @@ class Resolver:
         raise ProbeSemanticError(f"unsupported argument {expr!r}")
 
     def _render_argn(self, index: int, at_entry: bool) -> str:
-        """$argN: kprobes fetch it themselves; uprobes cannot, so use the x86-64 SysV argument register."""
+        """$argN: kprobes fetch it themselves; uprobes cannot, so use the calling convention's
+        argument register of the probed file's machine."""
         if not self.target.is_uprobe:
             return f"$arg{index}"
         if not at_entry:
             raise ResolveError(f"$arg{index} is only known at a function entry",
                                hint="probe the function itself (no +OFFS, no %return), or fetch a register")
-        if not 1 <= index <= len(ARGUMENT_REGISTERS):
-            raise ResolveError(f"$arg{index} is not passed in a register on x86-64 (only $arg1..$arg6 are)",
-                               hint=f"read it from the stack, e.g. +{8 * (index - 6)}(%sp)")
-        return DWARF_REGISTERS[ARGUMENT_REGISTERS[index - 1]]
+        arch = self.target.arch
+        registers = arch.argument_registers
+        if not 1 <= index <= len(registers):
+            stack = arch.register_name(arch.stack_pointer)
+            raise ResolveError(f"$arg{index} is not passed in a register on {arch.name} "
+                               f"(only $arg1..$arg{len(registers)} are)",
+                               hint=f"read it from the stack, e.g. +{8 * (index - len(registers))}({stack})")
+        name = arch.register_name(registers[index - 1])
+        assert name is not None  # (every argument register has a name)
+        return name
 
     def _render_symbol(self, ref: S.SymbolRef, address: int) -> str:
         """@SYM: kprobes take it as is; uprobes need '@+OFFSET', relative to the probed file's mapping."""
@@ -641,6 +675,13 @@ class Resolver:
 
 def _needs_debuginfo(arg: S.ArgSpec) -> bool:
     return arg.is_c_expr or (isinstance(arg.expr, S.SpecialVar) and arg.expr.name in ("params", "vars"))
+
+
+def _uses_argn(expr) -> bool:
+    """The fetch reads ``$argN`` (itself or through dereferences)."""
+    while isinstance(expr, S.Deref):
+        expr = expr.inner
+    return isinstance(expr, S.SpecialVar) and expr.name == "arg"
 
 
 def _wants_retval_type(probe: S.ProbeSpec) -> bool:

@@ -1,11 +1,12 @@
 """``FUNC+OFFS`` checked before anything is written: the offset falls inside the function, and it starts
-an instruction, checked on the bytes of the probed file (x86-64): a uprobe inside an instruction
-crashes the traced program, and perf does not check it."""
+an instruction, checked on the bytes of the probed file (x86-64: a uprobe inside an instruction
+crashes the traced program) or by the instruction size (AArch64: the kernel refuses an offset that
+is not 4-byte aligned); perf checks neither."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..arch.x86_64 import EM_X86_64
+from ..arch import EM_X86_64, for_machine
 from ..arch.x86_insn import MAX_INSN_LENGTH, check_boundary
 from ..debuginfo.elf import ElfFile
 from ..errors import InstructionDecodeError, ResolveError
@@ -17,13 +18,17 @@ def check_probe_offset(elf: ElfFile, function: str, address: int, size: int, off
     """Check that ``function+offset`` of an ELF file is an instruction start.
 
     ``address`` is the function's virtual address (its symbol value or DWARF entry pc), ``size`` its
-    length in bytes (0 when unknown). Does nothing for offset 0 and for files that are not x86-64.
-    Raises ``BoundaryError`` when the offset is inside an instruction, and ``InstructionDecodeError``
+    length in bytes (0 when unknown). Does nothing for offset 0 and for machines probectl does not
+    know. Raises ``BoundaryError`` when the offset is inside an instruction, and ``InstructionDecodeError``
     when the check cannot be made (the caller may report that as a warning and go on).
     """
-    if offset <= 0 or elf.machine != EM_X86_64 or elf.elf_class != 64:
+    arch = for_machine(elf.machine)
+    if offset <= 0 or arch is None or elf.elf_class != 64:
         return
     name = function or f"0x{address:x}"
+    if arch.elf_machine != EM_X86_64:
+        arch.check_alignment(name, offset)
+        return
     want = offset + MAX_INSN_LENGTH
     if size and size < want:
         want = size
@@ -69,7 +74,7 @@ def check_function_offset(elf: Optional[ElfFile], function: str, address: int, s
     if elf is None:
         return
     try:
-        if elf.type == "REL":  # a module: .text functions, addressed by their section offset
+        if elf.type == "REL" and elf.machine == EM_X86_64:  # a module: .text functions, by their section offset
             text = elf.section_data(".text")
             check_boundary(text[address:address + (size or offset + 16)], offset, function)
         else:

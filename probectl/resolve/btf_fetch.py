@@ -2,7 +2,13 @@
 
 BTF gives a function's prototype -- parameter names and types, return type -- but no
 locations. At the entry of a function (a kprobe at ``FUNC+0``, before the function has run an
-instruction of its own) the x86-64 System V calling convention says where each parameter is:
+instruction of its own) the calling convention of the kernel's machine says where each parameter
+is. On AArch64 (AAPCS64, :func:`_aapcs64_locations`): integers, pointers and aggregates of up to 16
+bytes in the next of ``%x0``..``%x7`` (two for 16 bytes, from an even one when 16-byte aligned),
+floating point and homogeneous floating-point aggregates in SIMD registers, which probes cannot
+read, larger aggregates by reference (a copy's address in the register), the rest on the stack from
+``0(%sp)`` (the return address is in ``%lr``); a struct returned in memory goes through ``%x8``, not
+an argument register. On x86-64, the System V convention:
 
 - Each parameter is classified by its type: integers, pointers and enums up to 8 bytes take
   the next general-purpose register (``%di %si %dx %cx %r8 %r9``); a 16-byte integer takes two
@@ -33,11 +39,13 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from .. import spec as S
-from ..arch.x86_64 import ARGUMENT_REGISTERS, EM_X86_64, SSE_ARGUMENT_REGISTERS, STACK_POINTER
+from ..arch import EM_AARCH64, Arch, for_machine, machine_name
+from ..arch.x86_64 import ARCH as X86_64
+from ..arch.x86_64 import ARGUMENT_REGISTERS, SSE_ARGUMENT_REGISTERS
 from ..dataclass import dataclass
 from ..debuginfo.btf import Btf
 from ..debuginfo.btf.format import AGGREGATE_KINDS, ARRAY, ENUM, ENUM64, FLOAT, INT, PTR, BtfType, guarded
-from ..debuginfo.place import Memory, Pieces, Place, Reg, Value, Var
+from ..debuginfo.place import Deref, Memory, Pieces, Place, Reg, Value, Var
 from ..errors import (DebugInfoError, LocationError, ResolveError, ValueTooWideError, VariableNotFound,
                       VariableUnavailable)
 from .fetch import fetch_chain
@@ -58,9 +66,10 @@ _MEMORY = "memory"      # the whole value is passed on the stack
 @dataclass(frozen=True)
 class ParamLocation:
     """Where a parameter is at function entry: ``registers`` (indices into
-    :data:`probectl.arch.x86_64.ARGUMENT_REGISTERS`, one per eightbyte) or ``stack`` (offset from ``%sp``); ``slots``: the
-    kernel's ``$argN`` numbers of its eightbytes; ``problem``: why it cannot be fetched ("" if it
-    can)."""
+    the machine's ``argument_registers``, one per eightbyte) or ``stack`` (offset from ``%sp``);
+    ``by_reference``: the register or stack slot holds the address of a copy (AAPCS64's larger
+    aggregates); ``slots``: the kernel's ``$argN`` numbers of its eightbytes; ``problem``: why it
+    cannot be fetched ("" if it can)."""
 
     name: str
     type: int
@@ -68,6 +77,7 @@ class ParamLocation:
     stack: Optional[int] = None
     slots: Sequence[int] = ()
     problem: str = ""
+    by_reference: bool = False
 
 
 class _Unclassifiable(Exception):
@@ -215,13 +225,100 @@ def _returns_in_memory(btf: Btf, ret: int) -> bool:
 
 @guarded
 def btf_param_locations(btf: Btf, function: str) -> list[ParamLocation]:
-    """Where each named or unnamed parameter of ``function`` is at its entry (x86-64 SysV)."""
-    _check_machine(btf)
+    """Where each named or unnamed parameter of ``function`` is at its entry (x86-64 SysV, AAPCS64)."""
+    arch = btf_arch(btf)
     key = ("param_locations", function)
     cached = btf.cache.get(key)
     if cached is None:
-        cached = btf.cache[key] = _param_locations(btf, btf.function(function).proto)
+        proto = btf.function(function).proto
+        locations = _aapcs64_locations if arch.elf_machine == EM_AARCH64 else _param_locations
+        cached = btf.cache[key] = locations(btf, proto)
     return list(cached)
+
+
+_AAPCS64_REGISTERS = 8  # x0..x7, and v0..v7 for floating point
+
+
+def _hfa_members(btf: Btf, type_id: int, depth: int = 0) -> Optional[list[int]]:
+    """The sizes of the floating-point members of an aggregate made of floating-point members only
+    (AAPCS64's homogeneous floating-point aggregate, when 1 to 4 of one size), else None."""
+    if depth > 32:
+        raise DebugInfoError(f"{btf.source}: corrupt BTF: types nest too deep (a loop?)")
+    t = btf.real(type_id)
+    if t is None:
+        return None
+    if t.kind == FLOAT:
+        return [t.size or 0]
+    if t.kind == ARRAY:
+        elem, count = btf.array_info(t)
+        inner = _hfa_members(btf, elem, depth + 1)
+        return None if inner is None or count > 4 else inner * count
+    if t.kind in AGGREGATE_KINDS and t.vlen:
+        sizes: list[int] = []
+        for m in btf.members(t):
+            inner = _hfa_members(btf, m.type, depth + 1)
+            if inner is None or m.bitfield_size:
+                return None
+            sizes += inner
+            if len(sizes) > 4:
+                return None
+        return sizes
+    return None
+
+
+def _aapcs64_locations(btf: Btf, proto: BtfType) -> tuple[ParamLocation, ...]:
+    """AAPCS64 (6.8.2): parameter by parameter, the next general register (NGRN), SIMD register
+    (NSRN) or stack offset (NSAA)."""
+    params, _variadic = btf.params(proto)
+    ngrn = nsrn = nsaa = 0
+    out = []
+    for p in params:
+        t = btf.real(p.type)
+        size = btf.byte_size(p.type) if t is not None else None
+        if t is None or size is None or t.kind not in (INT, ENUM, ENUM64, PTR, FLOAT, *AGGREGATE_KINDS):
+            what = btf.type_name(p.type) or (t.kind_name if t is not None else "void")
+            # the places of the parameters after it are still known: each is placed by its own type
+            out.append(ParamLocation(p.name, p.type, problem=f"its type ({what}) cannot be placed by the calling "
+                                                             f"convention"))
+            continue
+        try:
+            align = _alignment(btf, p.type)
+        except _Unclassifiable:
+            align = 8
+        hfa = _hfa_members(btf, p.type) if t.kind in AGGREGATE_KINDS else None
+        if t.kind == FLOAT or (hfa and len(set(hfa)) == 1):
+            count = len(hfa) if hfa else 1
+            if nsrn + count <= _AAPCS64_REGISTERS:
+                nsrn += count
+                out.append(ParamLocation(p.name, p.type, problem="it is passed in a SIMD register (%v), which probe "
+                                                                 "arguments cannot read"))
+                continue
+            nsrn = _AAPCS64_REGISTERS
+        elif t.kind in AGGREGATE_KINDS and size > 16:
+            if ngrn < _AAPCS64_REGISTERS:  # a copy's address, in the next register
+                out.append(ParamLocation(p.name, p.type, registers=(ngrn,), slots=(ngrn + 1,), by_reference=True))
+                ngrn += 1
+            else:
+                out.append(ParamLocation(p.name, p.type, stack=nsaa, by_reference=True))
+                nsaa += 8
+            continue
+        else:
+            words = max(1, (size + 7) // 8)
+            if words == 2 and align == 16:
+                ngrn += ngrn % 2
+            if ngrn + words <= _AAPCS64_REGISTERS:
+                regs = tuple(range(ngrn, ngrn + words))
+                ngrn += words
+                out.append(ParamLocation(p.name, p.type, registers=regs, slots=tuple(r + 1 for r in regs),
+                                         problem="" if size else "it is an empty aggregate, passed nowhere"))
+                continue
+            ngrn = _AAPCS64_REGISTERS
+        # On the stack, at the next slot aligned for it (8 bytes at least); $argN reads registers only.
+        slot_align = max(8, min(align, 16))
+        nsaa = (nsaa + slot_align - 1) // slot_align * slot_align
+        out.append(ParamLocation(p.name, p.type, stack=nsaa))
+        nsaa += max(8, (size + 7) // 8 * 8)
+    return tuple(out)
 
 
 def _param_locations(btf: Btf, proto: BtfType) -> tuple[ParamLocation, ...]:
@@ -278,11 +375,17 @@ def _param_locations(btf: Btf, proto: BtfType) -> tuple[ParamLocation, ...]:
     return tuple(out)
 
 
-def _check_machine(btf: Btf) -> None:
-    if btf.machine is not None and btf.machine != EM_X86_64:
-        raise DebugInfoError(f"{btf.source} describes a kernel for ELF machine {btf.machine}; fetching "
-                             f"arguments from BTF knows only the x86-64 calling convention",
+def btf_arch(btf: Btf) -> Arch:
+    """The machine of the kernel ``btf`` describes (x86-64 when the data does not say: a BTF file of
+    its own, not the running kernel's)."""
+    if btf.machine is None:
+        return X86_64
+    arch = for_machine(btf.machine)
+    if arch is None:
+        raise DebugInfoError(f"{btf.source} describes a kernel for {machine_name(btf.machine)}; fetching "
+                             f"arguments from BTF knows the calling conventions of x86-64 and AArch64",
                              hint="use a vmlinux with DWARF, or $argN where the kernel supports it")
+    return arch
 
 
 def _unavailable(name: str, message: str, hint: str = "") -> VariableUnavailable:
@@ -313,16 +416,27 @@ def _param_place(btf: Btf, function: str, name: str, at_return: bool, options: F
     if loc.problem:
         raise _unavailable(name, f"parameter '{name}' of '{function}' cannot be fetched: {loc.problem}")
     if at_return:
+        if not loc.slots:
+            raise _unavailable(name, f"parameter '{name}' is not available at the return of '{function}': it "
+                                     f"was passed on the stack, and $argN reads the argument registers only")
         if not options.args_at_return:
             raise _unavailable(name, f"parameter '{name}' is not available at the return of '{function}': the "
                                      f"registers that held it have been reused",
                                hint="probe the function's entry, or use a kernel whose return probes support "
                                     "$arg<N> (tracefs README: 'kernel return probes support: $retval, $arg<N>, "
                                     "$comm')")
+        if loc.by_reference:
+            return loc, Memory(Value(Var(f"$arg{loc.slots[0]}")))
         return loc, Pieces(tuple(Value(Var(f"$arg{n}")) for n in loc.slots))
+    arch = btf_arch(btf)
     if loc.stack is not None:
-        return loc, Memory(Value(Reg(STACK_POINTER), loc.stack))
-    return loc, Pieces(tuple(Value(Reg(ARGUMENT_REGISTERS[r])) for r in loc.registers))
+        place: Place = Memory(Value(Reg(arch.stack_pointer), loc.stack))
+        if loc.by_reference:  # (the slot holds the copy's address)
+            place = Memory(Value(Deref(Value(Reg(arch.stack_pointer), loc.stack))))
+        return loc, place
+    if loc.by_reference:
+        return loc, Memory(Value(Reg(arch.argument_registers[loc.registers[0]])))
+    return loc, Pieces(tuple(Value(Reg(arch.argument_registers[r])) for r in loc.registers))
 
 
 @guarded
@@ -342,8 +456,8 @@ def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.Ty
     """
     loc, place = _param_place(btf, function, variable.name, at_return, options)
     try:
-        return fetch_chain(btf, loc.type, place, variable, cast, RenderOptions(user_access=user_access),
-                           options.x_types)
+        return fetch_chain(btf, loc.type, place, variable, cast,
+                           RenderOptions(arch=btf_arch(btf), user_access=user_access), options.x_types)
     except LocationError as exc:
         message = exc.message
         if exc.reason == "offset":  # (the message says "its offset": name the expression)
@@ -358,8 +472,8 @@ def btf_fetch(btf: Btf, function: str, variable: S.Variable, cast: Optional[S.Ty
 def btf_retval(btf: Btf, function: str, options: FetchOptions = FetchOptions()) -> FetchResult:
     """``$retval`` of ``function``: its kernel type, C type, signedness and enumerators from the
     return type. Raises VariableUnavailable for void functions and values not returned in
-    ``%ax`` alone (floating point, 16-byte values, structs returned in memory)."""
-    _check_machine(btf)
+    ``%ax`` (``%x0``) alone (floating point, 16-byte values, structs returned in memory)."""
+    arch = btf_arch(btf)
     ret = btf.function(function).proto.ref
     if ret == 0:
         raise _unavailable("$retval", f"'{function}' returns void: $retval has no value",
@@ -369,10 +483,23 @@ def btf_retval(btf: Btf, function: str, options: FetchOptions = FetchOptions()) 
         classes = _classify(btf, ret)
     except _Unclassifiable as exc:
         raise _unavailable("$retval", f"the return type of '{function}' ({exc}) cannot be placed") from None
-    if classes == _MEMORY:
+    if arch is not X86_64:
+        real = btf.real(ret)
+        hfa = _hfa_members(btf, ret) if real is not None and real.kind in AGGREGATE_KINDS else None
+        if real is not None and (real.kind == FLOAT or hfa):
+            raise _unavailable("$retval", f"'{function}' returns {tname} in a SIMD register (%v0), which $retval "
+                                          "cannot read")
+        returned = btf.byte_size(ret) or 0
+        if returned > 16 and real is not None and real.kind in AGGREGATE_KINDS:
+            raise _unavailable("$retval", f"'{function}' returns {tname} in memory (at the address the caller "
+                                          f"passed in %x8), which $retval cannot read")
+        if returned > 8:
+            raise _unavailable("$retval", f"'{function}' returns {tname} in two registers (%x0, %x1), which "
+                                          "$retval cannot read")
+    elif classes == _MEMORY:
         raise _unavailable("$retval", f"'{function}' returns {tname} in memory ($retval holds its address)",
                            hint="fetch $retval:x64 for the address")
-    if classes != [_INTEGER]:
+    elif classes != [_INTEGER]:
         where = "an SSE register" if _SSE in classes else "two registers (%ax, %dx)"
         raise _unavailable("$retval", f"'{function}' returns {tname} in {where}, which $retval cannot read")
     ktype = btf.kernel_type(ret, None, options.x_types)
@@ -391,7 +518,7 @@ def btf_retval_type(btf: Btf, function: str, options: FetchOptions = FetchOption
 def _fetchable(btf: Btf, function: str, name: str, at_return: bool, options: FetchOptions) -> bool:
     try:
         loc, place = _param_place(btf, function, name, at_return, options)
-        fetch_chain(btf, loc.type, place, S.Variable(name), None, RenderOptions(), True)
+        fetch_chain(btf, loc.type, place, S.Variable(name), None, RenderOptions(arch=btf_arch(btf)), True)
         return True
     except ValueTooWideError:
         return True  # there to read, member by member (listed; $params leaves it out with a warning)

@@ -5,10 +5,11 @@ member chain walked by :func:`probectl.resolve.fetch.fetch_chain` over DWARF typ
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Optional
 
-
 from .. import spec as S
+from ..arch import Arch, for_machine, machine_name
 from ..debuginfo.dwarf import types as T
 from ..debuginfo.dwarf.die import die_name, guarded
 from ..debuginfo.dwarf.types import DWARF_TYPES
@@ -44,14 +45,23 @@ def fetch_variable(debuginfo: "DebugInfo", function: Optional[DIE], address: int
     """
     scope = getattr(function, "die", function)
     found = find_variable(debuginfo, variable.name, address, scope)
-    place = variable_place(debuginfo, found.die, address, check_readable)
-    opts = RenderOptions(machine=debuginfo.machine, symbol_base=symbol_base, immediates=options.immediates,
-                         user_access=user_access)
+    arch = debuginfo_arch(debuginfo)
+    place = variable_place(debuginfo, found.die, address, partial(check_readable, opts=RenderOptions(arch=arch)))
+    opts = RenderOptions(arch=arch, symbol_base=symbol_base, immediates=options.immediates, user_access=user_access)
     try:
         return fetch_chain(DWARF_TYPES, T.type_of(found.die), place, variable, cast, opts, options.x_types)
     except LocationError as exc:
         raise VariableUnavailable(f"'{S.render_expr(variable)}' cannot be fetched at 0x{address:x}: {exc.message}",
                                   exc.hint, variable.name, address, [], [], exc.reason) from None
+
+
+def debuginfo_arch(debuginfo: "DebugInfo") -> Arch:
+    """The machine whose registers ``debuginfo``'s locations number."""
+    arch = for_machine(debuginfo.machine)
+    if arch is None:
+        raise ResolveError(f"{debuginfo.path} describes a program for {machine_name(debuginfo.machine)}, "
+                           "whose registers probectl does not know")
+    return arch
 
 
 # --- $params / $vars / listings -------------------------------------------------------------------
@@ -77,9 +87,9 @@ def _fetchable(debuginfo: "DebugInfo", var: DIE, address: int, in_pieces: bool =
         return False
     place = None
     try:
-        place = variable_place(debuginfo, var, address, check_readable)
-        fetch_chain(DWARF_TYPES, T.type_of(var), place, S.Variable(name), None,
-                    RenderOptions(machine=debuginfo.machine), True)
+        opts = RenderOptions(arch=debuginfo_arch(debuginfo))
+        place = variable_place(debuginfo, var, address, partial(check_readable, opts=opts))
+        fetch_chain(DWARF_TYPES, T.type_of(var), place, S.Variable(name), None, opts, True)
         return True
     except ValueTooWideError:
         return True  # there to read, member by member (listed; $vars leaves it out with a warning)

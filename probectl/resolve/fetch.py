@@ -251,7 +251,7 @@ def _scalar_fetch(place: Place, bits: Optional[int], opts: RenderOptions, owner:
     if isinstance(place, Memory):
         return render_memory(place.address, opts, place.user)
     if isinstance(place, Register):
-        return register_name(place.regno, opts.machine)
+        return register_name(place.regno, opts.arch)
     if isinstance(place, Computed):
         v = place.value
         if not v.is_const and bits is not None and v.bits < bits:

@@ -8,6 +8,7 @@ import sys
 from array import array
 from typing import Optional
 
+from ..arch import for_machine
 from ..dataclass import dataclass
 from ..debuginfo.elf import ElfFile
 from ..errors import ResolveError
@@ -106,13 +107,15 @@ _AREAS = (
     ("__noinstr_text_start", "__noinstr_text_end", "noinstr text"),
     ("__entry_text_start", "__entry_text_end", "entry text"),
 )
-_RULES_FORMAT = 1
+_RULES_FORMAT = 2  # (2: a position-independent kernel's tables read from its relocations)
 _MARK_NAMES = {"_stext", "_etext", "__start_kprobe_blacklist", "__stop_kprobe_blacklist",
                "__start_mcount_loc", "__stop_mcount_loc"} | {n for a, b, _ in _AREAS for n in (a, b)}
 
 
 def _address_array(elf: ElfFile, marks: dict[str, int], start: str, stop: str) -> list[int]:
-    """The unsigned longs between two marker symbols (arrays the linker collects in a section)."""
+    """The unsigned longs between two marker symbols (arrays the linker collects in a section). A
+    position-independent kernel (arm64's vmlinux is ELF DYN) holds zeros there and the addresses in
+    its RELATIVE relocations, which it applies at boot: those are read instead."""
     if start not in marks or stop not in marks or marks[stop] <= marks[start]:
         return []
     section = next((s for s in elf.sections if s.has_data and s.addr <= marks[start] < s.addr + s.size), None)
@@ -127,4 +130,8 @@ def _address_array(elf: ElfFile, marks: dict[str, int], start: str, stop: str) -
     values = array("Q", data[:len(data) - len(data) % 8])
     if elf.little_endian != (sys.byteorder == "little"):
         values.byteswap()
+    arch = for_machine(elf.machine)
+    if elf.type == "DYN" and arch is not None:
+        relocated = elf.relative_relocations(marks[start], marks[start] + 8 * len(values), arch.relative_relocation)
+        return [relocated.get(marks[start] + 8 * i, value) for i, value in enumerate(values)]
     return values.tolist()

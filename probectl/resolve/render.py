@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..arch.x86_64 import DWARF_REGISTERS, DWARF_VECTOR_REGISTERS
+from ..arch import Arch
+from ..arch.x86_64 import ARCH as X86_64
 from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Place, Reg, Symbol, Value, Var
 from ..errors import LocationError
 
 
-def register_name(regno: int, machine: str = "EM_X86_64") -> str:
-    """The fetch-argument name of DWARF register ``regno``."""
-    if machine == "EM_X86_64" and 0 <= regno < len(DWARF_REGISTERS):
-        return DWARF_REGISTERS[regno]
-    what = "an SSE/x87/vector register" if machine == "EM_X86_64" and regno in DWARF_VECTOR_REGISTERS else "a register"
+def register_name(regno: int, arch: Arch = X86_64) -> str:
+    """The fetch-argument name of DWARF register ``regno`` of ``arch``'s numbering."""
+    name = arch.register_name(regno)
+    if name is not None:
+        return name
+    what = arch.vector_kind if regno in arch.vector_registers else "a register"
     raise LocationError(f"the value is in DWARF register {regno} ({what}), which probe events cannot read",
                         "register")
 
@@ -28,12 +30,13 @@ def register_name(regno: int, machine: str = "EM_X86_64") -> str:
 class RenderOptions:
     """How to write what cannot be written one way only.
 
+    ``arch``: the machine whose DWARF register numbers the places use (the probed file's).
     ``symbol_base``: None writes globals as perf does, ``@name+off`` (kprobe syntax); an integer
     writes uprobe syntax ``@+FILEOFFSET`` where FILEOFFSET = address - symbol_base (the probed
     binary's text-segment ``vaddr - offset``).
     """
 
-    machine: str = "EM_X86_64"
+    arch: Arch = X86_64
     symbol_base: Optional[int] = None
     immediates: bool = True
     user_access: bool = False
@@ -95,7 +98,7 @@ def render_value(value: Value, opts: RenderOptions) -> str:
         raise LocationError(f"the value is computed (a register or memory value plus {value.offset})",
                             "computed", hint="probe events can read registers and memory but cannot add")
     if isinstance(base, Reg):
-        return register_name(base.regno, opts.machine)
+        return register_name(base.regno, opts.arch)
     if isinstance(base, Var):
         return base.name
     if isinstance(base, Deref):
@@ -104,11 +107,10 @@ def render_value(value: Value, opts: RenderOptions) -> str:
                         "computed", hint="fetch the object itself instead of its address")
 
 
-def check_readable(place: Place) -> None:
-    """Raise LocationError unless probe events can read ``place`` (globals and fixed addresses aside,
-    whose text depends on the target): what the DWARF side asks when it lists where a variable can
-    be fetched."""
-    opts = RenderOptions()
+def check_readable(place: Place, opts: RenderOptions = RenderOptions()) -> None:
+    """Raise LocationError unless probe events can read ``place`` on ``opts.arch`` (globals and fixed
+    addresses aside, whose text depends on the target): what the DWARF side asks when it lists where
+    a variable can be fetched."""
     if isinstance(place, Memory):
         if place.address.base is not None and not isinstance(place.address.base, Symbol):
             render_memory(place.address, opts)

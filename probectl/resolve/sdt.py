@@ -19,7 +19,6 @@ import fnmatch
 from typing import TYPE_CHECKING, Optional
 
 from .. import spec as S
-from ..arch.x86_64 import ASSEMBLER_REGISTERS
 from ..debuginfo.sdt import SdtNote, SdtOperand, parse_operand, read_sdt_notes
 from ..errors import DebugInfoError, ProbePointNotFound, ResolveError, did_you_mean
 from .points import ProbePoint, ResolvedArg
@@ -80,7 +79,7 @@ def _arg(resolver: "Resolver", note: SdtNote, index: int, name: str, cast: Optio
     spec = note.operand_texts[index - 1]
     what = f"arg{index} of sdt_{note.provider}:{note.name} ({spec})"
     try:
-        operand = parse_operand(spec)
+        operand = parse_operand(spec, resolver.target.arch.elf_machine)
     except DebugInfoError as err:
         raise ResolveError(f"{what}: {err.message}", hint=err.hint) from None
     fetch, typ = _fetch(resolver, operand, note.address, what)
@@ -97,7 +96,7 @@ def _fetch(resolver: "Resolver", op: SdtOperand, address: int, what: str) -> tup
         raise ResolveError(f"{what}: a {op.size}-byte value (a vector register?) is not something probe events read")
     typ = f"{'s' if op.signed else 'u'}{8 * (op.size or 8)}"
     if op.kind == "register":
-        kernel, shift, bits = _register(op.register or "", what)
+        kernel, shift, bits = _register(resolver, op.register or "", what)
         if shift:
             return kernel, f"b{bits}@{shift}/64"  # %ah: bits 8..15 of %ax
         return kernel, typ
@@ -114,16 +113,16 @@ def _fetch(resolver: "Resolver", op: SdtOperand, address: int, what: str) -> tup
         return _global(resolver, op, address, what), typ
     if op.symbol is not None:
         raise ResolveError(f"{what}: a symbol plus a base register is not something probe events read")
-    kernel, shift, bits = _register(op.base, what)
+    kernel, shift, bits = _register(resolver, op.base, what)
     if shift or bits != 64:
         raise ResolveError(f"{what}: the base register %{op.base} is not a 64-bit register")
     sign = "-" if op.displacement < 0 else "+"
     return f"{sign}{abs(op.displacement)}({kernel})", typ
 
 
-def _register(name: str, what: str) -> tuple[str, int, int]:
+def _register(resolver: "Resolver", name: str, what: str) -> tuple[str, int, int]:
     try:
-        return ASSEMBLER_REGISTERS[name]
+        return resolver.target.arch.assembler_registers[name]
     except KeyError:
         raise ResolveError(f"{what}: probe events cannot read the register %{name}",
                            hint="they read the general-purpose registers only") from None

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ..arch import Arch, host
 from ..dataclass import dataclass
 from ..errors import TargetError
-from .binary import find_binary, process_objects, uprobe_group_name
+from .binary import file_arch, find_binary, process_objects, uprobe_group_name
 from .process import ProcessView, filesystem_type, root_of
 
 # (.kernel is imported by the kprobe targets that use it: -x BINARY does not.)
@@ -28,6 +29,25 @@ class Target:
     # /proc/PID/root when the binary is a file of another mount namespace (a container's): its path
     # goes through it, and its debug files are looked for in that tree first
     root: Path | None = None
+    file_arch: Arch | None = None  # the machine of ``path`` (None: the running kernel's, this machine)
+
+    @property
+    def arch(self) -> Arch:
+        """The facts of the machine the target's code runs on: its file's, else this machine's."""
+        if self.file_arch is not None:
+            return self.file_arch
+        found = host()
+        if found is None:
+            import platform
+
+            raise TargetError(f"probectl does not know this machine ({platform.machine()})",
+                              hint="it knows x86-64 and AArch64")
+        return found
+
+    @property
+    def foreign(self) -> bool:
+        """The target is code for another machine than this one (its definitions can be shown, not added)."""
+        return self.file_arch is not None and self.file_arch is not host()
 
     @property
     def is_uprobe(self) -> bool:
@@ -57,7 +77,7 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
                           hint="give -x BINARY as the process sees it (a path, or a name such as libc)")
     if exec_:
         path = find_binary(exec_, ProcessView.of(target_ns) if target_ns is not None else None)
-        return Target(kind="uprobe", path=path, root=root_of(path))
+        return Target(kind="uprobe", path=path, root=root_of(path), file_arch=file_arch(path))
     from .kernel import check_vmlinux, find_module, find_running_vmlinux
 
     if module and vmlinux:
@@ -66,9 +86,10 @@ def find_target(exec_: Optional[str] = None, vmlinux: Optional[str] = None, modu
                           "object file", hint="give -m NAME|PATH alone for a module, -k VMLINUX alone for the kernel")
     if module:
         path, name = find_module(module)
-        return Target(kind="kprobe", path=path, module=name)
+        return Target(kind="kprobe", path=path, module=name, file_arch=file_arch(path))
     if vmlinux:
-        return Target(kind="kprobe", path=check_vmlinux(Path(vmlinux)))
+        path = check_vmlinux(Path(vmlinux))
+        return Target(kind="kprobe", path=path, file_arch=file_arch(path))
     found, _tried = find_running_vmlinux()
     return Target(kind="kprobe", path=found)
 

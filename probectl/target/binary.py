@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..arch.x86_64 import EM_X86_64, OTHER_MACHINES
+from ..arch import Arch, for_machine, known_names, machine_name
 from ..dataclass import dataclass, field
 from ..debuginfo.elf import ElfFile
 from ..errors import ProbectlError, TargetError
@@ -138,14 +138,22 @@ def _probeable_elf(real: Path, name: str) -> Path:
     return real
 
 
-def check_machine(elf: ElfFile, name: str) -> None:
-    """TargetError unless ``elf`` is a 64-bit x86-64 file: probectl knows that machine's registers,
-    calling convention and instruction lengths only, and would place and fetch wrongly on another."""
-    if elf.machine == EM_X86_64 and elf.elf_class == 64:
-        return
-    machine = "x86-64" if elf.machine == EM_X86_64 else OTHER_MACHINES.get(elf.machine, f"machine {elf.machine}")
-    raise TargetError(f"{name} is a {elf.elf_class}-bit ELF file for {machine}; probectl probes 64-bit x86-64 "
-                      f"programs and kernels only")
+def check_machine(elf: ElfFile, name: str) -> Arch:
+    """The facts of ``elf``'s machine; TargetError unless it is a 64-bit file of a machine probectl knows
+    (x86-64, AArch64): on another it would place and fetch wrongly, not knowing its registers,
+    calling convention and instructions."""
+    arch = for_machine(elf.machine)
+    if arch is not None and elf.elf_class == 64:
+        return arch
+    raise TargetError(f"{name} is a {elf.elf_class}-bit ELF file for {machine_name(elf.machine)}; probectl probes "
+                      f"64-bit {known_names()} programs and kernels only")
+
+
+def file_arch(path: Path) -> Arch:
+    """The machine facts of the ELF file at ``path`` (a TargetError, as check_machine's, for one
+    probectl does not know)."""
+    with ElfFile(path) as elf:
+        return check_machine(elf, str(path))
 
 
 # --- libraries -------------------------------------------------------------------------------------

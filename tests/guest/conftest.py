@@ -18,14 +18,17 @@ import pytest
 from tests.helpers import missing
 # the host's tracefs, as the live tests have it: a guest test takes event formats from it
 from tests.live.conftest import live_tracefs  # noqa: F401
-from vmtest.busybox_guest import fetch_kernel_dir, find_kernel_dir, missing_requirements
+from vmtest.busybox_guest import (AARCH64_GUEST, fetch_arm64_kernel_dir, fetch_kernel_dir, find_arm64_kernel_dir,
+                                  find_kernel_dir, missing_requirements)
 from vmtest.probectl_guest import missing_guest_requirements
 
 
-def _bootable_kernel_dir(lacking: Callable[[Optional[Path]], list[str]]) -> Path:
-    directory = find_kernel_dir()
+def _bootable_kernel_dir(lacking: Callable[[Optional[Path]], list[str]],
+                         find: Callable[[], Optional[Path]] = find_kernel_dir,
+                         fetch: Callable[[], Path] = fetch_kernel_dir) -> Path:
+    directory = find()
     if directory is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
-        directory = fetch_kernel_dir()
+        directory = fetch()
     reasons = lacking(directory)
     if reasons:
         missing("; ".join(reasons))
@@ -43,3 +46,11 @@ def probectl_kernel_dir() -> Path:
     """The kernel test data for a guest that runs probectl (vmtest.probectl_guest.run_probectl_in_guest):
     a busybox guest's needs, and mkfs.ext4 for its images and the vmlinux the host resolves against."""
     return _bootable_kernel_dir(missing_guest_requirements)
+
+
+@pytest.fixture(scope="session")
+def arm64_kernel_dir() -> Path:
+    """Debian's arm64 cloud kernel and an arm64 busybox (tools/kernel-testdata-arm64.sh), for a busybox
+    guest in qemu-system-aarch64 (run_in_guest with machine=AARCH64_GUEST)."""
+    return _bootable_kernel_dir(lambda d: missing_requirements(d, AARCH64_GUEST), find_arm64_kernel_dir,
+                                fetch_arm64_kernel_dir)

@@ -144,32 +144,27 @@ def args_of(fields: dict[str, str]) -> str:
     return " ".join(f"{f}={expr}" + (f":{CASTS[f]}" if f in CASTS else "") for f, expr in fields.items())
 
 
-@pytest.mark.root
-@pytest.mark.parametrize("opt,extra", [("-O0", ()), ("-O2", ()), ("-O2", ("-gdwarf-4",))],
-                         ids=["O0", "O2", "O2-dwarf4"])
-def test_structs_values(group, opt, extra):
-    """Member chains (->, ., [N]), strings (char array and char *), nested and pointer members,
-    unions, anonymous members, enums (one negative), bitfields (DWARF 5 data_bit_offset and DWARF 4
-    bit_offset, signed and unsigned, straddling in a packed struct), a struct passed by value (in a
-    register at -O2), a VLA's length, globals (a static, a char pointer and a char array as
-    strings), locals in a nested block, and the typed return value."""
-    binary = build_fixture("dwarf_structs", opt, extra)
-    rec = record(group, binary, [
-        g("members", f"paint {args_of(MEMBERS)}"),
-        g("bits", f"paint {args_of(BITS)}"),
-        g("packed", f"check_bits {args_of(PACKED)}"),
-        g("byval", f"by_value {args_of(BY_VALUE)}"),
-        g("vla", "vla_sum n"),
-        g("globals", f"use_globals {args_of(GLOBALS)}"),
-        g("doubled", "paint;printf*doubled* doubled"),
-        g("area", "paint;printf*area* area"),
-        g("ret", "paint%return r=$retval"),
-        g("gret", "use_globals%return $retval"),
-    ])
+# Events of test_structs_values (also what tests/guest/test_qemu_arm64.py records on AArch64 builds).
+STRUCTS_PROBES = [
+    ("members", f"paint {args_of(MEMBERS)}"),
+    ("bits", f"paint {args_of(BITS)}"),
+    ("packed", f"check_bits {args_of(PACKED)}"),
+    ("byval", f"by_value {args_of(BY_VALUE)}"),
+    ("vla", "vla_sum n"),
+    ("globals", f"use_globals {args_of(GLOBALS)}"),
+    ("doubled", "paint;printf*doubled* doubled"),
+    ("area", "paint;printf*area* area"),
+    ("ret", "paint%return r=$retval"),
+    ("gret", "use_globals%return $retval"),
+]
+
+
+def check_structs(rec: Recording, by_value: dict[str, str] = BY_VALUE) -> None:
+    """STRUCTS_PROBES' values (``by_value``: the fields of the byval event, when it asks for fewer)."""
     rec.check("members", "paint", MEMBERS)
     rec.check("bits", "paint", BITS)
     rec.check("packed", "check_bits", PACKED)
-    rec.check("byval", "by_value", BY_VALUE)
+    rec.check("byval", "by_value", by_value)
     rec.check("vla", "vla_sum", {"n": "n"})
     rec.check("globals", "use_globals", GLOBALS)
     rec.check("doubled", "paint", {"doubled": "doubled"})
@@ -179,6 +174,19 @@ def test_structs_values(group, opt, extra):
     (gret,) = rec.of("gret__return")
     counter, hidden = (int(rec.expected("use_globals", e)[1]) for e in ("counter", "hidden"))
     assert int(gret["arg1"]) == counter + 3 + hidden + 3
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("opt,extra", [("-O0", ()), ("-O2", ()), ("-O2", ("-gdwarf-4",))],
+                         ids=["O0", "O2", "O2-dwarf4"])
+def test_structs_values(group, opt, extra):
+    """Member chains (->, ., [N]), strings (char array and char *), nested and pointer members,
+    unions, anonymous members, enums (one negative), bitfields (DWARF 5 data_bit_offset and DWARF 4
+    bit_offset, signed and unsigned, straddling in a packed struct), a struct passed by value (in a
+    register at -O2), a VLA's length, globals (a static, a char pointer and a char array as
+    strings), locals in a nested block, and the typed return value."""
+    rec = record(group, build_fixture("dwarf_structs", opt, extra), [g(e, d) for e, d in STRUCTS_PROBES])
+    check_structs(rec)
 
 
 @pytest.mark.root
@@ -255,17 +263,16 @@ def test_inline_instances_and_loop_locals_at_O0(group):
     assert int(ret["arg1"]) == code * code + clamp(code, 1, 50)
 
 
-@pytest.mark.root
-def test_inline_instance_and_loop_locals_at_O2(group):
-    """At -O2 clamp() remains as an instance in rare_path() (its bounds are constants: immediates),
-    and the loop's `total` and `item` live in registers and behind the advanced data pointer."""
-    binary = build_fixture("dwarf_inline", "-O2")
-    rec = record(group, binary, [
-        g("cl", "clamp v lo hi"),
-        g("loop", "dwarf_inline.c:41 total item"),
-        g("rp", "rare_path code why:string"),
-        g("rpret", "rare_path%return $retval"),
-    ])
+# Events of test_inline_instance_and_loop_locals_at_O2 (and of the AArch64 guest's build).
+INLINE_O2_PROBES = [
+    ("cl", "clamp v lo hi"),
+    ("loop", "dwarf_inline.c:41 total item"),
+    ("rp", "rare_path code why:string"),
+    ("rpret", "rare_path%return $retval"),
+]
+
+
+def check_inline_o2(rec: Recording) -> None:
     total = int(rec.expected("process", "total")[1])
     code = int(rec.expected("rare_path", "code")[1])
     assert [(int(e["v"]), int(e["lo"]), int(e["hi"])) for e in rec.of("cl")] == [(code, 1, 50)]
@@ -282,20 +289,24 @@ def test_inline_instance_and_loop_locals_at_O2(group):
     assert int(ret["arg1"]) == code * code + clamp(code, 1, 50)
 
 
+@pytest.mark.root
+def test_inline_instance_and_loop_locals_at_O2(group):
+    """At -O2 clamp() remains as an instance in rare_path() (its bounds are constants: immediates),
+    and the loop's `total` and `item` live in registers and behind the advanced data pointer."""
+    check_inline_o2(record(group, build_fixture("dwarf_inline", "-O2"), [g(e, d) for e, d in INLINE_O2_PROBES]))
+
+
 # --- static duplicates ------------------------------------------------------------------------------
 
 
-@pytest.mark.root
-@pytest.mark.parametrize("opt", ["-O0", "-O2"])
-def test_static_duplicates(group, opt):
-    """`helper` probes both static helpers (main calls helper(10), then helper_b_entry(20) calls the
-    other one); `helper@dwarf_static_b.c` only the second; helper a returns (x + 1) * 2."""
-    binary = build_static_pair(opt)
-    rec = record(group, binary, [
-        g("both", "helper x"),
-        g("onlyb", "helper@dwarf_static_b.c x"),
-        g("reta", "helper@dwarf_static_a.c%return $retval"),
-    ])
+STATIC_PROBES = [
+    ("both", "helper x"),
+    ("onlyb", "helper@dwarf_static_b.c x"),
+    ("reta", "helper@dwarf_static_a.c%return $retval"),
+]
+
+
+def check_static(rec: Recording) -> None:
     xa = int(rec.expected("helper@dwarf_static_a.c", "x")[1])
     xb = int(rec.expected("helper@dwarf_static_b.c", "x")[1])
     assert [int(e["x"]) for e in rec.of("both")] == [xa, xb]
@@ -303,25 +314,32 @@ def test_static_duplicates(group, opt):
     assert [int(e["arg1"]) for e in rec.of("reta__return")] == [(xa + 1) * 2]
 
 
+@pytest.mark.root
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_static_duplicates(group, opt):
+    """`helper` probes both static helpers (main calls helper(10), then helper_b_entry(20) calls the
+    other one); `helper@dwarf_static_b.c` only the second; helper a returns (x + 1) * 2."""
+    check_static(record(group, build_static_pair(opt), [g(e, d) for e, d in STATIC_PROBES]))
+
+
 # --- typed return values and member chains of uprobe_target --------------------------------------
 
 
-@pytest.mark.root
-@pytest.mark.parametrize("opt", ["-O0", "-O2"])
-def test_typed_retval_and_members(group, opt):
-    """A bare `$retval` gets its type from DWARF (perf leaves it untyped, so a negative int would
-    read as a large u64): add_ints and scale_long return negative numbers."""
-    binary = build_fixture("uprobe_target", opt)
-    rec = record(group, binary, [
-        g("add", "add_ints%return $retval"),
-        g("scale", "scale_long%return r=$retval"),
-        g("mix", "mix_unsigned%return $retval"),
-        # perf and probectl pass `$retval:string` through, and the kernel refuses it ("String accepts
-        # only memory argument"): the string is read through the returned pointer
-        g("label", "pick_label%return s=+0($retval):string"),
-        g("addcast", "add_ints%return r=$retval:s32"),
-        g("rec", "sum_record id=rec->id value=rec->value flags=rec->flags label=rec->label:string"),
-    ], argv=("3",))
+# Events of test_typed_retval_and_members, recorded from uprobe_target run with argument 3 (and of
+# the AArch64 guest's builds).
+RETVAL_PROBES = [
+    ("add", "add_ints%return $retval"),
+    ("scale", "scale_long%return r=$retval"),
+    ("mix", "mix_unsigned%return $retval"),
+    # perf and probectl pass `$retval:string` through, and the kernel refuses it ("String accepts
+    # only memory argument"): the string is read through the returned pointer
+    ("label", "pick_label%return s=+0($retval):string"),
+    ("addcast", "add_ints%return r=$retval:s32"),
+    ("rec", "sum_record id=rec->id value=rec->value flags=rec->flags label=rec->label:string"),
+]
+
+
+def check_retval_and_members(rec: Recording) -> None:
     want = rec.want
     assert rec.types[("add__return", "arg1")] == "s32" and rec.types[("scale__return", "r")] == "s64"
     assert [int(e["arg1"]) for e in rec.of("add__return")] == [int(v) for _, v in want["add_ints"]["ret"]]
@@ -339,13 +357,24 @@ def test_typed_retval_and_members(group, opt):
 
 
 @pytest.mark.root
-def test_inline_instances_at_O2(group):
-    """At -O2 square() is inlined in process() with DW_AT_entry_pc outside its ranges, and in
-    rare_path(); each instance's `v` is what process() squares and rare_path()'s code."""
-    binary = build_fixture("dwarf_inline", "-O2")
-    rec = record(group, binary, [g("sq", "square v")])
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_typed_retval_and_members(group, opt):
+    """A bare `$retval` gets its type from DWARF (perf leaves it untyped, so a negative int would
+    read as a large u64): add_ints and scale_long return negative numbers."""
+    check_retval_and_members(record(group, build_fixture("uprobe_target", opt),
+                                    [g(e, d) for e, d in RETVAL_PROBES], argv=("3",)))
+
+
+def check_square_o2(rec: Recording) -> None:
     total = int(rec.expected("process", "total")[1])
     code = int(rec.expected("rare_path", "code")[1])
     values = [int(e["v"]) for e in rec.of("sq")]
     assert values == [clamp(v, 0, 100) for v in DATA] + [code]
     assert sum(v * v for v in values[:-1]) == total
+
+
+@pytest.mark.root
+def test_inline_instances_at_O2(group):
+    """At -O2 square() is inlined in process() with DW_AT_entry_pc outside its ranges, and in
+    rare_path(); each instance's `v` is what process() squares and rare_path()'s code."""
+    check_square_o2(record(group, build_fixture("dwarf_inline", "-O2"), [g("sq", "square v")]))

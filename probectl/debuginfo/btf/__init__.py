@@ -39,7 +39,6 @@ Damaged data -- truncated sections, a bad magic, type ids out of range, type cha
 from __future__ import annotations
 
 import os
-import platform
 import struct
 import sys
 import time
@@ -47,7 +46,7 @@ from array import array
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ...arch.x86_64 import EM_X86_64
+from ...arch import host
 from ...errors import DebugInfoError, ProbectlError, TargetError
 from ...regularfile import open_regular
 from .format import (ARRAY, BTF_MAGIC, DAMAGED_HINT, DATASEC, ENUM, ENUM64, FIXED_WORDS, FWD, KERNEL_BTF,
@@ -427,8 +426,8 @@ def load_kernel_btf(path: Optional[os.PathLike | str] = None, *, base: Optional[
     data = p.read_bytes()
     if base is None and p.parent == KERNEL_BTF.parent and p.name != KERNEL_BTF.name:
         base = load_kernel_btf()
-    machine = EM_X86_64 if platform.machine() == "x86_64" and str(p).startswith("/sys/") else None
-    return Btf(data, base=base, source=str(p), machine=machine)
+    running = host() if str(p).startswith("/sys/") else None  # (the running kernel's: this machine's)
+    return Btf(data, base=base, source=str(p), machine=running.elf_machine if running is not None else None)
 
 
 def load_module_btf(name: str, path: os.PathLike | str) -> Btf:

@@ -124,7 +124,7 @@ class DebugInfo:
     @property
     def elffile(self) -> "ELFFile":
         """pyelftools' ELFFile of the file, which opened it when probectl's ELF reader could not
-        (relocation, zstd or ``.zdebug`` sections, other machines); opened on first use otherwise."""
+        (relocation, zstd or ``.zdebug`` sections); opened on first use otherwise."""
         if self._elffile is None:
             from .mappedelf import MappedELFFile
 

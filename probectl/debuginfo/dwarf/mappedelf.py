@@ -2,7 +2,7 @@
 (:class:`~.sectionmap.SectionMap`) instead of copied into memory when it opens them.
 
 Used for the files :mod:`.sections` does not open itself (relocatable objects, compressed
-sections, machines other than x86-64) and for call-frame information, which reads ``.eh_frame``
+sections) and for call-frame information, which reads ``.eh_frame``
 and ``.debug_frame`` through ELFFile.
 """
 from __future__ import annotations

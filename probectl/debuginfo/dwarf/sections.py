@@ -1,12 +1,12 @@
 """The DWARF sections of one file, opened for probectl's DIE reader (:class:`.units.DwarfSections`).
 
-An x86-64 executable or shared object, the usual case and a kernel's, is opened from probectl's
+An executable or shared object, the usual case and a kernel's, is opened from probectl's
 own ELF reader: pyelftools' ``ELFFile`` is not needed for it, and importing and constructing one
 is a visible part of a warm ``add`` (docs/ledger.md). Its zlib-compressed sections (a distribution's debug
 files) are inflated only as far as they are read (:mod:`.inflating`), where ``ELFFile`` inflates
 them all at open; its zstd-compressed ones (which ``ELFFile`` cannot read) are decompressed whole
 at open, by libzstd (:mod:`probectl.compression`). Other files (relocatable objects such as kernel
-modules, ``.zdebug`` sections, other machines) go through ``ELFFile``, which relocates and
+modules, ``.zdebug`` sections) go through ``ELFFile``, which relocates and
 decompresses zlib (:mod:`.mappedelf`).
 
 Either way, the large sections of a file that needs no relocation are mapped (``SectionMap``)
@@ -18,7 +18,6 @@ import io
 import mmap
 from typing import Any, BinaryIO, NamedTuple, Optional
 
-from ...arch.x86_64 import EM_X86_64
 from ...errors import DebugInfoError, TargetError
 from ..elf import ElfFile
 from ..indexcache import file_key
@@ -37,10 +36,10 @@ DWARF_SECTIONS = {
     "gnu_debugaltlink_sec": ".gnu_debugaltlink", "debug_types_sec": ".debug_types",
 }
 class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile", Any), ("little_endian", bool),
-                                             ("machine", str), ("address_size", int), ("index_key", str)])):
+                                             ("machine", int), ("address_size", int), ("index_key", str)])):
     """A file's DWARF and what the resolver needs to know of the file around it: ``elffile`` is
-    pyelftools' ELFFile when it read the file (else None: made on demand), ``machine`` pyelftools'
-    name of e_machine ("EM_X86_64"), ``index_key`` the name of the file's indexes in the cache
+    pyelftools' ELFFile when it read the file (else None: made on demand), ``machine`` the file's
+    e_machine (62: x86-64, 183: AArch64), ``index_key`` the name of the file's indexes in the cache
     (indexcache.file_key). (Fields as a list: see units.Section.)"""
 
     __slots__ = ()
@@ -60,7 +59,7 @@ def open_dwarf(file: BinaryIO) -> OpenedDwarf:
         key = file_key(elf.path, elf.build_id)
         dwarf = _from_elf(elf, file.fileno(), key)
     if dwarf is not None:
-        return OpenedDwarf(dwarf, None, elf.little_endian, "EM_X86_64", elf.elf_class // 8, key)
+        return OpenedDwarf(dwarf, None, elf.little_endian, elf.machine, elf.elf_class // 8, key)
     from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
     from elftools.construct import ConstructError
 
@@ -75,14 +74,13 @@ def open_dwarf(file: BinaryIO) -> OpenedDwarf:
     # (pyelftools' section descriptors have Section's fields: their relocated, inflated streams are read as they are)
     dwarf = DwarfSections({name: getattr(info, name, None) for name in DWARF_SECTIONS}, elffile.little_endian,
                           elffile.elfclass // 8)
-    return OpenedDwarf(dwarf, elffile, elffile.little_endian, elffile["e_machine"], elffile.elfclass // 8, key)
+    return OpenedDwarf(dwarf, elffile, elffile.little_endian, elf.machine, elffile.elfclass // 8, key)
 
 
 def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
     """DwarfSections over ``elf``'s sections as they are in the file, or None when they need more than
-    reading (relocation, decompression) or the machine is not x86-64 (ELFFile names the others).
-    ``key`` names the file's inflated windows in the cache."""
-    if elf.type == "REL" or elf.machine != EM_X86_64 or elf.section(".zdebug_info") is not None:
+    reading (relocation, decompression). ``key`` names the file's inflated windows in the cache."""
+    if elf.type == "REL" or elf.section(".zdebug_info") is not None:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
     compressed: dict[str, tuple[str, int, int, int]] = {}  # (section, zlib stream's offset and length, inflated size)
