@@ -4,8 +4,9 @@ all), as the README's examples do: each ``probectl COMMAND ...`` line of each ``
 the help text itself and run in a scratch directory that has what the examples name (a Makefile for
 ``make``; ``probectl.dat``, ``a.dat`` and ``b.dat`` recordings of ``probe_libc:malloc`` made by the
 ``record`` example itself). An example that runs until Ctrl-C (no command, no ``--duration``) gets a
-SIGINT after a few seconds, as a user would press it. Each must end without an error line, a traceback
-or an internal error; one that ends by itself must print something.
+SIGINT after a few seconds, as a user would press it, while writes reach the disk (what a block I/O
+example measures). Each must end without an error line, a traceback or an internal error; one that
+ends by itself must print something.
 """
 from __future__ import annotations
 
@@ -42,16 +43,26 @@ def ends_by_itself(args: list[str]) -> bool:
         (args[0] == "stat" and "-I" not in args and "-a" not in args)
 
 
+# What a machine does while an example that waits for Ctrl-C runs, so that it has something to show:
+# writes that reach the disk (block:block_rq_issue/complete), context switches.
+ACTIVITY = "while :; do dd if=/dev/zero of=activity bs=64k count=16 oflag=direct 2>/dev/null; sleep 0.1; done"
+
+
 def run_example(args: list[str], cwd) -> subprocess.CompletedProcess:
+    activity = None if ends_by_itself(args) else subprocess.Popen(["/bin/sh", "-c", ACTIVITY], cwd=cwd)
     proc = subprocess.Popen([sys.executable, "-m", "probectl", *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     interrupted = False
     try:
-        out, err = proc.communicate(timeout=None if ends_by_itself(args) else INTERRUPT_AFTER)
+        out, err = proc.communicate(timeout=None if activity is None else INTERRUPT_AFTER)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)
         interrupted = True
         out, err = proc.communicate(timeout=60)
+    finally:
+        if activity is not None:
+            activity.kill()
+            activity.wait()
     return subprocess.CompletedProcess(args, proc.returncode if not interrupted or proc.returncode else 0, out, err)
 
 
