@@ -353,13 +353,10 @@ def _pointer_path(model: TypeModel, agg, path: tuple[str, ...], depth: int, byte
     return None
 
 
-def _counted_string_fetch(model: TypeModel, place: Place, agg, counted: CountedString, owner: str,
-                          opts: RenderOptions, common: dict[str, Any]) -> FetchResult:
-    """The text of a counted string at ``place``: its bytes read as a kernel ``string`` from its
-    pointer, its length read beside it, and its first bytes as an array when no NUL may follow it."""
-    pointer_place, _ = _member_path(model, place, agg, counted.pointer, owner)
-    length_place, length_type = _member_path(model, place, agg, counted.length, owner)
-    fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
+def _length_part(model: TypeModel, length_place: Any, length_type: Any, opts: RenderOptions,
+                 owner: str) -> StringPart:
+    """The hidden ``length`` part of a counted string or slice: its length member read where it is
+    (a whole register, or memory)."""
     size = model.byte_size(length_type) or 8
     if isinstance(length_place, Slice):
         if length_place.bit_offset != 0 or size != 8:
@@ -367,7 +364,17 @@ def _counted_string_fetch(model: TypeModel, place: Place, agg, counted: CountedS
         length = render_value(length_place.value, opts)
     else:
         length = _scalar_fetch(length_place, size * 8, opts, owner)
-    parts = [StringPart("length", length, f"u{size * 8}")]
+    return StringPart("length", length, f"u{size * 8}")
+
+
+def _counted_string_fetch(model: TypeModel, place: Place, agg, counted: CountedString, owner: str,
+                          opts: RenderOptions, common: dict[str, Any]) -> FetchResult:
+    """The text of a counted string at ``place``: its bytes read as a kernel ``string`` from its
+    pointer, its length read beside it, and its first bytes as an array when no NUL may follow it."""
+    pointer_place, _ = _member_path(model, place, agg, counted.pointer, owner)
+    length_place, length_type = _member_path(model, place, agg, counted.length, owner)
+    fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
+    parts = [_length_part(model, length_place, length_type, opts, owner)]
     if not counted.nul_terminated:
         # (u8, not char: trace-cmd prints a char array's '%c's as '>c<')
         parts.append(StringPart("head", fetch, f"u8[{HEAD_BYTES}]"))
@@ -431,12 +438,5 @@ def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optio
     etype = (f"{cast.base}{cast.bits}" if cast is not None and cast.bits
              else model.kernel_type(element, cast.base if cast is not None else None, x_types))
     fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
-    size = model.byte_size(length_type) or 8
-    if isinstance(length_place, Slice):
-        if length_place.bit_offset != 0 or size != 8:
-            raise LocationError(f"the length of '{owner}' is part of a register", "register")
-        length = render_value(length_place.value, opts)
-    else:
-        length = _scalar_fetch(length_place, size * 8, opts, owner)
     return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0,
-                       parts=(StringPart("length", length, f"u{size * 8}"),), **common)
+                       parts=(_length_part(model, length_place, length_type, opts, owner),), **common)
