@@ -11,12 +11,6 @@
 
 #include "chainmerge.h"
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HOST_BIG_ENDIAN true
-#else
-#define HOST_BIG_ENDIAN false
-#endif
-
 #define CONTEXT_MAX	((uint64_t)-4095)	// callchain entries at or above: PERF_CONTEXT_*
 #define CHAIN_HEADER	16			// common fields, tgid, the caller's data_loc word
 #define DELTA_MAX	((1ULL << 27) - 1)

@@ -7,12 +7,6 @@
 
 #include "ringbuf.h"
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HOST_BIG_ENDIAN true
-#else
-#define HOST_BIG_ENDIAN false
-#endif
-
 int rb_reader_init(struct rb_reader *reader, const struct rb_layout *layout, size_t nstreams,
 		   bool strict)
 {

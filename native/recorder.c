@@ -15,12 +15,6 @@
 #include "recorder.h"
 #include "ringbuf.h"
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HOST_BIG_ENDIAN true
-#else
-#define HOST_BIG_ENDIAN false
-#endif
-
 #define DEFAULT_POLL_MS		250
 #define DEFAULT_IDLE_MS		1
 #define DEFAULT_PIPE_SIZE	(1U << 20)

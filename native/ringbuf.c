@@ -8,12 +8,6 @@
 
 #include "ringbuf.h"
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HOST_BIG_ENDIAN true
-#else
-#define HOST_BIG_ENDIAN false
-#endif
-
 const char *rb_strerror(int err)
 {
 	switch (err) {

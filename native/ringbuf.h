@@ -24,6 +24,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// Whether this machine stores integers most significant byte first (pages are read in their own order).
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN true
+#else
+#define HOST_BIG_ENDIAN false
+#endif
+
 #define RB_MISSED_EVENTS	(1U << 31)	// events were lost before this page
 #define RB_MISSED_STORED	(1U << 30)	// the lost count is stored after the data
 #define RB_COMMIT_MASK		((1U << 27) - 1)
