@@ -175,10 +175,10 @@ class Recording:
             raise ProbectlError(f"cannot write in {workdir}: {err.strerror}",
                                 "record to a writable directory (-o DIR/FILE)") from None
         try:
-            part = RecorderPart(self, selected, tmp)
+            part = RecorderPart(self, selected, tmp, self.tfs.definitions())
             buffer_kb = opts.buffer_kb
             if buffer_kb and (opts.cgroup is not None or
-                              opts.stacks and len(uprobe_events(self.tfs.definitions(), selected)) == len(selected)):
+                              opts.stacks and len(uprobe_events(part.definitions, selected)) == len(selected)):
                 buffer_kb = UNUSED_BUFFER_KB  # (every event comes from perf's rings, -m sizes those)
             stopped_by = run.trace([part], buffer_kb=buffer_kb, cpus=opts.cpus, stacks=opts.stacks,
                                    trace_clock=PERF_TRACE_CLOCK if opts.stacks or opts.cgroup else None)
@@ -260,7 +260,7 @@ class Recording:
         the dynamic loader mapped its libraries (``record -- ls`` probing libc: ls may be gone before its maps are read again)."""
         places: dict[int, tuple[str, int, str]] = {}
         by_name: dict[tuple[str, str], list[EventDefinition]] = {}
-        for d in self.tfs.definitions():
+        for d in part.definitions:
             if d.is_uprobe:
                 by_name.setdefault((d.group, d.event), []).append(d)
         for ev in part.selected:
@@ -292,9 +292,12 @@ class RecorderPart(RunPart):
     in ``tmp``, the names and maps of the traced processes are read while they live, and the metadata
     of a complete recording is read before the instance goes."""
 
-    def __init__(self, recording: Recording, selected: list[SelectedEvent], tmp: Path):
+    def __init__(self, recording: Recording, selected: list[SelectedEvent], tmp: Path,
+                 definitions: list[EventDefinition]):
+        """``definitions``: the probe events of tracefs (a recording adds none: read once)."""
         self.recording = recording
         self.selected = selected
+        self.definitions = definitions
         self.tmp = tmp
         self.watch = ProcessWatch()
         self.recorder: Optional[Recorder] = None
@@ -314,7 +317,7 @@ class RecorderPart(RunPart):
         self.watch.look(list(opts.pids) + ([run.workload.pid] if run.workload else []), maps=False)
         uprobes: list[int] = []
         scoped = list(opts.pids) + (cgroup_pids(opts.cgroup) if opts.cgroup is not None else [])
-        copied = copied_events(opts.call_graph, run.tfs.definitions(), self.selected, self.recording.notice,
+        copied = copied_events(opts.call_graph, self.definitions, self.selected, self.recording.notice,
                                _programs(run, scoped)) if opts.stacks else []
         pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
         if opts.cgroup is not None:  # every event from perf, in the cgroup alone: none enabled in the instance
@@ -322,11 +325,10 @@ class RecorderPart(RunPart):
                                             copied, opts.stack_copy)
             uprobes = [e.format.id for e in self.selected]
         elif opts.stacks:
-            definitions = run.tfs.definitions()
-            uprobes = uprobe_events(definitions, self.selected)
-            self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry_uprobes(definitions, self.selected),
-                                         uprobes, data_pages=pages, tids=run.pids, stack_events=copied,
-                                         stack_copy=opts.stack_copy)
+            uprobes = uprobe_events(self.definitions, self.selected)
+            entry = entry_uprobes(self.definitions, self.selected)
+            self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry, uprobes, data_pages=pages,
+                                         tids=run.pids, stack_events=copied, stack_copy=opts.stack_copy)
         inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
         if self.callchains is not None:
