@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, TraceFileError, did_you_mean
-from ..script import FoldedStacks, StackJoiner, TraceSource, check_event_globs, make_formatter, stack_ids
+from ..script import FoldedStacks, stack_formatter
 from ..script.stacks import Record, records_with_stacks
 
 
@@ -79,14 +79,10 @@ class Selection:
 def stack_folder(trace: Any, events: Sequence[str], need_stacks: bool = True) -> tuple[FoldedStacks, list]:
     """The folder of a recording's stacks (its formatter names frames, processes and threads) and the
     formats of the events it holds; ``events`` are ``-e`` globs, each of which must match one."""
-    formats = trace.present_formats()
-    check_event_globs(trace, formats, events)
-    if need_stacks and not stack_ids(formats):
+    formatter, formats = stack_formatter(trace, events)
+    if need_stacks and not formatter.has_stacks:
         raise ProbectlError(f"{trace.where} has no stacks",
                             "record with -g (probectl record -g ...) to get kernel and user stacks")
-    formatter = make_formatter("folded", TraceSource(trace), long_size=trace.layout.long_size, events=events)
-    formatter.set_formats(formats)
-    formatter.has_stacks = bool(stack_ids(formats))
     return FoldedStacks(formatter, annotate_kernel=True), formats
 
 

@@ -88,6 +88,7 @@ __all__ = [
     "trace_template",
     "write_script",
     "events_with_frames",
+    "stack_formatter",
 ]
 
 OUTPUT_FORMATS = ("text", "csv", "json", "folded")
@@ -274,14 +275,23 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     return result
 
 
-def events_with_frames(trace: Any, events: Sequence[str] = ()) -> Iterator[tuple[tuple, list[tuple]]]:
-    """The events of a recording (``-e`` globs ``events``, each of which must match one) in time order,
-    each with its stacks' frames named as ``script`` names them: (the event's row, [(kind, address,
-    name, offset, dso)], kernel frames first, each stack innermost first)."""
+def stack_formatter(trace: Any, events: Sequence[str]) -> tuple[Formatter, list[EventFormat]]:
+    """The formatter that names the frames, processes and threads of a recording's stacks (and says
+    whether it has any: ``has_stacks``), and the formats of the events the recording holds;
+    ``events`` are ``-e`` globs, each of which must match one."""
     formats = trace.present_formats()
     check_event_globs(trace, formats, events)
     formatter = make_formatter("folded", TraceSource(trace), long_size=trace.layout.long_size, events=events)
     formatter.set_formats(formats)
+    formatter.has_stacks = bool(stack_ids(formats))
+    return formatter, formats
+
+
+def events_with_frames(trace: Any, events: Sequence[str] = ()) -> Iterator[tuple[tuple, list[tuple]]]:
+    """The events of a recording (``-e`` globs ``events``, each of which must match one) in time order,
+    each with its stacks' frames named as ``script`` names them: (the event's row, [(kind, address,
+    name, offset, dso)], kernel frames first, each stack innermost first)."""
+    formatter, formats = stack_formatter(trace, events)
     for rec in records_with_stacks(trace, formats):
         if not formatter.plan(rec.row[2]).skip:
             yield rec.row, formatter.frames(rec)
