@@ -21,22 +21,19 @@ from probectl.formats import EventFormat
 from probectl.ringbuf import field_spec
 from tests.helpers import probectl as cli
 from tests.helpers import require_tool
+from tests.test_native import COMMON_FIELDS
 
-FORMAT = """name: greet
+FORMAT = f"""name: greet
 ID: 1501
 format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
+{COMMON_FIELDS}
 \tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
 \tfield:__data_loc char[] s;\toffset:16;\tsize:4;\tsigned:1;
 \tfield:u64 s__len;\toffset:20;\tsize:8;\tsigned:0;
 \tfield:u8 s__head[];\toffset:28;\tsize:64;\tsigned:0;
 \tfield:s64 n;\toffset:92;\tsize:8;\tsigned:1;
 
-print fmt: "(%lx) s=\\"%s\\" s__len=%Lu s__head={%u,%u} n=%Ld", REC->__probe_ip, __get_str(s), REC->s__len, REC->s__head[0], REC->s__head[1], REC->n
+print fmt: "(%lx) s=\\"%s\\" s__len=%Lu s__head={{%u,%u}} n=%Ld", REC->__probe_ip, __get_str(s), REC->s__len, REC->s__head[0], REC->s__head[1], REC->n
 """
 
 
@@ -140,19 +137,15 @@ def test_a_kernel_filter_on_a_go_or_rust_string_is_refused():
     assert compile_filter('s == "pro"', std).text == 's == "pro"'
 
 
-SLICE_FORMAT = """name: greet
+SLICE_FORMAT = f"""name: greet
 ID: 1501
 format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
-
+{COMMON_FIELDS}
 \tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
 \tfield:s64 xs[4];\toffset:16;\tsize:32;\tsigned:1;
 \tfield:u64 xs__len;\toffset:48;\tsize:8;\tsigned:0;
 
-print fmt: "(%lx) xs={%Ld,%Ld,%Ld,%Ld} xs__len=%Lu", REC->__probe_ip, REC->xs[0], REC->xs[1], REC->xs[2], REC->xs[3], REC->xs__len
+print fmt: "(%lx) xs={{%Ld,%Ld,%Ld,%Ld}} xs__len=%Lu", REC->__probe_ip, REC->xs[0], REC->xs[1], REC->xs[2], REC->xs[3], REC->xs__len
 """
 
 
