@@ -12,18 +12,23 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from .termtext import caret_excerpt
+from .termtext import caret_excerpt, printable
 
 _T = TypeVar("_T")
 
 
 class ProbectlError(Exception):
-    """A failure the user can act on: ``message`` says what went wrong, ``hint`` what to do about it."""
+    """A failure the user can act on: ``message`` says what went wrong, ``hint`` what to do about it.
+
+    Both are made printable here (newlines kept), once for every error: a message quotes what a
+    file or an argument holds (a trace.dat's event system name, a path, a symbol), and an API
+    caller who prints the exception must not get the file's escape sequences on a terminal."""
 
     def __init__(self, message: str, hint: str = ""):
+        message = printable(message, newlines=True)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = printable(hint, newlines=True)
 
     def __str__(self) -> str:
         return self.message

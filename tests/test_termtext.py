@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import build_fixture, build_program
-from probectl.errors import ProbeSyntaxError, TracefsError
+from probectl.errors import ProbeSyntaxError, TraceFileError, TracefsError
 from probectl.termtext import EXCERPT, LINE, bounded, caret_excerpt, excerpt, printable
 
 HUGE = "a" * 5000
@@ -34,6 +34,14 @@ def test_printable_shows_controls_as_cat_v_does():
     assert printable("ab\u202ecd\u2066") == "ab<U+202E>cd<U+2066>"  # Trojan Source overrides
     assert printable("one\ntwo") == "one^Jtwo" and printable("one\ntwo", newlines=True) == "one\ntwo"
     assert printable("naïve ✓") == "naïve ✓"
+
+
+def test_errors_are_printable_for_api_callers_too():
+    """An exception quotes what a file holds (a trace.dat's event system name): whoever prints it,
+    the CLI or a program using the API, gets no escape sequence from the file."""
+    err = TraceFileError("t.dat: corrupt: a \x1b]0;owned\x07 format claims 9 bytes\nsecond line", "a \x9b hint")
+    assert str(err) == "t.dat: corrupt: a ^[]0;owned^G format claims 9 bytes\nsecond line"
+    assert err.hint == "a M-^[ hint"
 
 
 def test_excerpt_and_bounded():
