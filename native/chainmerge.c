@@ -43,7 +43,7 @@ struct writer {
 	int fd;
 	uint8_t *out;			// OUT_PAGES pages waiting for write(2)
 	size_t out_used;
-	uint8_t *page;
+	uint8_t *page;			// the page being filled: the next one of @out
 	size_t data_off, room, used;
 	uint64_t base, last;
 	int64_t missed;
@@ -431,11 +431,14 @@ static void flush(struct writer *w)
 
 		memcpy(w->page + 8, &c32, 4);
 	}
-	memcpy(w->out + w->out_used, w->page, size);
+	// (zeros after the data: the lost count, if any, was written there above)
+	size_t end = w->data_off + w->used + (w->missed > 0 ? ls : 0);
+
+	memset(w->page + end, 0, size - end);
 	w->out_used += size;
 	if (w->out_used == OUT_PAGES * size)
 		write_out(w);
-	memset(w->page, 0, size);
+	w->page = w->out + w->out_used;
 	w->pages++;
 	w->used = 0;
 	w->missed = 0;
@@ -609,9 +612,9 @@ int cm_write(const struct cm_args *a, struct cm_result *res)
 	err = read_samples(a, &s, &ns, &pool, res);
 	if (!err)
 		err = read_events(a, &e, &ne, &npages);
-	w.page = calloc(1, a->layout.page_size);
 	w.out = malloc(OUT_PAGES * a->layout.page_size);
-	if (err || !w.page || !w.out) {
+	w.page = w.out;
+	if (err || !w.out) {
 		err = err ? err : RB_ERR_NOMEM;
 		goto out;
 	}
@@ -676,7 +679,6 @@ out:;
 	free(s);
 	free(e);
 	free(pool);
-	free(w.page);
 	free(w.out);
 	errno = saved;
 	return err;
@@ -725,7 +727,6 @@ void cm_stream_destroy(struct cm_stream *s)
 	if (!s)
 		return;
 	free((void *)s->args.map);
-	free(s->w.page);
 	free(s->w.out);
 	free(s->pool);
 	free(s->tid_set);
@@ -750,12 +751,12 @@ int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, con
 		return RB_ERR_NOMEM;
 	own = malloc((nmap ? nmap : 1) * sizeof(*own));
 	s->args.map = own;
-	s->w.page = calloc(1, layout->page_size);
 	s->w.out = malloc(OUT_PAGES * layout->page_size);
+	s->w.page = s->w.out;
 	s->pool = malloc(RECORD_WORDS * sizeof(*s->pool));
 	s->tid_cap = 64;
 	s->tid_set = calloc(s->tid_cap, sizeof(*s->tid_set));
-	if (!own || !s->w.page || !s->w.out || !s->pool || !s->tid_set) {
+	if (!own || !s->w.out || !s->pool || !s->tid_set) {
 		cm_stream_destroy(s);
 		return RB_ERR_NOMEM;
 	}
