@@ -67,11 +67,28 @@ class OutputFile:
         os.set_blocking(fd, True)  # (the reader may be slower than the writer: wait for it, as any pipe does)
         return os.fdopen(fd, "wb")
 
-    def write(self, produce: Callable[[BinaryIO], object], *, seekable: bool = False) -> None:
-        """Write the file with ``produce(stream)``. ``seekable``: ``produce`` seeks back (a device or
-        FIFO then gets the output whole from a temporary file, since a pipe cannot seek)."""
+    def can_start_from(self, path: os.PathLike | str) -> bool:
+        """Whether :meth:`write` can make the output of the file ``path`` (``start_from``): the output
+        is a regular file (or a new one) and ``path`` a regular file on the same file system."""
+        if self._in_place is not None:
+            return False
         try:
-            if self._in_place is not None:
+            st = os.lstat(path)
+            return stat.S_ISREG(st.st_mode) and st.st_dev == os.stat(self.directory).st_dev
+        except OSError:
+            return False
+
+    def write(self, produce: Callable[[BinaryIO], object], *, seekable: bool = False,
+              start_from: Optional[os.PathLike | str] = None) -> None:
+        """Write the file with ``produce(stream)``. ``seekable``: ``produce`` seeks back (a device or
+        FIFO then gets the output whole from a temporary file, since a pipe cannot seek).
+        ``start_from``: a file of the caller's (see :meth:`can_start_from`) that ``produce`` is given
+        open for update, at its start, and which then replaces the output: data already in it is
+        not copied. It is the caller's to remove if the write fails."""
+        try:
+            if start_from is not None:
+                self._finish_and_rename(produce, Path(start_from))
+            elif self._in_place is not None:
                 self._write_in_place(produce, seekable)
             else:
                 self._write_and_rename(produce)
@@ -106,6 +123,13 @@ class OutputFile:
             except OSError:
                 pass
             raise
+
+    def _finish_and_rename(self, produce: Callable[[BinaryIO], object], path: Path) -> None:
+        assert self._in_place is None
+        with open(path, "r+b") as out:
+            produce(out)
+        os.chmod(path, 0o666 & ~_umask())
+        os.replace(path, self.path)
 
     def close(self) -> None:
         if self._in_place is not None:

@@ -24,6 +24,7 @@ from probectl.errors import OutputFileError, TraceFileError
 from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout
 from probectl.tracedat import OPTION_SAVED_TGIDS, Option, TraceFile, TraceMetadata, open_trace, write_tracedat
+from probectl.tracedat.writer import CpuPages
 from tests.test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, kinds_payload, kinds_values, make_page,
                                simple_payload, time_extend)
 
@@ -278,6 +279,45 @@ def test_a_device_or_fifo_is_written_in_place_not_replaced(tmp_path):
         with pytest.raises(OutputFileError, match="cannot write .*full: No space left on device"):
             write_tracedat(full, meta, {cpu: tmp_path / f"cpu{cpu}.raw" for cpu in (0, 1, 2)})
         assert stat.S_ISCHR(full.stat().st_mode)
+
+
+@pytest.mark.tracecmd
+def test_a_v7_file_is_made_of_the_largest_cpus_page_file(tmp_path, trace_cmd_bin):
+    """Pages that start a page into their file (as ``record -g`` streams them, probectl.record.callchains)
+    leave room for the head: the largest CPU's file becomes the trace.dat, its pages not copied, a torn
+    last page cut; the file equals the one written from plain page files, and trace-cmd reads it. A
+    FIFO, or a file elsewhere, gets a copy."""
+    plain, meta, _expect = synthetic_trace(tmp_path, 7)
+    files = {}
+    for cpu in (0, 1, 2):
+        files[cpu] = CpuPages(tmp_path / f"cpu{cpu}.pages", 4096)
+        files[cpu].path.write_bytes(b"\xee" * 4096 + (tmp_path / f"cpu{cpu}.raw").read_bytes()
+                                    + (b"\1" * 100 if cpu == 0 else b""))
+    base = files[0].path.stat().st_ino  # (cpu 0 has the most pages)
+    out = tmp_path / "made.dat"
+    write_tracedat(out, meta, files)
+    assert out.stat().st_ino == base and not files[0].path.exists()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~mask
+    with open_trace(plain) as a, open_trace(out) as b:
+        assert decoded(b) == decoded(a) and b.kallsyms == a.kallsyms and b.cmdlines == a.cmdlines
+        assert [(c.cpu, c.size) for c in b.buffer().cpus] == [(c.cpu, c.size) for c in a.buffer().cpus]
+    report = parse_report(trace_cmd_report(trace_cmd_bin, out))
+    with open_trace(out) as t:
+        assert_same_events(report, decoded(t))
+    # a FIFO: copied from the page files, which stay
+    files[0] = CpuPages(tmp_path / "cpu0.pages", 4096)
+    files[0].path.write_bytes(b"\xee" * 4096 + (tmp_path / "cpu0.raw").read_bytes())
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    write_tracedat(fifo, meta, files)
+    with open(tmp_path / "from-fifo.dat", "wb") as f:
+        f.write(reader.result())
+    assert files[0].path.exists()
+    with open_trace(plain) as a, open_trace(tmp_path / "from-fifo.dat") as b:
+        assert decoded(b) == decoded(a)
 
 
 def test_write_arguments(tmp_path):

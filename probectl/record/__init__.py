@@ -47,6 +47,7 @@ from ..ringbuf import EventReader, PageLayout, PerfRingStats, Recorder
 from ..tracedat import (DEFAULT_FILE, collect_metadata, instance_cpus, parse_cmdlines, parse_tgids, read_cpustats,
                         write_tracedat)
 from ..tracedat.nspids import OPTION_NS_PIDS, encode_ns_pids
+from ..tracedat.writer import CpuPages
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
 from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
@@ -185,7 +186,7 @@ class Recording:
             with signals_held():
                 meta = part.metadata
                 assert part.recorder is not None and part.layout is not None and meta is not None
-                part.files = dict(part.recorder.files)
+                part.files = {cpu: CpuPages(path) for cpu, path in part.recorder.files.items()}
                 perf_maps: dict[int, list[str]] = {}
                 if part.callchains is not None:
                     part.files, perf_maps = add_callchains(meta, part.files, part.callchains, part.layout, tmp,
@@ -304,7 +305,7 @@ class RecorderPart(RunPart):
         self.recorder: Optional[Recorder] = None
         self.callchains: Optional[Callchains] = None
         self.callchain_stats: list[PerfRingStats] = []
-        self.files: dict[int, Path] = {}  # the per-CPU pages to write: the recorder's, or with the callchains
+        self.files: dict[int, CpuPages] = {}  # the per-CPU pages to write: the recorder's, or with the callchains
         self.layout: Optional[PageLayout] = None
         self.metadata: Any = None
         self._next_look = 0.0
@@ -405,7 +406,7 @@ def _maps_path(maps: str, path: str) -> bool:
     return any(len(parts) == 6 and parts[5] in names for parts in (line.split(None, 5) for line in maps.split("\n")))
 
 
-def _first_addresses(files: dict[int, Path], layout: PageLayout, formats: list[EventFormat],
+def _first_addresses(files: dict[int, CpuPages], layout: PageLayout, formats: list[EventFormat],
                      ip_fields: dict[int, str]) -> dict[tuple[int, int], int]:
     """(pid, format id) → the address of the first event of that format and pid."""
     out: dict[tuple[int, int], int] = {}
@@ -432,25 +433,25 @@ def _first_addresses(files: dict[int, Path], layout: PageLayout, formats: list[E
 
 
 @contextlib.contextmanager
-def _mapped(files: dict[int, Path], layout: PageLayout) -> Iterator[list[tuple[int, Any, int, int]]]:
+def _mapped(files: dict[int, CpuPages], layout: PageLayout) -> Iterator[list[tuple[int, Any, int, int]]]:
     maps, streams = [], []
     try:
-        for cpu, path in files.items():
-            size = path.stat().st_size
+        for cpu, (path, offset) in files.items():
+            size = path.stat().st_size - offset
             size -= size % layout.page_size
-            if not size:
+            if size <= 0:
                 continue
             with open(path, "rb") as f:
                 m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             maps.append(m)
-            streams.append((cpu, m, 0, size))
+            streams.append((cpu, m, offset, size))
         yield streams
     finally:
         for m in maps:
             m.close()
 
 
-def _count_and_pids(files: dict[int, Path], layout: PageLayout, ids: set[int]) -> tuple[int, set[int]]:
+def _count_and_pids(files: dict[int, CpuPages], layout: PageLayout, ids: set[int]) -> tuple[int, set[int]]:
     """Events of the types ``ids`` in the per-CPU files (the records ``-g`` adds after each event,
     ``ftrace:kernel_stack``/``user_stack``, are not events), and the pids of all the records
     (decoded natively, no field values)."""

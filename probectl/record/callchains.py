@@ -39,6 +39,7 @@ from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
+from ..tracedat.writer import CpuPages
 from ..tracedat.callchain import (BARE, ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
                                   perf_names, write_with_callchains)
 from .selection import SelectedEvent
@@ -166,7 +167,7 @@ class Callchains:
         neither copied to a file nor read again when the recording ends."""
         self.cpus = list(cpus)
         self.files = {cpu: Path(out_dir) / f"cpu{cpu}.perf" for cpu in self.cpus}
-        self.pages: dict[int, Path] = {}  # the pages written as the rings were read (see ``layout``)
+        self.pages: dict[int, CpuPages] = {}  # the pages written as the rings were read (see ``layout``)
         self.streamed: list[ringbuf.Streamed] = []  # what each CPU's stream wrote, once stopped
         # (the highest id free: the kernel gives new events the lowest, so one made while this records
         # takes another; add_callchains checks it against the file's formats)
@@ -231,9 +232,12 @@ class Callchains:
                 self._outs.append(_create(self.files[cpu]))
             stream = None
             if layout is not None and self.ids and self.raw_ids == set(self.ids) and not self.stack_ids:
-                self.pages = {cpu: Path(out_dir) / f"cpu{cpu}.pages" for cpu in self.cpus}
+                self.pages = {cpu: CpuPages(Path(out_dir) / f"cpu{cpu}.pages", layout.page_size) for cpu in self.cpus}
                 for cpu in self.cpus:
-                    self._outs.append(_create(self.pages[cpu]))
+                    self._outs.append(_create(self.pages[cpu].path))
+                    # (the pages from the first page boundary: room for the head of the trace.dat
+                    # that is made of this file, see probectl.tracedat.writer.write_tracedat)
+                    os.lseek(self._outs[-1], layout.page_size, os.SEEK_SET)
                 stream = ringbuf.PageStream(self._outs[len(self.cpus):], self.events(), layout, self.callchain_id)
             self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs[:len(self.cpus)], data_pages,
                                             stream=stream)
@@ -315,10 +319,10 @@ def _hint(err: Optional[int]) -> str:
     return "record without -g"
 
 
-def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout: ringbuf.PageLayout,
+def add_callchains(meta: Any, files: dict[int, CpuPages], chains: Callchains, layout: ringbuf.PageLayout,
                    tmp: Path, proc_maps: Optional[dict[int, str]] = None,
                    unwound: Optional[Callable[[UnwindStats], None]] = None
-                   ) -> tuple[dict[int, Path], dict[int, list[str]]]:
+                   ) -> tuple[dict[int, CpuPages], dict[int, list[str]]]:
     """Per-CPU page files with the events perf recorded and each event's user callchain after it (see
     :func:`probectl.tracedat.callchain.write_with_callchains`); probectl's event format in ``meta``,
     and the command names and thread groups of the tasks that exec'd while perf sampled, which the
@@ -336,7 +340,7 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
         unwound_chains, stats = unwind_stack_copies(chains.files, events, proc_maps or {}, chains.stack)
         if unwound is not None:
             unwound(stats)
-    out = {}
+    out: dict[int, CpuPages] = {}
     names: dict[int, str] = {}
     tgids: dict[int, int] = {}
     maps: dict[int, list[str]] = {}
@@ -349,10 +353,11 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
             out[cpu] = path
             continue
         else:
-            out[cpu] = tmp / f"cpu{cpu}.merged"
-            _written, _left, comms, cpu_maps = write_with_callchains(path if path.exists() else None, perf, out[cpu],
-                                                                     layout, event_id, events,
-                                                                     chains=unwound_chains.get(cpu))
+            assert not path.offset
+            out[cpu] = CpuPages(tmp / f"cpu{cpu}.merged")
+            _written, _left, comms, cpu_maps = write_with_callchains(
+                path.path if path.path.exists() else None, perf, out[cpu].path, layout, event_id, events,
+                chains=unwound_chains.get(cpu))
         for pid, lines in cpu_maps.items():
             maps.setdefault(pid, []).extend(lines)
         for pid, tid, name in comms:

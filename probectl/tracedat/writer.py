@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 from ..errors import TraceFileError
 from ..outputfile import OutputFile
@@ -62,22 +62,41 @@ def _event_formats(o: _Out, meta: TraceMetadata) -> bytes:
     return b"".join(parts)
 
 
-def _cpu_sizes(meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]]) -> dict[int, int]:
+class CpuPages(NamedTuple):
+    """One CPU's pages: the bytes of ``path`` from ``offset`` to its end. A file whose pages start a
+    page or more in (``offset >= page_size``) has room for the head of a version 7 file: the
+    writer then makes the trace.dat of that file, without copying its pages (see :func:`write_tracedat`)."""
+
+    path: Path
+    offset: int = 0
+
+
+CpuFiles = Mapping[int, Optional[Union[Path, str, CpuPages]]]
+
+
+def _pages(value: Optional[Union[Path, str, CpuPages]]) -> Optional[CpuPages]:
+    if value is None or isinstance(value, CpuPages):
+        return value
+    return CpuPages(Path(value))
+
+
+def _cpu_sizes(meta: TraceMetadata, cpu_files: Mapping[int, Optional[CpuPages]]) -> dict[int, int]:
     """Whole pages of each CPU's data (a torn last page of a crashed recorder is left out)."""
     sizes = {}
-    for cpu, path in cpu_files.items():
+    for cpu, pages in cpu_files.items():
         if cpu < 0 or cpu >= meta.cpus:
             raise ValueError(f"cpu {cpu} is outside the {meta.cpus} CPUs of the metadata")
-        size = os.path.getsize(path) if path is not None else 0
+        size = max(0, os.path.getsize(pages.path) - pages.offset) if pages is not None else 0
         sizes[cpu] = size - size % meta.page_size
     return sizes
 
 
-def _copy_data(o: _Out, path: Path | str, size: int) -> None:
+def _copy_data(o: _Out, pages: CpuPages, size: int) -> None:
     o.f.flush()
     out_fd = o.f.fileno()
-    with open(path, "rb") as src:
+    with open(pages.path, "rb") as src:
         in_fd = src.fileno()
+        src.seek(pages.offset)
         left = size
         while left:
             try:
@@ -86,11 +105,11 @@ def _copy_data(o: _Out, path: Path | str, size: int) -> None:
                 n = 0
             if n <= 0:
                 # copy_file_range is unsupported across these file systems: copy by hand
-                src.seek(size - left)
+                src.seek(pages.offset + size - left)
                 while left:
                     chunk = src.read(min(left, 1 << 20))
                     if not chunk:
-                        raise TraceFileError(f"{path} shrank while it was being copied")
+                        raise TraceFileError(f"{pages.path} shrank while it was being copied")
                     os.write(out_fd, chunk)
                     left -= len(chunk)
                 break
@@ -115,33 +134,54 @@ def _options(o: _Out, meta: TraceMetadata, extra: Sequence[tuple[int, bytes]] = 
     return b"".join(o.num("HI", oid, len(data)) + data for oid, data in opts)
 
 
-def write_tracedat(path: OutputFile | Path | str, meta: TraceMetadata,
-                   cpu_files: Mapping[int, Optional[Path | str]], *, version: int = 7) -> None:
+def write_tracedat(path: OutputFile | Path | str, meta: TraceMetadata, cpu_files: CpuFiles, *,
+                   version: int = 7) -> None:
     """Write a trace.dat file of ``version`` 6 or 7 (uncompressed) from metadata and per-CPU
-    page files (``cpu -> path``, as :class:`~probectl.ringbuf.Recorder` leaves them).
+    page files (``cpu -> path``, as :class:`~probectl.ringbuf.Recorder` leaves them, or
+    :class:`CpuPages`).
 
     ``path`` is written whole or not at all, and a device or FIFO in place (:mod:`probectl.outputfile`);
-    a recorder claims its :class:`~probectl.outputfile.OutputFile` before it records."""
+    a recorder claims its :class:`~probectl.outputfile.OutputFile` before it records.
+
+    A version 7 file written to a regular file is made of the largest CPU's :class:`CpuPages` with
+    room for the head, when it is in the output's directory: the head is written in that room and
+    the rest appended, and that file then replaces the output. The largest CPU's pages, most of a
+    recording of one busy thread, are then not copied."""
     if version not in FILE_VERSIONS:
         raise ValueError(f"trace.dat version {version} is not one of {FILE_VERSIONS}")
-    sizes = _cpu_sizes(meta, cpu_files)
+    files = {cpu: _pages(value) for cpu, value in cpu_files.items()}
+    sizes = _cpu_sizes(meta, files)
     output = path if isinstance(path, OutputFile) else OutputFile(path)
-    # (seekable: the writer seeks back to fill in section sizes, which a pipe cannot)
-    output.write(lambda f: _write_file(f, meta, cpu_files, sizes, version), seekable=True)
+    base = _base(output, meta, files, sizes) if version == 7 else None
+    if base is not None:
+        pages = files[base]
+        assert pages is not None
+        output.write(lambda f: _write_file(f, meta, files, sizes, version, base), start_from=pages.path)
+    else:
+        # (seekable: the writer seeks back to fill in section sizes, which a pipe cannot)
+        output.write(lambda f: _write_file(f, meta, files, sizes, version), seekable=True)
 
 
-def _write_file(f, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]], sizes: dict[int, int],
-                version: int) -> None:
+def _base(output: OutputFile, meta: TraceMetadata, files: Mapping[int, Optional[CpuPages]],
+          sizes: dict[int, int]) -> Optional[int]:
+    """The CPU whose page file the version 7 file is made of, if any (see :func:`write_tracedat`)."""
+    fit = [cpu for cpu, pages in files.items() if pages is not None and sizes[cpu] and pages.offset == meta.page_size
+           and output.can_start_from(pages.path)]
+    return max(fit, key=lambda cpu: sizes[cpu], default=None)
+
+
+def _write_file(f, meta: TraceMetadata, cpu_files: Mapping[int, Optional[CpuPages]], sizes: dict[int, int],
+                version: int, base: Optional[int] = None) -> None:
     o = _Out(f, meta.big_endian)
     o.raw(MAGIC + _cstr(str(version)) + bytes([int(meta.big_endian), meta.long_size]))
     o.raw(o.num("I", meta.page_size))
     if version == 6:
         _write_v6(o, meta, cpu_files, sizes)
     else:
-        _write_v7(o, meta, cpu_files, sizes)
+        _write_v7(o, meta, cpu_files, sizes, base)
 
 
-def _write_v6(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],
+def _write_v6(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[CpuPages]],
               sizes: dict[int, int]) -> None:
     o.raw(_header_info(o, meta))
     o.raw(_ftrace_events(o, meta))
@@ -187,8 +227,11 @@ class _Strings:
         return self.ids[text]
 
 
-def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Path | str]],
-              sizes: dict[int, int]) -> None:
+def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[CpuPages]],
+              sizes: dict[int, int], base: Optional[int]) -> None:
+    """The head, the BUFFER section (each CPU's pages, page-aligned), the metadata sections, the
+    options and the strings. ``base``: the CPU whose pages the file already holds, from its first
+    page boundary (the head fits before it), and which are not copied."""
     strings = _Strings()
     o.raw(_cstr("none") + _cstr(""))
     options_ptr = o.tell()
@@ -198,6 +241,34 @@ def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Pat
         offset = o.tell()
         o.raw(o.num("HHiQ", sid, 0, strings.id(desc), len(body)) + body)
         return offset
+
+    # BUFFER: the header, zeros up to a page boundary, then each CPU's pages, page-aligned (the base
+    # CPU's first); the section size runs to the end of the last CPU's data (readers walk the
+    # sections by size). Every CPU is listed, those without data with size 0: trace-cmd convert
+    # (3.1) loses data when the list has gaps.
+    buffer_offset = o.tell()
+    pos = end = buffer_offset + 16
+    places: dict[int, tuple[int, int]] = {}
+    for cpu in sorted(range(meta.cpus), key=lambda c: c != base):
+        size = sizes.get(cpu, 0)
+        pos += -pos % meta.page_size
+        places[cpu] = (pos, size)
+        pos += size
+        if size:
+            end = pos
+    o.raw(o.num("HHiQ", Option.BUFFER, 0, strings.id("buffer flyrecord"), end - (buffer_offset + 16)))
+    for cpu, (offset, size) in sorted(places.items(), key=lambda item: item[1]):
+        if not size:
+            continue
+        if cpu == base:
+            assert offset == meta.page_size
+            o.f.seek(offset + size)
+            continue
+        o.pad_to(meta.page_size)
+        assert o.tell() == offset
+        _copy_data(o, cpu_files[cpu], size)  # type: ignore[arg-type]
+    o.f.truncate(o.tell())  # (a torn last page of the base CPU's file goes)
+    table = [(cpu, *places[cpu]) for cpu in range(meta.cpus)]
 
     offsets = {
         Option.HEADER_INFO: section(Option.HEADER_INFO, "headers", _header_info(o, meta)),
@@ -211,27 +282,6 @@ def _write_v7(o: _Out, meta: TraceMetadata, cpu_files: Mapping[int, Optional[Pat
                                  o.num("Q", len(meta.cmdlines.encode("utf-8", "surrogateescape")))
                                  + meta.cmdlines.encode("utf-8", "surrogateescape")),
     }
-
-    # BUFFER: the header, zeros up to a page boundary, then each CPU's pages, page-aligned; the
-    # section size runs to the end of the last CPU's data (readers walk the sections by size).
-    # Every CPU is listed, those without data with size 0: trace-cmd convert (3.1) loses data
-    # when the list has gaps.
-    buffer_offset = o.tell()
-    pos = end = buffer_offset + 16
-    table = []
-    for cpu in range(meta.cpus):
-        size = sizes.get(cpu, 0)
-        pos += -pos % meta.page_size
-        table.append((cpu, pos, size))
-        pos += size
-        if size:
-            end = pos
-    o.raw(o.num("HHiQ", Option.BUFFER, 0, strings.id("buffer flyrecord"), end - (buffer_offset + 16)))
-    for cpu, offset, size in table:
-        if size:
-            o.pad_to(meta.page_size)
-            assert o.tell() == offset
-            _copy_data(o, cpu_files[cpu], size)  # type: ignore[arg-type]
 
     buffer_opt = (o.num("Q", buffer_offset) + _cstr("") + _cstr(meta.clock)
                   + o.num("II", meta.page_size, len(table))
