@@ -11,6 +11,10 @@
 // The caller opens and maps nothing: it gives the event descriptors (one per CPU; the other
 // events of a CPU redirected into it with PERF_EVENT_IOC_SET_OUTPUT), and owns them and the output
 // descriptors. The copier maps the rings and unmaps them in perf_ring_destroy().
+//
+// With a stream per CPU (chainmerge.h, struct cm_stream), the copier hands each record, made whole
+// where it wraps around the ring's end, to the stream instead: the samples become ftrace pages as
+// they are read, and only the other records reach the output file.
 #ifndef PROBECTL_PERFRING_H
 #define PROBECTL_PERFRING_H
 
