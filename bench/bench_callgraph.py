@@ -15,7 +15,7 @@ For each: events recorded (probectl's summary line; ``perf report --stats``'s SA
 not recorded (the workload's calls less those recorded; probectl's own lost count is checked to be
 that number: perf's LOST records count chunks, not events), the file's size, and the CPU time of the recorder alone: the CPU of all the tool's children minus
 the workload's own (the workload runs under ``sh -c '...; times'``, which prints it; the kernel's work
-for each uprobe hit, the same for both tools, is charged to the workload). The best of ``--runs``;
+for each uprobe hit, the same for both tools, is charged to the workload). The run of median CPU of ``--runs`` (the fewest CPU would pick a run that lost events), and the events each run lost;
 the ratio is perf's recorder CPU / probectl's.
 
 ``--dwarf``: the workload built ``-O2 -fomit-frame-pointer`` and both tools with ``--call-graph dwarf``
@@ -96,8 +96,7 @@ def main() -> None:
                 lost = int(lost_m.group(1).replace(",", "")) if lost_m else 0
                 assert lost == 51 * args.rounds - events, (lost, events)  # every event recorded or counted lost
                 size = out.stat().st_size
-                if "probectl" not in rows or cpu < rows["probectl"][0]:
-                    rows["probectl"] = (cpu, events, lost, size, cpu)
+                rows.setdefault("probectl", []).append((cpu, events, lost, size, cpu))
 
                 out = tmp / "perf.data"
                 m = ["-m", f"{max(1, args.buffer_kb // 4)}"] if args.buffer_kb else []  # (pages of 4 KiB)
@@ -112,19 +111,21 @@ def main() -> None:
                 if args.dwarf:
                     unwind_cpu, _stdout, _err = run([perf, "script", "-i", str(out), "-F", "ip"], env, workload=False)
                     cpu += unwind_cpu
-                if "perf" not in rows or cpu < rows["perf"][0]:
-                    rows["perf"] = (cpu, events, lost, size, recorder)
+                rows.setdefault("perf", []).append((cpu, events, lost, size, recorder))
         finally:
             subprocess.run(probectl + ["del", f"{GROUP}:*"], env=env, capture_output=True)
         expected = 51 * args.rounds
         print(f"workload: {expected:,} calls of work() with stacks of 3 to 44 frames")
         head = "CPU to frames" if args.dwarf else "recorder CPU"
         print(f"{'':<10} {head:>13} {'events':>11} {'not rec.':>9} {'file':>10}")
+        median = {}
         for name in ("probectl", "perf"):
-            cpu, events, lost, size, recorder = rows[name]
+            runs = sorted(rows[name])
+            cpu, events, lost, size, recorder = median[name] = runs[len(runs) // 2]
             extra = f"   (recorder alone {recorder:.2f} s)" if args.dwarf and name == "perf" else ""
-            print(f"{name:<10} {cpu:11.2f} s {events:>11,} {lost:>9,} {size / 2**20:8.1f} MiB{extra}")
-        ratio = rows["perf"][0] / rows["probectl"][0] if rows["probectl"][0] > 0 else float("inf")
+            print(f"{name:<10} {cpu:11.2f} s {events:>11,} {lost:>9,} {size / 2**20:8.1f} MiB{extra}"
+                  f"   not recorded in each run: {', '.join(f'{r[2]:,}' for r in rows[name])}")
+        ratio = median["perf"][0] / median["probectl"][0] if median["probectl"][0] > 0 else float("inf")
         print(f"perf CPU / probectl CPU: {ratio:.2f}")
 
 

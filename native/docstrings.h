@@ -51,6 +51,21 @@
 	"The (pid, tid, name) of each exec and each executable mapping the perf records ``perf`` report\n" \
 	"(as :func:`write_callchains` returns them)."
 
+#define DOC_unwind_copies \
+	"unwind_copies(perf, events, nregs, ip, sp, bp, max_frames, rule_of)\n" \
+	"--\n" \
+	"\n" \
+	"The stack copies of the samples of ``perf`` (one CPU's perf records; ``events`` and ``nregs``\n" \
+	"as :func:`stack_samples` takes them; ``ip``, ``sp``, ``bp`` the indices of those registers, ``bp``\n" \
+	"-1 if absent) unwound by simple call-frame rules (native/unwind.h). ``rule_of(pid, address)``,\n" \
+	"asked once per process and address: None, or (kind 0 a step / 1 the outermost frame, the CFA's\n" \
+	"register 0 sp / 1 bp, its offset, the return address's offset from the CFA, the frame pointer's\n" \
+	"rule 0 kept / 1 saved / 2 lost, its offset from the CFA). Returns the u64 triples (record offset,\n" \
+	"start, count) of every sample in order, the u64 addresses they point into (innermost first), and\n" \
+	"the samples a step of which needs more than those rules, or whose frames ``max_frames`` do not\n" \
+	"all hold: (their triple's index, then the fields of :func:`stack_samples`' samples), whose\n" \
+	"triples say count 0."
+
 #define DOC_stack_samples \
 	"stack_samples(perf, events, nregs)\n" \
 	"--\n" \

@@ -67,6 +67,11 @@ PyObject *id_list(const uint8_t *seen);
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *unwind_copies(PyObject *self, PyObject *args, PyObject *kwargs);
+
+// The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it), *@count entries;
+// NULL with an exception on error. (pyperfring.c)
+struct cm_event_map *event_map(PyObject *events_o, size_t *count);
 
 // The ints of the sequence @obj (CPUs, file descriptors) into *@ret (PyMem_Calloc'd, *@n of them; the
 // caller frees it); 0, or -1 with an exception (@what: the TypeError's text). (pyrecorder.c)

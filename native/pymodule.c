@@ -9,6 +9,7 @@
 //   write_callchains(src, perf, out_fd, ...)                    perf samples into a CPU's pages
 //   stack_samples(perf, events, nregs)                          their user registers and stack copies
 //   perf_names(perf)                                            the execs and mappings perf reported
+//   unwind_copies(perf, events, ...)                            their stack copies unwound by simple rules
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -132,6 +133,8 @@ static PyMethodDef module_methods[] = {
 	  DOC_stack_samples },
 	{ "perf_names", (PyCFunction)(void (*)(void))perf_names, METH_VARARGS | METH_KEYWORDS,
 	  DOC_perf_names },
+	{ "unwind_copies", (PyCFunction)(void (*)(void))unwind_copies, METH_VARARGS | METH_KEYWORDS,
+	  DOC_unwind_copies },
 	{ NULL, NULL, 0, NULL },
 };
 

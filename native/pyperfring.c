@@ -38,7 +38,6 @@ static void PerfRings_dealloc(PerfRingsObject *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static struct cm_event_map *event_map(PyObject *events_o, size_t *count);
 
 // The streams of @stream_o, (pages_fds, events, long_size, big_endian, page_size, callchain_id), one
 // per CPU into @self->streams, their other records to @outs. -1 on error.
@@ -340,8 +339,7 @@ static int stack_chains(struct cm_args *a, PyObject *chains_o, Py_buffer *index,
 	return 0;
 }
 
-// The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it); NULL on error.
-static struct cm_event_map *event_map(PyObject *events_o, size_t *count)
+struct cm_event_map *event_map(PyObject *events_o, size_t *count)
 {
 	PyObject *seq = PySequence_Fast(events_o, "events must be a sequence of (perf id, event id, flags)");
 	struct cm_event_map *map;

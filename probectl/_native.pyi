@@ -302,6 +302,21 @@ def perf_names(perf: Buffer) -> tuple[list[tuple[int, int, bytes]], list[_Mmap]]
     (as :func:`write_callchains` returns them)."""
 
 
+def unwind_copies(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int, ip: int, sp: int, bp: int,
+                  max_frames: int, rule_of: Callable[[int, int], Optional[tuple[int, int, int, int, int, int]]]
+                  ) -> tuple[bytes, bytes, list[tuple[int, int, int, int, int, bytes, int, int]]]:
+    """The stack copies of the samples of ``perf`` (one CPU's perf records; ``events`` and ``nregs``
+    as :func:`stack_samples` takes them; ``ip``, ``sp``, ``bp`` the indices of those registers, ``bp``
+    -1 if absent) unwound by simple call-frame rules (native/unwind.h). ``rule_of(pid, address)``,
+    asked once per process and address: None, or (kind 0 a step / 1 the outermost frame, the CFA's
+    register 0 sp / 1 bp, its offset, the return address's offset from the CFA, the frame pointer's
+    rule 0 kept / 1 saved / 2 lost, its offset from the CFA). Returns the u64 triples (record offset,
+    start, count) of every sample in order, the u64 addresses they point into (innermost first), and
+    the samples a step of which needs more than those rules, or whose frames ``max_frames`` do not
+    all hold: (their triple's index, then the fields of :func:`stack_samples`' samples), whose
+    triples say count 0."""
+
+
 def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
                   ) -> tuple[list[tuple[int, int, int, int, bytes, int, int]],
                              tuple[list[tuple[int, int, bytes]], list[_Mmap]]]:

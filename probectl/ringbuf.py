@@ -642,6 +642,16 @@ def perf_names(perf: Buffer) -> tuple[list[tuple[int, int, bytes]], list[PerfMma
     return _native.perf_names(perf)
 
 
+def unwind_copies(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int, ip: int, sp: int, bp: int,
+                  max_frames: int, rule_of: Callable[[int, int], Optional[tuple[int, int, int, int, int, int]]]
+                  ) -> tuple[bytes, bytes, list[tuple[int, "StackSample"]]]:
+    """The stack copies of a CPU's perf records unwound natively by simple call-frame rules (see the
+    stub): (index, pool) as :func:`write_callchains` takes ``chains``, and the samples left to unwind
+    otherwise, each with the index of its triple (whose count is 0)."""
+    index, pool, others = _native.unwind_copies(perf, list(events), nregs, ip, sp, bp, max_frames, rule_of)
+    return index, pool, [(t[0], StackSample(*t[1:])) for t in others]
+
+
 def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
                   ) -> tuple[list[StackSample], list[PerfMmap]]:
     """The samples of ``perf`` (one CPU's perf records) whose events take stack copies (flag 4 in

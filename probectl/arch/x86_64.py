@@ -10,6 +10,7 @@ DWARF_REGISTERS = ("%ax", "%dx", "%cx", "%bx", "%si", "%di", "%bp", "%sp",
                    "%r8", "%r9", "%r10", "%r11", "%r12", "%r13", "%r14", "%r15", "%ip")
 DWARF_VECTOR_REGISTERS = range(17, 67)  # SSE, x87 and MMX registers in the DWARF numbering
 STACK_POINTER = 7  # %sp
+FRAME_POINTER = 6  # %bp
 
 # Integer and pointer arguments of the System V calling convention, in order ($arg1..$arg6 at a
 # function's entry), as DWARF register numbers: %di, %si, %dx, %cx, %r8, %r9.

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from .. import ringbuf
 from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
+from ..dataclass import replace
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
@@ -65,6 +66,7 @@ _FLAG_DISABLED, _FLAG_INHERIT, _FLAG_MMAP, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 <<
 _FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_MMAP2, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 23, 1 << 24
 _FLAG_EXCLUDE_CALLCHAIN_USER = 1 << 22
 _OPEN_FD_CLOEXEC, _OPEN_PID_CGROUP = 8, 4  # perf_event_open's flags
+_FORMAT_LOST = 1 << 4  # read_format: the samples the event lost
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: up to sample_max_stack
 
 # ioctl numbers: _IO('$', n), and _IOW('$', 6, char *) for the filter
@@ -96,12 +98,13 @@ def entry_fixup_supported() -> bool:
 
 
 def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
-          comm: bool, copy: int = 0, user_stack: bool = True) -> bytes:
+          comm: bool, copy: int = 0, user_stack: bool = True, lost: bool = True) -> bytes:
     """``copy``: the bytes of user stack each sample copies, with the user registers (``--call-graph
     dwarf``: :mod:`probectl.record.stackcopies`), or 0. ``comm``: the ring also gets the command name
     of each exec (PERF_RECORD_COMM) and each executable mapping made (PERF_RECORD_MMAP2): a uprobe's events come from perf alone, and the kernel's
     saved_cmdlines knows only the tasks ftrace wrote events of; a process that ends before its maps
-    are read has its user frames named from these."""
+    are read has its user frames named from these. ``lost``: a read() of the event gives the samples
+    it lost (``PERF_FORMAT_LOST``, Linux 6.0)."""
     flags = _FLAG_DISABLED | _FLAG_WATERMARK | _FLAG_SAMPLE_ID_ALL | _FLAG_EXCLUDE_CALLCHAIN_KERNEL
     if inherit:
         flags |= _FLAG_INHERIT
@@ -114,7 +117,8 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, 
     else:
         regs, stack_bytes = (1 << _REG_SP[platform.machine()], 8) if entry else (0, 0)
     sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if regs else 0) | (SAMPLE_RAW if raw else 0)
-    attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type, 0, flags,
+    attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type,
+                       _FORMAT_LOST if lost else 0, flags,
                        wakeup_bytes, 0, 0, 0, 0, regs, stack_bytes, 0)
     attr += bytes(_ATTR_SIZE - len(attr))
     # sample_max_stack (u16 at 108)
@@ -182,10 +186,14 @@ class Callchains:
         entry = set(entry_events) - copied if entry_fixup_supported() else set()
         raw = set(raw_events)
         self._fds: list[int] = []
+        self._fd_cpus: dict[int, int] = {}  # each event's CPU
+        # (a sample lost when the ring is full is reported by a PERF_RECORD_LOST in the ring only
+        # once a later record fits: those lost last are known from read(), where the kernel has it)
+        self._lost_format = True
         self._leaders: list[int] = []
         self._outs: list[int] = []
         self._rings: Optional[ringbuf.PerfRings] = None
-        attr_cache: dict[tuple[int, bool], bytes] = {}
+        attr_cache: dict[tuple[int, bool, bool], bytes] = {}
         followers: list[tuple[int, int]] = []  # (event, the CPU's first event, whose ring it writes to)
         wakeup = data_pages * os.sysconf("SC_PAGESIZE") // 4
         try:
@@ -194,18 +202,26 @@ class Callchains:
                 for ev, tid in ((ev, tid) for ev in events for tid in (tids or [-1])):
                     is_entry, is_raw, is_copied = ev.format.id in entry, ev.format.id in raw, ev.format.id in copied
                     comm = ev is events[0]  # (one event of each thread and CPU reports them)
-                    attr = attr_cache.setdefault((ev.format.id, comm), _attr(
-                        ev.format.id, self.stack, wakeup, is_entry, is_raw, bool(tids), comm,
-                        stack_copy if is_copied else 0, stacks))
+                    def attr() -> bytes:
+                        return attr_cache.setdefault((ev.format.id, comm, self._lost_format), _attr(
+                            ev.format.id, self.stack, wakeup, is_entry, is_raw, bool(tids), comm,
+                            stack_copy if is_copied else 0, stacks, self._lost_format))
+
                     try:
-                        fd = _perf_event_open(attr, tid, cpu) if cgroup is None else \
-                            _perf_event_open(attr, cgroup, cpu, _OPEN_FD_CLOEXEC | _OPEN_PID_CGROUP)
+                        try:
+                            fd = _open(attr(), tid, cpu, cgroup)
+                        except OSError as err:
+                            if err.errno != errno_mod.EINVAL or not self._lost_format:
+                                raise
+                            self._lost_format = False  # (a kernel before 6.0)
+                            fd = _open(attr(), tid, cpu, cgroup)
                     except OSError as err:
                         if err.errno == errno_mod.ESRCH:
                             continue  # (a thread that has ended)
                         raise ProbectlError(f"cannot open a perf event on {ev.name} (CPU {cpu}) for its stacks: "
                                             f"{err.strerror}", _hint(err.errno)) from None
                     self._fds.append(fd)
+                    self._fd_cpus[fd] = cpu
                     if ev.filter is not None:
                         try:
                             fcntl.ioctl(fd, _IOC_SET_FILTER, ev.filter.text.encode() + b"\0")
@@ -278,6 +294,15 @@ class Callchains:
             return []
         stats = self._rings.stop()
         self.streamed = self._rings.streamed()
+        if self._lost_format:
+            lost: dict[int, int] = {}
+            for fd, cpu in self._fd_cpus.items():
+                try:
+                    _count, n = struct.unpack("=QQ", os.read(fd, 16))
+                except (OSError, struct.error):
+                    continue
+                lost[cpu] = lost.get(cpu, 0) + n
+            stats = [replace(s, lost=max(s.lost, lost.get(s.cpu, 0))) for s in stats]
         return stats
 
     def stats(self) -> list[ringbuf.PerfRingStats]:
@@ -293,9 +318,16 @@ class Callchains:
             except OSError:
                 pass
         self._fds, self._outs, self._leaders = [], [], []
+        self._fd_cpus = {}
 
 
 _IOC_ID = 0x80082407  # _IOR('$', 7, u64 *): PERF_EVENT_IOC_ID
+
+
+def _open(attr: bytes, tid: int, cpu: int, cgroup: Optional[int]) -> int:
+    if cgroup is None:
+        return _perf_event_open(attr, tid, cpu)
+    return _perf_event_open(attr, cgroup, cpu, _OPEN_FD_CLOEXEC | _OPEN_PID_CGROUP)
 
 
 def _create(path: Path) -> int:

@@ -22,7 +22,7 @@ import re
 import struct
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from .. import ringbuf
 from ..tracedat.callchain import STACK, maps_lines, mapped
@@ -79,47 +79,63 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
     :func:`probectl.tracedat.callchain.write_with_callchains` takes them), per CPU in the form its
     ``chains`` takes; ``proc_maps``: /proc/PID/maps texts of the traced processes by process, with the
     executable mappings the perf records report added."""
-    from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
+    from ..arch.x86_64 import FRAME_POINTER, PERF_REGS_DWARF, PERF_REGS_UNWIND_MASK, RETURN_ADDRESS, STACK_POINTER
     from ..debuginfo.dwarf.unwind import CallFrameFiles
 
     nregs = bin(PERF_REGS_UNWIND_MASK).count("1")
+    order = [PERF_REGS_DWARF[bit] for bit in range(64) if PERF_REGS_UNWIND_MASK >> bit & 1]
+    ip, sp, bp = order.index(RETURN_ADDRESS), order.index(STACK_POINTER), order.index(FRAME_POINTER)
+    stack_events = [e for e in events if e[2] & STACK]
     stats = UnwindStats()
     out: dict[int, tuple[bytes, bytes]] = {}
     with contextlib.ExitStack() as opened:
-        samples: dict[int, tuple[mmap.mmap, list[ringbuf.StackSample]]] = {}
+        views: dict[int, mmap.mmap] = {}
         reported: dict[int, list[str]] = {}
         for cpu, path in perf_files.items():
             data = mapped(opened, path) if path.exists() else None
             if data is None:
                 continue
-            found, mmaps = ringbuf.stack_samples(data, [e for e in events if e[2] & STACK], nregs)
-            for pid, lines in maps_lines(mmaps).items():
+            views[cpu] = data
+            for pid, lines in maps_lines(ringbuf.perf_names(data)[1]).items():
                 reported.setdefault(pid, []).extend(lines)
-            if found:
-                samples[cpu] = (data, found)
         maps = _process_maps(proc_maps, reported)
         files = CallFrameFiles()
         opened.callback(files.close)
         unwinders: dict[int, "Unwinder"] = {}
-        for cpu, (view, found) in samples.items():
-            index, pool = array.array("Q"), array.array("Q")
-            for sample in found:
-                chain = _unwound(sample, view, unwinders, maps, files, max_frames, stats)
-                index.extend((sample.offset, len(pool), len(chain)))
+
+        def rule_of(pid: int, address: int) -> Optional[tuple[int, int, int, int, int, int]]:
+            return _unwinder(pid, unwinders, maps, files, max_frames).simple_rule(address)
+
+        for cpu, view in views.items():
+            # (natively, by the rules most frames have; the other stacks here, which say why they stop)
+            index_bytes, pool_bytes, others = ringbuf.unwind_copies(view, stack_events, nregs, ip, sp, bp,
+                                                                    max_frames, rule_of)
+            index, pool = array.array("Q", index_bytes), array.array("Q", pool_bytes)
+            stats.complete += len(index) // 3 - len(others)
+            for i, sample in others:
+                chain = _unwound(sample, view, _unwinder(sample.pid, unwinders, maps, files, max_frames), stats)
+                index[3 * i + 1:3 * i + 3] = array.array("Q", (len(pool), len(chain)))
                 pool.extend(chain)
-            out[cpu] = (index.tobytes(), pool.tobytes())
+            if index:
+                out[cpu] = (index.tobytes(), pool.tobytes())
     return out, stats
 
 
-def _unwound(sample: ringbuf.StackSample, view: mmap.mmap, unwinders: dict[int, "Unwinder"],
-             maps: Mapping[int, str], files: "CallFrameFiles", max_frames: int, stats: UnwindStats) -> list[int]:
-    from ..arch.x86_64 import PERF_REGS_UNWIND_MASK, STACK_POINTER
-    from ..debuginfo.dwarf.unwind import StackCopy, Unwinder, registers_from_perf
+def _unwinder(pid: int, unwinders: dict[int, "Unwinder"], maps: Mapping[int, str], files: "CallFrameFiles",
+              max_frames: int) -> "Unwinder":
+    from ..debuginfo.dwarf.unwind import Unwinder
 
-    unwinder = unwinders.get(sample.pid)
+    unwinder = unwinders.get(pid)
     if unwinder is None:
-        parsed = decode_proc_maps(encode_proc_maps({sample.pid: maps.get(sample.pid, "")}))
-        unwinder = unwinders[sample.pid] = Unwinder(parsed.get(sample.pid, []), files, max_frames)
+        parsed = decode_proc_maps(encode_proc_maps({pid: maps.get(pid, "")}))
+        unwinder = unwinders[pid] = Unwinder(parsed.get(pid, []), files, max_frames)
+    return unwinder
+
+
+def _unwound(sample: ringbuf.StackSample, view: mmap.mmap, unwinder: "Unwinder", stats: UnwindStats) -> list[int]:
+    from ..arch.x86_64 import PERF_REGS_UNWIND_MASK, STACK_POINTER
+    from ..debuginfo.dwarf.unwind import StackCopy, registers_from_perf
+
     values = struct.unpack(f"<{len(sample.registers) // 8}Q", sample.registers)
     regs = registers_from_perf(PERF_REGS_UNWIND_MASK, values)
     copy = StackCopy(regs.get(STACK_POINTER, 0),

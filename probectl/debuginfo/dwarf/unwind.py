@@ -23,7 +23,7 @@ import functools
 import struct
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple, Optional, Protocol, Sequence
 
-from ...arch.x86_64 import CALLEE_SAVED, DWARF_REGISTERS, PERF_REGS_DWARF, RETURN_ADDRESS, STACK_POINTER
+from ...arch.x86_64 import CALLEE_SAVED, DWARF_REGISTERS, FRAME_POINTER, PERF_REGS_DWARF, RETURN_ADDRESS, STACK_POINTER
 from ...errors import ProbectlError
 from .cfi import CallFrames, FrameRow, RegisterRule
 from .leb128 import read_sleb128, read_uleb128
@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from ..elf import ElfFile
 
 MAX_FRAMES = 127  # perf's default (kernel.perf_event_max_stack)
+# native/unwind.h's values: a rule's kind, the CFA's register, the frame pointer's rule
+_STEP, _OUTERMOST = 0, 1
+_CFA_REGISTERS = {STACK_POINTER: 0, FRAME_POINTER: 1}
+_BP_SAME, _BP_SAVED, _BP_LOST = 0, 1, 2
 _WORD = 0xFFFFFFFFFFFFFFFF
 _U64 = struct.Struct("<Q")
 
@@ -234,6 +238,31 @@ class Unwinder:
                 found = (row, row.rule(row.return_register), saved)
             self._steps[address] = found
         return found
+
+    def simple_rule(self, address: int) -> Optional[tuple[int, int, int, int, int, int]]:
+        """The rule of the frame at ``address`` in the form the native unwinder walks by
+        (``_native.unwind_stacks``, native/unwind.h), or None when it says more than that form can:
+        a CFA from a register other than the stack and frame pointers or from an expression, a return
+        address not saved at an offset from the CFA, a frame pointer recovered otherwise than kept or
+        saved at an offset; or no row at all (this unwinder then says why)."""
+        rules = self._rules(address)
+        if isinstance(rules, str):
+            return None
+        row, ra_rule, saved = rules
+        if ra_rule is not None and ra_rule.kind == "undefined":
+            return (_OUTERMOST, 0, 0, 0, 0, 0)
+        if row.cfa is None or row.cfa.register not in _CFA_REGISTERS or ra_rule is None or ra_rule.kind != "offset":
+            return None
+        bp = next((rule for reg, rule in saved if reg == FRAME_POINTER), None)
+        if bp is None or bp.kind == "same":
+            bp_rule, bp_off = _BP_SAME, 0
+        elif bp.kind == "offset":
+            bp_rule, bp_off = _BP_SAVED, bp.value
+        elif bp.kind == "undefined":
+            bp_rule, bp_off = _BP_LOST, 0
+        else:
+            return None
+        return (_STEP, _CFA_REGISTERS[row.cfa.register], row.cfa.offset, ra_rule.value, bp_rule, bp_off)
 
     def _step(self, regs: dict[int, int], lookup: int, stack: StackCopy) -> "dict[int, int] | str | None":
         """The caller's registers, None at the outermost frame, or why they cannot be known."""
