@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from .dataclass import dataclass, replace
 from .errors import FormatError
@@ -78,6 +78,8 @@ class Field:
     bound: Optional[tuple[int, int]] = None
     head: Optional[tuple[int, int]] = None
     is_string_part: bool = False
+    # An enum's variants (its parts ``NAME__v…``/``NAME__p…``), when this field is its discriminant.
+    variants: tuple["VariantPart", ...] = ()
 
     @property
     def is_string(self) -> bool:
@@ -163,11 +165,73 @@ def _parse_field_line(line: str, lineno: int) -> Field:
 
 
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
+VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p"}
+_VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
 
 
-def string_part_name(name: str, role: str) -> str:
-    """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``."""
+def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
+    """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
+    or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds), selected
+    by the discriminant's ``value`` (unsigned; None: by every value no other variant has)."""
+    if role in VARIANT_PART_PREFIXES:
+        return f"{name}{VARIANT_PART_PREFIXES[role]}{'' if value is None else format(value, 'x')}_{variant}"
     return name + STRING_PART_SUFFIXES[role]
+
+
+@dataclass(frozen=True)
+class VariantPart:
+    """One variant of an enum field: its ``name``, the discriminant ``value`` selecting it (None: any
+    value no other variant has), the field holding its scalar (``payload``, or None) and whether that
+    prints in hex (a pointer, as the print format says)."""
+
+    name: str
+    value: Optional[int]
+    payload: Optional[str] = None
+    hex: bool = False
+
+
+def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
+    """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name`` or ``Name(payload)``
+    (``payloads``: the values of its payload fields by name), the number itself when no variant has
+    it, None when the value was not read."""
+    if tag is None or not isinstance(tag, int):
+        return tag
+    tag &= (1 << (8 * field.size)) - 1
+    chosen = next((v for v in field.variants if v.value == tag), None) \
+        or next((v for v in field.variants if v.value is None), None)
+    if chosen is None:
+        return str(tag)
+    if chosen.payload is None:
+        return chosen.name
+    value = payloads.get(chosen.payload)
+    if not isinstance(value, int):
+        return f"{chosen.name}(?)"
+    return f"{chosen.name}({hex(value) if chosen.hex else value})"
+
+
+def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
+    """``fields`` with each enum discriminant ``n`` (an integer with ``n__v…``/``n__p…`` fields
+    after it) given its variants, and those fields marked as parts."""
+    out = list(fields)
+    for j, tag in enumerate(fields):
+        if tag.is_data_loc or tag.is_array or tag.size not in (1, 2, 4, 8) or tag.is_common:
+            continue
+        variants = []
+        for i in range(j + 1, len(fields)):
+            part = fields[i]
+            m = _VARIANT_PART.fullmatch(part.name[len(tag.name):]) if part.name.startswith(tag.name) else None
+            if m is None:
+                break
+            payload = m.group("kind") == "p"
+            if payload and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
+                break
+            value = int(m.group("value"), 16) if m.group("value") else None
+            variants.append(VariantPart(m.group("variant"), value, part.name if payload else None,
+                                        payload and f"{part.name}=0x%" in print_fmt))
+            out[i] = replace(part, is_string_part=True)
+        if variants:
+            out[j] = replace(tag, variants=tuple(variants))
+    return out
 
 
 def _with_string_parts(fields: list[Field]) -> list[Field]:
@@ -240,6 +304,12 @@ class EventFormat:
         return tuple(f for f in self.fields if not f.is_common and not f.is_string_part)
 
     @property
+    def variant_payloads(self) -> tuple[Field, ...]:
+        """The hidden fields holding the scalars of enum variants (decoded after the event fields)."""
+        names = {v.payload for f in self.fields for v in f.variants if v.payload is not None}
+        return tuple(f for f in self.fields if f.name in names)
+
+    @property
     def full_name(self) -> str:
         return f"{self.system}:{self.name}"
 
@@ -297,5 +367,5 @@ class EventFormat:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise FormatError(f"the format of {what} has two fields named {dup!r}")
-        return cls(system=system, name=name, id=event_id, fields=tuple(_with_string_parts(fields)),
+        return cls(system=system, name=name, id=event_id, fields=tuple(_with_variants(_with_string_parts(fields), print_fmt)),
                    print_fmt=print_fmt)

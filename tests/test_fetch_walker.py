@@ -75,6 +75,9 @@ class FakeModel:
     def enumerators(self, t):
         return []
 
+    def variants(self, t):
+        return None
+
     def char_element(self, t):
         return t is not None and t.name == "char"
 

@@ -30,7 +30,7 @@ from .. import spec as S
 from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
-                                   Bitfield, TypeModel)
+                                   Bitfield, TypeModel, Variants)
 from ..errors import LocationError, TypeMismatchError, ValueTooWideError
 from .fetchresult import FetchResult, StringPart, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
@@ -118,14 +118,15 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
 
 
 def _through_language_pointer(model: TypeModel, place: Place, cur, owner: str, user: bool) -> tuple[Place, Any]:
-    """A Rust reference or Go pointer to a string or slice (``name: &String``, ``values: &Vec<u32>``)
-    is read as what it points to, as that language prints it; anything else as it is."""
+    """A Rust reference or Go pointer to a string, slice or enum (``name: &String``, ``values:
+    &Vec<u32>``, ``s: &Shape``) is read as what it points to, as that language prints it; anything else as it is."""
     real = model.strip(cur)
     if real is None or model.kind(real) != POINTER_KIND or not model.reads_through(real):
         return place, cur
     pointee = model.strip(model.pointee(real))
     if pointee is None or model.kind(pointee) != AGGREGATE_KIND or (
-            counted_string(model, pointee) is None and counted_slice(model, pointee) is None):
+            counted_string(model, pointee) is None and counted_slice(model, pointee) is None
+            and model.variants(pointee) is None):
         return place, cur
     return Memory(value_of(place, owner), user), pointee
 
@@ -183,6 +184,11 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     common: dict[str, Any] = dict(default_name=default_name(variable, cast), c_type=c_type, signed=model.is_signed(cur),
                   enumerators=tuple(model.enumerators(cur)), size=size, variable=variable.name)
     base = cast.base if cast is not None else None
+    shape = model.variants(real) if real is not None and cast is None and bitfield is None else None
+    if shape is not None and opts.immediates:
+        enum = _enum_fetch(model, place, real, shape, owner, opts, x_types, common)
+        if enum is not None:
+            return enum
     counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
@@ -390,6 +396,61 @@ def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], own
         place = member_place(place, member.offset, model.byte_size(t), owner)
         t = model.strip(member.type)
     return place, t
+
+
+# -- enums shown by variant --------------------------------------------------------------------------
+
+# An enum is shown by variant when its variants are few and their names fit the kernel's argument
+# names beside the enum's own (each variant is one more argument, of one byte or its scalar).
+MAX_VARIANTS = 16
+MAX_VARIANT_NAME = 12
+
+
+def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str, opts: RenderOptions,
+                x_types: bool, common: dict[str, Any]) -> Optional[FetchResult]:
+    """An enum (``Option<u32>``, a C-like Rust enum) read as its discriminant, with a hidden part per
+    variant naming it and holding its scalar when it has one (:mod:`probectl.formats`): the decoders
+    show ``Some(5)``. None when its variants are too many, or their names too long, for that."""
+    variants = shape.variants
+    if len(variants) > MAX_VARIANTS or any(
+            len(v.name) > MAX_VARIANT_NAME or not v.name.isascii() or not v.name.replace("_", "a").isalnum()
+            for v in variants):
+        return None
+    agg_size = model.byte_size(agg)
+    tag_size = model.byte_size(shape.tag_type)
+    if tag_size not in (1, 2, 4, 8):
+        return None
+    tag_place = member_place(place, shape.offset, agg_size, owner) if model.kind(agg) == AGGREGATE_KIND else place
+    fetch, ktype = _scalar_part(model, tag_place, shape.tag_type, "u", opts, owner)
+    mask = (1 << (8 * tag_size)) - 1
+    parts = []
+    for v in variants:
+        value = v.value & mask if v.value is not None else None
+        if v.payload is None:
+            parts.append(StringPart("variant", "\\0", "u8", v.name, value))
+            continue
+        offset, payload_type = v.payload
+        payload_place = member_place(place, offset, agg_size, owner)
+        real = model.strip(payload_type)
+        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
+            "s" if model.is_signed(payload_type) else "u")
+        payload_fetch, payload_ktype = _scalar_part(model, payload_place, payload_type, prefix, opts, owner)
+        parts.append(StringPart("payload", payload_fetch, payload_ktype, v.name, value))
+    common = dict(common, signed=False)
+    return FetchResult(fetch=fetch, type=ktype, bits=tag_size * 8, parts=tuple(parts), **common)
+
+
+def _scalar_part(model: TypeModel, place: Place, t, prefix: str, opts: RenderOptions, owner: str) -> tuple[str, str]:
+    """The fetch and kernel type (``u32``, ``x64``: ``prefix`` and the size) of the scalar of type
+    ``t`` at ``place``, a part of a larger value: memory, a register, or bytes of one."""
+    size = model.byte_size(t) or 8
+    if isinstance(place, Slice):
+        if place.bit_offset + size * 8 > 64:
+            raise LocationError(f"a part of '{owner}' straddles two registers", "register")
+        if place.bit_offset or size != 8:
+            return render_value(place.value, opts), f"b{size * 8}@{place.bit_offset}/64"
+        return render_value(place.value, opts), f"{prefix}64"
+    return _scalar_fetch(place, size * 8, opts, owner), f"{prefix}{size * 8}"
 
 
 # -- slices: a pointer to elements and a length ---------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .. import _native
 from ..formats import EventFormat
-from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, format_specs
+from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, EnumValues, format_specs
 from .printfmt import PY_CONV, Slot
 from .stacks import Record
 
@@ -185,6 +185,8 @@ class PlanCompiler:
             if src not in _HEADER:
                 raise NotNative(f"header value {src!r}")
             return _HEADER[src], 0, _KIND_COMM if src == "comm" else KIND_INT
+        if plan.fmt is not None and plan.fmt.event_fields[src].variants:
+            raise NotNative("an enum's variant, made from two fields")
         return _native.TF_SRC_FIELD, src, self._kind(plan.fmt, src)
 
     def _convert(self, plan: "Plan", src: Any, tag: Optional[tuple], spec: _Spec) -> Op:
@@ -309,7 +311,15 @@ def native_formatter(formatter: "Formatter") -> _native.TextFormatter:
     def symbol(tgid: int, addr: int) -> bytes:
         return formatter.sym(tgid, addr).encode(errors="surrogateescape")
 
+    enums: dict[int, Optional[EnumValues]] = {}
+
     def line(row: tuple) -> str:
+        if row[2] not in enums:
+            fmt = formatter.plan(row[2]).fmt
+            enums[row[2]] = EnumValues.of(fmt) if fmt is not None else None
+        fmt_enums = enums[row[2]]
+        if fmt_enums is not None:  # (the decoder's row: an enum's discriminant, its variants' scalars)
+            row = row[:6] + (fmt_enums.row(row[6]),) + row[7:]
         item = formatter.format_record(Record(row))
         return "" if item is None else formatter.emit([item])
 
