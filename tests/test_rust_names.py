@@ -32,9 +32,19 @@ def test_funcs_lists_paths_without_the_hash(rshop):
     assert [n for n in listed if "closure" not in n] == ["rust_shop::main", "rust_shop::shop::Cart::add",
                                                          "rust_shop::shop::label", "rust_shop::shop::lookup",
                                                          "rust_shop::shop::pick", "rust_shop::shop::sum"]
-    assert [n for n in listed if "closure" in n] in (
-        ["rust_shop::shop::pick::{{closure}}", "rust_shop::shop::sum::{{closure}}"],  # (legacy, v0:)
-        ["rust_shop::shop::pick::{closure#0}", "rust_shop::shop::sum::{closure#0}"])
+    # (a legacy symbol says {{closure}}, its DWARF {closure#0}, as a v0 symbol does)
+    assert [n for n in listed if "closure" in n] == ["rust_shop::shop::pick::{closure#0}",
+                                                     "rust_shop::shop::sum::{closure#0}"]
+
+
+def test_a_closure_is_probed_by_the_name_funcs_lists(rshop):
+    out = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::sum::{closure#0}").stdout
+    from probectl.debuginfo.demangle import demangle
+
+    (symbol,) = [s for s in ElfFile(rshop).functions()
+                 if demangle(s.name) in ("rust_shop::shop::sum::{{closure}}", "rust_shop::shop::sum::{closure#0}")]
+    assert out.split()[0].endswith("/rust_shop_shop_sum_closure_0")
+    assert int(out.split()[1].rsplit(":0x", 1)[1], 16) == ElfFile(rshop).vaddr_to_offset(symbol.value)
 
 
 def test_a_path_probes_what_perf_probes_by_the_mangled_name(rshop):

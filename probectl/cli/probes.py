@@ -200,7 +200,6 @@ def _running_vmlinux() -> str | None:
 def funcs(pattern, exec_, target_ns, vmlinux, module, sdt, pid, as_json, no_demangle):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt'); C++ and Rust
     functions by their demangled names (GLOB matches those), as perf -F lists them."""
-    from ..debuginfo.elf import ElfFile
     from ..debuginfo.kallsyms import Kallsyms
 
     if pid is not None and not sdt:
@@ -208,9 +207,9 @@ def funcs(pattern, exec_, target_ns, vmlinux, module, sdt, pid, as_json, no_dema
     if sdt:
         return _sdt_funcs(pattern, exec_, target_ns, vmlinux, module, pid, as_json)
     if exec_ is not None or vmlinux is not None or module is not None or target_ns is not None:
-        from ..debuginfo.demangle import function_rows
+        from ..probes.listing import function_rows
 
-        rows = function_rows(ElfFile(make_target(exec_, vmlinux, module, target_ns).path), demangled=not no_demangle)
+        rows = function_rows(str(make_target(exec_, vmlinux, module, target_ns).path), demangled=not no_demangle)
     else:
         rows = {}
         for sym in Kallsyms().symbols:

@@ -12,13 +12,16 @@ Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import DebugInfoError
 
 if TYPE_CHECKING:
     from .elf import ElfFile
 
+# A closure in a Rust legacy path: which of its function's closures it is, only the DWARF says
+# (debuginfo.dwarf.rustpaths spells it {closure#N}, as a v0 path does).
+LEGACY_CLOSURE = "{{closure}}"
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
 # gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
@@ -165,17 +168,18 @@ def without_clone(demangled: str) -> str:
 
 
 # Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
-_ROWS_FORMAT = 1
+_ROWS_FORMAT = 2
 # From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
 _KEEP_FROM = 1000
 
 
-def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int, int]]:
+def function_rows(elf: "ElfFile", demangled: bool = True,
+                  closures: Optional[Callable[[str, int], str]] = None) -> dict[str, tuple[int, int]]:
     """The functions ``funcs`` lists of ``elf``: name → (address, size), a symbol of a version
     other than the default also under ``NAME@VERSION``; with ``demangled``, C++ and Rust names
-    demangled (:func:`demangled_names`), a list kept on disk by the file's build-id, size and time
-    when it has many (demangling every symbol of a large C++ library is most of the command: 9,600
-    of libstdc++'s)."""
+    demangled (:func:`demangled_names`, ``closures`` spelling a legacy Rust path's closures), a list
+    kept on disk by the file's build-id, size and time when it has many (demangling every symbol of a
+    large C++ library is most of the command: 9,600 of libstdc++'s)."""
     from . import indexcache
 
     key = indexcache.file_key(elf.path, elf.build_id) if demangled else ""
@@ -192,7 +196,7 @@ def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int
     if not demangled:
         return rows
     mangled = sum(1 for name in rows if is_mangled(name))
-    rows = demangled_names(rows)
+    rows = demangled_names(rows, closures)
     if mangled >= _KEEP_FROM:
         indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))
     return rows
@@ -210,13 +214,17 @@ def _kept_rows(stored: tuple) -> Optional[dict[str, tuple[int, int]]]:
     return dict(zip(names, values))
 
 
-def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+def demangled_names(rows: dict[str, tuple[int, int]],
+                    closures: Optional[Callable[[str, int], str]] = None) -> dict[str, tuple[int, int]]:
     """A listing of symbols (name → (address, size)) with each mangled name demangled, as
     ``funcs`` shows them; a name that demangles to nothing stays as it is, and the names of one
-    function at one address (a constructor's C1 and C2) are listed once."""
+    function at one address (a constructor's C1 and C2) are listed once. ``closures(name, address)``
+    spells the closures of a legacy Rust path (``{{closure}}``) as v0 does."""
     out: dict[str, tuple[int, int]] = {}
     for name, row in rows.items():
         full = demangle(name) if is_mangled(name) else None
+        if full is not None and closures is not None and LEGACY_CLOSURE in full:
+            full = closures(full, row[0])
         out.setdefault(signature(full) if full is not None else name, row)
     return out
 

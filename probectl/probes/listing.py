@@ -58,6 +58,30 @@ class EventListing:
         return out
 
 
+def function_rows(path: str, demangled: bool = True) -> dict[str, tuple[int, int]]:
+    """The functions ``funcs`` lists of the file at ``path`` (:func:`probectl.debuginfo.demangle.function_rows`),
+    the closures of a legacy Rust path spelled from its DWARF as v0 spells them (``{closure#0}``),
+    which is read only when a closure is listed."""
+    from ..debuginfo.demangle import function_rows as symbol_rows
+    from ..debuginfo.dwarf.rustpaths import spell_closures
+
+    opened: list[DebugInfo | None] = []
+
+    def closures(full: str, address: int) -> str:
+        if not opened:
+            try:
+                opened.append(DebugInfo.open(path))
+            except (ProbectlError, OSError):
+                opened.append(None)
+        return spell_closures(opened[0], full, address) if opened[0] is not None else full
+
+    try:
+        return symbol_rows(ElfFile(path), demangled, closures)
+    finally:
+        if opened and opened[0] is not None:
+            opened[0].close()
+
+
 def added(named: "Named", target: "Target") -> list[EventListing]:
     """The events an `add` created, once each, described by the definition that made them (perf's
     "Added new events" lines: the place and arguments as the user typed them)."""
