@@ -12,7 +12,7 @@ Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from ..errors import DebugInfoError
 
@@ -168,18 +168,22 @@ def without_clone(demangled: str) -> str:
 
 
 # Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
-_ROWS_FORMAT = 2
+_ROWS_FORMAT = 3
 # From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
 _KEEP_FROM = 1000
 
 
 def function_rows(elf: "ElfFile", demangled: bool = True,
-                  closures: Optional[Callable[[str, int], str]] = None) -> dict[str, tuple[int, int]]:
+                  closures: Optional[Callable[[str, int], str]] = None,
+                  inlined: Optional[Callable[[], Iterable[str]]] = None) -> dict[str, tuple[int, int]]:
     """The functions ``funcs`` lists of ``elf``: name → (address, size), a symbol of a version
     other than the default also under ``NAME@VERSION``; with ``demangled``, C++ and Rust names
-    demangled (:func:`demangled_names`, ``closures`` spelling a legacy Rust path's closures), a list
-    kept on disk by the file's build-id, size and time when it has many (demangling every symbol of a
-    large C++ library is most of the command: 9,600 of libstdc++'s)."""
+    demangled (:func:`demangled_names`, ``closures`` spelling a legacy Rust path's closures), and the
+    functions of a program with mangled names that its DWARF defines under a linkage name no symbol
+    has (``inlined()`` gives those names: a function inlined at every call, which ``add`` probes in
+    its inline instances) at address 0, size 0; a list kept on disk by the file's build-id, size and
+    time when it has many (demangling every symbol of a large C++ library is most of the command:
+    9,600 of libstdc++'s)."""
     from . import indexcache
 
     key = indexcache.file_key(elf.path, elf.build_id) if demangled else ""
@@ -196,7 +200,14 @@ def function_rows(elf: "ElfFile", demangled: bool = True,
     if not demangled:
         return rows
     mangled = sum(1 for name in rows if is_mangled(name))
-    rows = demangled_names(rows, closures)
+    listed = demangled_names(rows, closures)
+    if mangled and inlined is not None:
+        for name in inlined():
+            if is_mangled(name) and name not in rows:
+                full = demangle(name)
+                if full is not None:
+                    listed.setdefault(signature(full), (0, 0))
+    rows = listed
     if mangled >= _KEEP_FROM:
         indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))
     return rows

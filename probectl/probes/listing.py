@@ -59,24 +59,37 @@ class EventListing:
 
 
 def function_rows(path: str, demangled: bool = True) -> dict[str, tuple[int, int]]:
-    """The functions ``funcs`` lists of the file at ``path`` (:func:`probectl.debuginfo.demangle.function_rows`),
-    the closures of a legacy Rust path spelled from its DWARF as v0 spells them (``{closure#0}``),
-    which is read only when a closure is listed."""
+    """The functions ``funcs`` lists of the file at ``path`` (:func:`probectl.debuginfo.demangle.function_rows`):
+    with their DWARF, read only when a C++ or Rust list is made (not when it is kept), the closures of
+    a legacy Rust path spelled as v0 spells them (``{closure#0}``) and the functions inlined at every
+    call, which no symbol names (found by their linkage names in the DWARF's name index)."""
     from ..debuginfo.demangle import function_rows as symbol_rows
-    from ..debuginfo.dwarf.rustpaths import spell_closures
 
     opened: list[DebugInfo | None] = []
 
-    def closures(full: str, address: int) -> str:
+    def debuginfo() -> DebugInfo | None:
         if not opened:
             try:
                 opened.append(DebugInfo.open(path))
             except (ProbectlError, OSError):
                 opened.append(None)
-        return spell_closures(opened[0], full, address) if opened[0] is not None else full
+        return opened[0]
+
+    def closures(full: str, address: int) -> str:
+        from ..debuginfo.dwarf.rustpaths import spell_closures
+
+        found = debuginfo()
+        return spell_closures(found, full, address) if found is not None else full
+
+    def inlined() -> list[str]:
+        found = debuginfo()
+        try:
+            return list(found.name_index()) if found is not None else []
+        except ProbectlError:
+            return []
 
     try:
-        return symbol_rows(ElfFile(path), demangled, closures)
+        return symbol_rows(ElfFile(path), demangled, closures, inlined)
     finally:
         if opened and opened[0] is not None:
             opened[0].close()
