@@ -207,7 +207,7 @@ def funcs(pattern, exec_, target_ns, vmlinux, module, sdt, pid, as_json, no_dema
     if sdt:
         return _sdt_funcs(pattern, exec_, target_ns, vmlinux, module, pid, as_json)
     if exec_ is not None or vmlinux is not None or module is not None or target_ns is not None:
-        from ..probes.listing import function_rows
+        from ..debuginfo.dwarf.funcnames import function_rows
 
         rows = function_rows(str(make_target(exec_, vmlinux, module, target_ns).path), demangled=not no_demangle)
     else:
@@ -229,8 +229,8 @@ def funcs(pattern, exec_, target_ns, vmlinux, module, sdt, pid, as_json, no_dema
     if as_json:
         click.echo(_json_text([{"name": n, "address": rows[n][0], "size": rows[n][1]} for n in names]))
         return
-    for name in names:
-        click.echo(printable(name))
+    if names:  # (one write: click.echo per name was a sixth of funcs on libstdc++'s 7,000)
+        click.echo("\n".join(map(printable, names)))
 
 
 def _sdt_funcs(pattern, exec_, target_ns, vmlinux, module, pid, as_json) -> None:

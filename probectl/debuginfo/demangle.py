@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .elf import ElfFile
 
 # A closure in a Rust legacy path: which of its function's closures it is, only the DWARF says
-# (debuginfo.dwarf.rustpaths spells it {closure#N}, as a v0 path does).
+# (debuginfo.dwarf.funcnames spells it {closure#N}, as a v0 path does).
 LEGACY_CLOSURE = "{{closure}}"
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
@@ -37,16 +37,21 @@ def _cxa_demangle():
         import ctypes
         import ctypes.util
 
-        path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
+        # (by its soname first: find_library runs ldconfig -p, a few milliseconds of every C++ add)
+        path = "libstdc++.so.6"
         try:
             lib = ctypes.CDLL(path)
-        except OSError as exc:
-            raise DebugInfoError(f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
-                                 hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
+        except OSError:
+            path = ctypes.util.find_library("stdc++") or path
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                raise DebugInfoError(f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
+                                     hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
         fn = lib.__cxa_demangle
         fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
         fn.restype = ctypes.c_void_p
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # (the process's own libc, which Python runs on: its free)
         libc.free.argtypes = [ctypes.c_void_p]
         _demangler = (fn, libc.free)
     return _demangler

@@ -58,43 +58,6 @@ class EventListing:
         return out
 
 
-def function_rows(path: str, demangled: bool = True) -> dict[str, tuple[int, int]]:
-    """The functions ``funcs`` lists of the file at ``path`` (:func:`probectl.debuginfo.demangle.function_rows`):
-    with their DWARF, read only when a C++ or Rust list is made (not when it is kept), the closures of
-    a legacy Rust path spelled as v0 spells them (``{closure#0}``) and the functions inlined at every
-    call, which no symbol names (found by their linkage names in the DWARF's name index)."""
-    from ..debuginfo.demangle import function_rows as symbol_rows
-
-    opened: list[DebugInfo | None] = []
-
-    def debuginfo() -> DebugInfo | None:
-        if not opened:
-            try:
-                opened.append(DebugInfo.open(path))
-            except (ProbectlError, OSError):
-                opened.append(None)
-        return opened[0]
-
-    def closures(full: str, address: int) -> str:
-        from ..debuginfo.dwarf.rustpaths import spell_closures
-
-        found = debuginfo()
-        return spell_closures(found, full, address) if found is not None else full
-
-    def inlined() -> list[str]:
-        found = debuginfo()
-        try:
-            return list(found.name_index()) if found is not None else []
-        except ProbectlError:
-            return []
-
-    try:
-        return symbol_rows(ElfFile(path), demangled, closures, inlined)
-    finally:
-        if opened and opened[0] is not None:
-            opened[0].close()
-
-
 def added(named: "Named", target: "Target") -> list[EventListing]:
     """The events an `add` created, once each, described by the definition that made them (perf's
     "Added new events" lines: the place and arguments as the user typed them)."""

@@ -114,7 +114,7 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
 
 def _closures_spelled(resolver: "Resolver", full: str, address: int) -> str:
     """A legacy Rust path's closures as v0 spells them (``{closure#0}``), from the program's DWARF."""
-    from ..debuginfo.dwarf.rustpaths import spell_closures
+    from ..debuginfo.dwarf.funcnames import spell_closures
 
     source = resolver.source(required=False)
     return spell_closures(source.debuginfo, full, address) if source is not None else full

@@ -1,5 +1,8 @@
-"""Rust closures named as rustc names them: ``{closure#0}``, the number telling a function's closures
-apart. A v0 symbol says it (:mod:`probectl.debuginfo.rustv0`); a legacy symbol says only
+"""The functions ``funcs`` lists, with the names their DWARF gives that their symbols do not
+(:func:`function_rows`): Rust closures named as rustc names them, ``{closure#0}``, the number telling a
+function's closures apart, and functions inlined at every call, which have no symbol.
+
+A v0 symbol says which closure it is (:mod:`probectl.debuginfo.rustv0`); a legacy symbol says only
 ``{{closure}}`` (the hash tells them apart), but its DWARF names the closure's subprogram, and each
 enclosing closure's namespace, ``{closure#N}``: a legacy path is spelled the same as the v0 path
 from there, so that ``funcs`` lists, and ``add`` takes, one spelling on both builds."""
@@ -7,7 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from ...errors import ProbectlError
 from ..demangle import LEGACY_CLOSURE
+from ..demangle import function_rows as symbol_rows
+from ..elf import ElfFile
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -68,3 +74,38 @@ def _path_parts(path: str) -> list[str]:
         i += 1
     parts.append(path[start:])
     return parts
+
+
+def function_rows(path: str, demangled: bool = True) -> dict[str, tuple[int, int]]:
+    """The functions ``funcs`` lists of the file at ``path`` (:func:`..demangle.function_rows`):
+    with their DWARF, read only when a C++ or Rust list is made (not when it is kept), the closures of
+    a legacy Rust path spelled as v0 spells them (``{closure#0}``) and the functions inlined at every
+    call, which no symbol names (found by their linkage names in the DWARF's name index)."""
+    from . import DebugInfo
+
+    opened: list[Optional[DebugInfo]] = []
+
+    def debuginfo() -> Optional[DebugInfo]:
+        if not opened:
+            try:
+                opened.append(DebugInfo.open(path))
+            except (ProbectlError, OSError):
+                opened.append(None)
+        return opened[0]
+
+    def closures(full: str, address: int) -> str:
+        found = debuginfo()
+        return spell_closures(found, full, address) if found is not None else full
+
+    def inlined() -> list[str]:
+        found = debuginfo()
+        try:
+            return list(found.name_index()) if found is not None else []
+        except ProbectlError:
+            return []
+
+    try:
+        return symbol_rows(ElfFile(path), demangled, closures, inlined)
+    finally:
+        if opened and opened[0] is not None:
+            opened[0].close()
