@@ -78,8 +78,15 @@ class Field:
     bound: Optional[tuple[int, int]] = None
     head: Optional[tuple[int, int]] = None
     is_string_part: bool = False
-    # An enum's variants (its parts ``NAME__v…``/``NAME__p…``), when this field is its discriminant.
+    # An enum's variants (its parts ``NAME__v…``/``NAME__p…``), when this field is its discriminant;
+    # a slice of structs' elements' members (``NAME__e<i>_<member>``), when this field is its length.
     variants: tuple["VariantPart", ...] = ()
+    elements: tuple["ElementPart", ...] = ()
+
+    @property
+    def is_composed(self) -> bool:
+        """Shown as text made from hidden parts (an enum's variant, a slice of structs' elements)."""
+        return bool(self.variants or self.elements)
 
     @property
     def is_string(self) -> bool:
@@ -165,14 +172,18 @@ def _parse_field_line(line: str, lineno: int) -> Field:
 
 
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
-VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p"}
+VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "element": "__e"}
 _VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
+_ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
 
 
 def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
     """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
     or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds), selected
-    by the discriminant's ``value`` (unsigned; None: by every value no other variant has)."""
+    by the discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
+    ``variant`` of element ``value`` of the slice of structs ``name`` ("element")."""
+    if role == "element":
+        return f"{name}__e{value}_{variant}"
     if role in VARIANT_PART_PREFIXES:
         return f"{name}{VARIANT_PART_PREFIXES[role]}{'' if value is None else format(value, 'x')}_{variant}"
     return name + STRING_PART_SUFFIXES[role]
@@ -209,6 +220,37 @@ def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
     return f"{chosen.name}({hex(value) if chosen.hex else value})"
 
 
+@dataclass(frozen=True)
+class ElementPart:
+    """One member of one element of a slice of structs: the element's ``index``, the ``member``'s name,
+    the field holding it, and whether it prints in hex (a pointer)."""
+
+    index: int
+    member: str
+    field: str
+    hex: bool = False
+
+
+def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
+    """The slice of structs whose length reads ``length``: its elements within it as Go's ``%+v``
+    writes them (``[{id:101 price:5} {id:102 price:5}]``), ``...`` after the last one read when it has
+    more; None when the length was not read."""
+    if length is None or not isinstance(length, int):
+        return length
+    shown = sorted({p.index for p in field.elements})
+    items = []
+    for i in shown[:max(0, length)]:
+        members = []
+        for p in field.elements:
+            if p.index == i:
+                v = values.get(p.field)
+                members.append(f"{p.member}:{'?' if not isinstance(v, int) else hex(v) if p.hex else v}")
+        items.append("{" + " ".join(members) + "}")
+    if length > len(shown):
+        items.append("...")
+    return "[" + " ".join(items) + "]"
+
+
 def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
     """``fields`` with each enum discriminant ``n`` (an integer with ``n__v…``/``n__p…`` fields
     after it) given its variants, and those fields marked as parts."""
@@ -216,10 +258,19 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
     for j, tag in enumerate(fields):
         if tag.is_data_loc or tag.is_array or tag.size not in (1, 2, 4, 8) or tag.is_common:
             continue
-        variants = []
+        variants: list[VariantPart] = []
+        elements: list[ElementPart] = []
         for i in range(j + 1, len(fields)):
             part = fields[i]
-            m = _VARIANT_PART.fullmatch(part.name[len(tag.name):]) if part.name.startswith(tag.name) else None
+            rest = part.name[len(tag.name):] if part.name.startswith(tag.name) else ""
+            e = _ELEMENT_PART.fullmatch(rest)
+            if e is not None and not variants and not part.is_data_loc and not part.is_array \
+                    and part.size in (1, 2, 4, 8):
+                elements.append(ElementPart(int(e.group("index")), e.group("member"), part.name,
+                                            f"{part.name}=0x%" in print_fmt))
+                out[i] = replace(part, is_string_part=True)
+                continue
+            m = _VARIANT_PART.fullmatch(rest) if not elements else None
             if m is None:
                 break
             payload = m.group("kind") == "p"
@@ -231,6 +282,8 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
             out[i] = replace(part, is_string_part=True)
         if variants:
             out[j] = replace(tag, variants=tuple(variants))
+        elif elements:
+            out[j] = replace(tag, elements=tuple(elements))
     return out
 
 
@@ -304,9 +357,11 @@ class EventFormat:
         return tuple(f for f in self.fields if not f.is_common and not f.is_string_part)
 
     @property
-    def variant_payloads(self) -> tuple[Field, ...]:
-        """The hidden fields holding the scalars of enum variants (decoded after the event fields)."""
+    def composed_parts(self) -> tuple[Field, ...]:
+        """The hidden fields the composed fields are made from (decoded after the event fields): the
+        scalars of enum variants, the members of a slice of structs' elements."""
         names = {v.payload for f in self.fields for v in f.variants if v.payload is not None}
+        names.update(p.field for f in self.fields for p in f.elements)
         return tuple(f for f in self.fields if f.name in names)
 
     @property

@@ -31,10 +31,13 @@ def test_funcs_lists_paths_without_the_hash(rshop):
     listed = probectl("funcs", "-x", str(rshop), "rust_shop::*").stdout.splitlines()
     assert [n for n in listed if "closure" not in n] == ["rust_shop::main", "rust_shop::shop::Cart::add",
                                                          "rust_shop::shop::label", "rust_shop::shop::lookup",
-                                                         "rust_shop::shop::pick", "rust_shop::shop::sum"]
+                                                         "rust_shop::shop::pick", "rust_shop::shop::sum",
+                                                         "rust_shop::shop::total"]
     # (a legacy symbol says {{closure}}, its DWARF {closure#0}, as a v0 symbol does)
-    assert [n for n in listed if "closure" in n] == ["rust_shop::shop::pick::{closure#0}",
-                                                     "rust_shop::shop::sum::{closure#0}"]
+    assert [n for n in listed if "closure" in n] == ["rust_shop::main::{closure#0}", "rust_shop::shop::pick::{closure#0}",
+                                                     "rust_shop::shop::sum::{closure#0}",
+                                                     "rust_shop::shop::total::{closure#0}",
+                                                     "rust_shop::shop::total::{closure#1}"]
 
 
 def test_a_closure_is_probed_by_the_name_funcs_lists(rshop):
@@ -114,7 +117,7 @@ format:
 print fmt: "(%lx) n=%u n__v0_None=%u n__p1_Some=%u r=%Lu r__v0_None=%u r__p_Some=0x%Lx", REC->__probe_ip, REC->n
 """)
     assert [f.name for f in fmt.event_fields] == ["__probe_ip", "n", "r"]
-    assert [f.name for f in fmt.variant_payloads] == ["n__p1_Some", "r__p_Some"]
+    assert [f.name for f in fmt.composed_parts] == ["n__p1_Some", "r__p_Some"]
     n, r = fmt.field("n"), fmt.field("r")
     assert variant_text(n, 1, {"n__p1_Some": 5}) == "Some(5)" and variant_text(n, 0, {}) == "None"
     assert variant_text(n, 7, {}) == "7" and variant_text(n, None, {}) is None
@@ -236,3 +239,28 @@ def _demangled(name: str):
     from probectl.debuginfo.demangle import demangle
 
     return demangle(name)
+
+
+def test_a_slice_of_structs_decodes_as_its_elements():
+    """The decoders' side of a slice of structs: its members' fields hidden, its value the elements
+    within its length as Go's %+v writes them, '...' after the last one read when it has more."""
+    from probectl.formats import EventFormat, elements_text
+
+    fields = "".join(f"\tfield:s64 items__e{i}_{m};\toffset:{24 + 16 * i + 8 * k};\tsize:8;\tsigned:1;\n"
+                     for i in range(2) for k, m in enumerate(("id", "price")))
+    fmt = EventFormat.parse(f"""name: spend
+ID: 9
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u64 items;\toffset:16;\tsize:8;\tsigned:0;
+{fields}
+print fmt: "(%lx) items=%Lu", REC->__probe_ip, REC->items
+""")
+    assert [f.name for f in fmt.event_fields] == ["__probe_ip", "items"]
+    items = fmt.field("items")
+    values = {"items__e0_id": 101, "items__e0_price": 5, "items__e1_id": 102, "items__e1_price": 10}
+    assert elements_text(items, 2, values) == "[{id:101 price:5} {id:102 price:10}]"
+    assert elements_text(items, 1, values) == "[{id:101 price:5}]" and elements_text(items, 0, values) == "[]"
+    assert elements_text(items, 3, values) == "[{id:101 price:5} {id:102 price:10} ...]"
+    assert elements_text(items, None, values) is None

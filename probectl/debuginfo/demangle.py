@@ -82,6 +82,9 @@ def demangle(name: str) -> Optional[str]:
         # the Itanium demangler does not take: the function they copy)
         name = name.partition(".llvm.")[0]
         name = _LLVM_COPY.sub(r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
+    rust = _rust_legacy(name)
+    if rust is not None:
+        return rust
     out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
     if not out or status.value != 0:
         return None
@@ -98,6 +101,32 @@ def demangle(name: str) -> Optional[str]:
 # (rustc_symbol_mangling/legacy.rs), and '::' inside a type as '..'.
 _RUST_ESCAPES = {"SP": "@", "BP": "*", "RF": "&", "LT": "<", "GT": ">", "LP": "(", "RP": ")", "C": ","}
 _RUST_ESCAPE = re.compile(r"\$(SP|BP|RF|LT|GT|LP|RP|C|u[0-9a-f]{2,6})\$")
+
+
+_RUST_HASH_PART = re.compile(r"h[0-9a-f]{16}")
+
+
+def _rust_legacy(name: str) -> Optional[str]:
+    """A Rust legacy symbol's path (``_ZN`` + length-prefixed parts, the last its hash, + ``E``), read
+    here: libstdc++'s demangler refuses some long ones that c++filt reads (a 1,100-byte drop_in_place of
+    an iterator adapter's closure: "invalid mangled name"); None for anything else."""
+    if not name.startswith("_ZN") or not name.endswith("E"):
+        return None
+    parts, pos, end = [], 3, len(name) - 1
+    while pos < end:
+        digits = pos
+        while digits < end and name[digits].isdigit():
+            digits += 1
+        if digits == pos or name[pos] == "0":
+            return None
+        length = int(name[pos:digits])
+        if digits + length > end:
+            return None
+        parts.append(name[digits:digits + length])
+        pos = digits + length
+    if len(parts) < 2 or not _RUST_HASH_PART.fullmatch(parts[-1]):
+        return None
+    return _rust_unescaped("::".join(parts[:-1]))
 
 
 def _rust_unescaped(name: str) -> str:

@@ -480,9 +480,36 @@ def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tupl
     if ptr is None or size is None or model.kind(ptr) != POINTER_KIND or model.kind(size) != SCALAR_KIND:
         return None
     element = model.strip(model.pointee(ptr))
-    if element is None or model.kind(element) != SCALAR_KIND or model.byte_size(element) not in (1, 2, 4, 8):
+    if element is None or (model.byte_size(element) not in (1, 2, 4, 8) or model.kind(element) != SCALAR_KIND) \
+            and not _element_members(model, element):
         return None
     return shape
+
+
+# A slice of structs: the scalar members of its first elements, each an argument of its own.
+STRUCT_ELEMENTS = 4
+MAX_ELEMENT_MEMBERS = 4
+MAX_MEMBER_NAME = 12
+
+
+def _element_members(model: TypeModel, element) -> list[tuple[str, int, Any]]:
+    """(name, offset, type) of the scalar members of a struct element (integers and pointers of 1, 2,
+    4 or 8 bytes, not bitfields), the first ``MAX_ELEMENT_MEMBERS``; [] when it is no struct, has none,
+    or a member's name is too long for an argument's."""
+    if model.kind(element) != AGGREGATE_KIND or not model.byte_size(element):
+        return []
+    out = []
+    for name in model.member_names(element):
+        member = model.member(element, name)
+        t = model.strip(member.type) if member is not None else None
+        if member is None or t is None or member.bitfield is not None or model.kind(t) not in (SCALAR_KIND,
+                                                                                               POINTER_KIND):
+            continue
+        if model.byte_size(t) not in (1, 2, 4, 8) or len(name) > MAX_MEMBER_NAME or not name.isascii() \
+                or not name.replace("_", "a").isalnum():
+            return []
+        out.append((name, member.offset, member.type))
+    return out[:MAX_ELEMENT_MEMBERS]
 
 
 def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optional[S.TypeSpec], owner: str,
@@ -492,6 +519,10 @@ def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optio
     pointer_place, pointer_type = _member_path(model, place, agg, shape[0], owner)
     length_place, length_type = _member_path(model, place, agg, shape[1], owner)
     element = model.pointee(pointer_type)
+    members = _element_members(model, model.strip(element))
+    if members:
+        return _struct_slice_fetch(model, pointer_place, length_place, length_type, model.strip(element), members,
+                                   cast, owner, opts, x_types, common)
     if cast is not None and cast.base not in SIZE_CASTS:
         raise TypeMismatchError(f"'{owner}' is a slice of {model.type_name(element)}: cast it to an integer "
                                 f"array (:s64[{SLICE_ELEMENTS}])")
@@ -501,3 +532,30 @@ def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optio
     fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
     return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0,
                        parts=(_length_part(model, length_place, length_type, opts, owner),), **common)
+
+
+def _struct_slice_fetch(model: TypeModel, pointer_place: Place, length_place: Place, length_type, element,
+                        members: list[tuple[str, int, Any]], cast: Optional[S.TypeSpec], owner: str,
+                        opts: RenderOptions, x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """A slice of structs: its length, and a hidden ``element`` part per scalar member of each of its
+    first ``STRUCT_ELEMENTS`` elements (:mod:`probectl.formats`), which the decoders show as the
+    elements within its length: ``[{id:101 price:5} {id:102 price:5}]``."""
+    if cast is not None:
+        raise TypeMismatchError(f"'{owner}' is a slice of {model.type_name(element)}: it is read as its first "
+                                f"{STRUCT_ELEMENTS} elements' members, with no cast",
+                                hint=f"or fetch one element's member ({owner}.MEMBER is not one: index its array)")
+    length = _length_part(model, length_place, length_type, opts, owner)
+    size = model.byte_size(element) or 0
+    base = value_of(pointer_place, owner)
+    parts = []
+    for i in range(STRUCT_ELEMENTS):
+        for name, offset, member_type in members:
+            real = model.strip(member_type)
+            prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
+                "s" if model.is_signed(member_type) else "u")
+            bits = (model.byte_size(member_type) or 8) * 8
+            fetch = render_memory(base.plus(i * size + offset), opts, opts.user_access)
+            parts.append(StringPart("element", fetch, f"{prefix}{bits}", name, i))
+    common = dict(common, signed=False)
+    return FetchResult(fetch=length.fetch, type=length.type, bits=int(length.type[1:]), parts=tuple(parts),
+                       **common)

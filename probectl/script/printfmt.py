@@ -193,7 +193,7 @@ def _print_fmt_slots(fmt: EventFormat, text: str, args: list[str], long_size: in
             return None
         j = names[mf.group(1)]
         f = fields[j]
-        if f.variants:  # (an enum, shown by its variant's name)
+        if f.is_composed:  # (an enum's variant, a slice of structs: text)
             return None
         kind = field_spec(f, long_size)[3]
         if mf.group(2) is not None:
@@ -304,7 +304,7 @@ def _conversion_hints(fmt: EventFormat) -> dict[str, tuple[str, str]]:
 def _value_text(f: Field, long_size: int, hint: Optional[tuple[str, str]] = None) -> tuple[str, Optional[Callable[[Any], Any]]]:
     """How a field prints as ``name=value`` when the whole print format cannot be used: by the
     print format's conversion for it when there is one (``hint``), else by its type."""
-    if f.variants:  # an enum: its variant's text (probectl.formats.variant_text)
+    if f.is_composed:  # an enum's variant, a slice of structs: text (probectl.formats)
         return "%s", None
     kind = field_spec(f, long_size)[3]
     conv, before = hint if hint else ("", "")
