@@ -97,6 +97,12 @@ def test_enums_are_read_by_their_variants(rshop):
     assert args["s__p0_Circle"] == f"+4({base}):u32" and args["s__p1_Square"] == f"+8({base}):u64"
 
 
+def test_a_member_of_an_enum_is_refused_with_its_variants(rshop):
+    err = fails("add", "-D", "-x", str(rshop), "rust_shop::shop::lookup n.Some")
+    assert "'n' is an enum (struct Option<u32>: None, Some), which has no member 'Some'" in err
+    assert "Hint: fetch 'n' itself" in err
+
+
 def test_a_variant_decodes_as_rust_prints_it():
     """The decoders' side of an enum: its parts hidden, its value Name(payload) by the discriminant, a
     pointer's payload in hex as its print format says, a value no variant has as the number."""

@@ -106,6 +106,12 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
             raise TypeMismatchError(f"'{owner}' ({model.type_name(cur)}) is not a struct or union")
         member = model.member(agg, acc.name)
         if member is None:
+            shape = model.variants(agg)
+            if shape is not None:
+                names = ", ".join(v.name for v in shape.variants)
+                raise TypeMismatchError(f"'{owner}' is an enum ({model.type_name(agg)}: {names}), which has no "
+                                        f"member '{acc.name}'",
+                                        hint=f"fetch '{owner}' itself: it is shown by its variant and the value it holds")
             raise model.no_member_error(owner, agg, acc.name)
         place = member_place(place, member.offset, model.byte_size(agg), owner)
         bitfield = member.bitfield
