@@ -422,5 +422,5 @@ class EventFormat:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise FormatError(f"the format of {what} has two fields named {dup!r}")
-        return cls(system=system, name=name, id=event_id, fields=tuple(_with_variants(_with_string_parts(fields), print_fmt)),
-                   print_fmt=print_fmt)
+        fields = _with_variants(_with_string_parts(fields), print_fmt)
+        return cls(system=system, name=name, id=event_id, fields=tuple(fields), print_fmt=print_fmt)

@@ -440,7 +440,8 @@ class EventReader:
         for fmt, t in zip(self.formats, raw):
             if t is not None:
                 rows, ts, cpu, pid, fields, thread, tgid = t
-                # (a composed field stays a number here, an enum's discriminant or a slice's length; its parts are left out)
+                # (a composed field stays a number here, an enum's discriminant or a slice's length;
+                # its parts are left out)
                 fields = fields[:len(fmt.event_fields)]
                 tables.append(FormatTable(fmt, rows, ts, cpu, pid,
                                           [VarColumn(*f) if isinstance(f, tuple) else f for f in fields],

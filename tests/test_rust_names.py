@@ -34,7 +34,8 @@ def test_funcs_lists_paths_without_the_hash(rshop):
                                                          "rust_shop::shop::pick", "rust_shop::shop::sum",
                                                          "rust_shop::shop::total"]
     # (a legacy symbol says {{closure}}, its DWARF {closure#0}, as a v0 symbol does)
-    assert [n for n in listed if "closure" in n] == ["rust_shop::main::{closure#0}", "rust_shop::shop::pick::{closure#0}",
+    assert [n for n in listed if "closure" in n] == ["rust_shop::main::{closure#0}",
+                                                     "rust_shop::shop::pick::{closure#0}",
                                                      "rust_shop::shop::sum::{closure#0}",
                                                      "rust_shop::shop::total::{closure#0}",
                                                      "rust_shop::shop::total::{closure#1}"]

@@ -46,8 +46,9 @@ def _cxa_demangle():
             try:
                 lib = ctypes.CDLL(path)
             except OSError as exc:
-                raise DebugInfoError(f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
-                                     hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
+                raise DebugInfoError(
+                    f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
+                    hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
         fn = lib.__cxa_demangle
         fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
         fn.restype = ctypes.c_void_p

@@ -15,7 +15,8 @@ milliseconds by the next run. The kinds are:
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
 - ``dwarf-unit-scans``: per unit scanned so far, its functions' code bounds and its inline instances by
   origin (:class:`probectl.debuginfo.dwarf.dieindex.UnitScans`);
-- ``demangled-functions``: the demangled function list ``funcs`` shows (:func:`probectl.debuginfo.demangle.function_rows`);
+- ``demangled-functions``: the demangled function list ``funcs`` shows
+  (:func:`probectl.debuginfo.demangle.function_rows`);
 - ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);
 - ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 

@@ -111,7 +111,8 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
                 names = ", ".join(v.name for v in shape.variants)
                 raise TypeMismatchError(f"'{owner}' is an enum ({model.type_name(agg)}: {names}), which has no "
                                         f"member '{acc.name}'",
-                                        hint=f"fetch '{owner}' itself: it is shown by its variant and the value it holds")
+                                        hint=f"fetch '{owner}' itself: it is shown by its variant and the value "
+                                             f"it holds")
             raise model.no_member_error(owner, agg, acc.name)
         place = member_place(place, member.offset, model.byte_size(agg), owner)
         bitfield = member.bitfield
