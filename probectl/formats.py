@@ -201,6 +201,17 @@ class VariantPart:
     hex: bool = False
 
 
+def variant_name(field: Field, tag: Any) -> Any:
+    """The name of the variant of the enum ``field`` whose discriminant reads ``tag`` (``Some``, as a
+    key of a histogram counts it), the number itself when no variant has it."""
+    if not isinstance(tag, int):
+        return tag
+    tag &= (1 << (8 * field.size)) - 1
+    chosen = next((v for v in field.variants if v.value == tag), None) \
+        or next((v for v in field.variants if v.value is None), None)
+    return chosen.name if chosen is not None else str(tag)
+
+
 def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
     """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name`` or ``Name(payload)``
     (``payloads``: the values of its payload fields by name), the number itself when no variant has

@@ -76,3 +76,20 @@ def test_enums_are_recorded_by_their_variants(cleanup_group, tmp_path, mangling)
     text = probectl("script", "-i", str(out)).stdout
     assert "c=Green s=Circle(9)" in text and "r=None b=None c=Red s=Empty" in text
     assert "__v" not in text and "__p" not in text, "the parts are hidden"
+    # hist of the recording: keyed by the variant's name
+    out = probectl("hist", "-i", str(out), f"{GROUP}:pick", "--key", "c", "--json").stdout
+    assert {row["key"]["c"]: row["count"] for row in json.loads(out)["rows"]} == {"Green": 1, "Blue": 1, "Red": 1}
+
+
+@pytest.mark.root
+def test_hist_keyed_by_an_enum_counts_its_variants(live_tracefs):
+    """hist's key of an enum is its variant's name: a C-like enum's (Green, Blue, Red), an Option's
+    (Some for any payload, None), as many as the program passed each."""
+    import json
+
+    binary = build_rust_fixture("rust_shop")
+    for definition, key, want in (("rust_shop::shop::pick c", "c", {"Green": 1, "Blue": 1, "Red": 1}),
+                                  ("rust_shop::shop::lookup n", "n", {"None": 2, "Some": 1})):
+        out = probectl("hist", "-x", str(binary), definition, "--key", key, "--json", "--", str(binary)).stdout
+        table = json.loads(out[out.index("\n{") + 1:])
+        assert {row["key"][key]: row["count"] for row in table["rows"]} == want
