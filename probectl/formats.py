@@ -201,14 +201,20 @@ class VariantPart:
     hex: bool = False
 
 
+def _variant(field: Field, tag: int) -> Optional[VariantPart]:
+    """The variant of the enum ``field`` whose discriminant reads ``tag``: the one of that value, else
+    the one of every other value, else None."""
+    tag &= (1 << (8 * field.size)) - 1
+    return next((v for v in field.variants if v.value == tag), None) \
+        or next((v for v in field.variants if v.value is None), None)
+
+
 def variant_name(field: Field, tag: Any) -> Any:
     """The name of the variant of the enum ``field`` whose discriminant reads ``tag`` (``Some``, as a
     key of a histogram counts it), the number itself when no variant has it."""
     if not isinstance(tag, int):
         return tag
-    tag &= (1 << (8 * field.size)) - 1
-    chosen = next((v for v in field.variants if v.value == tag), None) \
-        or next((v for v in field.variants if v.value is None), None)
+    chosen = _variant(field, tag)
     return chosen.name if chosen is not None else str(tag)
 
 
@@ -216,11 +222,9 @@ def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
     """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name`` or ``Name(payload)``
     (``payloads``: the values of its payload fields by name), the number itself when no variant has
     it, None when the value was not read."""
-    if tag is None or not isinstance(tag, int):
+    if not isinstance(tag, int):
         return tag
-    tag &= (1 << (8 * field.size)) - 1
-    chosen = next((v for v in field.variants if v.value == tag), None) \
-        or next((v for v in field.variants if v.value is None), None)
+    chosen = _variant(field, tag)
     if chosen is None:
         return str(tag)
     if chosen.payload is None:
