@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from .dataclass import dataclass, replace
 from .errors import FormatError
@@ -78,6 +78,15 @@ class Field:
     bound: Optional[tuple[int, int]] = None
     head: Optional[tuple[int, int]] = None
     is_string_part: bool = False
+    # An enum's variants (its parts ``NAME__v…``/``NAME__p…``), when this field is its discriminant;
+    # a slice of structs' elements' members (``NAME__e<i>_<member>``), when this field is its length.
+    variants: tuple["VariantPart", ...] = ()
+    elements: tuple["ElementPart", ...] = ()
+
+    @property
+    def is_composed(self) -> bool:
+        """Shown as text made from hidden parts (an enum's variant, a slice of structs' elements)."""
+        return bool(self.variants or self.elements)
 
     @property
     def is_string(self) -> bool:
@@ -163,11 +172,134 @@ def _parse_field_line(line: str, lineno: int) -> Field:
 
 
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
+VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "element": "__e"}
+_VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
+_ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
 
 
-def string_part_name(name: str, role: str) -> str:
-    """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``."""
+def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
+    """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
+    or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds), selected
+    by the discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
+    ``variant`` of element ``value`` of the slice of structs ``name`` ("element")."""
+    if role == "element":
+        return f"{name}__e{value}_{variant}"
+    if role in VARIANT_PART_PREFIXES:
+        return f"{name}{VARIANT_PART_PREFIXES[role]}{'' if value is None else format(value, 'x')}_{variant}"
     return name + STRING_PART_SUFFIXES[role]
+
+
+@dataclass(frozen=True)
+class VariantPart:
+    """One variant of an enum field: its ``name``, the discriminant ``value`` selecting it (None: any
+    value no other variant has), the field holding its scalar (``payload``, or None) and whether that
+    prints in hex (a pointer, as the print format says)."""
+
+    name: str
+    value: Optional[int]
+    payload: Optional[str] = None
+    hex: bool = False
+
+
+def _variant(field: Field, tag: int) -> Optional[VariantPart]:
+    """The variant of the enum ``field`` whose discriminant reads ``tag``: the one of that value, else
+    the one of every other value, else None."""
+    tag &= (1 << (8 * field.size)) - 1
+    return next((v for v in field.variants if v.value == tag), None) \
+        or next((v for v in field.variants if v.value is None), None)
+
+
+def variant_name(field: Field, tag: Any) -> Any:
+    """The name of the variant of the enum ``field`` whose discriminant reads ``tag`` (``Some``, as a
+    key of a histogram counts it), the number itself when no variant has it."""
+    if not isinstance(tag, int):
+        return tag
+    chosen = _variant(field, tag)
+    return chosen.name if chosen is not None else str(tag)
+
+
+def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
+    """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name`` or ``Name(payload)``
+    (``payloads``: the values of its payload fields by name), the number itself when no variant has
+    it, None when the value was not read."""
+    if not isinstance(tag, int):
+        return tag
+    chosen = _variant(field, tag)
+    if chosen is None:
+        return str(tag)
+    if chosen.payload is None:
+        return chosen.name
+    value = payloads.get(chosen.payload)
+    if not isinstance(value, int):
+        return f"{chosen.name}(?)"
+    return f"{chosen.name}({hex(value) if chosen.hex else value})"
+
+
+@dataclass(frozen=True)
+class ElementPart:
+    """One member of one element of a slice of structs: the element's ``index``, the ``member``'s name,
+    the field holding it, and whether it prints in hex (a pointer)."""
+
+    index: int
+    member: str
+    field: str
+    hex: bool = False
+
+
+def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
+    """The slice of structs whose length reads ``length``: its elements within it as Go's ``%+v``
+    writes them (``[{id:101 price:5} {id:102 price:5}]``), ``...`` after the last one read when it has
+    more; None when the length was not read."""
+    if length is None or not isinstance(length, int):
+        return length
+    shown = sorted({p.index for p in field.elements})
+    items = []
+    for i in shown[:max(0, length)]:
+        members = []
+        for p in field.elements:
+            if p.index == i:
+                v = values.get(p.field)
+                members.append(f"{p.member}:{'?' if not isinstance(v, int) else hex(v) if p.hex else v}")
+        items.append("{" + " ".join(members) + "}")
+    if length > len(shown):
+        items.append("...")
+    return "[" + " ".join(items) + "]"
+
+
+def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
+    """``fields`` with each enum discriminant ``n`` (an integer with ``n__v…``/``n__p…`` fields
+    after it) given its variants, and those fields marked as parts."""
+    out = list(fields)
+    for j, tag in enumerate(fields):
+        if tag.is_data_loc or tag.is_array or tag.size not in (1, 2, 4, 8) or tag.is_common:
+            continue
+        variants: list[VariantPart] = []
+        elements: list[ElementPart] = []
+        for i in range(j + 1, len(fields)):
+            part = fields[i]
+            rest = part.name[len(tag.name):] if part.name.startswith(tag.name) else ""
+            e = _ELEMENT_PART.fullmatch(rest)
+            if e is not None and not variants and not part.is_data_loc and not part.is_array \
+                    and part.size in (1, 2, 4, 8):
+                elements.append(ElementPart(int(e.group("index")), e.group("member"), part.name,
+                                            f"{part.name}=0x%" in print_fmt))
+                out[i] = replace(part, is_string_part=True)
+                continue
+            m = _VARIANT_PART.fullmatch(rest) if not elements else None
+            if m is None:
+                break
+            payload = m.group("kind") == "p"
+            if payload and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
+                break
+            value = int(m.group("value"), 16) if m.group("value") else None
+            variants.append(VariantPart(m.group("variant"), value, part.name if payload else None,
+                                        payload and f"{part.name}=0x%" in print_fmt))
+            out[i] = replace(part, is_string_part=True)
+        if variants:
+            out[j] = replace(tag, variants=tuple(variants))
+        elif elements:
+            out[j] = replace(tag, elements=tuple(elements))
+    return out
 
 
 def _with_string_parts(fields: list[Field]) -> list[Field]:
@@ -240,6 +372,14 @@ class EventFormat:
         return tuple(f for f in self.fields if not f.is_common and not f.is_string_part)
 
     @property
+    def composed_parts(self) -> tuple[Field, ...]:
+        """The hidden fields the composed fields are made from (decoded after the event fields): the
+        scalars of enum variants, the members of a slice of structs' elements."""
+        names = {v.payload for f in self.fields for v in f.variants if v.payload is not None}
+        names.update(p.field for f in self.fields for p in f.elements)
+        return tuple(f for f in self.fields if f.name in names)
+
+    @property
     def full_name(self) -> str:
         return f"{self.system}:{self.name}"
 
@@ -297,5 +437,5 @@ class EventFormat:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise FormatError(f"the format of {what} has two fields named {dup!r}")
-        return cls(system=system, name=name, id=event_id, fields=tuple(_with_string_parts(fields)),
-                   print_fmt=print_fmt)
+        fields = _with_variants(_with_string_parts(fields), print_fmt)
+        return cls(system=system, name=name, id=event_id, fields=tuple(fields), print_fmt=print_fmt)

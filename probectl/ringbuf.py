@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Seque
 from . import _native
 from .dataclass import dataclass
 from .errors import FormatError, ProbectlError, TraceFileError, TracefsError
-from .formats import EventFormat, Field, parse_fields
+from .formats import EventFormat, Field, elements_text, parse_fields, variant_text
 
 Buffer = Union[bytes, bytearray, memoryview, Any]  # anything with the buffer protocol (mmap too)
 
@@ -135,11 +135,60 @@ _TAIL_FIELDS = {("ftrace", "kernel_stack", "caller")}
 
 
 def format_specs(fmt: EventFormat, long_size: int = 8) -> tuple[FieldSpec, ...]:
-    """The C field table of every non-common field of ``fmt``, in the format's order."""
+    """The C field table of every non-common field of ``fmt``, in the format's order, and after them
+    the hidden parts its composed fields are made of (:attr:`EventFormat.composed_parts`: enums'
+    variants' scalars, slices of structs' members), which :class:`ComposedValues` turns into text."""
     return tuple(
         field_spec(f, long_size, tail=(fmt.system, fmt.name, f.name) in _TAIL_FIELDS)
         for f in fmt.event_fields
-    )
+    ) + tuple(field_spec(f, long_size) for f in fmt.composed_parts)
+
+
+class ComposedValues:
+    """The composed fields of one format (an enum shown by variant, ``Some(5)``:
+    :func:`probectl.formats.variant_text`; a slice of structs, ``[{id:1} {id:2}]``:
+    :func:`probectl.formats.elements_text`): the decoder gives each one's number (a discriminant, a
+    length) in its place and the parts after the event fields; this puts the text in its place and
+    leaves the parts out."""
+
+    def __init__(self, fmt: EventFormat):
+        self.fields = fmt.event_fields
+        self.count = len(self.fields)
+        self.composed = [(j, f) for j, f in enumerate(self.fields) if f.is_composed]
+        self.parts = {f.name: self.count + k for k, f in enumerate(fmt.composed_parts)}
+
+    @classmethod
+    def of(cls, fmt: EventFormat) -> Optional["ComposedValues"]:
+        return cls(fmt) if any(f.is_composed for f in fmt.event_fields) else None
+
+    @staticmethod
+    def _names(f: Field) -> list[str]:
+        return [v.payload for v in f.variants if v.payload is not None] + [p.field for p in f.elements]
+
+    @staticmethod
+    def _text(f: Field, value: Any, parts: Mapping[str, Any]) -> Any:
+        return variant_text(f, value, parts) if f.variants else elements_text(f, value, parts)
+
+    def row(self, values: Optional[tuple]) -> Optional[tuple]:
+        """One event's values, the composed fields as text."""
+        if values is None or len(values) < self.count:
+            return values
+        out = list(values[:self.count])
+        whole = len(values) == self.count + len(self.parts)
+        for j, f in self.composed:
+            parts = {n: values[self.parts[n]] for n in self._names(f)} if whole else {}
+            out[j] = self._text(f, values[j], parts)
+        return tuple(out)
+
+    def column(self, columns: Sequence[Any], j: int) -> list[Any]:
+        """The text of the composed field ``j`` for a batch's columns (every field, then the parts)."""
+        f = self.fields[j]
+        values = columns[j]
+        if len(columns) != self.count + len(self.parts):
+            return [self._text(f, v, {}) for v in values]
+        names = self._names(f)
+        cols = [columns[self.parts[n]] for n in names]
+        return [self._text(f, v, dict(zip(names, parts))) for v, *parts in zip(values, *cols)]
 
 
 @dataclass
@@ -243,6 +292,7 @@ class Columns:
         self._formats = formats
         self._columns = raw["formats"]
         self._index = {(f.system, f.name): i for i, f in enumerate(formats)}
+        self._composed: dict[int, ComposedValues] = {}
 
     def __len__(self) -> int:
         return self.n
@@ -257,9 +307,18 @@ class Columns:
         f = self._formats[i]
         names = [x.name for x in f.event_fields]
         j = names.index(field)
-        col = self._columns[i][j]
+        if f.event_fields[j].is_composed:
+            composed = self._composed.get(i)
+            if composed is None:
+                composed = self._composed[i] = ComposedValues(f)
+            return composed.column([self._int_column(f, k, col) for k, col in enumerate(self._columns[i])], j)
+        return self._int_column(f, j, self._columns[i][j])
+
+    @staticmethod
+    def _int_column(f: EventFormat, j: int, col: Any) -> Sequence[Any]:
         if isinstance(col, bytes):
-            return memoryview(col).cast("q" if f.event_fields[j].signed else "Q")
+            fields = f.event_fields + f.composed_parts
+            return memoryview(col).cast("q" if j < len(fields) and fields[j].signed else "Q")
         return col
 
 
@@ -312,6 +371,7 @@ class EventReader:
         self.source = source
         self._by_id = {f.id: f for f in self.formats}
         self._raw = raw
+        self._composed_rows = {f.id: e for f in self.formats for e in [ComposedValues.of(f)] if e is not None}
         streams = list(streams)
         self._bytes = sum(size for _cpu, _buf, _offset, size in streams)
         tables = [(f.id, format_specs(f, layout.long_size)) for f in self.formats]
@@ -380,6 +440,9 @@ class EventReader:
         for fmt, t in zip(self.formats, raw):
             if t is not None:
                 rows, ts, cpu, pid, fields, thread, tgid = t
+                # (a composed field stays a number here, an enum's discriminant or a slice's length;
+                # its parts are left out)
+                fields = fields[:len(fmt.event_fields)]
                 tables.append(FormatTable(fmt, rows, ts, cpu, pid,
                                           [VarColumn(*f) if isinstance(f, tuple) else f for f in fields],
                                           thread, tgid))
@@ -395,6 +458,9 @@ class EventReader:
             if got is None:
                 return
             rows, lost = got
+            if self._composed_rows:
+                composed = self._composed_rows
+                rows = [r if r[2] not in composed else r[:6] + (composed[r[2]].row(r[6]),) + r[7:] for r in rows]
             yield rows, [Lost(*t) for t in lost]
 
     def events(self, max_events: int = 1 << 16) -> Iterator[Event]:

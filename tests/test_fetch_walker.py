@@ -75,6 +75,9 @@ class FakeModel:
     def enumerators(self, t):
         return []
 
+    def variants(self, t):
+        return None
+
     def char_element(self, t):
         return t is not None and t.name == "char"
 
@@ -289,10 +292,17 @@ def test_a_slice_is_its_first_elements_bounded_by_its_length():
     assert (r.fetch, r.type, parts(r)) == ("+0(+8(%sp))", "x16[16]", [("length", "+16(%sp)", "u64")])
     with pytest.raises(LocationError, match="held in 3 registers"):
         fetch(GO_SLICE, three, ["xs"], TypeSpec("x", 64))
+    # a slice of structs: its length, and each scalar member of its first 4 elements at the element's size
     of_structs = T(AGGREGATE_KIND, "struct []main.T", 24,
                    members={"array": (PAIRP, 0), "len": (LONG, 8), "cap": (LONG, 16)})
-    with pytest.raises(LocationError, match="held in 3 registers"):
-        fetch(of_structs, three, ["ts"])
+    r = fetch(of_structs, three, ["ts"])
+    assert (r.fetch, r.type) == ("%di", "u64")
+    assert [(p.role, p.variant, p.value, p.fetch, p.type) for p in r.parts][:4] == [
+        ("element", "a", 0, "+0(%cx)", "s64"), ("element", "b", 0, "+8(%cx)", "s32"),
+        ("element", "name", 0, "+8(%cx)", "x64"), ("element", "a", 1, "+16(%cx)", "s64")]
+    assert len(r.parts) == 12
+    with pytest.raises(TypeMismatchError, match="no cast"):
+        fetch(of_structs, three, ["ts"], TypeSpec("x", 64, array=4))
 
 
 def test_a_vec_and_a_reference_to_a_string_are_read_through():

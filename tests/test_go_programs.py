@@ -201,7 +201,7 @@ def test_strings_and_slices_in_registers_are_their_text_and_elements(go_binary):
     """A Go string (pointer and length in %ax and %bx) is fetched as its text: the bytes from its
     pointer, with its length and first 64 bytes as hidden arguments the decoders cut it with (perf
     prints s=%ax:x64, "cut down to 64 bits"); a slice (%cx, %di, %si) as its first 16 elements, cut
-    at its length, or as many as a cast says; an interface or a slice of structs stays refused whole
+    at its length, or as many as a cast says; an interface stays refused whole
     (tests/live/test_counted_strings.py records what the program prints)."""
     out = probectl("add", "-D", "-x", str(go_binary), "main.greet s xs", "four=main.greet xs:s32[4]")
     (first, second) = out.stdout.splitlines()
@@ -215,3 +215,16 @@ def test_strings_and_slices_in_registers_are_their_text_and_elements(go_binary):
     assert "s" in names and "xs" in names, out.stdout
     listed = probectl("vars", "-x", str(go_binary), "main.greet").stdout
     assert re.search(r"struct string\ts\b", listed) and re.search(r"struct \[\]int\txs\b", listed), listed
+
+
+def test_a_slice_of_structs_is_its_length_and_its_first_elements_members(go_binary):
+    """spend(items []Item): the length in %bx, each scalar member of the first 4 elements read from the
+    array's pointer in %ax at the element's size (16: id at 0, price at 8) as an argument of its own,
+    which the decoders show as Go's %+v (tests/live/test_counted_strings.py); a cast is refused."""
+    out = probectl("add", "-D", "-x", str(go_binary), "main.spend items").stdout
+    args = out.split()[2:]
+    assert args[0] == "items=%bx:u64"
+    assert args[1:] == [f"items__e{i}_{m}=+{16 * i + off}(%ax):s64" for i in range(4) for m, off in (("id", 0),
+                                                                                                     ("price", 8))]
+    assert "no cast" in fails("add", "-D", "-x", str(go_binary), "main.spend items:s64[4]")
+

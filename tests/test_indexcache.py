@@ -369,6 +369,44 @@ def test_address_ranges_are_cached(private_cache, monkeypatch):
     assert len(list(private_cache.glob("dwarf-aranges-*"))) == 1
 
 
+def test_unit_scans_are_kept(private_cache, monkeypatch):
+    """A unit's function bounds and inline instances by origin, scanned once and read back by the
+    next run as the same; a kept entry of another shape is scanned anew; the instances add finds
+    are the same with and without the kept scans."""
+    from probectl.debuginfo.dwarf import dieindex
+
+    target = _target("dwarf_inline -O2")
+    scans = []
+    for name in ("function_bounds", "instances_by_origin"):
+        real = getattr(dieindex, name)
+        monkeypatch.setattr(dieindex, name, lambda *a, _real=real, _name=name: scans.append(_name) or _real(*a))
+
+    addresses = sorted(s.value for s in ElfFile(target).functions() if s.value)
+
+    def answers():
+        with DebugInfo.open(target) as di:
+            at = [(fn.die.offset if fn is not None else None) for fn in map(di.function_at, addresses)]
+            fns = [f for name in di.function_names("*") for f in di.probe_functions(name)]
+            return [(f.name, f.entry) for f in fns], at
+
+    first = answers()
+    made = len(scans)
+    assert made >= 2 and "instances_by_origin" in scans and "function_bounds" in scans
+    (kept,) = private_cache.glob("dwarf-unit-scans-*")
+    assert answers() == first and len(scans) == made, "read back, not scanned"
+    stored = indexcache.load("dwarf-unit-scans", kept.name[len("dwarf-unit-scans-"):-len(".bin")],
+                             DebugInfo.open(target)._unit_scans().fingerprint)
+    assert stored is not None
+    tables = stored[0]
+    for cu in tables["origins"]:
+        tables["origins"][cu] = {"not": "an index"}
+    indexcache.store("dwarf-unit-scans", kept.name[len("dwarf-unit-scans-"):-len(".bin")],
+                     DebugInfo.open(target)._unit_scans().fingerprint, (tables,))
+    assert answers() == first and "instances_by_origin" in scans[made:]
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    assert answers() == first
+
+
 # --- kprobe rules -------------------------------------------------------------------------------
 
 

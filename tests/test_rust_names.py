@@ -31,9 +31,24 @@ def test_funcs_lists_paths_without_the_hash(rshop):
     listed = probectl("funcs", "-x", str(rshop), "rust_shop::*").stdout.splitlines()
     assert [n for n in listed if "closure" not in n] == ["rust_shop::main", "rust_shop::shop::Cart::add",
                                                          "rust_shop::shop::label", "rust_shop::shop::lookup",
-                                                         "rust_shop::shop::sum"]
-    assert [n for n in listed if "closure" in n] in (["rust_shop::shop::sum::{{closure}}"],  # (legacy, v0:)
-                                                      ["rust_shop::shop::sum::{closure#0}"])
+                                                         "rust_shop::shop::pick", "rust_shop::shop::sum",
+                                                         "rust_shop::shop::total"]
+    # (a legacy symbol says {{closure}}, its DWARF {closure#0}, as a v0 symbol does)
+    assert [n for n in listed if "closure" in n] == ["rust_shop::main::{closure#0}",
+                                                     "rust_shop::shop::pick::{closure#0}",
+                                                     "rust_shop::shop::sum::{closure#0}",
+                                                     "rust_shop::shop::total::{closure#0}",
+                                                     "rust_shop::shop::total::{closure#1}"]
+
+
+def test_a_closure_is_probed_by_the_name_funcs_lists(rshop):
+    out = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::sum::{closure#0}").stdout
+    from probectl.debuginfo.demangle import demangle
+
+    (symbol,) = [s for s in ElfFile(rshop).functions()
+                 if demangle(s.name) in ("rust_shop::shop::sum::{{closure}}", "rust_shop::shop::sum::{closure#0}")]
+    assert out.split()[0].endswith("/rust_shop_shop_sum_closure_0")
+    assert int(out.split()[1].rsplit(":0x", 1)[1], 16) == ElfFile(rshop).vaddr_to_offset(symbol.value)
 
 
 def test_a_path_probes_what_perf_probes_by_the_mangled_name(rshop):
@@ -51,6 +66,69 @@ def test_a_path_probes_what_perf_probes_by_the_mangled_name(rshop):
     (perf_place,), (our_place,) = ([int(line.split()[1].rsplit(":0x", 1)[1], 16) for line in out.splitlines()]
                                    for out in (theirs, ours))
     assert perf_place < our_place
+
+
+def test_enums_are_read_by_their_variants(rshop):
+    """An Option<u32> (a tag and a payload), an Option<&u64> and an Option<Box<u32>> (niches: the
+    pointer is the discriminant, None its 0, Some every other value), a C-like enum and an enum with
+    data behind a reference: the discriminant where DWARF's DW_AT_discr says, a hidden part per
+    variant naming it (its DW_AT_discr_value in hex, none for the niche's Some) and holding its one
+    scalar. perf -D by the mangled name reads n at the same place (as 8 bytes: it knows no variants)."""
+    perf = shutil.which("perf")
+    if not perf:
+        missing("perf (linux-perf) is not installed")
+    symbol = mangled(rshop, "rust_shop::shop::lookup")
+    theirs = subprocess.run([perf, "probe", "-x", str(rshop), "-D", f"{symbol} n"], capture_output=True,
+                            text=True, check=True).stdout
+    (perf_n,) = [a for a in theirs.split()[2:]]
+    ours = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::lookup n").stdout.split()[2:]
+    place = perf_n.split("=", 1)[1].rsplit(":", 1)[0]
+    assert place.startswith("+") and place.endswith("(%sp)")
+    offset = int(place[1:].split("(")[0])
+    assert ours == [f"n={place}:u32", "n__v0_None=\\0:u8", f"n__p1_Some=+{offset + 4}(%sp):u32"]
+    pick = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::pick r b c s").stdout.split()[2:]
+    names = [a.split("=", 1)[0] for a in pick]
+    assert names == ["r", "r__v0_None", "r__p_Some", "b", "b__v0_None", "b__p_Some", "c", "c__v0_Red",
+                     "c__v5_Green", "c__v6_Blue", "s", "s__p0_Circle", "s__p1_Square", "s__v2_Empty"]
+    args = dict(a.split("=", 1) for a in pick)
+    assert args["r"].endswith(":u64") and args["r__p_Some"] == args["r"][:-len(":u64")] + ":x64"
+    assert args["c"].endswith(":u8")
+    # s: &Shape read through (its tag a u32 at 0, Circle's u32 at 4, Square's side at 8)
+    base = args["s"][len("+0("):-len("):u32")]
+    assert args["s__p0_Circle"] == f"+4({base}):u32" and args["s__p1_Square"] == f"+8({base}):u64"
+
+
+def test_a_member_of_an_enum_is_refused_with_its_variants(rshop):
+    err = fails("add", "-D", "-x", str(rshop), "rust_shop::shop::lookup n.Some")
+    assert "'n' is an enum (struct Option<u32>: None, Some), which has no member 'Some'" in err
+    assert "Hint: fetch 'n' itself" in err
+
+
+def test_a_variant_decodes_as_rust_prints_it():
+    """The decoders' side of an enum: its parts hidden, its value Name(payload) by the discriminant, a
+    pointer's payload in hex as its print format says, a value no variant has as the number."""
+    from probectl.formats import EventFormat, variant_text
+
+    fmt = EventFormat.parse("""name: pick
+ID: 9
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u32 n;\toffset:16;\tsize:4;\tsigned:0;
+\tfield:u8 n__v0_None;\toffset:20;\tsize:1;\tsigned:0;
+\tfield:u32 n__p1_Some;\toffset:21;\tsize:4;\tsigned:0;
+\tfield:u64 r;\toffset:25;\tsize:8;\tsigned:0;
+\tfield:u8 r__v0_None;\toffset:33;\tsize:1;\tsigned:0;
+\tfield:u64 r__p_Some;\toffset:34;\tsize:8;\tsigned:0;
+
+print fmt: "(%lx) n=%u n__v0_None=%u n__p1_Some=%u r=%Lu r__v0_None=%u r__p_Some=0x%Lx", REC->__probe_ip, REC->n
+""")
+    assert [f.name for f in fmt.event_fields] == ["__probe_ip", "n", "r"]
+    assert [f.name for f in fmt.composed_parts] == ["n__p1_Some", "r__p_Some"]
+    n, r = fmt.field("n"), fmt.field("r")
+    assert variant_text(n, 1, {"n__p1_Some": 5}) == "Some(5)" and variant_text(n, 0, {}) == "None"
+    assert variant_text(n, 7, {}) == "7" and variant_text(n, None, {}) is None
+    assert variant_text(r, 0, {}) == "None" and variant_text(r, 0x1000, {"r__p_Some": 0x1000}) == "Some(0x1000)"
 
 
 def test_a_method_is_found_by_its_path(rshop):
@@ -168,3 +246,28 @@ def _demangled(name: str):
     from probectl.debuginfo.demangle import demangle
 
     return demangle(name)
+
+
+def test_a_slice_of_structs_decodes_as_its_elements():
+    """The decoders' side of a slice of structs: its members' fields hidden, its value the elements
+    within its length as Go's %+v writes them, '...' after the last one read when it has more."""
+    from probectl.formats import EventFormat, elements_text
+
+    fields = "".join(f"\tfield:s64 items__e{i}_{m};\toffset:{24 + 16 * i + 8 * k};\tsize:8;\tsigned:1;\n"
+                     for i in range(2) for k, m in enumerate(("id", "price")))
+    fmt = EventFormat.parse(f"""name: spend
+ID: 9
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u64 items;\toffset:16;\tsize:8;\tsigned:0;
+{fields}
+print fmt: "(%lx) items=%Lu", REC->__probe_ip, REC->items
+""")
+    assert [f.name for f in fmt.event_fields] == ["__probe_ip", "items"]
+    items = fmt.field("items")
+    values = {"items__e0_id": 101, "items__e0_price": 5, "items__e1_id": 102, "items__e1_price": 10}
+    assert elements_text(items, 2, values) == "[{id:101 price:5} {id:102 price:10}]"
+    assert elements_text(items, 1, values) == "[{id:101 price:5}]" and elements_text(items, 0, values) == "[]"
+    assert elements_text(items, 3, values) == "[{id:101 price:5} {id:102 price:10} ...]"
+    assert elements_text(items, None, values) is None

@@ -8,14 +8,18 @@ with at most one modifier as the kernel spells them: ``.log2``, ``.buckets=N``, 
 answer the same questions."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from .. import _native
 from ..dataclass import dataclass
 from ..errors import AnalysisError, did_you_mean
-from ..formats import EventFormat, Field
+from ..formats import EventFormat, Field, variant_name
 from ..ringbuf import KIND_INT, KIND_STR, field_spec, format_specs
 from . import histogram
+
+if TYPE_CHECKING:
+    from .table import HistTable
 
 MAX_KEYS = 3  # the kernel's TRACING_MAP_KEYS_MAX
 # The kernel's room for a key (HIST_KEY_SIZE_MAX, kernel/trace/trace_events_hist.c): a text of variable
@@ -61,6 +65,11 @@ class KeyPart:
     @property
     def is_text(self) -> bool:
         return self.is_thread_name or (self.field is not None and self.field.is_string)
+
+    @property
+    def is_variant(self) -> bool:
+        """An enum's discriminant, counted by its number and shown by its variant's name."""
+        return self.field is not None and bool(self.field.variants) and not self.modifier
 
     @property
     def bucketed(self) -> bool:
@@ -251,3 +260,12 @@ def decode_key(key: bytes, keys: Sequence[KeyPart]) -> tuple:
             signed = part.field is not None and part.field.signed and not part.bucketed
             out.append(int.from_bytes(chunk, "little", signed=signed or (part.is_pseudo and part.name == "pid")))
     return tuple(out)
+
+
+def named_variants(table: "HistTable", keys: Sequence[KeyPart]) -> None:
+    """The enum keys of ``table`` (:attr:`KeyPart.is_variant`) named by their variants (``Some``,
+    ``Green``), the counts of a name's numbers added up (a niche's ``Some`` is every pointer)."""
+    for i, k in enumerate(keys):
+        if k.is_variant and k.field is not None:
+            table.merge_by(partial(variant_name, k.field), i)
+

@@ -23,8 +23,8 @@ from ..record.session import RunPart, RunScope, TracedRun
 from ..record.teardown import CleanupSteps
 from ..termtext import backslashed
 from ..tracefs import Tracefs, new_error_log_entry, os_error, write_once
-from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, native_aggregator,
-                   parse_keys, parse_value, stack_plan)
+from .keys import (LINEAR, LOG2, ROLE_END, ROLE_START, SRC_LATENCY, KeyPart, hist_plan, named_variants,
+                   native_aggregator, parse_keys, parse_value, stack_plan)
 from .latency import (MICROSECONDS, LatencyResult, TimeUnit, plan_parts, result_from_kernel,
                       result_from_pairs)
 from .table import HistRow, HistTable, rows_from_entries
@@ -69,6 +69,7 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
         def named(table: HistTable) -> HistTable:
             if table.path == USER_PATH and any(k.is_thread_name for k in keys):
                 table.merge_by(live_names.comm, next(i for i, k in enumerate(keys) if k.is_thread_name))
+            named_variants(table, keys)
             return table
 
         every = None
@@ -155,6 +156,7 @@ def recorded_hist(path: Path, word: str, key_text: str, *, value_name: Optional[
         if any(k.is_thread_name for k in keys):
             table.merge_by(lambda tid: backslashed(trace.comm(tid)),
                            next(i for i, k in enumerate(keys) if k.is_thread_name))
+        named_variants(table, keys)
         return table, trace.kallsyms
 
 

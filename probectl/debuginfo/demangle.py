@@ -12,13 +12,16 @@ Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from ..errors import DebugInfoError
 
 if TYPE_CHECKING:
     from .elf import ElfFile
 
+# A closure in a Rust legacy path: which of its function's closures it is, only the DWARF says
+# (debuginfo.dwarf.funcnames spells it {closure#N}, as a v0 path does).
+LEGACY_CLOSURE = "{{closure}}"
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
 # gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
@@ -34,16 +37,22 @@ def _cxa_demangle():
         import ctypes
         import ctypes.util
 
-        path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
+        # (by its soname first: find_library runs ldconfig -p, a few milliseconds of every C++ add)
+        path = "libstdc++.so.6"
         try:
             lib = ctypes.CDLL(path)
-        except OSError as exc:
-            raise DebugInfoError(f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
-                                 hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
+        except OSError:
+            path = ctypes.util.find_library("stdc++") or path
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                raise DebugInfoError(
+                    f"C++ names cannot be demangled: {path} cannot be loaded ({exc})",
+                    hint="install the C++ runtime (Debian: libstdc++6), or give mangled names") from None
         fn = lib.__cxa_demangle
         fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
         fn.restype = ctypes.c_void_p
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # (the process's own libc, which Python runs on: its free)
         libc.free.argtypes = [ctypes.c_void_p]
         _demangler = (fn, libc.free)
     return _demangler
@@ -74,6 +83,9 @@ def demangle(name: str) -> Optional[str]:
         # the Itanium demangler does not take: the function they copy)
         name = name.partition(".llvm.")[0]
         name = _LLVM_COPY.sub(r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
+    rust = _rust_legacy(name)
+    if rust is not None:
+        return rust
     out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
     if not out or status.value != 0:
         return None
@@ -90,6 +102,32 @@ def demangle(name: str) -> Optional[str]:
 # (rustc_symbol_mangling/legacy.rs), and '::' inside a type as '..'.
 _RUST_ESCAPES = {"SP": "@", "BP": "*", "RF": "&", "LT": "<", "GT": ">", "LP": "(", "RP": ")", "C": ","}
 _RUST_ESCAPE = re.compile(r"\$(SP|BP|RF|LT|GT|LP|RP|C|u[0-9a-f]{2,6})\$")
+
+
+_RUST_HASH_PART = re.compile(r"h[0-9a-f]{16}")
+
+
+def _rust_legacy(name: str) -> Optional[str]:
+    """A Rust legacy symbol's path (``_ZN`` + length-prefixed parts, the last its hash, + ``E``), read
+    here: libstdc++'s demangler refuses some long ones that c++filt reads (a 1,100-byte drop_in_place of
+    an iterator adapter's closure: "invalid mangled name"); None for anything else."""
+    if not name.startswith("_ZN") or not name.endswith("E"):
+        return None
+    parts, pos, end = [], 3, len(name) - 1
+    while pos < end:
+        digits = pos
+        while digits < end and name[digits].isdigit():
+            digits += 1
+        if digits == pos or name[pos] == "0":
+            return None
+        length = int(name[pos:digits])
+        if digits + length > end:
+            return None
+        parts.append(name[digits:digits + length])
+        pos = digits + length
+    if len(parts) < 2 or not _RUST_HASH_PART.fullmatch(parts[-1]):
+        return None
+    return _rust_unescaped("::".join(parts[:-1]))
 
 
 def _rust_unescaped(name: str) -> str:
@@ -165,17 +203,22 @@ def without_clone(demangled: str) -> str:
 
 
 # Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
-_ROWS_FORMAT = 1
+_ROWS_FORMAT = 3
 # From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
 _KEEP_FROM = 1000
 
 
-def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int, int]]:
+def function_rows(elf: "ElfFile", demangled: bool = True,
+                  closures: Optional[Callable[[str, int], str]] = None,
+                  inlined: Optional[Callable[[], Iterable[str]]] = None) -> dict[str, tuple[int, int]]:
     """The functions ``funcs`` lists of ``elf``: name → (address, size), a symbol of a version
     other than the default also under ``NAME@VERSION``; with ``demangled``, C++ and Rust names
-    demangled (:func:`demangled_names`), a list kept on disk by the file's build-id, size and time
-    when it has many (demangling every symbol of a large C++ library is most of the command: 9,600
-    of libstdc++'s)."""
+    demangled (:func:`demangled_names`, ``closures`` spelling a legacy Rust path's closures), and the
+    functions of a program with mangled names that its DWARF defines under a linkage name no symbol
+    has (``inlined()`` gives those names: a function inlined at every call, which ``add`` probes in
+    its inline instances) at address 0, size 0; a list kept on disk by the file's build-id, size and
+    time when it has many (demangling every symbol of a large C++ library is most of the command:
+    9,600 of libstdc++'s)."""
     from . import indexcache
 
     key = indexcache.file_key(elf.path, elf.build_id) if demangled else ""
@@ -192,7 +235,14 @@ def function_rows(elf: "ElfFile", demangled: bool = True) -> dict[str, tuple[int
     if not demangled:
         return rows
     mangled = sum(1 for name in rows if is_mangled(name))
-    rows = demangled_names(rows)
+    listed = demangled_names(rows, closures)
+    if mangled and inlined is not None:
+        for name in inlined():
+            if is_mangled(name) and name not in rows:
+                full = demangle(name)
+                if full is not None:
+                    listed.setdefault(signature(full), (0, 0))
+    rows = listed
     if mangled >= _KEEP_FROM:
         indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))
     return rows
@@ -210,13 +260,17 @@ def _kept_rows(stored: tuple) -> Optional[dict[str, tuple[int, int]]]:
     return dict(zip(names, values))
 
 
-def demangled_names(rows: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+def demangled_names(rows: dict[str, tuple[int, int]],
+                    closures: Optional[Callable[[str, int], str]] = None) -> dict[str, tuple[int, int]]:
     """A listing of symbols (name → (address, size)) with each mangled name demangled, as
     ``funcs`` shows them; a name that demangles to nothing stays as it is, and the names of one
-    function at one address (a constructor's C1 and C2) are listed once."""
+    function at one address (a constructor's C1 and C2) are listed once. ``closures(name, address)``
+    spells the closures of a legacy Rust path (``{{closure}}``) as v0 does."""
     out: dict[str, tuple[int, int]] = {}
     for name, row in rows.items():
         full = demangle(name) if is_mangled(name) else None
+        if full is not None and closures is not None and LEGACY_CLOSURE in full:
+            full = closures(full, row[0])
         out.setdefault(signature(full) if full is not None else name, row)
     return out
 

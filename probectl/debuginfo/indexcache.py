@@ -13,6 +13,10 @@ milliseconds by the next run. The kinds are:
 - ``dwarf-aranges``: a large ``.debug_aranges`` as sorted address ranges and their units (:func:`probectl.debuginfo.dwarf.dieindex.address_ranges`);
 - ``kprobe-rules``: a vmlinux's kprobe boundaries, blacklist and ftrace sites (:class:`probectl.resolve.kprobe_rules.KprobeRules`);
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
+- ``dwarf-unit-scans``: per unit scanned so far, its functions' code bounds and its inline instances by
+  origin (:class:`probectl.debuginfo.dwarf.dieindex.UnitScans`);
+- ``demangled-functions``: the demangled function list ``funcs`` shows
+  (:func:`probectl.debuginfo.demangle.function_rows`);
 - ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);
 - ``btf-records``: where each record of a kernel's BTF starts, and its name offsets, keyed by the BTF's digest (:mod:`probectl.debuginfo.btf`).
 

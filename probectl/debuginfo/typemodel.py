@@ -6,7 +6,7 @@ Kept apart from both, so that BTF resolution never imports the DWARF reader.
 """
 from __future__ import annotations
 
-from typing import Optional, Protocol, TypeVar
+from typing import Any, Optional, Protocol, TypeVar
 
 from ..dataclass import dataclass
 from ..errors import TypeMismatchError, did_you_mean
@@ -61,6 +61,28 @@ POINTER_KIND, ARRAY_KIND, AGGREGATE_KIND, DECLARED_KIND, SCALAR_KIND = "pointer"
 # A C++ reference (``const std::string &name``): a pointer in memory that the language reads as the
 # object it refers to (``name.size()``), so the member walker reads through it without an arrow.
 REFERENCE_KIND = "reference"
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of an enum whose value says which it is (a Rust enum, ``Option``): its ``name``,
+    the discriminant's ``value`` that selects it (None: every value no other variant has, the variant
+    that holds its data where another's value is a niche, such as ``Some`` of an ``Option<&T>``) and,
+    when the variant holds one scalar, its ``payload``: (byte offset in the enum, type)."""
+
+    name: str
+    value: Optional[int]
+    payload: Optional[tuple[int, Any]] = None
+
+
+@dataclass(frozen=True)
+class Variants:
+    """How a value tells its variant: the discriminant at byte ``offset`` of the value, of type
+    ``tag_type`` (a C-like enum is its own discriminant: offset 0, its own type), and the variants."""
+
+    offset: int
+    tag_type: Any
+    variants: tuple[Variant, ...]
+
 
 TypeRef = TypeVar("TypeRef")  # a model's handle of a type: a DWARF type DIE, a BTF type id
 MemberTypeRef = TypeVar("MemberTypeRef", covariant=True)  # (the same, in what a member only gives)
@@ -117,6 +139,11 @@ class TypeModel(Protocol[TypeRef]):
     def is_signed(self, t: Optional[TypeRef], /) -> bool: ...
 
     def enumerators(self, t: Optional[TypeRef], /) -> list[tuple[str, int]]: ...
+
+    def variants(self, t: TypeRef, /) -> Optional[Variants]:
+        """How a value of the stripped type ``t`` says which variant it is, where the debug information
+        says it and the language names its variants when it prints a value (a Rust enum, C-like or
+        with data); None for any other type."""
 
     def char_element(self, t: Optional[TypeRef], /) -> bool:
         """``char`` or ``unsigned char`` (what ``:string`` reads)."""

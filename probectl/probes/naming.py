@@ -20,6 +20,7 @@ from ..events import EventDefinition, FetchArg
 from ..formats import string_part_name
 from ..resolve import ProbePoint
 from ..resolve.cxx import spell_cxx_name
+from ..resolve.fetchresult import StringPart
 from ..resolve.points import ResolvedArg
 from ..spec import ProbeSpec
 from ..spec.names import check_group_name
@@ -140,6 +141,10 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
     raise EventExistsError(f"too many events named {group}:{base}_N", hint="remove some with 'probectl del'")
 
 
+def _part_name(name: str, part: StringPart) -> str:
+    return string_part_name(name, part.role, part.variant, part.value)
+
+
 def fetch_args(args: tuple[ResolvedArg, ...]) -> tuple[FetchArg, ...]:
     """The arguments written for ``args``, named by :func:`argument_names`; the hidden parts of a
     counted string (a Go or Rust string, a std::string: its length, its first bytes) follow its text
@@ -151,7 +156,7 @@ def fetch_args(args: tuple[ResolvedArg, ...]) -> tuple[FetchArg, ...]:
     for i, (a, name) in enumerate(zip(args, argument_names(args))):
         name = name or (kernel_arg_name(i) if counted else "")
         out.append(FetchArg(fetch=a.fetch, name=name, type=a.type))
-        out.extend(FetchArg(fetch=p.fetch, name=string_part_name(name, p.role), type=p.type) for p in a.parts)
+        out.extend(FetchArg(fetch=p.fetch, name=_part_name(name, p), type=p.type) for p in a.parts)
     return tuple(out)
 
 
@@ -160,7 +165,7 @@ def argument_names(args: tuple[ResolvedArg, ...]) -> list[str]:
     names made from expressions fitted to the kernel's rules (room left for a counted string's
     ``__head`` and ``__len`` names) and made unique as perf does (``id``, ``id_1``)."""
     def with_parts(name: str, a: ResolvedArg) -> list[str]:
-        return [name] + [string_part_name(name, p.role) for p in a.parts]
+        return [name] + [_part_name(name, p) for p in a.parts]
 
     taken = set(RESERVED_ARG_NAMES)
     taken.update(n for a in args if a.named for n in with_parts(a.name, a))
@@ -170,7 +175,7 @@ def argument_names(args: tuple[ResolvedArg, ...]) -> list[str]:
         if a.named or not a.name:
             names.append(a.name)
             continue
-        room = MAX_ARG_NAME_LEN - max((len(string_part_name("", p.role)) for p in a.parts), default=0)
+        room = MAX_ARG_NAME_LEN - max((len(_part_name("", p)) for p in a.parts), default=0)
         base = re.sub(r"[^A-Za-z0-9_]", "_", a.name)
         if not base or base[0].isdigit():
             base = "_" + base

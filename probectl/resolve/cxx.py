@@ -94,7 +94,7 @@ def cxx_functions(resolver: "Resolver", pattern: str = "") -> list[CxxFunction]:
 
 def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
     """The demangled function symbols holding ``part`` ("": all), one per address."""
-    from ..debuginfo.demangle import demangle, is_mangled, without_parameters
+    from ..debuginfo.demangle import LEGACY_CLOSURE, demangle, is_mangled, without_parameters
 
     seen: set[int] = set()
     out = []
@@ -105,9 +105,19 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
         full = demangle(sym.name)
         if full is None:
             continue
+        if LEGACY_CLOSURE in full:
+            full = _closures_spelled(resolver, full, sym.value)
         seen.add(sym.value)
         out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
     return out
+
+
+def _closures_spelled(resolver: "Resolver", full: str, address: int) -> str:
+    """A legacy Rust path's closures as v0 spells them (``{closure#0}``), from the program's DWARF."""
+    from ..debuginfo.dwarf.funcnames import spell_closures
+
+    source = resolver.source(required=False)
+    return spell_closures(source.debuginfo, full, address) if source is not None else full
 
 
 def _spellings(part: str) -> tuple[str, ...]:

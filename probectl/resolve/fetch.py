@@ -30,7 +30,7 @@ from .. import spec as S
 from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
-                                   Bitfield, TypeModel)
+                                   Bitfield, TypeModel, Variants)
 from ..errors import LocationError, TypeMismatchError, ValueTooWideError
 from .fetchresult import FetchResult, StringPart, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
@@ -106,6 +106,13 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
             raise TypeMismatchError(f"'{owner}' ({model.type_name(cur)}) is not a struct or union")
         member = model.member(agg, acc.name)
         if member is None:
+            shape = model.variants(agg)
+            if shape is not None:
+                names = ", ".join(v.name for v in shape.variants)
+                raise TypeMismatchError(f"'{owner}' is an enum ({model.type_name(agg)}: {names}), which has no "
+                                        f"member '{acc.name}'",
+                                        hint=f"fetch '{owner}' itself: it is shown by its variant and the value "
+                                             f"it holds")
             raise model.no_member_error(owner, agg, acc.name)
         place = member_place(place, member.offset, model.byte_size(agg), owner)
         bitfield = member.bitfield
@@ -118,14 +125,15 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
 
 
 def _through_language_pointer(model: TypeModel, place: Place, cur, owner: str, user: bool) -> tuple[Place, Any]:
-    """A Rust reference or Go pointer to a string or slice (``name: &String``, ``values: &Vec<u32>``)
-    is read as what it points to, as that language prints it; anything else as it is."""
+    """A Rust reference or Go pointer to a string, slice or enum (``name: &String``, ``values:
+    &Vec<u32>``, ``s: &Shape``) is read as what it points to, as that language prints it; anything else as it is."""
     real = model.strip(cur)
     if real is None or model.kind(real) != POINTER_KIND or not model.reads_through(real):
         return place, cur
     pointee = model.strip(model.pointee(real))
     if pointee is None or model.kind(pointee) != AGGREGATE_KIND or (
-            counted_string(model, pointee) is None and counted_slice(model, pointee) is None):
+            counted_string(model, pointee) is None and counted_slice(model, pointee) is None
+            and model.variants(pointee) is None):
         return place, cur
     return Memory(value_of(place, owner), user), pointee
 
@@ -183,6 +191,11 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     common: dict[str, Any] = dict(default_name=default_name(variable, cast), c_type=c_type, signed=model.is_signed(cur),
                   enumerators=tuple(model.enumerators(cur)), size=size, variable=variable.name)
     base = cast.base if cast is not None else None
+    shape = model.variants(real) if real is not None and cast is None and bitfield is None else None
+    if shape is not None and opts.immediates:
+        enum = _enum_fetch(model, place, real, shape, owner, opts, x_types, common)
+        if enum is not None:
+            return enum
     counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
@@ -392,6 +405,61 @@ def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], own
     return place, t
 
 
+# -- enums shown by variant --------------------------------------------------------------------------
+
+# An enum is shown by variant when its variants are few and their names fit the kernel's argument
+# names beside the enum's own (each variant is one more argument, of one byte or its scalar).
+MAX_VARIANTS = 16
+MAX_VARIANT_NAME = 12
+
+
+def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str, opts: RenderOptions,
+                x_types: bool, common: dict[str, Any]) -> Optional[FetchResult]:
+    """An enum (``Option<u32>``, a C-like Rust enum) read as its discriminant, with a hidden part per
+    variant naming it and holding its scalar when it has one (:mod:`probectl.formats`): the decoders
+    show ``Some(5)``. None when its variants are too many, or their names too long, for that."""
+    variants = shape.variants
+    if len(variants) > MAX_VARIANTS or any(
+            len(v.name) > MAX_VARIANT_NAME or not v.name.isascii() or not v.name.replace("_", "a").isalnum()
+            for v in variants):
+        return None
+    agg_size = model.byte_size(agg)
+    tag_size = model.byte_size(shape.tag_type)
+    if tag_size not in (1, 2, 4, 8):
+        return None
+    tag_place = member_place(place, shape.offset, agg_size, owner) if model.kind(agg) == AGGREGATE_KIND else place
+    fetch, ktype = _scalar_part(model, tag_place, shape.tag_type, "u", opts, owner)
+    mask = (1 << (8 * tag_size)) - 1
+    parts = []
+    for v in variants:
+        value = v.value & mask if v.value is not None else None
+        if v.payload is None:
+            parts.append(StringPart("variant", "\\0", "u8", v.name, value))
+            continue
+        offset, payload_type = v.payload
+        payload_place = member_place(place, offset, agg_size, owner)
+        real = model.strip(payload_type)
+        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
+            "s" if model.is_signed(payload_type) else "u")
+        payload_fetch, payload_ktype = _scalar_part(model, payload_place, payload_type, prefix, opts, owner)
+        parts.append(StringPart("payload", payload_fetch, payload_ktype, v.name, value))
+    common = dict(common, signed=False)
+    return FetchResult(fetch=fetch, type=ktype, bits=tag_size * 8, parts=tuple(parts), **common)
+
+
+def _scalar_part(model: TypeModel, place: Place, t, prefix: str, opts: RenderOptions, owner: str) -> tuple[str, str]:
+    """The fetch and kernel type (``u32``, ``x64``: ``prefix`` and the size) of the scalar of type
+    ``t`` at ``place``, a part of a larger value: memory, a register, or bytes of one."""
+    size = model.byte_size(t) or 8
+    if isinstance(place, Slice):
+        if place.bit_offset + size * 8 > 64:
+            raise LocationError(f"a part of '{owner}' straddles two registers", "register")
+        if place.bit_offset or size != 8:
+            return render_value(place.value, opts), f"b{size * 8}@{place.bit_offset}/64"
+        return render_value(place.value, opts), f"{prefix}64"
+    return _scalar_fetch(place, size * 8, opts, owner), f"{prefix}{size * 8}"
+
+
 # -- slices: a pointer to elements and a length ---------------------------------------------------------
 
 
@@ -419,9 +487,36 @@ def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tupl
     if ptr is None or size is None or model.kind(ptr) != POINTER_KIND or model.kind(size) != SCALAR_KIND:
         return None
     element = model.strip(model.pointee(ptr))
-    if element is None or model.kind(element) != SCALAR_KIND or model.byte_size(element) not in (1, 2, 4, 8):
+    if element is None or (model.byte_size(element) not in (1, 2, 4, 8) or model.kind(element) != SCALAR_KIND) \
+            and not _element_members(model, element):
         return None
     return shape
+
+
+# A slice of structs: the scalar members of its first elements, each an argument of its own.
+STRUCT_ELEMENTS = 4
+MAX_ELEMENT_MEMBERS = 4
+MAX_MEMBER_NAME = 12
+
+
+def _element_members(model: TypeModel, element) -> list[tuple[str, int, Any]]:
+    """(name, offset, type) of the scalar members of a struct element (integers and pointers of 1, 2,
+    4 or 8 bytes, not bitfields), the first ``MAX_ELEMENT_MEMBERS``; [] when it is no struct, has none,
+    or a member's name is too long for an argument's."""
+    if model.kind(element) != AGGREGATE_KIND or not model.byte_size(element):
+        return []
+    out = []
+    for name in model.member_names(element):
+        member = model.member(element, name)
+        t = model.strip(member.type) if member is not None else None
+        if member is None or t is None or member.bitfield is not None or model.kind(t) not in (SCALAR_KIND,
+                                                                                               POINTER_KIND):
+            continue
+        if model.byte_size(t) not in (1, 2, 4, 8) or len(name) > MAX_MEMBER_NAME or not name.isascii() \
+                or not name.replace("_", "a").isalnum():
+            return []
+        out.append((name, member.offset, member.type))
+    return out[:MAX_ELEMENT_MEMBERS]
 
 
 def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optional[S.TypeSpec], owner: str,
@@ -431,6 +526,10 @@ def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optio
     pointer_place, pointer_type = _member_path(model, place, agg, shape[0], owner)
     length_place, length_type = _member_path(model, place, agg, shape[1], owner)
     element = model.pointee(pointer_type)
+    members = _element_members(model, model.strip(element))
+    if members:
+        return _struct_slice_fetch(model, pointer_place, length_place, length_type, model.strip(element), members,
+                                   cast, owner, opts, x_types, common)
     if cast is not None and cast.base not in SIZE_CASTS:
         raise TypeMismatchError(f"'{owner}' is a slice of {model.type_name(element)}: cast it to an integer "
                                 f"array (:s64[{SLICE_ELEMENTS}])")
@@ -440,3 +539,30 @@ def _counted_slice_fetch(model: TypeModel, place: Place, agg, shape, cast: Optio
     fetch = render_memory(value_of(pointer_place, owner), opts, opts.user_access)
     return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0,
                        parts=(_length_part(model, length_place, length_type, opts, owner),), **common)
+
+
+def _struct_slice_fetch(model: TypeModel, pointer_place: Place, length_place: Place, length_type, element,
+                        members: list[tuple[str, int, Any]], cast: Optional[S.TypeSpec], owner: str,
+                        opts: RenderOptions, x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """A slice of structs: its length, and a hidden ``element`` part per scalar member of each of its
+    first ``STRUCT_ELEMENTS`` elements (:mod:`probectl.formats`), which the decoders show as the
+    elements within its length: ``[{id:101 price:5} {id:102 price:5}]``."""
+    if cast is not None:
+        raise TypeMismatchError(f"'{owner}' is a slice of {model.type_name(element)}: it is read as its first "
+                                f"{STRUCT_ELEMENTS} elements' members, with no cast",
+                                hint=f"or fetch one element's member ({owner}.MEMBER is not one: index its array)")
+    length = _length_part(model, length_place, length_type, opts, owner)
+    size = model.byte_size(element) or 0
+    base = value_of(pointer_place, owner)
+    parts = []
+    for i in range(STRUCT_ELEMENTS):
+        for name, offset, member_type in members:
+            real = model.strip(member_type)
+            prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
+                "s" if model.is_signed(member_type) else "u")
+            bits = (model.byte_size(member_type) or 8) * 8
+            fetch = render_memory(base.plus(i * size + offset), opts, opts.user_access)
+            parts.append(StringPart("element", fetch, f"{prefix}{bits}", name, i))
+    common = dict(common, signed=False)
+    return FetchResult(fetch=length.fetch, type=length.type, bits=int(length.type[1:]), parts=tuple(parts),
+                       **common)

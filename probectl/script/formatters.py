@@ -85,7 +85,9 @@ class JsonFormatter(Formatter):
         for j, f in enumerate(fmt.event_fields if fmt else ()):
             kind = field_spec(f, self.long_size)[3]
             parts.append(literal(json.dumps(f.name)) + ": %s")
-            if kind == KIND_INT:
+            if f.is_composed:  # (an enum's variant, a slice of structs: text)
+                slots.append(Slot(j, _json_str))
+            elif kind == KIND_INT:
                 slots.append(Slot(j, None))
                 parts[-1] = parts[-1][:-1] + "d"
             elif kind == KIND_STR:

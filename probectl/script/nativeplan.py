@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .. import _native
 from ..formats import EventFormat
-from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, format_specs
+from ..ringbuf import KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, ComposedValues, format_specs
 from .printfmt import PY_CONV, Slot
 from .stacks import Record
 
@@ -185,6 +185,8 @@ class PlanCompiler:
             if src not in _HEADER:
                 raise NotNative(f"header value {src!r}")
             return _HEADER[src], 0, _KIND_COMM if src == "comm" else KIND_INT
+        if plan.fmt is not None and plan.fmt.event_fields[src].is_composed:
+            raise NotNative("a composed field (an enum's variant, a slice of structs), made from several")
         return _native.TF_SRC_FIELD, src, self._kind(plan.fmt, src)
 
     def _convert(self, plan: "Plan", src: Any, tag: Optional[tuple], spec: _Spec) -> Op:
@@ -309,7 +311,15 @@ def native_formatter(formatter: "Formatter") -> _native.TextFormatter:
     def symbol(tgid: int, addr: int) -> bytes:
         return formatter.sym(tgid, addr).encode(errors="surrogateescape")
 
+    composed: dict[int, Optional[ComposedValues]] = {}
+
     def line(row: tuple) -> str:
+        if row[2] not in composed:
+            fmt = formatter.plan(row[2]).fmt
+            composed[row[2]] = ComposedValues.of(fmt) if fmt is not None else None
+        fmt_composed = composed[row[2]]
+        if fmt_composed is not None:  # (the decoder's row: a composed field's number, its parts after)
+            row = row[:6] + (fmt_composed.row(row[6]),) + row[7:]
         item = formatter.format_record(Record(row))
         return "" if item is None else formatter.emit([item])
 

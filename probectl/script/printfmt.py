@@ -193,6 +193,8 @@ def _print_fmt_slots(fmt: EventFormat, text: str, args: list[str], long_size: in
             return None
         j = names[mf.group(1)]
         f = fields[j]
+        if f.is_composed:  # (an enum's variant, a slice of structs: text)
+            return None
         kind = field_spec(f, long_size)[3]
         if mf.group(2) is not None:
             if kind != KIND_INT_ARRAY or conv == "s":
@@ -302,6 +304,8 @@ def _conversion_hints(fmt: EventFormat) -> dict[str, tuple[str, str]]:
 def _value_text(f: Field, long_size: int, hint: Optional[tuple[str, str]] = None) -> tuple[str, Optional[Callable[[Any], Any]]]:
     """How a field prints as ``name=value`` when the whole print format cannot be used: by the
     print format's conversion for it when there is one (``hint``), else by its type."""
+    if f.is_composed:  # an enum's variant, a slice of structs: text (probectl.formats)
+        return "%s", None
     kind = field_spec(f, long_size)[3]
     conv, before = hint if hint else ("", "")
     if kind == KIND_STR:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -42,16 +43,16 @@ def record(tmp_path: Path, binary: Path, *args: str) -> tuple[dict[str, list[dic
     text = probectl("script", "-i", str(out)).stdout.splitlines()
     for line, obj in zip(text, objs, strict=True):
         for name, value in obj["fields"].items():
-            if isinstance(value, str):
-                assert f'{name}="{value}"' in line, line
+            if isinstance(value, str):  # (a string quoted; a slice of structs, [{id:1}], as it is)
+                assert f'{name}="{value}"' in line or value.startswith("[") and f"{name}={value}" in line, line
             elif isinstance(value, list):  # (x-typed elements print in hex)
                 shown = line.split(f" {name}={{", 1)[1].split("}", 1)[0]
                 assert [int(x, 0) for x in shown.split(",") if x] == value, line
-    assert "__len" not in "".join(text) and "__head" not in "".join(text), "the parts are hidden"
+    assert not re.search(r"__(len|head|e0_)", "".join(text)), "the parts are hidden"
     report = subprocess.run([require_tool("trace-cmd", "trace-cmd"), "report", str(out)], capture_output=True,
                             text=True, check=True).stdout
-    assert sum("__len=" in line for line in report.splitlines()) == len(objs), \
-        "trace-cmd reads every event, the length a field of it"
+    assert sum("__len=" in line or "__e0_" in line for line in report.splitlines()) == len(objs), \
+        "trace-cmd reads every event, the length (or a slice of structs' first member) a field of it"
     return expect_lines(run.stdout), events
 
 
@@ -116,7 +117,28 @@ def test_hist_keyed_by_a_go_string_counts_the_programs_words(live_tracefs):
     the text read to a NUL)."""
     binary = build_go_fixture("go_target")
     out = probectl("hist", "-x", str(binary), "main.greet s", "--key", "s", "--json", "--", str(binary), "10")
-    table = json.loads(out.stdout[out.stdout.index("{"):])
+    table = json.loads(out.stdout[out.stdout.index("\n{") + 1:])  # (after the program's lines)
     want = words(expect_lines(out.stdout)["greet"], "s")
     assert table["path"] == "user space"
     assert sorted((row["key"]["s"], row["count"]) for row in table["rows"]) == sorted((w, 1) for w in want)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("language", ["go", "rust"])
+def test_slices_of_structs_are_the_programs_elements(cleanup_group, tmp_path, language):
+    """A Go []Item and a Rust &[Item] of 2, 0 and 6 elements: its first 4 elements' members as Go's
+    %+v writes them, "..." after them when it has more, as the programs print them."""
+    if language == "go":
+        binary = build_go_fixture("go_target")
+        probectl("add", "-x", str(binary), f"{GROUP}:spend=main.spend items")
+        want, got = record(tmp_path, binary, "10")
+        (event,) = got
+    else:
+        binary = build_rust_fixture("rust_shop")
+        probectl("add", "-x", str(binary), f"{GROUP}:total=rust_shop::shop::total items")
+        want, got = record(tmp_path, binary)
+        event = "total"
+    shown = words(want[event], "items")
+    assert shown[1] == "[]" and shown[2].endswith(" ...]")
+    assert [e["items"] for e in got[event]] == shown
+

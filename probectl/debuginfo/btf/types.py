@@ -102,6 +102,9 @@ class BtfTypeModel:
     def reads_through(self, type_id: int) -> bool:
         return False  # (C's pointers: '->')
 
+    def variants(self, type_id: int) -> None:
+        return None  # (C prints an enum as its number)
+
     def has_tag(self, type_id: int, tag: str) -> bool:
         """True if a TYPE_TAG called ``tag`` (``user``, ``percpu``, ``rcu``) qualifies ``type_id``
         before its first typedef or non-qualifier."""

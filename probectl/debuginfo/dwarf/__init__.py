@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ..elf import ElfFile
     from .cfi import CallFrames
-    from .dieindex import CodeBounds
+    from .dieindex import CodeBounds, UnitScans
     from .lines import LineTable
     from .location import LocationRange
     from .namesearch import NameSearch
@@ -100,6 +100,7 @@ class DebugInfo:
         self._die_ranges: dict[int, tuple[tuple[int, int], ...]] = {}  # DIE offset → die_ranges
         # CU offset -> dieindex.function_bounds of the CU, None once its functions are parsed (_function_bounds)
         self._bounds: dict[int, Optional[list[tuple[int, CodeBounds]]]] = {}
+        self._scans: Optional["UnitScans"] = None  # the scans above kept on disk (dieindex.UnitScans)
         # CU offset -> the CU's line table (line_table)
         self._line_tables: dict[int, "LineTable"] = {}
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
@@ -554,10 +555,18 @@ class DebugInfo:
     def _function_bounds(self, cu: CompileUnit) -> Optional[list[tuple[int, CodeBounds]]]:
         """``dieindex.function_bounds`` of the CU (cached); None once its functions are parsed anyway."""
         if cu.cu_offset not in self._bounds:
-            from .dieindex import function_bounds
+            from .dieindex import function_bounds, valid_bounds
 
-            self._bounds[cu.cu_offset] = function_bounds(self, cu) if cu.cu_offset not in self._cu_functions else None
+            self._bounds[cu.cu_offset] = (self._unit_scans().get("bounds", cu, function_bounds, valid_bounds)
+                                          if cu.cu_offset not in self._cu_functions else None)
         return self._bounds[cu.cu_offset]
+
+    def _unit_scans(self) -> "UnitScans":
+        if self._scans is None:
+            from .dieindex import UnitScans
+
+            self._scans = UnitScans(self)
+        return self._scans
 
     def _candidate_cus(self, pattern: str, glob: bool) -> Iterator[CompileUnit]:
         # Only the CUs the name index says define a matching name are parsed, in CU order.
@@ -742,9 +751,9 @@ class DebugInfo:
     def _instances_by_origin(self, cu: CompileUnit) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
         """``dieindex.instances_by_origin`` of ``cu``, kept per unit (None: walk the DIEs instead)."""
         if cu.cu_offset not in self._by_origin:
-            from .dieindex import instances_by_origin
+            from .dieindex import instances_by_origin, valid_origins
 
-            self._by_origin[cu.cu_offset] = instances_by_origin(self, cu)
+            self._by_origin[cu.cu_offset] = self._unit_scans().get("origins", cu, instances_by_origin, valid_origins)
         return self._by_origin[cu.cu_offset]
 
     @guarded

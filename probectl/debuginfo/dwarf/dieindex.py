@@ -18,7 +18,7 @@ import bisect
 import marshal
 import os
 import struct
-from typing import TYPE_CHECKING, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
                       AT_SPECIFICATION, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
@@ -103,6 +103,56 @@ def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int
         return table
     indexcache.store("dwarf-aranges", debuginfo.index_key, fingerprint, payload)
     return table
+
+
+# A unit's scans that add reads on every run of a function in it (the code bounds of its functions,
+# its inline instances by origin: 20-30 ms of an add -D of a libstdc++ method) are kept on disk, for
+# every unit scanned so far, in one file of the debug file's (``dwarf-unit-scans``).
+_UNIT_SCANS_FORMAT = 1
+_MISSING = object()
+
+
+class UnitScans:
+    """The per-unit scans of one debug file: :meth:`get` gives the kept one, or makes and keeps it."""
+
+    def __init__(self, debuginfo: "DebugInfo"):
+        self.debuginfo = debuginfo
+        info = debuginfo.dwarf.debug_info_sec
+        self.fingerprint = (_UNIT_SCANS_FORMAT, debuginfo.little_endian, info.size if info is not None else 0)
+        self.tables: Optional[dict] = None
+
+    def get(self, kind: str, cu, build: Callable[["DebugInfo", Any], Any], valid: Callable[[Any], bool]) -> Any:
+        """The ``kind`` scan of ``cu`` (``build(debuginfo, cu)``), kept; a kept one ``valid`` rejects is made anew."""
+        from .. import indexcache
+
+        if self.tables is None:
+            stored = indexcache.load("dwarf-unit-scans", self.debuginfo.index_key, self.fingerprint)
+            self.tables = stored[0] if stored is not None and len(stored) == 1 and type(stored[0]) is dict else {}
+        table = self.tables.get(kind)
+        if type(table) is not dict:
+            table = self.tables[kind] = {}
+        value = table.get(cu.cu_offset, _MISSING)
+        if value is not _MISSING and valid(value):
+            return value
+        value = table[cu.cu_offset] = build(self.debuginfo, cu)
+        indexcache.store("dwarf-unit-scans", self.debuginfo.index_key, self.fingerprint, (self.tables,))
+        return value
+
+
+def valid_bounds(value: Any) -> bool:
+    """A kept :func:`function_bounds`: None, or (offset, bounds) pairs."""
+    return value is None or type(value) is list and all(
+        type(row) is tuple and len(row) == 2 and type(row[0]) is int and (
+            row[1] is None or row[1] == COMPLEX or type(row[1]) is tuple and len(row[1]) == 2
+            and type(row[1][0]) is int and type(row[1][1]) is int) for row in value)
+
+
+def valid_origins(value: Any) -> bool:
+    """A kept :func:`instances_by_origin`: None, or origin → [(offset, caller offset or None)]."""
+    return value is None or type(value) is dict and all(
+        type(origin) is int and type(dies) is list and all(
+            type(d) is tuple and len(d) == 2 and type(d[0]) is int and (d[1] is None or type(d[1]) is int)
+            for d in dies) for origin, dies in value.items())
 
 
 def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 
 from ...dataclass import dataclass
 from ...errors import TypeMismatchError
-from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND, Bitfield,
-                         no_member_error, scalar_fetch_type)
+from .diescan import DW_LANG_RUST
+from ..typemodel import (AGGREGATE_KIND, ARRAY_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND, Bitfield, Variant,
+                         Variants, no_member_error, scalar_fetch_type)
 
 # DW_ATE encodings perf treats as signed (die_is_signed_type).
 _SIGNED_ENCODINGS = (0x05, 0x06, 0x0D)  # signed, signed_char, signed_fixed
@@ -393,6 +394,64 @@ def enumerators(t: Optional[DIE]) -> list[tuple[str, int]]:
     return out
 
 
+def variants(t: DIE) -> Optional[Variants]:
+    """How a value of the stripped type ``t`` says its variant: a structure with a
+    DW_TAG_variant_part (rustc's enums: DW_AT_discr names the discriminant member, each
+    DW_TAG_variant gives its DW_AT_discr_value, or none for the variant that takes every other value:
+    a niche's), or a C-like enum of a Rust unit (Rust prints its variants' names; C and C++ print a
+    number). A variant chosen by a DW_AT_discr_list (ranges) is not described: None."""
+    if t.tag == "DW_TAG_enumeration_type":
+        top = t.cu.get_top_DIE()
+        language = top.attributes.get("DW_AT_language")
+        if language is None or language.value != DW_LANG_RUST:
+            return None
+        listed = enumerators(t)
+        return Variants(0, t, tuple(Variant(name, value) for name, value in listed)) if listed else None
+    if t.tag != "DW_TAG_structure_type":
+        return None
+    part = next((c for c in t.iter_children() if c.tag == "DW_TAG_variant_part"), None)
+    if part is None:
+        return None
+    discr = _ref(part, "DW_AT_discr")
+    tag_type = strip_typedefs(type_of(discr)) if discr is not None else None
+    offset = member_offset(discr) if discr is not None else None
+    if tag_type is None or offset is None or byte_size(tag_type) not in (1, 2, 4, 8):
+        return None
+    out = []
+    for variant in part.iter_children():
+        if variant.tag != "DW_TAG_variant":
+            continue
+        if "DW_AT_discr_list" in variant.attributes:
+            return None
+        value_attr = variant.attributes.get("DW_AT_discr_value")
+        value = value_attr.value if value_attr is not None else None
+        if value is not None and not isinstance(value, int):
+            return None
+        member = next((m for m in variant.iter_children() if m.tag == "DW_TAG_member"), None)
+        name = _name(member)
+        if member is None or name is None:
+            return None
+        out.append(Variant(name, value, _payload(member)))
+    return Variants(offset, tag_type, tuple(out)) if out else None
+
+
+def _payload(member: DIE) -> Optional[tuple[int, DIE]]:
+    """(offset in the enum, type) of the one scalar a variant holds (``Some(5)``, ``Circle(9)``,
+    ``Square { side }``), or None: the variant holds nothing, or more than one value."""
+    body = strip_typedefs(type_of(member))
+    if body is None or body.tag != "DW_TAG_structure_type":
+        return None
+    fields = [m for m in body.iter_children() if m.tag == "DW_TAG_member"]
+    if len(fields) != 1:
+        return None
+    inner = strip_typedefs(type_of(fields[0]))
+    offset, inner_offset = member_offset(member) or 0, member_offset(fields[0])
+    if inner is None or inner_offset is None or byte_size(inner) not in (1, 2, 4, 8) \
+            or inner.tag in _AGGREGATES or inner.tag == "DW_TAG_array_type":
+        return None
+    return offset + inner_offset, inner
+
+
 def char_element(t: Optional[DIE]) -> bool:
     """True if ``t`` (typedefs/qualifiers stripped) is named ``char`` or ``unsigned char``
     (perf's test for the ``string`` cast; ``signed char`` is refused as perf refuses it)."""
@@ -459,6 +518,9 @@ class DwarfTypes:
 
     def char_element(self, t: Optional[DIE]) -> bool:
         return char_element(t)
+
+    def variants(self, t: DIE) -> Optional[Variants]:
+        return variants(t)
 
     def kernel_type(self, t: Optional[DIE], prefix: Optional[str] = None, x_types: bool = True) -> str:
         return kernel_type(t, prefix, x_types)
