@@ -66,6 +66,17 @@
 	"all hold: (their triple's index, then the fields of :func:`stack_samples`' samples), whose\n" \
 	"triples say count 0."
 
+#define DOC_fold_stacks \
+	"fold_stacks(streams, selected, stacks, probe_ips, *, long_size=8, big_endian=False, page_size=4096, strict=True)\n" \
+	"--\n" \
+	"\n" \
+	"The events of ids ``selected`` in the pages of ``streams`` (as :class:`Reader` takes them)\n" \
+	"counted by thread and stacks (native/fold.h): ``stacks`` the stack record formats, (id, kind 0\n" \
+	"kernel / 1 user, the field spec of its first field or None, of its address array or None);\n" \
+	"``probe_ips`` the probe address field of each probe event, (id, field spec). Returns (records\n" \
+	"read, events counted, [(key, count)]): a key is the pid (u32), then per stack its kind, tgid and\n" \
+	"address count (u32 each) and the addresses (u64 each), innermost first."
+
 #define DOC_stack_samples \
 	"stack_samples(perf, events, nregs)\n" \
 	"--\n" \

@@ -68,6 +68,7 @@ PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *unwind_copies(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
 
 // The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it), *@count entries;
 // NULL with an exception on error. (pyperfring.c)

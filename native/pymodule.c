@@ -10,6 +10,7 @@
 //   stack_samples(perf, events, nregs)                          their user registers and stack copies
 //   perf_names(perf)                                            the execs and mappings perf reported
 //   unwind_copies(perf, events, ...)                            their stack copies unwound by simple rules
+//   fold_stacks(streams, selected, stacks, probe_ips)           events counted by thread and stacks
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -135,6 +136,8 @@ static PyMethodDef module_methods[] = {
 	  DOC_perf_names },
 	{ "unwind_copies", (PyCFunction)(void (*)(void))unwind_copies, METH_VARARGS | METH_KEYWORDS,
 	  DOC_unwind_copies },
+	{ "fold_stacks", (PyCFunction)(void (*)(void))fold_stacks, METH_VARARGS | METH_KEYWORDS,
+	  DOC_fold_stacks },
 	{ NULL, NULL, 0, NULL },
 };
 

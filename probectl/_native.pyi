@@ -317,6 +317,18 @@ def unwind_copies(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: i
     triples say count 0."""
 
 
+def fold_stacks(streams: Sequence[tuple[int, Buffer, int, int]], selected: Sequence[int],
+                stacks: Sequence[tuple[int, int, Optional[tuple], Optional[tuple]]],
+                probe_ips: Sequence[tuple[int, tuple]], *, long_size: int = 8, big_endian: bool = False,
+                page_size: int = 4096, strict: bool = True) -> tuple[int, int, list[tuple[bytes, int]]]:
+    """The events of ids ``selected`` in the pages of ``streams`` (as :class:`Reader` takes them)
+    counted by thread and stacks (native/fold.h): ``stacks`` the stack record formats, (id, kind 0
+    kernel / 1 user, the field spec of its first field or None, of its address array or None);
+    ``probe_ips`` the probe address field of each probe event, (id, field spec). Returns (records
+    read, events counted, [(key, count)]): a key is the pid (u32), then per stack its kind, tgid and
+    address count (u32 each) and the addresses (u64 each), innermost first."""
+
+
 def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
                   ) -> tuple[list[tuple[int, int, int, int, bytes, int, int]],
                              tuple[list[tuple[int, int, bytes]], list[_Mmap]]]:

@@ -718,6 +718,19 @@ def unwind_copies(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: i
     return index, pool, [(t[0], StackSample(*t[1:])) for t in others]
 
 
+def fold_stacks(streams: Sequence[tuple[int, Any, int, int]], layout: PageLayout, selected: Sequence[int],
+                stacks: Sequence[tuple[int, int, Optional[FieldSpec], Optional[FieldSpec]]],
+                probe_ips: Sequence[tuple[int, FieldSpec]], source: str = "trace"
+                ) -> tuple[int, int, list[tuple[bytes, int]]]:
+    """The events of ids ``selected`` counted natively by thread and stacks (see the stub): (records
+    read, events counted, [(key, count)])."""
+    try:
+        return _native.fold_stacks(streams, list(selected), list(stacks), list(probe_ips), long_size=layout.long_size,
+                                   big_endian=layout.big_endian, page_size=layout.page_size)
+    except _native.DecodeError as err:
+        raise _decode_error(err, source) from None
+
+
 def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
                   ) -> tuple[list[StackSample], list[PerfMmap]]:
     """The samples of ``perf`` (one CPU's perf records) whose events take stack copies (flag 4 in

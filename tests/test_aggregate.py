@@ -227,7 +227,8 @@ def test_bad_plans_are_refused():
 
 
 def test_aggregator_under_address_sanitizer(tmp_path):
-    """Build native/fuzz/aggregate_fuzz.c with ASan+UBSan: random plans over random records."""
+    """Build native/fuzz/aggregate_fuzz.c with ASan+UBSan: random plans over random records, and the
+    same records folded by thread and stacks (native/fold.c)."""
     import os
     import shutil
     import subprocess
@@ -242,7 +243,7 @@ def test_aggregator_under_address_sanitizer(tmp_path):
         [gcc, "-std=gnu99", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
          "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", f"-I{root / 'native'}",
          str(root / "native/fuzz/aggregate_fuzz.c"), str(root / "native/ringbuf.c"), str(root / "native/reader.c"),
-         str(root / "native/aggregate.c"), "-o", str(exe)],
+         str(root / "native/aggregate.c"), str(root / "native/fold.c"), "-o", str(exe)],
         capture_output=True, text=True)
     if build.returncode and "sanitize" in build.stderr and "cannot find" in build.stderr:
         pytest.skip(f"no sanitizer runtime: {build.stderr.strip()}")

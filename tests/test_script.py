@@ -351,6 +351,26 @@ def test_stack_records_of_unexpected_formats_print_what_they_can(tmp_path, varia
         assert out.stdout.count("test:simple" if kind != "folded" else " 3\n") == (1 if kind == "folded" else 3)
 
 
+def folded_both_ways(path) -> str:
+    """``script --format folded`` of ``path`` counted natively (native/fold.c), checked equal to the
+    row path it replaces (the stacks joined in Python, StackJoiner): the text, events and stacks."""
+    outs = []
+    for native in (True, False):
+        with open_trace(path) as t:
+            text = io.StringIO()
+            result = write_script(t, text, "folded", native=native)
+            outs.append((text.getvalue(), result.events, result.printed))
+    assert outs[0] == outs[1]
+    return outs[0][0]
+
+
+@pytest.mark.parametrize("variant", STACK_FORMATS)
+def test_folded_natively_as_the_row_path_folds(tmp_path, variant):
+    kernel_fields, user_fields, _kernel_frames, _user_frames = STACK_FORMATS[variant]
+    text = folded_both_ways(_stack_trace(tmp_path, kernel_fields, user_fields))
+    assert text.endswith(" 3\n")
+
+
 def test_stack_addresses_of_unexpected_values():
     assert stack_addresses("kernel", (2,)) == (0, ())  # no caller array
     assert stack_addresses("kernel", (1, 0xffffffff81000010)) == (0, (0xffffffff81000010,))  # a scalar

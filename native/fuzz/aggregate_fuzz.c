@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// aggregate_fuzz.c - a standalone driver that feeds random records to the aggregator (for ASan/UBSan).
+// aggregate_fuzz.c - a standalone driver that feeds random records to the aggregator and to the
+// stack folder (fold.h), for ASan/UBSan.
 //
 // Not part of the extension (setup.py builds native/*.c only): tests/test_aggregate.py builds it with
 // -fsanitize=address,undefined, together with ringbuf.c, reader.c and aggregate.c. Usage:
@@ -18,12 +19,15 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "fold.h"
 #include "fuzzing.h"
 
 #define PAGE	4096
 #define ID_A	100
 #define ID_B	101
 #define ID_STACK 4
+
+static size_t stream_sizes[3];
 
 // Record payload: common header (8 bytes), u64 at 8, s32 at 16, char[12] at 20, data_loc at 32.
 static const struct rb_field f_u64 = { .offset = 8, .size = 8, .loc = RB_LOC_FIXED, .kind = RB_KIND_INT, .elem_size = 0, .is_signed = 0 };
@@ -141,6 +145,48 @@ static uint8_t *make_stream(size_t *size)
 	return exact;
 }
 
+// The same pages folded: ID_STACK a kernel stack (or a user one), ID_B its user callchain by a
+// data_loc array, ID_A a probe whose address is the u64 at 8, both selected or not.
+static void fold_random(uint8_t **bufs, size_t nstreams)
+{
+	struct rb_layout layout = { 8, false, PAGE };
+	struct fold *f = malloc(sizeof(*f));
+	struct fold_stack_format stacks[2] = {
+		{ .kind = (uint8_t)(rnd() % 2), .has_first = rnd() % 4 != 0, .has_array = rnd() % 4 != 0,
+		  .first = f_size, .array = f_caller },
+		{ .kind = FOLD_USER, .has_first = true, .has_array = true, .first = f_s32,
+		  .array = { .offset = 32, .size = 4, .loc = RB_LOC_DATA, .kind = RB_KIND_INT_ARRAY, .elem_size = 8 } },
+	};
+	struct rb_field probe = f_u64;
+	struct rb_reader reader;
+
+	if (!f || fold_init(f))
+		exit(1);
+	f->stacks = stacks;
+	f->nstacks = 2;
+	f->stack_of[ID_STACK] = 0;
+	if (rnd() % 2)
+		f->stack_of[ID_B] = 1;
+	f->probe_ips = &probe;
+	f->nprobes = 1;
+	f->probe_of[ID_A] = 0;
+	if (rnd() % 2)
+		f->selected[ID_A / 8] |= 1 << (ID_A % 8);
+	if (rnd() % 2)
+		f->selected[ID_B / 8] |= 1 << (ID_B % 8);
+	rb_reader_init(&reader, &layout, nstreams, rnd() % 2);
+	for (size_t s = 0; s < nstreams; s++)
+		rb_reader_set_stream(&reader, s, (int)(rnd() % 5), bufs[s], stream_sizes[s]);
+	fold_feed(f, &reader);
+	fold_finish(f);
+	for (size_t i = 0; i < f->cap; i++)
+		if (f->slots[i].hash)
+			touch(f->keys + f->slots[i].off, f->slots[i].len);
+	rb_reader_deinit(&reader);
+	fold_deinit(f);
+	free(f);
+}
+
 int main(int argc, char **argv)
 {
 	struct rb_layout layout = { 8, false, PAGE };
@@ -172,10 +218,12 @@ int main(int argc, char **argv)
 				size_t size;
 
 				bufs[s] = make_stream(&size);
+				stream_sizes[s] = size;
 				rb_reader_set_stream(&reader, s, (int)(rnd() % 5), bufs[s], size);
 			}
 			agg_feed(agg, &reader);
 			rb_reader_deinit(&reader);
+			fold_random(bufs, nstreams);
 			for (size_t s = 0; s < nstreams; s++)
 				free(bufs[s]);
 		}

@@ -119,8 +119,12 @@ def trace_stacks(trace: Any, events: Sequence[str] = (), comms: Sequence[str] = 
     folded.keep = Selection(folded, comms, pids)
     if weight is not None:
         folded.weigh = _weight_reader(folded, formats, weight)
-    for rec in records_with_stacks(trace, formats, progress=progress):
-        folded.add((rec,))
+        for rec in records_with_stacks(trace, formats, progress=progress):
+            folded.add((rec,))
+    else:  # (natively: the selection is by thread, asked once per thread and stacks)
+        records = folded.count_natively(trace, formats)
+        if progress is not None:
+            progress(records)
     if not folded.counts:
         chosen = [g for g in events] + [f"comm {c}" for c in comms] + [f"pid {p}" for p in pids]
         raise ProbectlError(f"{trace.where} has no stacks" + (f" of {', '.join(chosen)}" if chosen else " with its events"),

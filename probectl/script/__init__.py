@@ -213,7 +213,8 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     limiting what is printed (each must match an event the file holds). Files without stacks are formatted by the native formatter
     (:mod:`.nativeplan`), or with ``native`` off by the Python batch path (the reference it equals
     byte for byte); files with stacks (recorded with ``-g``) go through the row path that attaches
-    stacks to their events.
+    stacks to their events, and folded stacks are counted natively
+    (:meth:`.FoldedStacks.count_natively`), or with ``native`` off on that row path.
     """
     source = TraceSource(trace)
     formatter = make_formatter(kind, source, fields, long_size=trace.layout.long_size, events=events)
@@ -233,6 +234,13 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
         formatter.set_present(formats)
     out.write(formatter.begin())
 
+    if kind == "folded" and native:  # (counted natively: nothing is printed per event)
+        native_folded = FoldedStacks(formatter)
+        result.events = native_folded.count_natively(trace, formats)
+        out.write(native_folded.text())
+        result.printed = native_folded.events
+        out.write(formatter.end())
+        return result
     reader = trace.reader(formats=formats)
     try:
         if result.has_stacks:

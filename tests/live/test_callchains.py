@@ -108,6 +108,13 @@ def test_user_stacks_have_the_programs_callers_and_counts(live_tracefs, recordin
     assert drawn == want
 
 
+def test_folded_natively_as_the_row_path_folds(live_tracefs, recording):
+    from tests.test_script import folded_both_ways
+
+    path, out, _binary = recording
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in folded_both_ways(path).splitlines()) == 102
+
+
 def test_every_frame_is_there_and_none_of_the_probe(live_tracefs, recording):
     path, out, binary = recording
     text = probectl("script", "-i", str(path)).stdout
@@ -154,6 +161,10 @@ def test_a_tracepoint_keeps_its_kernel_stack_and_gets_the_user_stack(live_tracef
     ev = events[0]
     assert any(f.startswith("do_syscall_64") for f in ev["kernel_stack"]), ev
     assert any(f.startswith("main+") for f in ev["user_stack"]), ev
+    from tests.test_script import folded_both_ways
+
+    (line,) = folded_both_ways(path).splitlines()  # the kernel's frames and the program's, natively too
+    assert ";main;" in line and "do_syscall_64" in line and line.endswith(" 1")
 
 
 def test_a_damaged_callchain_record_gives_what_can_be_read(live_tracefs, recording, tmp_path):
