@@ -374,9 +374,19 @@ class RecorderPart(RunPart):
         if inst.created and recorder_ok and complete:
             cpustats = read_cpustats(inst.path, run.cpus)
             self.metadata = step(lambda: collect_metadata(inst.path, {e.group for e in self.selected},
-                                                          root=run.tfs.root, cpus=instance_cpus(run.tfs.root)))
+                                                          root=run.tfs.root, cpus=instance_cpus(run.tfs.root),
+                                                          kallsyms=self._kernel_addresses()))
             if self.metadata is not None:
                 self.metadata.cpustats = cpustats
+
+    def _kernel_addresses(self) -> bool:
+        """Whether the recording can hold kernel addresses, which readers name from the kallsyms the
+        file keeps (some 5 MiB, and the CPU of reading /proc/kallsyms): not when every event is a
+        uprobe fetching no kernel symbol, whose stacks (user ones, from perf) have none either."""
+        uprobes = {(d.group, d.event): d for d in self.definitions if d.is_uprobe}
+        return not all((e.group, e.event) in uprobes and
+                       not any(a.type.startswith("sym") for a in uprobes[(e.group, e.event)].args)
+                       for e in self.selected)
 
     def _watched(self, run: TracedRun) -> list[int]:
         """The processes whose names and maps are worth keeping: the traced ones."""

@@ -17,6 +17,7 @@ import pytest
 
 from tests.helpers import added_probes, build_fixture, probectl, require_tool
 from probectl.debuginfo.elf import ElfFile
+from probectl.tracedat import open_trace
 
 pytestmark = pytest.mark.root
 
@@ -165,6 +166,17 @@ def test_a_tracepoint_keeps_its_kernel_stack_and_gets_the_user_stack(live_tracef
 
     (line,) = folded_both_ways(path).splitlines()  # the kernel's frames and the program's, natively too
     assert ";main;" in line and "do_syscall_64" in line and line.endswith(" 1")
+    with open_trace(path) as t:
+        assert t.kallsyms  # (named from the file's kallsyms)
+
+
+def test_a_recording_of_uprobes_keeps_no_kallsyms(live_tracefs, recording):
+    """Its events and user stacks have no kernel address: /proc/kallsyms is neither read nor kept
+    (some 5 MiB, most of a small recording)."""
+    path, _out, _binary = recording
+    with open_trace(path) as t:
+        assert t.kallsyms == b""
+    assert path.stat().st_size < 1 << 20
 
 
 def test_a_damaged_callchain_record_gives_what_can_be_read(live_tracefs, recording, tmp_path):
