@@ -61,8 +61,9 @@ CROSS_CC = "aarch64-linux-gnu-gcc"
 # Python's own flags for an extension (sysconfig's CFLAGS without the host's hardening extras), then setup.py's.
 NATIVE_CFLAGS = ("-shared", "-fPIC", "-DNDEBUG", "-fwrapv", "-O2", "-std=gnu99", "-Wall", "-Wextra")
 
-# The checkout's files the guest needs, relative to ROOT.
-CHECKOUT_PARTS = ("probectl", "grammar", "pyproject.toml")
+# The checkout's files the guest needs, relative to ROOT (fixtures/: the sources of the fixture
+# programs, which line probes on them read).
+CHECKOUT_PARTS = ("probectl", "grammar", "pyproject.toml", "fixtures")
 # Parts of the standard library no probectl command imports; left out to keep the image small.
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data",
                "config-3.11-x86_64-linux-gnu", "config-3.11-aarch64-linux-gnu"}

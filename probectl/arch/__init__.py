@@ -69,7 +69,11 @@ class Arch:
       call of its own (x86-64's ``__fentry__``);
     - ``return_address``, ``callee_saved``, ``perf_regs_dwarf``: for a CFI unwinder: the CFA column
       of the return address, the registers a call keeps, and the DWARF number of each bit of perf's
-      ``sample_regs_user`` (None: a register no CFI rule names).
+      ``sample_regs_user`` (None: a register no CFI rule names);
+    - ``unwinds_stack_copies``: whether ``record`` can unwind copies of this machine's user stacks
+      (``--call-graph dwarf``, and ``-g`` on code without frame pointers): the unwinder
+      (debuginfo/dwarf/unwind) and the frame-pointer check (debuginfo/framepointers) know x86-64's
+      registers and prologue only. Where it cannot, ``-g`` takes the kernel's frame-pointer walk.
     """
 
     name: str
@@ -88,6 +92,7 @@ class Arch:
     return_address: int
     callee_saved: frozenset[int]
     perf_regs_dwarf: tuple[Optional[int], ...]
+    unwinds_stack_copies: bool
 
     def register_name(self, regno: int) -> Optional[str]:
         """The fetch-argument name of DWARF register ``regno`` (None: one probe events cannot read)."""

@@ -68,4 +68,7 @@ ARCH = Arch(
     relative_relocation=1027,  # R_AARCH64_RELATIVE
     patchable_entry_nop=NOP,
     return_address=LINK_REGISTER, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
+    # The unwinder takes the return-address column for the instruction pointer (x86-64's %ip is both;
+    # here the PC is 32 and the return address x30), and the frame-pointer check knows push %rbp only.
+    unwinds_stack_copies=False,
 )

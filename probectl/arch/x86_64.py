@@ -92,4 +92,5 @@ ARCH = Arch(
     relative_relocation=8,  # R_X86_64_RELATIVE
     patchable_entry_nop=None,
     return_address=RETURN_ADDRESS, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
+    unwinds_stack_copies=True,
 )

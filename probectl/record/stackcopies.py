@@ -18,6 +18,7 @@ from __future__ import annotations
 import array
 import contextlib
 import mmap
+import platform
 import re
 import struct
 from collections import Counter
@@ -42,12 +43,15 @@ UNKNOWN_FRAME = 1
 
 def parse_call_graph(text: str) -> tuple[str, int]:
     """perf's ``--call-graph`` value: ``fp``, ``dwarf`` or ``dwarf,SIZE`` → (mode, stack copy bytes).
-    Raises ValueError with what is wrong."""
+    Raises ValueError with what is wrong (``dwarf`` on a machine whose stacks probectl cannot unwind)."""
     mode, _, size_text = text.partition(",")
     if mode == "fp" and not size_text:
         return "fp", 0
     if mode != "dwarf":
         raise ValueError(f"{text!r} is not a call-graph mode: fp, dwarf or dwarf,SIZE")
+    if not unwinds_stack_copies_here():
+        raise ValueError(f"{text!r}: probectl unwinds copied user stacks on x86-64 only, not on "
+                         f"{platform.machine()}; use fp (the kernel's frame-pointer walk, what -g takes here)")
     if not size_text:
         return "dwarf", DEFAULT_STACK_COPY
     try:
@@ -155,6 +159,14 @@ def _process_maps(proc_maps: Mapping[int, str], reported: Mapping[int, list[str]
 RING_DATA_PAGES = 2048  # per CPU without -m when samples copy stacks (8 MiB with 4 KiB pages)
 
 
+def unwinds_stack_copies_here() -> bool:
+    """Whether this machine's user stacks can be copied and unwound (:attr:`Arch.unwinds_stack_copies`)."""
+    from ..arch import host
+
+    arch = host()
+    return arch is not None and arch.unwinds_stack_copies
+
+
 def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: Sequence["SelectedEvent"],
                   notice: Callable[[str], None], programs: Sequence[str] = ()) -> list[int]:
     """The format ids of the ``events`` whose samples copy the user stack: every one with ``dwarf``,
@@ -162,10 +174,11 @@ def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: S
     and the other events (tracepoints, kprobes) when one of ``programs`` (the files of the processes
     a run is scoped to) keeps none, each such file named in a notice. A uprobe event of several places
     is copied if any of its files keeps none; a run of every process keeps the frame-pointer walk for
-    tracepoints and kprobes (no one program decides)."""
+    tracepoints and kprobes (no one program decides). On a machine whose copies cannot be unwound
+    (:func:`unwinds_stack_copies_here`) ``auto`` copies none: every stack is the kernel's walk."""
     if mode == "dwarf":
         return [ev.format.id for ev in events]
-    if mode != "auto":
+    if mode != "auto" or not unwinds_stack_copies_here():
         return []
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.framepointers import keeps_frame_pointers
