@@ -14,6 +14,7 @@ not here.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from probectl.arch import aarch64, x86_64
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.sdt import parse_operand
 from probectl.errors import DebugInfoError
+from probectl.record.stackcopies import copied_events, parse_call_graph
 
 from tests.helpers import (BUILD_DIR, FIXTURES, TRACEFS, build_arm64_fixture, build_arm64_program, build_fixture,
                            fails, kernel_testdata, missing, probectl, require_tool)
@@ -376,6 +378,21 @@ def test_an_arm64_program_is_not_written_on_this_kernel():
                     and d.split("-")[1].isdigit() and not os.path.exists(f"/proc/{d.split('-')[1]}")]
     # -D shows them, as perf -D does
     assert probectl("add", "-D", "-x", path, "paint w->id").stdout.startswith("p:probe_dwarf_structs/paint ")
+
+
+def test_user_stacks_on_an_aarch64_machine(monkeypatch):
+    """On an AArch64 machine ``--call-graph dwarf`` is refused, with the mode to use, and ``-g`` copies
+    no event's user stack: every stack is the kernel's frame-pointer walk (probectl's unwinder of
+    copies knows x86-64's registers only). This machine is x86-64: platform.machine() is made to say
+    aarch64, what cannot exist here; tests/guest/test_qemu_arm64_probectl.py runs both in the arm64 guest."""
+    assert parse_call_graph("dwarf") == ("dwarf", 8192)
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    assert not host().unwinds_stack_copies
+    with pytest.raises(ValueError, match=r"x86-64 only, not on aarch64; use fp"):
+        parse_call_graph("dwarf,4096")
+    assert parse_call_graph("fp") == ("fp", 0)
+    notices: list[str] = []
+    assert copied_events("auto", [], [object()], notices.append) == [] and notices == []
 
 
 # --- the arm64 kernel (its -dbg vmlinux, tools/kernel-testdata-arm64.sh) ------------------------------
