@@ -67,13 +67,12 @@ class Arch:
     - ``patchable_entry_nop``: the NOP a kernel function's patchable entry is made of, where ftrace
       patches NOPs the compiler put before a function's code (arm64), None where ftrace patches a
       call of its own (x86-64's ``__fentry__``);
-    - ``return_address``, ``callee_saved``, ``perf_regs_dwarf``: for a CFI unwinder: the CFA column
-      of the return address, the registers a call keeps, and the DWARF number of each bit of perf's
-      ``sample_regs_user`` (None: a register no CFI rule names);
-    - ``unwinds_stack_copies``: whether ``record`` can unwind copies of this machine's user stacks
-      (``--call-graph dwarf``, and ``-g`` on code without frame pointers): the unwinder
-      (debuginfo/dwarf/unwind) and the frame-pointer check (debuginfo/framepointers) know x86-64's
-      registers and prologue only. Where it cannot, ``-g`` takes the kernel's frame-pointer walk.
+    - ``return_address``, ``instruction_pointer``, ``callee_saved``, ``perf_regs_dwarf``,
+      ``code_address_mask``: for a CFI unwinder: the CFA column of the return address, the DWARF
+      number of the program counter (x86-64's %ip is both; AArch64 returns through x30 and counts
+      its PC 32), the registers a call keeps, the DWARF number of each bit of perf's
+      ``sample_regs_user`` (None: a register no CFI rule names), and the bits of a saved return
+      address that are the address (AArch64's pointer authentication signs the bits above it);
     """
 
     name: str
@@ -92,7 +91,13 @@ class Arch:
     return_address: int
     callee_saved: frozenset[int]
     perf_regs_dwarf: tuple[Optional[int], ...]
-    unwinds_stack_copies: bool
+    instruction_pointer: int
+    code_address_mask: int
+
+    @property
+    def perf_regs_unwind_mask(self) -> int:
+        """perf's ``sample_regs_user`` for a CFI unwinder: every register a CFI row may name."""
+        return sum(1 << bit for bit, dwarf in enumerate(self.perf_regs_dwarf) if dwarf is not None)
 
     def register_name(self, regno: int) -> Optional[str]:
         """The fetch-argument name of DWARF register ``regno`` (None: one probe events cannot read)."""

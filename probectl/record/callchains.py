@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from .. import ringbuf
-from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
@@ -109,7 +108,11 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, 
     if comm:
         flags |= _FLAG_COMM | _FLAG_COMM_EXEC | _FLAG_MMAP | _FLAG_MMAP2
     if copy:
-        regs, stack_bytes = PERF_REGS_UNWIND_MASK, copy
+        from ..arch import host
+
+        arch = host()
+        assert arch is not None  # (a machine probectl knows: parse_call_graph refuses copies elsewhere)
+        regs, stack_bytes = arch.perf_regs_unwind_mask, copy
     else:
         regs, stack_bytes = (1 << _REG_SP[platform.machine()], 8) if entry else (0, 0)
     sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if regs else 0) | (SAMPLE_RAW if raw else 0)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import array
 import contextlib
 import mmap
-import platform
 import re
 import struct
 from collections import Counter
@@ -43,15 +42,12 @@ UNKNOWN_FRAME = 1
 
 def parse_call_graph(text: str) -> tuple[str, int]:
     """perf's ``--call-graph`` value: ``fp``, ``dwarf`` or ``dwarf,SIZE`` → (mode, stack copy bytes).
-    Raises ValueError with what is wrong (``dwarf`` on a machine whose stacks probectl cannot unwind)."""
+    Raises ValueError with what is wrong."""
     mode, _, size_text = text.partition(",")
     if mode == "fp" and not size_text:
         return "fp", 0
     if mode != "dwarf":
         raise ValueError(f"{text!r} is not a call-graph mode: fp, dwarf or dwarf,SIZE")
-    if not unwinds_stack_copies_here():
-        raise ValueError(f"{text!r}: probectl unwinds copied user stacks on x86-64 only, not on "
-                         f"{platform.machine()}; use fp (the kernel's frame-pointer walk, what -g takes here)")
     if not size_text:
         return "dwarf", DEFAULT_STACK_COPY
     try:
@@ -83,10 +79,9 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
     :func:`probectl.tracedat.callchain.write_with_callchains` takes them), per CPU in the form its
     ``chains`` takes; ``proc_maps``: /proc/PID/maps texts of the traced processes by process, with the
     executable mappings the perf records report added."""
-    from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
-    from ..debuginfo.dwarf.unwind import CallFrameFiles
+    from ..debuginfo.dwarf.unwind import CallFrameFiles, host_arch
 
-    nregs = bin(PERF_REGS_UNWIND_MASK).count("1")
+    nregs = bin(host_arch().perf_regs_unwind_mask).count("1")
     stats = UnwindStats()
     out: dict[int, tuple[bytes, bytes]] = {}
     with contextlib.ExitStack() as opened:
@@ -117,16 +112,16 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
 
 def _unwound(sample: ringbuf.StackSample, view: mmap.mmap, unwinders: dict[int, "Unwinder"],
              maps: Mapping[int, str], files: "CallFrameFiles", max_frames: int, stats: UnwindStats) -> list[int]:
-    from ..arch.x86_64 import PERF_REGS_UNWIND_MASK, STACK_POINTER
-    from ..debuginfo.dwarf.unwind import StackCopy, Unwinder, registers_from_perf
+    from ..debuginfo.dwarf.unwind import StackCopy, Unwinder, host_arch, registers_from_perf
 
     unwinder = unwinders.get(sample.pid)
     if unwinder is None:
         parsed = decode_proc_maps(encode_proc_maps({sample.pid: maps.get(sample.pid, "")}))
         unwinder = unwinders[sample.pid] = Unwinder(parsed.get(sample.pid, []), files, max_frames)
     values = struct.unpack(f"<{len(sample.registers) // 8}Q", sample.registers)
-    regs = registers_from_perf(PERF_REGS_UNWIND_MASK, values)
-    copy = StackCopy(regs.get(STACK_POINTER, 0),
+    arch = host_arch()
+    regs = registers_from_perf(arch.perf_regs_unwind_mask, values, arch)
+    copy = StackCopy(regs.get(arch.stack_pointer, 0),
                      view[sample.stack_offset:sample.stack_offset + sample.stack_len])
     frames = unwinder.unwind(regs, copy)
     chain = [f.address for f in frames if f.kind != "unknown"]
@@ -159,14 +154,6 @@ def _process_maps(proc_maps: Mapping[int, str], reported: Mapping[int, list[str]
 RING_DATA_PAGES = 2048  # per CPU without -m when samples copy stacks (8 MiB with 4 KiB pages)
 
 
-def unwinds_stack_copies_here() -> bool:
-    """Whether this machine's user stacks can be copied and unwound (:attr:`Arch.unwinds_stack_copies`)."""
-    from ..arch import host
-
-    arch = host()
-    return arch is not None and arch.unwinds_stack_copies
-
-
 def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: Sequence["SelectedEvent"],
                   notice: Callable[[str], None], programs: Sequence[str] = ()) -> list[int]:
     """The format ids of the ``events`` whose samples copy the user stack: every one with ``dwarf``,
@@ -174,11 +161,10 @@ def copied_events(mode: str, definitions: Sequence["EventDefinition"], events: S
     and the other events (tracepoints, kprobes) when one of ``programs`` (the files of the processes
     a run is scoped to) keeps none, each such file named in a notice. A uprobe event of several places
     is copied if any of its files keeps none; a run of every process keeps the frame-pointer walk for
-    tracepoints and kprobes (no one program decides). On a machine whose copies cannot be unwound
-    (:func:`unwinds_stack_copies_here`) ``auto`` copies none: every stack is the kernel's walk."""
+    tracepoints and kprobes (no one program decides)."""
     if mode == "dwarf":
         return [ev.format.id for ev in events]
-    if mode != "auto" or not unwinds_stack_copies_here():
+    if mode != "auto":
         return []
     from ..debuginfo.elf import ElfFile
     from ..debuginfo.framepointers import keeps_frame_pointers
