@@ -43,7 +43,7 @@ struct writer {
 	int fd;
 	uint8_t *out;			// OUT_PAGES pages waiting for write(2)
 	size_t out_used;
-	uint8_t *page;
+	uint8_t *page;			// the page being filled: the next one of @out
 	size_t data_off, room, used;
 	uint64_t base, last;
 	int64_t missed;
@@ -431,11 +431,14 @@ static void flush(struct writer *w)
 
 		memcpy(w->page + 8, &c32, 4);
 	}
-	memcpy(w->out + w->out_used, w->page, size);
+	// (zeros after the data: the lost count, if any, was written there above)
+	size_t end = w->data_off + w->used + (w->missed > 0 ? ls : 0);
+
+	memset(w->page + end, 0, size - end);
 	w->out_used += size;
 	if (w->out_used == OUT_PAGES * size)
 		write_out(w);
-	memset(w->page, 0, size);
+	w->page = w->out + w->out_used;
 	w->pages++;
 	w->used = 0;
 	w->missed = 0;
@@ -609,9 +612,9 @@ int cm_write(const struct cm_args *a, struct cm_result *res)
 	err = read_samples(a, &s, &ns, &pool, res);
 	if (!err)
 		err = read_events(a, &e, &ne, &npages);
-	w.page = calloc(1, a->layout.page_size);
 	w.out = malloc(OUT_PAGES * a->layout.page_size);
-	if (err || !w.page || !w.out) {
+	w.page = w.out;
+	if (err || !w.out) {
 		err = err ? err : RB_ERR_NOMEM;
 		goto out;
 	}
@@ -676,8 +679,196 @@ out:;
 	free(s);
 	free(e);
 	free(pool);
-	free(w.page);
 	free(w.out);
 	errno = saved;
 	return err;
+}
+
+int cm_names(const struct cm_args *a, struct cm_result *res)
+{
+	size_t comm_cap = 0, mmap_cap = 0;
+
+	memset(res, 0, sizeof(*res));
+	for (size_t pos = 0; pos + 8 <= a->perf_len;) {
+		const uint8_t *r = a->perf + pos;
+		struct perf_event_header h;
+
+		memcpy(&h, r, sizeof(h));
+		if (h.size < 8 || pos + h.size > a->perf_len)
+			break;
+		pos += h.size;
+		if ((h.type == PERF_RECORD_COMM && add_comm(res, &comm_cap, r, h.size)) ||
+		    (h.type == PERF_RECORD_MMAP2 && add_mmap(res, &mmap_cap, r, h.size))) {
+			free(res->comms);
+			free(res->mmaps);
+			memset(res, 0, sizeof(*res));
+			return RB_ERR_NOMEM;
+		}
+	}
+	return RB_OK;
+}
+
+#define RECORD_WORDS	(65536 / 8 + 2)	// a record's size is a u16: its addresses, and the entry's caller
+
+struct cm_stream {
+	struct cm_args args;		// the layout, the map (owned), the callchain id
+	struct writer w;
+	int rest_fd;
+	uint64_t *pool;			// RECORD_WORDS: the addresses of the sample at hand
+	uint64_t written;
+	uint32_t *tid_set;		// open addressing by tid + 1 (0: empty), a power of two long
+	size_t tid_cap;
+	uint32_t *tids;			// the same tids, in the order first seen
+	size_t ntids, tids_cap;
+};
+
+void cm_stream_destroy(struct cm_stream *s)
+{
+	if (!s)
+		return;
+	free((void *)s->args.map);
+	free(s->w.out);
+	free(s->pool);
+	free(s->tid_set);
+	free(s->tids);
+	free(s);
+}
+
+int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, const struct cm_event_map *map,
+		     size_t nmap, uint16_t callchain_id, int pages_fd, int rest_fd)
+{
+	struct cm_stream *s;
+	struct cm_event_map *own;
+
+	*ret = NULL;
+	if (layout->big_endian != HOST_BIG_ENDIAN || rb_layout_check(layout))
+		return RB_ERR_INVAL;
+	for (size_t i = 0; i < nmap; i++)
+		if (!(map[i].flags & CM_RAW) || (map[i].flags & CM_STACK))
+			return RB_ERR_INVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return RB_ERR_NOMEM;
+	own = malloc((nmap ? nmap : 1) * sizeof(*own));
+	s->args.map = own;
+	s->w.out = malloc(OUT_PAGES * layout->page_size);
+	s->w.page = s->w.out;
+	s->pool = malloc(RECORD_WORDS * sizeof(*s->pool));
+	s->tid_cap = 64;
+	s->tid_set = calloc(s->tid_cap, sizeof(*s->tid_set));
+	if (!own || !s->w.out || !s->pool || !s->tid_set) {
+		cm_stream_destroy(s);
+		return RB_ERR_NOMEM;
+	}
+	memcpy(own, map, nmap * sizeof(*own));
+	s->args.layout = *layout;
+	s->args.nmap = nmap;
+	s->args.callchain_id = callchain_id;
+	s->w.layout = &s->args.layout;
+	s->w.fd = pages_fd;
+	s->w.data_off = 8 + layout->long_size;
+	s->w.room = layout->page_size - s->w.data_off - layout->long_size;
+	s->rest_fd = rest_fd;
+	*ret = s;
+	return RB_OK;
+}
+
+static size_t tid_slot(const uint32_t *set, size_t cap, uint32_t key)
+{
+	size_t i = (key * 2654435761U) & (cap - 1);
+
+	while (set[i] && set[i] != key)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+static int add_tid(struct cm_stream *s, uint32_t tid)
+{
+	uint32_t key = tid + 1;	// (tid 0xffffffff is no thread)
+	size_t i = tid_slot(s->tid_set, s->tid_cap, key);
+
+	if (s->tid_set[i] || !key)
+		return RB_OK;
+	if (s->ntids == s->tids_cap) {
+		size_t bigger = s->tids_cap ? 2 * s->tids_cap : 64;
+		uint32_t *more = realloc(s->tids, bigger * sizeof(*more));
+
+		if (!more)
+			return RB_ERR_NOMEM;
+		s->tids = more;
+		s->tids_cap = bigger;
+	}
+	if (2 * (s->ntids + 1) > s->tid_cap) {
+		size_t cap = 2 * s->tid_cap;
+		uint32_t *set = calloc(cap, sizeof(*set));
+
+		if (!set)
+			return RB_ERR_NOMEM;
+		for (size_t j = 0; j < s->ntids; j++)
+			set[tid_slot(set, cap, s->tids[j] + 1)] = s->tids[j] + 1;
+		free(s->tid_set);
+		s->tid_set = set;
+		s->tid_cap = cap;
+		i = tid_slot(set, cap, key);
+	}
+	s->tid_set[i] = key;
+	s->tids[s->ntids++] = tid;
+	return RB_OK;
+}
+
+static int write_rest(int fd, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return RB_ERR_IO;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return RB_OK;
+}
+
+int cm_stream_record(struct cm_stream *s, const uint8_t *r, size_t size)
+{
+	struct perf_event_header h;
+	const struct cm_event_map *m;
+	struct sample x;
+	struct cm_stack unused;
+	bool has_stack;
+
+	if (size < sizeof(h) || size > 0xffff)
+		return RB_OK;
+	memcpy(&h, r, sizeof(h));
+	if (h.type != PERF_RECORD_SAMPLE)
+		return write_rest(s->rest_fd, r, size);
+	if (size < 48)
+		return RB_OK;
+	m = find_map(&s->args, rd64(r + 8));
+	if (!m || !parse_sample(&s->args, r, size, 0, m, &x, s->pool, &unused, &has_stack) || x.record_len < 8)
+		return RB_OK;
+	add(&s->w, x.ts, x.record, x.record_len, NULL, 0);
+	add_chain(&s->w, x.ts, &x, s->args.callchain_id);
+	if (s->w.failed)
+		return RB_ERR_IO;
+	s->written++;
+	return add_tid(s, x.tid);
+}
+
+int cm_stream_finish(struct cm_stream *s)
+{
+	flush(&s->w);
+	write_out(&s->w);
+	return s->w.failed ? RB_ERR_IO : RB_OK;
+}
+
+void cm_stream_get_stats(struct cm_stream *s, struct cm_stream_stats *ret)
+{
+	ret->written = s->written;
+	ret->pages = s->w.pages;
+	ret->tids = s->tids;
+	ret->ntids = s->ntids;
 }

@@ -110,4 +110,50 @@ int cm_stacks(const struct cm_args *args, struct cm_stack **ret, size_t *count, 
  */
 int cm_write(const struct cm_args *args, struct cm_result *res);
 
+/**
+ * cm_names - the PERF_RECORD_COMM and PERF_RECORD_MMAP2 records of @args->perf into @res
+ *
+ * Returns 0 or RB_ERR_NOMEM; @res->comms and @res->mmaps as cm_write() leaves them.
+ */
+int cm_names(const struct cm_args *args, struct cm_result *res);
+
+// A CPU's pages written while its perf ring is read, when every event's samples carry their record
+// (CM_RAW) and none a stack copy (CM_STACK: unwound once the recording ends): a ring's records are
+// in time order, so each sample goes into the pages as it comes, its callchain after it, and the
+// records are not copied and read again. The other records (PERF_RECORD_COMM, _MMAP2, _LOST) go
+// verbatim to another file, read by cm_names() at the end.
+struct cm_stream;
+
+/**
+ * cm_stream_create - a stream writing pages to @pages_fd and other records to @rest_fd
+ * @map: the perf events (copied): CM_RAW each, with CM_ENTRY or CM_BARE
+ *
+ * Returns 0 with *@ret set, or RB_ERR_INVAL (a layout of the other byte order, an event that is not
+ * CM_RAW or is CM_STACK) / RB_ERR_NOMEM.
+ */
+int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, const struct cm_event_map *map,
+		     size_t nmap, uint16_t callchain_id, int pages_fd, int rest_fd);
+
+/**
+ * cm_stream_record - one whole record of the ring (@size bytes, from its header)
+ *
+ * Returns 0, RB_ERR_NOMEM or RB_ERR_IO (errno set). A sample of no event of the map, or cut short,
+ * is left out.
+ */
+int cm_stream_record(struct cm_stream *s, const uint8_t *record, size_t size);
+
+// cm_stream_finish - write the last page; 0 or RB_ERR_IO (errno set). Once, after the last record.
+int cm_stream_finish(struct cm_stream *s);
+
+struct cm_stream_stats {
+	uint64_t written;		// samples written (each an event, and its callchain record)
+	uint64_t pages;			// pages written
+	const uint32_t *tids;		// the threads of the samples (in no order), valid until destroyed
+	size_t ntids;
+};
+
+void cm_stream_get_stats(struct cm_stream *s, struct cm_stream_stats *ret);
+
+void cm_stream_destroy(struct cm_stream *s);
+
 #endif // PROBECTL_CHAINMERGE_H

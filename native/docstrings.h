@@ -44,6 +44,13 @@
 	"tid, name) of each exec the ring reported, and each executable mapping it reported: (pid, address,\n" \
 	"length, file offset, device major, minor, inode, prot, flags, path))."
 
+#define DOC_perf_names \
+	"perf_names(perf)\n" \
+	"--\n" \
+	"\n" \
+	"The (pid, tid, name) of each exec and each executable mapping the perf records ``perf`` report\n" \
+	"(as :func:`write_callchains` returns them)."
+
 #define DOC_stack_samples \
 	"stack_samples(perf, events, nregs)\n" \
 	"--\n" \
@@ -166,12 +173,16 @@
 	"Threads are running."
 
 #define DOC_PerfRings \
-	"PerfRings(cpus, perf_fds, out_fds, data_pages, *, poll_ms=0)\n" \
+	"PerfRings(cpus, perf_fds, out_fds, data_pages, *, poll_ms=0, stream=None)\n" \
 	"--\n" \
 	"\n" \
 	"Copying of perf event mmap rings (``perf_fds``, one per CPU, mapped with ``data_pages`` data\n" \
 	"pages, a power of two) to files (``out_fds``), verbatim, from one thread; samples and lost events\n" \
-	"counted. ``poll_ms`` is the longest sleep before moving data anyway (<= 0: 100)."
+	"counted. ``poll_ms`` is the longest sleep before moving data anyway (<= 0: 100). ``stream``:\n" \
+	"(pages_fds, events, long_size, big_endian, page_size, callchain_id): each CPU's samples are written\n" \
+	"as they come into pages to its ``pages_fds`` entry, each event's record then its callchain record\n" \
+	"(native/chainmerge.h, ``cm_stream``; ``events`` as :func:`write_callchains` takes them, every one\n" \
+	"flag 1 and none flag 4), and only the other records go to ``out_fds``."
 
 #define DOC_PerfRings_start \
 	"start($self, /)\n" \
@@ -190,6 +201,13 @@
 	"--\n" \
 	"\n" \
 	"Per-CPU counters."
+
+#define DOC_PerfRings_streamed \
+	"streamed($self, /)\n" \
+	"--\n" \
+	"\n" \
+	"Per CPU of a ``stream``, once stopped: (samples written, pages written, the threads of the\n" \
+	"samples); [] without one."
 
 #define DOC_PerfRings_running \
 	"The thread is running."

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "chainmerge.h"
 #include "perfring.h"
 #include "ringbuf.h"
 
@@ -32,6 +33,8 @@ struct ring {
 	uint64_t lost_records;
 	int err;
 	const char *err_op;
+	struct cm_stream *stream;	// the pages written as the ring is read, or NULL: copied verbatim
+	uint8_t *scratch;		// (stream) a record that wraps around the ring's end, made whole
 };
 
 struct perf_ring_copier {
@@ -98,6 +101,39 @@ static void count_records(struct ring *r, uint64_t tail, uint64_t head)
 	}
 }
 
+// Each record in [tail, head) into the ring's stream, whole.
+static int stream_records(struct ring *r, uint64_t tail, uint64_t head)
+{
+	uint64_t mask = r->size - 1;
+
+	while (tail < head) {
+		struct perf_event_header h;
+		uint64_t start = tail & mask;
+		const uint8_t *rec = r->data + start;
+		int err;
+
+		memcpy(&h, rec, sizeof(h));
+		if (h.size < sizeof(h) || h.size > head - tail) {
+			fail(r, "read", EIO);
+			return -1;
+		}
+		if (start + h.size > r->size) {
+			size_t part = (size_t)(r->size - start);
+
+			memcpy(r->scratch, rec, part);
+			memcpy(r->scratch + part, r->data, h.size - part);
+			rec = r->scratch;
+		}
+		err = cm_stream_record(r->stream, rec, h.size);
+		if (err) {
+			fail(r, "write", err == RB_ERR_NOMEM ? ENOMEM : errno);
+			return -1;
+		}
+		tail += h.size;
+	}
+	return 0;
+}
+
 // Move what the ring holds now to the output. Returns bytes moved, or -1.
 static long long move_ring(struct ring *r)
 {
@@ -116,7 +152,8 @@ static long long move_ring(struct ring *r)
 	uint64_t start = tail & mask;
 	uint64_t first = len < r->size - start ? len : r->size - start;
 
-	if (write_all(r, r->data + start, first) || write_all(r, r->data, len - first))
+	if (r->stream ? stream_records(r, tail, head) :
+	    write_all(r, r->data + start, first) || write_all(r, r->data, len - first))
 		return -1;
 	count_records(r, tail, head);
 	add_stat(&r->bytes, len);
@@ -159,7 +196,7 @@ static void *copier_main(void *arg)
 }
 
 int perf_ring_create(struct perf_ring_copier **ret, size_t ncpus, const int *cpus, const int *perf_fds,
-		     const int *out_fds, size_t data_pages, int poll_ms)
+		     const int *out_fds, struct cm_stream *const *streams, size_t data_pages, int poll_ms)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct perf_ring_copier *pc;
@@ -194,6 +231,14 @@ int perf_ring_create(struct perf_ring_copier **ret, size_t ncpus, const int *cpu
 			goto err_io;
 		}
 		r->data = (uint8_t *)r->base + page;
+		if (streams && streams[i]) {
+			r->stream = streams[i];
+			r->scratch = malloc(1 << 16);
+			if (!r->scratch) {
+				perf_ring_destroy(pc);
+				return RB_ERR_NOMEM;
+			}
+		}
 	}
 	*ret = pc;
 	return RB_OK;
@@ -236,6 +281,13 @@ int perf_ring_stop(struct perf_ring_copier *pc)
 		;
 	pthread_join(pc->thread, NULL);
 	pc->running = false;
+	for (size_t i = 0; i < pc->ncpus; i++) {
+		struct ring *r = &pc->rings[i];
+
+		if (r->stream && !r->err && cm_stream_finish(r->stream))
+			fail(r, "write", errno);
+		r->stream = NULL;	// (finished: a second stop writes nothing)
+	}
 	for (size_t i = 0; i < pc->ncpus; i++)
 		if (pc->rings[i].err)
 			return RB_ERR_IO;
@@ -273,6 +325,8 @@ void perf_ring_destroy(struct perf_ring_copier *pc)
 	for (size_t i = 0; i < pc->ncpus; i++)
 		if (pc->rings[i].base)
 			munmap(pc->rings[i].base, pc->rings[i].map_size);
+	for (size_t i = 0; i < pc->ncpus; i++)
+		free(pc->rings[i].scratch);
 	if (pc->stop_fd >= 0)
 		close(pc->stop_fd);
 	free(pc->rings);

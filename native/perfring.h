@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 struct perf_ring_copier;
+struct cm_stream;
 
 struct perf_ring_stats {
 	int cpu;
@@ -32,12 +33,14 @@ struct perf_ring_stats {
 
 /**
  * perf_ring_create - map the rings of @ncpus perf events
+ * @streams: NULL, or per CPU a stream (chainmerge.h) each record goes to instead of @out_fds (the
+ *	caller owns them; perf_ring_stop() finishes them)
  * @data_pages: data pages of each ring, a power of two (the mapping is one page more)
  *
  * Returns 0 with *@ret set, or RB_ERR_INVAL / RB_ERR_NOMEM / RB_ERR_IO (errno set).
  */
 int perf_ring_create(struct perf_ring_copier **ret, size_t ncpus, const int *cpus, const int *perf_fds,
-		     const int *out_fds, size_t data_pages, int poll_ms);
+		     const int *out_fds, struct cm_stream *const *streams, size_t data_pages, int poll_ms);
 
 int perf_ring_start(struct perf_ring_copier *pc);
 

@@ -66,6 +66,7 @@ int tf_append_line(TextFormatterObject *tf, PyObject *row);
 PyObject *id_list(const uint8_t *seen);
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs);
 
 // The ints of the sequence @obj (CPUs, file descriptors) into *@ret (PyMem_Calloc'd, *@n of them; the
 // caller frees it); 0, or -1 with an exception (@what: the TypeError's text). (pyrecorder.c)

@@ -8,6 +8,7 @@
 //   PerfRings(cpus, perf_fds, out_fds, data_pages)              perf event mmap ring copying
 //   write_callchains(src, perf, out_fd, ...)                    perf samples into a CPU's pages
 //   stack_samples(perf, events, nregs)                          their user registers and stack copies
+//   perf_names(perf)                                            the execs and mappings perf reported
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -129,6 +130,8 @@ static PyMethodDef module_methods[] = {
 	  DOC_write_callchains },
 	{ "stack_samples", (PyCFunction)(void (*)(void))stack_samples, METH_VARARGS | METH_KEYWORDS,
 	  DOC_stack_samples },
+	{ "perf_names", (PyCFunction)(void (*)(void))perf_names, METH_VARARGS | METH_KEYWORDS,
+	  DOC_perf_names },
 	{ NULL, NULL, 0, NULL },
 };
 

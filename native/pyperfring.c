@@ -14,7 +14,18 @@
 typedef struct {
 	PyObject_HEAD
 	struct perf_ring_copier *pc;
+	struct cm_stream **streams;	// per CPU, or NULL (the records copied verbatim)
+	size_t nstreams;
 } PerfRingsObject;
+
+static void free_streams(PerfRingsObject *self)
+{
+	for (size_t i = 0; i < self->nstreams; i++)
+		cm_stream_destroy(self->streams[i]);
+	PyMem_Free(self->streams);
+	self->streams = NULL;
+	self->nstreams = 0;
+}
 
 static void PerfRings_dealloc(PerfRingsObject *self)
 {
@@ -23,19 +34,74 @@ static void PerfRings_dealloc(PerfRingsObject *self)
 		perf_ring_destroy(self->pc);
 		Py_END_ALLOW_THREADS
 	}
+	free_streams(self);
 	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static struct cm_event_map *event_map(PyObject *events_o, size_t *count);
+
+// The streams of @stream_o, (pages_fds, events, long_size, big_endian, page_size, callchain_id), one
+// per CPU into @self->streams, their other records to @outs. -1 on error.
+static int make_streams(PerfRingsObject *self, PyObject *stream_o, Py_ssize_t ncpu, const int *outs)
+{
+	PyObject *pages_o, *events_o;
+	int long_size, big_endian, chain_id, *pages = NULL, ret = -1;
+	Py_ssize_t page_size, npages = 0;
+	struct rb_layout layout;
+	struct cm_event_map *map = NULL;
+	size_t nmap = 0;
+
+	if (!PyArg_ParseTuple(stream_o, "OOipni", &pages_o, &events_o, &long_size, &big_endian, &page_size, &chain_id))
+		return -1;
+	if (int_list(pages_o, "the pages' descriptors must be a sequence", &npages, &pages))
+		return -1;
+	if (npages != ncpu) {
+		PyErr_SetString(PyExc_ValueError, "one pages descriptor per CPU");
+		goto out;
+	}
+	if (get_layout(&layout, long_size, big_endian, page_size))
+		goto out;
+	map = event_map(events_o, &nmap);
+	if (!map)
+		goto out;
+	self->streams = PyMem_Calloc((size_t)ncpu, sizeof(*self->streams));
+	if (!self->streams) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	self->nstreams = (size_t)ncpu;
+	for (Py_ssize_t i = 0; i < ncpu; i++) {
+		int err = cm_stream_create(&self->streams[i], &layout, map, nmap, (uint16_t)chain_id, pages[i],
+					   outs[i]);
+
+		if (err == RB_ERR_NOMEM) {
+			PyErr_NoMemory();
+			goto out;
+		} else if (err) {
+			PyErr_SetString(PyExc_ValueError, "a stream needs pages of this machine's byte order and events "
+					"whose samples carry their record and no stack copy");
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	if (ret)
+		free_streams(self);
+	PyMem_Free(map);
+	PyMem_Free(pages);
+	return ret;
 }
 
 static int PerfRings_init(PerfRingsObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = { "cpus", "perf_fds", "out_fds", "data_pages", "poll_ms", NULL };
-	PyObject *cpus_o, *perf_o, *out_o;
+	static char *kwlist[] = { "cpus", "perf_fds", "out_fds", "data_pages", "poll_ms", "stream", NULL };
+	PyObject *cpus_o, *perf_o, *out_o, *stream_o = Py_None;
 	Py_ssize_t pages, ncpu = 0, nperf = 0, nout = 0;
 	int poll_ms = 0, ret = -1, err;
 	int *cpus = NULL, *perfs = NULL, *outs = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|$i", kwlist, &cpus_o, &perf_o, &out_o, &pages,
-					 &poll_ms))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn|$iO", kwlist, &cpus_o, &perf_o, &out_o, &pages,
+					 &poll_ms, &stream_o))
 		return -1;
 	if (self->pc) {
 		PyErr_SetString(PyExc_RuntimeError, "the rings are already set up");
@@ -49,8 +115,12 @@ static int PerfRings_init(PerfRingsObject *self, PyObject *args, PyObject *kwarg
 		PyErr_SetString(PyExc_ValueError, "cpus, perf_fds and out_fds must have the same, non-zero length");
 		goto out;
 	}
-	err = perf_ring_create(&self->pc, (size_t)ncpu, cpus, perfs, outs, pages > 0 ? (size_t)pages : 0,
-			       poll_ms);
+	if (stream_o != Py_None) {
+		if (make_streams(self, stream_o, ncpu, outs))
+			goto out;
+	}
+	err = perf_ring_create(&self->pc, (size_t)ncpu, cpus, perfs, outs, self->streams,
+			       pages > 0 ? (size_t)pages : 0, poll_ms);
 	if (err == RB_ERR_IO)
 		PyErr_SetFromErrno(PyExc_OSError);
 	else if (err == RB_ERR_NOMEM)
@@ -60,6 +130,8 @@ static int PerfRings_init(PerfRingsObject *self, PyObject *args, PyObject *kwarg
 	else
 		ret = 0;
 out:
+	if (ret)
+		free_streams(self);
 	PyMem_Free(cpus);
 	PyMem_Free(perfs);
 	PyMem_Free(outs);
@@ -134,6 +206,43 @@ static PyObject *PerfRings_stats(PerfRingsObject *self, PyObject *unused)
 	return list;
 }
 
+static PyObject *PerfRings_streamed(PerfRingsObject *self, PyObject *unused)
+{
+	PyObject *list;
+
+	(void)unused;
+	if (!get_pc(self))
+		return NULL;
+	if (perf_ring_running(self->pc)) {
+		PyErr_SetString(PyExc_RuntimeError, "the copier is still running");
+		return NULL;
+	}
+	list = PyList_New((Py_ssize_t)self->nstreams);
+	for (size_t i = 0; list && i < self->nstreams; i++) {
+		struct cm_stream_stats st;
+		PyObject *tids, *t;
+
+		cm_stream_get_stats(self->streams[i], &st);
+		tids = PyList_New((Py_ssize_t)st.ntids);
+		for (size_t j = 0; tids && j < st.ntids; j++) {
+			PyObject *v = PyLong_FromUnsignedLong(st.tids[j]);
+
+			if (!v) {
+				Py_CLEAR(tids);
+				break;
+			}
+			PyList_SET_ITEM(tids, (Py_ssize_t)j, v);
+		}
+		t = tids ? Py_BuildValue("(KKN)", (unsigned long long)st.written, (unsigned long long)st.pages, tids) : NULL;
+		if (!t) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+	}
+	return list;
+}
+
 static PyObject *PerfRings_get_running(PerfRingsObject *self, void *closure)
 {
 	(void)closure;
@@ -144,6 +253,7 @@ static PyMethodDef PerfRings_methods[] = {
 	{ "start", (PyCFunction)PerfRings_start, METH_NOARGS, DOC_PerfRings_start },
 	{ "stop", (PyCFunction)PerfRings_stop, METH_NOARGS, DOC_PerfRings_stop },
 	{ "stats", (PyCFunction)PerfRings_stats, METH_NOARGS, DOC_PerfRings_stats },
+	{ "streamed", (PyCFunction)PerfRings_streamed, METH_NOARGS, DOC_PerfRings_streamed },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -403,6 +513,39 @@ out:
 	free(res.comms);
 	free(res.mmaps);
 	PyMem_Free(map);
+	PyBuffer_Release(&records);
+	return ret;
+}
+
+// ---- perf_names ------------------------------------------------------------------------------
+
+PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = { "perf", NULL };
+	Py_buffer records;
+	struct cm_args a = { 0 };
+	struct cm_result res = { 0 };
+	PyObject *all, *ret = NULL;
+	int err;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*", kwlist, &records))
+		return NULL;
+	a.perf = records.buf;
+	a.perf_len = (size_t)records.len;
+	Py_BEGIN_ALLOW_THREADS
+	err = cm_names(&a, &res);
+	Py_END_ALLOW_THREADS
+	if (err) {
+		PyErr_NoMemory();
+	} else {
+		all = comms_result(&res);	// (written, left, pages, comms, mmaps)
+		if (all)
+			ret = Py_BuildValue("(OO)", PyTuple_GET_ITEM(all, 3), PyTuple_GET_ITEM(all, 4));
+		Py_XDECREF(all);
+	}
+	free(res.comms);
+	free(res.mmaps);
 	PyBuffer_Release(&records);
 	return ret;
 }

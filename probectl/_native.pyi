@@ -250,10 +250,16 @@ class _PerfRingStats(TypedDict):
 class PerfRings:
     """Copying of perf event mmap rings (``perf_fds``, one per CPU, mapped with ``data_pages`` data
     pages, a power of two) to files (``out_fds``), verbatim, from one thread; samples and lost events
-    counted. ``poll_ms`` is the longest sleep before moving data anyway (<= 0: 100)."""
+    counted. ``poll_ms`` is the longest sleep before moving data anyway (<= 0: 100). ``stream``:
+    (pages_fds, events, long_size, big_endian, page_size, callchain_id): each CPU's samples are written
+    as they come into pages to its ``pages_fds`` entry, each event's record then its callchain record
+    (native/chainmerge.h, ``cm_stream``; ``events`` as :func:`write_callchains` takes them, every one
+    flag 1 and none flag 4), and only the other records go to ``out_fds``."""
 
     def __init__(self, cpus: Sequence[int], perf_fds: Sequence[int], out_fds: Sequence[int], data_pages: int, *,
-                 poll_ms: int = 0) -> None: ...
+                 poll_ms: int = 0,
+                 stream: Optional[tuple[Sequence[int], Sequence[tuple[int, int, int]], int, bool, int, int]] = None
+                 ) -> None: ...
 
     def start(self, /) -> None:
         """Start the copying thread."""
@@ -263,6 +269,10 @@ class PerfRings:
 
     def stats(self, /) -> list[_PerfRingStats]:
         """Per-CPU counters."""
+
+    def streamed(self, /) -> list[tuple[int, int, list[int]]]:
+        """Per CPU of a ``stream``, once stopped: (samples written, pages written, the threads of the
+        samples); [] without one."""
 
     @property
     def running(self) -> bool:
@@ -285,6 +295,11 @@ def write_callchains(src: Optional[Buffer], perf: Buffer, out_fd: int, long_size
     the triples point into). Returns (callchains written, samples left over, pages written, the (pid,
     tid, name) of each exec the ring reported, and each executable mapping it reported: (pid, address,
     length, file offset, device major, minor, inode, prot, flags, path))."""
+
+
+def perf_names(perf: Buffer) -> tuple[list[tuple[int, int, bytes]], list[_Mmap]]:
+    """The (pid, tid, name) of each exec and each executable mapping the perf records ``perf`` report
+    (as :func:`write_callchains` returns them)."""
 
 
 def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int

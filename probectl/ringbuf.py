@@ -541,10 +541,15 @@ class PerfRings:
     disable the events before :meth:`stop`, which drains what is left."""
 
     def __init__(self, cpus: Sequence[int], perf_fds: Sequence[int], out_fds: Sequence[int], data_pages: int,
-                 *, poll_ms: int = 100):
+                 *, poll_ms: int = 100, stream: Optional["PageStream"] = None):
+        """``stream``: the samples written into pages as they come (see :class:`PageStream`)."""
+        native_stream = None
+        if stream is not None:
+            native_stream = (list(stream.pages_fds), list(stream.events), stream.layout.long_size,
+                             stream.layout.big_endian, stream.layout.page_size, stream.callchain_id)
         try:
             self._native: Any = _native.PerfRings(list(cpus), list(perf_fds), list(out_fds), data_pages,
-                                                  poll_ms=poll_ms)
+                                                  poll_ms=poll_ms, stream=native_stream)
         except OSError as err:
             raise ProbectlError(f"cannot map the perf rings: {err.strerror}",
                                 "raise kernel.perf_event_mlock_kb, or record without -g") from None
@@ -566,10 +571,36 @@ class PerfRings:
                                 "check free space where the trace is written" if s.errno == _errno.ENOSPC else "")
         return stats
 
+    def streamed(self) -> list["Streamed"]:
+        """Per CPU, once stopped, what its :class:`PageStream` wrote ([] without one)."""
+        return [Streamed(*t) for t in self._native.streamed()]
+
     def close(self) -> None:
         if getattr(self, "_native", None) is not None:
             self._native.stop()
             self._native = None
+
+
+@dataclass(frozen=True)
+class PageStream:
+    """Pages written as the perf rings are read: each CPU's samples into ``pages_fds`` (one per CPU,
+    as ``out_fds``), each event's record then its ``probectl:user_callchain`` record (of id
+    ``callchain_id``), and only the other records (execs, mappings, losses) to ``out_fds``. For
+    ``events`` (as :func:`write_callchains` takes them) whose samples all carry their record and none
+    a stack copy: then the pages need nothing else, and the records are not copied and read again."""
+
+    pages_fds: Sequence[int]
+    events: Sequence[tuple[int, int, int]]
+    layout: PageLayout
+    callchain_id: int
+
+
+class Streamed(NamedTuple):
+    """What a CPU's :class:`PageStream` wrote."""
+
+    events: int
+    pages: int
+    tids: list[int]  # of the events' threads
 
 
 # An executable mapping perf reported: (pid, address, length, file offset, device major, minor, inode,
@@ -603,6 +634,12 @@ class StackSample(NamedTuple):
     registers: bytes  # u64 each, in perf's order (the bits of sample_regs_user)
     stack_offset: int  # of the copy in the perf records
     stack_len: int
+
+
+def perf_names(perf: Buffer) -> tuple[list[tuple[int, int, bytes]], list[PerfMmap]]:
+    """The (pid, tid, command name) of each exec and the executable mappings made that the perf
+    records ``perf`` report."""
+    return _native.perf_names(perf)
 
 
 def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int

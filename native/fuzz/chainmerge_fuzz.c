@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// chainmerge_fuzz.c - cm_stacks() and cm_write() (chainmerge.h) on random perf records: samples of
+// chainmerge_fuzz.c - cm_stacks(), cm_write(), cm_names() and a cm_stream (chainmerge.h) on random perf records: samples of
 // every kind the recorder asks for (raw records, an entry uprobe's stack word, user registers and a
 // stack copy), exec and mmap records, then a share of them with flipped bytes, cut short or with
 // wrong sizes; random replacement callchains, some pointing out of their pool. Built by the tests
@@ -43,7 +43,7 @@ static size_t sample(uint8_t *buf, size_t at, uint64_t id, unsigned flags)
 
 	at = put(buf, at, &h, sizeof(h));
 	at = put64(buf, at, id);
-	at = put64(buf, at, (uint64_t)(rnd() % 4 + 1) << 32 | (rnd() % 4 + 1));
+	at = put64(buf, at, rnd() % 4 ? (uint64_t)(rnd() % 4 + 1) << 32 | (rnd() % 4 + 1) : rnd());	// (many threads)
 	at = put64(buf, at, rnd() % 100000);
 	at = put64(buf, at, 0);
 	at = put64(buf, at, nr);
@@ -166,6 +166,34 @@ int main(int argc, char **argv)
 		}
 		free(chains);
 		free(st);
+
+		if (cm_names(&a, &res))
+			return 1;
+		free(res.comms);
+		free(res.mmaps);
+
+		// the records one by one into a stream, as the ring copier hands them (whole, by their size)
+		struct cm_stream *s;
+		struct cm_stream_stats ss;
+
+		if (cm_stream_create(&s, &a.layout, map, 3, 99, out, out) != RB_ERR_INVAL ||
+		    cm_stream_create(&s, &a.layout, map, 2, 99, out, out))
+			return 1;
+		for (size_t pos = 0; pos + 8 <= len;) {
+			struct perf_event_header h;
+
+			memcpy(&h, buf + pos, sizeof(h));
+			if (h.size < 8 || pos + h.size > len)
+				break;
+			if (cm_stream_record(s, buf + pos, h.size))
+				return 1;
+			pos += h.size;
+		}
+		if (cm_stream_finish(s))
+			return 1;
+		cm_stream_get_stats(s, &ss);
+		touch((const uint8_t *)ss.tids, ss.ntids * sizeof(*ss.tids));
+		cm_stream_destroy(s);
 	}
 	close(out);
 	printf("ok %ld\n", iterations);

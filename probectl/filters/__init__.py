@@ -60,8 +60,7 @@ from typing import Optional
 from ..formats import EventFormat
 from .checker import MAX_STRING_BYTES, Checker, Enums, FilterError
 from .symbols import print_fmt_symbols
-from .syntax import parse_filter
-from .tree import And, CpuList, Filter, Not, Or, Predicate, StringValue, Term, Terms
+from .tree import And, CpuList, Filter, Node, Not, Or, Predicate, StringValue, Term, Terms
 
 __all__ = [
     "And",
@@ -82,6 +81,14 @@ __all__ = [
 ]
 
 MAX_FILTER_BYTES = 4095   # event_filter_write() refuses a write of PAGE_SIZE bytes or more
+
+
+def parse_filter(text: str) -> Node:
+    """The tree of a filter's text (:mod:`.syntax`), imported when a filter is parsed: the parser's
+    library is most of what importing this package costs, and most commands parse no filter."""
+    from .syntax import parse_filter as parse
+
+    return parse(text)
 
 
 def compile_filter(text: str, fmt: EventFormat, *, enums: Optional[Enums] = None) -> Filter:

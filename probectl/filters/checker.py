@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import struct
 import sys
-from fractions import Fraction
 from typing import Callable, Optional
 
 from ..dataclass import dataclass
@@ -327,6 +326,8 @@ class Checker:
                 raise self.error(f"invalid number {text}: {unit!r} is not a size unit", unit_column,
                                  hint="numbers are decimal, 0x hex or 0 octal; sizes may end in "
                                       "k/K/KiB, M/MiB, G/GiB, T/TiB (powers of 1024) or B")
+            from fractions import Fraction  # (exact sizes: only a size with a unit needs it)
+
             exact = Fraction(m.group("number")) * (1024 ** _UNITS[unit])
             if exact.denominator != 1:
                 raise self.error(f"{text} is not a whole number ({float(exact):g})", term.column)

@@ -192,7 +192,8 @@ class Recording:
                     part.files, perf_maps = add_callchains(meta, part.files, part.callchains, part.layout, tmp,
                                                            dict(part.watch.maps), self._unwound)
                 files = part.files
-                events, seen = _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
+                counted = part.callchains.counted() if part.callchains is not None else None
+                events, seen = counted or _count_and_pids(files, part.layout, {sel.format.id for sel in selected})
                 if perf_maps:  # (of the recorded processes only: perf reports every exec on a CPU)
                     groups = parse_tgids(meta.tgids)
                     recorded = seen | {groups[p] for p in seen if p in groups}
@@ -328,12 +329,13 @@ class RecorderPart(RunPart):
         pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
         if opts.cgroup is not None:  # every event from perf, in the cgroup alone: none enabled in the instance
             self.callchains = cgroup_events(run, self.selected, self.tmp, opts.cgroup, opts.stacks, pages,
-                                            copied, opts.stack_copy)
+                                            copied, opts.stack_copy, self.layout)
             uprobes = [e.format.id for e in self.selected]
         elif opts.stacks:
             uprobes = uprobe_events(self.definitions, self.selected)
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry, uprobes, data_pages=pages,
-                                         tids=run.pids, stack_events=copied, stack_copy=opts.stack_copy)
+                                         tids=run.pids, stack_events=copied, stack_copy=opts.stack_copy,
+                                         layout=self.layout)
         inst.enable([e for e in self.selected if e.format.id not in uprobes])
         self.recorder.start()
         if self.callchains is not None:

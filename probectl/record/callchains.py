@@ -39,7 +39,7 @@ from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
 from ..tracedat import parse_cmdlines, parse_tgids
 from ..tracedat.callchain import (BARE, ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
-                                  write_with_callchains)
+                                  perf_names, write_with_callchains)
 from .selection import SelectedEvent
 from .stackcopies import UnwindStats, unwind_stack_copies
 
@@ -151,7 +151,8 @@ class Callchains:
     def __init__(self, events: Sequence[SelectedEvent], cpus: Sequence[int], out_dir: Path,
                  entry_events: Sequence[int] = (), raw_events: Sequence[int] = (),
                  data_pages: int = RING_DATA_PAGES, tids: Sequence[int] = (), stack_events: Sequence[int] = (),
-                 stack_copy: int = 0, cgroup: Optional[int] = None, stacks: bool = True):
+                 stack_copy: int = 0, cgroup: Optional[int] = None, stacks: bool = True,
+                 layout: Optional[ringbuf.PageLayout] = None):
         """``stack_events``: the format ids of events whose samples copy ``stack_copy`` bytes of the
         user stack with the registers, unwound when the recording ends (:mod:`.stackcopies`);
         ``entry_events``: the format ids of uprobes at a function's first instruction, whose
@@ -160,9 +161,19 @@ class Callchains:
         those whose samples carry the event's record (the uprobes, not enabled in the instance);
         ``tids`` the threads to sample (with the tasks they start), or none for every process;
         ``cgroup`` an open cgroup directory, whose tasks alone are sampled (:mod:`.cgroups`); ``stacks``
-        False: the samples carry no user stack, and their records are written without one."""
+        False: the samples carry no user stack, and their records are written without one.
+
+        ``layout``: the instance's page layout. When every event's samples carry their record and
+        none a stack copy, the pages are then written as the rings are read (``out_dir/cpuN.pages``,
+        :class:`probectl.ringbuf.PageStream`): the CPU's pages need nothing else, and the records are
+        neither copied to a file nor read again when the recording ends."""
         self.cpus = list(cpus)
         self.files = {cpu: Path(out_dir) / f"cpu{cpu}.perf" for cpu in self.cpus}
+        self.pages: dict[int, Path] = {}  # the pages written as the rings were read (see ``layout``)
+        self.streamed: list[ringbuf.Streamed] = []  # what each CPU's stream wrote, once stopped
+        # (the highest id free: the kernel gives new events the lowest, so one made while this records
+        # takes another; add_callchains checks it against the file's formats)
+        self.callchain_id = free_event_id(ev.format.id for ev in events)
         self.stack = max_stack()
         self.ids: dict[int, int] = {}  # perf sample id -> ftrace event id
         self.entry_ids: set[int] = set()  # perf sample ids of entry uprobes
@@ -220,19 +231,33 @@ class Callchains:
                     raise ProbectlError("the traced processes ended before their stacks could be recorded",
                                         "record a running process")
                 self._leaders.append(leader)
-                out = self.files[cpu]
-                try:
-                    self._outs.append(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
-                except OSError as err:
-                    raise ProbectlError(f"cannot create {out}: {err.strerror}",
-                                        "record to a writable directory") from None
-            self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs, data_pages)
+                self._outs.append(_create(self.files[cpu]))
+            stream = None
+            if layout is not None and self.ids and self.raw_ids == set(self.ids) and not self.stack_ids:
+                self.pages = {cpu: Path(out_dir) / f"cpu{cpu}.pages" for cpu in self.cpus}
+                for cpu in self.cpus:
+                    self._outs.append(_create(self.pages[cpu]))
+                stream = ringbuf.PageStream(self._outs[len(self.cpus):], self.events(), layout, self.callchain_id)
+            self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs[:len(self.cpus)], data_pages,
+                                            stream=stream)
             # (redirected once the ring is mapped: the kernel refuses a ring that does not exist yet)
             for fd, leader in followers:
                 fcntl.ioctl(fd, _IOC_SET_OUTPUT, leader)
         except BaseException:
             self.close()
             raise
+
+    def events(self) -> list[tuple[int, int, int]]:
+        """(perf id, ftrace event id, flags) of each perf event, as the native writers take them."""
+        return [(perf_id, event, (RAW if perf_id in self.raw_ids else 0) | (ENTRY if perf_id in self.entry_ids else 0)
+                 | (STACK if perf_id in self.stack_ids else 0) | (BARE if self.bare else 0))
+                for perf_id, event in self.ids.items()]
+
+    def counted(self) -> Optional[tuple[int, set[int]]]:
+        """The events written and their threads, when the pages were written as the rings were read."""
+        if not self.pages:
+            return None
+        return sum(s.events for s in self.streamed), {tid for s in self.streamed for tid in s.tids}
 
     def start(self) -> None:
         """Start copying, then enable the events."""
@@ -250,7 +275,9 @@ class Callchains:
                 pass
         if self._rings is None:
             return []
-        return self._rings.stop()
+        stats = self._rings.stop()
+        self.streamed = self._rings.streamed()
+        return stats
 
     def stats(self) -> list[ringbuf.PerfRingStats]:
         return self._rings.stats() if self._rings is not None else []
@@ -268,6 +295,13 @@ class Callchains:
 
 
 _IOC_ID = 0x80082407  # _IOR('$', 7, u64 *): PERF_EVENT_IOC_ID
+
+
+def _create(path: Path) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise ProbectlError(f"cannot create {path}: {err.strerror}", "record to a writable directory") from None
 
 
 def _event_perf_id(fd: int) -> int:
@@ -295,11 +329,11 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
     the maps lines of the executable mappings perf reported. The samples' stack copies are unwound
     first, from the call-frame information of the files of ``proc_maps`` (/proc/PID/maps texts by
     process) and of the mappings perf reported; ``unwound`` is told how that went."""
-    event_id = free_event_id(all_format_ids(meta.ftrace_formats, meta.event_formats))
-    events = [(perf_id, event, (RAW if perf_id in chains.raw_ids else 0)
-               | (ENTRY if perf_id in chains.entry_ids else 0) | (STACK if perf_id in chains.stack_ids else 0)
-               | (BARE if chains.bare else 0))
-              for perf_id, event in chains.ids.items()]
+    event_id = chains.callchain_id
+    if event_id in all_format_ids(meta.ftrace_formats, meta.event_formats):
+        raise ProbectlError(f"the kernel gave event id {event_id}, which this recording took for its stacks, "
+                            "to an event made while it recorded", "record again")
+    events = chains.events()
     unwound_chains: dict[int, tuple[bytes, bytes]] = {}
     if chains.stack_ids:
         unwound_chains, stats = unwind_stack_copies(chains.files, events, proc_maps or {}, chains.stack)
@@ -311,19 +345,22 @@ def add_callchains(meta: Any, files: dict[int, Path], chains: Callchains, layout
     maps: dict[int, list[str]] = {}
     for cpu, path in files.items():
         perf = chains.files.get(cpu)
-        if perf is None or not perf.exists() or not perf.stat().st_size:
+        if cpu in chains.pages:  # (the instance recorded nothing: every event came from perf)
+            out[cpu] = chains.pages[cpu]
+            comms, cpu_maps = perf_names(perf) if perf is not None else ([], {})
+        elif perf is None or not perf.exists() or not perf.stat().st_size:
             out[cpu] = path
             continue
-        merged = tmp / f"cpu{cpu}.merged"
-        _written, _left, comms, cpu_maps = write_with_callchains(path if path.exists() else None, perf, merged,
-                                                                 layout, event_id, events,
-                                                                 chains=unwound_chains.get(cpu))
+        else:
+            out[cpu] = tmp / f"cpu{cpu}.merged"
+            _written, _left, comms, cpu_maps = write_with_callchains(path if path.exists() else None, perf, out[cpu],
+                                                                     layout, event_id, events,
+                                                                     chains=unwound_chains.get(cpu))
         for pid, lines in cpu_maps.items():
             maps.setdefault(pid, []).extend(lines)
         for pid, tid, name in comms:
             names[tid] = name
             tgids[tid] = pid
-        out[cpu] = merged
     meta.event_formats = callchain_formats(meta.event_formats, event_id)
     # (an exec perf reported is newer than saved_cmdlines, which may name an earlier task of that pid)
     cmdlines, groups = parse_cmdlines(meta.cmdlines), parse_tgids(meta.tgids)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import ProbectlError
+from ..ringbuf import PageLayout
 from .callchains import Callchains, entry_uprobes
 from .selection import SelectedEvent
 
@@ -98,11 +99,13 @@ def scope_cgroup(path: Optional[str], pid: Optional[int]) -> Optional[Path]:
 
 
 def cgroup_events(run: "TracedRun", selected: Sequence[SelectedEvent], tmp: Path, cgroup: Path, stacks: bool,
-                  data_pages: int, stack_events: Sequence[int] = (), stack_copy: int = 0) -> Callchains:
+                  data_pages: int, stack_events: Sequence[int] = (), stack_copy: int = 0,
+                  layout: Optional[PageLayout] = None) -> Callchains:
     """The perf events of a recording scoped to ``cgroup``: every selected event, on each CPU of the
     run, counting the cgroup's tasks only, its samples carrying the event's record (and with
     ``stacks`` the user stack: uprobes at a function's entry also the word at the stack pointer, and
-    ``stack_events`` a copy of ``stack_copy`` bytes of it, unwound when the recording ends)."""
+    ``stack_events`` a copy of ``stack_copy`` bytes of it, unwound when the recording ends); ``layout``
+    the instance's page layout (see :class:`.callchains.Callchains`)."""
     try:
         fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as err:
@@ -110,7 +113,7 @@ def cgroup_events(run: "TracedRun", selected: Sequence[SelectedEvent], tmp: Path
     try:
         entry = entry_uprobes(run.tfs.definitions(), selected) if stacks else []
         return Callchains(selected, run.cpus, tmp, entry, [e.format.id for e in selected], data_pages=data_pages,
-                          stack_events=stack_events, stack_copy=stack_copy, cgroup=fd, stacks=stacks)
+                          stack_events=stack_events, stack_copy=stack_copy, cgroup=fd, stacks=stacks, layout=layout)
     finally:
         os.close(fd)  # (each event holds the cgroup)
 

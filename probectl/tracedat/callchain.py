@@ -44,11 +44,9 @@ def user_callchain_format(event_id: int) -> str:
 
 
 def free_event_id(used: Iterable[int]) -> int:
-    """An id for probectl's event that no format of the file has (common_type is 16 bits)."""
+    """An id for probectl's event that none of ``used`` has: the highest (common_type is 16 bits),
+    because the kernel gives an event made later the lowest id free."""
     taken = set(used)
-    candidate = max(taken, default=0) + 1
-    if candidate <= 0xFFFF:
-        return candidate
     return next(i for i in range(0xFFFF, 0, -1) if i not in taken)
 
 
@@ -81,6 +79,15 @@ def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: Pa
             sorted(set(pids)) if pids is not None else None, chains)
     return (written, left, [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms],
             maps_lines(mmaps))
+
+
+def perf_names(perf: Path) -> tuple[list[tuple[int, int, str]], dict[int, list[str]]]:
+    """The (pid, tid, command name) of each exec, and per process the ``/proc/PID/maps`` lines of the
+    executable mappings, that the perf records of ``perf`` report (as :func:`write_with_callchains`
+    returns them)."""
+    with contextlib.ExitStack() as stack:
+        comms, mmaps = ringbuf.perf_names(mapped(stack, perf) or b"") if perf.exists() else ([], [])
+        return [(pid, tid, name.decode("utf-8", "backslashreplace")) for pid, tid, name in comms], maps_lines(mmaps)
 
 
 def maps_lines(mmaps: Iterable[ringbuf.PerfMmap]) -> dict[int, list[str]]:

@@ -481,7 +481,7 @@ class Corpus:
         if getattr(self, "event", None):
             subprocess.run([sys.executable, "-m", "probectl", "del", self.event], capture_output=True)
             self.tracefs.keep.clear()
-        self.tracefs.remove_ours()
+        self.tracefs.remove_ours(patience=5.0)
 
     # -- inputs
 

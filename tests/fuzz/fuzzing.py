@@ -248,7 +248,17 @@ class Tracefs:
         except OSError:
             return []
 
-    def remove_ours(self) -> None:
+    def remove_ours(self, patience: float = 0.0) -> None:
+        """Remove the pass's own events; with ``patience``, try again for that many seconds while some
+        remain (an event is busy while a process a killed run started still has it open: perf's
+        events of a ``record -g`` whose child outlived it)."""
+        deadline = time.monotonic() + patience
+        self._remove_once()
+        while self.ours() and time.monotonic() < deadline:
+            time.sleep(0.1)
+            self._remove_once()
+
+    def _remove_once(self) -> None:
         for line in self.ours():
             name = line.split()[0].split(":", 1)[1]
             for path in (TRACEFS / "events" / name / "enable",):

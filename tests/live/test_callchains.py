@@ -198,3 +198,24 @@ def test_a_commands_stacks_are_its_own_and_its_childrens(live_tracefs, callers, 
     assert len({e["pid"] for e in events}) == 2 and all(e["user_stack"][0].startswith("work") for e in events)
     # the children are gone when the recording ends: their names come from the execs perf reported
     assert {e["comm"] for e in events} == {callers.name[:15]}
+
+
+def test_a_small_ring_wraps_and_every_event_is_written_or_counted_lost(live_tracefs, callers, tmp_path):
+    """The pages are written as perf's ring is read (native/chainmerge.h, ``cm_stream``): with the
+    smallest ring (``-m 4``: one page) and 51,000 events, records wrap around the ring's end all the
+    time and the kernel drops some; each event is then in the file with its own callchain, or
+    counted lost, never half there."""
+    path = tmp_path / "small.dat"
+    out = probectl("record", "-g", "-m", "4", "-e", f"{G}:work", "-o", str(path), "--", str(callers), "1000")
+    calls = sum(expected_paths(out.stdout).values())
+    assert calls == 51_000
+    m = re.search(r"\[ probectl record: ([\d,]+) events[^]]*?(?:, ([\d,]+) lost)? \]", out.stderr)
+    assert m, out.stderr
+    events, lost = (int((g or "0").replace(",", "")) for g in m.groups())
+    assert events + lost == calls and events > 0
+    want = expected_paths(out.stdout)
+    got: Counter = Counter()
+    for line in probectl("script", "-i", str(path), "--format", "folded").stdout.splitlines():
+        stack, n = line.rsplit(" ", 1)
+        got[caller_path(stack.split(";")[1:])] += int(n)
+    assert sum(got.values()) == events and all(got[p] <= want[p] for p in got), (got, want)
