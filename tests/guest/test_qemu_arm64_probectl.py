@@ -8,8 +8,11 @@ the arm64 vmlinux (found where perf looks for it) and on the AArch64 builds of t
 it, records the arm64 kernel's trace pages and reads them back with ``script``; the tests check the
 values against what the workload did: sizes sent over loopback TCP, ESTABLISHED, return values, a
 local at a line, kernel stacks named from the syscall down (and the same names from the recording
-read on this x86-64 host), and the fixture programs' own ``EXPECT`` lines (tests/live/test_live_source's
-checks of the same definitions on x86-64).
+read on this x86-64 host), the fixture programs' own ``EXPECT`` lines (tests/live/test_live_source's
+checks of the same definitions on x86-64), and their user stacks: unwound from copies and call-frame
+information, and walked by the kernel through the frame records, with the same frames. One boot: qemu
+100-115 s on this machine (2 shared cores), the first command on the vmlinux 15-20 s of it (the
+vmlinux read from the emulated NVMe disk for the first time).
 """
 from __future__ import annotations
 
