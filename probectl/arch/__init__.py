@@ -73,6 +73,8 @@ class Arch:
       its PC 32), the registers a call keeps, the DWARF number of each bit of perf's
       ``sample_regs_user`` (None: a register no CFI rule names), and the bits of a saved return
       address that are the address (AArch64's pointer authentication signs the bits above it);
+    - ``call_pushes_return_address``: at a function's first instruction the return address is the
+      word at the stack pointer (x86-64's call pushes it), not in a register (AArch64's x30).
     """
 
     name: str
@@ -93,6 +95,7 @@ class Arch:
     perf_regs_dwarf: tuple[Optional[int], ...]
     instruction_pointer: int
     code_address_mask: int
+    call_pushes_return_address: bool
 
     @property
     def perf_regs_unwind_mask(self) -> int:

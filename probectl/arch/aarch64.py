@@ -79,4 +79,5 @@ ARCH = Arch(
     patchable_entry_nop=NOP,
     return_address=LINK_REGISTER, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
     instruction_pointer=PROGRAM_COUNTER, code_address_mask=(1 << USER_ADDRESS_BITS) - 1,
+    call_pushes_return_address=False,
 )

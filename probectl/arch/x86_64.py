@@ -90,5 +90,5 @@ ARCH = Arch(
     relative_relocation=8,  # R_X86_64_RELATIVE
     patchable_entry_nop=None,
     return_address=RETURN_ADDRESS, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
-    instruction_pointer=RETURN_ADDRESS, code_address_mask=(1 << 64) - 1,
+    instruction_pointer=RETURN_ADDRESS, code_address_mask=(1 << 64) - 1, call_pushes_return_address=True,
 )
