@@ -10,9 +10,9 @@ values against what the workload did: sizes sent over loopback TCP, ESTABLISHED,
 local at a line, kernel stacks named from the syscall down (and the same names from the recording
 read on this x86-64 host), the fixture programs' own ``EXPECT`` lines (tests/live/test_live_source's
 checks of the same definitions on x86-64), and their user stacks: unwound from copies and call-frame
-information, and walked by the kernel through the frame records, with the same frames. One boot: qemu
-78 s on this machine when quiet, 100-115 s with its 2 cores shared, the first command on the vmlinux 15-20 s of it (the
-vmlinux read from the emulated NVMe disk for the first time).
+information, and walked by the kernel through the frame records, with the same frames. One boot:
+qemu 78 s on this machine when quiet, 100-115 s with its 2 cores shared; the first command on the
+vmlinux takes 15-20 s of it (the vmlinux read from the emulated NVMe disk for the first time).
 """
 from __future__ import annotations
 
