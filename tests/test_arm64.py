@@ -26,6 +26,9 @@ from probectl.arch import aarch64, x86_64
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.sdt import parse_operand
 from probectl.errors import DebugInfoError
+from probectl.debuginfo.dwarf.unwind import CallFrameFiles, StackCopy, Unwinder, registers_from_perf
+from probectl.debuginfo.framepointers import keeps_frame_pointers
+from probectl.tracedat.procmaps import decode_proc_maps
 
 from tests.helpers import (BUILD_DIR, FIXTURES, TRACEFS, build_arm64_fixture, build_arm64_program, build_fixture,
                            fails, kernel_testdata, missing, probectl, require_tool)
@@ -376,6 +379,54 @@ def test_an_arm64_program_is_not_written_on_this_kernel():
                     and d.split("-")[1].isdigit() and not os.path.exists(f"/proc/{d.split('-')[1]}")]
     # -D shows them, as perf -D does
     assert probectl("add", "-D", "-x", path, "paint w->id").stdout.startswith("p:probe_dwarf_structs/paint ")
+
+
+def test_aarch64_frame_pointers_are_seen():
+    """``record -g`` copies the stacks of AArch64 code that keeps no frame records: the check looks for
+    ``add x29, sp, #N`` among a function's first instructions (-O0 keeps them; -fomit-frame-pointer not)."""
+    with ElfFile(build_arm64_fixture("dwarf_structs", "-O0")) as elf:
+        assert keeps_frame_pointers(elf)
+    omitted = build_arm64_program("dwarf_structs", [FIXTURES / "dwarf_structs.c"], "-O0", ("-fomit-frame-pointer",))
+    with ElfFile(omitted) as elf:
+        assert not keeps_frame_pointers(elf)
+
+
+def test_an_aarch64_stack_is_unwound_from_its_cfi(tmp_path):
+    """The CFI unwinder with AArch64's facts, on the arm64 build of uprobe_target (-O2): at the entry of
+    sum_record, a leaf, the return address is still in x30 and the CFA is the stack pointer; main's row
+    at its call says where it saved x30, whose value there carries a pointer-authentication signature in
+    its top bits, stripped as the kernel strips it. (The registers and the stack are made here from the
+    binary's own CFI and code: no AArch64 process runs on this machine; tests/guest/
+    test_qemu_arm64_probectl.py unwinds real ones in the arm64 guest.)"""
+    path = build_arm64_fixture("uprobe_target", "-O2")
+    base = 0xAAAA_0000_0000
+    with ElfFile(path) as elf:
+        sym = {f.name: f.value for f in elf.functions()}
+        main, callee = sym["main"], sym["sum_record"]
+        code = elf.file_bytes(elf.vaddr_to_offset(main), 0x400, "main")
+    call = next(main + i for i in range(0, len(code), 4)
+                if (w := int.from_bytes(code[i:i + 4], "little")) >> 26 == 0b100101  # bl
+                and main + i + ((w & 0x3FFFFFF) ^ 0x2000000) * 4 - 0x8000000 == callee)
+    maps = decode_proc_maps(f"pid 1\n{base:x}-{base + 0x10000:x} r-xp 00000000 00:00 0 {path}\n".encode())[1]
+    row = CallFrameFiles().get(str(path)).frames.row_at(call)
+    assert row is not None and row.cfa is not None
+    sp = 0x7FFF_F000_0000
+    regs = {aarch64.PROGRAM_COUNTER: base + callee, aarch64.STACK_POINTER: sp, aarch64.LINK_REGISTER: base + call + 4,
+            29: sp + 0x40}
+    cfa = (sp if row.cfa.register == aarch64.STACK_POINTER else regs[row.cfa.register]) + row.cfa.offset
+    saved_lr = row.rule(aarch64.LINK_REGISTER)
+    assert saved_lr is not None and saved_lr.kind == "offset"
+    caller = 0xFFFF_8000_1234  # (in no mapped file: the unwinding stops after it, saying so)
+    stack = bytearray(0x1000)
+    at = cfa + saved_lr.value - sp
+    stack[at:at + 8] = (caller | 0x003A << 48).to_bytes(8, "little")  # signed: bits 48..63
+    frames = Unwinder(maps, arch=aarch64.ARCH).unwind(regs, StackCopy(sp, bytes(stack)))
+    assert [(f.address, f.kind) for f in frames[:3]] == [(base + callee, "ip"), (base + call + 4, "return"),
+                                                         (caller, "return")]
+    assert frames[3].kind == "unknown" and "in no mapped file" in frames[3].reason
+    # perf's user registers of an arm64 sample are the DWARF numbers (X0..X30, SP, PC)
+    assert registers_from_perf(aarch64.ARCH.perf_regs_unwind_mask, list(range(33)), aarch64.ARCH) == {
+        n: n for n in range(33)}
 
 
 # --- the arm64 kernel (its -dbg vmlinux, tools/kernel-testdata-arm64.sh) ------------------------------

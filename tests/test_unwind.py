@@ -21,7 +21,7 @@ from probectl.debuginfo.elf import ElfFile, find_debug_file
 from probectl.script.symbols import UserSymbols
 from probectl.tracedat.procmaps import Mapping, decode_proc_maps
 
-from probectl.arch.x86_64 import PERF_REGS_DWARF, PERF_REGS_UNWIND_MASK
+from probectl.arch.x86_64 import ARCH as X86_64
 from probectl.ringbuf import unwind_copies
 
 from .helpers import build_fixture, run_sanitized, sanitized_driver
@@ -283,7 +283,7 @@ def test_damaged_stacks_and_registers_never_raise(target, tmp_path):
 def _perf_sample(snap: Snapshot, pid: int = 1) -> tuple[bytes, int]:
     """A PERF_RECORD_SAMPLE as ``record --call-graph dwarf`` asks for (identifier, tid, time, cpu,
     an empty callchain, the user registers, the stack copy) of the snapshot, and the register count."""
-    order = [PERF_REGS_DWARF[bit] for bit in range(64) if PERF_REGS_UNWIND_MASK >> bit & 1]
+    order = [X86_64.perf_regs_dwarf[bit] for bit in range(64) if X86_64.perf_regs_unwind_mask >> bit & 1]
     regs = [snap.registers.get(dwarf, 0) for dwarf in order]
     copy = snap.stack.data
     body = struct.pack("<QIIQQQ", 7, pid, pid, 1000, 0, 0)
@@ -300,7 +300,7 @@ def test_the_native_walk_gives_the_same_frames(target, tmp_path, depth):
     unwinder = Unwinder(snap.maps)
     want = [f.address for f in snap.unwind()]
     record, nregs = _perf_sample(snap)
-    order = [PERF_REGS_DWARF[bit] for bit in range(64) if PERF_REGS_UNWIND_MASK >> bit & 1]
+    order = [X86_64.perf_regs_dwarf[bit] for bit in range(64) if X86_64.perf_regs_unwind_mask >> bit & 1]
     asked: list[tuple[int, int]] = []
 
     def rule_of(pid: int, address: int):

@@ -5,7 +5,8 @@
 #                               <sys/sdt.h> for the USDT fixtures, a debuginfod server, chromium for the pictures,
 #                               podman and runc for the containers of a real runtime, an AArch64 cross
 #                               compiler for the fixtures' AArch64 builds, qemu-system-aarch64 and Debian's
-#                               arm64 cloud kernel for the AArch64 guest)
+#                               arm64 cloud kernel for the AArch64 guest, and Debian's arm64 Python for
+#                               probectl run there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,7 @@ if [ "${1:-}" = "--test" ]; then
     # The kernel-probe tests read Debian's cloud vmlinux and boot its kernel in qemu; fetch them once.
     tools/kernel-testdata.sh >/dev/null
     tools/kernel-testdata-arm64.sh >/dev/null  # (adds arm64 to dpkg's architectures for apt-get download)
+    tools/python-arm64.sh >/dev/null  # the AArch64 guest's Python, for probectl run there
 fi
 
 if ! grep -q ' tracefs ' /proc/mounts && [ -d /sys/kernel/tracing ]; then

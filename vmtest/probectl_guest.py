@@ -48,17 +48,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from vmtest.busybox_guest import INIT_MOUNTS, KERNEL_ARGS, QEMU, Cpio, FramedReport, GuestError, _read, find_busybox, missing_requirements
+from vmtest.busybox_guest import (AARCH64_GUEST, INIT_MOUNTS, X86_64_GUEST, Cpio, FramedReport, GuestError, GuestMachine,
+                                  _fetched_dir, _newest_dir, _read, guest_busybox, missing_requirements)
 
 ROOT = Path(__file__).resolve().parent.parent
 GUEST_CACHE = Path(os.environ.get("PROBECTL_GUEST_CACHE", "/var/cache/probectl/guest"))
 MKFS = "mkfs.ext4"
+# The AArch64 guest's Python: Debian's arm64 packages unpacked by tools/python-arm64.sh, and the cross
+# compiler of the native extension (apt gcc-aarch64-linux-gnu).
+ARM64_PYTHON_CACHE = Path(os.environ.get("PROBECTL_ARM64_PYTHON_CACHE", "/var/cache/probectl/python-arm64"))
+CROSS_CC = "aarch64-linux-gnu-gcc"
+# Python's own flags for an extension (sysconfig's CFLAGS without the host's hardening extras), then setup.py's.
+NATIVE_CFLAGS = ("-shared", "-fPIC", "-DNDEBUG", "-fwrapv", "-O2", "-std=gnu99", "-Wall", "-Wextra")
 
-# The checkout's files the guest needs, relative to ROOT.
-CHECKOUT_PARTS = ("probectl", "grammar", "pyproject.toml")
+# The checkout's files the guest needs, relative to ROOT (fixtures/: the sources of the fixture
+# programs, which line probes on them read).
+CHECKOUT_PARTS = ("probectl", "grammar", "pyproject.toml", "fixtures")
 # Parts of the standard library no probectl command imports; left out to keep the image small.
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data",
-               "config-3.11-x86_64-linux-gnu"}
+               "config-3.11-x86_64-linux-gnu", "config-3.11-aarch64-linux-gnu"}
 # probectl commands run here before the image is made, with the image's cache directory as
 # XDG_CACHE_HOME, so the guest finds the kernel's indexes made (DWARF name index, kprobe rules): what
 # takes seconds here takes minutes under TCG.  KERNEL stands for the kernel test-data directory.
@@ -122,35 +130,104 @@ def _shared_libraries(paths: Sequence[Path]) -> set[Path]:
     return found
 
 
-def _software_layout() -> dict[str, Path]:
-    """Image path (relative, host layout) -> host file or directory, for everything the guest runs."""
+def _software_layout(machine: GuestMachine) -> dict[str, Path]:
+    """Image path (relative, host layout) -> host file or directory, for everything the guest runs:
+    this machine's interpreter, or (AArch64) Debian's arm64 one, with the venv and the checkout."""
     venv = Path(sys.prefix)
-    interpreter = Path(os.path.realpath(sys.executable))
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
     site = Path(sysconfig.get_paths()["purelib"])
-    layout: dict[str, Path] = {str(interpreter)[1:]: interpreter}
+    # At the host's paths, where the venv's pyvenv.cfg (its home) leads the interpreter to its stdlib.
+    interpreter_name = os.path.realpath(sys.executable)[1:]
+    stdlib_name = sysconfig.get_paths()["stdlib"][1:]
+    if machine is X86_64_GUEST:
+        interpreter, stdlib = Path("/", interpreter_name), Path("/", stdlib_name)
+    else:
+        root = arm64_python_root()
+        interpreter, stdlib = root / "usr/bin/python3.11", root / "usr/lib/python3.11"
+    layout: dict[str, Path] = {interpreter_name: interpreter}
     for child in sorted(stdlib.iterdir()):
         if child.name not in STDLIB_SKIP and child.name != "site-packages" and child.name != "dist-packages":
-            layout[str(child)[1:]] = child
-    layout[str(site)[1:]] = site
+            layout[f"{stdlib_name}/{child.name}"] = child
+    if machine is X86_64_GUEST:
+        layout[str(site)[1:]] = site
+    else:  # the pure-Python packages: this machine's native ones (duckdb, pyarrow, isal, mypy) cannot load there
+        for child in sorted(site.iterdir()):
+            if not _holds_native_code(child):
+                layout[str(child)[1:]] = child
     layout[str(venv / "pyvenv.cfg")[1:]] = venv / "pyvenv.cfg"
     for part in CHECKOUT_PARTS:
         layout[str(ROOT / part)[1:]] = ROOT / part
-    binaries = [interpreter] + [p for d in (stdlib / "lib-dynload", site, ROOT / "probectl")
-                                for p in d.rglob("*.so")]
-    for lib in _shared_libraries(binaries):
-        real = Path(os.path.realpath(lib))
-        # Under the name the loader asks for (the soname), in /usr/lib/... (the image's /lib is a link).
-        name = str(lib)[1:]
-        name = "usr/" + name if name.startswith(("lib/", "lib64/")) else name
-        layout[name] = real
+    if machine is X86_64_GUEST:
+        binaries = [interpreter] + [p for d in (stdlib / "lib-dynload", site, ROOT / "probectl")
+                                    for p in d.rglob("*.so")]
+        for lib in _shared_libraries(binaries):
+            real = Path(os.path.realpath(lib))
+            # Under the name the loader asks for (the soname), in /usr/lib/... (the image's /lib is a link).
+            name = str(lib)[1:]
+            name = "usr/" + name if name.startswith(("lib/", "lib64/")) else name
+            layout[name] = real
+    else:
+        # The libraries of the packages tools/python-arm64.sh unpacked (merged /usr), and the extension
+        # built for AArch64 beside this machine's (the interpreter looks for its own suffix only).
+        layout["usr/lib/aarch64-linux-gnu"] = root / "usr/lib/aarch64-linux-gnu"
+        layout["usr/lib/ld-linux-aarch64.so.1"] = root / "usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"
+        layout[str(ROOT / "probectl" / "_native.cpython-311-aarch64-linux-gnu.so")[1:]] = cross_native(root)
     return layout
 
 
-def _tree_digest(layout: dict[str, Path], kernel_release: str) -> str:
+def _holds_native_code(path: Path) -> bool:
+    """Whether ``path`` (an entry of site-packages) is or holds a compiled extension or library."""
+    if path.is_file():
+        return path.suffix == ".so"
+    return any(path.rglob("*.so"))
+
+
+def find_arm64_python() -> Optional[Path]:
+    """The root of Debian's arm64 Python unpacked by tools/python-arm64.sh ($PROBECTL_ARM64_PYTHON_DIR,
+    else the newest complete one in the cache), or None."""
+    found = _newest_dir("PROBECTL_ARM64_PYTHON_DIR", ARM64_PYTHON_CACHE, ("complete", "root/usr/bin/python3.11"))
+    return found / "root" if found is not None else None
+
+
+def fetch_arm64_python() -> Path:
+    """Run tools/python-arm64.sh (downloads 14 MB of Debian's arm64 packages on first use): the root."""
+    return _fetched_dir("python-arm64.sh") / "root"
+
+
+def arm64_python_root() -> Path:
+    root = find_arm64_python()
+    if root is None:
+        raise GuestError("no arm64 Python (run tools/python-arm64.sh)")
+    return root
+
+
+def cross_native(root: Path) -> Path:
+    """probectl's native extension built for AArch64 by CROSS_CC against the arm64 Python's headers
+    under ``root``; kept in the guest cache under a hash of its sources and the flags."""
+    sources = sorted((ROOT / "native").glob("*.c"))
+    h = hashlib.sha256(f"{CROSS_CC} {NATIVE_CFLAGS} {root}\n".encode())
+    for f in sorted((ROOT / "native").glob("*.[ch]")):
+        h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    built = GUEST_CACHE / "native" / f"_native-aarch64-{h.hexdigest()[:24]}.so"
+    if built.is_file():
+        return built
+    built.parent.mkdir(parents=True, exist_ok=True)
+    partial = built.with_name(f".{built.name}.{os.getpid()}")
+    try:
+        done = subprocess.run([CROSS_CC, *NATIVE_CFLAGS, f"-I{ROOT / 'native'}", f"-I{root / 'usr/include/python3.11'}",
+                               f"-I{root / 'usr/include'}", *map(str, sources), "-o", str(partial)],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise GuestError(f"{CROSS_CC} could not build the native extension:\n{done.stderr[-3000:]}")
+        os.replace(partial, built)
+    finally:
+        partial.unlink(missing_ok=True)
+    return built
+
+
+def _tree_digest(layout: dict[str, Path], kernel_release: str, machine: GuestMachine) -> str:
     """A hash of everything in ``layout``: the contents of this checkout's files (``__pycache__``
     excepted: made from the rest), the sizes and times of the others'."""
-    h = hashlib.sha256(f"layout 1 {kernel_release} {WARM_COMMANDS}\n".encode())
+    h = hashlib.sha256(f"layout 1 {kernel_release} {machine.name} {WARM_COMMANDS}\n".encode())
     h.update(Path(__file__).read_bytes())
     for name, host in sorted(layout.items()):
         files = [host] if host.is_file() else sorted(p for p in host.rglob("*")
@@ -201,11 +278,11 @@ def _link_file(src, dst) -> None:
         shutil.copy2(src, dst)
 
 
-def software_image(kernel_dir: Path) -> Path:
-    """The software image for this checkout and kernel: built when its contents changed."""
-    layout = _software_layout()
+def software_image(kernel_dir: Path, machine: GuestMachine = X86_64_GUEST) -> Path:
+    """The software image for this checkout, kernel and machine: built when its contents changed."""
+    layout = _software_layout(machine)
     release = kernel_release(kernel_dir)
-    image = GUEST_CACHE / f"software-{_tree_digest(layout, release)}.ext4"
+    image = GUEST_CACHE / f"software-{_tree_digest(layout, release, machine)}.ext4"
     if image.is_file():
         os.utime(image)  # (newest used: kept by _prune_software_images)
         return image
@@ -267,11 +344,16 @@ def kernel_image(kernel_dir: Path) -> Path:
     return image
 
 
-def missing_guest_requirements(kernel_dir: Optional[Path]) -> list[str]:
+def missing_guest_requirements(kernel_dir: Optional[Path], machine: GuestMachine = X86_64_GUEST) -> list[str]:
     """What this machine lacks for run_probectl_in_guest, as readable reasons (empty when all is there)."""
-    reasons = missing_requirements(kernel_dir)
+    reasons = missing_requirements(kernel_dir, machine)
     if not shutil.which(MKFS):
         reasons.append(f"{MKFS} is not installed (apt e2fsprogs)")
+    if machine is AARCH64_GUEST:
+        if find_arm64_python() is None:
+            reasons.append("no arm64 Python (run tools/python-arm64.sh)")
+        if not shutil.which(CROSS_CC):
+            reasons.append(f"{CROSS_CC} is not installed (apt gcc-aarch64-linux-gnu)")
     if kernel_dir is not None and not (kernel_dir / "vmlinux").is_file():
         reasons.append(f"no vmlinux in {kernel_dir}")
     return reasons
@@ -286,7 +368,7 @@ STEP_SECONDS = 300
 #   @@step N STATUS START END (the guest's uptime) / base64 of stdout / @@stderr / base64 of stderr / @@end
 # after "@@begin UPTIME"; then, for each file asked for, @@file PATH / base64 / @@end, and finally @@done.
 GUEST_INIT = INIT_MOUNTS + r"""mount -t tmpfs -o mode=1777 tmpfs /tmp
-exec 3>/dev/ttyS1
+exec 3>/dev/@RESULTS_TTY@
 mkdir -p /sw /kernel
 n=0
 while [ ! -b /dev/nvme0n2 ] && [ $n -lt 600 ]; do usleep 100000; n=$((n+1)); done
@@ -340,14 +422,15 @@ def guest_wrapper() -> str:
 
 
 def build_guest_initramfs(path: Path, steps: Sequence[str], fetch: Sequence[str], busybox: Path,
-                          files: dict[str, bytes]) -> None:
+                          files: dict[str, bytes], results_tty: str = X86_64_GUEST.results_tty) -> None:
     archive = Cpio()
     for d in ("bin", "dev", "proc", "sys", "tmp", "steps", "guest", "guest/bin", "guest/files"):
         archive.directory(d)
     archive.char_device("dev/console", 5, 1)
     archive.file("bin/busybox", busybox.read_bytes(), 0o755)
     archive.symlink("bin/sh", "busybox")
-    archive.file("init", GUEST_INIT.replace("@STEP_SECONDS@", str(STEP_SECONDS)).encode(), 0o755)
+    init = GUEST_INIT.replace("@STEP_SECONDS@", str(STEP_SECONDS)).replace("@RESULTS_TTY@", results_tty)
+    archive.file("init", init.encode(), 0o755)
     archive.file("guest/bin/probectl", guest_wrapper().encode(), 0o755)
     archive.file("guest/fetch", "".join(f + "\n" for f in fetch).encode())
     for name, data in files.items():
@@ -382,31 +465,32 @@ def run_probectl_in_guest(kernel_dir: Union[str, Path], steps: Sequence[str], **
 
 def boot_probectl_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *, timeout: float = 1800.0,
                         memory: str = "1536M", cpus: int = 2, fetch: Sequence[str] = (),
-                        files: Optional[dict[str, bytes]] = None, kernel_args: str = "") -> GuestRun:
+                        files: Optional[dict[str, bytes]] = None, kernel_args: str = "",
+                        machine: GuestMachine = X86_64_GUEST) -> GuestRun:
     """Boot ``kernel_dir/vmlinuz`` with probectl on board and run ``steps`` (shell text) one by one.
 
     Steps run as root in /tmp (a tmpfs kept between steps) with ``probectl`` on the PATH and busybox for
     everything else (``nc``, ``insmod``, ``cat`` ...); ``/kernel`` is the kernel directory (``vmlinux``,
     ``modules/loadable/*.ko``).  ``files`` (name -> bytes) are put in ``/guest/files``; ``fetch`` names
     guest files sent back in ``GuestRun.files`` after the last step.  A step's output and exit status
-    are in ``GuestRun.steps``, in order.  Raises GuestError when the guest does not report back within
+    are in ``GuestRun.steps``, in order.  ``machine``: X86_64_GUEST, or AARCH64_GUEST (Debian's arm64
+    kernel in qemu-system-aarch64, probectl on Debian's arm64 Python).  Raises GuestError when the guest does not report back within
     ``timeout`` seconds or stops before the last step.
     """
     kernel_dir = Path(kernel_dir)
-    busybox = find_busybox()
-    if busybox is None:
-        raise GuestError("no statically linked busybox (apt busybox-static)")
-    if not shutil.which(MKFS):
-        raise GuestError(f"{MKFS} is not installed (apt e2fsprogs)")
+    busybox = guest_busybox(machine, kernel_dir)
+    lacking = missing_guest_requirements(kernel_dir, machine)
+    if busybox is None or lacking:
+        raise GuestError("; ".join(lacking))
     start = time.monotonic()
-    software, kernel = software_image(kernel_dir), kernel_image(kernel_dir)
+    software, kernel = software_image(kernel_dir, machine), kernel_image(kernel_dir)
     images_seconds = time.monotonic() - start
     with tempfile.TemporaryDirectory(prefix="probectl-qemu-") as tmp:
         tmpdir = Path(tmp)
         initrd, console_file, results_file = tmpdir / "initrd.cpio", tmpdir / "console", tmpdir / "results"
-        build_guest_initramfs(initrd, steps, fetch, busybox, files or {})
-        cmd = [QEMU, "-kernel", str(kernel_dir / "vmlinuz"), "-initrd", str(initrd),
-               "-append", f"{KERNEL_ARGS} {kernel_args}".strip(),
+        build_guest_initramfs(initrd, steps, fetch, busybox, files or {}, machine.results_tty)
+        cmd = [machine.qemu, *machine.machine_args, "-kernel", str(kernel_dir / "vmlinuz"), "-initrd", str(initrd),
+               "-append", f"{machine.kernel_args} {kernel_args}".strip(),
                "-m", memory, "-smp", str(cpus), "-no-reboot", "-nodefaults", "-no-user-config",
                "-display", "none", "-monitor", "none",
                "-drive", f"file={software},if=none,id=sw,format=raw,readonly=on",
@@ -414,7 +498,7 @@ def boot_probectl_guest(kernel_dir: Union[str, Path], steps: Sequence[str], *, t
                "-device", "nvme,id=nvme0,serial=probectl",
                "-device", "nvme-ns,drive=sw,bus=nvme0,nsid=1",
                "-device", "nvme-ns,drive=kernel,bus=nvme0,nsid=2",
-               "-serial", f"file:{console_file}", "-serial", f"file:{results_file}"]
+               *machine.serial_args(console_file, results_file)]
         qemu_start = time.monotonic()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)

@@ -67,9 +67,14 @@ class Arch:
     - ``patchable_entry_nop``: the NOP a kernel function's patchable entry is made of, where ftrace
       patches NOPs the compiler put before a function's code (arm64), None where ftrace patches a
       call of its own (x86-64's ``__fentry__``);
-    - ``return_address``, ``callee_saved``, ``perf_regs_dwarf``: for a CFI unwinder: the CFA column
-      of the return address, the registers a call keeps, and the DWARF number of each bit of perf's
-      ``sample_regs_user`` (None: a register no CFI rule names).
+    - ``return_address``, ``instruction_pointer``, ``callee_saved``, ``perf_regs_dwarf``,
+      ``code_address_mask``: for a CFI unwinder: the CFA column of the return address, the DWARF
+      number of the program counter (x86-64's %ip is both; AArch64 returns through x30 and counts
+      its PC 32), the registers a call keeps, the DWARF number of each bit of perf's
+      ``sample_regs_user`` (None: a register no CFI rule names), and the bits of a saved return
+      address that are the address (AArch64's pointer authentication signs the bits above it);
+    - ``call_pushes_return_address``: at a function's first instruction the return address is the
+      word at the stack pointer (x86-64's call pushes it), not in a register (AArch64's x30).
     """
 
     name: str
@@ -88,6 +93,14 @@ class Arch:
     return_address: int
     callee_saved: frozenset[int]
     perf_regs_dwarf: tuple[Optional[int], ...]
+    instruction_pointer: int
+    code_address_mask: int
+    call_pushes_return_address: bool
+
+    @property
+    def perf_regs_unwind_mask(self) -> int:
+        """perf's ``sample_regs_user`` for a CFI unwinder: every register a CFI row may name."""
+        return sum(1 << bit for bit, dwarf in enumerate(self.perf_regs_dwarf) if dwarf is not None)
 
     def register_name(self, regno: int) -> Optional[str]:
         """The fetch-argument name of DWARF register ``regno`` (None: one probe events cannot read)."""

@@ -24,6 +24,11 @@ MAX_PATCHABLE_NOPS = 4
 DWARF_REGISTERS = (*(f"%x{n}" for n in range(30)), "%lr", "%sp", "%pc")
 STACK_POINTER = 31
 LINK_REGISTER = 30
+PROGRAM_COUNTER = 32
+# User addresses are below 2**48 (Linux's 48-bit user address space); pointer authentication (Debian's
+# arm64 libraries are built with -mbranch-protection=standard) signs a saved return address in the
+# bits above, which an unwinder strips as the kernel's frame-record walk does.
+USER_ADDRESS_BITS = 48
 # ELR_mode, RA_SIGN_STATE, the thread registers, VG, FFR, the SVE predicates P0..P15, the SIMD and
 # floating-point V0..V31 and the SVE Z0..Z31: nothing probe events read.
 DWARF_VECTOR_REGISTERS = range(33, 128)
@@ -52,6 +57,11 @@ def _assembler_registers() -> dict[str, tuple[str, int, int]]:
 
 ASSEMBLER_REGISTERS = _assembler_registers()
 
+# How a function that keeps a frame record sets its frame pointer, in its first few instructions
+# (after a paciasp or bti c, and an stp of x29 and x30): add x29, sp, #imm (mov x29, sp is #0).
+FRAME_POINTER_SETUP_MASK, FRAME_POINTER_SETUP = 0xFFC003FF, 0x910003FD
+FRAME_POINTER_SETUP_WITHIN = 4  # instructions
+
 # perf's user registers (PERF_SAMPLE_REGS_USER, arch/arm64/include/uapi/asm/perf_regs.h): bits 0..30
 # are X0..X30 (LR), 31 SP and 32 PC, the DWARF numbers themselves.
 PERF_REGS_DWARF = tuple(range(33))
@@ -68,4 +78,6 @@ ARCH = Arch(
     relative_relocation=1027,  # R_AARCH64_RELATIVE
     patchable_entry_nop=NOP,
     return_address=LINK_REGISTER, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
+    instruction_pointer=PROGRAM_COUNTER, code_address_mask=(1 << USER_ADDRESS_BITS) - 1,
+    call_pushes_return_address=False,
 )

@@ -61,8 +61,6 @@ ASSEMBLER_REGISTERS = _assembler_registers()
 # bit's DWARF register number (None: a segment or flags register, which no CFI rule names).
 PERF_REGS_DWARF = (0, 3, 2, 1, 4, 5, 6, 7, 16, None, None, None, None, None, None, None,
                    8, 9, 10, 11, 12, 13, 14, 15)
-# The registers a CFI unwinder needs of each sample: ip, sp and every register a row may name.
-PERF_REGS_UNWIND_MASK = sum(1 << bit for bit, dwarf in enumerate(PERF_REGS_DWARF) if dwarf is not None)
 RETURN_ADDRESS = 16  # the DWARF column of the return address (%ip)
 # Registers whose value a call keeps (System V): a CFI row that does not name one leaves it as it is;
 # the others are lost in the caller's frame.
@@ -93,4 +91,5 @@ ARCH = Arch(
     relative_relocation=8,  # R_X86_64_RELATIVE
     patchable_entry_nop=None,
     return_address=RETURN_ADDRESS, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
+    instruction_pointer=RETURN_ADDRESS, code_address_mask=(1 << 64) - 1, call_pushes_return_address=True,
 )

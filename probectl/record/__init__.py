@@ -50,7 +50,8 @@ from ..tracedat.nspids import OPTION_NS_PIDS, encode_ns_pids
 from ..tracedat.writer import CpuPages
 from ..tracedat.procmaps import OPTION_PROC_MAPS, decode_proc_maps, encode_proc_maps
 from ..tracefs import Tracefs
-from .callchains import PERF_TRACE_CLOCK, Callchains, add_callchains, entry_uprobes, ring_pages, uprobe_events
+from .callchains import (PERF_TRACE_CLOCK, Callchains, add_callchains, entry_fixup_supported, entry_uprobes, ring_pages,
+                         uprobe_events)
 from .cgroups import cgroup_events, cgroup_pids
 from .stackcopies import DEFAULT_STACK_COPY, RING_DATA_PAGES as STACK_RING_PAGES, UnwindStats, copied_events
 from .cleanup import INSTANCE_PREFIX, STATE_DIRS, cleanup_stale, probe_state, remove_instance
@@ -321,6 +322,11 @@ class RecorderPart(RunPart):
         scoped = list(opts.pids) + (cgroup_pids(opts.cgroup) if opts.cgroup is not None else [])
         copied = copied_events(opts.call_graph, self.definitions, self.selected, self.recording.notice,
                                _programs(run, scoped)) if opts.stacks else []
+        entry = entry_uprobes(self.definitions, self.selected) if opts.stacks and opts.cgroup is None else []
+        if opts.call_graph == "auto" and not entry_fixup_supported():
+            # (AArch64: at a function's entry the return address into the caller is in x30, which the
+            # kernel's walk of the frame records never reads; the unwinder of a copy starts from it)
+            copied += [ev for ev in entry if ev not in copied]
         pages = ring_pages(opts.buffer_kb) if opts.buffer_kb or not copied else STACK_RING_PAGES
         if opts.cgroup is not None:  # every event from perf, in the cgroup alone: none enabled in the instance
             self.callchains = cgroup_events(run, self.selected, self.tmp, opts.cgroup, opts.stacks, pages,
@@ -328,7 +334,6 @@ class RecorderPart(RunPart):
             uprobes = [e.format.id for e in self.selected]
         elif opts.stacks:
             uprobes = uprobe_events(self.definitions, self.selected)
-            entry = entry_uprobes(self.definitions, self.selected)
             self.callchains = Callchains(self.selected, run.cpus, self.tmp, entry, uprobes, data_pages=pages,
                                          tids=run.pids, stack_events=copied, stack_copy=opts.stack_copy,
                                          layout=self.layout)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from .. import ringbuf
-from ..arch.x86_64 import PERF_REGS_UNWIND_MASK
+from ..arch import Arch, host, known_names
 from ..dataclass import replace
 from ..errors import DebugInfoError, ProbectlError
 from ..events import EventDefinition
@@ -59,9 +59,8 @@ SAMPLE_TID, SAMPLE_TIME, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_IDENTIFIER = 1 << 
 SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER = 1 << 10, 1 << 12, 1 << 13
 SAMPLE_TYPE = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN
 # At a function's entry (x86-64) the return address is the word at the stack pointer: a uprobe there
-# also takes the user stack pointer and that word (see ENTRY_FIXUP_ARCHES).
+# also takes the user stack pointer and that word (see entry_fixup_supported).
 ENTRY_SAMPLE_TYPE = SAMPLE_REGS_USER | SAMPLE_STACK_USER
-_REG_SP = {"x86_64": 7}  # PERF_REG_X86_SP
 _FLAG_DISABLED, _FLAG_INHERIT, _FLAG_MMAP, _FLAG_COMM, _FLAG_WATERMARK = 1, 1 << 1, 1 << 8, 1 << 9, 1 << 14
 _FLAG_SAMPLE_ID_ALL, _FLAG_EXCLUDE_CALLCHAIN_KERNEL, _FLAG_MMAP2, _FLAG_COMM_EXEC = 1 << 18, 1 << 21, 1 << 23, 1 << 24
 _FLAG_EXCLUDE_CALLCHAIN_USER = 1 << 22
@@ -92,9 +91,19 @@ def max_stack() -> int:
 
 
 def entry_fixup_supported() -> bool:
-    """Whether the return address at a function's entry is on the stack (x86-64; elsewhere it is
-    in a register the frame-pointer walk already reads)."""
-    return platform.machine() in _REG_SP
+    """Whether the return address at a function's entry is on the stack (x86-64), where a sample
+    takes it; elsewhere it is in a register (AArch64's x30), and ``-g`` copies such events' stacks
+    instead (record's RecorderPart.arm)."""
+    arch = host()
+    return arch is not None and arch.call_pushes_return_address
+
+
+def _host_arch() -> Arch:
+    arch = host()
+    if arch is None:
+        raise ProbectlError(f"probectl takes user stacks on {known_names()} only, not on {platform.machine()}",
+                            "record without -g or --call-graph on this machine")
+    return arch
 
 
 def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, inherit: bool,
@@ -113,9 +122,12 @@ def _attr(event_id: int, stack: int, wakeup_bytes: int, entry: bool, raw: bool, 
     if comm:
         flags |= _FLAG_COMM | _FLAG_COMM_EXEC | _FLAG_MMAP | _FLAG_MMAP2
     if copy:
-        regs, stack_bytes = PERF_REGS_UNWIND_MASK, copy
+        regs, stack_bytes = _host_arch().perf_regs_unwind_mask, copy
+    elif entry:  # (the stack pointer, and the word there)
+        arch = _host_arch()
+        regs, stack_bytes = 1 << arch.perf_regs_dwarf.index(arch.stack_pointer), 8
     else:
-        regs, stack_bytes = (1 << _REG_SP[platform.machine()], 8) if entry else (0, 0)
+        regs, stack_bytes = 0, 0
     sample_type = SAMPLE_TYPE | (ENTRY_SAMPLE_TYPE if regs else 0) | (SAMPLE_RAW if raw else 0)
     attr = struct.pack("=IIQQQQQIIQQQQIi", PERF_TYPE_TRACEPOINT, _ATTR_SIZE, event_id, 1, sample_type,
                        _FORMAT_LOST if lost else 0, flags,

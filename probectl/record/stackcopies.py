@@ -79,12 +79,14 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
     :func:`probectl.tracedat.callchain.write_with_callchains` takes them), per CPU in the form its
     ``chains`` takes; ``proc_maps``: /proc/PID/maps texts of the traced processes by process, with the
     executable mappings the perf records report added."""
-    from ..arch.x86_64 import FRAME_POINTER, PERF_REGS_DWARF, PERF_REGS_UNWIND_MASK, RETURN_ADDRESS, STACK_POINTER
-    from ..debuginfo.dwarf.unwind import CallFrameFiles
+    from ..arch import x86_64
+    from ..debuginfo.dwarf.unwind import CallFrameFiles, host_arch
 
-    nregs = bin(PERF_REGS_UNWIND_MASK).count("1")
-    order = [PERF_REGS_DWARF[bit] for bit in range(64) if PERF_REGS_UNWIND_MASK >> bit & 1]
-    ip, sp, bp = order.index(RETURN_ADDRESS), order.index(STACK_POINTER), order.index(FRAME_POINTER)
+    arch = host_arch()
+    nregs = bin(arch.perf_regs_unwind_mask).count("1")
+    order = [arch.perf_regs_dwarf[bit] for bit in range(64) if arch.perf_regs_unwind_mask >> bit & 1]
+    ip, sp = order.index(arch.instruction_pointer), order.index(arch.stack_pointer)
+    bp = order.index(x86_64.FRAME_POINTER) if arch is x86_64.ARCH else -1  # (the native walk is x86-64's)
     stack_events = [e for e in events if e[2] & STACK]
     stats = UnwindStats()
     out: dict[int, tuple[bytes, bytes]] = {}
@@ -133,12 +135,12 @@ def _unwinder(pid: int, unwinders: dict[int, "Unwinder"], maps: Mapping[int, str
 
 
 def _unwound(sample: ringbuf.StackSample, view: mmap.mmap, unwinder: "Unwinder", stats: UnwindStats) -> list[int]:
-    from ..arch.x86_64 import PERF_REGS_UNWIND_MASK, STACK_POINTER
-    from ..debuginfo.dwarf.unwind import StackCopy, registers_from_perf
+    from ..debuginfo.dwarf.unwind import StackCopy, host_arch, registers_from_perf
 
     values = struct.unpack(f"<{len(sample.registers) // 8}Q", sample.registers)
-    regs = registers_from_perf(PERF_REGS_UNWIND_MASK, values)
-    copy = StackCopy(regs.get(STACK_POINTER, 0),
+    arch = host_arch()
+    regs = registers_from_perf(arch.perf_regs_unwind_mask, values, arch)
+    copy = StackCopy(regs.get(arch.stack_pointer, 0),
                      view[sample.stack_offset:sample.stack_offset + sample.stack_len])
     frames = unwinder.unwind(regs, copy)
     chain = [f.address for f in frames if f.kind != "unknown"]

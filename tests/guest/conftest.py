@@ -20,7 +20,7 @@ from tests.helpers import missing
 from tests.live.conftest import live_tracefs  # noqa: F401
 from vmtest.busybox_guest import (AARCH64_GUEST, fetch_arm64_kernel_dir, fetch_kernel_dir, find_arm64_kernel_dir,
                                   find_kernel_dir, missing_requirements)
-from vmtest.probectl_guest import missing_guest_requirements
+from vmtest.probectl_guest import fetch_arm64_python, find_arm64_python, missing_guest_requirements
 
 
 def _bootable_kernel_dir(lacking: Callable[[Optional[Path]], list[str]],
@@ -53,4 +53,15 @@ def arm64_kernel_dir() -> Path:
     """Debian's arm64 cloud kernel and an arm64 busybox (tools/kernel-testdata-arm64.sh), for a busybox
     guest in qemu-system-aarch64 (run_in_guest with machine=AARCH64_GUEST)."""
     return _bootable_kernel_dir(lambda d: missing_requirements(d, AARCH64_GUEST), find_arm64_kernel_dir,
+                                fetch_arm64_kernel_dir)
+
+
+@pytest.fixture(scope="session")
+def arm64_probectl_kernel_dir() -> Path:
+    """The arm64 kernel for a guest that runs probectl (run_probectl_in_guest with machine=AARCH64_GUEST):
+    an arm64 busybox guest's needs, Debian's arm64 Python (tools/python-arm64.sh, fetched under
+    PROBECTL_REQUIRE_ALL=1), the cross compiler of the native extension, mkfs.ext4 and the vmlinux."""
+    if find_arm64_python() is None and os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+        fetch_arm64_python()
+    return _bootable_kernel_dir(lambda d: missing_guest_requirements(d, AARCH64_GUEST), find_arm64_kernel_dir,
                                 fetch_arm64_kernel_dir)

@@ -342,6 +342,8 @@ def _row_at(entries: _Entries, fde: _Fde, pc: int) -> FrameRow:
                 registers[reg] = RegisterRule("expression" if op == 0x10 else "val_expression", 0, block)
             elif op == 0x2E:  # GNU_args_size
                 _, pos = read_uleb128(data, pos)
+            elif op == 0x2D:  # AArch64 negate_ra_state: the return address saved from here on is signed
+                pass  # (pointer authentication; the unwinder strips the signature: Arch.code_address_mask)
             elif op != 0x00:  # (nop)
                 raise ValueError(f"unknown call-frame instruction 0x{op:02x}")
         else:

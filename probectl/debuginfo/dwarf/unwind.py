@@ -23,7 +23,7 @@ import functools
 import struct
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple, Optional, Protocol, Sequence
 
-from ...arch.x86_64 import CALLEE_SAVED, DWARF_REGISTERS, FRAME_POINTER, PERF_REGS_DWARF, RETURN_ADDRESS, STACK_POINTER
+from ...arch import Arch, host, known_names, x86_64
 from ...errors import ProbectlError
 from .cfi import CallFrames, FrameRow, RegisterRule
 from .leb128 import read_sleb128, read_uleb128
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from ..elf import ElfFile
 
 MAX_FRAMES = 127  # perf's default (kernel.perf_event_max_stack)
-# native/unwind.h's values: a rule's kind, the CFA's register, the frame pointer's rule
+# native/unwind.h's values: a rule's kind, the CFA's register, the frame pointer's rule (x86-64's)
 _STEP, _OUTERMOST = 0, 1
-_CFA_REGISTERS = {STACK_POINTER: 0, FRAME_POINTER: 1}
+_CFA_REGISTERS = {x86_64.STACK_POINTER: 0, x86_64.FRAME_POINTER: 1}
 _BP_SAME, _BP_SAVED, _BP_LOST = 0, 1, 2
 _WORD = 0xFFFFFFFFFFFFFFFF
 _U64 = struct.Struct("<Q")
@@ -81,16 +81,27 @@ class StackCopy:
         return _U64.unpack_from(self.data, address - self.sp)[0]
 
 
-def registers_from_perf(mask: int, values: Sequence[int]) -> dict[int, int]:
+def host_arch() -> Arch:
+    """The facts of the machine whose stacks are unwound: this one's (a recording's stacks are)."""
+    arch = host()
+    if arch is None:
+        import platform
+
+        raise ProbectlError(f"probectl unwinds the user stacks of {known_names()} only, not of {platform.machine()}")
+    return arch
+
+
+def registers_from_perf(mask: int, values: Sequence[int], arch: Optional[Arch] = None) -> dict[int, int]:
     """A perf sample's user registers (``sample_regs_user`` ``mask``, then the values in bit order)
-    by DWARF register number."""
-    return {dwarf: value & _WORD for dwarf, value in zip(_perf_registers(mask), values) if dwarf is not None}
+    by DWARF register number, on ``arch`` (default: this machine)."""
+    numbers = _perf_registers(mask, (arch or host_arch()).perf_regs_dwarf)
+    return {dwarf: value & _WORD for dwarf, value in zip(numbers, values) if dwarf is not None}
 
 
 @functools.lru_cache(maxsize=16)
-def _perf_registers(mask: int) -> tuple[Optional[int], ...]:
+def _perf_registers(mask: int, perf_regs_dwarf: tuple[Optional[int], ...]) -> tuple[Optional[int], ...]:
     """The DWARF number (or None) of each register a sample with ``sample_regs_user`` ``mask`` holds."""
-    return tuple(PERF_REGS_DWARF[bit] if bit < len(PERF_REGS_DWARF) else None
+    return tuple(perf_regs_dwarf[bit] if bit < len(perf_regs_dwarf) else None
                  for bit in range(64) if mask >> bit & 1)
 
 
@@ -162,7 +173,8 @@ class Unwinder:
     information of the mapped files (``files``, shared between processes)."""
 
     def __init__(self, maps: Iterable[MappedFile], files: Optional[CallFrameFiles] = None,
-                 max_frames: int = MAX_FRAMES):
+                 max_frames: int = MAX_FRAMES, arch: Optional[Arch] = None):
+        self.arch = arch if arch is not None else host_arch()
         self.maps = sorted((m for m in maps if m.end > m.start), key=lambda m: m.start)
         self._starts = [m.start for m in self.maps]
         self.files = files if files is not None else CallFrameFiles()
@@ -178,7 +190,7 @@ class Unwinder:
         (default: the unwinder's); a last frame of kind ``unknown`` where the unwinding had to stop."""
         limit = self.max_frames if max_frames is None else max_frames
         regs = {r: v & _WORD for r, v in registers.items()}
-        pc = regs.get(RETURN_ADDRESS)
+        pc = regs.get(self.arch.instruction_pointer)
         if pc is None:
             return [UserFrame(0, "unknown", "the registers have no instruction pointer")]
         frames = [UserFrame(pc, "ip")]
@@ -194,7 +206,7 @@ class Unwinder:
             if step is None:
                 break
             regs = step
-            pc = regs[RETURN_ADDRESS]
+            pc = regs[self.arch.instruction_pointer]
             frames.append(UserFrame(pc, "return"))
             lookup = pc - 1
         return frames
@@ -234,7 +246,8 @@ class Unwinder:
             if isinstance(row, str):
                 found = row
             else:
-                saved = tuple((reg, row.rule(reg)) for reg in sorted(CALLEE_SAVED) if reg != row.return_register)
+                saved = tuple((reg, row.rule(reg)) for reg in sorted(self.arch.callee_saved)
+                              if reg != row.return_register)
                 found = (row, row.rule(row.return_register), saved)
             self._steps[address] = found
         return found
@@ -244,7 +257,10 @@ class Unwinder:
         (``_native.unwind_stacks``, native/unwind.h), or None when it says more than that form can:
         a CFA from a register other than the stack and frame pointers or from an expression, a return
         address not saved at an offset from the CFA, a frame pointer recovered otherwise than kept or
-        saved at an offset; or no row at all (this unwinder then says why)."""
+        saved at an offset; or no row at all (this unwinder then says why). An x86-64 process's: the
+        native walk knows x86-64's registers (an AArch64 return address is in x30 and may be signed)."""
+        if self.arch is not x86_64.ARCH:
+            return None
         rules = self._rules(address)
         if isinstance(rules, str):
             return None
@@ -253,7 +269,7 @@ class Unwinder:
             return (_OUTERMOST, 0, 0, 0, 0, 0)
         if row.cfa is None or row.cfa.register not in _CFA_REGISTERS or ra_rule is None or ra_rule.kind != "offset":
             return None
-        bp = next((rule for reg, rule in saved if reg == FRAME_POINTER), None)
+        bp = next((rule for reg, rule in saved if reg == x86_64.FRAME_POINTER), None)
         if bp is None or bp.kind == "same":
             bp_rule, bp_off = _BP_SAME, 0
         elif bp.kind == "offset":
@@ -273,18 +289,23 @@ class Unwinder:
         if row.cfa is not None:
             base = regs.get(row.cfa.register)
             if base is None:
-                return f"the CFA's register {_name(row.cfa.register)} is not known in this frame"
+                return f"the CFA's register {_name(row.cfa.register, self.arch)} is not known in this frame"
             cfa = (base + row.cfa.offset) & _WORD
         else:
-            value = _evaluate(row.cfa_expression, regs, stack, None)
+            value = _evaluate(row.cfa_expression, regs, stack, None, self.arch)
             if isinstance(value, str):
                 return f"the CFA's expression: {value}"
             cfa = value
-        if ra_rule is None:
+        arch = self.arch
+        if ra_rule is None and row.return_register == arch.instruction_pointer:
             return "the row gives no rule for the return address"
-        if ra_rule.kind == "undefined":
+        if ra_rule is not None and ra_rule.kind == "undefined":
             return None
-        ra = _recover(row.return_register, ra_rule, regs, cfa, stack)
+        ra: "int | str | None"
+        if ra_rule is None:  # (AArch64: the return address in x30, where a function keeps it until it calls)
+            ra = regs.get(row.return_register)
+        else:
+            ra = _recover(row.return_register, ra_rule, regs, cfa, stack, arch)
         if isinstance(ra, str):
             return f"the return address: {ra}"
         if ra is None:
@@ -298,30 +319,35 @@ class Unwinder:
             if rule.kind == "offset":
                 recovered: "int | str | None" = stack.word((cfa + rule.value) & _WORD)
             else:
-                recovered = _recover(reg, rule, regs, cfa, stack)
+                recovered = _recover(reg, rule, regs, cfa, stack, arch)
             if isinstance(recovered, int):
                 caller[reg] = recovered
             # (a callee-saved register lost: a later step that needs it says so)
+        ra &= arch.code_address_mask  # (a signed return address: its signature stripped)
         if ra == 0:
             return None  # (a zeroed return address ends a thread's stack)
-        sp = regs.get(STACK_POINTER)
-        if sp is not None and cfa <= sp:
+        sp = regs.get(arch.stack_pointer)
+        # The CFA is above the stack pointer, or at it in a frame that pushed nothing and returns through
+        # a register (an AArch64 leaf, or any function at its entry: x30), which the caller's frame does
+        # not have: the unwinding moves on either way.
+        in_register = ra_rule is None or ra_rule.kind in ("same", "register")
+        if sp is not None and (cfa < sp or (cfa == sp and not in_register)):
             return f"the CFA 0x{cfa:x} is not above the stack pointer 0x{sp:x}"
-        caller[RETURN_ADDRESS] = ra
-        caller[STACK_POINTER] = cfa
+        caller[arch.instruction_pointer] = ra
+        caller[arch.stack_pointer] = cfa
         return caller
 
 
-def _name(register: int) -> str:
-    return DWARF_REGISTERS[register] if 0 <= register < len(DWARF_REGISTERS) else f"r{register}"
+def _name(register: int, arch: Optional[Arch] = None) -> str:
+    return (arch or host_arch()).register_name(register) or f"r{register}"
 
 
 def _recover(reg: int, rule: Optional[RegisterRule], regs: dict[int, int], cfa: int,
-             stack: StackCopy) -> "int | str | None":
+             stack: StackCopy, arch: Arch) -> "int | str | None":
     """The caller's value of ``reg`` by ``rule``: a value, None (not known, and not needed to go on)
     or why it cannot be had."""
     if rule is None or rule.kind == "same":
-        return regs.get(reg) if (rule is not None or reg in CALLEE_SAVED) else None
+        return regs.get(reg) if (rule is not None or reg in arch.callee_saved) else None
     if rule.kind == "undefined":
         return None
     if rule.kind == "register":
@@ -331,7 +357,7 @@ def _recover(reg: int, rule: Optional[RegisterRule], regs: dict[int, int], cfa: 
     if rule.kind == "offset":
         address = (cfa + rule.value) & _WORD
     else:
-        value = _evaluate(rule.expression, regs, stack, cfa)
+        value = _evaluate(rule.expression, regs, stack, cfa, arch)
         if isinstance(value, str):
             return value
         if rule.kind == "val_expression":
@@ -358,7 +384,8 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >> 63 else value
 
 
-def _evaluate(expression: bytes, regs: dict[int, int], stack: StackCopy, cfa: Optional[int]) -> "int | str":
+def _evaluate(expression: bytes, regs: dict[int, int], stack: StackCopy, cfa: Optional[int],
+              arch: Optional[Arch] = None) -> "int | str":
     """A CFI expression's value (DWARF 5, 2.5: the operations a call-frame rule uses, such as the
     PLT's ``rsp + 8 + ((rip & 15) >= 11) << 3``), with ``cfa`` pushed first for a register's rule; or
     why it cannot be evaluated from the registers and the stack copy."""
@@ -377,7 +404,7 @@ def _evaluate(expression: bytes, regs: dict[int, int], stack: StackCopy, cfa: Op
                     reg = op - 0x70
                 off, pos = read_sleb128(expression, pos)
                 if reg not in regs:
-                    return f"register {_name(reg)} is not known in this frame"
+                    return f"register {_name(reg, arch)} is not known in this frame"
                 values.append((regs[reg] + off) & _WORD)
             elif op in _CONSTANTS:
                 size, signed = _CONSTANTS[op]
