@@ -55,16 +55,16 @@
 	"unwind_copies(perf, events, nregs, ip, sp, bp, max_frames, rule_of)\n" \
 	"--\n" \
 	"\n" \
-	"The stack copies of the samples of ``perf`` (one CPU's perf records; ``events`` and ``nregs``\n" \
-	"as :func:`stack_samples` takes them; ``ip``, ``sp``, ``bp`` the indices of those registers, ``bp``\n" \
-	"-1 if absent) unwound by simple call-frame rules (native/unwind.h). ``rule_of(pid, address)``,\n" \
-	"asked once per process and address: None, or (kind 0 a step / 1 the outermost frame, the CFA's\n" \
-	"register 0 sp / 1 bp, its offset, the return address's offset from the CFA, the frame pointer's\n" \
-	"rule 0 kept / 1 saved / 2 lost, its offset from the CFA). Returns the u64 triples (record offset,\n" \
-	"start, count) of every sample in order, the u64 addresses they point into (innermost first), and\n" \
-	"the samples a step of which needs more than those rules, or whose frames ``max_frames`` do not\n" \
-	"all hold: (their triple's index, then the fields of :func:`stack_samples`' samples), whose\n" \
-	"triples say count 0."
+	"The stack copies of the samples of ``perf`` (one CPU's perf records; ``events`` as\n" \
+	":func:`write_callchains` takes them, the samples of flag 4 with ``nregs`` user registers; ``ip``,\n" \
+	"``sp``, ``bp`` the indices of those registers, ``bp`` -1 if absent) unwound by simple call-frame\n" \
+	"rules (native/unwind.h). ``rule_of(pid, address)``, asked once per process and address: None, or\n" \
+	"(kind 0 a step / 1 the outermost frame, the CFA's register 0 sp / 1 bp, its offset, the return\n" \
+	"address's offset from the CFA, the frame pointer's rule 0 kept / 1 saved / 2 lost, its offset from\n" \
+	"the CFA). Returns the u64 triples (record offset, start, count) of every sample in order, the u64\n" \
+	"addresses they point into (innermost first), and the samples a step of which needs more than\n" \
+	"those rules, or whose frames ``max_frames`` do not all hold: (the index of its triple, whose count\n" \
+	"is 0; its record's offset, pid, tid, time, registers; its copy's offset and length in ``perf``)."
 
 #define DOC_fold_stacks \
 	"fold_stacks(streams, selected, stacks, probe_ips, *, long_size=8, big_endian=False, page_size=4096, strict=True)\n" \
@@ -76,16 +76,6 @@
 	"``probe_ips`` the probe address field of each probe event, (id, field spec). Returns (records\n" \
 	"read, events counted, [(key, count)]): a key is the pid (u32), then per stack its kind, tgid and\n" \
 	"address count (u32 each) and the addresses (u64 each), innermost first."
-
-#define DOC_stack_samples \
-	"stack_samples(perf, events, nregs)\n" \
-	"--\n" \
-	"\n" \
-	"The samples of ``perf`` whose event has flag 4 (see :func:`write_callchains`), each sample\n" \
-	"with ``nregs`` user registers: (record offset, pid, tid, time, the registers as perf orders them,\n" \
-	"the offset in ``perf`` of the stack copy, its length), samples without user registers left out;\n" \
-	"and the (pid, tid, name) of each exec and the executable mappings, as :func:`write_callchains`\n" \
-	"returns them."
 
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \

@@ -65,7 +65,6 @@ PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
 int tf_append_line(TextFormatterObject *tf, PyObject *row);
 PyObject *id_list(const uint8_t *seen);
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
-PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *unwind_copies(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs);

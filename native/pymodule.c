@@ -7,7 +7,6 @@
 //   Recorder(cpus, in_fds, out_fds, subbuf_size, ...)           per-CPU trace_pipe_raw copying
 //   PerfRings(cpus, perf_fds, out_fds, data_pages)              perf event mmap ring copying
 //   write_callchains(src, perf, out_fd, ...)                    perf samples into a CPU's pages
-//   stack_samples(perf, events, nregs)                          their user registers and stack copies
 //   perf_names(perf)                                            the execs and mappings perf reported
 //   unwind_copies(perf, events, ...)                            their stack copies unwound by simple rules
 //   fold_stacks(streams, selected, stacks, probe_ips)           events counted by thread and stacks
@@ -130,8 +129,6 @@ static PyMethodDef module_methods[] = {
 	  DOC_event_ids },
 	{ "write_callchains", (PyCFunction)(void (*)(void))write_callchains, METH_VARARGS | METH_KEYWORDS,
 	  DOC_write_callchains },
-	{ "stack_samples", (PyCFunction)(void (*)(void))stack_samples, METH_VARARGS | METH_KEYWORDS,
-	  DOC_stack_samples },
 	{ "perf_names", (PyCFunction)(void (*)(void))perf_names, METH_VARARGS | METH_KEYWORDS,
 	  DOC_perf_names },
 	{ "unwind_copies", (PyCFunction)(void (*)(void))unwind_copies, METH_VARARGS | METH_KEYWORDS,

@@ -456,65 +456,6 @@ out:
 	return ret;
 }
 
-// ---- stack_samples ---------------------------------------------------------------------------
-
-PyObject *stack_samples(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-	static char *kwlist[] = { "perf", "events", "nregs", NULL };
-	PyObject *events_o, *list = NULL, *records_res = NULL, *ret = NULL;
-	Py_buffer records;
-	unsigned int nregs;
-	struct cm_args a = { 0 };
-	struct cm_result res = { 0 };
-	struct cm_event_map *map = NULL;
-	struct cm_stack *st = NULL;
-	size_t count = 0;
-	int err;
-
-	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*OI", kwlist, &records, &events_o, &nregs))
-		return NULL;
-	map = event_map(events_o, &a.nmap);
-	if (!map)
-		goto out;
-	a.perf = records.buf;
-	a.perf_len = (size_t)records.len;
-	a.map = map;
-	a.stack_nregs = nregs;
-	Py_BEGIN_ALLOW_THREADS
-	err = cm_stacks(&a, &st, &count, &res);
-	Py_END_ALLOW_THREADS
-	if (err) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	list = PyList_New((Py_ssize_t)count);
-	if (!list)
-		goto out;
-	for (size_t i = 0; i < count; i++) {
-		const struct cm_stack *x = &st[i];
-		PyObject *t = Py_BuildValue("(KIIKy#KK)", (unsigned long long)x->offset, x->pid, x->tid,
-					    (unsigned long long)x->ts, (const char *)x->regs, (Py_ssize_t)(8 * nregs),
-					    (unsigned long long)(x->stack - a.perf), (unsigned long long)x->stack_len);
-
-		if (!t)
-			goto out;
-		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
-	}
-	records_res = comms_result(&res);	// (written, left, pages, comms, mmaps)
-	if (records_res)
-		ret = Py_BuildValue("(O(OO))", list, PyTuple_GET_ITEM(records_res, 3), PyTuple_GET_ITEM(records_res, 4));
-out:
-	Py_XDECREF(list);
-	Py_XDECREF(records_res);
-	free(st);
-	free(res.comms);
-	free(res.mmaps);
-	PyMem_Free(map);
-	PyBuffer_Release(&records);
-	return ret;
-}
-
 // ---- perf_names ------------------------------------------------------------------------------
 
 PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs)

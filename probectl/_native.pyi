@@ -305,16 +305,16 @@ def perf_names(perf: Buffer) -> tuple[list[tuple[int, int, bytes]], list[_Mmap]]
 def unwind_copies(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int, ip: int, sp: int, bp: int,
                   max_frames: int, rule_of: Callable[[int, int], Optional[tuple[int, int, int, int, int, int]]]
                   ) -> tuple[bytes, bytes, list[tuple[int, int, int, int, int, bytes, int, int]]]:
-    """The stack copies of the samples of ``perf`` (one CPU's perf records; ``events`` and ``nregs``
-    as :func:`stack_samples` takes them; ``ip``, ``sp``, ``bp`` the indices of those registers, ``bp``
-    -1 if absent) unwound by simple call-frame rules (native/unwind.h). ``rule_of(pid, address)``,
-    asked once per process and address: None, or (kind 0 a step / 1 the outermost frame, the CFA's
-    register 0 sp / 1 bp, its offset, the return address's offset from the CFA, the frame pointer's
-    rule 0 kept / 1 saved / 2 lost, its offset from the CFA). Returns the u64 triples (record offset,
-    start, count) of every sample in order, the u64 addresses they point into (innermost first), and
-    the samples a step of which needs more than those rules, or whose frames ``max_frames`` do not
-    all hold: (their triple's index, then the fields of :func:`stack_samples`' samples), whose
-    triples say count 0."""
+    """The stack copies of the samples of ``perf`` (one CPU's perf records; ``events`` as
+    :func:`write_callchains` takes them, the samples of flag 4 with ``nregs`` user registers; ``ip``,
+    ``sp``, ``bp`` the indices of those registers, ``bp`` -1 if absent) unwound by simple call-frame
+    rules (native/unwind.h). ``rule_of(pid, address)``, asked once per process and address: None, or
+    (kind 0 a step / 1 the outermost frame, the CFA's register 0 sp / 1 bp, its offset, the return
+    address's offset from the CFA, the frame pointer's rule 0 kept / 1 saved / 2 lost, its offset from
+    the CFA). Returns the u64 triples (record offset, start, count) of every sample in order, the u64
+    addresses they point into (innermost first), and the samples a step of which needs more than
+    those rules, or whose frames ``max_frames`` do not all hold: (the index of its triple, whose count
+    is 0; its record's offset, pid, tid, time, registers; its copy's offset and length in ``perf``)."""
 
 
 def fold_stacks(streams: Sequence[tuple[int, Buffer, int, int]], selected: Sequence[int],
@@ -327,16 +327,6 @@ def fold_stacks(streams: Sequence[tuple[int, Buffer, int, int]], selected: Seque
     ``probe_ips`` the probe address field of each probe event, (id, field spec). Returns (records
     read, events counted, [(key, count)]): a key is the pid (u32), then per stack its kind, tgid and
     address count (u32 each) and the addresses (u64 each), innermost first."""
-
-
-def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
-                  ) -> tuple[list[tuple[int, int, int, int, bytes, int, int]],
-                             tuple[list[tuple[int, int, bytes]], list[_Mmap]]]:
-    """The samples of ``perf`` whose event has flag 4 (see :func:`write_callchains`), each sample
-    with ``nregs`` user registers: (record offset, pid, tid, time, the registers as perf orders them,
-    the offset in ``perf`` of the stack copy, its length), samples without user registers left out;
-    and the (pid, tid, name) of each exec and the executable mappings, as :func:`write_callchains`
-    returns them."""
 
 
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,

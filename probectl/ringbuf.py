@@ -729,11 +729,3 @@ def fold_stacks(streams: Sequence[tuple[int, Any, int, int]], layout: PageLayout
                                    big_endian=layout.big_endian, page_size=layout.page_size)
     except _native.DecodeError as err:
         raise _decode_error(err, source) from None
-
-
-def stack_samples(perf: Buffer, events: Sequence[tuple[int, int, int]], nregs: int
-                  ) -> tuple[list[StackSample], list[PerfMmap]]:
-    """The samples of ``perf`` (one CPU's perf records) whose events take stack copies (flag 4 in
-    ``events``, as :func:`write_callchains` takes them), and the executable mappings the records report."""
-    samples, (_comms, mmaps) = _native.stack_samples(perf, list(events), nregs)
-    return [StackSample(*s) for s in samples], mmaps

@@ -142,7 +142,8 @@ def test_an_entry_uprobes_caller_comes_from_the_stack_pointer(tmp_path):
 
 
 def test_stack_copies_are_read_and_their_unwound_chains_replace_the_kernels(tmp_path):
-    """Samples of a STACK event give their registers and the filled part of the copy (dyn_size); a
+    """Samples of a STACK event give their registers and the filled part of the copy (dyn_size), which
+    ringbuf.unwind_copies hands back whole when it knows no rule (the Python unwinder takes them); a
     sample without user registers (a kernel thread's) gives none; the chains given by record offset
     replace the kernel's, a chain pointing out of its pool is ignored."""
     perf = tmp_path / "perf"
@@ -153,8 +154,11 @@ def test_stack_copies_are_read_and_their_unwound_chains_replace_the_kernels(tmp_
     third = sample(4, 30, 5, 5, [USER, 0x1000, 0x9999], raw=raw, copy=(regs, bytes(16), 16))
     perf.write_bytes(first + second + third)
     events = [(4, 11, RAW | STACK)]
-    found, mmaps = ringbuf.stack_samples(perf.read_bytes(), events, 17)
-    assert mmaps == [] and [(s.offset, s.pid, s.time, s.stack_len) for s in found] == [
+    # (no rule known for any address: every sample comes back whole, for the Python unwinder)
+    _index, _pool, others = ringbuf.unwind_copies(perf.read_bytes(), events, 17, 16, 7, 6, 127, lambda pid, a: None)
+    found = [sample for _i, sample in others]
+    assert [i for i, _sample in others] == [0, 1]
+    assert [(s.offset, s.pid, s.time, s.stack_len) for s in found] == [
         (0, 5, 10, 40), (len(first) + len(second), 5, 30, 16)]
     assert struct.unpack("<17Q", found[0].registers) == tuple(regs)
     assert perf.read_bytes()[found[0].stack_offset:found[0].stack_offset + 40] == bytes(range(40))
