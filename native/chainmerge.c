@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -710,11 +711,113 @@ int cm_names(const struct cm_args *a, struct cm_result *res)
 
 #define RECORD_WORDS	(65536 / 8 + 2)	// a record's size is a u16: its addresses, and the entry's caller
 
+struct want {
+	uint32_t pid;
+	uint64_t address;
+};
+
+struct cm_rules {
+	pthread_mutex_t lock;		// over all of it: the streams' thread walks, the caller's puts
+	struct uw_cache *cache;		// the rules known
+	struct uw_cache *asked;		// the pairs wanted already (their rules unused)
+	struct want *wanted;		// wanted, not yet handed to the caller
+	size_t nwanted, cap;
+	uint32_t nregs, max_frames;
+	int ip, sp, bp;
+};
+
+#define WANTED_MAX	65536	// pairs waiting for the caller (more: those stacks go whole)
+
+struct cm_rules *cm_rules_new(uint32_t nregs, int ip, int sp, int bp, uint32_t max_frames)
+{
+	struct cm_rules *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	pthread_mutex_init(&r->lock, NULL);
+	r->cache = uw_cache_new();
+	r->asked = uw_cache_new();
+	if (!r->cache || !r->asked || !nregs || ip < 0 || sp < 0 || (uint32_t)ip >= nregs || (uint32_t)sp >= nregs ||
+	    (bp >= 0 && (uint32_t)bp >= nregs) || !max_frames) {
+		cm_rules_free(r);
+		return NULL;
+	}
+	r->nregs = nregs;
+	r->ip = ip;
+	r->sp = sp;
+	r->bp = bp;
+	r->max_frames = max_frames;
+	return r;
+}
+
+void cm_rules_free(struct cm_rules *r)
+{
+	if (!r)
+		return;
+	uw_cache_free(r->cache);
+	uw_cache_free(r->asked);
+	free(r->wanted);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+size_t cm_rules_wanted(struct cm_rules *r, uint32_t *pids, uint64_t *addresses, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->nwanted < max ? r->nwanted : max;
+	for (size_t i = 0; i < n; i++) {
+		pids[i] = r->wanted[r->nwanted - n + i].pid;
+		addresses[i] = r->wanted[r->nwanted - n + i].address;
+	}
+	r->nwanted -= n;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+int cm_rules_put(struct cm_rules *r, uint32_t pid, uint64_t address, const struct uw_rule *rule)
+{
+	int err;
+
+	pthread_mutex_lock(&r->lock);
+	err = uw_cache_put(r->cache, pid, address, rule);
+	pthread_mutex_unlock(&r->lock);
+	return err;
+}
+
+// The rule callback of a walk in the streams' thread (the lock held): a rule not known is wanted.
+static int want_rule(void *ctx, uint32_t pid, uint64_t address, struct uw_rule *ret)
+{
+	struct cm_rules *r = ctx;
+	static const struct uw_rule none = { .kind = UW_RULE_OTHER };
+
+	(void)ret;
+	if (uw_cache_has(r->asked, pid, address) || r->nwanted >= WANTED_MAX)
+		return UW_RULE_LATER;
+	if (r->nwanted == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 256;
+		struct want *more = realloc(r->wanted, cap * sizeof(*more));
+
+		if (!more)
+			return UW_RULE_LATER;
+		r->wanted = more;
+		r->cap = cap;
+	}
+	if (uw_cache_put(r->asked, pid, address, &none))
+		return UW_RULE_LATER;
+	r->wanted[r->nwanted++] = (struct want){ pid, address };
+	return UW_RULE_LATER;
+}
+
 struct cm_stream {
 	struct cm_args args;		// the layout, the map (owned), the callchain id
 	struct writer w;
 	int rest_fd;
+	struct cm_rules *rules;		// (the caller's) CM_STACK samples' walks, or NULL
 	uint64_t *pool;			// RECORD_WORDS: the addresses of the sample at hand
+	uint64_t *walked;		// rules->max_frames: the frames of a walk
+	uint64_t nwalked, whole;
 	uint64_t written;
 	uint32_t *tid_set;		// open addressing by tid + 1 (0: empty), a power of two long
 	size_t tid_cap;
@@ -729,13 +832,14 @@ void cm_stream_destroy(struct cm_stream *s)
 	free((void *)s->args.map);
 	free(s->w.out);
 	free(s->pool);
+	free(s->walked);
 	free(s->tid_set);
 	free(s->tids);
 	free(s);
 }
 
 int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, const struct cm_event_map *map,
-		     size_t nmap, uint16_t callchain_id, int pages_fd, int rest_fd)
+		     size_t nmap, uint16_t callchain_id, int pages_fd, int rest_fd, struct cm_rules *rules)
 {
 	struct cm_stream *s;
 	struct cm_event_map *own;
@@ -744,7 +848,7 @@ int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, con
 	if (layout->big_endian != HOST_BIG_ENDIAN || rb_layout_check(layout))
 		return RB_ERR_INVAL;
 	for (size_t i = 0; i < nmap; i++)
-		if (!(map[i].flags & CM_RAW) || (map[i].flags & CM_STACK))
+		if (!(map[i].flags & CM_RAW) || ((map[i].flags & CM_STACK) && !rules))
 			return RB_ERR_INVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -756,7 +860,12 @@ int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, con
 	s->pool = malloc(RECORD_WORDS * sizeof(*s->pool));
 	s->tid_cap = 64;
 	s->tid_set = calloc(s->tid_cap, sizeof(*s->tid_set));
-	if (!own || !s->w.out || !s->pool || !s->tid_set) {
+	s->rules = rules;
+	if (rules) {
+		s->walked = malloc(rules->max_frames * sizeof(*s->walked));
+		s->args.stack_nregs = rules->nregs;
+	}
+	if (!own || !s->w.out || !s->pool || !s->tid_set || (rules && !s->walked)) {
 		cm_stream_destroy(s);
 		return RB_ERR_NOMEM;
 	}
@@ -832,12 +941,39 @@ static int write_rest(int fd, const uint8_t *buf, size_t len)
 	return RB_OK;
 }
 
+// The stack of a CM_STACK sample walked by the rules known now, its frames into @x; false when the
+// copy is missing or a rule is not known yet or not simple (the sample then goes whole).
+static bool walk(struct cm_stream *s, const struct cm_stack *copy, bool has_stack, struct sample *x)
+{
+	struct cm_rules *rules = s->rules;
+	struct uw_sample u = { .pid = copy->pid, .stack = copy->stack, .stack_len = copy->stack_len };
+	uint32_t n = 0;
+	enum uw_result got;
+
+	if (!has_stack)
+		return false;
+	memcpy(&u.ip, copy->regs + 8 * rules->ip, 8);
+	memcpy(&u.sp, copy->regs + 8 * rules->sp, 8);
+	if (rules->bp >= 0) {
+		memcpy(&u.bp, copy->regs + 8 * rules->bp, 8);
+		u.bp_known = true;
+	}
+	pthread_mutex_lock(&rules->lock);
+	got = uw_unwind(&u, rules->max_frames, rules->cache, want_rule, rules, s->walked, &n);
+	pthread_mutex_unlock(&rules->lock);
+	if (got != UW_DONE || n > RECORD_WORDS)
+		return false;
+	memcpy(x->addrs, s->walked, 8 * (size_t)n);
+	x->naddrs = n;
+	return true;
+}
+
 int cm_stream_record(struct cm_stream *s, const uint8_t *r, size_t size)
 {
 	struct perf_event_header h;
 	const struct cm_event_map *m;
 	struct sample x;
-	struct cm_stack unused;
+	struct cm_stack copy;
 	bool has_stack;
 
 	if (size < sizeof(h) || size > 0xffff)
@@ -848,8 +984,15 @@ int cm_stream_record(struct cm_stream *s, const uint8_t *r, size_t size)
 	if (size < 48)
 		return RB_OK;
 	m = find_map(&s->args, rd64(r + 8));
-	if (!m || !parse_sample(&s->args, r, size, 0, m, &x, s->pool, &unused, &has_stack) || x.record_len < 8)
+	if (!m || !parse_sample(&s->args, r, size, 0, m, &x, s->pool, &copy, &has_stack) || x.record_len < 8)
 		return RB_OK;
+	if (m->flags & CM_STACK) {
+		if (!walk(s, &copy, has_stack, &x)) {
+			s->whole++;	// (unwound when the recording ends, and put in the pages by time)
+			return write_rest(s->rest_fd, r, size);
+		}
+		s->nwalked++;
+	}
 	add(&s->w, x.ts, x.record, x.record_len, NULL, 0);
 	add_chain(&s->w, x.ts, &x, s->args.callchain_id);
 	if (s->w.failed)
@@ -868,6 +1011,8 @@ int cm_stream_finish(struct cm_stream *s)
 void cm_stream_get_stats(struct cm_stream *s, struct cm_stream_stats *ret)
 {
 	ret->written = s->written;
+	ret->whole = s->whole;
+	ret->walked = s->nwalked;
 	ret->pages = s->w.pages;
 	ret->tids = s->tids;
 	ret->ntids = s->ntids;

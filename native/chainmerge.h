@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ringbuf.h"
+#include "unwind.h"
 
 #define CM_RAW		1U	// the samples of this perf event carry the event's record
 #define CM_ENTRY	2U	// ... and the user SP and the word there (an entry uprobe)
@@ -124,15 +125,34 @@ int cm_names(const struct cm_args *args, struct cm_result *res);
 // verbatim to another file, read by cm_names() at the end.
 struct cm_stream;
 
+// The rules stacks are walked by while the rings are read (unwind.h), shared by the streams of all
+// CPUs and the caller, who finds the rules that were wanted (cm_rules_wanted) and gives them
+// (cm_rules_put) from another thread. A stack copy whose walk needs a rule not known yet goes whole
+// to the stream's other records, to be unwound when the recording ends.
+struct cm_rules;
+
+// The user registers of the samples (@nregs words; @ip, @sp, @bp their indices, @bp -1: none) and
+// the longest walk; NULL when out of memory.
+struct cm_rules *cm_rules_new(uint32_t nregs, int ip, int sp, int bp, uint32_t max_frames);
+void cm_rules_free(struct cm_rules *r);
+
+// Up to @max (pid, address) pairs whose rules were wanted and are not known, into @pids/@addresses
+// (the pairs are given once); the count.
+size_t cm_rules_wanted(struct cm_rules *r, uint32_t *pids, uint64_t *addresses, size_t max);
+
+// The rule of @address of @pid (unwind.h); 0 or -1 (no memory).
+int cm_rules_put(struct cm_rules *r, uint32_t pid, uint64_t address, const struct uw_rule *rule);
+
 /**
  * cm_stream_create - a stream writing pages to @pages_fd and other records to @rest_fd
- * @map: the perf events (copied): CM_RAW each, with CM_ENTRY or CM_BARE
+ * @map: the perf events (copied): CM_RAW each, with CM_ENTRY, CM_BARE or (with @rules) CM_STACK
+ * @rules: how CM_STACK samples' copies are walked (the caller's, shared), or NULL
  *
  * Returns 0 with *@ret set, or RB_ERR_INVAL (a layout of the other byte order, an event that is not
- * CM_RAW or is CM_STACK) / RB_ERR_NOMEM.
+ * CM_RAW, or CM_STACK without @rules) / RB_ERR_NOMEM.
  */
 int cm_stream_create(struct cm_stream **ret, const struct rb_layout *layout, const struct cm_event_map *map,
-		     size_t nmap, uint16_t callchain_id, int pages_fd, int rest_fd);
+		     size_t nmap, uint16_t callchain_id, int pages_fd, int rest_fd, struct cm_rules *rules);
 
 /**
  * cm_stream_record - one whole record of the ring (@size bytes, from its header)
@@ -147,6 +167,8 @@ int cm_stream_finish(struct cm_stream *s);
 
 struct cm_stream_stats {
 	uint64_t written;		// samples written (each an event, and its callchain record)
+	uint64_t walked;		// CM_STACK samples whose stacks were walked (and written)
+	uint64_t whole;			// CM_STACK samples left whole to the other records
 	uint64_t pages;			// pages written
 	const uint32_t *tids;		// the threads of the samples (in no order), valid until destroyed
 	size_t ntids;

@@ -198,7 +198,10 @@
 	"(pages_fds, events, long_size, big_endian, page_size, callchain_id): each CPU's samples are written\n" \
 	"as they come into pages to its ``pages_fds`` entry, each event's record then its callchain record\n" \
 	"(native/chainmerge.h, ``cm_stream``; ``events`` as :func:`write_callchains` takes them, every one\n" \
-	"flag 1 and none flag 4), and only the other records go to ``out_fds``."
+	"flag 1, and flag 4 only with its last item), and only the other records go to ``out_fds``. Its\n" \
+	"last item, ``stack`` = (nregs, ip, sp, bp, max_frames) or None: samples of flag 4 are walked\n" \
+	"natively by the rules :meth:`put_rules` gives (native/unwind.h), each address's rule asked for\n" \
+	"once (:meth:`wanted`); a sample whose walk needs a rule not known goes whole to ``out_fds``."
 
 #define DOC_PerfRings_start \
 	"start($self, /)\n" \
@@ -223,7 +226,22 @@
 	"--\n" \
 	"\n" \
 	"Per CPU of a ``stream``, once stopped: (samples written, pages written, the threads of the\n" \
-	"samples); [] without one."
+	"samples, samples whose stack copies were walked, samples with stack copies left whole); []\n" \
+	"without one."
+
+#define DOC_PerfRings_wanted \
+	"wanted($self, /)\n" \
+	"--\n" \
+	"\n" \
+	"The (pid, address) pairs whose rules the stream's walks wanted and did not have (each\n" \
+	"given once): [] without a ``stack``."
+
+#define DOC_PerfRings_put_rules \
+	"put_rules($self, rules, /)\n" \
+	"--\n" \
+	"\n" \
+	"Rules for the stream's walks: (pid, address, rule), a rule as :func:`unwind_copies`'s\n" \
+	"``rule_of`` gives it (kind 2: none the walk can use)."
 
 #define DOC_PerfRings_running \
 	"The thread is running."

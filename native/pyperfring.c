@@ -16,6 +16,7 @@ typedef struct {
 	struct perf_ring_copier *pc;
 	struct cm_stream **streams;	// per CPU, or NULL (the records copied verbatim)
 	size_t nstreams;
+	struct cm_rules *rules;		// the streams' walks of stack copies, or NULL
 } PerfRingsObject;
 
 static void free_streams(PerfRingsObject *self)
@@ -25,6 +26,8 @@ static void free_streams(PerfRingsObject *self)
 	PyMem_Free(self->streams);
 	self->streams = NULL;
 	self->nstreams = 0;
+	cm_rules_free(self->rules);
+	self->rules = NULL;
 }
 
 static void PerfRings_dealloc(PerfRingsObject *self)
@@ -43,15 +46,29 @@ static void PerfRings_dealloc(PerfRingsObject *self)
 // per CPU into @self->streams, their other records to @outs. -1 on error.
 static int make_streams(PerfRingsObject *self, PyObject *stream_o, Py_ssize_t ncpu, const int *outs)
 {
-	PyObject *pages_o, *events_o;
+	PyObject *pages_o, *events_o, *stack_o = Py_None;
 	int long_size, big_endian, chain_id, *pages = NULL, ret = -1;
 	Py_ssize_t page_size, npages = 0;
 	struct rb_layout layout;
 	struct cm_event_map *map = NULL;
 	size_t nmap = 0;
 
-	if (!PyArg_ParseTuple(stream_o, "OOipni", &pages_o, &events_o, &long_size, &big_endian, &page_size, &chain_id))
+	if (!PyArg_ParseTuple(stream_o, "OOipni|O", &pages_o, &events_o, &long_size, &big_endian, &page_size, &chain_id,
+			      &stack_o))
 		return -1;
+	if (stack_o != Py_None) {
+		unsigned int nregs, max_frames;
+		int ip, sp, bp;
+
+		if (!PyArg_ParseTuple(stack_o, "IiiiI;stack is (nregs, ip, sp, bp, max_frames)", &nregs, &ip, &sp, &bp,
+				      &max_frames))
+			return -1;
+		self->rules = cm_rules_new(nregs, ip, sp, bp, max_frames);
+		if (!self->rules) {
+			PyErr_SetString(PyExc_ValueError, "stack: register indices below nregs, max_frames > 0 (or no memory)");
+			return -1;
+		}
+	}
 	if (int_list(pages_o, "the pages' descriptors must be a sequence", &npages, &pages))
 		return -1;
 	if (npages != ncpu) {
@@ -71,14 +88,14 @@ static int make_streams(PerfRingsObject *self, PyObject *stream_o, Py_ssize_t nc
 	self->nstreams = (size_t)ncpu;
 	for (Py_ssize_t i = 0; i < ncpu; i++) {
 		int err = cm_stream_create(&self->streams[i], &layout, map, nmap, (uint16_t)chain_id, pages[i],
-					   outs[i]);
+					   outs[i], self->rules);
 
 		if (err == RB_ERR_NOMEM) {
 			PyErr_NoMemory();
 			goto out;
 		} else if (err) {
 			PyErr_SetString(PyExc_ValueError, "a stream needs pages of this machine's byte order and events "
-					"whose samples carry their record and no stack copy");
+					"whose samples carry their record (and a stack copy only with stack)");
 			goto out;
 		}
 	}
@@ -232,7 +249,8 @@ static PyObject *PerfRings_streamed(PerfRingsObject *self, PyObject *unused)
 			}
 			PyList_SET_ITEM(tids, (Py_ssize_t)j, v);
 		}
-		t = tids ? Py_BuildValue("(KKN)", (unsigned long long)st.written, (unsigned long long)st.pages, tids) : NULL;
+		t = tids ? Py_BuildValue("(KKNKK)", (unsigned long long)st.written, (unsigned long long)st.pages, tids,
+					 (unsigned long long)st.walked, (unsigned long long)st.whole) : NULL;
 		if (!t) {
 			Py_CLEAR(list);
 			break;
@@ -240,6 +258,75 @@ static PyObject *PerfRings_streamed(PerfRingsObject *self, PyObject *unused)
 		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
 	}
 	return list;
+}
+
+static PyObject *PerfRings_wanted(PerfRingsObject *self, PyObject *unused)
+{
+	uint32_t pids[1024];
+	uint64_t addresses[1024];
+	PyObject *list = PyList_New(0);
+
+	(void)unused;
+	if (!list || !self->rules)
+		return list;
+	for (;;) {
+		size_t n = cm_rules_wanted(self->rules, pids, addresses, 1024);
+
+		for (size_t i = 0; i < n; i++) {
+			PyObject *t = Py_BuildValue("(IK)", pids[i], (unsigned long long)addresses[i]);
+
+			if (!t || PyList_Append(list, t)) {
+				Py_XDECREF(t);
+				Py_DECREF(list);
+				return NULL;
+			}
+			Py_DECREF(t);
+		}
+		if (n < 1024)
+			return list;
+	}
+}
+
+static PyObject *PerfRings_put_rules(PerfRingsObject *self, PyObject *args)
+{
+	PyObject *rules_o, *seq;
+
+	if (!PyArg_ParseTuple(args, "O", &rules_o))
+		return NULL;
+	if (!self->rules) {
+		PyErr_SetString(PyExc_ValueError, "the rings walk no stacks");
+		return NULL;
+	}
+	seq = PySequence_Fast(rules_o, "rules must be a sequence of (pid, address, rule)");
+	if (!seq)
+		return NULL;
+	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+		unsigned int pid;
+		unsigned long long address;
+		int kind, cfa_reg, bp_rule;
+		long long cfa_off, ra_off, bp_off;
+		struct uw_rule rule;
+
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "IK(iiLLiL)", &pid, &address, &kind, &cfa_reg,
+				      &cfa_off, &ra_off, &bp_rule, &bp_off)) {
+			Py_DECREF(seq);
+			return NULL;
+		}
+		if (kind < UW_RULE_STEP || kind > UW_RULE_OTHER || (cfa_reg != UW_SP && cfa_reg != UW_BP) ||
+		    bp_rule < UW_BP_SAME || bp_rule > UW_BP_LOST) {
+			Py_DECREF(seq);
+			PyErr_SetString(PyExc_ValueError, "a rule is (kind, cfa_reg, cfa_off, ra_off, bp_rule, bp_off) of unwind.h's values");
+			return NULL;
+		}
+		rule = (struct uw_rule){ .kind = (uint8_t)kind, .cfa_reg = (uint8_t)cfa_reg, .bp_rule = (uint8_t)bp_rule,
+					 .cfa_off = cfa_off, .ra_off = ra_off, .bp_off = bp_off };
+		if (cm_rules_put(self->rules, pid, address, &rule)) {
+			Py_DECREF(seq);
+			return PyErr_NoMemory();
+		}
+	}
+	Py_DECREF(seq);
+	Py_RETURN_NONE;
 }
 
 static PyObject *PerfRings_get_running(PerfRingsObject *self, void *closure)
@@ -253,6 +340,8 @@ static PyMethodDef PerfRings_methods[] = {
 	{ "stop", (PyCFunction)PerfRings_stop, METH_NOARGS, DOC_PerfRings_stop },
 	{ "stats", (PyCFunction)PerfRings_stats, METH_NOARGS, DOC_PerfRings_stats },
 	{ "streamed", (PyCFunction)PerfRings_streamed, METH_NOARGS, DOC_PerfRings_streamed },
+	{ "wanted", (PyCFunction)PerfRings_wanted, METH_NOARGS, DOC_PerfRings_wanted },
+	{ "put_rules", (PyCFunction)PerfRings_put_rules, METH_VARARGS, DOC_PerfRings_put_rules },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -79,8 +79,14 @@ static const struct uw_rule *rule_at(struct uw_cache *c, uint32_t pid, uint64_t 
 		i = slot_of(c->slots, c->cap, pid, address);
 	}
 	struct uw_rule rule = { .kind = UW_RULE_OTHER };
+	int got = fn(ctx, pid, address, &rule);
 
-	if (fn(ctx, pid, address, &rule))
+	if (got == UW_RULE_LATER) {
+		static const struct uw_rule later = { .kind = UW_RULE_OTHER };
+
+		return &later;
+	}
+	if (got)
 		return NULL;
 	c->slots[i].address = address;
 	c->slots[i].pid = pid;
@@ -141,4 +147,28 @@ enum uw_result uw_unwind(const struct uw_sample *s, uint32_t max_frames, struct 
 	}
 	*nout = n;
 	return UW_DONE;
+}
+
+int uw_cache_put(struct uw_cache *c, uint32_t pid, uint64_t address, const struct uw_rule *rule)
+{
+	size_t i = slot_of(c->slots, c->cap, pid, address);
+
+	if (!c->slots[i].used) {
+		if (2 * (c->used + 1) > c->cap) {
+			if (grow(c))
+				return -1;
+			i = slot_of(c->slots, c->cap, pid, address);
+		}
+		c->used++;
+	}
+	c->slots[i].address = address;
+	c->slots[i].pid = pid;
+	c->slots[i].rule = *rule;
+	c->slots[i].used = true;
+	return 0;
+}
+
+bool uw_cache_has(const struct uw_cache *c, uint32_t pid, uint64_t address)
+{
+	return c->slots[slot_of(c->slots, c->cap, pid, address)].used;
 }

@@ -38,11 +38,23 @@ struct uw_rule {
 	int64_t bp_off;
 };
 
+struct uw_cache;
+
 // The rule of the frame at @address of process @pid (the instruction pointer of the innermost frame,
-// a return address minus one above it) into *@ret; 0, or -1 to stop everything (the caller's failure).
+// a return address minus one above it) into *@ret; 0, UW_RULE_LATER when it is not known yet (not
+// kept: asked again next time; the walk stops with UW_OTHER), or -1 to stop everything (the caller's
+// failure).
+#define UW_RULE_LATER	1
 typedef int (*uw_rule_fn)(void *ctx, uint32_t pid, uint64_t address, struct uw_rule *ret);
 
-struct uw_cache;
+/**
+ * uw_cache_put - keep @rule for @address of @pid (a rule found meanwhile, e.g. by another thread
+ * under the caller's lock); 0 or -1 (no memory)
+ */
+int uw_cache_put(struct uw_cache *c, uint32_t pid, uint64_t address, const struct uw_rule *rule);
+
+// uw_cache_has - whether a rule for @address of @pid is kept
+bool uw_cache_has(const struct uw_cache *c, uint32_t pid, uint64_t address);
 
 struct uw_cache *uw_cache_new(void);
 void uw_cache_free(struct uw_cache *c);

@@ -254,11 +254,15 @@ class PerfRings:
     (pages_fds, events, long_size, big_endian, page_size, callchain_id): each CPU's samples are written
     as they come into pages to its ``pages_fds`` entry, each event's record then its callchain record
     (native/chainmerge.h, ``cm_stream``; ``events`` as :func:`write_callchains` takes them, every one
-    flag 1 and none flag 4), and only the other records go to ``out_fds``."""
+    flag 1, and flag 4 only with its last item), and only the other records go to ``out_fds``. Its
+    last item, ``stack`` = (nregs, ip, sp, bp, max_frames) or None: samples of flag 4 are walked
+    natively by the rules :meth:`put_rules` gives (native/unwind.h), each address's rule asked for
+    once (:meth:`wanted`); a sample whose walk needs a rule not known goes whole to ``out_fds``."""
 
     def __init__(self, cpus: Sequence[int], perf_fds: Sequence[int], out_fds: Sequence[int], data_pages: int, *,
                  poll_ms: int = 0,
-                 stream: Optional[tuple[Sequence[int], Sequence[tuple[int, int, int]], int, bool, int, int]] = None
+                 stream: Optional[tuple[Sequence[int], Sequence[tuple[int, int, int]], int, bool, int, int,
+                                        Optional[tuple[int, int, int, int, int]]]] = None
                  ) -> None: ...
 
     def start(self, /) -> None:
@@ -270,9 +274,18 @@ class PerfRings:
     def stats(self, /) -> list[_PerfRingStats]:
         """Per-CPU counters."""
 
-    def streamed(self, /) -> list[tuple[int, int, list[int]]]:
+    def streamed(self, /) -> list[tuple[int, int, list[int], int, int]]:
         """Per CPU of a ``stream``, once stopped: (samples written, pages written, the threads of the
-        samples); [] without one."""
+        samples, samples whose stack copies were walked, samples with stack copies left whole); []
+        without one."""
+
+    def wanted(self, /) -> list[tuple[int, int]]:
+        """The (pid, address) pairs whose rules the stream's walks wanted and did not have (each
+        given once): [] without a ``stack``."""
+
+    def put_rules(self, rules: Sequence[tuple[int, int, tuple[int, int, int, int, int, int]]], /) -> None:
+        """Rules for the stream's walks: (pid, address, rule), a rule as :func:`unwind_copies`'s
+        ``rule_of`` gives it (kind 2: none the walk can use)."""
 
     @property
     def running(self) -> bool:

@@ -612,7 +612,7 @@ class PerfRings:
         native_stream = None
         if stream is not None:
             native_stream = (list(stream.pages_fds), list(stream.events), stream.layout.long_size,
-                             stream.layout.big_endian, stream.layout.page_size, stream.callchain_id)
+                             stream.layout.big_endian, stream.layout.page_size, stream.callchain_id, stream.stack)
         try:
             self._native: Any = _native.PerfRings(list(cpus), list(perf_fds), list(out_fds), data_pages,
                                                   poll_ms=poll_ms, stream=native_stream)
@@ -641,6 +641,13 @@ class PerfRings:
         """Per CPU, once stopped, what its :class:`PageStream` wrote ([] without one)."""
         return [Streamed(*t) for t in self._native.streamed()]
 
+    def wanted(self) -> list[tuple[int, int]]:
+        """The (pid, address) pairs whose rules the streams' walks of stack copies wanted (see the stub)."""
+        return self._native.wanted()
+
+    def put_rules(self, rules: Sequence[tuple[int, int, tuple[int, int, int, int, int, int]]]) -> None:
+        self._native.put_rules(list(rules))
+
     def close(self) -> None:
         if getattr(self, "_native", None) is not None:
             self._native.stop()
@@ -652,13 +659,17 @@ class PageStream:
     """Pages written as the perf rings are read: each CPU's samples into ``pages_fds`` (one per CPU,
     as ``out_fds``), each event's record then its ``probectl:user_callchain`` record (of id
     ``callchain_id``), and only the other records (execs, mappings, losses) to ``out_fds``. For
-    ``events`` (as :func:`write_callchains` takes them) whose samples all carry their record and none
-    a stack copy: then the pages need nothing else, and the records are not copied and read again."""
+    ``events`` (as :func:`write_callchains` takes them) whose samples all carry their record and take
+    stack copies only with ``stack``: then the pages need nothing else (save the samples a walk left
+    whole), and the records are not copied and read again."""
 
     pages_fds: Sequence[int]
     events: Sequence[tuple[int, int, int]]
     layout: PageLayout
     callchain_id: int
+    # (nregs, ip, sp, bp, max_frames): the samples of events of flag 4 walked natively by rules the
+    # caller gives as they are wanted (PerfRings.wanted, put_rules); those it cannot walk go whole
+    stack: Optional[tuple[int, int, int, int, int]] = None
 
 
 class Streamed(NamedTuple):
@@ -667,6 +678,8 @@ class Streamed(NamedTuple):
     events: int
     pages: int
     tids: list[int]  # of the events' threads
+    walked: int  # samples whose stack copies were walked as they came
+    whole: int  # samples with stack copies left whole to the other records (to unwind at the end)
 
 
 # An executable mapping perf reported: (pid, address, length, file offset, device major, minor, inode,

@@ -177,7 +177,7 @@ def test_chainmerge_under_sanitizers(tmp_path):
     """native/fuzz/chainmerge_fuzz.c: random perf records of every kind, a share of them damaged or cut
     short, with random replacement chains, through cm_stacks(), cm_write(), cm_names() and a cm_stream
     under ASan+UBSan."""
-    exe = sanitized_driver(tmp_path, ["fuzz/chainmerge_fuzz.c", "chainmerge.c", "ringbuf.c"])
+    exe = sanitized_driver(tmp_path, ["fuzz/chainmerge_fuzz.c", "chainmerge.c", "ringbuf.c", "unwind.c"])
     for seed in ("1", "2"):
         assert run_sanitized(exe, "4000", seed) == "ok 4000\n"
 

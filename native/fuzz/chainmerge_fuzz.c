@@ -176,9 +176,23 @@ int main(int argc, char **argv)
 		struct cm_stream *s;
 		struct cm_stream_stats ss;
 
-		if (cm_stream_create(&s, &a.layout, map, 3, 99, out, out) != RB_ERR_INVAL ||
-		    cm_stream_create(&s, &a.layout, map, 2, 99, out, out))
+		struct cm_rules *rules = rnd() % 2 ? cm_rules_new(NREGS, 8, 7, 6, 1 + (uint32_t)(rnd() % 130)) : NULL;
+
+		if (cm_stream_create(&s, &a.layout, map, 3, 99, out, out, NULL) != RB_ERR_INVAL ||
+		    cm_stream_create(&s, &a.layout, map, rules ? 3 : 2, 99, out, out, rules))
 			return 1;
+		for (int k = 0; rules && k < 4; k++) {	// some rules known, some wanted
+			uint32_t pids[8];
+			uint64_t addresses[8];
+			struct uw_rule rule = { .kind = (uint8_t)(rnd() % 3), .cfa_reg = (uint8_t)(rnd() % 2),
+						.bp_rule = (uint8_t)(rnd() % 3), .cfa_off = (int64_t)(rnd() % 64),
+						.ra_off = -8, .bp_off = -16 };
+
+			if (cm_rules_put(rules, (uint32_t)(rnd() % 5), rnd() % 2 ? rnd() : 0x400000 + rnd() % 0x10000, &rule))
+				return 1;
+			for (size_t n = cm_rules_wanted(rules, pids, addresses, 8), j = 0; j < n; j++)
+				touch((const uint8_t *)&addresses[j], 8);
+		}
 		for (size_t pos = 0; pos + 8 <= len;) {
 			struct perf_event_header h;
 
@@ -194,6 +208,7 @@ int main(int argc, char **argv)
 		cm_stream_get_stats(s, &ss);
 		touch((const uint8_t *)ss.tids, ss.ntids * sizeof(*ss.tids));
 		cm_stream_destroy(s);
+		cm_rules_free(rules);
 	}
 	close(out);
 	printf("ok %ld\n", iterations);

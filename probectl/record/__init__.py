@@ -347,6 +347,8 @@ class RecorderPart(RunPart):
         if now >= self._next_look:
             self.watch.look(self._watched(run), maps=True)
             self._next_look = now + 0.2
+        if self.callchains is not None:  # (rules for the stack copies walked as they come)
+            self.callchains.give_rules(self._maps_of)
         progress = self.recording.progress
         if progress is not None and now >= self._next_progress:
             assert run.instance is not None
@@ -383,6 +385,17 @@ class RecorderPart(RunPart):
                                                           kallsyms=self._kernel_addresses()))
             if self.metadata is not None:
                 self.metadata.cpustats = cpustats
+
+    def _maps_of(self, pid: int) -> str:
+        """The maps text of process ``pid``: as last read for the recording, or read now."""
+        text = self.watch.maps.get(pid)
+        if text is None:
+            try:
+                with open(f"/proc/{pid}/maps", "rb") as f:
+                    text = f.read().decode("utf-8", "surrogateescape")
+            except OSError:
+                text = ""
+        return text
 
     def _kernel_addresses(self) -> bool:
         """Whether the recording can hold kernel addresses, which readers name from the kallsyms the

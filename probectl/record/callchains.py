@@ -202,6 +202,9 @@ class Callchains:
         # (a sample lost when the ring is full is reported by a PERF_RECORD_LOST in the ring only
         # once a later record fits: those lost last are known from read(), where the kernel has it)
         self._lost_format = True
+        # (stack copies walked as they come: per process its maps text and unwinder, the files' CFI)
+        self._walkers: Optional[dict[int, tuple[str, Any]]] = None
+        self._frames: Any = None
         self._leaders: list[int] = []
         self._outs: list[int] = []
         self._rings: Optional[ringbuf.PerfRings] = None
@@ -259,14 +262,20 @@ class Callchains:
                 self._leaders.append(leader)
                 self._outs.append(_create(self.files[cpu]))
             stream = None
-            if layout is not None and self.ids and self.raw_ids == set(self.ids) and not self.stack_ids:
+            walk = _native_walk(self.stack) if self.stack_ids else None
+            if layout is not None and self.ids and self.raw_ids == set(self.ids) and (walk or not self.stack_ids):
                 self.pages = {cpu: CpuPages(Path(out_dir) / f"cpu{cpu}.pages", layout.page_size) for cpu in self.cpus}
                 for cpu in self.cpus:
                     self._outs.append(_create(self.pages[cpu].path))
                     # (the pages from the first page boundary: room for the head of the trace.dat
                     # that is made of this file, see probectl.tracedat.writer.write_tracedat)
                     os.lseek(self._outs[-1], layout.page_size, os.SEEK_SET)
-                stream = ringbuf.PageStream(self._outs[len(self.cpus):], self.events(), layout, self.callchain_id)
+                stream = ringbuf.PageStream(self._outs[len(self.cpus):], self.events(), layout, self.callchain_id,
+                                            walk)
+                if walk is not None:
+                    from ..debuginfo.dwarf.unwind import CallFrameFiles
+
+                    self._walkers, self._frames = {}, CallFrameFiles()
             self._rings = ringbuf.PerfRings(self.cpus, self._leaders, self._outs[:len(self.cpus)], data_pages,
                                             stream=stream)
             # (redirected once the ring is mapped: the kernel refuses a ring that does not exist yet)
@@ -283,10 +292,35 @@ class Callchains:
                 for perf_id, event in self.ids.items()]
 
     def counted(self) -> Optional[tuple[int, set[int]]]:
-        """The events written and their threads, when the pages were written as the rings were read."""
-        if not self.pages:
+        """The events written and their threads, when the pages were written as the rings were read
+        (and no stack was left to unwind at the end)."""
+        if not self.pages or any(s.whole for s in self.streamed):
             return None
         return sum(s.events for s in self.streamed), {tid for s in self.streamed for tid in s.tids}
+
+    def give_rules(self, maps: Callable[[int], str]) -> None:
+        """Give the rules the native walks of stack copies wanted since the last call (see
+        :class:`probectl.ringbuf.PageStream`), from the call-frame information of the files of each
+        process's ``maps(pid)`` (its /proc/PID/maps text). A process whose maps are not known, or an
+        address in none of them, gets no rule: its stacks go whole, unwound when the recording ends."""
+        if self._rings is None or self._walkers is None:
+            return
+        wanted = self._rings.wanted()
+        if not wanted:
+            return
+        from ..debuginfo.dwarf.unwind import Unwinder
+        from ..tracedat.procmaps import decode_proc_maps, encode_proc_maps
+
+        rules = []
+        for pid, address in wanted:
+            walker = self._walkers.get(pid)
+            text = maps(pid)
+            if walker is None or walker[0] != text:  # (maps read again: mappings made since)
+                parsed = decode_proc_maps(encode_proc_maps({pid: text})).get(pid, [])
+                walker = self._walkers[pid] = (text, Unwinder(parsed, self._frames, self.stack))
+            rule = walker[1].simple_rule(address) if text else None
+            rules.append((pid, address, rule or (_RULE_NONE, 0, 0, 0, 0, 0)))
+        self._rings.put_rules(rules)
 
     def start(self) -> None:
         """Start copying, then enable the events."""
@@ -324,6 +358,9 @@ class Callchains:
         if self._rings is not None:
             self._rings.close()
             self._rings = None
+        if self._frames is not None:
+            self._frames.close()
+            self._frames, self._walkers = None, None
         for fd in self._fds + self._outs:
             try:
                 os.close(fd)
@@ -334,6 +371,22 @@ class Callchains:
 
 
 _IOC_ID = 0x80082407  # _IOR('$', 7, u64 *): PERF_EVENT_IOC_ID
+
+
+_RULE_NONE = 2  # native/unwind.h: UW_RULE_OTHER, no rule the walk can use
+
+
+def _native_walk(max_frames: int) -> Optional[tuple[int, int, int, int, int]]:
+    """(nregs, ip, sp, bp, max_frames) of the native walk of stack copies as the rings are read, on a
+    machine whose stacks it walks (x86-64), or None."""
+    from ..arch import x86_64
+
+    arch = host()
+    if arch is not x86_64.ARCH:
+        return None
+    order = [arch.perf_regs_dwarf[bit] for bit in range(64) if arch.perf_regs_unwind_mask >> bit & 1]
+    return (len(order), order.index(arch.instruction_pointer), order.index(arch.stack_pointer),
+            order.index(x86_64.FRAME_POINTER), max_frames)
 
 
 def _open(attr: bytes, tid: int, cpu: int, cgroup: Optional[int]) -> int:
@@ -382,15 +435,21 @@ def add_callchains(meta: Any, files: dict[int, CpuPages], chains: Callchains, la
     unwound_chains: dict[int, tuple[bytes, bytes]] = {}
     if chains.stack_ids:
         unwound_chains, stats = unwind_stack_copies(chains.files, events, proc_maps or {}, chains.stack)
+        stats.complete += sum(s.walked for s in chains.streamed)  # (walked as they came)
         if unwound is not None:
             unwound(stats)
+    whole = {cpu: s.whole for cpu, s in zip(chains.cpus, chains.streamed)}
     out: dict[int, CpuPages] = {}
     names: dict[int, str] = {}
     tgids: dict[int, int] = {}
     maps: dict[int, list[str]] = {}
     for cpu, path in files.items():
         perf = chains.files.get(cpu)
-        if cpu in chains.pages:  # (the instance recorded nothing: every event came from perf)
+        if cpu in chains.pages and whole.get(cpu) and perf is not None:  # (the stacks not walked, by time)
+            out[cpu] = CpuPages(tmp / f"cpu{cpu}.merged")
+            _written, _left, comms, cpu_maps = write_with_callchains(
+                chains.pages[cpu], perf, out[cpu].path, layout, event_id, events, chains=unwound_chains.get(cpu))
+        elif cpu in chains.pages:  # (the instance recorded nothing: every event came from perf)
             out[cpu] = chains.pages[cpu]
             comms, cpu_maps = perf_names(perf) if perf is not None else ([], {})
         elif perf is None or not perf.exists() or not perf.stat().st_size:
@@ -400,7 +459,7 @@ def add_callchains(meta: Any, files: dict[int, CpuPages], chains: Callchains, la
             assert not path.offset
             out[cpu] = CpuPages(tmp / f"cpu{cpu}.merged")
             _written, _left, comms, cpu_maps = write_with_callchains(
-                path.path if path.path.exists() else None, perf, out[cpu].path, layout, event_id, events,
+                path if path.path.exists() else None, perf, out[cpu].path, layout, event_id, events,
                 chains=unwound_chains.get(cpu))
         for pid, lines in cpu_maps.items():
             maps.setdefault(pid, []).extend(lines)

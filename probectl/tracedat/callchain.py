@@ -22,10 +22,13 @@ import contextlib
 import mmap
 import os
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from .. import ringbuf
 from ..ringbuf import PageLayout
+
+if TYPE_CHECKING:
+    from . import writer
 
 SYSTEM = "probectl"
 USER_CALLCHAIN = "user_callchain"
@@ -54,11 +57,12 @@ RAW, ENTRY, STACK = 1, 2, 4  # how a perf event's samples are (native/chainmerge
 BARE = 8  # (CM_BARE) a RAW event's record written alone, without a callchain record (--cgroup without -g)
 
 
-def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: PageLayout, event_id: int,
+def write_with_callchains(src: "Optional[Path | writer.CpuPages]", perf: Path, dst: Path, layout: PageLayout, event_id: int,
                           events: Sequence[tuple[int, int, int]], *, pids: Optional[Iterable[int]] = None,
                           window_ns: int = 1_000_000, chains: Optional[tuple[bytes, bytes]] = None
                           ) -> tuple[int, int, list[tuple[int, int, str]], dict[int, list[str]]]:
-    """Write the pages of ``src`` (one CPU's data, or None) to ``dst`` with the samples of ``perf`` (the
+    """Write the pages of ``src`` (one CPU's data, or None; :class:`~probectl.tracedat.writer.CpuPages`
+    for pages that start into their file) to ``dst`` with the samples of ``perf`` (the
     records copied from that CPU's perf ring) in them. ``events``: (perf id, ftrace event id, RAW |
     ENTRY) of each perf event. A sample of a RAW event adds its event's record in time order, then a
     ``probectl:user_callchain`` record; any other joins the event of ``src`` of the same thread and
@@ -70,8 +74,14 @@ def write_with_callchains(src: Optional[Path], perf: Path, dst: Path, layout: Pa
     Returns (callchains written, samples left over, (pid, tid, command name) of each exec ``perf``
     reports, and per process the ``/proc/PID/maps`` lines of the executable mappings it reports). A
     page that cannot be decoded ends the copy of ``src``; a perf record cut short ends the samples."""
+    from .writer import CpuPages  # (the writer: readers of this module's format need none of it)
+
+    pages = src if isinstance(src, CpuPages) or src is None else CpuPages(src)
     with contextlib.ExitStack() as stack:
-        src_map = mapped(stack, src) if src is not None else None
+        src_map: Any = mapped(stack, pages.path) if pages is not None else None
+        if src_map is not None and pages is not None and pages.offset:  # (pages a page into their file)
+            src_map = memoryview(src_map)[pages.offset:]
+            stack.callback(src_map.release)
         perf_map = mapped(stack, perf) or b""
         out = stack.enter_context(open(dst, "wb"))
         written, left, _pages, comms, mmaps = ringbuf.write_callchains(
