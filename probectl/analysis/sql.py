@@ -204,6 +204,12 @@ class RecordingsDatabase:
         """That ``text`` is one statement, a SELECT, by DuckDB's own parser; else an :class:`SqlError`
         saying what it is."""
         try:
+            text.encode()
+        except UnicodeEncodeError as err:  # (bytes of an argument that are not UTF-8: DuckDB takes text)
+            bad = err.object[err.start:err.end].encode("utf-8", "surrogateescape").hex()
+            raise SqlError(f"the SQL is not UTF-8 text: byte 0x{bad[:2]} at character {err.start + 1}",
+                           "write the query in UTF-8") from None
+        try:
             statements = self.con.extract_statements(text)
         except duckdb.Error as err:
             raise sql_error(err, self.table_names()) from None
