@@ -67,6 +67,11 @@ PyObject *id_list(const uint8_t *seen);
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *perf_names(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *unwind_copies(PyObject *self, PyObject *args, PyObject *kwargs);
+
+// A rule tuple (kind, cfa_reg, cfa_off, ra_off, bp_rule, bp_off) of unwind.h's values into *@ret;
+// 0, or -1 with an exception. (pyunwind.c)
+struct uw_rule;
+int parse_rule(PyObject *o, struct uw_rule *ret);
 PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
 
 // The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it), *@count entries;

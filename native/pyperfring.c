@@ -303,23 +303,14 @@ static PyObject *PerfRings_put_rules(PerfRingsObject *self, PyObject *args)
 	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
 		unsigned int pid;
 		unsigned long long address;
-		int kind, cfa_reg, bp_rule;
-		long long cfa_off, ra_off, bp_off;
+		PyObject *rule_o;
 		struct uw_rule rule;
 
-		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "IK(iiLLiL)", &pid, &address, &kind, &cfa_reg,
-				      &cfa_off, &ra_off, &bp_rule, &bp_off)) {
+		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "IKO", &pid, &address, &rule_o) ||
+		    parse_rule(rule_o, &rule)) {
 			Py_DECREF(seq);
 			return NULL;
 		}
-		if (kind < UW_RULE_STEP || kind > UW_RULE_OTHER || (cfa_reg != UW_SP && cfa_reg != UW_BP) ||
-		    bp_rule < UW_BP_SAME || bp_rule > UW_BP_LOST) {
-			Py_DECREF(seq);
-			PyErr_SetString(PyExc_ValueError, "a rule is (kind, cfa_reg, cfa_off, ra_off, bp_rule, bp_off) of unwind.h's values");
-			return NULL;
-		}
-		rule = (struct uw_rule){ .kind = (uint8_t)kind, .cfa_reg = (uint8_t)cfa_reg, .bp_rule = (uint8_t)bp_rule,
-					 .cfa_off = cfa_off, .ra_off = ra_off, .bp_off = bp_off };
 		if (cm_rules_put(self->rules, pid, address, &rule)) {
 			Py_DECREF(seq);
 			return PyErr_NoMemory();

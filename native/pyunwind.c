@@ -9,39 +9,37 @@
 #include "pyglue.h"
 #include "unwind.h"
 
-// The rule of an address from the Python callable @ctx, rule_of(pid, address): None (anything but a
-// simple rule) or (kind, cfa_reg, cfa_off, ra_off, bp_rule, bp_off).
-static int rule_from_python(void *ctx, uint32_t pid, uint64_t address, struct uw_rule *ret)
+int parse_rule(PyObject *o, struct uw_rule *ret)
 {
-	PyObject *got = PyObject_CallFunction((PyObject *)ctx, "IK", pid, (unsigned long long)address);
 	int kind, cfa_reg, bp_rule;
 	long long cfa_off, ra_off, bp_off;
 
-	if (!got)
+	if (!PyArg_ParseTuple(o, "iiLLiL", &kind, &cfa_reg, &cfa_off, &ra_off, &bp_rule, &bp_off))
 		return -1;
-	ret->kind = UW_RULE_OTHER;
-	if (got == Py_None) {
-		Py_DECREF(got);
-		return 0;
-	}
-	if (!PyArg_ParseTuple(got, "iiLLiL", &kind, &cfa_reg, &cfa_off, &ra_off, &bp_rule, &bp_off)) {
-		Py_DECREF(got);
-		return -1;
-	}
-	Py_DECREF(got);
 	if (kind < UW_RULE_STEP || kind > UW_RULE_OTHER || (cfa_reg != UW_SP && cfa_reg != UW_BP) ||
 	    bp_rule < UW_BP_SAME || bp_rule > UW_BP_LOST) {
 		PyErr_SetString(PyExc_ValueError,
 				"a rule is (kind, cfa_reg, cfa_off, ra_off, bp_rule, bp_off) of unwind.h's values");
 		return -1;
 	}
-	ret->kind = (uint8_t)kind;
-	ret->cfa_reg = (uint8_t)cfa_reg;
-	ret->bp_rule = (uint8_t)bp_rule;
-	ret->cfa_off = cfa_off;
-	ret->ra_off = ra_off;
-	ret->bp_off = bp_off;
+	*ret = (struct uw_rule){ .kind = (uint8_t)kind, .cfa_reg = (uint8_t)cfa_reg, .bp_rule = (uint8_t)bp_rule,
+				 .cfa_off = cfa_off, .ra_off = ra_off, .bp_off = bp_off };
 	return 0;
+}
+
+// The rule of an address from the Python callable @ctx, rule_of(pid, address): None (anything but a
+// simple rule) or a rule tuple (parse_rule).
+static int rule_from_python(void *ctx, uint32_t pid, uint64_t address, struct uw_rule *ret)
+{
+	PyObject *got = PyObject_CallFunction((PyObject *)ctx, "IK", pid, (unsigned long long)address);
+	int err;
+
+	if (!got)
+		return -1;
+	ret->kind = UW_RULE_OTHER;
+	err = got == Py_None ? 0 : parse_rule(got, ret);
+	Py_DECREF(got);
+	return err;
 }
 
 // A growable buffer of u64.

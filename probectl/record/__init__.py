@@ -389,13 +389,7 @@ class RecorderPart(RunPart):
     def _maps_of(self, pid: int) -> str:
         """The maps text of process ``pid``: as last read for the recording, or read now."""
         text = self.watch.maps.get(pid)
-        if text is None:
-            try:
-                with open(f"/proc/{pid}/maps", "rb") as f:
-                    text = f.read().decode("utf-8", "surrogateescape")
-            except OSError:
-                text = ""
-        return text
+        return text if text is not None else read_maps(pid) or ""
 
     def _kernel_addresses(self) -> bool:
         """Whether the recording can hold kernel addresses, which readers name from the kallsyms the

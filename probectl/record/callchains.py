@@ -44,7 +44,7 @@ from ..tracedat.writer import CpuPages
 from ..tracedat.callchain import (BARE, ENTRY, RAW, STACK, all_format_ids, callchain_formats, free_event_id,
                                   perf_names, write_with_callchains)
 from .selection import SelectedEvent
-from .stackcopies import UnwindStats, unwind_stack_copies
+from .stackcopies import UnwindStats, unwind_stack_copies, walk_registers
 
 # The trace clock that is perf's sample clock (local_clock), so that both time their records alike.
 PERF_TRACE_CLOCK = "perf"
@@ -384,9 +384,7 @@ def _native_walk(max_frames: int) -> Optional[tuple[int, int, int, int, int]]:
     arch = host()
     if arch is not x86_64.ARCH:
         return None
-    order = [arch.perf_regs_dwarf[bit] for bit in range(64) if arch.perf_regs_unwind_mask >> bit & 1]
-    return (len(order), order.index(arch.instruction_pointer), order.index(arch.stack_pointer),
-            order.index(x86_64.FRAME_POINTER), max_frames)
+    return (*walk_registers(arch), max_frames)
 
 
 def _open(attr: bytes, tid: int, cpu: int, cgroup: Optional[int]) -> int:

@@ -29,6 +29,7 @@ from ..tracedat.callchain import STACK, maps_lines, mapped
 from ..tracedat.procmaps import decode_proc_maps, encode_proc_maps
 
 if TYPE_CHECKING:
+    from ..arch import Arch
     from ..debuginfo.dwarf.unwind import CallFrameFiles, Unwinder
     from ..events import EventDefinition
     from .selection import SelectedEvent
@@ -79,14 +80,9 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
     :func:`probectl.tracedat.callchain.write_with_callchains` takes them), per CPU in the form its
     ``chains`` takes; ``proc_maps``: /proc/PID/maps texts of the traced processes by process, with the
     executable mappings the perf records report added."""
-    from ..arch import x86_64
     from ..debuginfo.dwarf.unwind import CallFrameFiles, host_arch
 
-    arch = host_arch()
-    nregs = bin(arch.perf_regs_unwind_mask).count("1")
-    order = [arch.perf_regs_dwarf[bit] for bit in range(64) if arch.perf_regs_unwind_mask >> bit & 1]
-    ip, sp = order.index(arch.instruction_pointer), order.index(arch.stack_pointer)
-    bp = order.index(x86_64.FRAME_POINTER) if arch is x86_64.ARCH else -1  # (the native walk is x86-64's)
+    nregs, ip, sp, bp = walk_registers(host_arch())
     stack_events = [e for e in events if e[2] & STACK]
     stats = UnwindStats()
     out: dict[int, tuple[bytes, bytes]] = {}
@@ -121,6 +117,17 @@ def unwind_stack_copies(perf_files: Mapping[int, Path], events: Sequence[tuple[i
             if index:
                 out[cpu] = (index.tobytes(), pool.tobytes())
     return out, stats
+
+
+def walk_registers(arch: "Arch") -> tuple[int, int, int, int]:
+    """(the count of a sample's user registers, and the indices among them of the instruction, stack
+    and frame pointers) of ``arch``'s copies, as the native walk (native/unwind.h) reads them; the
+    frame pointer -1 but on x86-64, the one machine whose stacks it walks."""
+    from ..arch import x86_64
+
+    order = [arch.perf_regs_dwarf[bit] for bit in range(64) if arch.perf_regs_unwind_mask >> bit & 1]
+    bp = order.index(x86_64.FRAME_POINTER) if arch is x86_64.ARCH else -1
+    return len(order), order.index(arch.instruction_pointer), order.index(arch.stack_pointer), bp
 
 
 def _unwinder(pid: int, unwinders: dict[int, "Unwinder"], maps: Mapping[int, str], files: "CallFrameFiles",
