@@ -77,6 +77,18 @@
 	"read, events counted, [(key, count)]): a key is the pid (u32), then per stack its kind, tgid and\n" \
 	"address count (u32 each) and the addresses (u64 each), innermost first."
 
+#define DOC_dwarf_definitions \
+	"dwarf_definitions(info, info_base, abbrev, strtab, line_strtab, str_offsets, unit, strings, /)\n" \
+	"--\n" \
+	"\n" \
+	"The definitions of one DWARF unit that the name index lists (native/dwscan.h), as\n" \
+	"``dieindex.UnitScanner.definitions`` gives them: (is a function, name, (unit offset, DIE offset))\n" \
+	"under each of a definition's names, in DIE order. ``info`` holds ``.debug_info`` from\n" \
+	"``info_base`` on (positions are section offsets); ``abbrev``, ``strtab``, ``line_strtab`` and\n" \
+	"``str_offsets`` the other sections (empty when absent); ``unit`` is (offset, end, first DIE\n" \
+	"offset, abbrev offset, offset size, address size, version); ``strings`` keeps the names decoded,\n" \
+	"from one call to the next. None when the unit has a shape this scanner leaves to the Python one."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."

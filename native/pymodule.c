@@ -10,6 +10,7 @@
 //   perf_names(perf)                                            the execs and mappings perf reported
 //   unwind_copies(perf, events, ...)                            their stack copies unwound by simple rules
 //   fold_stacks(streams, selected, stacks, probe_ips)           events counted by thread and stacks
+//   dwarf_definitions(info, ..., unit, strings)                 a DWARF unit's definitions, by name
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -135,6 +136,7 @@ static PyMethodDef module_methods[] = {
 	  DOC_unwind_copies },
 	{ "fold_stacks", (PyCFunction)(void (*)(void))fold_stacks, METH_VARARGS | METH_KEYWORDS,
 	  DOC_fold_stacks },
+	{ "dwarf_definitions", (PyCFunction)dwarf_definitions, METH_VARARGS, DOC_dwarf_definitions },
 	{ NULL, NULL, 0, NULL },
 };
 

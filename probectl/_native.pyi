@@ -342,6 +342,18 @@ def fold_stacks(streams: Sequence[tuple[int, Buffer, int, int]], selected: Seque
     address count (u32 each) and the addresses (u64 each), innermost first."""
 
 
+def dwarf_definitions(info: Buffer, info_base: int, abbrev: Buffer, strtab: Buffer, line_strtab: Buffer,
+                      str_offsets: Buffer, unit: tuple[int, int, int, int, int, int, int], strings: dict[int, str],
+                      /) -> Optional[list[tuple[bool, str, tuple[int, int]]]]:
+    """The definitions of one DWARF unit that the name index lists (native/dwscan.h), as
+    ``dieindex.UnitScanner.definitions`` gives them: (is a function, name, (unit offset, DIE offset))
+    under each of a definition's names, in DIE order. ``info`` holds ``.debug_info`` from
+    ``info_base`` on (positions are section offsets); ``abbrev``, ``strtab``, ``line_strtab`` and
+    ``str_offsets`` the other sections (empty when absent); ``unit`` is (offset, end, first DIE
+    offset, abbrev offset, offset size, address size, version); ``strings`` keeps the names decoded,
+    from one call to the next. None when the unit has a shape this scanner leaves to the Python one."""
+
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]

@@ -286,10 +286,37 @@ class UnitScanner:
         self.tables: dict[tuple, dict] = {}
         self.entries: dict[tuple, dict] = {}
         self.strings: dict[tuple[int, int], str] = {}
+        # The whole .debug_info for the native scanner (bytes, or the mapped section: the buffer and
+        # where the section starts in it); None where only this one reads it (a big-endian file).
+        self.native_info: Optional[tuple[Any, int]] = None
+        self.native_strings: dict[int, str] = {}
+        if debuginfo.little_endian:
+            if info is not None:
+                self.native_info = (info, 0)
+            else:
+                stream = debuginfo.dwarf.needed_section("debug_info_sec").stream
+                if getattr(stream, "base", None) is not None:
+                    self.native_info = (stream, stream.base)
 
     def definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
         """(is a function, name, (CU offset, DIE offset)) of each definition of ``unit`` (a tuple of
-        ``read_unit_headers``) under each of its names, in DIE order."""
+        ``read_unit_headers``) under each of its names, in DIE order.
+
+        The native scanner (native/dwscan.h) lists them without a Python step per DIE; a unit of a
+        shape it leaves to this one (an unknown form, a reference into another unit, damage) is
+        read here, by the reference it is tested equal to (``python_definitions``)."""
+        if self.native_info is not None:
+            from ... import _native
+
+            buffer, base = self.native_info
+            found = _native.dwarf_definitions(buffer, base, self.abbrev, self.strtab, self.line_strtab,
+                                              self.str_offsets, unit, self.native_strings)
+            if found is not None:
+                return iter(found)
+        return self.python_definitions(unit)
+
+    def python_definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
+        """``definitions`` of ``unit`` by the byte scanner in Python (``diescan.CUScanner``)."""
         cu_offset, end, die_offset, aoff, offset_size, address_size, version = unit
         base = 0
         info = self.info

@@ -1,0 +1,184 @@
+"""The native scanner of a unit's definitions (native/dwscan.c, ``_native.dwarf_definitions``) against
+the Python byte scanner it stands in for (``dieindex.UnitScanner.python_definitions``, the reference):
+the same (is a function, name, reference) in the same order, unit by unit, on C, C++, Rust and Go
+fixtures (DWARF 4 and 5, compressed sections), Debian's libstdc++6-12-dbg and libc6-dbg; the whole
+name index built either way; and the scanner under ASan and UBSan on damaged copies of a fixture's
+DWARF (native/fuzz/dwscan_fuzz.c)."""
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from probectl import _native
+from probectl.debuginfo.dwarf import DebugInfo
+from probectl.debuginfo.dwarf.dieindex import UnitScanner, build_indexes, read_unit_headers
+from probectl.debuginfo.dwarf.leb128 import read_uleb128
+from probectl.debuginfo.dwarf.units import section_data
+from probectl.errors import DebugInfoError
+from tests.helpers import (build_cxx_fixture, build_fixture, build_go_fixture, build_rust_fixture, missing,
+                           run_sanitized, sanitized_driver)
+
+LIBSTDCXX_DBG = Path("/usr/lib/x86_64-linux-gnu/debug/libstdc++.so.6.0.30")
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+
+
+def _scanner(debuginfo: DebugInfo) -> UnitScanner:
+    # (as dieindex._index_units makes it: a mapped section is read where it lies)
+    sec = debuginfo.dwarf.needed_section("debug_info_sec")
+    return UnitScanner(debuginfo, section_data(sec) if getattr(sec.stream, "base", None) is None else None)
+
+
+def _native_definitions(scanner: UnitScanner, unit: tuple):
+    assert scanner.native_info is not None
+    buffer, base = scanner.native_info
+    return _native.dwarf_definitions(buffer, base, scanner.abbrev, scanner.strtab, scanner.line_strtab,
+                                     scanner.str_offsets, unit, {})
+
+
+def _assert_same_definitions(path) -> int:
+    """Every unit of ``path``'s DWARF listed natively as the Python scanner lists it; none given up
+    (these are files gcc, rustc and go made, all of shapes the native scanner reads). The count of
+    definitions."""
+    debuginfo = DebugInfo.open(str(path))
+    try:
+        scanner = _scanner(debuginfo)
+        units = read_unit_headers(debuginfo)
+        assert units
+        total = 0
+        for unit in units:
+            native = _native_definitions(scanner, unit)
+            assert native is not None, f"unit at 0x{unit[0]:x} given up"
+            assert native == list(scanner.python_definitions(unit)), f"unit at 0x{unit[0]:x}"
+            total += len(native)
+        assert total
+        return total
+    finally:
+        debuginfo.close()
+
+
+@pytest.mark.parametrize("opt, extra", [("-O0", ()), ("-O2", ()), ("-O2", ("-gdwarf-4",)), ("-O0", ("-gz",))])
+def test_c_fixture(opt, extra):
+    _assert_same_definitions(build_fixture("dwarf_structs", opt, extra))
+    _assert_same_definitions(build_fixture("dwarf_inline", opt, extra))
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_cxx_fixtures(opt):
+    _assert_same_definitions(build_cxx_fixture("cxx_shop", opt))
+    _assert_same_definitions(build_cxx_fixture("dwarf_namespaces", opt))
+
+
+@pytest.mark.parametrize("mangling", ["legacy", "v0"])
+def test_rust_fixture(mangling):
+    """A Rust unit's types are scopes whose methods are definitions (the walk goes into them)."""
+    _assert_same_definitions(build_rust_fixture("rust_shop", "0", mangling))
+
+
+def test_go_fixture():
+    _assert_same_definitions(build_go_fixture("go_target"))
+
+
+def test_libstdcxx_dbg():
+    """Declarations inside classes named by out-of-line definitions (the DIEs the walk does not take),
+    a large mapped section."""
+    if not LIBSTDCXX_DBG.exists():
+        missing("libstdc++6-12-dbg is not installed")
+    assert _assert_same_definitions(LIBSTDCXX_DBG) > 30000
+
+
+@pytest.mark.libcdbg
+def test_libc_dbg():
+    try:
+        path = DebugInfo.open(LIBC).path
+    except DebugInfoError as exc:
+        if os.environ.get("PROBECTL_REQUIRE_ALL") == "1":
+            raise
+        pytest.skip(f"libc6-dbg is not installed: {exc}")
+    _assert_same_definitions(path)
+
+
+def test_the_full_index_is_the_one_the_python_scanner_builds(monkeypatch):
+    """build_indexes with the native scanner: the same names, references and order as without it."""
+    paths = [build_cxx_fixture("cxx_shop", "-O2"), build_fixture("dwarf_structs", "-O2")]
+    native = [build_indexes(DebugInfo.open(str(path))) for path in paths]
+    monkeypatch.setattr(UnitScanner, "definitions", UnitScanner.python_definitions)
+    python = [build_indexes(DebugInfo.open(str(path))) for path in paths]
+    for ours, theirs in zip(native, python):
+        assert [list(index.items()) for index in ours] == [list(index.items()) for index in theirs]
+    assert all(functions for functions, _ in native) and any(variables for _, variables in native)
+
+
+def _first_form_of(abbrev: bytes, at: int, code: int) -> int:
+    """Where the form of the first attribute of abbreviation ``code`` of the table at ``at`` is."""
+    while True:
+        found, at = read_uleb128(abbrev, at)
+        assert found, f"no abbreviation {code}"
+        _tag, at = read_uleb128(abbrev, at)
+        at += 1  # (has children)
+        if found == code:
+            _attr, at = read_uleb128(abbrev, at)
+            return at
+        while True:
+            attr, at = read_uleb128(abbrev, at)
+            form, at = read_uleb128(abbrev, at)
+            if not attr and not form:
+                break
+            if form == 0x21:  # (implicit_const: its value follows)
+                _value, at = read_uleb128(abbrev, at)
+
+
+def test_a_unit_it_cannot_read_is_left_to_the_python_scanner(monkeypatch):
+    """A unit whose unit DIE has a DW_FORM_indirect attribute: None from the native scanner; and a unit
+    the native scanner gives up is listed by the Python scanner."""
+    path = build_fixture("dwarf_structs", "-O0")
+    debuginfo = DebugInfo.open(str(path))
+    scanner = _scanner(debuginfo)
+    unit = read_unit_headers(debuginfo)[0]
+    cu_offset, end, die_offset, aoff = unit[:4]
+    # The unit DIE's first attribute made indirect: its form moves before its value.
+    abbrev = bytearray(scanner.abbrev)
+    info = bytearray(section_data(debuginfo.dwarf.needed_section("debug_info_sec")))
+    assert info[die_offset] < 0x80
+    form_at = _first_form_of(bytes(abbrev), aoff, info[die_offset])
+    assert abbrev[form_at] < 0x80
+    old_form, abbrev[form_at] = abbrev[form_at], 0x16
+    info[die_offset + 1:die_offset + 1] = bytes([old_form])
+    moved = (cu_offset, end + 1) + tuple(unit[2:])
+    assert _native.dwarf_definitions(bytes(info), 0, bytes(abbrev), scanner.strtab, scanner.line_strtab,
+                                     scanner.str_offsets, moved, {}) is None
+
+    monkeypatch.setattr(_native, "dwarf_definitions", lambda *args: None)
+    listed = list(scanner.definitions(unit))
+    assert listed and listed == list(scanner.python_definitions(unit))
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError):
+        _native.dwarf_definitions(b"\0" * 16, 17, b"", b"", b"", b"", (0, 16, 11, 0, 4, 8, 5), {})
+    with pytest.raises(TypeError):
+        _native.dwarf_definitions(b"", 0, b"", b"", b"", b"", (0, 16, 11), {})
+    # A unit past the section's end, or whose sizes are not a unit's: given up, nothing read.
+    assert _native.dwarf_definitions(b"\0" * 16, 0, b"", b"", b"", b"", (0, 64, 11, 0, 4, 8, 5), {}) is None
+    assert _native.dwarf_definitions(b"\0" * 16, 0, b"", b"", b"", b"", (0, 16, 11, 0, 3, 8, 5), {}) is None
+
+
+def test_the_scanner_under_sanitizers(tmp_path):
+    """native/fuzz/dwscan_fuzz.c: the fixture's units (the same count of names as the Python scanner
+    gives), then damaged copies of them, under ASan and UBSan."""
+    path = build_cxx_fixture("cxx_shop", "-O0")
+    debuginfo = DebugInfo.open(str(path))
+    scanner = _scanner(debuginfo)
+    units = read_unit_headers(debuginfo)
+    sections = [section_data(debuginfo.dwarf.needed_section("debug_info_sec")), scanner.abbrev, scanner.strtab,
+                scanner.line_strtab, scanner.str_offsets]
+    data = struct.pack("<6Q", len(units), *(len(s) for s in sections))
+    data += b"".join(struct.pack("<7Q", *unit) for unit in units) + b"".join(sections)
+    (tmp_path / "input").write_bytes(data)
+    names = sum(len(list(scanner.python_definitions(unit))) for unit in units)
+    exe = sanitized_driver(tmp_path, ["fuzz/dwscan_fuzz.c", "dwscan.c"])
+    for seed in ("1", "2"):
+        out = run_sanitized(exe, str(tmp_path / "input"), "3000", seed)
+        assert out == f"definitions {names} given up 0\nok 3000\n"
