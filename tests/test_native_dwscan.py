@@ -182,3 +182,24 @@ def test_the_scanner_under_sanitizers(tmp_path):
     for seed in ("1", "2"):
         out = run_sanitized(exe, str(tmp_path / "input"), "3000", seed)
         assert out == f"definitions {names} given up 0\nok 3000\n"
+
+
+@pytest.mark.parametrize("which", ["fixture", "libstdc++"])
+def test_funcs_lists_the_same_rows(monkeypatch, which):
+    """funcs' rows (every symbol demangled, and the functions inlined at every call, from the name
+    index) are the same, in the same order, with the native scanner as with the Python one."""
+    from probectl.debuginfo.dwarf.funcnames import function_rows
+
+    if which == "libstdc++":
+        if not LIBSTDCXX_DBG.exists():
+            missing("libstdc++6-12-dbg is not installed")
+        path = str(LIBSTDCXX_DBG)
+    else:
+        path = str(build_cxx_fixture("cxx_shop", "-O2"))
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    native = function_rows(path)
+    monkeypatch.setattr(UnitScanner, "definitions", UnitScanner.python_definitions)
+    python = function_rows(path)
+    assert list(native.items()) == list(python.items())
+    if which == "libstdc++":
+        assert sum(1 for row in native.values() if row == (0, 0)) > 500  # (inlined at every call: 647)

@@ -151,15 +151,17 @@ def without_parameters(demangled: str) -> str:
     depth = 0
     end = len(demangled)
     # The parameter list is the last top-level '(...)' group: walk back from the end over the
-    # brackets alone (funcs does this for every symbol of a library: 9,400 of libstdc++'s).
-    for m in reversed(list(_BRACKETS.finditer(demangled))):
+    # brackets alone (funcs does this for every symbol of a library: 9,400 of libstdc++'s), found in
+    # the reversed text, so that the brackets of a long class name before the list are not visited.
+    last = len(demangled) - 1
+    for m in _BRACKETS.finditer(demangled[::-1]):
         c = m.group()
         if c in ")>":
             depth += 1
         else:
             depth -= 1
             if depth == 0 and c == "(":
-                end = m.start()
+                end = last - m.start()
                 break
     name = demangled[:end] or demangled
     return _without_return_type(name)
@@ -193,13 +195,13 @@ _PARAMETER_LIST_END = re.compile(r"\)(\s*(const|volatile))*$")
 
 def has_parameters(name: str) -> bool:
     """A function name written with its parameter list (and qualifiers): ``f(int)``, ``g() const``."""
-    return "(" in name and _PARAMETER_LIST_END.search(name) is not None
+    return "(" in name and (name.endswith(")") or _PARAMETER_LIST_END.search(name) is not None)
 
 
 def without_clone(demangled: str) -> str:
     """A demangled name without gcc's clone suffixes (``f(int) [clone .isra.0]`` → ``f(int)``): the
     clone is the function the source defines, compiled once more."""
-    return _CLONE.sub("", demangled)
+    return _CLONE.sub("", demangled) if " [clone " in demangled else demangled
 
 
 # Bump when what function_rows lists changes, so older lists kept on disk are not trusted.

@@ -3,8 +3,10 @@
 Finding a function by name means looking at every compilation unit: perf walks all of them
 (``dwarf_getfuncs``), and gcc emits no name index (``.debug_names``/``.debug_pubnames``) by
 default. This module lists each unit's definitions from its top-level DIEs, read straight from
-the section bytes by ``diescan.CUScanner`` (much faster than reading every DIE whole), under their
-own names or those of their abstract origin or specification; ``build_indexes`` maps each name to
+the section bytes (much faster than reading every DIE whole) by the native scanner
+(native/dwscan.c), or by ``diescan.CUScanner``, its reference, for a unit of a shape the native one
+leaves to it, under their own names or those of their abstract origin or specification;
+``build_indexes`` maps each name to
 the CUs that define it, and those CUs alone are then read DIE by DIE (``units``). ``top_level_dies``
 gives one CU's functions and variables the same way, so that only those DIEs are read, not
 the types around them (``function_bounds`` adds their code ranges, for ``DebugInfo.function_at``).
@@ -14,9 +16,6 @@ A unit the scanner cannot read (``diescan.Unsupported``) is read DIE by DIE inst
 """
 from __future__ import annotations
 
-import bisect
-import marshal
-import os
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
@@ -159,19 +158,8 @@ def build_indexes(debuginfo: "DebugInfo") -> tuple[dict, dict]:
     """Scan every CU: (functions, variables), each a dict name → [(CU offset, DIE offset)].
 
     Each definition is listed under its name and its linkage name, taken from its abstract origin
-    or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do).
-    Each unit's bytes are read alone (not all of ``.debug_info`` at once); a large file's units
-    are shared between two processes (``_in_two_processes``)."""
-    units = _all_units(debuginfo)
-    if debuginfo.dwarf.needed_section("debug_info_sec").size >= PARALLEL_FROM:
-        both = _in_two_processes(debuginfo, units)
-        if both is not None:
-            return both
-    return _index_units(debuginfo, units)
-
-
-# From this size of .debug_info on (a kernel's), the full index is built by two processes.
-PARALLEL_FROM = 32 << 20
+    or specification when it has none of its own (as ``die_name``/``die_linkage_name`` do)."""
+    return _index_units(debuginfo, _all_units(debuginfo))
 
 
 def read_unit_headers(debuginfo: "DebugInfo") -> Optional[list[tuple]]:
@@ -199,7 +187,8 @@ def _all_units(debuginfo: "DebugInfo") -> list[tuple]:
 def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict]:
     # A section held in memory (inflated, or small and copied) is scanned where it is: read again unit
     # by unit through its stream, it would be copied, and an inflated one's pages all kept for the
-    # next run, which has the index; a mapped one (a kernel's) is read unit by unit.
+    # next run, which has the index; a mapped one (a kernel's) is read where it is mapped by the native
+    # scanner, unit by unit through its stream by the Python one.
     sec = debuginfo.dwarf.needed_section("debug_info_sec")
     unit_scanner = UnitScanner(debuginfo, section_data(sec) if getattr(sec.stream, "base", None) is None else None)
     funcs: dict = {}
@@ -207,65 +196,6 @@ def _index_units(debuginfo: "DebugInfo", units: list[tuple]) -> tuple[dict, dict
     for unit in units:
         for is_function, name, ref in unit_scanner.definitions(unit):
             (funcs if is_function else variables).setdefault(name, []).append(ref)
-    return funcs, variables
-
-
-def _in_two_processes(debuginfo: "DebugInfo", units: list[tuple]) -> Optional[tuple[dict, dict]]:
-    """``_index_units`` of all units, the second half (by size) indexed by a forked child that sends
-    its dicts back through a pipe; the halves are joined in unit order, so the result is the one
-    process's. None when forking is not possible or not safe (threads); a child that fails has its
-    half done here."""
-    import signal  # only for building a full index: not imported by every command
-    import threading
-
-    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() != 1 or len(units) < 2:
-        return None
-    middle = (units[0][0] + units[-1][1]) // 2
-    k = max(1, min(len(units) - 1, bisect.bisect_left([u[0] for u in units], middle)))
-    first_half, second_half = units[:k], units[k:]
-    read_end, write_end = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
-        return None
-    if pid == 0:  # the child: index the second half, send it, leave without any clean-up
-        status = 1
-        try:
-            os.close(read_end)
-            data = marshal.dumps(_index_units(debuginfo, second_half))
-            with os.fdopen(write_end, "wb") as out:
-                out.write(data)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    reaped = False
-    try:
-        with os.fdopen(read_end, "rb") as pipe:
-            funcs, variables = _index_units(debuginfo, first_half)
-            data = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        reaped = True
-    finally:
-        if not reaped:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-    second = None
-    if status == 0:
-        try:
-            second = marshal.loads(data)
-        except (ValueError, EOFError, TypeError):
-            second = None
-    if not (type(second) is tuple and len(second) == 2 and all(type(d) is dict for d in second)):
-        second = _index_units(debuginfo, second_half)
-    for mine, theirs in ((funcs, second[0]), (variables, second[1])):
-        for name, refs in theirs.items():
-            mine.setdefault(name, []).extend(refs)
     return funcs, variables
 
 
@@ -295,8 +225,9 @@ class UnitScanner:
                 self.native_info = (info, 0)
             else:
                 stream = debuginfo.dwarf.needed_section("debug_info_sec").stream
-                if getattr(stream, "base", None) is not None:
-                    self.native_info = (stream, stream.base)
+                base = getattr(stream, "base", None)  # (a mapped section: sectionmap.SectionMap)
+                if base is not None:
+                    self.native_info = (stream, base)
 
     def definitions(self, unit: tuple) -> Iterator[tuple[bool, str, tuple[int, int]]]:
         """(is a function, name, (CU offset, DIE offset)) of each definition of ``unit`` (a tuple of
