@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // pyglue.h - what the CPython glue files (pymodule.c, pyreader.c, pycolumns.c, pytextout.c,
-// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c) share: the Reader and TextFormatter objects, the types,
+// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c, pyunwind.c, pyfold.c, pydwscan.c) share: the Reader and TextFormatter objects, the types,
 // and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
 #define PROBECTL_PYGLUE_H
