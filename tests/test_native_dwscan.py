@@ -203,3 +203,46 @@ def test_funcs_lists_the_same_rows(monkeypatch, which):
     assert list(native.items()) == list(python.items())
     if which == "libstdc++":
         assert sum(1 for row in native.values() if row == (0, 0)) > 500  # (inlined at every call: 647)
+
+
+def test_damaged_units_are_answered_as_the_python_scanner_answers(tmp_path):
+    """Copies of a fixture with bytes of .debug_info changed at random: for each unit, the native
+    scanner gives it up or lists what the Python scanner lists from the same file (where that one
+    reads the unit without an error)."""
+    import random
+
+    from probectl.debuginfo.elf import ElfFile
+
+    path = build_cxx_fixture("cxx_shop", "-O0")
+    original = path.read_bytes()
+    sec = next(s for s in ElfFile(str(path)).sections if s.name == ".debug_info")
+    rng = random.Random(23)
+    answered = compared = 0
+    for i in range(150):
+        data = bytearray(original)
+        for _ in range(rng.randint(1, 6)):
+            data[sec.offset + rng.randrange(sec.size)] = rng.randrange(256)
+        damaged = tmp_path / f"damaged{i}"
+        damaged.write_bytes(bytes(data))
+        try:
+            debuginfo = DebugInfo.open(str(damaged))
+            units = read_unit_headers(debuginfo) or []
+        except DebugInfoError:
+            continue
+        try:
+            scanner = _scanner(debuginfo)
+            for unit in units:
+                native = _native_definitions(scanner, unit)
+                if native is None:
+                    continue
+                answered += 1
+                try:
+                    python = list(scanner.python_definitions(unit))
+                except Exception:  # (the reference fails on this damage: nothing to compare)
+                    continue
+                compared += 1
+                assert native == python, (i, unit)
+        finally:
+            debuginfo.close()
+            damaged.unlink()
+    assert compared > 50, (answered, compared)
