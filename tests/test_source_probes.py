@@ -841,9 +841,11 @@ def test_the_index_walks_into_namespaces_for_the_names(monkeypatch):
     """g++ declares namespace members inside their DW_TAG_namespace (outer::inner two deep) and defines
     them at the top level with DW_AT_specification: the byte scanner walks the namespaces all the way
     down, so each definition's name is in what it read, without pyelftools' parse of the DIE (only one
-    level down, the names of outer::inner's members were parsed by pyelftools)."""
+    level down, the names of outer::inner's members were parsed by pyelftools). (The Python byte
+    scanner's walk, which the native scanner's is tested equal to in tests/test_native_dwscan.py.)"""
     from probectl.debuginfo.dwarf import die, dieindex
 
+    monkeypatch.setattr(dieindex.UnitScanner, "definitions", dieindex.UnitScanner.python_definitions)
     di = _debuginfo(binary("dwarf_namespaces", "-O0"))
     fallbacks: list = []
     real_die_name = die.die_name
