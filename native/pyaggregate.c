@@ -143,12 +143,12 @@ static PyObject *Aggregator_feed(AggregatorObject *self, PyObject *args, PyObjec
 {
 	static char *kwlist[] = { "streams", "long_size", "big_endian", "page_size", "strict", NULL };
 	int long_size = 8, big_endian = 0, strict = 1;
-	Py_ssize_t page_size = 4096, n;
+	Py_ssize_t page_size = 4096;
 	struct rb_layout layout;
 	struct rb_reader reader;
-	PyObject *streams, *seq, *result = NULL;
+	PyObject *streams, *result = NULL;
 	Py_buffer *views;
-	Py_ssize_t nviews = 0;
+	size_t nviews;
 	long got;
 
 	if (!self->agg) {
@@ -164,35 +164,8 @@ static PyObject *Aggregator_feed(AggregatorObject *self, PyObject *args, PyObjec
 		PyErr_SetString(PyExc_RuntimeError, "the aggregator is in use");
 		return NULL;
 	}
-	seq = PySequence_Fast(streams, "streams must be a sequence of (cpu, buffer, offset, size)");
-	if (!seq)
+	if (streams_open(streams, &layout, strict, &reader, &views, &nviews))
 		return NULL;
-	n = PySequence_Fast_GET_SIZE(seq);
-	views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
-	if (!views || rb_reader_init(&reader, &layout, (size_t)n, strict)) {
-		PyMem_Free(views);
-		Py_DECREF(seq);
-		return PyErr_NoMemory();
-	}
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *buf;
-		Py_ssize_t offset, size;
-		int cpu;
-
-		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
-				      "iOnn;a stream is (cpu, buffer, offset, size)", &cpu, &buf, &offset, &size))
-			goto out;
-		if (PyObject_GetBuffer(buf, &views[i], PyBUF_SIMPLE))
-			goto out;
-		nviews++;
-		if (offset < 0 || size < 0 || offset > views[i].len || size > views[i].len - offset) {
-			PyErr_Format(PyExc_ValueError, "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes",
-				     cpu, offset, size, views[i].len);
-			goto out;
-		}
-		rb_reader_set_stream(&reader, (size_t)i, cpu, (const uint8_t *)views[i].buf + offset,
-				     (size_t)size);
-	}
 	self->busy = true;
 	Py_BEGIN_ALLOW_THREADS
 	got = agg_feed(self->agg, &reader);
@@ -204,12 +177,7 @@ static PyObject *Aggregator_feed(AggregatorObject *self, PyObject *args, PyObjec
 		raise_decode_error((int)got, reader.err_cpu, reader.err_offset, reader.err_pos);
 	else
 		result = PyLong_FromLong(got);
-out:
-	rb_reader_deinit(&reader);
-	for (Py_ssize_t i = 0; i < nviews; i++)
-		PyBuffer_Release(&views[i]);
-	PyMem_Free(views);
-	Py_DECREF(seq);
+	streams_release(&reader, views, nviews);
 	return result;
 }
 

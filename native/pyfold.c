@@ -93,12 +93,13 @@ PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs)
 	static char *kwlist[] = { "streams", "selected", "stacks", "probe_ips", "long_size", "big_endian", "page_size",
 				  "strict", NULL };
 	int long_size = 8, big_endian = 0, strict = 1;
-	Py_ssize_t page_size = 4096, n = 0, nviews = 0;
-	PyObject *streams, *selected_o, *stacks_o, *probes_o, *seq = NULL, *list = NULL, *result = NULL;
+	Py_ssize_t page_size = 4096;
+	PyObject *streams, *selected_o, *stacks_o, *probes_o, *list = NULL, *result = NULL;
 	struct rb_layout layout;
 	struct rb_reader reader = { 0 };
 	bool reader_ready = false;
 	Py_buffer *views = NULL;
+	size_t nviews = 0;
 	struct fold *f;
 	long got;
 
@@ -115,34 +116,9 @@ PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs)
 	}
 	if (setup(f, selected_o, stacks_o, probes_o))
 		goto out;
-	seq = PySequence_Fast(streams, "streams must be a sequence of (cpu, buffer, offset, size)");
-	if (!seq)
+	if (streams_open(streams, &layout, strict, &reader, &views, &nviews))
 		goto out;
-	n = PySequence_Fast_GET_SIZE(seq);
-	views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
-	if (!views || rb_reader_init(&reader, &layout, (size_t)n, strict)) {
-		PyErr_NoMemory();
-		goto out;
-	}
 	reader_ready = true;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *buf;
-		Py_ssize_t offset, size;
-		int cpu;
-
-		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iOnn;a stream is (cpu, buffer, offset, size)", &cpu,
-				      &buf, &offset, &size))
-			goto out;
-		if (PyObject_GetBuffer(buf, &views[i], PyBUF_SIMPLE))
-			goto out;
-		nviews++;
-		if (offset < 0 || size < 0 || offset > views[i].len || size > views[i].len - offset) {
-			PyErr_Format(PyExc_ValueError, "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes", cpu,
-				     offset, size, views[i].len);
-			goto out;
-		}
-		rb_reader_set_stream(&reader, (size_t)i, cpu, (const uint8_t *)views[i].buf + offset, (size_t)size);
-	}
 	Py_BEGIN_ALLOW_THREADS
 	got = fold_feed(f, &reader);
 	if (got >= 0 && fold_finish(f))
@@ -172,11 +148,7 @@ PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs)
 		result = Py_BuildValue("(KKN)", (unsigned long long)f->records, (unsigned long long)f->events, list);
 out:
 	if (reader_ready)
-		rb_reader_deinit(&reader);
-	for (Py_ssize_t i = 0; i < nviews; i++)
-		PyBuffer_Release(&views[i]);
-	PyMem_Free(views);
-	Py_XDECREF(seq);
+		streams_release(&reader, views, nviews);
 	PyMem_Free(f->stacks);
 	PyMem_Free(f->probe_ips);
 	fold_deinit(f);

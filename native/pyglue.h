@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // pyglue.h - what the CPython glue files (pymodule.c, pyreader.c, pycolumns.c, pytextout.c,
-// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c, pyunwind.c, pyfold.c, pydwscan.c) share: the Reader and TextFormatter objects, the types,
+// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c, pyunwind.c, pyfold.c, pydwscan.c) share: the
+// Reader and TextFormatter objects, the types,
 // and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
 #define PROBECTL_PYGLUE_H
@@ -62,6 +63,16 @@ extern PyTypeObject ReaderType, TextFormatterType, RecorderType, PerfRingsType, 
 
 int get_layout(struct rb_layout *layout, int long_size, int big_endian, Py_ssize_t page_size);
 PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos);
+// One stream of a trace as Python gives it, (cpu, buffer, offset, size): its buffer held in
+// *@view (PyBuffer_Release it), its bytes at *@data, *@size of them, checked to lie in the buffer.
+// 0, or -1 with an exception and nothing held.
+int stream_item(PyObject *item, int *cpu, Py_buffer *view, const uint8_t **data, size_t *size);
+// The sequence @streams of such items set on @reader (rb_reader_init'ed here with @layout and
+// @strict), their buffers held in *@views (*@nviews of them) until streams_release. 0, or -1 with
+// an exception and nothing left to release.
+int streams_open(PyObject *streams, const struct rb_layout *layout, bool strict,
+		 struct rb_reader *reader, Py_buffer **views, size_t *nviews);
+void streams_release(struct rb_reader *reader, Py_buffer *views, size_t nviews);
 int tf_append_line(TextFormatterObject *tf, PyObject *row);
 PyObject *id_list(const uint8_t *seen);
 PyObject *write_callchains(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -69,6 +69,73 @@ PyObject *raise_decode_error(int err, int cpu, size_t page_offset, size_t pos)
 	return NULL;
 }
 
+int stream_item(PyObject *item, int *cpu, Py_buffer *view, const uint8_t **data, size_t *size)
+{
+	PyObject *buf;
+	Py_ssize_t offset, len;
+
+	if (!PyArg_ParseTuple(item, "iOnn;a stream is (cpu, buffer, offset, size)", cpu, &buf, &offset,
+			      &len))
+		return -1;
+	if (PyObject_GetBuffer(buf, view, PyBUF_SIMPLE))
+		return -1;
+	if (offset < 0 || len < 0 || offset > view->len || len > view->len - offset) {
+		PyErr_Format(PyExc_ValueError, "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes",
+			     *cpu, offset, len, view->len);
+		PyBuffer_Release(view);
+		return -1;
+	}
+	*data = (const uint8_t *)view->buf + offset;
+	*size = (size_t)len;
+	return 0;
+}
+
+int streams_open(PyObject *streams, const struct rb_layout *layout, bool strict,
+		 struct rb_reader *reader, Py_buffer **views, size_t *nviews)
+{
+	PyObject *seq = PySequence_Fast(streams, "streams must be a sequence of (cpu, buffer, offset, size)");
+	Py_ssize_t n;
+
+	*views = NULL;
+	*nviews = 0;
+	if (!seq)
+		return -1;
+	n = PySequence_Fast_GET_SIZE(seq);
+	*views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
+	if (!*views || rb_reader_init(reader, layout, (size_t)n, strict)) {
+		PyMem_Free(*views);
+		*views = NULL;
+		Py_DECREF(seq);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		const uint8_t *data;
+		size_t size;
+		int cpu;
+
+		if (stream_item(PySequence_Fast_GET_ITEM(seq, i), &cpu, &(*views)[i], &data, &size)) {
+			streams_release(reader, *views, *nviews);
+			*views = NULL;
+			*nviews = 0;
+			Py_DECREF(seq);
+			return -1;
+		}
+		(*nviews)++;
+		rb_reader_set_stream(reader, (size_t)i, cpu, data, size);
+	}
+	Py_DECREF(seq);
+	return 0;
+}
+
+void streams_release(struct rb_reader *reader, Py_buffer *views, size_t nviews)
+{
+	rb_reader_deinit(reader);
+	for (size_t i = 0; i < nviews; i++)
+		PyBuffer_Release(&views[i]);
+	PyMem_Free(views);
+}
+
 static PyObject *parse_page(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "data", "long_size", "big_endian", "page_size", NULL };

@@ -19,11 +19,8 @@ static void reader_release(ReaderObject *self)
 		rb_batch_deinit(&self->batch);
 	self->batch_ready = false;
 	if (self->reader_ready)
-		rb_reader_deinit(&self->reader);
+		streams_release(&self->reader, self->views, self->nviews);
 	self->reader_ready = false;
-	for (size_t i = 0; i < self->nviews; i++)
-		PyBuffer_Release(&self->views[i]);
-	PyMem_Free(self->views);
 	self->views = NULL;
 	self->nviews = 0;
 	free(self->schema);
@@ -151,49 +148,10 @@ out:
 static int parse_streams(ReaderObject *self, PyObject *streams, const struct rb_layout *layout,
 			 bool strict)
 {
-	PyObject *seq = PySequence_Fast(streams, "streams must be a sequence of (cpu, buffer, offset, size)");
-	Py_ssize_t n;
-	int ret = -1;
-
-	if (!seq)
+	if (streams_open(streams, layout, strict, &self->reader, &self->views, &self->nviews))
 		return -1;
-	n = PySequence_Fast_GET_SIZE(seq);
-	self->views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
-	if (!self->views) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	if (rb_reader_init(&self->reader, layout, (size_t)n, strict)) {
-		PyErr_NoMemory();
-		goto out;
-	}
 	self->reader_ready = true;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-		PyObject *buf;
-		int cpu;
-		Py_ssize_t offset, size;
-
-		if (!PyArg_ParseTuple(item, "iOnn;a stream is (cpu, buffer, offset, size)", &cpu,
-				      &buf, &offset, &size))
-			goto out;
-		if (PyObject_GetBuffer(buf, &self->views[i], PyBUF_SIMPLE))
-			goto out;
-		self->nviews++;
-		if (offset < 0 || size < 0 || offset > self->views[i].len ||
-		    size > self->views[i].len - offset) {
-			PyErr_Format(PyExc_ValueError,
-				     "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes", cpu,
-				     offset, size, self->views[i].len);
-			goto out;
-		}
-		rb_reader_set_stream(&self->reader, (size_t)i, cpu,
-				     (const uint8_t *)self->views[i].buf + offset, (size_t)size);
-	}
-	ret = 0;
-out:
-	Py_DECREF(seq);
-	return ret;
+	return 0;
 }
 
 static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kwargs)

@@ -74,27 +74,16 @@ PyObject *event_ids(PyObject *self, PyObject *args, PyObject *kwargs)
 		goto out;
 	}
 	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-		PyObject *buf;
 		Py_buffer view;
-		Py_ssize_t offset, size;
+		const uint8_t *data;
+		size_t size;
 		int cpu;
 
-		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
-				      "iOnn;a stream is (cpu, buffer, offset, size)", &cpu, &buf, &offset,
-				      &size))
+		if (stream_item(PySequence_Fast_GET_ITEM(seq, i), &cpu, &view, &data, &size))
 			goto out;
-		if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE))
-			goto out;
-		if (offset < 0 || size < 0 || offset > view.len || size > view.len - offset) {
-			PyErr_Format(PyExc_ValueError,
-				     "cpu %d: data at %zd+%zd is outside its buffer of %zd bytes", cpu,
-				     offset, size, view.len);
-			PyBuffer_Release(&view);
-			goto out;
-		}
 		Py_BEGIN_ALLOW_THREADS
-		prefault((const uint8_t *)view.buf + offset, (size_t)size);
-		rb_stream_ids(&layout, (const uint8_t *)view.buf + offset, (size_t)size, seen);
+		prefault(data, size);
+		rb_stream_ids(&layout, data, size, seen);
 		Py_END_ALLOW_THREADS
 		PyBuffer_Release(&view);
 	}

@@ -174,6 +174,30 @@ def test_go_entry_probes_equal_perfs_but_for_the_name(go_binary):
     assert compared
 
 
+def test_functions_go_inlined_are_probed_where_perf_probes_them(go_binary):
+    """Go inlines small functions everywhere and refers to their abstract DWARF by section offset
+    (DW_FORM_ref_addr): each inline instance is probed, at perf's places (strings.(*Builder).WriteString,
+    inlined six times in the optimised build, had none). perf -D of each name is the oracle."""
+    from probectl.debuginfo.dwarf import DebugInfo
+
+    perf = shutil.which("perf") or missing("perf (linux-perf) is not installed")
+    debuginfo = DebugInfo.open(str(go_binary))
+    abstract = sorted(name for name in debuginfo.function_names("strings.*") + debuginfo.function_names("fmt.*")
+                      if not ElfFile(go_binary).find_functions(name))
+    compared = inlined = 0
+    for name in abstract[:25]:
+        theirs = subprocess.run([perf, "probe", "-x", str(go_binary), "-D", name], capture_output=True, text=True)
+        if theirs.returncode != 0 or not theirs.stdout.strip():
+            continue
+        ours = probectl("add", "-D", "-x", str(go_binary), name).stdout
+        assert sorted(line.split()[1] for line in ours.splitlines()) == \
+               sorted(line.split()[1] for line in theirs.stdout.splitlines()), name
+        compared += 1
+        inlined += len(ours.splitlines())
+    if go_binary == build_go_fixture("go_target", ""):  # (optimised: "all=-N -l" inlines nothing)
+        assert compared and inlined > compared  # (some inlined more than once)
+
+
 def test_a_long_qualified_name_is_cut_to_the_kernels_limit_and_stays_apart():
     from probectl.probes.naming import MAX_EVENT_NAME_LEN, qualified_event_name
 

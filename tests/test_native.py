@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -387,6 +388,23 @@ def test_a_truncated_stream_keeps_its_whole_pages(simple_fmt):
     assert [e.values[0] for e in reader.events()] == list(range(100))
     with pytest.raises(TraceFileError):
         list(EventReader([(0, cut, 0, len(cut))], [simple_fmt]).events())
+
+
+@pytest.mark.parametrize("streams, message", [
+    ([(0, b"x" * 10, 5, 10)], "cpu 0: data at 5+10 is outside its buffer of 10 bytes"),
+    ([(1, b"x" * 10, -1, 1)], "cpu 1: data at -1+1 is outside its buffer"),
+    ([(0, b"x", 0)], "a stream is (cpu, buffer, offset, size)"),
+    ([(0, "text", 0, 1)], "bytes-like object is required"),
+    (5, "streams must be a sequence"),
+])
+def test_every_reader_of_streams_checks_them_alike(streams, message):
+    """Reader, Aggregator.feed, fold_stacks and event_ids take the same streams, checked by one
+    parser (stream_item, streams_open): the same error from each, and nothing held after it."""
+    readers = [lambda: _native.Reader(streams, []), lambda: _native.Aggregator([(1, 0, [], None)]).feed(streams),
+               lambda: _native.fold_stacks(streams, [], [], []), lambda: _native.event_ids(streams)]
+    for read in readers:
+        with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+            read()
 
 
 def test_reader_argument_errors(simple_fmt):

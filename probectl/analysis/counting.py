@@ -168,6 +168,7 @@ class StatResult:
     runs: int = 1
     stopped_by: str = ""
     intervals: list[IntervalRows] = field(default_factory=list)
+    command_exit: Optional[int] = None  # of the last run (TracedRun.command_exit)
 
     @property
     def seconds(self) -> float:
@@ -425,7 +426,7 @@ def stat(tfs: Tracefs, options: StatOptions, scope: RunScope = RunScope(), *,
         target_text = f"cgroup '{options.cgroup}'"
     return StatResult(target_text, rows, elapsed, user / len(results) if scope.command else None,
                       system / len(results) if scope.command else None, len(results), run.stopped_by,
-                      last.intervals)
+                      last.intervals, run.command_exit)
 
 
 def _mean_rows(part: CountingPart, results: list[dict[tuple[int, Optional[int]], Count]]) -> list[CountRow]:

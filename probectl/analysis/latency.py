@@ -45,6 +45,7 @@ class LatencyResult:
     pending: int = 0  # starts without an end when it stopped
     lost: int = 0
     counts: Optional[dict[int, int]] = None  # from the kernel: exact latency -> count
+    command_exit: Optional[int] = None  # of a live run's command (TracedRun.command_exit)
     _sorted: Optional[list[int]] = field(default=None, repr=False)
 
     @property

@@ -81,6 +81,7 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
         else:
             table = user_hist(run, event, keys, value, buffer_kb=buffer_kb, progress=progress, every=every)
         named(table)
+    table.command_exit = run.command_exit
     return table
 
 
@@ -273,6 +274,7 @@ def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key
                                               progress=progress)
             else:
                 result = kernel_latency(run, start, end, texts, unit=unit, every=every)
+    result.command_exit = run.command_exit
     return _measured(result)
 
 

@@ -30,6 +30,7 @@ class HistTable:
     dropped: int = 0  # events the kernel's table had no room for
     lost: int = 0  # events the ring buffer lost (user space)
     extra: dict = field(default_factory=dict)
+    command_exit: Optional[int] = None  # of a live run's command (TracedRun.command_exit)
 
     counted: Optional[int] = None  # events counted, all rows (set when --top cuts rows)
 

@@ -290,9 +290,10 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     try:
         if signal.getsignal(signal.SIGINT) is _quiet_interrupt:
             signal.signal(signal.SIGINT, _command_interrupt)  # (the command's own clean-up on Ctrl-C)
-        cli.main(args=args, prog_name="probectl", standalone_mode=False)
+        # (a command that ran one of its own, -- COMMAND, returns that one's exit status)
+        status = cli.main(args=args, prog_name="probectl", standalone_mode=False)
         sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
-        return 0
+        return status if isinstance(status, int) else 0
     except OutputError as err:
         if err.errno == errno.EPIPE:
             return _closed_pipe(owns_stdout)

@@ -159,6 +159,7 @@ def hist(ctx, what, exec_, target_ns, vmlinux, module, key_text, value_name, log
         notice(f"Warning: the kernel lost {table.lost:,} events; the counts are short (use a bigger -b KB)")
     if table.dropped:
         notice(f"Warning: the kernel's table was full: {table.dropped:,} events were not counted")
+    return table.command_exit or 0
 
 
 @cli.command(cls=_SplitCommand)
@@ -247,3 +248,4 @@ def latency(ctx, what, exec_, target_ns, vmlinux, module, start_name, end_name, 
     sys.stdout.flush()
     if result.lost:
         notice(f"Warning: the kernel lost {result.lost:,} events; some pairs are missing (use a bigger -b KB)")
+    return result.command_exit or 0

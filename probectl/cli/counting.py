@@ -107,3 +107,4 @@ def stat(ctx, probedefs, events, filters, exec_, target_ns, vmlinux, module, sys
     out.flush()
     for note in counting.costly_rates(counting.stat_rates(result), result.seconds):
         notice(note)
+    return result.command_exit or 0

@@ -204,6 +204,7 @@ def record(ctx, events, filters, system_wide, cpus, pids, cgroup_path, cgroup_pi
 
     for note in costly_rates({", ".join(result.selected) or "the events": result.events}, seconds):
         notice(note)
+    return result.command_exit or 0
 
 
 # ---- trace ----------------------------------------------------------------------------------------
@@ -250,6 +251,7 @@ def trace(ctx, probedefs, exec_, target_ns, vmlinux, module, events, filter_, pi
         print_live(live, sys.stdout, kind, chosen, started)
     if live.lost:
         notice(f"Warning: the kernel lost {live.lost:,} events; use a bigger buffer (-m KB)")
+    return live.command_exit or 0
 
 
 # ---- tracepoints, fields, cleanup -----------------------------------------------------------------

@@ -136,6 +136,7 @@ class RecordResult:
     bytes: int
     stopped_by: str  # "command", "duration", "SIGINT", "SIGTERM"
     command_status: Optional[int] = None
+    command_exit: Optional[int] = None  # (TracedRun.command_exit)
     selected: list[str] = field(default_factory=list)
     stacks_lost: int = 0  # of ``lost``: lost in the perf rings of -g (uprobe events, or stacks of the others)
 
@@ -211,7 +212,8 @@ class Recording:
         return RecordResult(path=output.path, events=events, lost=sum(lost.values()), lost_by_cpu=lost,
                             stacks_lost=stacks_lost,
                             bytes=output.path.stat().st_size, stopped_by=stopped_by,
-                            command_status=run.command_status, selected=[e.name for e in selected])
+                            command_status=run.command_status, command_exit=run.command_exit,
+                            selected=[e.name for e in selected])
 
     def _unwound(self, stats: UnwindStats) -> None:
         """Say how the stack copies came out, where some could not be unwound to their outermost frame."""

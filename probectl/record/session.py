@@ -81,7 +81,7 @@ class TracedRun:
     added when it closes.
 
     After :meth:`trace`: :attr:`stopped_by` ("command", "duration", "SIGINT", "SIGTERM"),
-    :attr:`command_status`, :attr:`lost` and :attr:`lost_by_cpu`."""
+    :attr:`command_status` (:attr:`command_exit`), :attr:`lost` and :attr:`lost_by_cpu`."""
 
     def __init__(self, tfs: Tracefs, scope: RunScope = RunScope(), *,
                  notice: Callable[[str], None] = notice_stderr):
@@ -100,6 +100,16 @@ class TracedRun:
         self.definitions: list[EventDefinition] = []  # of the probes the run added
         self._probes = contextlib.ExitStack()
         self._stale_removed = False
+
+    @property
+    def command_exit(self) -> Optional[int]:
+        """The exit status of the command (``-- COMMAND``) when the run ended because the command did,
+        as a shell gives it (128 + N for a command ended by signal N); probectl ends with it, as perf
+        record and perf stat end with their command's. None without a command, or when the run ended
+        it (a duration, Ctrl-C)."""
+        if self.stopped_by != "command" or self.command_status is None:
+            return None
+        return self.command_status if self.command_status >= 0 else 128 - self.command_status
 
     # ---- the probes of the run ------------------------------------------------------------------
 

@@ -133,6 +133,11 @@ class LiveTrace:
         """Events the kernel dropped (known once :meth:`run` returns)."""
         return self.traced.lost
 
+    @property
+    def command_exit(self) -> Optional[int]:
+        """The command's exit status when the trace ended with it (:attr:`TracedRun.command_exit`)."""
+        return self.traced.command_exit
+
     def run(self, on_pages: Callable[[EventReader], None], on_start: Optional[Callable[[], None]] = None) -> None:
         """Stream, handing each batch of events to ``on_pages`` (``on_start`` is called once the events
         are traced); the instance is gone when it returns."""

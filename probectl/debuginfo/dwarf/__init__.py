@@ -731,8 +731,9 @@ class DebugInfo:
                 if tag in ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine"):
                     here = caller
                     ao = child.attributes.get("DW_AT_abstract_origin")
-                    if ao is not None and ao.form != "DW_FORM_ref_addr":
-                        if ao.value + child.cu.cu_offset == target and self.has_code(child):
+                    if ao is not None:
+                        at = ao.value if ao.form == "DW_FORM_ref_addr" else ao.value + child.cu.cu_offset
+                        if at == target and self.has_code(child):
                             inst = self.function(child)
                             if tag == "DW_TAG_inlined_subroutine":
                                 inst.caller = caller

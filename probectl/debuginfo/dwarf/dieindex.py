@@ -107,7 +107,7 @@ def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int
 # A unit's scans that add reads on every run of a function in it (the code bounds of its functions,
 # its inline instances by origin: 20-30 ms of an add -D of a libstdc++ method) are kept on disk, for
 # every unit scanned so far, in one file of the debug file's (``dwarf-unit-scans``).
-_UNIT_SCANS_FORMAT = 1
+_UNIT_SCANS_FORMAT = 2  # (2: inline instances whose origin is a DW_FORM_ref_addr into their unit: Go's)
 _MISSING = object()
 
 
@@ -427,7 +427,7 @@ def instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[t
     try:
         _info, table, scanner = _cu_table(debuginfo, cu)
         pos = _children_start(cu, table, scanner)
-        found = scanner.instances_by_origin(pos, cu.size, table) if pos is not None else {}
+        found = scanner.instances_by_origin(pos, cu.size, table, cu.cu_offset) if pos is not None else {}
     except (Unsupported, KeyError, IndexError, ValueError, struct.error):
         return None
     base = cu.cu_offset

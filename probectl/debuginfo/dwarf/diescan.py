@@ -510,12 +510,14 @@ class CUScanner:
                 depth += 1
         return pos
 
-    def instances_by_origin(self, pos: int, end: int, table: dict) -> dict[int, list[tuple[int, Optional[int]]]]:
+    def instances_by_origin(self, pos: int, end: int, table: dict,
+                            unit_base: int = 0) -> dict[int, list[tuple[int, Optional[int]]]]:
         """The subprograms and inline instances with code among the DIEs from ``pos`` (walking into
         subprograms, inline instances, lexical blocks, namespaces and modules, as
         ``DebugInfo.instances`` does), by the unit offset of their abstract origin in this unit: (their
         offset, the offset of the nearest enclosing DIE with code, for an inline instance, else None),
-        in DIE order. Offsets are unit offsets."""
+        in DIE order. Offsets are unit offsets; an origin given by its section offset (DW_FORM_ref_addr,
+        which Go writes for every reference) counts when it is in this unit, at ``unit_base``."""
         data = self.info
         found: dict[int, list[tuple[int, Optional[int]]]] = {}
         callers: list[Optional[int]] = []  # per open DIE whose children are walked: the caller before it
@@ -537,9 +539,12 @@ class CUScanner:
                 pos, values = self.read_values(pos, specs, 0, ORIGIN_ATTRS)
                 has_code = AT_LOW_PC in values or AT_ENTRY_PC in values or AT_RANGES in values
                 origin = values.get(AT_ABSTRACT_ORIGIN)
-                if has_code and origin is not None and origin[0] in _UNIT_REF_FORMS:
-                    found.setdefault(origin[1], []).append(
-                        (die_offset, caller if tag == TAG_INLINED_SUBROUTINE else None))
+                if has_code and origin is not None:
+                    at = origin[1] if origin[0] in _UNIT_REF_FORMS else (
+                        origin[1] - unit_base if origin[0] == FORM_REF_ADDR else -1)
+                    if 0 <= at < end:
+                        found.setdefault(at, []).append(
+                            (die_offset, caller if tag == TAG_INLINED_SUBROUTINE else None))
                 if children:
                     callers.append(caller)
                     if has_code:
