@@ -23,11 +23,15 @@
 #define AT_SIBLING		0x01
 #define AT_LOCATION		0x02
 #define AT_NAME			0x03
+#define AT_LOW_PC		0x11
 #define AT_LANGUAGE		0x13
+#define AT_INLINE		0x20
 #define AT_ABSTRACT_ORIGIN	0x31
 #define AT_DECLARATION		0x3c
 #define AT_EXTERNAL		0x3f
 #define AT_SPECIFICATION	0x47
+#define AT_ENTRY_PC		0x52
+#define AT_RANGES		0x55
 #define AT_LINKAGE_NAME		0x6e
 #define AT_STR_OFFSETS_BASE	0x72
 #define AT_MIPS_LINKAGE_NAME	0x2007
@@ -94,6 +98,7 @@ struct attrs {
 	struct dws_name name, linkage, mips;
 	struct ref origin, specification;
 	bool declaration, location, external;
+	bool code;		// an address, ranges or DW_AT_inline (diescan.py:CODE_ATTRS)
 	bool has_sibling;
 	uint64_t sibling;
 };
@@ -544,6 +549,9 @@ static int take(const struct ctx *c, uint32_t attr, uint32_t form, uint64_t valu
 	case AT_EXTERNAL:
 		a->external = true;
 		return 0;
+	case AT_LOW_PC: case AT_RANGES: case AT_ENTRY_PC: case AT_INLINE:
+		a->code = true;
+		return 0;
 	default:
 		return 0;
 	}
@@ -673,7 +681,7 @@ static int visit(struct ctx *c, uint64_t die, const struct abbrev *ab, uint64_t 
 	// (the linkage name, else the MIPS one: an empty one counts as none)
 	sn->linkage = a.linkage.where != DWS_NOWHERE ? a.linkage : a.mips;
 	sn->origin = a.origin.kind != REF_NONE ? a.origin : a.specification;
-	if (!a.declaration && (ab->tag == TAG_SUBPROGRAM || a.location || a.external)) {
+	if (!a.declaration && (ab->tag == TAG_SUBPROGRAM ? a.code : a.location || a.external)) {
 		if (grow((void **)&s->records, &s->records_cap, s->nrecords + 1, sizeof(*s->records)))
 			return -1;
 		s->records[s->nrecords++] = (struct record){ .offset = die, .is_function = ab->tag == TAG_SUBPROGRAM };

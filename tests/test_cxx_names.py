@@ -131,10 +131,76 @@ def test_a_glob_over_demangled_names(shop):
      "--no-demangle"),
     ("_RNvC4shop3add", "Probe point '_RNvC4shop3add' not found", "probectl funcs"),  # (shop::add: none here)
     ("shop::Cart::nothing", "Probe point 'shop::Cart::nothing' not found", "did you mean"),
+    # (mangled names of languages probectl does not demangle: said to be so)
+    ("_D4main3fooFZv", "'_D4main3fooFZv' is no symbol of the program; it is mangled as D names are", "--no-demangle"),
+    ("$s4main3fooyyF", "it is mangled as Swift names are, which probectl does not demangle", "--no-demangle"),
 ])
 def test_bad_cxx_names_are_clear_errors(shop, definition, message, hint):
     err = fails("add", "-D", "-x", str(shop), definition)
     assert message in err and hint in err, err
+
+
+def test_a_templates_name_without_arguments_names_every_instance(shop):
+    """As gdb takes ``break shop::Box::get``: a function template's name (``shop::Cart::scale``) and a
+    member of a class template named without the class's arguments (``shop::Box::get``) probe every
+    instance, each under an event of its own, with a notice that says how to pick one."""
+    for name, events in (("shop::Cart::scale x", {"shop_Cart_scale_int", "shop_Cart_scale_long"}),
+                         ("shop::Box::get times", {"shop_Box_int_get", "shop_Box_long_get"})):
+        out = probectl("add", "-D", "-x", str(shop), name)
+        got = {line.split()[0].split("/")[1] for line in out.stdout.splitlines()}
+        assert events <= got and len(got) == len(out.stdout.splitlines()), out.stdout
+        assert "each is probed; pick one by its template arguments" in out.stderr
+    one = probectl("add", "-D", "-x", str(shop), "shop::Box<long>::get times").stdout.splitlines()
+    assert len(one) == 1 and one[0].split()[0].endswith("/shop_Box_long_get")
+
+
+def test_a_name_is_written_without_its_abi_tag_and_a_cold_part_is_no_function(shop):
+    """shop::describe returns a std::string: its symbol demangles to shop::describe[abi:cxx11](int),
+    and at -O2 a second symbol, its "[clone .cold]" part, is code the function jumps to. The name a
+    programmer writes probes the function once, its event named without the tag; perf -D by the
+    mangled name is the oracle of the place and argument."""
+    symbols = [s.name for s in ElfFile(shop).functions() if s.name.startswith("_ZN4shop8describe")]
+    assert any(".cold" in s for s in symbols) == ("-O2" in shop.name)
+    for name in ("shop::describe id", "shop::describe(int) id", "shop::descr* id"):
+        out = probectl("add", "-D", "-x", str(shop), name)
+        (line,) = out.stdout.splitlines()
+        assert line.split()[0].endswith("/shop_describe") and "names 2" not in out.stderr, name
+    theirs = subprocess.run([_perf(), "probe", "-x", str(shop), "-D", f"{min(symbols, key=len)} id"],
+                            capture_output=True, text=True)
+    if theirs.returncode == 0:
+        assert _rest(line) == _rest(theirs.stdout.splitlines()[0])
+    assert [n for n in probectl("funcs", "-x", str(shop), "shop::describe").stdout.splitlines()
+            if "clone" not in n] == ["shop::describe[abi:cxx11](int)"]
+
+
+def test_template_arguments_left_out():
+    from probectl.resolve.cxx import without_template_arguments as without
+
+    assert without("shop::Box<int>::get<long>") == "shop::Box::get"
+    assert without("std::vector<int, std::allocator<int> >::operator[]") == "std::vector::operator[]"
+    assert without("A::operator< <int>") == "A::operator<"
+    for operator in ("A::operator<<", "A::operator->", "A::operator<=>", "A::operator>>=", "A::operator>"):
+        assert without(operator) == operator
+    assert without("f<(1>2)>") == "f" and without("g<int (*)(int)>::h") == "g::h"
+
+
+def test_a_function_the_compiler_removed_is_neither_listed_nor_found(shop):
+    """shop::Box<short>::get's one call has its result unused: -O2 removes it, and its DWARF still
+    defines it, with no code (no address, no inline instance): funcs does not list it and add does not
+    find it (it listed it, and add said "did you mean" the very name); -O0 keeps it."""
+    if "-O2" in shop.name:
+        assert "no function in" in fails("funcs", "-x", str(shop), "shop::Box<short>*")
+        err = fails("add", "-D", "-x", str(shop), "shop::Box<short>::get")
+        assert "Probe point 'shop::Box<short>::get' not found" in err and "did you mean shop::Box<short>" not in err
+    else:
+        assert probectl("funcs", "-x", str(shop), "shop::Box<short>*").stdout.split("\n")[0] == \
+            "shop::Box<short>::get(int) const"
+        assert probectl("add", "-D", "-x", str(shop), "shop::Box<short>::get").stdout
+
+
+def test_hints_name_a_cxx_function_as_the_user_wrote_it(shop):
+    err = fails("add", "-D", "-x", str(shop), "shop::Cart::add:1000")
+    assert "'probectl lines shop::Cart::add'" in err and "_ZN" not in err, err
 
 
 def test_without_parameters_and_signature():

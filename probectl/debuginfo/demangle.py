@@ -26,6 +26,7 @@ _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _LLVM_COPY = re.compile(r"(E)\.[0-9]+$")
 # gcc's copies of a function changed by its interprocedural passes: "f(int) [clone .isra.0]"
 _CLONE = re.compile(r"( \[clone [^\]]*\])+$")
+_ABI_TAG = re.compile(r"\[abi:[^\]]*\]")
 _demangler = None
 
 
@@ -198,6 +199,13 @@ def has_parameters(name: str) -> bool:
     return "(" in name and (name.endswith(")") or _PARAMETER_LIST_END.search(name) is not None)
 
 
+def without_abi_tags(demangled: str) -> str:
+    """A demangled name without its ABI tags (``shop::f[abi:cxx11](int)`` → ``shop::f(int)``: g++ tags
+    a function that returns a std::string so): no programmer writes them, and gdb takes the name
+    without them."""
+    return _ABI_TAG.sub("", demangled) if "[abi:" in demangled else demangled
+
+
 def without_clone(demangled: str) -> str:
     """A demangled name without gcc's clone suffixes (``f(int) [clone .isra.0]`` → ``f(int)``): the
     clone is the function the source defines, compiled once more."""
@@ -205,7 +213,7 @@ def without_clone(demangled: str) -> str:
 
 
 # Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
-_ROWS_FORMAT = 3
+_ROWS_FORMAT = 4  # (4: no function the DWARF defines without code)
 # From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
 _KEEP_FROM = 1000
 
@@ -294,4 +302,5 @@ def matches_function(name: str, pattern: str) -> bool:
     """A glob over a listed function: its whole name, or a demangled name without its parameters."""
     import fnmatch
 
+    name = without_abi_tags(name)
     return fnmatch.fnmatchcase(name, pattern) or ("(" in name and fnmatch.fnmatchcase(without_parameters(name), pattern))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .. import spec as S
 from ..dataclass import dataclass, replace
-from ..errors import ProbePointNotFound, ResolveError, did_you_mean
+from ..errors import ProbectlError, ProbePointNotFound, ResolveError, did_you_mean
 from .points import ProbePoint
 
 if TYPE_CHECKING:
@@ -34,14 +34,29 @@ class CxxFunction:
     address: int
 
 
+# Mangling schemes of other languages, by their symbols' first characters: such a name is probed as
+# the symbol it is (never demangled here), and one that is no symbol of the program is said to be so.
+_FOREIGN_MANGLING = (("_D", "D"), ("$s", "Swift"), ("$S", "Swift"), ("_$s", "Swift"), ("_$S", "Swift"), ("$e", "Swift"))
+
+
 def check_mangled_name(resolver: "Resolver", name: str) -> None:
-    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing,
-    rather than "not found"."""
+    """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing, or
+    is mangled as another language's (D, Swift) are, rather than "not found"."""
     from ..debuginfo.demangle import demangle
 
+    language = next((lang for prefix, lang in _FOREIGN_MANGLING if name.startswith(prefix) and (
+        name[len(prefix):len(prefix) + 1].isdigit() if lang == "D" else name[len(prefix):len(prefix) + 1].isalnum())),
+        None)
+    if not name.startswith(("_Z", "_R")) and language is None:
+        return
     if resolver.elf.find_functions(name):
         return
     hint = "list the functions by their names with 'probectl funcs -x BINARY', by their symbols with --no-demangle"
+    if language is not None:
+        raise ResolveError(f"'{name}' is no symbol of the program; it is mangled as {language} names are, which "
+                           "probectl does not demangle (it names C++ and Rust functions by their demangled names)",
+                           hint=f"a {language} function is probed by its symbol as the program has it: 'probectl "
+                                "funcs --no-demangle -x BINARY' lists them")
     if name.startswith("_R") and demangle(name) is None:
         raise ResolveError(f"'{name}' is no symbol of the program and demangles to nothing: it is not a valid Rust "
                            "v0 mangled name", hint=hint)
@@ -61,10 +76,10 @@ def _mangled_part(pattern: str) -> str:
     """What the mangled symbol of every function ``pattern`` names holds: the last part of its name
     as the Itanium scheme writes a source name, its length then itself (``9_M_append``); "" when
     that is not known (a glob, an operator, a constructor or destructor)."""
-    from ..debuginfo.demangle import without_parameters
+    from ..debuginfo.demangle import without_abi_tags, without_parameters
     from ..debuginfo.dwarf.die import is_glob
 
-    name = without_parameters(pattern)
+    name = without_abi_tags(without_parameters(pattern))
     if is_glob(name):
         return ""
     depth, starts = 0, [0]
@@ -102,6 +117,8 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
     for sym in symbols:
         if not is_mangled(sym.name) or sym.value in seen or not sym.value or not _may_hold(sym.name, part):
             continue
+        if "cold" in sym.name.split(".")[1:]:
+            continue  # (gcc's cold part of a function, f.cold: code the function jumps to, not a function)
         full = demangle(sym.name)
         if full is None:
             continue
@@ -154,6 +171,33 @@ def _without_generic_arguments(name: str) -> str:
     return name
 
 
+def without_template_arguments(name: str) -> str:
+    """A C++ name with the template arguments of each of its parts left out, as a programmer names
+    every instance of a template (``shop::Box<int>::get<long>`` → ``shop::Box::get``); an operator's
+    own symbol stays (``operator<``, ``operator<<``, ``operator->``)."""
+    out, depth, parens, i = [], 0, 0, 0
+    while i < len(name):
+        if depth == 0 and name.startswith("operator", i) and (i == 0 or name[i - 1] in ": "):
+            end = i + len("operator")
+            symbol = re.match(r"\s*(<=>|<<=|>>=|->\*|<<|>>|<=|>=|->|<|>)", name[end:])
+            if symbol is not None:
+                end += symbol.end()
+            out.append(name[i:end])
+            i = end
+            continue
+        c = name[i]
+        if depth and c in "()":  # (an argument that is an expression: "f<(1>2)>")
+            parens += 1 if c == "(" else -1
+        elif c == "<" and not parens:
+            depth += 1
+        elif c == ">" and depth and not parens:
+            depth -= 1
+        elif depth == 0:
+            out.append(c)
+        i += 1
+    return "".join(out).rstrip()
+
+
 def _squeeze(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
@@ -161,18 +205,19 @@ def _squeeze(text: str) -> str:
 def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] | None" = None) -> list[CxxFunction]:
     """The functions ``pattern`` names (see the module docstring) among ``functions`` (None: the
     target's function symbols); ResolveError for an overload selector that names more than one."""
-    from ..debuginfo.demangle import has_parameters, signature, without_clone, without_parameters
+    from ..debuginfo.demangle import has_parameters, signature, without_abi_tags, without_clone, without_parameters
     from ..debuginfo.dwarf.die import is_glob
 
     if functions is None:
         functions = cxx_functions(resolver, pattern)
+    pattern = without_abi_tags(pattern)  # (as funcs lists a name, with them: the same function)
     with_params = has_parameters(pattern)
     glob = is_glob(without_parameters(pattern) if with_params else pattern)
     want = _squeeze(pattern)
     found, exact = [], []
     for fn in functions:
         if with_params:
-            full = _squeeze(signature(without_clone(fn.full)))
+            full = _squeeze(without_abi_tags(signature(without_clone(fn.full))))
             if glob:
                 hit = fnmatch.fnmatchcase(full, want)
             else:
@@ -181,12 +226,16 @@ def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] 
                 if full == want:
                     exact.append(fn)
         else:
-            name = _squeeze(fn.name)
+            name = _squeeze(without_abi_tags(fn.name))
             hit = fnmatch.fnmatchcase(name, want) if glob else name == want
-            if not hit and not glob and fn.mangled.startswith("_R") and "<" not in want:
-                # (a Rust v0 symbol names a generic function's instance, show::<&str>, which a legacy
-                # one leaves out: the function's path names all of them on both builds)
-                hit = _without_generic_arguments(name) == want
+            if not hit and not glob and "<" not in want:
+                if fn.mangled.startswith("_R"):
+                    # (a Rust v0 symbol names a generic function's instance, show::<&str>, which a
+                    # legacy one leaves out: the function's path names all of them on both builds)
+                    hit = _without_generic_arguments(name) == want
+                elif "<" in name:
+                    # (a template's name without its arguments names all its instances, as in gdb)
+                    hit = _squeeze(without_template_arguments(without_abi_tags(fn.name))) == want
         if hit:
             found.append(fn)
     if exact:
@@ -203,12 +252,22 @@ def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] 
 def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
     """The points of a definition whose point names C++ functions: each matched function probed by
     its mangled symbol, its events named from its qualified name."""
+    from ..debuginfo.demangle import without_abi_tags
     points: list[ProbePoint] = []
     generic = "<" in (probe.point.function or "")
     for fn, point in cxx_points(resolver, probe.point, probe.text):
         # (a Rust generic function's instances named by its path share its event, as on a legacy build)
-        name = fn.name if generic or not fn.mangled.startswith("_R") else _without_generic_arguments(fn.name)
-        for p in resolver._resolve(replace(probe, point=point)):
+        name = without_abi_tags(fn.name if generic or not fn.mangled.startswith("_R")
+                                else _without_generic_arguments(fn.name))
+        try:
+            resolved = resolver._resolve(replace(probe, point=point))
+        except ProbectlError as err:
+            # (a hint that names the function, 'probectl lines FUNC', names it as the user does)
+            if fn.mangled in err.hint:
+                err.hint = err.hint.replace(fn.mangled, fn.name if re.fullmatch(r"[\w:~<>]+", fn.name)
+                                            else f'"{fn.name}"')
+            raise
+        for p in resolved:
             points.append(replace(p, qualified_name=name))
     return points
 
@@ -239,7 +298,10 @@ def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tupl
     if len(found) > 1 and not is_glob(point.function) and not has_parameters(point.function):
         listed = ", ".join(fn.full for fn in found)
         fulls = {fn.full for fn in found}
-        pick = (f"; pick one with its parameters ('{found[0].full}')" if len(fulls) == len(found) else
+        instances = {fn.name for fn in found}
+        kind = "generic" if found[0].mangled.startswith("_R") else "template"
+        pick = (f"; pick one by its {kind} arguments ('{found[0].name}')" if len(instances) == len(found) else
+                f"; pick one with its parameters ('{found[0].full}')" if len(fulls) == len(found) else
                 " (a destructor's or constructor's variants: the same source function)" if len(fulls) == 1 else "")
         resolver.notes.append(f"'{point.function}' names {len(found)} functions ({listed}): each is probed{pick}")
     return [(fn, replace(point, function=fn.mangled, text=point.text)) for fn in found]

@@ -28,7 +28,8 @@ def test_qualified_names_record_the_programs_values(cleanup_group, opt):
     binary = build_cxx_fixture("cxx_shop", opt)
     probectl("add", "-x", str(binary), f"{GROUP}:add=shop::Cart::add it->id qty this->base_id this->owner",
              f"{GROUP}:one=shop::overloaded(int) x", f"{GROUP}:two=shop::overloaded(long, int) x y",
-             f"{GROUP}:scale=shop::Cart::scale<long> x", f"{GROUP}:twice=shop::Cart::twice x")
+             f"{GROUP}:scale=shop::Cart::scale<long> x", f"{GROUP}:twice=shop::Cart::twice x",
+             f"{GROUP}:get=shop::Box::get times", f"{GROUP}:describe=shop::describe id")
     inst = tracefs / "instances" / f"probectl-cxx-{os.getpid()}"
     inst.mkdir()
     try:
@@ -49,3 +50,9 @@ def test_qualified_names_record_the_programs_values(cleanup_group, opt):
     assert [(e["x"], e["y"]) for e in got["two"]] == [(c["x"], c["y"]) for c in want["overloaded(long,int)"]]
     assert [e["x"] for e in got["scale"]] == ["3"]  # (the program prints the result, 3 * x)
     assert [e["x"] for e in got["twice"]] == [c["x"] for c in want["twice"]]  # (inlined everywhere: DWARF names it)
+    assert [e["id"] for e in got["describe"]] == [c["id"] for c in want["describe"]]  # ([abi:cxx11], a .cold part)
+    # (every instance of a class template's member, each its own event: get, get_1, ...; Box<short>'s
+    # one call, its result unused, only at -O0: -O2 removes it)
+    boxes = sorted(e["times"] for name, events in got.items() if name.startswith("get") for e in events)
+    assert boxes == sorted([c["times"] for key in ("Box<int>::get", "Box<long>::get") for c in want[key]] +
+                           (["1"] if opt == "-O0" else []))

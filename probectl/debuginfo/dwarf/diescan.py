@@ -37,6 +37,7 @@ AT_DECLARATION = 0x3C
 AT_LOCATION = 0x02
 AT_RANGES = 0x55
 AT_ENTRY_PC = 0x52
+AT_INLINE = 0x20
 AT_ABSTRACT_ORIGIN = 0x31
 AT_SPECIFICATION = 0x47
 AT_LINKAGE_NAME = 0x6E
@@ -55,7 +56,11 @@ _UNIT_REF_FORMS = frozenset({0x11, 0x12, 0x13, 0x14, 0x15})  # ref1 ref2 ref4 re
 # and call sites).
 LINE_ATTRS = frozenset({AT_DECL_LINE, AT_CALL_LINE, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION})
 _WANTED = {AT_SIBLING, AT_NAME, AT_LOW_PC, AT_EXTERNAL, AT_DECLARATION, AT_LOCATION, AT_RANGES,
-           AT_ENTRY_PC, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION, AT_LINKAGE_NAME, AT_MIPS_LINKAGE_NAME}
+           AT_ENTRY_PC, AT_INLINE, AT_ABSTRACT_ORIGIN, AT_SPECIFICATION, AT_LINKAGE_NAME, AT_MIPS_LINKAGE_NAME}
+# What makes a function's definition one with code: its own (an address, ranges), or inline
+# instances and out-of-line copies that refer to it as their abstract origin (DW_AT_inline). One with
+# neither is a definition whose every call the compiler removed: nothing to probe, so not indexed.
+CODE_ATTRS = frozenset({AT_LOW_PC, AT_RANGES, AT_ENTRY_PC, AT_INLINE})
 
 # The tags CUScanner.walk hands to the index and to collect, and to line_sites.
 _DEFINITION_TAGS = frozenset({TAG_SUBPROGRAM, TAG_VARIABLE})
@@ -377,7 +382,8 @@ class CUScanner:
             seen[die_offset] = (name if isinstance(name, str) else None,
                                 linkage if isinstance(linkage, str) else None, origin)
             if not attrs.get(AT_DECLARATION) and (
-                    tag == TAG_SUBPROGRAM or AT_LOCATION in attrs or AT_EXTERNAL in attrs):
+                    not CODE_ATTRS.isdisjoint(attrs) if tag == TAG_SUBPROGRAM else
+                    AT_LOCATION in attrs or AT_EXTERNAL in attrs):
                 records.append((tag == TAG_SUBPROGRAM, die_offset))
             return self._past_children(pos, attrs, end, abbrevs, cu_offset) if children else pos
 

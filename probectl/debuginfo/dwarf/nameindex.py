@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from . import DebugInfo
 
 # Bump when the content of the name index changes (dieindex's rules), so older files are not trusted.
-FORMAT = 5  # (5: a Rust unit's types are searched for the methods rustc defines in them)
+FORMAT = 6  # (5: a Rust unit's types are searched for the methods rustc defines in them; 6: definitions
+# without code are left out, diescan.CODE_ATTRS)
 _NAMES = "dwarf-names"
 _LOOKUPS = "dwarf-lookups"
 MAX_LOOKUPS = 512
