@@ -63,8 +63,12 @@ class ListedVariable:
 
 def default_name(variable: S.Variable, cast: Optional[S.TypeSpec] = None) -> str:
     """The argument name perf gives a C expression: the last member of a chain (indices do not
-    count), else the variable, with ``_<cast>`` appended when there is no member chain."""
+    count), else the variable, with ``_<cast>`` appended when there is no member chain. A method's
+    value is named ``<that>_<method>`` (``v_size`` for ``v.size()``, ``items_size`` for
+    ``this->items.size()``): one argument per container, as ``<name>_<cast>`` is one per cast."""
     members = [a.name for a in variable.accessors if isinstance(a, S.Member)]
+    if variable.method is not None:
+        return f"{members[-1] if members else variable.name}_{variable.method.name}"
     if members:
         return members[-1]
     if variable.accessors:
