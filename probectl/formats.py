@@ -43,7 +43,8 @@ element's size, which the format alone must give.
   ``Field.element_size`` S).
 - Structs: the same, ``items`` and ``items__end<S>``, then the members of its first elements as for
   a slice of structs (``items__e0_id``): ``items`` reads as its length, and is shown as
-  ``[{id:101 price:5}]`` within it.
+  ``[{id:101 price:5}]`` within it. std::strings: the texts of its first elements, each a
+  ``__data_loc char[]`` ``names__e<i>``, shown as ``{"apple","pear"}``.
 
 The native decoder does the arithmetic, so every reader of events (``script``, ``trace``, ``report``,
 ``query``, ``hist``'s user-space path, the Python API) gets the same numbers and elements; trace-cmd,
@@ -200,6 +201,7 @@ VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "element": "__e"}
 _VECTOR_END = re.compile(r"__end(?P<size>[1-9][0-9]*)")
 _VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
 _ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
+_STRING_ELEMENT = re.compile(r"__e(?P<index>[0-9]+)")
 
 
 def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
@@ -211,6 +213,8 @@ def string_part_name(name: str, role: str, variant: str = "", value: Optional[in
     when nothing else in the format gives it)."""
     if role == "end" and value is not None:
         return f"{name}__end{value}"
+    if role == "element" and not variant:  # (an element that is a string: its text)
+        return f"{name}__e{value}"
     if role == "element":
         return f"{name}__e{value}_{variant}"
     if role in VARIANT_PART_PREFIXES:
@@ -267,7 +271,8 @@ def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
 @dataclass(frozen=True)
 class ElementPart:
     """One member of one element of a slice of structs: the element's ``index``, the ``member``'s name,
-    the field holding it, and whether it prints in hex (a pointer)."""
+    the field holding it, and whether it prints in hex (a pointer); or one string of a vector of
+    strings (``member`` "": the field holds its text)."""
 
     index: int
     member: str
@@ -277,10 +282,18 @@ class ElementPart:
 
 def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
     """The slice of structs whose length reads ``length``: its elements within it as Go's ``%+v``
-    writes them (``[{id:101 price:5} {id:102 price:5}]``), ``...`` after the last one read when it has
-    more; None when the length was not read."""
+    writes them (``[{id:101 price:5} {id:102 price:5}]``), or a vector of strings' as a ``:string[N]``
+    prints (``{"a","b"}``), ``...`` after the last one read when it has more; None when the length was
+    not read."""
     if length is None or not isinstance(length, int):
         return length
+    if field.elements and all(not p.member for p in field.elements):
+        # a vector of strings: {"a","b"} as a :string[N] shows, each quoted as JSON quotes it
+        import json
+
+        texts = [json.dumps(text, ensure_ascii=False) if isinstance(text := values.get(p.field), str) else "(fault)"
+                 for p in sorted(field.elements, key=lambda p: p.index)[:max(0, length)]]
+        return "{" + ",".join(texts + (["..."] if length > len(field.elements) else [])) + "}"
     shown = sorted({p.index for p in field.elements})
     items = []
     for i in shown[:max(0, length)]:
@@ -316,9 +329,14 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
                 out[j] = vector
                 out[i] = replace(part, is_string_part=True)
                 continue
+            s = _STRING_ELEMENT.fullmatch(rest) if vector is not None else None
+            if s is not None and part.is_string and part.is_data_loc and all(not p.member for p in elements):
+                elements.append(ElementPart(int(s.group("index")), "", part.name))
+                out[i] = replace(part, is_string_part=True)
+                continue
             e = _ELEMENT_PART.fullmatch(rest)
             if e is not None and not variants and not part.is_data_loc and not part.is_array \
-                    and part.size in (1, 2, 4, 8):
+                    and part.size in (1, 2, 4, 8) and all(p.member for p in elements):
                 elements.append(ElementPart(int(e.group("index")), e.group("member"), part.name,
                                             f"{part.name}=0x%" in print_fmt))
                 out[i] = replace(part, is_string_part=True)

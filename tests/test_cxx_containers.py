@@ -92,6 +92,15 @@ def test_vectors_through_this_and_of_structs(containers):
     assert args["items__e3_price"] == f"+56({base}):s64" and args["items__e1_id"] == f"+16({base}):s32"
 
 
+def test_a_vector_of_strings_is_the_text_of_its_first_four(containers):
+    args = _args(containers, "shop::total names")
+    begin = args["names"].rsplit(":", 1)[0]
+    assert args["names"].endswith(":u64") and args["names__end32"].endswith(":u64")  # (a std::string: 32 bytes)
+    # each string's text from the pointer it keeps (_M_dataplus._M_p, at its start), strings 32 bytes apart
+    assert [(k, v) for k, v in args.items() if k.startswith("names__e") and k[8:].isdigit()] == [
+        (f"names__e{i}", f"+0(+{32 * i}({begin})):string") for i in range(4)]
+
+
 def test_sizes_are_the_count_members_or_a_vectors_pointers(containers):
     args = _args(containers, "shop::sizes s.size() mm.size() u.size() us.size() l.size() str.size()")
     assert list(args) == ["s_size", "mm_size", "u_size", "us_size", "l_size", "str_size"]
@@ -132,7 +141,8 @@ def test_perf_reads_a_vector_by_value_where_its_begin_pointer_is(containers):
     ("shop::Cart::count this->items.size", "'this->items' (class vector<shop::Item, std::allocator<shop::Item> >) "
      "has no member 'size'", "this->items.size()"),
     ("shop::total m", "'m' is a class map<int, int", "m.size()"),
-    ("shop::total names", "'names' is a vector of class basic_string<char", "names.size()"),
+    ("shop::total names:string", "'names' is a vector of strings: it is read as its first 4 strings, with no cast",
+     ""),
     ("shop::total v.size():u32", "'v.size()' is worked out from two pointers when the events are read: it takes "
      "no cast", ""),
     ("shop::total v:s64[4]", "'v' is a vector of 4-byte int: a cast can change how many are read", ":s32[64]"),
@@ -231,6 +241,45 @@ def test_every_reader_gives_the_elements_within_the_pointers(tmp_path, begin, en
     (table,) = json.loads(cli("query", "-i", str(path), "select v, v_size, items from probe_c.total",
                               "--json").stdout)
     assert table == {"v": elements, "v_size": count, "items": max(0, items_end - begin) // 16}
+
+
+STRINGS = f"""name: names
+ID: 1602
+format:
+{COMMON_FIELDS}
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u64 names;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:u64 names__end32;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:__data_loc char[] names__e0;\toffset:32;\tsize:4;\tsigned:1;
+\tfield:__data_loc char[] names__e1;\toffset:36;\tsize:4;\tsigned:1;
+
+print fmt: "(%lx) names=%Lu names__end32=%Lu names__e0=\\"%s\\" names__e1=\\"%s\\"", REC->__probe_ip, REC->names, REC->names__end32, __get_str(names__e0), __get_str(names__e1)
+"""
+
+
+@pytest.mark.parametrize("count, texts, want", [
+    (2, [b"apple", b'say "hi"\tnow'], '{"apple","say \\"hi\\"\\tnow"}'),
+    (1, [b"apple", b"pear"], '{"apple"}'),  # (the second string read is past its length: not its own)
+    # a string the kernel could not read (empty, as a :string argument shows it); more than were read
+    (3, [b"apple", None], '{"apple","",...}'),
+    (0, [b"", b""], "{}"),
+], ids=["two", "one", "fault-and-more", "empty"])
+def test_a_vector_of_strings_is_shown_as_its_texts_within_its_length(tmp_path, count, texts, want):
+    from tests.test_string_arrays import one_event_trace
+
+    fmt = EventFormat.parse(STRINGS, "probe_c")
+    names = fmt.field("names")
+    assert [f.name for f in fmt.event_fields] == ["__probe_ip", "names"]
+    assert names is not None and names.element_size == 32 and [p.member for p in names.elements] == ["", ""]
+    data, words = b"", []
+    for text in texts:  # (a string the kernel could not read: its data_loc of length 0)
+        words.append(0 if text is None else (len(text) + 1) << 16 | (40 + len(data)))
+        data += b"" if text is None else text + b"\0"
+    record = struct.pack("<HBBiQQQ2I", 1602, 0, 0, 77, 0x401000, 0x5000, 0x5000 + 32 * count, *words) + data
+    path = one_event_trace(tmp_path, record, STRINGS, "probe_c")
+    (obj,) = [json.loads(x) for x in cli("script", "-i", str(path), "--format", "json").stdout.splitlines()]
+    assert obj["fields"] == {"__probe_ip": 0x401000, "names": want}
+    assert cli("script", "-i", str(path)).stdout.strip().endswith(f" names={want}")
 
 
 def test_a_filter_on_a_vectors_size_is_refused():

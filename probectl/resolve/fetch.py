@@ -205,7 +205,7 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
     vector = cxx_vector(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
-    if vector is not None and (cast is None or cast.array is not None):
+    if vector is not None:
         return _vector_fetch(model, place, real, vector, cast, owner, opts, x_types, common)
     slice_ = counted_slice(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if slice_ is not None and (cast is None or cast.array is not None):
@@ -651,9 +651,17 @@ def _vector_fetch(model: TypeModel, place: Place, agg, vector: CxxVector, cast: 
                  *_element_parts(model, value_of(begin_place, owner), element, members, opts, x_types))
         return FetchResult(fetch=begin_fetch, type=begin_type, bits=int(begin_type[1:]), parts=parts,
                            **dict(common, signed=False))
+    text = counted_string(model, element) if model.kind(element) == AGGREGATE_KIND else None
+    if text is not None and text.nul_terminated:
+        if cast is not None:
+            raise TypeMismatchError(f"'{owner}' is a vector of strings: it is read as its first {STRUCT_ELEMENTS} "
+                                    f"strings, with no cast")
+        return FetchResult(fetch=begin_fetch, type=begin_type, bits=int(begin_type[1:]), parts=(
+            StringPart("end", end_fetch, end_type, value=size),
+            *_string_elements(model, begin_place, element, text, opts, owner)), **dict(common, signed=False))
     if model.kind(element) not in (SCALAR_KIND, POINTER_KIND) or size not in (1, 2, 4, 8):
-        raise TypeMismatchError(f"'{owner}' is a vector of {model.type_name(element)}, which are neither integers "
-                                f"nor structs with integer members: probectl shows those",
+        raise TypeMismatchError(f"'{owner}' is a vector of {model.type_name(element)}, which are neither integers, "
+                                f"structs with integer members nor std::strings: probectl shows those",
                                 hint=f"read its size ({owner}.size()), or an element's member through "
                                      f"{owner}._M_impl._M_start")
     if cast is not None and (cast.base not in SIZE_CASTS or cast.bits and cast.bits != size * 8):
@@ -669,6 +677,21 @@ def _vector_fetch(model: TypeModel, place: Place, agg, vector: CxxVector, cast: 
 
 
 MAX_VECTOR_CAST = 64  # (the kernel's MAX_ARRAY_LEN)
+
+
+def _string_elements(model: TypeModel, begin_place: Place, element, text: CountedString, opts: RenderOptions,
+                     owner: str) -> list[StringPart]:
+    """The hidden ``element`` parts of a vector of std::strings: the text of each of its first
+    ``STRUCT_ELEMENTS``, read to its NUL from the pointer each keeps (``_M_dataplus._M_p``)."""
+    size = model.byte_size(element) or 0
+    base = value_of(begin_place, owner)
+    parts = []
+    for i in range(STRUCT_ELEMENTS):
+        pointer_place, _ = _member_path(model, Memory(base.plus(i * size), opts.user_access), element, text.pointer,
+                                        owner)
+        parts.append(StringPart("element", render_memory(value_of(pointer_place, owner), opts, opts.user_access),
+                                "string", value=i))
+    return parts
 
 
 def container_count(model: TypeModel, agg) -> Optional[tuple[str, ...]]:

@@ -1,9 +1,9 @@
-"""libstdc++ containers recorded live (fixtures/cxx_containers.cc at -O0 and -O2): vectors of integers
-and of structs named by their variables (by reference, by value, through this), and the sizes of a
+"""libstdc++ containers recorded live (fixtures/cxx_containers.cc at -O0 and -O2): vectors of integers,
+of structs and of std::strings named by their variables (by reference, by value, through this), and the sizes of a
 vector, map, multimap, set, unordered_map, unordered_set, list and string (NAME.size()). What
 ``record`` wrote, read by ``script`` (JSON and text), by ``probectl.read_trace`` and by ``query``, is
 what the program printed in its EXPECT lines before each call: the elements within the vector's length
-(its first 16; of structs, the first 4), the sizes. perf cannot read these (it refuses members of a
+(its first 16; of structs or strings, the first 4), the sizes. perf cannot read these (it refuses members of a
 reference or of a base class, tests/test_cxx_containers.py): the program's own values decide. The
 offline tests are tests/test_cxx_containers.py."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.helpers import build_cxx_fixture, probectl
 GROUP = f"pcxc{os.getpid()}"
 ROUNDS = 4  # (the fourth call's vector has 23 elements: more than the 16 read)
 PROBES = {
-    "total": "shop::total v names.size() m.size() v.size()",
+    "total": "shop::total v names names.size() m.size() v.size()",
     "sum_longs": "shop::sum_longs v v.size()",
     "prices": "shop::prices items items.size()",
     "sizes": "shop::sizes s.size() mm.size() u.size() us.size() l.size() str.size()",
@@ -37,7 +37,7 @@ def cleanup_group(live_tracefs):
 
 def expected(stdout: str) -> dict[str, list[dict[str, object]]]:
     """The EXPECT lines by function: each call's values as script's JSON gives them (a vector of
-    integers a list, of structs its text, a size a number)."""
+    integers a list, of structs or strings its text, a size a number)."""
     calls: dict[str, list[dict[str, object]]] = {}
     for line in stdout.splitlines():
         if not line.startswith("EXPECT "):
@@ -45,8 +45,8 @@ def expected(stdout: str) -> dict[str, list[dict[str, object]]]:
         values = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', line))
         func = values.pop("func")
         calls.setdefault(func, []).append({
-            k: [int(x) for x in v[1:-1].split(",") if x] if v.startswith("{") else v.strip('"')
-            if v.startswith('"') else int(v) for k, v in values.items()})
+            k: v if k == "names" else [int(x) for x in v[1:-1].split(",") if x] if v.startswith("{")
+            else v.strip('"') if v.startswith('"') else int(v) for k, v in values.items()})
     return calls
 
 
@@ -61,6 +61,7 @@ def test_containers_are_the_programs_elements_and_sizes(cleanup_group, tmp_path,
     assert sorted(want) == sorted(PROBES) and all(len(calls) == ROUNDS for calls in want.values())
     assert len(want["total"][3]["v"]) == 16 and want["total"][3]["v_size"] == 23  # (more than read)
     assert want["prices"][0]["items"] == "[{id:101 price:5}]" and want["total"][1]["v"] == []
+    assert want["total"][3]["names"] == '{"name0","name1","a-name-longer-than-fifteen-2","name3"}'  # (one on the heap)
 
     objs = [json.loads(line) for line in probectl("script", "-i", str(out), "--format", "json").stdout.splitlines()]
     got: dict[str, list[dict[str, object]]] = {}
@@ -73,8 +74,9 @@ def test_containers_are_the_programs_elements_and_sizes(cleanup_group, tmp_path,
     assert [{k: list(v) if isinstance(v, tuple) else v for k, v in e.fields.items()}
             for e in api.read_trace(str(out))] == [obj["fields"] for obj in objs]
     text = probectl("script", "-i", str(out)).stdout
-    assert not re.search(r"__(begin|end|e0_)", text)
-    assert f"v={{{','.join(map(str, want['total'][0]['v']))}}} names_size=1 m_size=1 v_size=3" in text
+    assert not re.search(r"__(begin|end|e0)", text)
+    first = ",".join(map(str, want["total"][0]["v"]))
+    assert f'v={{{first}}} names={{"name0"}} names_size=1 m_size=1 v_size=3' in text
     # query's columns come from the native decoder alone: the same lengths and elements
     rows = json.loads(probectl("query", "-i", str(out), f"select v, v_size, names_size from {GROUP}.total",
                                "--json").stdout)
