@@ -81,3 +81,18 @@ def test_containers_are_the_programs_elements_and_sizes(cleanup_group, tmp_path,
     rows = json.loads(probectl("query", "-i", str(out), f"select v, v_size, names_size from {GROUP}.total",
                                "--json").stdout)
     assert rows == [{k: call[k] for k in ("v", "v_size", "names_size")} for call in want["total"]]
+
+
+@pytest.mark.root
+def test_hist_keyed_by_a_vectors_size_counts_the_programs_sizes(live_tracefs):
+    """The kernel's key would be the vector's begin pointer: hist counts in user space, by the sizes
+    the decoder works out, and sums one (a map's count, a plain field) as it is."""
+    binary = build_cxx_fixture("cxx_containers", "-O2")
+    out = probectl("hist", "-x", str(binary), "shop::total v.size() m.size()", "--key", "v_size", "--value", "m_size",
+                   "--json", "--", str(binary), str(ROUNDS))
+    table = json.loads(out.stdout[out.stdout.index("\n{") + 1:])  # (after the program's lines)
+    assert table["path"] == "user space"
+    assert "a C++ vector's size is worked out from its two pointers" in out.stderr
+    want = expected(out.stdout)["total"]
+    assert sorted((row["key"]["v_size"], row["count"], row["sum"]) for row in table["rows"]) == sorted(
+        (call["v_size"], 1, call["m_size"]) for call in want)
