@@ -240,8 +240,9 @@ bool rb_vector_length(const struct rb_field *field, const uint8_t *rec, uint32_t
 		return false;
 	}
 	end = rb_read_uint(rec + field->bound_offset, field->bound_size, swap);
-	// (a vector whose end is before its start, read before it was made: none)
-	*ret = end < begin ? 0 : (int64_t)((end - begin) / field->head_size);
+	// (a vector whose end is before its start, read before it was made: none; a field table that
+	// no schema checked may lack the element size)
+	*ret = end < begin || !field->head_size ? 0 : (int64_t)((end - begin) / field->head_size);
 	return true;
 }
 

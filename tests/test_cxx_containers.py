@@ -292,3 +292,16 @@ def test_a_filter_on_a_vectors_size_is_refused():
     with pytest.raises(FilterError) as err:
         compile_filter("v_size > 3", fmt)
     assert "a C++ vector's length worked out from its two pointers" in err.value.message
+
+
+@pytest.mark.parametrize("spec", [
+    (8, 8, 0, KIND_INT, 0, False, 8, 16, 0, 0),  # a vector's begin pointer without its element's size
+    (8, 64, 0, KIND_INT_ARRAY, 4, True, 8, 72, 3, 80),  # a vector's array with a 3-byte begin pointer
+], ids=["size-without-element-size", "begin-of-3-bytes"])
+def test_the_decoder_refuses_vector_fields_it_cannot_read(spec):
+    from probectl import _native
+
+    with pytest.raises(ValueError, match="cannot be decoded"):
+        _native.Reader([], [(1, (spec,))])
+    fixed = spec[:8] + (8,) + spec[9:]  # (with an 8-byte element size or begin pointer: read)
+    _native.Reader([], [(1, (fixed,))]).close()

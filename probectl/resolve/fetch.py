@@ -605,6 +605,7 @@ VECTOR_POINTERS = (("_M_impl", "_M_start"), ("_M_impl", "_M_finish"))
 # (a node holding the count, since C++11), std::string.
 COUNT_MEMBERS = (("_M_t", "_M_impl", "_M_node_count"), ("_M_h", "_M_element_count"), ("_M_impl", "_M_node", "_M_size"),
                  ("_M_string_length",))
+MAX_VECTOR_CAST = 64  # (the kernel's MAX_ARRAY_LEN: the most elements a cast reads)
 SIZED_CONTAINERS = ("libstdc++'s std::vector (from its two pointers), std::string, std::map, std::multimap, std::set, "
                     "std::multiset, std::unordered_map, std::unordered_set and std::list (their counts)")
 
@@ -623,7 +624,7 @@ def cxx_vector(model: TypeModel, agg) -> Optional[CxxVector]:
     return CxxVector(VECTOR_POINTERS[0], VECTOR_POINTERS[1], element, size)
 
 
-def _vector_pointers(model: TypeModel, place: Place, agg, vector: CxxVector, opts: RenderOptions, x_types: bool,
+def _vector_pointers(model: TypeModel, place: Place, agg, vector: CxxVector, opts: RenderOptions,
                      owner: str) -> tuple[Place, tuple[str, str], tuple[str, str]]:
     """The place of a vector's begin pointer, and the fetch and kernel type of each of its two pointers
     (unsigned: the begin pointer of a vector of structs or of a size() reads as a count)."""
@@ -639,8 +640,8 @@ def _vector_fetch(model: TypeModel, place: Place, agg, vector: CxxVector, cast: 
     and the decoders divide (:mod:`probectl.formats`). Integers: its first ``SLICE_ELEMENTS`` as an
     array, with ``begin`` and ``end`` parts; structs: its begin pointer, an ``end`` part that carries
     the element's size, and the members of its first elements as for a slice of structs."""
-    begin_place, (begin_fetch, begin_type), (end_fetch, end_type) = _vector_pointers(
-        model, place, agg, vector, opts, x_types, owner)
+    begin_place, (begin_fetch, begin_type), (end_fetch, end_type) = _vector_pointers(model, place, agg, vector,
+                                                                                     opts, owner)
     element, size = vector.element, vector.element_size
     members = _element_members(model, element)
     if members:
@@ -674,9 +675,6 @@ def _vector_fetch(model: TypeModel, place: Place, agg, vector: CxxVector, cast: 
     fetch = render_memory(value_of(begin_place, owner), opts, opts.user_access)
     return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0, parts=(
         StringPart("begin", begin_fetch, begin_type), StringPart("end", end_fetch, end_type)), **common)
-
-
-MAX_VECTOR_CAST = 64  # (the kernel's MAX_ARRAY_LEN)
 
 
 def _string_elements(model: TypeModel, begin_place: Place, element, text: CountedString, opts: RenderOptions,
@@ -736,7 +734,7 @@ def _size_fetch(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield
             raise TypeMismatchError(f"'{what}' is worked out from two pointers when the events are read: it takes "
                                     f"no cast")
         _, (begin_fetch, begin_type), (end_fetch, end_type) = _vector_pointers(model, place, real, vector, opts,
-                                                                               x_types, owner)
+                                                                               owner)
         return FetchResult(fetch=begin_fetch, type=begin_type, bits=int(begin_type[1:]),
                            default_name=default_name(variable), c_type="size_t", size=8, variable=variable.name,
                            parts=(StringPart("end", end_fetch, end_type, value=vector.element_size),))
