@@ -61,6 +61,16 @@ def test_other_calls_are_refused_at_their_column(text, message, column):
     assert err.value.message.startswith(message) and err.value.column == column
 
 
+def test_size_is_no_sdt_operand_nor_a_go_result():
+    from probectl.errors import ProbeSemanticError
+    from tests.helpers import build_go_fixture
+
+    with pytest.raises(ProbeSemanticError, match="the arguments of an SDT probe are arg1, arg2"):
+        parse_probe("%probectl:regs arg1.size()")
+    err = fails("add", "-D", "-x", str(build_go_fixture("go_target")), "main.divmod%return q.size()")
+    assert "Error: 'q.size()': .size() reads a C++ container, not a Go result" in err
+
+
 # -- definitions ---------------------------------------------------------------------------------------
 
 

@@ -231,7 +231,7 @@ class LineRange:
 def sdt_arg_index(arg: ArgSpec) -> Optional[int]:
     """N of an SDT probe's argument ``argN`` (N >= 1), None for anything else."""
     expr = arg.expr
-    if isinstance(expr, Variable) and not expr.accessors:
+    if isinstance(expr, Variable) and not expr.accessors and expr.method is None:
         digits = expr.name[3:]
         if expr.name.startswith("arg") and digits.isdigit() and digits.isascii() and digits[0] != "0":
             return int(digits)
