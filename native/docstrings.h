@@ -13,8 +13,11 @@
 	"* a field is ``(offset, size, loc, kind, elem_size, signed[, bound_size, bound_offset, head_size,\n" \
 	"  head_offset])`` (``LOC_*``, ``KIND_*``; a counted ``KIND_STR`` ends at the length in the integer\n" \
 	"  of ``bound_size`` bytes at ``bound_offset``, and is its head, ``head_size`` bytes at\n" \
-	"  ``head_offset``, where the text to the NUL falls short), as :func:`probectl.ringbuf.field_spec`\n" \
-	"  makes it."
+	"  ``head_offset``, where the text to the NUL falls short; a ``KIND_INT_ARRAY`` with a bound ends\n" \
+	"  at that many elements or, with a ``head_size`` too, a C++ vector's, at the elements between the\n" \
+	"  pointer there and the bound, its end pointer; a ``KIND_INT`` with a bound is a C++ vector's begin\n" \
+	"  pointer, and its value the elements, of ``head_size`` bytes, up to its end pointer, the bound), as\n" \
+	"  :func:`probectl.ringbuf.field_spec` makes it."
 
 #define DOC_parse_page \
 	"parse_page(data, long_size=8, big_endian=False, page_size=-1)\n" \

@@ -95,7 +95,7 @@ struct cm_event_map *event_map(PyObject *events_o, size_t *count);
 int int_list(PyObject *obj, const char *what, Py_ssize_t *n, int **ret);
 
 // A field spec (offset, size, loc, kind, elem_size, signed[, bound_size, bound_offset, head_size,
-// head_offset]), as
+// head_offset]: a C++ vector's begin pointer for RB_KIND_INT_ARRAY), as
 // probectl.ringbuf.field_spec makes it, into *@f; 0, or -1 with an exception. (pyreader.c)
 int parse_field(PyObject *item, struct rb_field *f);
 

@@ -131,8 +131,11 @@ int rb_schema_init(struct rb_schema *schema, const struct rb_event_format *forma
 			    f->elem_size != 8)
 				return RB_ERR_INVAL;
 			if ((f->bound_size || f->head_size) &&
-			    ((f->kind != RB_KIND_STR && f->kind != RB_KIND_INT_ARRAY) ||
-			     (f->head_size && f->kind != RB_KIND_STR) ||
+			    ((f->kind != RB_KIND_STR && f->kind != RB_KIND_INT_ARRAY &&
+			      f->kind != RB_KIND_INT) ||
+			     (f->kind == RB_KIND_INT && !f->head_size) ||
+			     (f->head_size && f->kind == RB_KIND_INT_ARRAY &&
+			      f->head_size != 4 && f->head_size != 8) ||
 			     (f->bound_size != 1 && f->bound_size != 2 && f->bound_size != 4 &&
 			      f->bound_size != 8)))
 				return RB_ERR_INVAL;
@@ -185,11 +188,21 @@ bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t le
 
 	ret->ptr = rec + off;
 	ret->len = n;
-	// A slice ends at its length, in elements (a record too short for it keeps the whole array).
+	// A slice ends at its length, in elements (a record too short for it keeps the whole array);
+	// a C++ vector at the elements between its pointers.
 	if (field->kind == RB_KIND_INT_ARRAY && field->bound_size && field->elem_size &&
 	    field->bound_offset <= len && field->bound_size <= len - field->bound_offset) {
 		uint64_t bound = rb_read_uint(rec + field->bound_offset, field->bound_size, swap);
 
+		if (field->head_size) {
+			uint64_t begin;
+
+			if (field->head_offset > len || field->head_size > len - field->head_offset)
+				return true;
+			begin = rb_read_uint(rec + field->head_offset, field->head_size, swap);
+			// (a vector whose end is before its start, read before it was made: none)
+			bound = bound < begin ? 0 : (bound - begin) / field->elem_size;
+		}
 		if (bound < n / field->elem_size)
 			ret->len = (uint32_t)bound * field->elem_size;
 	}
@@ -214,6 +227,22 @@ bool rb_field_span(const struct rb_field *field, const uint8_t *rec, uint32_t le
 			}
 		}
 	}
+	return true;
+}
+
+bool rb_vector_length(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
+		      int64_t *ret)
+{
+	uint64_t begin = (uint64_t)*ret, end;
+
+	if (field->bound_offset > len || field->bound_size > len - field->bound_offset) {
+		*ret = 0;
+		return false;
+	}
+	end = rb_read_uint(rec + field->bound_offset, field->bound_size, swap);
+	// (a vector whose end is before its start, read before it was made: none; a field table that
+	// no schema checked may lack the element size)
+	*ret = end < begin || !field->head_size ? 0 : (int64_t)((end - begin) / field->head_size);
 	return true;
 }
 

@@ -144,7 +144,12 @@ struct rb_field {
 	// RB_KIND_STR of a counted string (a Go or Rust string, a std::string, whose bytes need not
 	// have a NUL after them): its length is the unsigned integer of bound_size bytes (1, 2, 4 or
 	// 8) at bound_offset of the record, and the text ends there; bound_size 0: no such length.
-	// RB_KIND_INT_ARRAY of a slice: the same length, in elements, ends the array.
+	// RB_KIND_INT_ARRAY of a slice: the same length, in elements, ends the array; of a C++
+	// vector (head_size 4 or 8 too): the bound is its end pointer and the integer of head_size
+	// bytes at head_offset its begin pointer, and the array ends at (end - begin) / elem_size
+	// elements (the kernel cannot subtract; a vector whose end is before its start, none).
+	// RB_KIND_INT with a bound: the field is a C++ vector's begin pointer, the bound its end
+	// pointer, head_size (not 0) its element's size, and the value its length in elements.
 	// Where the text read to a NUL is shorter than the length (the kernel found no NUL within its
 	// limit, or one inside the string), its first head_size bytes at head_offset (0: none) are it.
 	uint8_t bound_size;
@@ -322,6 +327,10 @@ static inline __attribute__((always_inline)) int rb_page_next(struct rb_page *pa
 	return 0;
 }
 
+// A C++ vector's length from its begin pointer *@ret and the end pointer its bound locates (ringbuf.c).
+bool rb_vector_length(const struct rb_field *field, const uint8_t *rec, uint32_t len, bool swap,
+		      int64_t *ret);
+
 static inline bool rb_field_int(const struct rb_field *field, const uint8_t *rec, uint32_t len,
 				bool swap, int64_t *ret)
 {
@@ -330,6 +339,8 @@ static inline bool rb_field_int(const struct rb_field *field, const uint8_t *rec
 		return false;
 	}
 	*ret = rb_read_int(rec + field->offset, field->size, field->is_signed, swap);
+	if (__builtin_expect(field->bound_size != 0, 0))
+		return rb_vector_length(field, rec, len, swap, ret);
 	return true;
 }
 

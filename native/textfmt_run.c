@@ -232,10 +232,8 @@ static inline __attribute__((always_inline)) int field_value(struct event_ctx *c
 	if ((*fd)->kind == RB_KIND_INT) {
 		int64_t x;
 
-		if (c->rec)	// (rb_field_int, inline)
-			x = (*fd)->offset <= c->rec_len && (*fd)->size <= c->rec_len - (*fd)->offset ?
-			    rb_read_int(c->rec + (*fd)->offset, (*fd)->size, (*fd)->is_signed,
-					c->in->swap) : 0;
+		if (c->rec)
+			rb_field_int(*fd, c->rec, c->rec_len, c->in->swap, &x);
 		else
 			x = c->in->batch->rows[c->fi].cols[op->field].ints[c->row];
 		*v = pyint_of(x, (*fd)->is_signed);

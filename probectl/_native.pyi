@@ -8,8 +8,11 @@ interface on top of it. Shapes the functions share:
 * a field is ``(offset, size, loc, kind, elem_size, signed[, bound_size, bound_offset, head_size,
   head_offset])`` (``LOC_*``, ``KIND_*``; a counted ``KIND_STR`` ends at the length in the integer
   of ``bound_size`` bytes at ``bound_offset``, and is its head, ``head_size`` bytes at
-  ``head_offset``, where the text to the NUL falls short), as :func:`probectl.ringbuf.field_spec`
-  makes it.
+  ``head_offset``, where the text to the NUL falls short; a ``KIND_INT_ARRAY`` with a bound ends
+  at that many elements or, with a ``head_size`` too, a C++ vector's, at the elements between the
+  pointer there and the bound, its end pointer; a ``KIND_INT`` with a bound is a C++ vector's begin
+  pointer, and its value the elements, of ``head_size`` bytes, up to its end pointer, the bound), as
+  :func:`probectl.ringbuf.field_spec` makes it.
 """
 # The one place the Python types and the documentation of probectl._native are written (as drgn's
 # _drgn.pyi): what each function and method of native/py*.c takes (names, keyword-only parameters,

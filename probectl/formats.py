@@ -28,6 +28,27 @@ length, else the head, cut at the length. The parts are hidden from :attr:`Event
 (the string field's ``bound`` and ``head`` locate them). Other readers see plain fields: trace-cmd
 prints all three, the text uncut. A slice (Go's ``[]T``, Rust's ``&[T]``) is the same with a fixed
 integer array of its first elements for the text, cut at ``NAME__len`` elements.
+
+A C++ ``std::vector`` is two pointers, to its first element and past its last, and the kernel's
+fetch arguments cannot subtract: both are read, and the decoders divide their difference by the
+element's size, which the format alone must give.
+
+- Integers: the array ``v`` of its first elements (``s32 v[16]``), with ``v__begin`` and ``v__end``
+  (its two pointers, integers of 8 bytes, or 4): its length is ``(v__end - v__begin)`` divided by the
+  array's own element size (its size over its length), and it is cut there like a slice
+  (``Field.bound`` is then the end pointer, ``Field.begin`` the begin pointer).
+- ``v.size()``: the integer ``v_size``, its begin pointer, then ``v_size__end<S>``, its end pointer,
+  ``S`` the element's size in bytes, written in the name because nothing else in the format gives it:
+  ``v_size`` reads as ``(v_size__end<S> - v_size) / S`` (``Field.bound`` the end pointer,
+  ``Field.element_size`` S).
+- Structs: the same, ``items`` and ``items__end<S>``, then the members of its first elements as for
+  a slice of structs (``items__e0_id``): ``items`` reads as its length, and is shown as
+  ``[{id:101 price:5}]`` within it. std::strings: the texts of its first elements, each a
+  ``__data_loc char[]`` ``names__e<i>``, shown as ``{"apple","pear"}``.
+
+The native decoder does the arithmetic, so every reader of events (``script``, ``trace``, ``report``,
+``query``, ``hist``'s user-space path, the Python API) gets the same numbers and elements; trace-cmd,
+which knows none of this, prints the pointers.
 """
 from __future__ import annotations
 
@@ -82,6 +103,10 @@ class Field:
     # a slice of structs' elements' members (``NAME__e<i>_<member>``), when this field is its length.
     variants: tuple["VariantPart", ...] = ()
     elements: tuple["ElementPart", ...] = ()
+    # A C++ vector's integer array: (offset, size) of its begin pointer (``bound`` is its end pointer).
+    begin: Optional[tuple[int, int]] = None
+    # A C++ vector's begin pointer, read as its length (``bound`` is its end pointer): its element's size.
+    element_size: int = 0
 
     @property
     def is_composed(self) -> bool:
@@ -171,17 +196,25 @@ def _parse_field_line(line: str, lineno: int) -> Field:
     )
 
 
-STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
+STRING_PART_SUFFIXES = {"length": "__len", "head": "__head", "begin": "__begin", "end": "__end"}
 VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "element": "__e"}
+_VECTOR_END = re.compile(r"__end(?P<size>[1-9][0-9]*)")
 _VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
 _ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
+_STRING_ELEMENT = re.compile(r"__e(?P<index>[0-9]+)")
 
 
 def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
     """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
     or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds), selected
     by the discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
-    ``variant`` of element ``value`` of the slice of structs ``name`` ("element")."""
+    ``variant`` of element ``value`` of the slice of structs ``name`` ("element"), or a C++ vector's
+    pointer to its first element ("begin") or past its last ("end", with ``value`` its element's size
+    when nothing else in the format gives it)."""
+    if role == "end" and value is not None:
+        return f"{name}__end{value}"
+    if role == "element" and not variant:  # (an element that is a string: its text)
+        return f"{name}__e{value}"
     if role == "element":
         return f"{name}__e{value}_{variant}"
     if role in VARIANT_PART_PREFIXES:
@@ -238,7 +271,8 @@ def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
 @dataclass(frozen=True)
 class ElementPart:
     """One member of one element of a slice of structs: the element's ``index``, the ``member``'s name,
-    the field holding it, and whether it prints in hex (a pointer)."""
+    the field holding it, and whether it prints in hex (a pointer); or one string of a vector of
+    strings (``member`` "": the field holds its text)."""
 
     index: int
     member: str
@@ -248,10 +282,18 @@ class ElementPart:
 
 def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
     """The slice of structs whose length reads ``length``: its elements within it as Go's ``%+v``
-    writes them (``[{id:101 price:5} {id:102 price:5}]``), ``...`` after the last one read when it has
-    more; None when the length was not read."""
+    writes them (``[{id:101 price:5} {id:102 price:5}]``), or a vector of strings' as a ``:string[N]``
+    prints (``{"a","b"}``), ``...`` after the last one read when it has more; None when the length was
+    not read."""
     if length is None or not isinstance(length, int):
         return length
+    if field.elements and all(not p.member for p in field.elements):
+        # a vector of strings: {"a","b"} as a :string[N] shows, each quoted as JSON quotes it
+        import json
+
+        texts = [json.dumps(text, ensure_ascii=False) if isinstance(text := values.get(p.field), str) else "(fault)"
+                 for p in sorted(field.elements, key=lambda p: p.index)[:max(0, length)]]
+        return "{" + ",".join(texts + (["..."] if length > len(field.elements) else [])) + "}"
     shown = sorted({p.index for p in field.elements})
     items = []
     for i in shown[:max(0, length)]:
@@ -268,24 +310,38 @@ def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
 
 def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
     """``fields`` with each enum discriminant ``n`` (an integer with ``n__v…``/``n__p…`` fields
-    after it) given its variants, and those fields marked as parts."""
+    after it) given its variants, each C++ vector's begin pointer its end (``n__end<S>``), each slice
+    of structs' or vector of structs' length its elements (``n__e…``), and those fields marked as
+    parts."""
     out = list(fields)
     for j, tag in enumerate(fields):
-        if tag.is_data_loc or tag.is_array or tag.size not in (1, 2, 4, 8) or tag.is_common:
+        if tag.is_data_loc or tag.is_array or tag.size not in (1, 2, 4, 8) or tag.is_common or tag.is_string_part:
             continue
         variants: list[VariantPart] = []
         elements: list[ElementPart] = []
+        vector: Optional[Field] = None
         for i in range(j + 1, len(fields)):
             part = fields[i]
             rest = part.name[len(tag.name):] if part.name.startswith(tag.name) else ""
+            end = _VECTOR_END.fullmatch(rest) if i == j + 1 and tag.size in (4, 8) else None
+            if end is not None and not part.is_data_loc and not part.is_array and part.size == tag.size:
+                vector = replace(tag, bound=(part.offset, part.size), element_size=int(end.group("size")))
+                out[j] = vector
+                out[i] = replace(part, is_string_part=True)
+                continue
+            s = _STRING_ELEMENT.fullmatch(rest) if vector is not None else None
+            if s is not None and part.is_string and part.is_data_loc and all(not p.member for p in elements):
+                elements.append(ElementPart(int(s.group("index")), "", part.name))
+                out[i] = replace(part, is_string_part=True)
+                continue
             e = _ELEMENT_PART.fullmatch(rest)
             if e is not None and not variants and not part.is_data_loc and not part.is_array \
-                    and part.size in (1, 2, 4, 8):
+                    and part.size in (1, 2, 4, 8) and all(p.member for p in elements):
                 elements.append(ElementPart(int(e.group("index")), e.group("member"), part.name,
                                             f"{part.name}=0x%" in print_fmt))
                 out[i] = replace(part, is_string_part=True)
                 continue
-            m = _VARIANT_PART.fullmatch(rest) if not elements else None
+            m = _VARIANT_PART.fullmatch(rest) if not elements and vector is None else None
             if m is None:
                 break
             payload = m.group("kind") == "p"
@@ -298,7 +354,7 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
         if variants:
             out[j] = replace(tag, variants=tuple(variants))
         elif elements:
-            out[j] = replace(tag, elements=tuple(elements))
+            out[j] = replace(vector or tag, elements=tuple(elements))
     return out
 
 
@@ -316,6 +372,9 @@ def _with_string_parts(fields: list[Field]) -> list[Field]:
             continue
         i = by_name.get(string_part_name(text.name, "length"))
         length = fields[i] if i is not None else None
+        if length is None and is_slice:
+            out = _with_vector_pointers(out, j, by_name)
+            continue
         if length is None or length.is_data_loc or length.is_array or length.size not in (1, 2, 4, 8):
             continue
         out[j] = replace(text, bound=(length.offset, length.size))
@@ -328,6 +387,23 @@ def _with_string_parts(fields: list[Field]) -> list[Field]:
                 and _ELEMENT_SIZES.get(head.element_type) == 1:
             out[j] = replace(out[j], head=(head.offset, head.size))
             out[k] = replace(head, is_string_part=True)  # type: ignore[index]
+    return out
+
+
+def _with_vector_pointers(fields: list[Field], j: int, by_name: dict[str, int]) -> list[Field]:
+    """``fields`` with the integer array ``fields[j]`` given its C++ vector's pointers when it has them
+    (``NAME__begin`` and ``NAME__end``, integers of one size, 4 or 8 bytes), which are marked as parts."""
+    array = fields[j]
+    i, k = by_name.get(string_part_name(array.name, "begin")), by_name.get(string_part_name(array.name, "end"))
+    if i is None or k is None:
+        return fields
+    begin, end = fields[i], fields[k]
+    if any(p.is_data_loc or p.is_array or p.size not in (4, 8) or p.size != begin.size for p in (begin, end)):
+        return fields
+    out = list(fields)
+    out[j] = replace(array, bound=(end.offset, end.size), begin=(begin.offset, begin.size))
+    out[i] = replace(begin, is_string_part=True)
+    out[k] = replace(end, is_string_part=True)
     return out
 
 

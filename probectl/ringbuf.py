@@ -84,7 +84,9 @@ FieldSpec = Union[tuple[int, int, int, int, int, bool], tuple[int, int, int, int
 def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> FieldSpec:
     """The C decoder's description of ``field``: (offset, size, loc, kind, elem_size, signed), and
     for a counted string or slice (``Field.bound``, :mod:`probectl.formats`) its length's (size,
-    offset) and its head's (size, offset) after them (0, 0 without a head).
+    offset) and its head's (size, offset) after them (0, 0 without a head); for a C++ vector's
+    integers, its end pointer's and its begin pointer's (``Field.begin``) in their places; for a C++
+    vector's begin pointer read as its length, its end pointer's and its element's size (``Field.element_size``).
 
     Integers of 1, 2, 4 or 8 bytes are numbers; ``char`` arrays and ``__data_loc char[]`` are text
     (up to the first NUL); ``__data_loc char[][N]`` (a probe's ``:string[N]``: N data_loc words,
@@ -120,11 +122,15 @@ def field_spec(field: Field, long_size: int = 8, *, tail: bool = False) -> Field
         esize = esize or _element_size(elem, long_size)
         if esize in (1, 2, 4, 8) and (loc == LOC_TAIL or field.size % esize == 0):
             if field.bound is not None and loc == LOC_FIXED:  # (a slice: as many elements as its length)
+                begin_offset, begin_size = field.begin or (0, 0)  # (a vector: as its two pointers span)
                 return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed, field.bound[1],
-                        field.bound[0], 0, 0)
+                        field.bound[0], begin_size, begin_offset)
             return (field.offset, field.size, loc, KIND_INT_ARRAY, esize, signed)
         return (field.offset, field.size, loc, KIND_BYTES, 0, False)
     if field.size in (1, 2, 4, 8):
+        if field.bound is not None and field.element_size:
+            return (field.offset, field.size, LOC_FIXED, KIND_INT, 0, signed, field.bound[1], field.bound[0],
+                    field.element_size, 0)
         return (field.offset, field.size, LOC_FIXED, KIND_INT, 0, signed)
     return (field.offset, field.size, LOC_FIXED, KIND_BYTES, 0, False)
 

@@ -22,7 +22,9 @@ from probectl.spec import lalr, probe_tables  # noqa: E402
 
 EXTRA = ["malloc size=%di", "tcp_sendmsg size sk->__sk_common.skc_state", "foo.c:10", "f@a.c:3+4", "f%return $retval",
          "g:e=f;a*b", "0x1234", "f +8(%sp):u32 x->y[3].z:string@user", "%sdt_libc:setjmp arg1", "f:1-5", "a.c:10+3",
-         "f a=", "=", "f @", "f:+", "f:10-", "f x->", "", " ", "f\tx", "f 'a b'", 'f "x', "f\\@GLIBC_2.2.5 a"]
+         "f a=", "=", "f @", "f:+", "f:10-", "f x->", "", " ", "f\tx", "f 'a b'", 'f "x', "f\\@GLIBC_2.2.5 a",
+         "f v.size()", "f this->items.size():u32", "f p->size() n=m.size()", "f v.size(", "f v.size(1)", "f v.foo()",
+         "f v.size().x", "f v.size()[0]", "f v()", "f n=.size()"]
 
 
 def _corpus() -> list[str]:

@@ -59,11 +59,14 @@ def hist(tfs: Tracefs, word: str, target: Callable[[], Any], key_text: str, *, v
         event = _selected(tfs, _one(names, word), filter_text)
         keys = parse_keys(key_text, event.format, bucket=bucket)
         value = parse_value(value_name, event.format)
-        # (a counted string's key in the kernel would be its bytes read to a NUL, past its length)
-        counted = any(k.field is not None and k.field.bound is not None for k in keys)
-        in_kernel = not user_space and not counted and kernel_has_hist(tfs, [event])
+        # (a counted string's key in the kernel would be its bytes read to a NUL, past its length; a
+        # C++ vector's size, its begin pointer)
+        counted = any(k.field is not None and k.field.bound is not None and not k.field.element_size for k in keys)
+        vector = any(k is not None and k.field is not None and k.field.element_size for k in (*keys, value))
+        in_kernel = not user_space and not counted and not vector and kernel_has_hist(tfs, [event])
         _path_notice(notice, KERNEL_PATH if in_kernel else USER_PATH, event.name, user_space,
-                     "a key is a string counted by a length" if counted and not user_space else "")
+                     "" if user_space else "a key is a string counted by a length" if counted
+                     else "a C++ vector's size is worked out from its two pointers" if vector else "")
         live_names = LiveNames(tfs.root, {})
 
         def named(table: HistTable) -> HistTable:

@@ -69,6 +69,9 @@ def add(probedefs, added, exec_, target_ns, vmlinux, module, force, dry_run, def
     """Add probe events; each PROBEDEF is one quoted definition:
 
     [[GROUP:]EVENT=]FUNC[@SRC][:RLN|+OFFS|%return|;PTN] [ARG ...]
+
+    ARG is [NAME=]EXPR[:TYPE][@user]; EXPR a variable with its member chain (p->a.b[2]), a C++
+    container's size (v.size()), %REG, $retval, $argN, @SYMBOL, +OFFS(EXPR) or \\IMM.
     """
     from ..probes import ProbeSet, check_native, definitions
     from ..resolve import MAX_POINTS

@@ -111,6 +111,11 @@ class Checker:
                              "came within 4 KiB)", pred.column,
                              hint=f"filter on its length ({pred.field}__len), or record it and select with "
                                   "'probectl query'")
+        if field is not None and field.element_size:
+            # (probectl.formats: the decoders divide the two pointers; the kernel would compare the first)
+            raise self.error(f"cannot filter on {pred.field}, a C++ vector's length worked out from its two pointers "
+                             "when the events are read: the kernel would compare its first pointer", pred.column,
+                             hint="record it and select with 'probectl query', or filter on another field")
         if pred.field not in self.fields:
             self.fields.append(pred.field)
         return info

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .. import spec as S
-from ..dataclass import dataclass
+from ..dataclass import dataclass, replace
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
                                    Bitfield, TypeModel, Variants)
@@ -113,11 +113,16 @@ def fetch_chain(model: TypeModel, var_type, place: Place, variable: S.Variable, 
                                         f"member '{acc.name}'",
                                         hint=f"fetch '{owner}' itself: it is shown by its variant and the value "
                                              f"it holds")
+            if acc.name == "size" and (cxx_vector(model, agg) or container_count(model, agg)):
+                raise TypeMismatchError(f"'{owner}' ({model.type_name(agg)}) has no member 'size'",
+                                        hint=f"write {owner}{'->' if acc.arrow else '.'}size() for its size")
             raise model.no_member_error(owner, agg, acc.name)
         place = member_place(place, member.offset, model.byte_size(agg), owner)
         bitfield = member.bitfield
         cur = member.type
         owner = f"{owner}{'->' if acc.arrow else '.'}{acc.name}"
+    if variable.method is not None:
+        return _size_fetch(model, place, cur, bitfield, variable, cast, owner, opts, x_types, user)
     if bitfield is None:
         place, cur = _referred(model, place, cur, owner, user)
         place, cur = _through_language_pointer(model, place, cur, owner, user)
@@ -199,6 +204,9 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
+    vector = cxx_vector(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
+    if vector is not None:
+        return _vector_fetch(model, place, real, vector, cast, owner, opts, x_types, common)
     slice_ = counted_slice(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if slice_ is not None and (cast is None or cast.array is not None):
         return _counted_slice_fetch(model, place, real, slice_, cast, owner, opts, x_types, common)
@@ -245,7 +253,8 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
         # perf cuts it to its first 64 bits with only an info message ("exceeds max-bitwidth"): the
         # event would show 8 bytes of a larger object as if they were the value.
         raise ValueTooWideError(f"'{owner}' is a {c_type} of {size} bytes; a probe argument holds at most 8",
-                                hint=f"fetch a member of it ({owner}.MEMBER), or cast it to :x64 to read its first "
+                                hint=f"read its size ({owner}.size())" if container_count(model, real) is not None
+                                else f"fetch a member of it ({owner}.MEMBER), or cast it to :x64 to read its first "
                                      f"8 bytes")
     ktype = model.kernel_type(cur, base if base in SIZE_CASTS else None, x_types)
     bits = int(ktype[1:]) if ktype else 0
@@ -552,8 +561,17 @@ def _struct_slice_fetch(model: TypeModel, pointer_place: Place, length_place: Pl
                                 f"{STRUCT_ELEMENTS} elements' members, with no cast",
                                 hint=f"or fetch one element's member ({owner}.MEMBER is not one: index its array)")
     length = _length_part(model, length_place, length_type, opts, owner)
+    parts = _element_parts(model, value_of(pointer_place, owner), element, members, opts, x_types)
+    common = dict(common, signed=False)
+    return FetchResult(fetch=length.fetch, type=length.type, bits=int(length.type[1:]), parts=tuple(parts),
+                       **common)
+
+
+def _element_parts(model: TypeModel, base: Value, element, members: list[tuple[str, int, Any]], opts: RenderOptions,
+                   x_types: bool) -> list[StringPart]:
+    """The hidden ``element`` parts of an array of structs at ``base``: each scalar member of each of
+    its first ``STRUCT_ELEMENTS`` elements."""
     size = model.byte_size(element) or 0
-    base = value_of(pointer_place, owner)
     parts = []
     for i in range(STRUCT_ELEMENTS):
         for name, offset, member_type in members:
@@ -563,6 +581,169 @@ def _struct_slice_fetch(model: TypeModel, pointer_place: Place, length_place: Pl
             bits = (model.byte_size(member_type) or 8) * 8
             fetch = render_memory(base.plus(i * size + offset), opts, opts.user_access)
             parts.append(StringPart("element", fetch, f"{prefix}{bits}", name, i))
-    common = dict(common, signed=False)
-    return FetchResult(fetch=length.fetch, type=length.type, bits=int(length.type[1:]), parts=tuple(parts),
-                       **common)
+    return parts
+
+
+# -- C++ containers: a std::vector's elements, a container's size() --------------------------------------
+
+
+@dataclass(frozen=True)
+class CxxVector:
+    """Where a libstdc++ ``std::vector<T>`` keeps its elements: the member paths of its pointers to the
+    first element and past the last (``_M_impl._M_start`` and ``_M_impl._M_finish``, members of its base
+    classes), and its element type and size."""
+
+    begin: tuple[str, ...]
+    end: tuple[str, ...]
+    element: Any
+    element_size: int
+
+
+VECTOR_POINTERS = (("_M_impl", "_M_start"), ("_M_impl", "_M_finish"))
+# The member that counts the elements of libstdc++'s other containers: std::map, std::set and their
+# multi- forms (a red-black tree), std::unordered_map and std::unordered_set (a hash table), std::list
+# (a node holding the count, since C++11), std::string.
+COUNT_MEMBERS = (("_M_t", "_M_impl", "_M_node_count"), ("_M_h", "_M_element_count"), ("_M_impl", "_M_node", "_M_size"),
+                 ("_M_string_length",))
+MAX_VECTOR_CAST = 64  # (the kernel's MAX_ARRAY_LEN: the most elements a cast reads)
+SIZED_CONTAINERS = ("libstdc++'s std::vector (from its two pointers), std::string, std::map, std::multimap, std::set, "
+                    "std::multiset, std::unordered_map, std::unordered_set and std::list (their counts)")
+
+
+def cxx_vector(model: TypeModel, agg) -> Optional[CxxVector]:
+    """The vector shape of the aggregate type ``agg``, known by its members in the debug information
+    (never by fixed offsets): two pointers to elements of one known size. None for another type, and
+    for ``std::vector<bool>``, whose "pointers" are bit iterators."""
+    begin, end = (_member_type(model, agg, path) for path in VECTOR_POINTERS)
+    if begin is None or end is None or model.kind(begin) != POINTER_KIND or model.kind(end) != POINTER_KIND:
+        return None
+    element = model.strip(model.pointee(begin))
+    size = model.byte_size(element) if element is not None else None
+    if not size or model.byte_size(model.strip(model.pointee(end))) != size:
+        return None
+    return CxxVector(VECTOR_POINTERS[0], VECTOR_POINTERS[1], element, size)
+
+
+def _vector_pointers(model: TypeModel, place: Place, agg, vector: CxxVector, opts: RenderOptions,
+                     owner: str) -> tuple[Place, tuple[str, str], tuple[str, str]]:
+    """The place of a vector's begin pointer, and the fetch and kernel type of each of its two pointers
+    (unsigned: the begin pointer of a vector of structs or of a size() reads as a count)."""
+    begin_place, begin_type = _member_path(model, place, agg, vector.begin, owner)
+    end_place, end_type = _member_path(model, place, agg, vector.end, owner)
+    return (begin_place, _scalar_part(model, begin_place, begin_type, "u", opts, owner),
+            _scalar_part(model, end_place, end_type, "u", opts, owner))
+
+
+def _vector_fetch(model: TypeModel, place: Place, agg, vector: CxxVector, cast: Optional[S.TypeSpec], owner: str,
+                  opts: RenderOptions, x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """A std::vector as its elements: the kernel cannot subtract its pointers, so both are hidden parts
+    and the decoders divide (:mod:`probectl.formats`). Integers: its first ``SLICE_ELEMENTS`` as an
+    array, with ``begin`` and ``end`` parts; structs: its begin pointer, an ``end`` part that carries
+    the element's size, and the members of its first elements as for a slice of structs."""
+    begin_place, (begin_fetch, begin_type), (end_fetch, end_type) = _vector_pointers(model, place, agg, vector,
+                                                                                     opts, owner)
+    element, size = vector.element, vector.element_size
+    members = _element_members(model, element)
+    if members:
+        if cast is not None:
+            raise TypeMismatchError(f"'{owner}' is a vector of {model.type_name(element)}: it is read as its first "
+                                    f"{STRUCT_ELEMENTS} elements' members, with no cast")
+        parts = (StringPart("end", end_fetch, end_type, value=size),
+                 *_element_parts(model, value_of(begin_place, owner), element, members, opts, x_types))
+        return FetchResult(fetch=begin_fetch, type=begin_type, bits=int(begin_type[1:]), parts=parts,
+                           **dict(common, signed=False))
+    text = counted_string(model, element) if model.kind(element) == AGGREGATE_KIND else None
+    if text is not None and text.nul_terminated:
+        if cast is not None:
+            raise TypeMismatchError(f"'{owner}' is a vector of strings: it is read as its first {STRUCT_ELEMENTS} "
+                                    f"strings, with no cast")
+        return FetchResult(fetch=begin_fetch, type=begin_type, bits=int(begin_type[1:]), parts=(
+            StringPart("end", end_fetch, end_type, value=size),
+            *_string_elements(model, begin_place, element, text, opts, owner)), **dict(common, signed=False))
+    if model.kind(element) not in (SCALAR_KIND, POINTER_KIND) or size not in (1, 2, 4, 8):
+        raise TypeMismatchError(f"'{owner}' is a vector of {model.type_name(element)}, which are neither integers, "
+                                f"structs with integer members nor std::strings: probectl shows those",
+                                hint=f"read its size ({owner}.size()), or an element's member through "
+                                     f"{owner}._M_impl._M_start")
+    if cast is not None and (cast.base not in SIZE_CASTS or cast.bits and cast.bits != size * 8):
+        raise TypeMismatchError(f"'{owner}' is a vector of {size}-byte {model.type_name(element)}: a cast can change "
+                                f"how many are read and their sign, not their size",
+                                hint=f"cast it to :s{size * 8}[{MAX_VECTOR_CAST}] or :u{size * 8}[...]")
+    count = cast.array if cast is not None and cast.array else SLICE_ELEMENTS
+    etype = (f"{cast.base}{size * 8}" if cast is not None and cast.bits
+             else model.kernel_type(element, cast.base if cast is not None else None, x_types))
+    fetch = render_memory(value_of(begin_place, owner), opts, opts.user_access)
+    return FetchResult(fetch=fetch, type=f"{etype}[{count}]", bits=0, parts=(
+        StringPart("begin", begin_fetch, begin_type), StringPart("end", end_fetch, end_type)), **common)
+
+
+def _string_elements(model: TypeModel, begin_place: Place, element, text: CountedString, opts: RenderOptions,
+                     owner: str) -> list[StringPart]:
+    """The hidden ``element`` parts of a vector of std::strings: the text of each of its first
+    ``STRUCT_ELEMENTS``, read to its NUL from the pointer each keeps (``_M_dataplus._M_p``)."""
+    size = model.byte_size(element) or 0
+    base = value_of(begin_place, owner)
+    parts = []
+    for i in range(STRUCT_ELEMENTS):
+        pointer_place, _ = _member_path(model, Memory(base.plus(i * size), opts.user_access), element, text.pointer,
+                                        owner)
+        parts.append(StringPart("element", render_memory(value_of(pointer_place, owner), opts, opts.user_access),
+                                "string", value=i))
+    return parts
+
+
+def container_count(model: TypeModel, agg) -> Optional[tuple[str, ...]]:
+    """The member path of the integer that counts the elements of a libstdc++ container (not a
+    vector's: it has none), by the members the debug information gives; None for another type."""
+    for path in COUNT_MEMBERS:
+        t = _member_type(model, agg, path)
+        if t is not None and model.kind(t) == SCALAR_KIND and model.byte_size(t) in (4, 8):
+            return path
+    return None
+
+
+def _size_fetch(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], variable: S.Variable,
+                cast: Optional[S.TypeSpec], owner: str, opts: RenderOptions, x_types: bool,
+                user: bool) -> FetchResult:
+    """``NAME.size()`` of a C++ container: the member that counts its elements, or a vector's two
+    pointers (its begin pointer, with a hidden ``end`` part carrying the element's size: the decoders
+    give the difference in elements, :mod:`probectl.formats`)."""
+    method = variable.method
+    assert method is not None
+    what = f"{owner}{'->' if method.arrow else '.'}{method.name}()"
+    place, cur = _referred(model, place, cur, owner, user)
+    real = model.strip(cur) if bitfield is None else None
+    kind = model.kind(real) if real is not None else None
+    if kind == POINTER_KIND and model.kind(model.strip(model.pointee(real))) == AGGREGATE_KIND:
+        if not method.arrow:
+            raise TypeMismatchError(f"{method.name}() must be called by '->': '{owner}' is a pointer",
+                                    hint=f"write {owner}->{method.name}()")
+        user = user or model.user_memory(model.pointee(real))
+        place, real = Memory(value_of(place, owner), user), model.strip(model.pointee(real))
+        kind = AGGREGATE_KIND
+    elif method.arrow and kind == AGGREGATE_KIND:
+        raise TypeMismatchError(f"{method.name}() must be called by '.': '{owner}' is not a pointer",
+                                hint=f"write {owner}.{method.name}()")
+    type_name = model.type_name(real if kind == AGGREGATE_KIND else cur) or "of no type"
+    if kind != AGGREGATE_KIND:
+        raise TypeMismatchError(f"'{owner}' is {'a bitfield' if bitfield is not None else type_name}, which has no "
+                                f"size(): it is read from {SIZED_CONTAINERS}")
+    vector = cxx_vector(model, real)
+    if vector is not None:
+        if cast is not None:
+            raise TypeMismatchError(f"'{what}' is worked out from two pointers when the events are read: it takes "
+                                    f"no cast")
+        _, (begin_fetch, begin_type), (end_fetch, end_type) = _vector_pointers(model, place, real, vector, opts,
+                                                                               owner)
+        return FetchResult(fetch=begin_fetch, type=begin_type, bits=int(begin_type[1:]),
+                           default_name=default_name(variable), c_type="size_t", size=8, variable=variable.name,
+                           parts=(StringPart("end", end_fetch, end_type, value=vector.element_size),))
+    path = container_count(model, real)
+    if path is None:
+        raise TypeMismatchError(f"'{owner}' ({type_name}) has no size() that probectl reads: it is read from "
+                                f"{SIZED_CONTAINERS}",
+                                hint=f"read a member of it ({owner}{'->' if method.arrow else '.'}MEMBER)")
+    count_place, count_type = _member_path(model, place, real, path, owner)
+    count = _final(model, count_place, count_type, None, variable, cast, what, opts, x_types)
+    # (a count in decimal, where perf's type for an unsigned integer would print it in hex)
+    return replace(count, type="u" + count.type[1:]) if cast is None and count.type.startswith("x") else count

@@ -20,8 +20,9 @@ class FetchResult:
     writes it. ``signed``: the C type is signed (bitfield types read unsigned: sign-extend
     ``bits`` bits when decoding); ``enumerators``: (name, value) of an enum type, for symbolic
     filters; ``size``: bytes of the C type when known. ``parts``: what else a string counted by a
-    length rather than ended by a NUL (a Go string, a Rust ``&str``, a ``std::string``) is read
-    with, each written as an argument of its own (see :mod:`probectl.formats`)."""
+    length rather than ended by a NUL (a Go string, a Rust ``&str``, a ``std::string``), a slice, a
+    C++ vector or an enum is read with, each written as an argument of its own (see
+    :mod:`probectl.formats`)."""
 
     fetch: str
     type: str
@@ -41,9 +42,12 @@ class StringPart:
     (its first bytes read as an array, the text when the kernel's string fetch, which reads to a NUL,
     found none within its limit: a Go string in the middle of the program's string data); or of an
     enum shown by variant: a ``variant`` (a marker byte that names it) or the ``payload`` scalar the
-    variant holds."""
+    variant holds; or of a slice or vector of structs: an ``element``'s member (``variant`` its name,
+    ``value`` the element's index); or of a C++ vector: its ``begin`` and ``end`` pointers (``value``
+    of the end: its element's size, where the event's format gives it nowhere else)."""
 
-    role: str  # "length" or "head" (probectl.formats.STRING_PART_SUFFIXES), or "variant"/"payload"
+    # "length", "head", "begin", "end" (probectl.formats.STRING_PART_SUFFIXES), "variant", "payload", "element"
+    role: str
     fetch: str
     type: str
     # An enum's variant: its name and the discriminant's value selecting it (None: every other value)
@@ -63,8 +67,12 @@ class ListedVariable:
 
 def default_name(variable: S.Variable, cast: Optional[S.TypeSpec] = None) -> str:
     """The argument name perf gives a C expression: the last member of a chain (indices do not
-    count), else the variable, with ``_<cast>`` appended when there is no member chain."""
+    count), else the variable, with ``_<cast>`` appended when there is no member chain. A method's
+    value is named ``<that>_<method>`` (``v_size`` for ``v.size()``, ``items_size`` for
+    ``this->items.size()``): one argument per container, as ``<name>_<cast>`` is one per cast."""
     members = [a.name for a in variable.accessors if isinstance(a, S.Member)]
+    if variable.method is not None:
+        return f"{members[-1] if members else variable.name}_{variable.method.name}"
     if members:
         return members[-1]
     if variable.accessors:

@@ -277,6 +277,9 @@ def _piece(expr, results: tuple[GoResult, ...], function: str, text: str) -> tup
                                      f"are known (results: {names})",
                                      hint="record the arguments at the function's entry; $retval is the first result")
         result = found[0]
+        if expr.method is not None:
+            raise ProbeSemanticError(f"'{text}': .{expr.method.name}() reads a C++ container, not a Go result",
+                                     hint="read a member of the result (RESULT.len of a slice or string)")
         members: list[str] = []
         for acc in expr.accessors:
             if not isinstance(acc, S.Member) or acc.arrow:

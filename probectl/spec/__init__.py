@@ -69,8 +69,9 @@ from .builder import Builder
 from .checks import check_nesting
 from . import probe_tables
 from .lalr import LarkError, Parser, Token, Tree, UnexpectedInput, VisitError
-from .tree import (MAX_PROBE_ARGS, AddressRef, ArgSpec, Deref, Expr, Immediate, Index, LineRange, Member, PointSpec,
-                   ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr, sdt_arg_index)
+from .tree import (MAX_PROBE_ARGS, AddressRef, ArgSpec, Deref, Expr, Immediate, Index, LineRange, Member, Method,
+                   PointSpec, ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr,
+                   sdt_arg_index)
 
 __all__ = [
     "AddressRef",
@@ -82,6 +83,7 @@ __all__ = [
     "LineRange",
     "MAX_PROBE_ARGS",
     "Member",
+    "Method",
     "PointSpec",
     "ProbeSpec",
     "Register",

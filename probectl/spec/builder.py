@@ -16,8 +16,9 @@ from ..grammars import caret_line
 from .checks import check_args, check_point
 from .names import C_NAME, event_name, find_unescaped, unescape
 from .lalr import Token, Transformer, v_args
-from .tree import (INT_BITS, MAX_ARRAY_LEN, TYPE_HINT, AddressRef, ArgSpec, Deref, Immediate, Index, LineRange, Member,
-                   PointSpec, ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable, render_expr)
+from .tree import (INT_BITS, MAX_ARRAY_LEN, METHODS, TYPE_HINT, AddressRef, ArgSpec, Deref, Immediate, Index,
+                   LineRange, Member, Method, PointSpec, ProbeSpec, Register, SpecialVar, SymbolRef, TypeSpec, Variable,
+                   render_expr)
 
 _C_INT = re.compile(r"0[xX][0-9a-fA-F]+|[1-9][0-9]*|0[0-7]*")
 
@@ -96,8 +97,19 @@ class Builder(Transformer):
         op, name = children
         return Member(str(name), op.type == "ARROW")
 
+    def method(self, children):
+        op, name, call = children
+        if str(name) not in METHODS:
+            raise self._error(f"'{name}()': a probe reads memory and calls nothing; the one method it reads is "
+                              f".size(), a container's size", name.start_pos,
+                              hint="read a member (NAME.MEMBER), or a container's size (NAME.size())")
+        if str(call) != "()":
+            raise self._error(f"expected '()': .{name}() takes no arguments", call.start_pos)
+        return Method(str(name), op.type == "ARROW")
+
     def variable(self, children):
         name, *rest = children
+        method = rest.pop() if rest and isinstance(rest[-1], Method) else None
         accessors = []
         for acc in rest:
             if isinstance(acc, Token):  # INDEX
@@ -111,7 +123,7 @@ class Builder(Transformer):
                                               signed=True)))
             else:
                 accessors.append(acc)
-        return Variable(str(name), tuple(accessors))
+        return Variable(str(name), tuple(accessors), method)
 
     def register(self, children):
         (token,) = children

@@ -63,11 +63,26 @@ class Index:
 
 
 @dataclass(frozen=True)
+class Method:
+    """``.size()`` (or ``->size()``) at the end of a C variable chain: a C++ container's size, read
+    from its members (the only method a probe reads: nothing is called)."""
+
+    name: str
+    arrow: bool = False
+
+
+# The methods a chain may end with.
+METHODS = ("size",)
+
+
+@dataclass(frozen=True)
 class Variable:
-    """A C variable with its member/index chain: ``sk->__sk_common.skc_state``, ``a.b[2]->c``."""
+    """A C variable with its member/index chain: ``sk->__sk_common.skc_state``, ``a.b[2]->c``, and
+    maybe a method at its end (``v.size()``)."""
 
     name: str
     accessors: tuple[Union[Member, Index], ...] = ()
+    method: Optional[Method] = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +231,7 @@ class LineRange:
 def sdt_arg_index(arg: ArgSpec) -> Optional[int]:
     """N of an SDT probe's argument ``argN`` (N >= 1), None for anything else."""
     expr = arg.expr
-    if isinstance(expr, Variable) and not expr.accessors:
+    if isinstance(expr, Variable) and not expr.accessors and expr.method is None:
         digits = expr.name[3:]
         if expr.name.startswith("arg") and digits.isdigit() and digits.isascii() and digits[0] != "0":
             return int(digits)
@@ -247,6 +262,8 @@ def render_expr(expr: Expr) -> str:
                 parts.append(("->" if acc.arrow else ".") + acc.name)
             else:
                 parts.append(f"[{acc.index}]")
+        if expr.method is not None:
+            parts.append(f"{'->' if expr.method.arrow else '.'}{expr.method.name}()")
         text = "".join(parts)
     elif isinstance(expr, Register):
         text = "%" + expr.name
