@@ -172,18 +172,23 @@ def _parse_field_line(line: str, lineno: int) -> Field:
 
 
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
-VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "element": "__e"}
-_VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
+VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "member": "__m", "element": "__e"}
+_VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)"
+                           r"|__m(?P<mvalue>[0-9a-f]*)_(?P<mvariant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*)__"
+                           r"(?P<member>[A-Za-z0-9]+(?:_{1,2}[A-Za-z0-9]+)*)")
 _ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
 
 
-def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
+def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None, member: str = "") -> str:
     """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
-    or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds), selected
-    by the discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
+    or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds; "member":
+    ``member``, one of several scalars it holds, its path's names joined by ``__``), selected by the
+    discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
     ``variant`` of element ``value`` of the slice of structs ``name`` ("element")."""
     if role == "element":
         return f"{name}__e{value}_{variant}"
+    if role == "member":
+        return f"{name}__m{'' if value is None else format(value, 'x')}_{variant}__{member}"
     if role in VARIANT_PART_PREFIXES:
         return f"{name}{VARIANT_PART_PREFIXES[role]}{'' if value is None else format(value, 'x')}_{variant}"
     return name + STRING_PART_SUFFIXES[role]
@@ -199,6 +204,13 @@ class VariantPart:
     value: Optional[int]
     payload: Optional[str] = None
     hex: bool = False
+    # the scalars of a variant that holds several: (path of member names, field, in hex)
+    members: tuple[tuple[tuple[str, ...], str, bool], ...] = ()
+
+    @property
+    def payload_fields(self) -> tuple[str, ...]:
+        """The fields holding what the variant holds."""
+        return (self.payload,) if self.payload is not None else tuple(field for _, field, _ in self.members)
 
 
 def _variant(field: Field, tag: int) -> Optional[VariantPart]:
@@ -227,12 +239,31 @@ def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
     chosen = _variant(field, tag)
     if chosen is None:
         return str(tag)
+    if chosen.members:
+        return chosen.name + _held([(path, _number(payloads.get(field), hex_)) for path, field, hex_ in chosen.members])
     if chosen.payload is None:
         return chosen.name
-    value = payloads.get(chosen.payload)
-    if not isinstance(value, int):
-        return f"{chosen.name}(?)"
-    return f"{chosen.name}({hex(value) if chosen.hex else value})"
+    return f"{chosen.name}({_number(payloads.get(chosen.payload), chosen.hex)})"
+
+
+def _number(value: Any, in_hex: bool) -> str:
+    return "?" if not isinstance(value, int) else hex(value) if in_hex else str(value)
+
+
+def _held(values: list[tuple[tuple[str, ...], str]]) -> str:
+    """The scalars a variant holds, by their paths, as Rust writes a tuple (``(1, 2)``, ``((1, 2))``)
+    and as script writes a struct (``{w:3 h:4}``)."""
+    names: list[str] = []
+    inner: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    for path, text in values:
+        if path[0] not in inner:
+            names.append(path[0])
+            inner[path[0]] = []
+        inner[path[0]].append((path[1:], text))
+    shown = {n: inner[n][0][1] if not inner[n][0][0] else _held(inner[n]) for n in names}
+    if all(n.isdigit() for n in names):
+        return "(" + ", ".join(shown.values()) + ")"
+    return "{" + " ".join(f"{n}:{t}" for n, t in shown.items()) + "}"
 
 
 @dataclass(frozen=True)
@@ -288,13 +319,22 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
             m = _VARIANT_PART.fullmatch(rest) if not elements else None
             if m is None:
                 break
-            payload = m.group("kind") == "p"
-            if payload and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
+            held = m.group("kind") != "v"
+            if held and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
                 break
-            value = int(m.group("value"), 16) if m.group("value") else None
-            variants.append(VariantPart(m.group("variant"), value, part.name if payload else None,
-                                        payload and f"{part.name}=0x%" in print_fmt))
+            in_hex = held and f"{part.name}=0x%" in print_fmt
             out[i] = replace(part, is_string_part=True)
+            if m.group("member") is not None:
+                value = int(m.group("mvalue"), 16) if m.group("mvalue") else None
+                member = (tuple(m.group("member").split("__")), part.name, in_hex)
+                last = variants[-1] if variants else None
+                if last is not None and last.members and (last.name, last.value) == (m.group("mvariant"), value):
+                    variants[-1] = replace(last, members=last.members + (member,))
+                else:
+                    variants.append(VariantPart(m.group("mvariant"), value, members=(member,)))
+                continue
+            value = int(m.group("value"), 16) if m.group("value") else None
+            variants.append(VariantPart(m.group("variant"), value, part.name if held else None, in_hex))
         if variants:
             out[j] = replace(tag, variants=tuple(variants))
         elif elements:
@@ -375,7 +415,7 @@ class EventFormat:
     def composed_parts(self) -> tuple[Field, ...]:
         """The hidden fields the composed fields are made from (decoded after the event fields): the
         scalars of enum variants, the members of a slice of structs' elements."""
-        names = {v.payload for f in self.fields for v in f.variants if v.payload is not None}
+        names = {n for f in self.fields for v in f.variants for n in v.payload_fields}
         names.update(p.field for f in self.fields for p in f.elements)
         return tuple(f for f in self.fields if f.name in names)
 

@@ -161,14 +161,6 @@ class ComposedValues:
     def of(cls, fmt: EventFormat) -> Optional["ComposedValues"]:
         return cls(fmt) if any(f.is_composed for f in fmt.event_fields) else None
 
-    @staticmethod
-    def _names(f: Field) -> list[str]:
-        return [v.payload for v in f.variants if v.payload is not None] + [p.field for p in f.elements]
-
-    @staticmethod
-    def _text(f: Field, value: Any, parts: Mapping[str, Any]) -> Any:
-        return variant_text(f, value, parts) if f.variants else elements_text(f, value, parts)
-
     def row(self, values: Optional[tuple]) -> Optional[tuple]:
         """One event's values, the composed fields as text."""
         if values is None or len(values) < self.count:
@@ -176,8 +168,8 @@ class ComposedValues:
         out = list(values[:self.count])
         whole = len(values) == self.count + len(self.parts)
         for j, f in self.composed:
-            parts = {n: values[self.parts[n]] for n in self._names(f)} if whole else {}
-            out[j] = self._text(f, values[j], parts)
+            parts = {n: values[self.parts[n]] for n in composed_part_names(f)} if whole else {}
+            out[j] = composed_text(f, values[j], parts)
         return tuple(out)
 
     def column(self, columns: Sequence[Any], j: int) -> list[Any]:
@@ -185,10 +177,28 @@ class ComposedValues:
         f = self.fields[j]
         values = columns[j]
         if len(columns) != self.count + len(self.parts):
-            return [self._text(f, v, {}) for v in values]
-        names = self._names(f)
-        cols = [columns[self.parts[n]] for n in names]
-        return [self._text(f, v, dict(zip(names, parts))) for v, *parts in zip(values, *cols)]
+            return composed_column(f, values, {})
+        return composed_column(f, values, {n: columns[self.parts[n]] for n in composed_part_names(f)})
+
+
+def composed_part_names(f: Field) -> list[str]:
+    """The names of the hidden fields the composed field ``f`` is made from."""
+    return [n for v in f.variants for n in v.payload_fields] + [p.field for p in f.elements]
+
+
+def composed_text(f: Field, value: Any, parts: Mapping[str, Any]) -> Any:
+    """The text of the composed field ``f`` whose own number reads ``value``, its parts ``parts``."""
+    return variant_text(f, value, parts) if f.variants else elements_text(f, value, parts)
+
+
+def composed_column(f: Field, values: Sequence[Any], parts: Mapping[str, Sequence[Any]]) -> list[Any]:
+    """The texts of the composed field ``f`` for a column of its numbers, ``parts`` the columns of the
+    hidden fields it is made from by name (any missing: the texts say only what the numbers do)."""
+    names = composed_part_names(f)
+    if any(n not in parts for n in names):
+        return [composed_text(f, v, {}) for v in values]
+    cols = [parts[n] for n in names]
+    return [composed_text(f, v, dict(zip(names, row))) for v, *row in zip(values, *cols)]
 
 
 @dataclass

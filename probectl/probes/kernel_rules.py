@@ -46,12 +46,12 @@ from ..arch.x86_64 import ARCH as X86_64
 from ..dataclass import dataclass
 from ..errors import KernelRuleError
 from ..events import MAX_DEFINITION_LINE, EventDefinition, FetchArg, definition_bytes
-from ..spec.tree import MAX_ARRAY_LEN, RESERVED_ARG_NAMES
+from ..spec.tree import MAX_ARRAY_LEN, MAX_PROBE_ARGS, RESERVED_ARG_NAMES
 
 if TYPE_CHECKING:
     from ..tracefs import Features
 
-MAX_TRACE_ARGS = 128
+MAX_TRACE_ARGS = MAX_PROBE_ARGS
 MAX_ARG_NAME_LEN = 32
 MAX_ARGSTR_LEN = 63
 MAX_PARAM_INDEX = 2048  # PARAM_MAX_STACK on x86-64: THREAD_SIZE (16 KiB) / sizeof(long)

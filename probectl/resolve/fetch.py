@@ -24,9 +24,11 @@ place and lines they know of.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from .. import spec as S
+from ..spec.tree import MAX_PROBE_ARGS
 from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
@@ -193,9 +195,7 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     base = cast.base if cast is not None else None
     shape = model.variants(real) if real is not None and cast is None and bitfield is None else None
     if shape is not None and opts.immediates:
-        enum = _enum_fetch(model, place, real, shape, owner, opts, x_types, common)
-        if enum is not None:
-            return enum
+        return _enum_fetch(model, place, real, shape, owner, opts, x_types, common)
     counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
@@ -407,42 +407,68 @@ def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], own
 
 # -- enums shown by variant --------------------------------------------------------------------------
 
-# An enum is shown by variant when its variants are few and their names fit the kernel's argument
-# names beside the enum's own (each variant is one more argument, of one byte or its scalar).
-MAX_VARIANTS = 16
-MAX_VARIANT_NAME = 12
+# An enum is shown by variant: each variant is one more argument of its event (a marker byte, or its
+# scalars), so an enum takes as many as the kernel's arguments of an event (MAX_PROBE_ARGS, the
+# kernel's MAX_TRACE_ARGS, the enum's own included), and their names must fit an argument's 32
+# characters beside the enum's: NAME__v<value>_<Variant>, NAME__m<value>_<Variant>__<member>.
+MAX_VARIANT_NAME = 20
+MAX_MEMBER_PATH = 12
+_PART_WORD = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")
 
 
 def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str, opts: RenderOptions,
-                x_types: bool, common: dict[str, Any]) -> Optional[FetchResult]:
-    """An enum (``Option<u32>``, a C-like Rust enum) read as its discriminant, with a hidden part per
-    variant naming it and holding its scalar when it has one (:mod:`probectl.formats`): the decoders
-    show ``Some(5)``. None when its variants are too many, or their names too long, for that."""
+                x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """An enum (``Option<u32>``, a C-like Rust enum, ``Shape::Rect { w, h }``) read as its
+    discriminant, with a hidden part per variant naming it, or holding its scalar, or one per scalar
+    it holds (:mod:`probectl.formats`): the decoders show ``Some(5)``, ``Rect{w:3 h:4}``. An enum
+    whose variants take more arguments than an event has, or whose names do not fit an argument's,
+    is refused, with the cast that reads its discriminant as a number."""
     variants = shape.variants
-    if len(variants) > MAX_VARIANTS or any(
-            len(v.name) > MAX_VARIANT_NAME or not v.name.isascii() or not v.name.replace("_", "a").isalnum()
-            for v in variants):
-        return None
     agg_size = model.byte_size(agg)
     tag_size = model.byte_size(shape.tag_type)
+    hint = (f"fetch its discriminant as a number: {owner}:u{tag_size * 8}" if shape.offset == 0 and tag_size in (
+        1, 2, 4, 8) else f"read it as a number: {owner}:u64 is its first 8 bytes (its discriminant is at byte "
+                          f"{shape.offset})")
+    what = f"'{owner}' ({model.type_name(agg)})"
+    arguments = 1 + sum(len(v.members) or 1 for v in variants)
+    if arguments > MAX_PROBE_ARGS:
+        raise TypeMismatchError(f"{what} is an enum of {len(variants)} variants, which take {arguments} arguments "
+                                f"to show by variant; an event has at most {MAX_PROBE_ARGS}", hint=hint)
+    for v in variants:
+        multi = bool(v.members)
+        if len(v.name) > MAX_VARIANT_NAME or not v.name.isascii() or not (
+                _PART_WORD.fullmatch(v.name) if multi else v.name.replace("_", "a").isalnum()):
+            raise TypeMismatchError(f"{what} has a variant named {v.name!r}, which does not fit a probe argument's "
+                                    f"name (at most {MAX_VARIANT_NAME} letters, digits and single '_')", hint=hint)
+        for path, _offset, _type in v.members:
+            text = "__".join(path)
+            if len(text) > MAX_MEMBER_PATH or not all(_PART_WORD.fullmatch(p) and p.isascii() for p in path):
+                raise TypeMismatchError(f"{what}: variant {v.name} holds {'.'.join(path)}, whose name does not fit "
+                                        f"a probe argument's (at most {MAX_MEMBER_PATH} letters, digits and "
+                                        f"single '_')", hint=hint)
     if tag_size not in (1, 2, 4, 8):
-        return None
+        raise TypeMismatchError(f"{what} has a discriminant of {tag_size} bytes, which no probe argument reads",
+                                hint=hint)
     tag_place = member_place(place, shape.offset, agg_size, owner) if model.kind(agg) == AGGREGATE_KIND else place
     fetch, ktype = _scalar_part(model, tag_place, shape.tag_type, "u", opts, owner)
     mask = (1 << (8 * tag_size)) - 1
+
+    def scalar(offset: int, t: Any) -> tuple[str, str]:
+        real = model.strip(t)
+        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
+            "s" if model.is_signed(t) else "u")
+        return _scalar_part(model, member_place(place, offset, agg_size, owner), t, prefix, opts, owner)
+
     parts = []
     for v in variants:
         value = v.value & mask if v.value is not None else None
-        if v.payload is None:
+        if v.payload is not None:
+            parts.append(StringPart("payload", *scalar(*v.payload), v.name, value))
+        elif v.members:
+            parts.extend(StringPart("member", *scalar(offset, t), v.name, value, "__".join(path))
+                         for path, offset, t in v.members)
+        else:
             parts.append(StringPart("variant", "\\0", "u8", v.name, value))
-            continue
-        offset, payload_type = v.payload
-        payload_place = member_place(place, offset, agg_size, owner)
-        real = model.strip(payload_type)
-        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
-            "s" if model.is_signed(payload_type) else "u")
-        payload_fetch, payload_ktype = _scalar_part(model, payload_place, payload_type, prefix, opts, owner)
-        parts.append(StringPart("payload", payload_fetch, payload_ktype, v.name, value))
     common = dict(common, signed=False)
     return FetchResult(fetch=fetch, type=ktype, bits=tag_size * 8, parts=tuple(parts), **common)
 

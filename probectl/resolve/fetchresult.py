@@ -40,15 +40,17 @@ class StringPart:
     """A hidden argument of a counted string: its ``length`` (which ends its text), or its ``head``
     (its first bytes read as an array, the text when the kernel's string fetch, which reads to a NUL,
     found none within its limit: a Go string in the middle of the program's string data); or of an
-    enum shown by variant: a ``variant`` (a marker byte that names it) or the ``payload`` scalar the
-    variant holds."""
+    enum shown by variant: a ``variant`` (a marker byte that names it), the ``payload`` scalar the
+    variant holds, or a ``member``, one of the several scalars it holds."""
 
-    role: str  # "length" or "head" (probectl.formats.STRING_PART_SUFFIXES), or "variant"/"payload"
+    role: str  # "length" or "head" (probectl.formats.STRING_PART_SUFFIXES), "variant"/"payload"/"member"
     fetch: str
     type: str
     # An enum's variant: its name and the discriminant's value selecting it (None: every other value)
     variant: str = ""
     value: Optional[int] = None
+    # a "member": one of the scalars a variant holds several of, by its path (``w``; ``0__1``)
+    member: str = ""
 
 
 @dataclass(frozen=True)

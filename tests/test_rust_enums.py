@@ -1,0 +1,113 @@
+"""Rust enums of fixtures/rust_enums.rs (rustc's legacy mangling and v0), offline: the arguments that
+show a variant holding several values (one hidden argument per scalar, NAME__m<value>_<Variant>__<path>),
+a C-like enum past 16 variants, the refusal of an enum whose variants take more arguments than an event
+has (with the cast that reads it as a number), and the decoders' side. perf -D by the mangled name is
+the oracle of where the enums are. The live side: tests/live/test_rust_enums.py."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.helpers import build_rust_fixture, fails, missing, probectl
+from tests.test_rust_names import mangled
+
+
+@pytest.fixture(scope="module", params=["legacy", "v0"])
+def renums(request):
+    return build_rust_fixture("rust_enums", mangling=request.param)
+
+
+def test_variants_holding_several_values_are_read_member_by_member(renums):
+    """Figure::Rect { w: u32, h: u32 } and Pair(u16, i64) behind a reference (its discriminant a u16
+    at 0: Pair's u16 after it, the other values at 4 and 8), Option<(u32, u32)> (a tag, then the tuple),
+    and a C-like enum of 20 variants; perf -D puts the probe where probectl does and reads f (the
+    reference) and k where probectl reads them."""
+    perf = shutil.which("perf")
+    if not perf:
+        missing("perf (linux-perf) is not installed")
+    ours = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::draw:1 f p k").stdout.split()
+    args = dict(a.split("=", 1) for a in ours[2:])
+    assert list(args)[:10] == ["f", "f__m0_Rect__w", "f__m0_Rect__h", "f__m1_Pair__0", "f__m1_Pair__1", "f__v2_Dot",
+                               "f__p3_Line", "p", "p__v0_None", "p__m1_Some__0__0"]
+    assert list(args)[10:] == ["p__m1_Some__0__1", "k"] + [f"k__v{i:x}_K{i}" for i in range(20)]
+    theirs = subprocess.run([perf, "probe", "-x", str(renums), "-D",
+                             f"{mangled(renums, 'rust_enums::shapes::draw')}:1 f k"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert theirs[1].rsplit(":", 1)[1] == ours[1].rsplit(":", 1)[1]
+    perf_args = dict(a.split("=", 1) for a in theirs[2:])
+    f = perf_args["f"]  # (the reference: probectl reads the enum it refers to)
+    assert args["f"] == f"+0({f}):u16"
+    assert [args[n] for n in ("f__m0_Rect__w", "f__m0_Rect__h", "f__m1_Pair__0", "f__m1_Pair__1", "f__p3_Line")] == \
+           [f"+4({f}):u32", f"+8({f}):u32", f"+2({f}):u16", f"+8({f}):s64", f"+8({f}):u64"]
+    assert args["k"] == perf_args["k"].rsplit(":", 1)[0] + ":u8"
+    base = args["p"][len("+0("):-len("):u32")]
+    assert (args["p__m1_Some__0__0"], args["p__m1_Some__0__1"]) == (f"+4({base}):u32", f"+8({base}):u32")
+
+
+def test_an_enum_of_more_variants_than_an_event_has_arguments_is_refused(renums):
+    """130 variants take 131 arguments; the kernel's events have at most 128: refused, never cut, with
+    the cast that reads the discriminant as a number, which works."""
+    err = fails("add", "-D", "-x", str(renums), "rust_enums::shapes::many m")
+    assert "'m' (enum Many) is an enum of 130 variants, which take 131 arguments to show by variant; an event " \
+           "has at most 128" in err
+    assert "Hint: fetch its discriminant as a number: m:u8" in err
+    out = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::many m:u8").stdout.split()
+    assert [a.split("=", 1)[0] for a in out[2:]] == ["m_u8"] and out[2].endswith(":u8")
+
+
+def test_several_enums_past_the_kernels_arguments_are_refused_by_its_rule(renums):
+    """Each enum fits, all of them together do not (7 draws' f, p and k: 7 * 32 arguments): the
+    kernel's rule on an event's arguments refuses the definition and says what to do."""
+    err = fails("add", "-D", "-x", str(renums), "rust_enums::shapes::draw:1 " + " ".join(
+        f"f{i}=f p{i}=p k{i}=k" for i in range(7)))
+    assert "arguments; the kernel takes at most 128" in err and "Hint: split them over several events" in err
+
+
+def test_rustc_describes_a_niche_of_two_variants_by_values_not_ranges(renums):
+    """Niche::Set(Level) keeps Unset and Gone in the values Level does not use (2 and 3): Debian's
+    rustc (LLVM) gives each its DW_AT_discr_value and the dataful variant none; it writes no
+    DW_AT_discr_list (a variant chosen by ranges) anywhere in the program, the standard library's
+    enums included, so probectl has none to read."""
+    readelf = shutil.which("readelf") or missing("readelf (binutils) is not installed")
+    info = subprocess.run([readelf, "--debug-dump=info", str(renums)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "DW_TAG_variant_part" in info and "DW_AT_discr_list" not in info
+    out = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::niche n").stdout.split()
+    assert [a.split("=", 1)[0] for a in out[2:]] == ["n", "n__p_Set", "n__v2_Unset", "n__v3_Gone"]
+
+
+def test_a_variant_of_several_values_decodes_as_rust_and_script_write_them():
+    """The decoders' side: a struct variant as script writes a struct (Rect{w:3 h:4}), a tuple
+    variant and an Option of a tuple as Rust's {:?} (Pair(7, -9), Some((1, 2))), a pointer in hex as
+    the print format says, a member not read as '?'; the parts are hidden."""
+    from probectl.formats import EventFormat, variant_text
+
+    fmt = EventFormat.parse("""name: draw
+ID: 9
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u16 f;\toffset:16;\tsize:2;\tsigned:0;
+\tfield:u32 f__m0_Rect__w;\toffset:18;\tsize:4;\tsigned:0;
+\tfield:u32 f__m0_Rect__h;\toffset:22;\tsize:4;\tsigned:0;
+\tfield:u16 f__m1_Pair__0;\toffset:26;\tsize:2;\tsigned:0;
+\tfield:s64 f__m1_Pair__1;\toffset:28;\tsize:8;\tsigned:1;
+\tfield:u8 f__v2_Dot;\toffset:36;\tsize:1;\tsigned:0;
+\tfield:u64 f__m_Ptr__at;\toffset:37;\tsize:8;\tsigned:0;
+\tfield:u32 p;\toffset:45;\tsize:4;\tsigned:0;
+\tfield:u8 p__v0_None;\toffset:49;\tsize:1;\tsigned:0;
+\tfield:u32 p__m1_Some__0__0;\toffset:50;\tsize:4;\tsigned:0;
+\tfield:u32 p__m1_Some__0__1;\toffset:54;\tsize:4;\tsigned:0;
+
+print fmt: "(%lx) f=%u f__m_Ptr__at=0x%Lx p=%u", REC->__probe_ip, REC->f
+""")
+    assert [f.name for f in fmt.event_fields] == ["__probe_ip", "f", "p"]
+    f, p = fmt.field("f"), fmt.field("p")
+    values = {"f__m0_Rect__w": 3, "f__m0_Rect__h": 4, "f__m1_Pair__0": 7, "f__m1_Pair__1": -9, "f__m_Ptr__at": 4096,
+              "p__m1_Some__0__0": 1, "p__m1_Some__0__1": 2}
+    assert [variant_text(f, tag, values) for tag in (0, 1, 2, 9)] == ["Rect{w:3 h:4}", "Pair(7, -9)", "Dot",
+                                                                      "Ptr{at:0x1000}"]
+    assert variant_text(f, 0, {}) == "Rect{w:? h:?}"
+    assert [variant_text(p, tag, values) for tag in (0, 1)] == ["None", "Some((1, 2))"]
