@@ -360,6 +360,9 @@ class FormatTable:
     fields: list[Union[bytes, VarColumn]]  # (those the reader decodes: all, or its ``fields``)
     thread: Optional[bytes] = None  # with threads: each row's index in them (int32; n: not there)
     tgid: Optional[bytes] = None  # with threads: each row's thread group (int32; the tid: not there)
+    # the hidden fields the composed fields are made from (EventFormat.composed_parts, int64 columns),
+    # when they were all decoded; else empty
+    parts: Sequence[bytes] = ()
 
 
 class EventReader:
@@ -385,6 +388,9 @@ class EventReader:
         streams = list(streams)
         self._bytes = sum(size for _cpu, _buf, _offset, size in streams)
         tables = [(f.id, format_specs(f, layout.long_size)) for f in self.formats]
+        # (per format: how many of the columns decoded are its event fields, the composed parts after them)
+        self._decoded_fields = {f.id: len(f.event_fields) if not fields or f.id not in fields
+                                else sum(k < len(f.event_fields) for k in fields[f.id]) for f in self.formats}
         if fields:
             tables = [(i, tuple(specs[k] for k in fields[i]) if i in fields else specs) for i, specs in tables]
         self._native = _native.Reader(streams, tables, long_size=layout.long_size,
@@ -451,11 +457,12 @@ class EventReader:
             if t is not None:
                 rows, ts, cpu, pid, fields, thread, tgid = t
                 # (a composed field stays a number here, an enum's discriminant or a slice's length;
-                # its parts are left out)
-                fields = fields[:len(fmt.event_fields)]
+                # its parts come apart, for a reader to compose it: analysis/columns.py)
+                count = self._decoded_fields[fmt.id]
+                parts = fields[count:] if len(fields) - count == len(fmt.composed_parts) else []
                 tables.append(FormatTable(fmt, rows, ts, cpu, pid,
-                                          [VarColumn(*f) if isinstance(f, tuple) else f for f in fields],
-                                          thread, tgid))
+                                          [VarColumn(*f) if isinstance(f, tuple) else f for f in fields[:count]],
+                                          thread, tgid, parts))
         return tables
 
     def rows(self, max_events: int = 1 << 16) -> Iterator[tuple[list[tuple], list[Lost]]]:

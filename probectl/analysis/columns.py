@@ -11,8 +11,14 @@ pyarrow earns its place twice: DuckDB scans Arrow tables in place (zero copy, in
 on the decoder's buffers; and it writes Parquet (:mod:`.parquet`).
 
 Every table has the header columns :data:`HEADER` first, then the event's own fields by their format
-names. A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its
-name and the header column is renamed ``common_<name>``, as the kernel names its common fields.
+names. A composed field (a Rust enum, a slice of structs: :mod:`probectl.formats`) is the text script
+shows (``Some(2)``, ``Green``, ``Rect{w:3 h:4}``, ``[{id:101 price:5}]``), made from its hidden parts
+here, a Python string a row as script makes it (:func:`probectl.ringbuf.composed_column`): one type for the column whatever the variant holds (Parquet has no union type, and a struct of
+a member per variant would be mostly nulls), compared and grouped in SQL as it reads
+(``n = 'None'``, ``GROUP BY c``), the variant's name alone ``split_part(n, '(', 1)``.
+
+A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its name
+and the header column is renamed ``common_<name>``, as the kernel names its common fields.
 """
 from __future__ import annotations
 
@@ -25,9 +31,9 @@ import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat, event_matches
+from ..formats import EventFormat, Field, event_matches
 from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
-                       SKIP_TS, FormatTable, VarColumn, format_specs)
+                       SKIP_TS, FormatTable, VarColumn, composed_column, format_specs)
 from ..script import lost_events
 from ..tracedat import TraceFile, open_trace
 from .recording import HEADER, UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
@@ -58,7 +64,7 @@ def event_schema(fmt: EventFormat, long_size: int = 8) -> pa.Schema:
              "comm": pa.dictionary(pa.int32(), pa.string())}
     cols = [pa.field(header_name(fmt, n), t) for n, t in types.items()]
     for f, spec in zip(fmt.event_fields, format_specs(fmt, long_size)):
-        cols.append(pa.field(f.name, field_type(spec)))
+        cols.append(pa.field(f.name, pa.large_string() if f.is_composed else field_type(spec)))
     return pa.schema(cols)
 
 
@@ -108,12 +114,25 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames,
                                                           [None, pa.py_buffer(data)], dictionary=names.names))
         else:
             arrays.append(pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)]))
+    composed = {f.name: f for f in table.format.event_fields if f.is_composed}
     for col, f in zip(table.fields, list(schema)[len(arrays):]):
         if isinstance(col, VarColumn):
             arrays.append(_var_array(col, n, f.type))
+        elif f.name in composed:
+            arrays.append(_composed_array(composed[f.name], col, table))
         else:
             arrays.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _composed_array(f: Field, col: bytes, table: FormatTable) -> pa.Array:
+    """The composed field ``f`` (an enum, a slice of structs) as the text script shows (``Some(2)``,
+    ``Rect{w:3 h:4}``, ``[{id:101 price:5}]``), made from its number and its parts' columns."""
+    def numbers(field: Field, data: bytes) -> memoryview:
+        return memoryview(data).cast("q" if field.signed else "Q")
+
+    parts = {p.name: numbers(p, data) for p, data in zip(table.format.composed_parts, table.parts)}
+    return pa.array(composed_column(f, numbers(f, col), parts), pa.large_string())
 
 
 @dataclass
@@ -139,6 +158,15 @@ def _columns_of(fmt: EventFormat, full: pa.Schema, wanted: Optional[set[str]]) -
     schema = pa.schema([full.field(header_name(fmt, h)) for h in header] +
                        [full.field(len(HEADER) + i) for i in fields])
     return _Columns(header, fields, schema)
+
+
+def _decoded(fmt: EventFormat, fields: list[int]) -> list[int]:
+    """The indexes of the decoder's columns that give ``fields`` of ``fmt``: with a composed field
+    among them, every hidden part after the event fields too (which it is made from)."""
+    if not any(fmt.event_fields[i].is_composed for i in fields):
+        return fields
+    first = len(fmt.event_fields)
+    return fields + list(range(first, first + len(fmt.composed_parts)))
 
 
 @dataclass
@@ -185,7 +213,8 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     names = ThreadNames(trace)
     threads = names.lookup if read & {"comm", "pid"} else None
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
-    reader = trace.reader(formats=formats, fields=None if wanted is None else {i: c.fields for i, c in cols.items()})
+    reader = trace.reader(formats=formats, fields=None if wanted is None else {
+        f.id: _decoded(f, cols[f.id].fields) for f in formats})
     try:
         decoded: Optional[Iterable[tuple[int, list[FormatTable]]]] = None if workers == 0 else reader.slice_tables(
             workers or decode_workers(), threads, slice_bytes=slice_bytes, skip=skip,

@@ -127,7 +127,8 @@ def test_hist_keyed_by_a_go_string_counts_the_programs_words(live_tracefs):
 @pytest.mark.parametrize("language", ["go", "rust"])
 def test_slices_of_structs_are_the_programs_elements(cleanup_group, tmp_path, language):
     """A Go []Item and a Rust &[Item] of 2, 0 and 6 elements: its first 4 elements' members as Go's
-    %+v writes them, "..." after them when it has more, as the programs print them."""
+    %+v writes them, "..." after them when it has more, as the programs print them, in script and in
+    query's column."""
     if language == "go":
         binary = build_go_fixture("go_target")
         probectl("add", "-x", str(binary), f"{GROUP}:spend=main.spend items")
@@ -141,4 +142,8 @@ def test_slices_of_structs_are_the_programs_elements(cleanup_group, tmp_path, la
     shown = words(want[event], "items")
     assert shown[1] == "[]" and shown[2].endswith(" ...]")
     assert [e["items"] for e in got[event]] == shown
+    # query's column (and Parquet's) is the same text
+    rows = json.loads(probectl("query", "-i", str(tmp_path / "strings.dat"), "--json",
+                               f"SELECT items FROM {GROUP}.{event} ORDER BY ts").stdout)
+    assert [r["items"] for r in rows] == shown
 
