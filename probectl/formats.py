@@ -250,9 +250,9 @@ def _number(value: Any, in_hex: bool) -> str:
     return "?" if not isinstance(value, int) else hex(value) if in_hex else str(value)
 
 
-def _held(values: list[tuple[tuple[str, ...], str]]) -> str:
-    """The scalars a variant holds, by their paths, as Rust writes a tuple (``(1, 2)``, ``((1, 2))``)
-    and as script writes a struct (``{w:3 h:4}``)."""
+def _held(values: list[tuple[tuple[str, ...], str]], tuples: bool = True) -> str:
+    """The scalars a variant holds (or an element of a slice), by their paths, as Rust writes a tuple
+    (``(1, 2)``, ``((1, 2))``; not with ``tuples`` off) and as script writes a struct (``{w:3 h:4}``)."""
     names: list[str] = []
     inner: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     for path, text in values:
@@ -260,8 +260,8 @@ def _held(values: list[tuple[tuple[str, ...], str]]) -> str:
             names.append(path[0])
             inner[path[0]] = []
         inner[path[0]].append((path[1:], text))
-    shown = {n: inner[n][0][1] if not inner[n][0][0] else _held(inner[n]) for n in names}
-    if all(n.isdigit() for n in names):
+    shown = {n: inner[n][0][1] if not inner[n][0][0] else _held(inner[n], tuples) for n in names}
+    if tuples and all(n.isdigit() for n in names):
         return "(" + ", ".join(shown.values()) + ")"
     return "{" + " ".join(f"{n}:{t}" for n, t in shown.items()) + "}"
 
@@ -286,12 +286,10 @@ def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
     shown = sorted({p.index for p in field.elements})
     items = []
     for i in shown[:max(0, length)]:
-        members = []
-        for p in field.elements:
-            if p.index == i:
-                v = values.get(p.field)
-                members.append(f"{p.member}:{'?' if not isinstance(v, int) else hex(v) if p.hex else v}")
-        items.append("{" + " ".join(members) + "}")
+        # (a member of a struct member is named member__inner: {id:1 item:{sku:2}})
+        items.append(_held([(tuple(p.member.split("__")) if all(p.member.split("__")) else (p.member,),
+                             _number(values.get(p.field), p.hex)) for p in field.elements if p.index == i],
+                           tuples=False))
     if length > len(shown):
         items.append("...")
     return "[" + " ".join(items) + "]"

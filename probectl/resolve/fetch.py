@@ -519,29 +519,50 @@ def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tupl
     return shape
 
 
-# A slice of structs: the scalar members of its first elements, each an argument of its own.
+# A slice of structs: the scalar members of its first elements, each an argument of its own (those of
+# a struct member too, NAME__e<i>_<member>__<inner>).
 STRUCT_ELEMENTS = 4
 MAX_ELEMENT_MEMBERS = 4
-MAX_MEMBER_NAME = 12
+MAX_MEMBER_NAME = 16
 
 
 def _element_members(model: TypeModel, element) -> list[tuple[str, int, Any]]:
     """(name, offset, type) of the scalar members of a struct element (integers and pointers of 1, 2,
-    4 or 8 bytes, not bitfields), the first ``MAX_ELEMENT_MEMBERS``; [] when it is no struct, has none,
-    or a member's name is too long for an argument's."""
+    4 or 8 bytes, not bitfields), and of its members that are structs of such scalars (named
+    ``member__inner``), the first ``MAX_ELEMENT_MEMBERS``; [] when it is no struct, has none, or a
+    member's name is too long for an argument's."""
+    def members(agg) -> list[tuple[str, int, Any, Any]]:
+        """(name, offset, type, stripped type) of the members of ``agg``, the stripped type None for a
+        bitfield's or a member of no type."""
+        out = []
+        for name in model.member_names(agg):
+            member = model.member(agg, name)
+            if member is not None:
+                t = model.strip(member.type) if member.bitfield is None else None
+                out.append((name, member.offset, member.type, t))
+        return out
+
+    def fits(name: str) -> bool:
+        return len(name) <= MAX_MEMBER_NAME and name.isascii() and name.replace("_", "a").isalnum()
+
+    def scalar(t) -> bool:
+        return t is not None and model.kind(t) in (SCALAR_KIND, POINTER_KIND) and model.byte_size(t) in (1, 2, 4, 8)
+
     if model.kind(element) != AGGREGATE_KIND or not model.byte_size(element):
         return []
-    out = []
-    for name in model.member_names(element):
-        member = model.member(element, name)
-        t = model.strip(member.type) if member is not None else None
-        if member is None or t is None or member.bitfield is not None or model.kind(t) not in (SCALAR_KIND,
-                                                                                               POINTER_KIND):
+    out: list[tuple[str, int, Any]] = []
+    for name, offset, declared, t in members(element):
+        if t is None:
             continue
-        if model.byte_size(t) not in (1, 2, 4, 8) or len(name) > MAX_MEMBER_NAME or not name.isascii() \
-                or not name.replace("_", "a").isalnum():
-            return []
-        out.append((name, member.offset, member.type))
+        if model.kind(t) in (SCALAR_KIND, POINTER_KIND):
+            if not scalar(t) or not fits(name):
+                return []
+            out.append((name, offset, declared))
+        elif model.kind(t) == AGGREGATE_KIND and _PART_WORD.fullmatch(name):
+            inner = members(t)
+            if inner and all(scalar(u) and _PART_WORD.fullmatch(n) for n, _, _, u in inner) \
+                    and all(fits(f"{name}__{n}") for n, _, _, _ in inner):
+                out.extend((f"{name}__{n}", offset + o, d) for n, o, d, _ in inner)
     return out[:MAX_ELEMENT_MEMBERS]
 
 
