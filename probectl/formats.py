@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 from .dataclass import dataclass, replace
 from .errors import FormatError
@@ -231,39 +231,68 @@ def variant_name(field: Field, tag: Any) -> Any:
 
 
 def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
-    """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name`` or ``Name(payload)``
-    (``payloads``: the values of its payload fields by name), the number itself when no variant has
-    it, None when the value was not read."""
+    """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name``, ``Name(payload)``
+    or ``Name{w:3 h:4}`` (``payloads``: the values of its payload fields by name), the number itself
+    when no variant has it, None when the value was not read."""
     if not isinstance(tag, int):
         return tag
     chosen = _variant(field, tag)
     if chosen is None:
         return str(tag)
+    return "".join(p if isinstance(p, str) else _number(payloads.get(p[0]), p[1]) for p in variant_pieces(chosen))
+
+
+# A piece of a composed value's text: text as it is, or (field, in hex): the number of that field.
+Piece = Union[str, tuple[str, bool]]
+
+
+def variant_pieces(chosen: VariantPart) -> list[Piece]:
+    """The text of a value of the variant ``chosen``, in pieces: its name, the punctuation around
+    what it holds and the fields holding it (``["Rect{w:", ("f__m0_Rect__w", False), " h:", ...]``);
+    the one description of that text, which :func:`variant_text` fills a value at a time and
+    :mod:`probectl.analysis.columns` a column at a time."""
     if chosen.members:
-        return chosen.name + _held([(path, _number(payloads.get(field), hex_)) for path, field, hex_ in chosen.members])
+        name: list[Piece] = [chosen.name]
+        return _joined(name + _held([(path, (field, hex_)) for path, field, hex_ in chosen.members]))
     if chosen.payload is None:
-        return chosen.name
-    return f"{chosen.name}({_number(payloads.get(chosen.payload), chosen.hex)})"
+        return [chosen.name]
+    return [chosen.name + "(", (chosen.payload, chosen.hex), ")"]
 
 
 def _number(value: Any, in_hex: bool) -> str:
     return "?" if not isinstance(value, int) else hex(value) if in_hex else str(value)
 
 
-def _held(values: list[tuple[tuple[str, ...], str]], tuples: bool = True) -> str:
+def _joined(pieces: list[Piece]) -> list[Piece]:
+    """``pieces`` with each run of texts joined into one."""
+    out: list[Piece] = []
+    for p in pieces:
+        if isinstance(p, str) and out and isinstance(out[-1], str):
+            out[-1] += p
+        else:
+            out.append(p)
+    return out
+
+
+def _held(values: list[tuple[tuple[str, ...], Piece]], tuples: bool = True) -> list[Piece]:
     """The scalars a variant holds (or an element of a slice), by their paths, as Rust writes a tuple
     (``(1, 2)``, ``((1, 2))``; not with ``tuples`` off) and as script writes a struct (``{w:3 h:4}``)."""
     names: list[str] = []
-    inner: dict[str, list[tuple[tuple[str, ...], str]]] = {}
-    for path, text in values:
+    inner: dict[str, list[tuple[tuple[str, ...], Piece]]] = {}
+    for path, piece in values:
         if path[0] not in inner:
             names.append(path[0])
             inner[path[0]] = []
-        inner[path[0]].append((path[1:], text))
-    shown = {n: inner[n][0][1] if not inner[n][0][0] else _held(inner[n], tuples) for n in names}
+        inner[path[0]].append((path[1:], piece))
+    shown = {n: [inner[n][0][1]] if not inner[n][0][0] else _held(inner[n], tuples) for n in names}
+    out: list[Piece] = []
     if tuples and all(n.isdigit() for n in names):
-        return "(" + ", ".join(shown.values()) + ")"
-    return "{" + " ".join(f"{n}:{t}" for n, t in shown.items()) + "}"
+        for i, pieces in enumerate(shown.values()):
+            out += [", " if i else "("] + pieces
+        return out + [")"]
+    for i, (n, pieces) in enumerate(shown.items()):
+        out += [f"{' ' if i else '{'}{n}:"] + pieces
+    return out + ["}"]
 
 
 @dataclass(frozen=True)
@@ -287,9 +316,9 @@ def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
     items = []
     for i in shown[:max(0, length)]:
         # (a member of a struct member is named member__inner: {id:1 item:{sku:2}})
-        items.append(_held([(tuple(p.member.split("__")) if all(p.member.split("__")) else (p.member,),
-                             _number(values.get(p.field), p.hex)) for p in field.elements if p.index == i],
-                           tuples=False))
+        items.append("".join(str(p) for p in _held([
+            (tuple(p.member.split("__")) if all(p.member.split("__")) else (p.member,),
+             _number(values.get(p.field), p.hex)) for p in field.elements if p.index == i], tuples=False)))
     if length > len(shown):
         items.append("...")
     return "[" + " ".join(items) + "]"

@@ -111,3 +111,52 @@ print fmt: "(%lx) f=%u f__m_Ptr__at=0x%Lx p=%u", REC->__probe_ip, REC->f
                                                                       "Ptr{at:0x1000}"]
     assert variant_text(f, 0, {}) == "Rect{w:? h:?}"
     assert [variant_text(p, tag, values) for tag in (0, 1)] == ["None", "Some((1, 2))"]
+
+
+def test_query_columns_of_enums_equal_the_text_script_shows():
+    """query's and Parquet's enum columns are made by Arrow's kernels a column at a time: equal, row by
+    row, to formats.variant_text (script's), for variants holding several values (a signed one among
+    them), a niche's variant of every other value holding one, a C-like enum and a discriminant no
+    variant has (its number); a payload shown in hex is left to the row path (None)."""
+    import random
+
+    import pyarrow as pa
+
+    from probectl.analysis.columns import variant_array
+    from probectl.formats import EventFormat, variant_text
+
+    fmt = EventFormat.parse("""name: draw
+ID: 9
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:u16 f;\toffset:8;\tsize:2;\tsigned:0;
+\tfield:u32 f__m0_Rect__w;\toffset:10;\tsize:4;\tsigned:0;
+\tfield:u32 f__m0_Rect__h;\toffset:14;\tsize:4;\tsigned:0;
+\tfield:s64 f__m1_Pair__1;\toffset:18;\tsize:8;\tsigned:1;
+\tfield:u8 f__v2_Dot;\toffset:26;\tsize:1;\tsigned:0;
+\tfield:u8 n;\toffset:27;\tsize:1;\tsigned:0;
+\tfield:u8 n__p_Set;\toffset:28;\tsize:1;\tsigned:0;
+\tfield:u8 n__v2_Unset;\toffset:29;\tsize:1;\tsigned:0;
+\tfield:u8 k;\toffset:30;\tsize:1;\tsigned:0;
+\tfield:u8 k__v0_Red;\toffset:31;\tsize:1;\tsigned:0;
+\tfield:u8 k__v5_Green;\toffset:32;\tsize:1;\tsigned:0;
+\tfield:u64 r;\toffset:33;\tsize:8;\tsigned:0;
+\tfield:u8 r__v0_None;\toffset:41;\tsize:1;\tsigned:0;
+\tfield:u64 r__p_Some;\toffset:42;\tsize:8;\tsigned:0;
+
+print fmt: "f=%u r__p_Some=0x%Lx", REC->f
+""")
+    rng = random.Random(7)
+    rows = 500
+    parts = {p.name: [rng.randrange(-9, 9) if p.signed else rng.randrange(300) for _ in range(rows)]
+             for p in fmt.composed_parts}
+    arrays = {n: pa.array(v, pa.int64() if min(v) < 0 else pa.uint64()) for n, v in parts.items()}
+    for name, tags, shown in (("f", range(4), {"Rect", "Pair", "Dot", "3"}), ("n", range(4), {"Set", "Unset"}),
+                              ("k", (0, 5, 6, 99), {"Red", "Green", "6", "99"})):
+        field = fmt.field(name)
+        column = [rng.choice(tags) for _ in range(rows)]
+        want = [variant_text(field, t, {n: v[i] for n, v in parts.items()}) for i, t in enumerate(column)]
+        assert {w.split("(")[0].split("{")[0] for w in want} == shown
+        got = variant_array(field, pa.array(column, pa.uint64()), arrays)
+        assert got is not None and got.to_pylist() == want
+    assert variant_array(fmt.field("r"), pa.array([0, 4096], pa.uint64()), arrays) is None
