@@ -13,9 +13,11 @@ on the decoder's buffers; and it writes Parquet (:mod:`.parquet`).
 Every table has the header columns :data:`HEADER` first, then the event's own fields by their format
 names. A composed field (a Rust enum, a slice of structs: :mod:`probectl.formats`) is the text script
 shows (``Some(2)``, ``Green``, ``Rect{w:3 h:4}``, ``[{id:101 price:5}]``), made from its hidden parts
-here, a Python string a row as script makes it (:func:`probectl.ringbuf.composed_column`): one type for the column whatever the variant holds (Parquet has no union type, and a struct of
-a member per variant would be mostly nulls), compared and grouped in SQL as it reads
-(``n = 'None'``, ``GROUP BY c``), the variant's name alone ``split_part(n, '(', 1)``.
+here (an enum's by Arrow's kernels, :func:`variant_array`; the rest a row at a time, as script makes
+it: :func:`probectl.ringbuf.composed_column`): one type for the column whatever the variant holds
+(Parquet has no union type, and a struct of a member per variant would be mostly nulls), compared and
+grouped in SQL as it reads (``n = 'None'``, ``GROUP BY c``), the variant's name alone
+``split_part(n, '(', 1)``.
 
 A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its name
 and the header column is renamed ``common_<name>``, as the kernel names its common fields.
