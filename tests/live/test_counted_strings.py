@@ -149,12 +149,19 @@ def test_slices_of_structs_are_the_programs_elements(cleanup_group, tmp_path, la
 
 
 @pytest.mark.root
-def test_a_struct_in_a_slices_elements_is_its_members(cleanup_group, tmp_path):
-    """A Rust &[Order] whose Order holds an Item: each element's id and its item's members, nested as
-    the program prints them ({id:1 item:{id:201 price:0}}), in script and in query's column."""
-    binary = build_rust_fixture("rust_shop")
-    probectl("add", "-x", str(binary), f"{GROUP}:ship=rust_shop::shop::ship orders")
-    want, got = record(tmp_path, binary)
+@pytest.mark.parametrize("language", ["go", "rust"])
+def test_a_struct_in_a_slices_elements_is_its_members(cleanup_group, tmp_path, language):
+    """A Go []Order and a Rust &[Order] whose Order holds an Item: each element's id and its item's
+    members, nested as the programs print them ({id:1 item:{id:201 price:0}}), in script and in
+    query's column."""
+    if language == "go":
+        binary = build_go_fixture("go_target")
+        probectl("add", "-x", str(binary), f"{GROUP}:ship=main.ship orders")
+        want, got = record(tmp_path, binary, "10")
+    else:
+        binary = build_rust_fixture("rust_shop")
+        probectl("add", "-x", str(binary), f"{GROUP}:ship=rust_shop::shop::ship orders")
+        want, got = record(tmp_path, binary)
     shown = words(want["ship"], "orders")
     assert shown[0].startswith("[{id:1 item:{id:201 price:0}} ") and shown[1].endswith(" ...]")
     assert [e["orders"] for e in got["ship"]] == shown
