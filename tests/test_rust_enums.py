@@ -117,7 +117,7 @@ def test_query_columns_of_enums_equal_the_text_script_shows():
     """query's and Parquet's enum columns are made by Arrow's kernels a column at a time: equal, row by
     row, to formats.variant_text (script's), for variants holding several values (a signed one among
     them), a niche's variant of every other value holding one, a C-like enum and a discriminant no
-    variant has (its number); a payload shown in hex is left to the row path (None)."""
+    variant has (its number), a niche's pointer in hex."""
     import random
 
     import pyarrow as pa
@@ -159,4 +159,6 @@ print fmt: "f=%u r__p_Some=0x%Lx", REC->f
         assert {w.split("(")[0].split("{")[0] for w in want} == shown
         got = variant_array(field, pa.array(column, pa.uint64()), arrays)
         assert got is not None and got.to_pylist() == want
-    assert variant_array(fmt.field("r"), pa.array([0, 4096], pa.uint64()), arrays) is None
+    r = variant_array(fmt.field("r"), pa.array([0, 4096, 1], pa.uint64()),
+                      {"r__p_Some": pa.array([0, 0x7ffd25a137b8, 1], pa.uint64())})
+    assert r.to_pylist() == ["None", "Some(0x7ffd25a137b8)", "Some(0x1)"]

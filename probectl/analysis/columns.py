@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat, Field, event_matches, variant_pieces
+from ..formats import EventFormat, Field, Piece, event_matches, variant_pieces
 from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
                        SKIP_TS, FormatTable, VarColumn, composed_column, format_specs)
 from ..script import lost_events
@@ -130,16 +130,15 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames,
 def _composed_array(f: Field, col: bytes, table: FormatTable) -> pa.Array:
     """The composed field ``f`` (an enum, a slice of structs) as the text script shows (``Some(2)``,
     ``Rect{w:3 h:4}``, ``[{id:101 price:5}]``), made from its number and its parts' columns: an
-    enum's by Arrow's kernels (:func:`variant_array`), the rest a row at a time, as script makes it."""
+    enum's by Arrow's kernels (:func:`variant_array`), a slice of structs' a row at a time, as script
+    makes it."""
     def numbers(field: Field, data: bytes) -> pa.Array:
         return pa.Array.from_buffers(pa.int64() if field.signed else pa.uint64(), table.rows,
                                      [None, pa.py_buffer(data)])
 
     parts = {p.name: numbers(p, data) for p, data in zip(table.format.composed_parts, table.parts)}
     if f.variants and len(parts) == len(table.format.composed_parts):
-        made = variant_array(f, numbers(f, col), parts)
-        if made is not None:
-            return made
+        return variant_array(f, numbers(f, col), parts)
     def row_numbers(field: Field, data: bytes) -> memoryview:
         return memoryview(data).cast("q" if field.signed else "Q")
 
@@ -147,20 +146,25 @@ def _composed_array(f: Field, col: bytes, table: FormatTable) -> pa.Array:
         table.format.composed_parts, table.parts)}), pa.large_string())
 
 
-def variant_array(f: Field, tags: pa.Array, parts: Mapping[str, pa.Array]) -> Optional[pa.Array]:
+def variant_array(f: Field, tags: pa.Array, parts: Mapping[str, pa.Array]) -> pa.Array:
     """The texts of the enum ``f`` for a column of its discriminants, as :func:`probectl.formats.variant_text`
     writes each (from the same :func:`~probectl.formats.variant_pieces`), by Arrow's compute kernels:
-    no Python object per row. The names of the variants that hold nothing are taken by the index of
-    the discriminant's value; the text of each other variant is made from its rows alone and put in
-    their places. None when a variant's value prints in hex, which Arrow does not write."""
+    no Python object per row, but for a value shown in hex (a pointer: Arrow writes no hex). The names
+    of the variants that hold nothing are taken by the index of the discriminant's value; the text of
+    each other variant is made from its rows alone and put in their places."""
     import pyarrow.compute as pc
 
     text = pa.large_string()
+
+    def shown(piece: Piece, rows: pa.Array) -> Any:
+        if isinstance(piece, str):
+            return pa.scalar(piece, text)
+        values = pc.filter(parts[piece[0]], rows)
+        return pa.array([hex(v) for v in values.to_pylist()], text) if piece[1] else pc.cast(values, text)
+
     chosen = {v.value: v for v in reversed(f.variants) if v.value is not None}  # (the first of a value)
     other = next((v for v in f.variants if v.value is None), None)  # (the variant of every other value)
     held = [v for v in [*chosen.values(), other] if v is not None and v.payload_fields]
-    if any(not isinstance(p, str) and p[1] for v in held for p in variant_pieces(v)):
-        return None
     named = [v for v in chosen.values() if not v.payload_fields]
     out = pc.take(pa.array([v.name for v in named], text),
                   pc.index_in(tags, value_set=pa.array([v.value for v in named], tags.type)))
@@ -168,8 +172,7 @@ def variant_array(f: Field, tags: pa.Array, parts: Mapping[str, pa.Array]) -> Op
     for v in held:
         rows = pc.equal(tags, pa.scalar(v.value, tags.type)) if v.value is not None \
             else pc.invert(pc.is_in(tags, value_set=listed))
-        made = [pa.scalar(p, text) if isinstance(p, str) else pc.cast(pc.filter(parts[p[0]], rows), text)
-                for p in variant_pieces(v)]
+        made = [shown(p, rows) for p in variant_pieces(v)]
         out = pc.replace_with_mask(out, rows, pc.binary_join_element_wise(*made, pa.scalar("", text)))
     if other is None or not other.payload_fields:
         # (the values no variant has: the number itself, or the name of the variant of every other value)
