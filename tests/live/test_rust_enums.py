@@ -1,16 +1,17 @@
 """Rust enums recorded live and read back everywhere as the program printed them (fixtures/rust_enums.rs
 prints EXPECT lines): variants holding several values (Rect{w:3 h:4}, Pair(7, -9), Some((1, 2))), a
 C-like enum of 20 variants, in script's text and JSON, the API, query's SQL columns and the Parquet
-datasets; hist counts them by their variants' names. (Enums of one value, hist by variant: tests/live/test_rust_names.py; the definitions and
+datasets; hist counts them by their variants' names; trace-cmd reads the recording. (Enums of one value, hist by variant: tests/live/test_rust_names.py; the definitions and
 the refusals: tests/test_rust_enums.py.)"""
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
-from tests.helpers import build_rust_fixture, probectl
+from tests.helpers import build_rust_fixture, probectl, require_tool
 from tests.live.test_live_uprobes import expect_lines
 
 GROUP = f"penum{os.getpid()}"
@@ -46,6 +47,11 @@ def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tm
     assert [{k: e.fields[k] for k in "fpk"} for e in api.read_trace(str(out))] == expected
     text = probectl("script", "-i", str(out)).stdout
     assert "f=Rect{w:3 h:4} p=Some((1, 2)) k=K17" in text and "__m" not in text and "__v" not in text
+
+    # trace-cmd reads the recording: the parts are plain fields to it
+    report = subprocess.run([require_tool("trace-cmd", "trace-cmd"), "report", str(out)], capture_output=True,
+                            text=True, check=True).stdout
+    assert sum(" f__m0_Rect__w=3 f__m0_Rect__h=4 " in line for line in report.splitlines()) == 1
 
     # hist of the recording: keyed by the variant's name, whatever it holds
     table = json.loads(probectl("hist", "-i", str(out), f"{GROUP}:draw", "--key", "f", "--json").stdout)
