@@ -194,6 +194,11 @@ def string_part_name(name: str, role: str, variant: str = "", value: Optional[in
     return name + STRING_PART_SUFFIXES[role]
 
 
+def is_variant_part(suffix: str) -> bool:
+    """``suffix`` (what follows an argument's name in another's) names a part of an enum shown by variant."""
+    return _VARIANT_PART.fullmatch(suffix) is not None
+
+
 @dataclass(frozen=True)
 class VariantPart:
     """One variant of an enum field: its ``name``, the discriminant ``value`` selecting it (None: any

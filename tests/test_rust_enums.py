@@ -62,7 +62,19 @@ def test_several_enums_past_the_kernels_arguments_are_refused_by_its_rule(renums
     kernel's rule on an event's arguments refuses the definition and says what to do."""
     err = fails("add", "-D", "-x", str(renums), "rust_enums::shapes::draw:1 " + " ".join(
         f"f{i}=f p{i}=p k{i}=k" for i in range(7)))
-    assert "arguments; the kernel takes at most 128" in err and "Hint: split them over several events" in err
+    assert "arguments; the kernel takes at most 128" in err
+    assert "Hint: split them over several events; the enum k0 takes 21 arguments, one a variant: cast it (:u8) " \
+           "to read it as a number" in err
+
+
+def test_an_enum_of_more_names_than_a_definition_line_holds_is_refused(renums):
+    """120 variants named AVeryLongVariant0000..0119 fit the 128 arguments but not the kernel's line
+    of 4094 characters: refused by the kernel's rule, the hint naming the enum and its cast."""
+    run = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::wide w", check=False)
+    err = run.stderr  # (after perf's warning on a program built without optimization)
+    assert run.returncode == 1 and "Traceback" not in err and "\nError: " in err
+    assert "characters long; the kernel takes lines of at most 4094" in err
+    assert "the enum w takes 121 arguments, one a variant: cast it (:u8) to read it as a number" in err
 
 
 def test_rustc_describes_a_niche_of_two_variants_by_values_not_ranges(renums):
