@@ -28,12 +28,12 @@ import re
 from typing import Any, Optional
 
 from .. import spec as S
-from ..spec.tree import MAX_PROBE_ARGS
 from ..dataclass import dataclass
 from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Slice, Value
 from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
                                    Bitfield, TypeModel, Variants)
 from ..errors import LocationError, TypeMismatchError, ValueTooWideError
+from ..spec.tree import MAX_PROBE_ARGS
 from .fetchresult import FetchResult, StringPart, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
 
@@ -442,7 +442,7 @@ def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str
                                     f"name (at most {MAX_VARIANT_NAME} letters, digits and single '_')", hint=hint)
         for path, _offset, _type in v.members:
             text = "__".join(path)
-            if len(text) > MAX_MEMBER_PATH or not all(_PART_WORD.fullmatch(p) and p.isascii() for p in path):
+            if len(text) > MAX_MEMBER_PATH or not all(_PART_WORD.fullmatch(p) for p in path):
                 raise TypeMismatchError(f"{what}: variant {v.name} holds {'.'.join(path)}, whose name does not fit "
                                         f"a probe argument's (at most {MAX_MEMBER_PATH} letters, digits and "
                                         f"single '_')", hint=hint)
