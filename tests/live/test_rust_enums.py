@@ -28,12 +28,14 @@ def unquoted(calls: list[dict[str, str]], key: str) -> list[str]:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("mangling", ["legacy", "v0"])
-def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tmp_path, mangling):
+@pytest.mark.parametrize("mangling, opt", [("legacy", "0"), ("v0", "0"), ("legacy", "2")])
+def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tmp_path, mangling, opt):
+    """(At -O2 f and p arrive by reference in registers, k in a register.)"""
     import probectl as api
 
-    binary = build_rust_fixture("rust_enums", mangling=mangling)
-    # (at the function's first line: at its entry, past the prologue, p is not yet where DWARF says)
+    binary = build_rust_fixture("rust_enums", opt=opt, mangling=mangling)
+    # (at the function's first line: unoptimised, at its entry past the prologue p is not yet where
+    # DWARF says)
     probectl("add", "-x", str(binary), f"{GROUP}:draw=rust_enums::shapes::draw:1 f p k")
     out = tmp_path / "enums.dat"
     run = probectl("record", "-e", f"{GROUP}:*", "-o", str(out), "--", str(binary))
