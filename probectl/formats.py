@@ -172,8 +172,8 @@ def _parse_field_line(line: str, lineno: int) -> Field:
 
 
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head"}
-VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "member": "__m", "element": "__e"}
-_VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)"
+VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "name": "__n", "member": "__m", "element": "__e"}
+_VARIANT_PART = re.compile(r"__(?P<kind>[vpn])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)"
                            r"|__m(?P<mvalue>[0-9a-f]*)_(?P<mvariant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*)__"
                            r"(?P<member>[A-Za-z0-9]+(?:_{1,2}[A-Za-z0-9]+)*)")
 _ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
@@ -183,7 +183,8 @@ def string_part_name(name: str, role: str, variant: str = "", value: Optional[in
     """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
     or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds; "member":
     ``member``, one of several scalars it holds, its path's names joined by ``__``), selected by the
-    discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
+    discriminant's ``value`` (unsigned; None: by every value no other variant has), or a name of the
+    C-like enum the payload before it is, by its ``value`` ("name": a marker), or member
     ``variant`` of element ``value`` of the slice of structs ``name`` ("element")."""
     if role == "element":
         return f"{name}__e{value}_{variant}"
@@ -211,6 +212,8 @@ class VariantPart:
     hex: bool = False
     # the scalars of a variant that holds several: (path of member names, field, in hex)
     members: tuple[tuple[tuple[str, ...], str, bool], ...] = ()
+    # the payload's names when it is a C-like enum (Some(Green)): (value, name)
+    names: tuple[tuple[int, str], ...] = ()
 
     @property
     def payload_fields(self) -> tuple[str, ...]:
@@ -244,11 +247,13 @@ def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
     chosen = _variant(field, tag)
     if chosen is None:
         return str(tag)
-    return "".join(p if isinstance(p, str) else _number(payloads.get(p[0]), p[1]) for p in variant_pieces(chosen))
+    return "".join(p if isinstance(p, str) else _number(payloads.get(p[0]), p[1], p[2])
+                   for p in variant_pieces(chosen))
 
 
-# A piece of a composed value's text: text as it is, or (field, in hex): the number of that field.
-Piece = Union[str, tuple[str, bool]]
+# A piece of a composed value's text: text as it is, or (field, in hex, names): the number of that
+# field, or its name when it is a C-like enum's value ((value, name) of each).
+Piece = Union[str, tuple[str, bool, tuple[tuple[int, str], ...]]]
 
 
 def variant_pieces(chosen: VariantPart) -> list[Piece]:
@@ -258,14 +263,16 @@ def variant_pieces(chosen: VariantPart) -> list[Piece]:
     :mod:`probectl.analysis.columns` a column at a time."""
     if chosen.members:
         name: list[Piece] = [chosen.name]
-        return _joined(name + _held([(path, (field, hex_)) for path, field, hex_ in chosen.members]))
+        return _joined(name + _held([(path, (field, hex_, ())) for path, field, hex_ in chosen.members]))
     if chosen.payload is None:
         return [chosen.name]
-    return [chosen.name + "(", (chosen.payload, chosen.hex), ")"]
+    return [chosen.name + "(", (chosen.payload, chosen.hex, chosen.names), ")"]
 
 
-def _number(value: Any, in_hex: bool) -> str:
-    return "?" if not isinstance(value, int) else hex(value) if in_hex else str(value)
+def _number(value: Any, in_hex: bool, names: tuple[tuple[int, str], ...] = ()) -> str:
+    if not isinstance(value, int):
+        return "?"
+    return next((n for v, n in names if v == value), None) or (hex(value) if in_hex else str(value))
 
 
 def _joined(pieces: list[Piece]) -> list[Piece]:
@@ -351,6 +358,13 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
             m = _VARIANT_PART.fullmatch(rest) if not elements else None
             if m is None:
                 break
+            if m.group("kind") == "n":  # (a name of the C-like enum the payload before it is)
+                last = variants[-1] if variants else None
+                if last is None or last.payload is None or not m.group("value") or part.size != 1:
+                    break
+                variants[-1] = replace(last, names=last.names + ((int(m.group("value"), 16), m.group("variant")),))
+                out[i] = replace(part, is_string_part=True)
+                continue
             held = m.group("kind") != "v"
             if held and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
                 break

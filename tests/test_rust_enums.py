@@ -81,13 +81,17 @@ def test_rustc_describes_a_niche_of_two_variants_by_values_not_ranges(renums):
     """Niche::Set(Level) keeps Unset and Gone in the values Level does not use (2 and 3): Debian's
     rustc (LLVM) gives each its DW_AT_discr_value and the dataful variant none; it writes no
     DW_AT_discr_list (a variant chosen by ranges) anywhere in the program, the standard library's
-    enums included, so probectl has none to read."""
+    enums included, so probectl has none to read. Set's Level (and an Option<Level>'s) is named by
+    markers after it."""
     readelf = shutil.which("readelf") or missing("readelf (binutils) is not installed")
     info = subprocess.run([readelf, "--debug-dump=info", str(renums)], capture_output=True, text=True,
                           check=True).stdout
     assert "DW_TAG_variant_part" in info and "DW_AT_discr_list" not in info
-    out = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::niche n").stdout.split()
-    assert [a.split("=", 1)[0] for a in out[2:]] == ["n", "n__p_Set", "n__v2_Unset", "n__v3_Gone"]
+    out = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::niche n o").stdout.split()
+    # (Set and Some hold a C-like enum: its names follow, by value)
+    assert [a.split("=", 1)[0] for a in out[2:]] == ["n", "n__p_Set", "n__n0_Low", "n__n1_High", "n__v2_Unset",
+                                                     "n__v3_Gone", "o", "o__v2_None", "o__p_Some", "o__n0_Low",
+                                                     "o__n1_High"]
 
 
 def test_a_variant_of_several_values_decodes_as_rust_and_script_write_them():
@@ -128,8 +132,8 @@ print fmt: "(%lx) f=%u f__m_Ptr__at=0x%Lx p=%u", REC->__probe_ip, REC->f
 def test_query_columns_of_enums_equal_the_text_script_shows():
     """query's and Parquet's enum columns are made by Arrow's kernels a column at a time: equal, row by
     row, to formats.variant_text (script's), for variants holding several values (a signed one among
-    them), a niche's variant of every other value holding one, a C-like enum and a discriminant no
-    variant has (its number), a niche's pointer in hex."""
+    them), a niche's variant of every other value holding one (a C-like enum's value: named), a C-like
+    enum and a discriminant no variant has (its number), a niche's pointer in hex."""
     import random
 
     import pyarrow as pa
@@ -148,6 +152,7 @@ format:
 \tfield:u8 f__v2_Dot;\toffset:26;\tsize:1;\tsigned:0;
 \tfield:u8 n;\toffset:27;\tsize:1;\tsigned:0;
 \tfield:u8 n__p_Set;\toffset:28;\tsize:1;\tsigned:0;
+\tfield:u8 n__n0_Low;\toffset:29;\tsize:1;\tsigned:0;
 \tfield:u8 n__v2_Unset;\toffset:29;\tsize:1;\tsigned:0;
 \tfield:u8 k;\toffset:30;\tsize:1;\tsigned:0;
 \tfield:u8 k__v0_Red;\toffset:31;\tsize:1;\tsigned:0;
@@ -171,6 +176,10 @@ print fmt: "f=%u r__p_Some=0x%Lx", REC->f
         assert {w.split("(")[0].split("{")[0] for w in want} == shown
         got = variant_array(field, pa.array(column, pa.uint64()), arrays)
         assert got is not None and got.to_pylist() == want
+    n = fmt.field("n")  # (Set holds a C-like enum: Set(Low) for its 0, the number for a value of no name)
+    assert [variant_text(n, 0, {"n__p_Set": v}) for v in (0, 1)] == ["Set(Low)", "Set(1)"]
+    assert variant_array(n, pa.array([0, 0, 2], pa.uint64()), {"n__p_Set": pa.array([0, 1, 0], pa.uint64())}
+                         ).to_pylist() == ["Set(Low)", "Set(1)", "Unset"]
     r = variant_array(fmt.field("r"), pa.array([0, 4096, 1], pa.uint64()),
                       {"r__p_Some": pa.array([0, 0x7ffd25a137b8, 1], pa.uint64())})
     assert r.to_pylist() == ["None", "Some(0x7ffd25a137b8)", "Some(0x1)"]

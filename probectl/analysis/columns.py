@@ -159,8 +159,14 @@ def variant_array(f: Field, tags: pa.Array, parts: Mapping[str, pa.Array]) -> pa
     def shown(piece: Piece, rows: pa.Array) -> Any:
         if isinstance(piece, str):
             return pa.scalar(piece, text)
-        values = pc.filter(parts[piece[0]], rows)
-        return pa.array([hex(v) for v in values.to_pylist()], text) if piece[1] else pc.cast(values, text)
+        field, in_hex, names = piece
+        values = pc.filter(parts[field], rows)
+        numbers = pa.array([hex(v) for v in values.to_pylist()], text) if in_hex else pc.cast(values, text)
+        if not names:
+            return numbers
+        named = pc.take(pa.array([n for _, n in names], text),
+                        pc.index_in(values, value_set=pa.array([v for v, _ in names], values.type)))
+        return pc.coalesce(named, numbers)
 
     chosen = {v.value: v for v in reversed(f.variants) if v.value is not None}  # (the first of a value)
     other = next((v for v in f.variants if v.value is None), None)  # (the variant of every other value)

@@ -142,7 +142,8 @@ def _fewer_arguments(args: tuple[FetchArg, ...], hint: str) -> str:
         return hint
     name = max(enums, key=lambda e: enums[e])
     kind = next(a.type for a in args if a.name == name)
-    return f"{hint}; the enum {name} takes {enums[name]} arguments, one a variant: cast it (:{kind}) to read it as a number"
+    return (f"{hint}; the enum {name} takes {enums[name]} arguments, one a variant: cast it (:{kind}) to read it "
+            f"as a number")
 
 
 def kernel_arg_name(index: int) -> str:

@@ -430,16 +430,19 @@ def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str
         1, 2, 4, 8) else f"read it as a number: {owner}:u64 is its first 8 bytes (its discriminant is at byte "
                           f"{shape.offset})")
     what = f"'{owner}' ({model.type_name(agg)})"
-    arguments = 1 + sum(len(v.members) or 1 for v in variants)
+    names = {v.name: _payload_names(model, v.payload[1]) for v in variants if v.payload is not None}
+    arguments = 1 + sum(len(v.members) or 1 for v in variants) + sum(len(n) for n in names.values())
     if arguments > MAX_PROBE_ARGS:
         raise TypeMismatchError(f"{what} is an enum of {len(variants)} variants, which take {arguments} arguments "
                                 f"to show by variant; an event has at most {MAX_PROBE_ARGS}", hint=hint)
     for v in variants:
         multi = bool(v.members)
-        if len(v.name) > MAX_VARIANT_NAME or not v.name.isascii() or not (
-                _PART_WORD.fullmatch(v.name) if multi else v.name.replace("_", "a").isalnum()):
-            raise TypeMismatchError(f"{what} has a variant named {v.name!r}, which does not fit a probe argument's "
-                                    f"name (at most {MAX_VARIANT_NAME} letters, digits and single '_')", hint=hint)
+        for name in [v.name] + [n for _, n in names.get(v.name, ())]:
+            if len(name) > MAX_VARIANT_NAME or not name.isascii() or not (
+                    _PART_WORD.fullmatch(name) if multi else name.replace("_", "a").isalnum()):
+                raise TypeMismatchError(f"{what} has a variant named {name!r}, which does not fit a probe "
+                                        f"argument's name (at most {MAX_VARIANT_NAME} letters, digits and single "
+                                        f"'_')", hint=hint)
         for path, _offset, _type in v.members:
             text = "__".join(path)
             if len(text) > MAX_MEMBER_PATH or not all(_PART_WORD.fullmatch(p) for p in path):
@@ -453,17 +456,18 @@ def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str
     fetch, ktype = _scalar_part(model, tag_place, shape.tag_type, "u", opts, owner)
     mask = (1 << (8 * tag_size)) - 1
 
-    def scalar(offset: int, t: Any) -> tuple[str, str]:
+    def scalar(offset: int, t: Any, named: bool = False) -> tuple[str, str]:
         real = model.strip(t)
         prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
-            "s" if model.is_signed(t) else "u")
+            "s" if model.is_signed(t) and not named else "u")  # (a C-like enum's names by unsigned values)
         return _scalar_part(model, member_place(place, offset, agg_size, owner), t, prefix, opts, owner)
 
     parts = []
     for v in variants:
         value = v.value & mask if v.value is not None else None
         if v.payload is not None:
-            parts.append(StringPart("payload", *scalar(*v.payload), v.name, value))
+            parts.append(StringPart("payload", *scalar(*v.payload, bool(names[v.name])), v.name, value))
+            parts.extend(StringPart("name", "\\0", "u8", name, number) for number, name in names[v.name])
         elif v.members:
             parts.extend(StringPart("member", *scalar(offset, t), v.name, value, "__".join(path))
                          for path, offset, t in v.members)
@@ -471,6 +475,17 @@ def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str
             parts.append(StringPart("variant", "\\0", "u8", v.name, value))
     common = dict(common, signed=False)
     return FetchResult(fetch=fetch, type=ktype, bits=tag_size * 8, parts=tuple(parts), **common)
+
+
+def _payload_names(model: TypeModel, t: Any) -> tuple[tuple[int, str], ...]:
+    """(value, name) of each variant of the C-like Rust enum ``t`` a variant holds (``Some(Green)``),
+    its values as its bytes read unsigned; () for any other payload."""
+    real = model.strip(t)
+    shape = model.variants(real) if real is not None and model.kind(real) != AGGREGATE_KIND else None
+    if shape is None or any(v.value is None or v.payload is not None or v.members for v in shape.variants):
+        return ()
+    mask = (1 << (8 * (model.byte_size(real) or 8))) - 1
+    return tuple((v.value & mask, v.name) for v in shape.variants if v.value is not None)
 
 
 def _scalar_part(model: TypeModel, place: Place, t, prefix: str, opts: RenderOptions, owner: str) -> tuple[str, str]:

@@ -41,9 +41,10 @@ class StringPart:
     (its first bytes read as an array, the text when the kernel's string fetch, which reads to a NUL,
     found none within its limit: a Go string in the middle of the program's string data); or of an
     enum shown by variant: a ``variant`` (a marker byte that names it), the ``payload`` scalar the
-    variant holds, or a ``member``, one of the several scalars it holds."""
+    variant holds (followed by a ``name`` marker for each value of it that has one, when it is a C-like
+    enum), or a ``member``, one of the several scalars it holds."""
 
-    role: str  # "length" or "head" (probectl.formats.STRING_PART_SUFFIXES), "variant"/"payload"/"member"
+    role: str  # "length", "head" (probectl.formats.STRING_PART_SUFFIXES), "variant"/"payload"/"name"/"member"
     fetch: str
     type: str
     # An enum's variant: its name and the discriminant's value selecting it (None: every other value)

@@ -1,8 +1,9 @@
 """Rust enums recorded live and read back everywhere as the program printed them (fixtures/rust_enums.rs
 prints EXPECT lines): variants holding several values (Rect{w:3 h:4}, Pair(7, -9), Some((1, 2))), a
-C-like enum of 20 variants, in script's text and JSON, the API, query's SQL columns and the Parquet
-datasets; hist counts them by their variants' names; trace-cmd reads the recording. (Enums of one value, hist by variant: tests/live/test_rust_names.py; the definitions and
-the refusals: tests/test_rust_enums.py.)"""
+C-like enum of 20 variants, variants holding a C-like enum (Set(High), Some(Low)), in script's text
+and JSON, the API, query's SQL columns and the Parquet datasets; hist counts them by their variants'
+names; trace-cmd reads the recording. (Enums of one value, hist by variant:
+tests/live/test_rust_names.py; the definitions and the refusals: tests/test_rust_enums.py.)"""
 from __future__ import annotations
 
 import json
@@ -36,7 +37,8 @@ def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tm
     binary = build_rust_fixture("rust_enums", opt=opt, mangling=mangling)
     # (at the function's first line: unoptimised, at its entry past the prologue p is not yet where
     # DWARF says)
-    probectl("add", "-x", str(binary), f"{GROUP}:draw=rust_enums::shapes::draw:1 f p k")
+    probectl("add", "-x", str(binary), f"{GROUP}:draw=rust_enums::shapes::draw:1 f p k",
+             f"{GROUP}:niche=rust_enums::shapes::niche n o")
     out = tmp_path / "enums.dat"
     run = probectl("record", "-e", f"{GROUP}:*", "-o", str(out), "--", str(binary))
     want = expect_lines(run.stdout)["draw"]
@@ -44,9 +46,13 @@ def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tm
     assert expected[0] == {"f": "Rect{w:3 h:4}", "p": "Some((1, 2))", "k": "K17"}
     assert [e["k"] for e in expected] == ["K17", "K0", "K19", "K3"]  # (past the 16 variants shown before)
 
+    niche = [{key: c[key] for key in "no"} for c in expect_lines(run.stdout)["niche"]]
+    assert niche == [{"n": "Set(High)", "o": "None"}, {"n": "Unset", "o": "Some(Low)"}]  # (a C-like enum held)
+
     objs = [json.loads(line) for line in probectl("script", "-i", str(out), "--format", "json").stdout.splitlines()]
-    assert [{k: o["fields"][k] for k in "fpk"} for o in objs] == expected
-    assert [{k: e.fields[k] for k in "fpk"} for e in api.read_trace(str(out))] == expected
+    assert [{k: o["fields"][k] for k in "fpk"} for o in objs if o["event"].endswith(":draw")] == expected
+    assert [{k: o["fields"][k] for k in "no"} for o in objs if o["event"].endswith(":niche")] == niche
+    assert [{k: e.fields[k] for k in "fpk"} for e in api.read_trace(str(out)) if e.name.endswith(":draw")] == expected
     text = probectl("script", "-i", str(out)).stdout
     assert "f=Rect{w:3 h:4} p=Some((1, 2)) k=K17" in text and "__m" not in text and "__v" not in text
 
@@ -63,6 +69,8 @@ def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tm
     table = f"{GROUP}.draw"
     rows = json.loads(probectl("query", "-i", str(out), "--json", f"SELECT f, p, k FROM {table} ORDER BY ts").stdout)
     assert rows == expected
+    rows = json.loads(probectl("query", "-i", str(out), "--json", f"SELECT n, o FROM {GROUP}.niche ORDER BY ts").stdout)
+    assert rows == niche
     rows = json.loads(probectl("query", "-i", str(out), "--json",
                                f"SELECT k FROM {table} WHERE p LIKE 'Some(%' ORDER BY ts").stdout)
     assert [r["k"] for r in rows] == [e["k"] for e in expected if e["p"].startswith("Some(")]
