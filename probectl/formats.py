@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 from .dataclass import dataclass, replace
 from .errors import FormatError
@@ -197,17 +197,21 @@ def _parse_field_line(line: str, lineno: int) -> Field:
 
 
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head", "begin": "__begin", "end": "__end"}
-VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "element": "__e"}
+VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "name": "__n", "member": "__m", "element": "__e"}
 _VECTOR_END = re.compile(r"__end(?P<size>[1-9][0-9]*)")
-_VARIANT_PART = re.compile(r"__(?P<kind>[vp])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)")
+_VARIANT_PART = re.compile(r"__(?P<kind>[vpn])(?P<value>[0-9a-f]*)_(?P<variant>[A-Za-z0-9_]+)"
+                           r"|__m(?P<mvalue>[0-9a-f]*)_(?P<mvariant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*)__"
+                           r"(?P<member>[A-Za-z0-9]+(?:_{1,2}[A-Za-z0-9]+)*)")
 _ELEMENT_PART = re.compile(r"__e(?P<index>[0-9]+)_(?P<member>[A-Za-z0-9_]+)")
 _STRING_ELEMENT = re.compile(r"__e(?P<index>[0-9]+)")
 
 
-def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None) -> str:
+def string_part_name(name: str, role: str, variant: str = "", value: Optional[int] = None, member: str = "") -> str:
     """The name of the field holding part ``role`` ("length", "head") of the counted string ``name``,
-    or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds), selected
-    by the discriminant's ``value`` (unsigned; None: by every value no other variant has), or member
+    or a variant of the enum ``name`` ("variant": a marker; "payload": the scalar it holds; "member":
+    ``member``, one of several scalars it holds, its path's names joined by ``__``), selected by the
+    discriminant's ``value`` (unsigned; None: by every value no other variant has), or a name of the
+    C-like enum the payload before it is, by its ``value`` ("name": a marker), or member
     ``variant`` of element ``value`` of the slice of structs ``name`` ("element"), or a C++ vector's
     pointer to its first element ("begin") or past its last ("end", with ``value`` its element's size
     when nothing else in the format gives it)."""
@@ -217,9 +221,16 @@ def string_part_name(name: str, role: str, variant: str = "", value: Optional[in
         return f"{name}__e{value}"
     if role == "element":
         return f"{name}__e{value}_{variant}"
+    if role == "member":
+        return f"{name}__m{'' if value is None else format(value, 'x')}_{variant}__{member}"
     if role in VARIANT_PART_PREFIXES:
         return f"{name}{VARIANT_PART_PREFIXES[role]}{'' if value is None else format(value, 'x')}_{variant}"
     return name + STRING_PART_SUFFIXES[role]
+
+
+def is_variant_part(suffix: str) -> bool:
+    """``suffix`` (what follows an argument's name in another's) names a part of an enum shown by variant."""
+    return _VARIANT_PART.fullmatch(suffix) is not None
 
 
 @dataclass(frozen=True)
@@ -232,6 +243,15 @@ class VariantPart:
     value: Optional[int]
     payload: Optional[str] = None
     hex: bool = False
+    # the scalars of a variant that holds several: (path of member names, field, in hex)
+    members: tuple[tuple[tuple[str, ...], str, bool], ...] = ()
+    # the payload's names when it is a C-like enum (Some(Green)): (value, name)
+    names: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def payload_fields(self) -> tuple[str, ...]:
+        """The fields holding what the variant holds."""
+        return (self.payload,) if self.payload is not None else tuple(field for _, field, _ in self.members)
 
 
 def _variant(field: Field, tag: int) -> Optional[VariantPart]:
@@ -252,20 +272,72 @@ def variant_name(field: Field, tag: Any) -> Any:
 
 
 def variant_text(field: Field, tag: Any, payloads: Mapping[str, Any]) -> Any:
-    """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name`` or ``Name(payload)``
-    (``payloads``: the values of its payload fields by name), the number itself when no variant has
-    it, None when the value was not read."""
+    """The value of the enum ``field`` whose discriminant reads ``tag``: ``Name``, ``Name(payload)``
+    or ``Name{w:3 h:4}`` (``payloads``: the values of its payload fields by name), the number itself
+    when no variant has it, None when the value was not read."""
     if not isinstance(tag, int):
         return tag
     chosen = _variant(field, tag)
     if chosen is None:
         return str(tag)
+    return "".join(p if isinstance(p, str) else _number(payloads.get(p[0]), p[1], p[2])
+                   for p in variant_pieces(chosen))
+
+
+# A piece of a composed value's text: text as it is, or (field, in hex, names): the number of that
+# field, or its name when it is a C-like enum's value ((value, name) of each).
+Piece = Union[str, tuple[str, bool, tuple[tuple[int, str], ...]]]
+
+
+def variant_pieces(chosen: VariantPart) -> list[Piece]:
+    """The text of a value of the variant ``chosen``, in pieces: its name, the punctuation around
+    what it holds and the fields holding it (``["Rect{w:", ("f__m0_Rect__w", False), " h:", ...]``);
+    the one description of that text, which :func:`variant_text` fills a value at a time and
+    :mod:`probectl.analysis.columns` a column at a time."""
+    if chosen.members:
+        name: list[Piece] = [chosen.name]
+        return _joined(name + _held([(path, (field, hex_, ())) for path, field, hex_ in chosen.members]))
     if chosen.payload is None:
-        return chosen.name
-    value = payloads.get(chosen.payload)
+        return [chosen.name]
+    return [chosen.name + "(", (chosen.payload, chosen.hex, chosen.names), ")"]
+
+
+def _number(value: Any, in_hex: bool, names: tuple[tuple[int, str], ...] = ()) -> str:
     if not isinstance(value, int):
-        return f"{chosen.name}(?)"
-    return f"{chosen.name}({hex(value) if chosen.hex else value})"
+        return "?"
+    return next((n for v, n in names if v == value), None) or (hex(value) if in_hex else str(value))
+
+
+def _joined(pieces: list[Piece]) -> list[Piece]:
+    """``pieces`` with each run of texts joined into one."""
+    out: list[Piece] = []
+    for p in pieces:
+        if isinstance(p, str) and out and isinstance(out[-1], str):
+            out[-1] += p
+        else:
+            out.append(p)
+    return out
+
+
+def _held(values: list[tuple[tuple[str, ...], Piece]], tuples: bool = True) -> list[Piece]:
+    """The scalars a variant holds (or an element of a slice), by their paths, as Rust writes a tuple
+    (``(1, 2)``, ``((1, 2))``; not with ``tuples`` off) and as script writes a struct (``{w:3 h:4}``)."""
+    names: list[str] = []
+    inner: dict[str, list[tuple[tuple[str, ...], Piece]]] = {}
+    for path, piece in values:
+        if path[0] not in inner:
+            names.append(path[0])
+            inner[path[0]] = []
+        inner[path[0]].append((path[1:], piece))
+    shown = {n: [inner[n][0][1]] if not inner[n][0][0] else _held(inner[n], tuples) for n in names}
+    out: list[Piece] = []
+    if tuples and all(n.isdigit() for n in names):
+        for i, pieces in enumerate(shown.values()):
+            out += [", " if i else "("] + pieces
+        return out + [")"]
+    for i, (n, pieces) in enumerate(shown.items()):
+        out += [f"{' ' if i else '{'}{n}:"] + pieces
+    return out + ["}"]
 
 
 @dataclass(frozen=True)
@@ -297,12 +369,10 @@ def elements_text(field: Field, length: Any, values: Mapping[str, Any]) -> Any:
     shown = sorted({p.index for p in field.elements})
     items = []
     for i in shown[:max(0, length)]:
-        members = []
-        for p in field.elements:
-            if p.index == i:
-                v = values.get(p.field)
-                members.append(f"{p.member}:{'?' if not isinstance(v, int) else hex(v) if p.hex else v}")
-        items.append("{" + " ".join(members) + "}")
+        # (a member of a struct member is named member__inner: {id:1 item:{sku:2}})
+        items.append("".join(str(p) for p in _held([
+            (tuple(p.member.split("__")) if all(p.member.split("__")) else (p.member,),
+             _number(values.get(p.field), p.hex)) for p in field.elements if p.index == i], tuples=False)))
     if length > len(shown):
         items.append("...")
     return "[" + " ".join(items) + "]"
@@ -344,13 +414,29 @@ def _with_variants(fields: list[Field], print_fmt: str) -> list[Field]:
             m = _VARIANT_PART.fullmatch(rest) if not elements and vector is None else None
             if m is None:
                 break
-            payload = m.group("kind") == "p"
-            if payload and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
+            if m.group("kind") == "n":  # (a name of the C-like enum the payload before it is)
+                last = variants[-1] if variants else None
+                if last is None or last.payload is None or not m.group("value") or part.size != 1:
+                    break
+                variants[-1] = replace(last, names=last.names + ((int(m.group("value"), 16), m.group("variant")),))
+                out[i] = replace(part, is_string_part=True)
+                continue
+            held = m.group("kind") != "v"
+            if held and (part.is_data_loc or part.is_array or part.size not in (1, 2, 4, 8)):
                 break
-            value = int(m.group("value"), 16) if m.group("value") else None
-            variants.append(VariantPart(m.group("variant"), value, part.name if payload else None,
-                                        payload and f"{part.name}=0x%" in print_fmt))
+            in_hex = held and f"{part.name}=0x%" in print_fmt
             out[i] = replace(part, is_string_part=True)
+            if m.group("member") is not None:
+                value = int(m.group("mvalue"), 16) if m.group("mvalue") else None
+                member = (tuple(m.group("member").split("__")), part.name, in_hex)
+                last = variants[-1] if variants else None
+                if last is not None and last.members and (last.name, last.value) == (m.group("mvariant"), value):
+                    variants[-1] = replace(last, members=last.members + (member,))
+                else:
+                    variants.append(VariantPart(m.group("mvariant"), value, members=(member,)))
+                continue
+            value = int(m.group("value"), 16) if m.group("value") else None
+            variants.append(VariantPart(m.group("variant"), value, part.name if held else None, in_hex))
         if variants:
             out[j] = replace(tag, variants=tuple(variants))
         elif elements:
@@ -451,7 +537,7 @@ class EventFormat:
     def composed_parts(self) -> tuple[Field, ...]:
         """The hidden fields the composed fields are made from (decoded after the event fields): the
         scalars of enum variants, the members of a slice of structs' elements."""
-        names = {v.payload for f in self.fields for v in f.variants if v.payload is not None}
+        names = {n for f in self.fields for v in f.variants for n in v.payload_fields}
         names.update(p.field for f in self.fields for p in f.elements)
         return tuple(f for f in self.fields if f.name in names)
 

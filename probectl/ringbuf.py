@@ -167,14 +167,6 @@ class ComposedValues:
     def of(cls, fmt: EventFormat) -> Optional["ComposedValues"]:
         return cls(fmt) if any(f.is_composed for f in fmt.event_fields) else None
 
-    @staticmethod
-    def _names(f: Field) -> list[str]:
-        return [v.payload for v in f.variants if v.payload is not None] + [p.field for p in f.elements]
-
-    @staticmethod
-    def _text(f: Field, value: Any, parts: Mapping[str, Any]) -> Any:
-        return variant_text(f, value, parts) if f.variants else elements_text(f, value, parts)
-
     def row(self, values: Optional[tuple]) -> Optional[tuple]:
         """One event's values, the composed fields as text."""
         if values is None or len(values) < self.count:
@@ -182,8 +174,8 @@ class ComposedValues:
         out = list(values[:self.count])
         whole = len(values) == self.count + len(self.parts)
         for j, f in self.composed:
-            parts = {n: values[self.parts[n]] for n in self._names(f)} if whole else {}
-            out[j] = self._text(f, values[j], parts)
+            parts = {n: values[self.parts[n]] for n in composed_part_names(f)} if whole else {}
+            out[j] = composed_text(f, values[j], parts)
         return tuple(out)
 
     def column(self, columns: Sequence[Any], j: int) -> list[Any]:
@@ -191,10 +183,28 @@ class ComposedValues:
         f = self.fields[j]
         values = columns[j]
         if len(columns) != self.count + len(self.parts):
-            return [self._text(f, v, {}) for v in values]
-        names = self._names(f)
-        cols = [columns[self.parts[n]] for n in names]
-        return [self._text(f, v, dict(zip(names, parts))) for v, *parts in zip(values, *cols)]
+            return composed_column(f, values, {})
+        return composed_column(f, values, {n: columns[self.parts[n]] for n in composed_part_names(f)})
+
+
+def composed_part_names(f: Field) -> list[str]:
+    """The names of the hidden fields the composed field ``f`` is made from."""
+    return [n for v in f.variants for n in v.payload_fields] + [p.field for p in f.elements]
+
+
+def composed_text(f: Field, value: Any, parts: Mapping[str, Any]) -> Any:
+    """The text of the composed field ``f`` whose own number reads ``value``, its parts ``parts``."""
+    return variant_text(f, value, parts) if f.variants else elements_text(f, value, parts)
+
+
+def composed_column(f: Field, values: Sequence[Any], parts: Mapping[str, Sequence[Any]]) -> list[Any]:
+    """The texts of the composed field ``f`` for a column of its numbers, ``parts`` the columns of the
+    hidden fields it is made from by name (any missing: the texts say only what the numbers do)."""
+    names = composed_part_names(f)
+    if any(n not in parts for n in names):
+        return [composed_text(f, v, {}) for v in values]
+    cols = [parts[n] for n in names]
+    return [composed_text(f, v, dict(zip(names, row))) for v, *row in zip(values, *cols)]
 
 
 @dataclass
@@ -356,6 +366,9 @@ class FormatTable:
     fields: list[Union[bytes, VarColumn]]  # (those the reader decodes: all, or its ``fields``)
     thread: Optional[bytes] = None  # with threads: each row's index in them (int32; n: not there)
     tgid: Optional[bytes] = None  # with threads: each row's thread group (int32; the tid: not there)
+    # the hidden fields the composed fields are made from (EventFormat.composed_parts: int64 columns,
+    # and texts, a C++ vector's strings), when they were all decoded; else empty
+    parts: Sequence[Union[bytes, VarColumn]] = ()
 
 
 class EventReader:
@@ -381,6 +394,9 @@ class EventReader:
         streams = list(streams)
         self._bytes = sum(size for _cpu, _buf, _offset, size in streams)
         tables = [(f.id, format_specs(f, layout.long_size)) for f in self.formats]
+        # (per format: how many of the columns decoded are its event fields, the composed parts after them)
+        self._decoded_fields = {f.id: len(f.event_fields) if not fields or f.id not in fields
+                                else sum(k < len(f.event_fields) for k in fields[f.id]) for f in self.formats}
         if fields:
             tables = [(i, tuple(specs[k] for k in fields[i]) if i in fields else specs) for i, specs in tables]
         self._native = _native.Reader(streams, tables, long_size=layout.long_size,
@@ -447,11 +463,13 @@ class EventReader:
             if t is not None:
                 rows, ts, cpu, pid, fields, thread, tgid = t
                 # (a composed field stays a number here, an enum's discriminant or a slice's length;
-                # its parts are left out)
-                fields = fields[:len(fmt.event_fields)]
+                # its parts come apart, for a reader to compose it: analysis/columns.py)
+                count = self._decoded_fields[fmt.id]
+                parts = [VarColumn(*p) if isinstance(p, tuple) else p for p in fields[count:]] \
+                    if len(fields) - count == len(fmt.composed_parts) else []
                 tables.append(FormatTable(fmt, rows, ts, cpu, pid,
-                                          [VarColumn(*f) if isinstance(f, tuple) else f for f in fields],
-                                          thread, tgid))
+                                          [VarColumn(*f) if isinstance(f, tuple) else f for f in fields[:count]],
+                                          thread, tgid, parts))
         return tables
 
     def rows(self, max_events: int = 1 << 16) -> Iterator[tuple[list[tuple], list[Lost]]]:

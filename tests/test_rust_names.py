@@ -31,11 +31,14 @@ def test_funcs_lists_paths_without_the_hash(rshop):
     listed = probectl("funcs", "-x", str(rshop), "rust_shop::*").stdout.splitlines()
     assert [n for n in listed if "closure" not in n] == ["rust_shop::main", "rust_shop::shop::Cart::add",
                                                          "rust_shop::shop::label", "rust_shop::shop::lookup",
-                                                         "rust_shop::shop::pick", "rust_shop::shop::sum",
-                                                         "rust_shop::shop::total"]
+                                                         "rust_shop::shop::pick", "rust_shop::shop::ship",
+                                                         "rust_shop::shop::sum", "rust_shop::shop::total"]
     # (a legacy symbol says {{closure}}, its DWARF {closure#0}, as a v0 symbol does)
     assert [n for n in listed if "closure" in n] == ["rust_shop::main::{closure#0}",
+                                                     "rust_shop::main::{closure#1}",
                                                      "rust_shop::shop::pick::{closure#0}",
+                                                     "rust_shop::shop::ship::{closure#0}",
+                                                     "rust_shop::shop::ship::{closure#1}",
                                                      "rust_shop::shop::sum::{closure#0}",
                                                      "rust_shop::shop::total::{closure#0}",
                                                      "rust_shop::shop::total::{closure#1}"]
@@ -96,6 +99,18 @@ def test_enums_are_read_by_their_variants(rshop):
     # s: &Shape read through (its tag a u32 at 0, Circle's u32 at 4, Square's side at 8)
     base = args["s"][len("+0("):-len("):u32")]
     assert args["s__p0_Circle"] == f"+4({base}):u32" and args["s__p1_Square"] == f"+8({base}):u64"
+
+
+def test_a_struct_in_a_slices_elements_is_read_member_by_member(rshop):
+    """ship's &[Order] (Order { id: u32, item: Item { id: u32, price: u64 } }, 24 bytes, item first as
+    rustc lays it out): each of the first 4 elements' id and item's members, item__id, item__price, at
+    the element's size from the slice's pointer."""
+    out = probectl("add", "-D", "-x", str(rshop), "rust_shop::shop::ship orders").stdout.split()
+    args = dict(a.split("=", 1) for a in out[2:])
+    pointer = args["orders__e0_id"][len("+16("):-len("):u32")]
+    assert list(args)[:4] == ["orders", "orders__e0_id", "orders__e0_item__id", "orders__e0_item__price"]
+    assert [args[f"orders__e{i}_{m}"] for i in (0, 3) for m in ("id", "item__id", "item__price")] == [
+        f"+{24 * i + o}({pointer}):{t}" for i in (0, 3) for o, t in ((16, "u32"), (8, "u32"), (0, "u64"))]
 
 
 def test_a_member_of_an_enum_is_refused_with_its_variants(rshop):
@@ -271,3 +286,16 @@ print fmt: "(%lx) items=%Lu", REC->__probe_ip, REC->items
     assert elements_text(items, 1, values) == "[{id:101 price:5}]" and elements_text(items, 0, values) == "[]"
     assert elements_text(items, 3, values) == "[{id:101 price:5} {id:102 price:10} ...]"
     assert elements_text(items, None, values) is None
+    nested = EventFormat.parse(f"""name: ship
+ID: 9
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:u64 orders;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:u32 orders__e0_id;\toffset:16;\tsize:4;\tsigned:0;
+\tfield:u32 orders__e0_item__id;\toffset:20;\tsize:4;\tsigned:0;
+\tfield:u64 orders__e0_item__at;\toffset:24;\tsize:8;\tsigned:0;
+
+print fmt: "orders=%Lu orders__e0_item__at=0x%Lx", REC->orders
+""")
+    values = {"orders__e0_id": 1, "orders__e0_item__id": 201, "orders__e0_item__at": 4096}
+    assert elements_text(nested.field("orders"), 1, values) == "[{id:1 item:{id:201 at:0x1000}}]"

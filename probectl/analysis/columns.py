@@ -11,23 +11,31 @@ pyarrow earns its place twice: DuckDB scans Arrow tables in place (zero copy, in
 on the decoder's buffers; and it writes Parquet (:mod:`.parquet`).
 
 Every table has the header columns :data:`HEADER` first, then the event's own fields by their format
-names. A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its
-name and the header column is renamed ``common_<name>``, as the kernel names its common fields.
+names. A composed field (a Rust enum, a slice of structs: :mod:`probectl.formats`) is the text script
+shows (``Some(2)``, ``Green``, ``Rect{w:3 h:4}``, ``[{id:101 price:5}]``), made from its hidden parts
+here (an enum's by Arrow's kernels, :func:`variant_array`; the rest a row at a time, as script makes
+it: :func:`probectl.ringbuf.composed_column`): one type for the column whatever the variant holds
+(Parquet has no union type, and a struct of a member per variant would be mostly nulls), compared and
+grouped in SQL as it reads (``n = 'None'``, ``GROUP BY c``), the variant's name alone
+``split_part(n, '(', 1)``.
+
+A field whose name is a header name (``pid`` and ``comm`` of ``sched:sched_wakeup``) keeps its name
+and the header column is renamed ``common_<name>``, as the kernel names its common fields.
 """
 from __future__ import annotations
 
 import os
 from array import array
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
 from ..dataclass import dataclass, field
 from ..errors import ProbectlError, did_you_mean
-from ..formats import EventFormat, event_matches
+from ..formats import EventFormat, Field, Piece, event_matches, variant_pieces
 from ..ringbuf import (KIND_BYTES, KIND_INT, KIND_INT_ARRAY, KIND_STR, SKIP_CPU, SKIP_TGID, SKIP_THREAD, SKIP_TID,
-                       SKIP_TS, FormatTable, VarColumn, format_specs)
+                       SKIP_TS, FormatTable, VarColumn, composed_column, composed_part_names, format_specs)
 from ..script import lost_events
 from ..tracedat import TraceFile, open_trace
 from .recording import HEADER, UNKNOWN_COMM, event_formats, header_name, host_of, recording_name, thread_names
@@ -58,7 +66,7 @@ def event_schema(fmt: EventFormat, long_size: int = 8) -> pa.Schema:
              "comm": pa.dictionary(pa.int32(), pa.string())}
     cols = [pa.field(header_name(fmt, n), t) for n, t in types.items()]
     for f, spec in zip(fmt.event_fields, format_specs(fmt, long_size)):
-        cols.append(pa.field(f.name, field_type(spec)))
+        cols.append(pa.field(f.name, pa.large_string() if f.is_composed else field_type(spec)))
     return pa.schema(cols)
 
 
@@ -108,12 +116,83 @@ def batch_of(table: FormatTable, schema: pa.Schema, names: ThreadNames,
                                                           [None, pa.py_buffer(data)], dictionary=names.names))
         else:
             arrays.append(pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)]))
+    composed = {f.name: f for f in table.format.event_fields if f.is_composed}
     for col, f in zip(table.fields, list(schema)[len(arrays):]):
         if isinstance(col, VarColumn):
             arrays.append(_var_array(col, n, f.type))
+        elif f.name in composed:
+            arrays.append(_composed_array(composed[f.name], col, table))
         else:
             arrays.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _composed_array(f: Field, col: bytes, table: FormatTable) -> pa.Array:
+    """The composed field ``f`` (an enum, a slice of structs) as the text script shows (``Some(2)``,
+    ``Rect{w:3 h:4}``, ``[{id:101 price:5}]``), made from its number and its parts' columns: an
+    enum's by Arrow's kernels (:func:`variant_array`), a slice of structs' a row at a time, as script
+    makes it."""
+    def numbers(field: Field, data: bytes) -> pa.Array:
+        return pa.Array.from_buffers(pa.int64() if field.signed else pa.uint64(), table.rows,
+                                     [None, pa.py_buffer(data)])
+
+    # (its own parts: another composed field's may be texts, the elements of a C++ vector of strings)
+    names = set(composed_part_names(f))
+    mine = [(p, data) for p, data in zip(table.format.composed_parts, table.parts) if p.name in names]
+    if f.variants and len(table.parts) == len(table.format.composed_parts):
+        return variant_array(f, numbers(f, col), {p.name: numbers(p, data) for p, data in mine
+                                                  if not isinstance(data, VarColumn)})
+
+    def row_values(field: Field, data: "bytes | VarColumn") -> Sequence[Any]:
+        if isinstance(data, VarColumn):  # (an element that is a text)
+            return _var_array(data, table.rows, pa.large_string()).to_pylist()
+        return memoryview(data).cast("q" if field.signed else "Q")
+
+    return pa.array(composed_column(f, row_values(f, col), {p.name: row_values(p, data) for p, data in mine}),
+                    pa.large_string())
+
+
+def variant_array(f: Field, tags: pa.Array, parts: Mapping[str, pa.Array]) -> pa.Array:
+    """The texts of the enum ``f`` for a column of its discriminants, as :func:`probectl.formats.variant_text`
+    writes each (from the same :func:`~probectl.formats.variant_pieces`), by Arrow's compute kernels:
+    no Python object per row, but for a value shown in hex (a pointer: Arrow writes no hex). The names
+    of the variants that hold nothing are taken by the index of the discriminant's value; the text of
+    each other variant is made from its rows alone and put in their places."""
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+
+    def shown(piece: Piece, rows: pa.Array) -> Any:
+        if isinstance(piece, str):
+            return pa.scalar(piece, text)
+        field, in_hex, names = piece
+        values = pc.filter(parts[field], rows)
+        numbers = pa.array([hex(v) for v in values.to_pylist()], text) if in_hex else pc.cast(values, text)
+        if not names:
+            return numbers
+        named = pc.take(pa.array([n for _, n in names], text),
+                        pc.index_in(values, value_set=pa.array([v for v, _ in names], values.type)))
+        return pc.coalesce(named, numbers)
+
+    chosen = {v.value: v for v in reversed(f.variants) if v.value is not None}  # (the first of a value)
+    other = next((v for v in f.variants if v.value is None), None)  # (the variant of every other value)
+    held = [v for v in [*chosen.values(), other] if v is not None and v.payload_fields]
+    named = [v for v in chosen.values() if not v.payload_fields]
+    out = pc.take(pa.array([v.name for v in named], text),
+                  pc.index_in(tags, value_set=pa.array([v.value for v in named], tags.type)))
+    listed = pa.array(list(chosen), tags.type)
+    for v in held:
+        rows = pc.equal(tags, pa.scalar(v.value, tags.type)) if v.value is not None \
+            else pc.invert(pc.is_in(tags, value_set=listed))
+        made = [shown(p, rows) for p in variant_pieces(v)]
+        out = pc.replace_with_mask(out, rows, pc.binary_join_element_wise(*made, pa.scalar("", text)))
+    if other is None or not other.payload_fields:
+        # (the values no variant has: the number itself, or the name of the variant of every other value)
+        rows = pc.invert(pc.is_in(tags, value_set=listed))
+        missing = pc.filter(tags, rows)
+        out = pc.replace_with_mask(out, rows, pc.cast(missing, text) if other is None
+                                   else pa.array([other.name] * len(missing), text))
+    return out
 
 
 @dataclass
@@ -139,6 +218,15 @@ def _columns_of(fmt: EventFormat, full: pa.Schema, wanted: Optional[set[str]]) -
     schema = pa.schema([full.field(header_name(fmt, h)) for h in header] +
                        [full.field(len(HEADER) + i) for i in fields])
     return _Columns(header, fields, schema)
+
+
+def _decoded(fmt: EventFormat, fields: list[int]) -> list[int]:
+    """The indexes of the decoder's columns that give ``fields`` of ``fmt``: with a composed field
+    among them, every hidden part after the event fields too (which it is made from)."""
+    if not any(fmt.event_fields[i].is_composed for i in fields):
+        return fields
+    first = len(fmt.event_fields)
+    return fields + list(range(first, first + len(fmt.composed_parts)))
 
 
 @dataclass
@@ -185,7 +273,8 @@ def read_tables(trace: TraceFile, recording: Optional[str] = None, batch_events:
     names = ThreadNames(trace)
     threads = names.lookup if read & {"comm", "pid"} else None
     batches: dict[int, list[pa.RecordBatch]] = {f.id: [] for f in formats}
-    reader = trace.reader(formats=formats, fields=None if wanted is None else {i: c.fields for i, c in cols.items()})
+    reader = trace.reader(formats=formats, fields=None if wanted is None else {
+        f.id: _decoded(f, cols[f.id].fields) for f in formats})
     try:
         decoded: Optional[Iterable[tuple[int, list[FormatTable]]]] = None if workers == 0 else reader.slice_tables(
             workers or decode_workers(), threads, slice_bytes=slice_bytes, skip=skip,

@@ -244,7 +244,8 @@ def _print_report(rep, top: int, as_json: bool) -> None:
 def query(sql, inputs, names, as_csv, as_json, list_tables):
     """Run SQL (DuckDB) over the events of recordings: a table per event, SYSTEM.EVENT
     (probe_libc:malloc is probe_libc.malloc), and the view `events` of every event's ts, cpu, tid,
-    pid, comm, event; every table also has `host` and `recording`. A directory of Parquet datasets
+    pid, comm, event; every table also has `host` and `recording`. A Rust enum or a slice of structs
+    is its text as script shows it (n = 'Some(2)', c = 'Green'). A directory of Parquet datasets
     (script --format parquet -o DIR) is read as the recordings it holds:
 
     \b

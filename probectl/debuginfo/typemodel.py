@@ -67,11 +67,14 @@ class Variant:
     """One variant of an enum whose value says which it is (a Rust enum, ``Option``): its ``name``,
     the discriminant's ``value`` that selects it (None: every value no other variant has, the variant
     that holds its data where another's value is a niche, such as ``Some`` of an ``Option<&T>``) and,
-    when the variant holds one scalar, its ``payload``: (byte offset in the enum, type)."""
+    when the variant holds one scalar, its ``payload``: (byte offset in the enum, type); when it holds
+    several (``Rect { w, h }``, ``Some((a, b))``), its ``members``: (path of member names, byte offset
+    in the enum, type) of each scalar."""
 
     name: str
     value: Optional[int]
     payload: Optional[tuple[int, Any]] = None
+    members: tuple[tuple[tuple[str, ...], int, Any], ...] = ()
 
 
 @dataclass(frozen=True)

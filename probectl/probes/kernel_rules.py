@@ -46,12 +46,12 @@ from ..arch.x86_64 import ARCH as X86_64
 from ..dataclass import dataclass
 from ..errors import KernelRuleError
 from ..events import MAX_DEFINITION_LINE, EventDefinition, FetchArg, definition_bytes
-from ..spec.tree import MAX_ARRAY_LEN, RESERVED_ARG_NAMES
+from ..spec.tree import MAX_ARRAY_LEN, MAX_PROBE_ARGS, RESERVED_ARG_NAMES
 
 if TYPE_CHECKING:
     from ..tracefs import Features
 
-MAX_TRACE_ARGS = 128
+MAX_TRACE_ARGS = MAX_PROBE_ARGS
 MAX_ARG_NAME_LEN = 32
 MAX_ARGSTR_LEN = 63
 MAX_PARAM_INDEX = 2048  # PARAM_MAX_STACK on x86-64: THREAD_SIZE (16 KiB) / sizeof(long)
@@ -110,7 +110,7 @@ def check_definition(d: EventDefinition, features: Optional["Features"], arch: A
                      "probe FUNC%return, without an offset")
     if len(d.args) > MAX_TRACE_ARGS:
         raise _error(line, head, f"{len(d.args)} arguments; the kernel takes at most {MAX_TRACE_ARGS}",
-                     "split them over several events")
+                     _fewer_arguments(d.args, "split them over several events"))
     names: list[str] = []
     column = head + 1
     for i, arg in enumerate(d.args):
@@ -124,7 +124,26 @@ def check_definition(d: EventDefinition, features: Optional["Features"], arch: A
     if size > MAX_DEFINITION_LINE:
         raise _error(line, min(MAX_DEFINITION_LINE, len(line) - 1),
                      f"the definition of {d.full_name} is {size} characters long; the kernel takes lines "
-                     f"of at most {MAX_DEFINITION_LINE}", "fetch fewer arguments, or split them over several events")
+                     f"of at most {MAX_DEFINITION_LINE}",
+                     _fewer_arguments(d.args, "fetch fewer arguments, or split them over several events"))
+
+
+def _fewer_arguments(args: tuple[FetchArg, ...], hint: str) -> str:
+    """``hint``, and when ``args`` show enums by variant (an argument a variant), the cast that reads
+    the one with the most as a number."""
+    from ..formats import is_variant_part
+
+    enums: dict[str, int] = {}
+    for a, b in zip(args, args[1:]):
+        base = next((e for e in enums if b.name.startswith(e + "__")), a.name)
+        if base and b.name.startswith(base) and is_variant_part(b.name[len(base):]):
+            enums[base] = enums.get(base, 1) + 1
+    if not enums:
+        return hint
+    name = max(enums, key=lambda e: enums[e])
+    kind = next(a.type for a in args if a.name == name)
+    return (f"{hint}; the enum {name} takes {enums[name]} arguments, one a variant: cast it (:{kind}) to read it "
+            f"as a number")
 
 
 def kernel_arg_name(index: int) -> str:

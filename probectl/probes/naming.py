@@ -142,7 +142,7 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
 
 
 def _part_name(name: str, part: StringPart) -> str:
-    return string_part_name(name, part.role, part.variant, part.value)
+    return string_part_name(name, part.role, part.variant, part.value, part.member)
 
 
 def fetch_args(args: tuple[ResolvedArg, ...]) -> tuple[FetchArg, ...]:

@@ -24,6 +24,7 @@ place and lines they know of.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from .. import spec as S
@@ -32,6 +33,7 @@ from ..debuginfo.place import Computed, Deref, Memory, Pieces, Place, Reg, Regis
 from ..debuginfo.typemodel import (AGGREGATE_KIND, ARRAY_KIND, DECLARED_KIND, POINTER_KIND, REFERENCE_KIND, SCALAR_KIND,
                                    Bitfield, TypeModel, Variants)
 from ..errors import LocationError, TypeMismatchError, ValueTooWideError
+from ..spec.tree import MAX_PROBE_ARGS
 from .fetchresult import FetchResult, StringPart, default_name
 from .render import RenderOptions, register_name, render_memory, render_value
 
@@ -198,9 +200,7 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     base = cast.base if cast is not None else None
     shape = model.variants(real) if real is not None and cast is None and bitfield is None else None
     if shape is not None and opts.immediates:
-        enum = _enum_fetch(model, place, real, shape, owner, opts, x_types, common)
-        if enum is not None:
-            return enum
+        return _enum_fetch(model, place, real, shape, owner, opts, x_types, common)
     counted = counted_string(model, real) if real is not None and model.kind(real) == AGGREGATE_KIND else None
     if counted is not None and (base is None or base in STRING_CASTS):
         return _counted_string_fetch(model, place, real, counted, owner, opts, common)
@@ -416,44 +416,85 @@ def _member_path(model: TypeModel, place: Place, agg, path: tuple[str, ...], own
 
 # -- enums shown by variant --------------------------------------------------------------------------
 
-# An enum is shown by variant when its variants are few and their names fit the kernel's argument
-# names beside the enum's own (each variant is one more argument, of one byte or its scalar).
-MAX_VARIANTS = 16
-MAX_VARIANT_NAME = 12
+# An enum is shown by variant: each variant is one more argument of its event (a marker byte, or its
+# scalars), so an enum takes as many as the kernel's arguments of an event (MAX_PROBE_ARGS, the
+# kernel's MAX_TRACE_ARGS, the enum's own included), and their names must fit an argument's 32
+# characters beside the enum's: NAME__v<value>_<Variant>, NAME__m<value>_<Variant>__<member>.
+MAX_VARIANT_NAME = 20
+MAX_MEMBER_PATH = 12
+_PART_WORD = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")
 
 
 def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str, opts: RenderOptions,
-                x_types: bool, common: dict[str, Any]) -> Optional[FetchResult]:
-    """An enum (``Option<u32>``, a C-like Rust enum) read as its discriminant, with a hidden part per
-    variant naming it and holding its scalar when it has one (:mod:`probectl.formats`): the decoders
-    show ``Some(5)``. None when its variants are too many, or their names too long, for that."""
+                x_types: bool, common: dict[str, Any]) -> FetchResult:
+    """An enum (``Option<u32>``, a C-like Rust enum, ``Shape::Rect { w, h }``) read as its
+    discriminant, with a hidden part per variant naming it, or holding its scalar, or one per scalar
+    it holds (:mod:`probectl.formats`): the decoders show ``Some(5)``, ``Rect{w:3 h:4}``. An enum
+    whose variants take more arguments than an event has, or whose names do not fit an argument's,
+    is refused, with the cast that reads its discriminant as a number."""
     variants = shape.variants
-    if len(variants) > MAX_VARIANTS or any(
-            len(v.name) > MAX_VARIANT_NAME or not v.name.isascii() or not v.name.replace("_", "a").isalnum()
-            for v in variants):
-        return None
     agg_size = model.byte_size(agg)
     tag_size = model.byte_size(shape.tag_type)
+    hint = (f"fetch its discriminant as a number: {owner}:u{tag_size * 8}" if shape.offset == 0 and tag_size in (
+        1, 2, 4, 8) else f"read it as a number: {owner}:u64 is its first 8 bytes (its discriminant is at byte "
+                          f"{shape.offset})")
+    what = f"'{owner}' ({model.type_name(agg)})"
+    names = {v.name: _payload_names(model, v.payload[1]) for v in variants if v.payload is not None}
+    arguments = 1 + sum(len(v.members) or 1 for v in variants) + sum(len(n) for n in names.values())
+    if arguments > MAX_PROBE_ARGS:
+        raise TypeMismatchError(f"{what} is an enum of {len(variants)} variants, which take {arguments} arguments "
+                                f"to show by variant; an event has at most {MAX_PROBE_ARGS}", hint=hint)
+    for v in variants:
+        multi = bool(v.members)
+        for name in [v.name] + [n for _, n in names.get(v.name, ())]:
+            if len(name) > MAX_VARIANT_NAME or not name.isascii() or not (
+                    _PART_WORD.fullmatch(name) if multi else name.replace("_", "a").isalnum()):
+                raise TypeMismatchError(f"{what} has a variant named {name!r}, which does not fit a probe "
+                                        f"argument's name (at most {MAX_VARIANT_NAME} letters, digits and single "
+                                        f"'_')", hint=hint)
+        for path, _offset, _type in v.members:
+            text = "__".join(path)
+            if len(text) > MAX_MEMBER_PATH or not all(_PART_WORD.fullmatch(p) for p in path):
+                raise TypeMismatchError(f"{what}: variant {v.name} holds {'.'.join(path)}, whose name does not fit "
+                                        f"a probe argument's (at most {MAX_MEMBER_PATH} letters, digits and "
+                                        f"single '_')", hint=hint)
     if tag_size not in (1, 2, 4, 8):
-        return None
+        raise TypeMismatchError(f"{what} has a discriminant of {tag_size} bytes, which no probe argument reads",
+                                hint=hint)
     tag_place = member_place(place, shape.offset, agg_size, owner) if model.kind(agg) == AGGREGATE_KIND else place
     fetch, ktype = _scalar_part(model, tag_place, shape.tag_type, "u", opts, owner)
     mask = (1 << (8 * tag_size)) - 1
+
+    def scalar(offset: int, t: Any, named: bool = False) -> tuple[str, str]:
+        real = model.strip(t)
+        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
+            "s" if model.is_signed(t) and not named else "u")  # (a C-like enum's names by unsigned values)
+        return _scalar_part(model, member_place(place, offset, agg_size, owner), t, prefix, opts, owner)
+
     parts = []
     for v in variants:
         value = v.value & mask if v.value is not None else None
-        if v.payload is None:
+        if v.payload is not None:
+            parts.append(StringPart("payload", *scalar(*v.payload, bool(names[v.name])), v.name, value))
+            parts.extend(StringPart("name", "\\0", "u8", name, number) for number, name in names[v.name])
+        elif v.members:
+            parts.extend(StringPart("member", *scalar(offset, t), v.name, value, "__".join(path))
+                         for path, offset, t in v.members)
+        else:
             parts.append(StringPart("variant", "\\0", "u8", v.name, value))
-            continue
-        offset, payload_type = v.payload
-        payload_place = member_place(place, offset, agg_size, owner)
-        real = model.strip(payload_type)
-        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
-            "s" if model.is_signed(payload_type) else "u")
-        payload_fetch, payload_ktype = _scalar_part(model, payload_place, payload_type, prefix, opts, owner)
-        parts.append(StringPart("payload", payload_fetch, payload_ktype, v.name, value))
     common = dict(common, signed=False)
     return FetchResult(fetch=fetch, type=ktype, bits=tag_size * 8, parts=tuple(parts), **common)
+
+
+def _payload_names(model: TypeModel, t: Any) -> tuple[tuple[int, str], ...]:
+    """(value, name) of each variant of the C-like Rust enum ``t`` a variant holds (``Some(Green)``),
+    its values as its bytes read unsigned; () for any other payload."""
+    real = model.strip(t)
+    shape = model.variants(real) if real is not None and model.kind(real) != AGGREGATE_KIND else None
+    if shape is None or any(v.value is None or v.payload is not None or v.members for v in shape.variants):
+        return ()
+    mask = (1 << (8 * (model.byte_size(real) or 8))) - 1
+    return tuple((v.value & mask, v.name) for v in shape.variants if v.value is not None)
 
 
 def _scalar_part(model: TypeModel, place: Place, t, prefix: str, opts: RenderOptions, owner: str) -> tuple[str, str]:
@@ -502,29 +543,50 @@ def counted_slice(model: TypeModel, agg) -> Optional[tuple[tuple[str, ...], tupl
     return shape
 
 
-# A slice of structs: the scalar members of its first elements, each an argument of its own.
+# A slice of structs: the scalar members of its first elements, each an argument of its own (those of
+# a struct member too, NAME__e<i>_<member>__<inner>).
 STRUCT_ELEMENTS = 4
 MAX_ELEMENT_MEMBERS = 4
-MAX_MEMBER_NAME = 12
+MAX_MEMBER_NAME = 16
 
 
 def _element_members(model: TypeModel, element) -> list[tuple[str, int, Any]]:
     """(name, offset, type) of the scalar members of a struct element (integers and pointers of 1, 2,
-    4 or 8 bytes, not bitfields), the first ``MAX_ELEMENT_MEMBERS``; [] when it is no struct, has none,
-    or a member's name is too long for an argument's."""
+    4 or 8 bytes, not bitfields), and of its members that are structs of such scalars (named
+    ``member__inner``), the first ``MAX_ELEMENT_MEMBERS``; [] when it is no struct, has none, or a
+    member's name is too long for an argument's."""
+    def members(agg) -> list[tuple[str, int, Any, Any]]:
+        """(name, offset, type, stripped type) of the members of ``agg``, the stripped type None for a
+        bitfield's or a member of no type."""
+        out = []
+        for name in model.member_names(agg):
+            member = model.member(agg, name)
+            if member is not None:
+                t = model.strip(member.type) if member.bitfield is None else None
+                out.append((name, member.offset, member.type, t))
+        return out
+
+    def fits(name: str) -> bool:
+        return len(name) <= MAX_MEMBER_NAME and name.isascii() and name.replace("_", "a").isalnum()
+
+    def scalar(t) -> bool:
+        return t is not None and model.kind(t) in (SCALAR_KIND, POINTER_KIND) and model.byte_size(t) in (1, 2, 4, 8)
+
     if model.kind(element) != AGGREGATE_KIND or not model.byte_size(element):
         return []
-    out = []
-    for name in model.member_names(element):
-        member = model.member(element, name)
-        t = model.strip(member.type) if member is not None else None
-        if member is None or t is None or member.bitfield is not None or model.kind(t) not in (SCALAR_KIND,
-                                                                                               POINTER_KIND):
+    out: list[tuple[str, int, Any]] = []
+    for name, offset, declared, t in members(element):
+        if t is None:
             continue
-        if model.byte_size(t) not in (1, 2, 4, 8) or len(name) > MAX_MEMBER_NAME or not name.isascii() \
-                or not name.replace("_", "a").isalnum():
-            return []
-        out.append((name, member.offset, member.type))
+        if model.kind(t) in (SCALAR_KIND, POINTER_KIND):
+            if not scalar(t) or not fits(name):
+                return []
+            out.append((name, offset, declared))
+        elif model.kind(t) == AGGREGATE_KIND and _PART_WORD.fullmatch(name):
+            inner = members(t)
+            if inner and all(scalar(u) and _PART_WORD.fullmatch(n) for n, _, _, u in inner) \
+                    and all(fits(f"{name}__{n}") for n, _, _, _ in inner):
+                out.extend((f"{name}__{n}", offset + o, d) for n, o, d, _ in inner)
     return out[:MAX_ELEMENT_MEMBERS]
 
 

@@ -41,18 +41,23 @@ class StringPart:
     """A hidden argument of a counted string: its ``length`` (which ends its text), or its ``head``
     (its first bytes read as an array, the text when the kernel's string fetch, which reads to a NUL,
     found none within its limit: a Go string in the middle of the program's string data); or of an
-    enum shown by variant: a ``variant`` (a marker byte that names it) or the ``payload`` scalar the
-    variant holds; or of a slice or vector of structs: an ``element``'s member (``variant`` its name,
-    ``value`` the element's index); or of a C++ vector: its ``begin`` and ``end`` pointers (``value``
-    of the end: its element's size, where the event's format gives it nowhere else)."""
+    enum shown by variant: a ``variant`` (a marker byte that names it), the ``payload`` scalar the
+    variant holds (followed by a ``name`` marker for each value of it that has one, when it is a C-like
+    enum), or a ``member``, one of the several scalars it holds; or of a slice or vector of structs: an
+    ``element``'s member (``variant`` its name, ``value`` the element's index); or of a C++ vector: its
+    ``begin`` and ``end`` pointers (``value`` of the end: its element's size, where the event's format
+    gives it nowhere else)."""
 
-    # "length", "head", "begin", "end" (probectl.formats.STRING_PART_SUFFIXES), "variant", "payload", "element"
+    # "length", "head", "begin", "end" (probectl.formats.STRING_PART_SUFFIXES), "variant", "payload",
+    # "name", "member", "element"
     role: str
     fetch: str
     type: str
     # An enum's variant: its name and the discriminant's value selecting it (None: every other value)
     variant: str = ""
     value: Optional[int] = None
+    # a "member": one of the scalars a variant holds several of, by its path (``w``; ``0__1``)
+    member: str = ""
 
 
 @dataclass(frozen=True)

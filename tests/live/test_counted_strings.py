@@ -127,7 +127,8 @@ def test_hist_keyed_by_a_go_string_counts_the_programs_words(live_tracefs):
 @pytest.mark.parametrize("language", ["go", "rust"])
 def test_slices_of_structs_are_the_programs_elements(cleanup_group, tmp_path, language):
     """A Go []Item and a Rust &[Item] of 2, 0 and 6 elements: its first 4 elements' members as Go's
-    %+v writes them, "..." after them when it has more, as the programs print them."""
+    %+v writes them, "..." after them when it has more, as the programs print them, in script and in
+    query's column."""
     if language == "go":
         binary = build_go_fixture("go_target")
         probectl("add", "-x", str(binary), f"{GROUP}:spend=main.spend items")
@@ -141,4 +142,30 @@ def test_slices_of_structs_are_the_programs_elements(cleanup_group, tmp_path, la
     shown = words(want[event], "items")
     assert shown[1] == "[]" and shown[2].endswith(" ...]")
     assert [e["items"] for e in got[event]] == shown
+    # query's column (and Parquet's) is the same text
+    rows = json.loads(probectl("query", "-i", str(tmp_path / "strings.dat"), "--json",
+                               f"SELECT items FROM {GROUP}.{event} ORDER BY ts").stdout)
+    assert [r["items"] for r in rows] == shown
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("language", ["go", "rust"])
+def test_a_struct_in_a_slices_elements_is_its_members(cleanup_group, tmp_path, language):
+    """A Go []Order and a Rust &[Order] whose Order holds an Item: each element's id and its item's
+    members, nested as the programs print them ({id:1 item:{id:201 price:0}}), in script and in
+    query's column."""
+    if language == "go":
+        binary = build_go_fixture("go_target")
+        probectl("add", "-x", str(binary), f"{GROUP}:ship=main.ship orders")
+        want, got = record(tmp_path, binary, "10")
+    else:
+        binary = build_rust_fixture("rust_shop")
+        probectl("add", "-x", str(binary), f"{GROUP}:ship=rust_shop::shop::ship orders")
+        want, got = record(tmp_path, binary)
+    shown = words(want["ship"], "orders")
+    assert shown[0].startswith("[{id:1 item:{id:201 price:0}} ") and shown[1].endswith(" ...]")
+    assert [e["orders"] for e in got["ship"]] == shown
+    rows = json.loads(probectl("query", "-i", str(tmp_path / "strings.dat"), "--json",
+                               f"SELECT orders FROM {GROUP}.ship ORDER BY ts").stdout)
+    assert [r["orders"] for r in rows] == shown
 

@@ -53,8 +53,8 @@ def test_paths_record_the_programs_values(cleanup_group, mangling):
 @pytest.mark.parametrize("mangling", ["legacy", "v0"])
 def test_enums_are_recorded_by_their_variants(cleanup_group, tmp_path, mangling):
     """Option<u32>, Option<&u64>, Option<Box<u32>> (niches), a C-like enum and an enum with data behind
-    a reference, recorded and read back by script (text, JSON) and the API as the program printed them
-    with {:?} (and the pointers' addresses): Some(2), None, Some(0x7ff…), Green, Square(12), Empty."""
+    a reference, recorded and read back by script (text, JSON), the API and query as the program printed
+    them with {:?} (and the pointers' addresses): Some(2), None, Some(0x7ff…), Green, Square(12), Empty."""
     import json
 
     import probectl as api
@@ -76,6 +76,12 @@ def test_enums_are_recorded_by_their_variants(cleanup_group, tmp_path, mangling)
     text = probectl("script", "-i", str(out)).stdout
     assert "c=Green s=Circle(9)" in text and "r=None b=None c=Red s=Empty" in text
     assert "__v" not in text and "__p" not in text, "the parts are hidden"
+    # query's columns: the same text (the pointers in hex), Option<u32>'s too
+    rows = json.loads(probectl("query", "-i", str(out), "--json",
+                               f"SELECT r, b, c, s FROM {GROUP}.pick ORDER BY ts").stdout)
+    assert rows == [{k: c[k] for k in "rbcs"} for c in want["pick"]]
+    rows = json.loads(probectl("query", "-i", str(out), "--json", f"SELECT n FROM {GROUP}.lookup ORDER BY ts").stdout)
+    assert [r["n"] for r in rows] == ["Some(2)", "None", "None"]
     # hist of the recording: keyed by the variant's name
     out = probectl("hist", "-i", str(out), f"{GROUP}:pick", "--key", "c", "--json").stdout
     assert {row["key"]["c"]: row["count"] for row in json.loads(out)["rows"]} == {"Green": 1, "Blue": 1, "Red": 1}

@@ -431,7 +431,8 @@ def variants(t: DIE) -> Optional[Variants]:
         name = _name(member)
         if member is None or name is None:
             return None
-        out.append(Variant(name, value, _payload(member)))
+        payload = _payload(member)
+        out.append(Variant(name, value, payload, () if payload is not None else _payload_members(member)))
     return Variants(offset, tag_type, tuple(out)) if out else None
 
 
@@ -450,6 +451,41 @@ def _payload(member: DIE) -> Optional[tuple[int, DIE]]:
             or inner.tag in _AGGREGATES or inner.tag == "DW_TAG_array_type":
         return None
     return offset + inner_offset, inner
+
+
+def _payload_members(member: DIE) -> tuple[tuple[tuple[str, ...], int, DIE], ...]:
+    """(path, offset in the enum, type) of each scalar a variant holds when it holds several
+    (``Rect { w, h }``, ``Pair(u32, u32)``, ``Some((a, b))``, ``Some(Point { x, y })``): its members
+    that are integers or pointers, and those of its members that are tuples or structs of nothing else;
+    a tuple's member by its index (rustc's ``__0`` is ``0``). Other members (a ``String``, an array)
+    are not among them."""
+    def scalar(t: Optional[DIE]) -> bool:
+        return t is not None and t.tag not in _AGGREGATES and t.tag != "DW_TAG_array_type" \
+            and byte_size(t) in (1, 2, 4, 8)
+
+    def members(t: DIE) -> list[tuple[str, int, Optional[DIE]]]:
+        out = []
+        for m in t.iter_children():
+            name, offset = _name(m), member_offset(m)
+            if m.tag == "DW_TAG_member" and name is not None and offset is not None \
+                    and "DW_AT_bit_size" not in m.attributes:
+                out.append((name[2:] if name.startswith("__") and name[2:].isdigit() else name, offset,
+                            strip_typedefs(type_of(m))))
+        return out
+
+    body = strip_typedefs(type_of(member))
+    if body is None or body.tag not in _AGGREGATES:
+        return ()
+    base = member_offset(member) or 0
+    found: list[tuple[tuple[str, ...], int, DIE]] = []
+    for label, offset, t in members(body):
+        if t is None:
+            continue
+        if scalar(t):
+            found.append(((label,), base + offset, t))
+        elif t.tag in _AGGREGATES and (inner := members(t)) and all(scalar(u) for _, _, u in inner):
+            found.extend(((label, name), base + offset + within, u) for name, within, u in inner if u is not None)
+    return tuple(found)
 
 
 def char_element(t: Optional[DIE]) -> bool:
