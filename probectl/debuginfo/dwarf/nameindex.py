@@ -164,6 +164,19 @@ class CompactIndex(Mapping):
     def items(self):
         return [(name, self._refs_of(k)) for k, name in enumerate(self)]
 
+    def names_holding(self, parts: tuple[str, ...]) -> list[str]:
+        """The names that hold one of ``parts``, in the index's order: the names searched as the one
+        text they are kept in, not decoded one by one."""
+        blob, starts, found = self._blob, self._starts, set()
+        for part in parts:
+            key = part.encode("utf-8", "surrogateescape")
+            at = blob.find(key) if key and b"\0" not in key else -1
+            while at != -1:
+                k = bisect.bisect_right(starts, at) - 1
+                found.add(k)
+                at = blob.find(key, starts[k + 1]) if k + 1 < len(starts) else -1
+        return [self._raw_name(k).decode("utf-8", "surrogateescape") for k in sorted(found)]
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mapping):
             return NotImplemented
