@@ -608,13 +608,14 @@ class DebugInfo:
 
     def function_names_holding(self, parts: tuple[str, ...]) -> list[str]:
         """The names of ``name_index()`` that hold one of ``parts`` (a C++ function's mangled source
-        name, ``5clear``: the functions that only DWARF names, by their linkage names)."""
-        from .nameindex import CompactIndex
+        name, ``5clear``: the functions that only DWARF names, by their linkage names), in the order
+        of their UTF-8 bytes (an empty part holds none)."""
+        from .nameindex import CompactIndex, names_holding
 
         index = self.name_index()
         if isinstance(index, CompactIndex):
             return index.names_holding(parts)
-        return [name for name in index if any(part in name for part in parts)]
+        return names_holding(index, parts)
 
     def function_refs(self, name: str) -> list[tuple[int, int]]:
         """``name_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""

@@ -88,6 +88,14 @@ def store_lookups(debuginfo: "DebugInfo", lookups: dict[str, Optional[tuple[list
     store(_LOOKUPS, debuginfo.index_key, debuginfo_fingerprint(debuginfo), (kept,))
 
 
+def names_holding(index: Index, parts: tuple[str, ...]) -> list[str]:
+    """The names of ``index`` that hold one of ``parts`` (an empty part holds none), in the order of
+    their UTF-8 bytes, a CompactIndex's order."""
+    parts = tuple(part for part in parts if part)
+    return sorted((name for name in index if any(part in name for part in parts)),
+                  key=lambda name: name.encode("utf-8", "surrogateescape"))
+
+
 class CompactIndex(Mapping):
     """A name index (name → [(CU offset, DIE offset)]) kept as it is stored: the names sorted and
     joined by NULs, the start of each name, where each name's references start, and the references
@@ -165,8 +173,8 @@ class CompactIndex(Mapping):
         return [(name, self._refs_of(k)) for k, name in enumerate(self)]
 
     def names_holding(self, parts: tuple[str, ...]) -> list[str]:
-        """The names that hold one of ``parts``, in the index's order: the names searched as the one
-        text they are kept in, not decoded one by one."""
+        """``names_holding(self, parts)``, the names searched as the one text they are kept in, not
+        decoded one by one."""
         blob, starts, found = self._blob, self._starts, set()
         for part in parts:
             key = part.encode("utf-8", "surrogateescape")
