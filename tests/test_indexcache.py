@@ -21,7 +21,7 @@ from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.dwarf.sectionmap import SectionMap
 from probectl.debuginfo.elf import ElfFile
-from probectl.debuginfo.dwarf.nameindex import CompactIndex
+from probectl.debuginfo.dwarf.nameindex import CompactIndex, names_holding
 from probectl.debuginfo.symtab import SymbolTables, _alias_rank
 from probectl.resolve.kprobe_rules import _MARK_NAMES
 from probectl.resolve.kprobe_rules import KprobeRules
@@ -451,8 +451,13 @@ def test_compact_index_round_trip():
         assert compact[name] == refs and name in compact and compact.get(name) == refs
     for missing in ("mai", "mainx", "c", "\u00e9", "zz"):
         assert missing not in compact and compact.get(missing, ()) == ()
+    for parts in [("ma",), ("a",), ("t\u00e9", "b"), ("\udcff",), ("zz",), ("",), ("a", "a"), ("eta", "mai")]:
+        # (the names searched in the one text a CompactIndex keeps them in: what filtering them finds)
+        assert compact.names_holding(parts) == names_holding(index, parts) == sorted(
+            {n for n in index for p in parts if p and p in n}, key=lambda n: n.encode("utf-8", "surrogateescape"))
     empty = CompactIndex.decode(CompactIndex.encode({}))
     assert len(empty) == 0 and list(empty) == [] and empty.get("x") is None and empty == {}
+    assert empty.names_holding(("a",)) == []
     blob, starts, ref_starts, refs = CompactIndex.encode(index)
     for bad in ([], (blob, starts, ref_starts), (blob, starts[:-8], ref_starts, refs),
                 (blob, starts, ref_starts, refs[:-8]), (blob + b"\0x", starts, ref_starts, refs),

@@ -203,7 +203,7 @@ def _running_vmlinux() -> str | None:
 def funcs(pattern, exec_, target_ns, vmlinux, module, sdt, pid, as_json, no_demangle):
     """List probe-able functions (default filter, like perf: not '_*', not '*@plt'); C++ and Rust
     functions by their demangled names (GLOB matches those), as perf -F lists them, and those inlined
-    at every call that DWARF defines (address 0 in --json)."""
+    at every call that DWARF defines and add finds code for (address 0 in --json)."""
     from ..debuginfo.kallsyms import Kallsyms
 
     if pid is not None and not sdt:

@@ -213,20 +213,23 @@ def without_clone(demangled: str) -> str:
 
 
 # Bump when what function_rows lists changes, so older lists kept on disk are not trusted.
-_ROWS_FORMAT = 4  # (4: no function the DWARF defines without code)
+_ROWS_FORMAT = 5  # (4: no function the DWARF defines without code; 5: nor one whose code was discarded)
 # From this many demangled names on, the list is kept on disk (fewer cost less than reading it back).
 _KEEP_FROM = 1000
 
 
 def function_rows(elf: "ElfFile", demangled: bool = True,
                   closures: Optional[Callable[[str, int], str]] = None,
-                  inlined: Optional[Callable[[], Iterable[str]]] = None) -> dict[str, tuple[int, int]]:
+                  inlined: Optional[Callable[[], Iterable[str]]] = None,
+                  probed: Optional[Callable[[str], bool]] = None) -> dict[str, tuple[int, int]]:
     """The functions ``funcs`` lists of ``elf``: name → (address, size), a symbol of a version
     other than the default also under ``NAME@VERSION``; with ``demangled``, C++ and Rust names
     demangled (:func:`demangled_names`, ``closures`` spelling a legacy Rust path's closures), and the
     functions of a program with mangled names that its DWARF defines under a linkage name no symbol
     has (``inlined()`` gives those names: a function inlined at every call, which ``add`` probes in
-    its inline instances) at address 0, size 0; a list kept on disk by the file's build-id, size and
+    its inline instances) at address 0, size 0, each only when ``probed(name)`` says ``add`` finds code
+    for one of the names it is listed for (checked for those rows alone: most of libstdc++'s are
+    copies the linker discarded, 610 of 647); a list kept on disk by the file's build-id, size and
     time when it has many (demangling every symbol of a large C++ library is most of the command:
     9,600 of libstdc++'s)."""
     from . import indexcache
@@ -247,11 +250,15 @@ def function_rows(elf: "ElfFile", demangled: bool = True,
     mangled = sum(1 for name in rows if is_mangled(name))
     listed = demangled_names(rows, closures)
     if mangled and inlined is not None:
+        candidates: dict[str, list[str]] = {}
         for name in inlined():
             if is_mangled(name) and name not in rows:
                 full = demangle(name)
-                if full is not None:
-                    listed.setdefault(signature(full), (0, 0))
+                if full is not None and signature(full) not in listed:
+                    candidates.setdefault(signature(full), []).append(name)
+        for full, names in candidates.items():
+            if probed is None or any(probed(name) for name in names):
+                listed[full] = (0, 0)
     rows = listed
     if mangled >= _KEEP_FROM:
         indexcache.store("demangled-functions", key, (_ROWS_FORMAT,), (tuple(rows), tuple(rows.values())))

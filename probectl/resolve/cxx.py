@@ -310,10 +310,13 @@ def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tupl
 def inlined_only(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
     """The functions DWARF defines under the last part of ``pattern``'s name that have no symbol
     (inlined at every call: ``always_inline``, or a small inline member at -O2), known by the
-    linkage name DWARF gives them (a member's declaration in its class holds it), demangled. Each
-    is probed by that name, which the DWARF resolver finds in every inline instance, as perf does
-    given the mangled name. Globs are left to the symbols."""
-    from ..debuginfo.demangle import demangle, without_parameters
+    linkage name DWARF gives them (a member's declaration in its class holds it), demangled: the
+    linkage names of the name index that hold the part as it is mangled (``5clear``), or, when that
+    is not known (a constructor, an operator), of the definitions DWARF names with it. Each is
+    probed by that name, which the DWARF resolver finds in every inline instance, as perf does given
+    the mangled name; one whose code the linker discarded (a COMDAT copy, or the inline instances in
+    one: at address 0) is left out, as ``funcs`` leaves it out. Globs are left to the symbols."""
+    from ..debuginfo.demangle import demangle, is_mangled, without_parameters
     from ..debuginfo.dwarf.die import die_linkage_name, is_glob
 
     name = without_parameters(pattern)
@@ -323,10 +326,18 @@ def inlined_only(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
     source = resolver.source(required=False)
     if source is None:
         return []
+    debuginfo = source.debuginfo
+    part = _mangled_part(pattern)
+    if part:
+        # (DWARF spells a template's arguments its own way, __has_single_bit<long unsigned int>, and
+        # a name looked up gives the first definition of each unit: the linkage names say it all)
+        linkages = [n for n in debuginfo.function_names_holding(_spellings(part)) if is_mangled(n)]
+    else:
+        linkages = [die_linkage_name(fn.die) or "" for fn in debuginfo.find_functions(last)]
     out: dict[str, CxxFunction] = {}
-    for fn in source.debuginfo.find_functions(last):
-        linkage = die_linkage_name(fn.die)
-        if not linkage or linkage in out or resolver.elf.find_functions(linkage):
+    for linkage in linkages:
+        if not linkage or linkage in out or resolver.elf.find_functions(linkage) \
+                or not debuginfo.finds_code(linkage):
             continue
         full = demangle(linkage)
         if full is not None:

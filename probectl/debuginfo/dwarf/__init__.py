@@ -29,7 +29,7 @@ import fnmatch
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
 
 from ...errors import DebugInfoError, ProbectlError
 from ...regularfile import open_regular
@@ -477,7 +477,7 @@ class DebugInfo:
             origin = die_origin(die)
             name = die_name(die) or ""
             ranges = tuple(self.die_ranges(die))
-            entry = self.die_entry(die) if ranges or "DW_AT_entry_pc" in die.attributes else None
+            entry = self._code_entry(die, ranges)
             inlined = die.tag == "DW_TAG_inlined_subroutine"
             call_line = die.attributes["DW_AT_call_line"].value if "DW_AT_call_line" in die.attributes else 0
             fn = Function(
@@ -493,6 +493,11 @@ class DebugInfo:
             )
             self._functions_cache[key] = fn
         return fn
+
+    def _code_entry(self, die: DIE, ranges: Sequence[tuple[int, int]]) -> Optional[int]:
+        """A Function's ``entry``: the DIE's entry address when it has code (``ranges``, its
+        ``die_ranges``, or an entry pc), else None."""
+        return self.die_entry(die) if ranges or "DW_AT_entry_pc" in die.attributes else None
 
     @staticmethod
     def _is_definition(die: DIE) -> bool:
@@ -536,10 +541,14 @@ class DebugInfo:
         the DIEs the name index lists, not every function of the CU. (The index holds top-level
         definitions, found as ``cu_functions`` finds subprograms: a test checks that both ways
         give the same functions.)"""
+        return [self.function(die) for die in self._exact_definitions(name, src)]
+
+    def _exact_definitions(self, name: str, src: Optional[str]) -> list[DIE]:
+        """The DIEs of ``_find_exact``'s functions."""
         by_cu: dict[int, list[int]] = {}
         for cu_offset, die_offset in self.function_refs(name):
             by_cu.setdefault(cu_offset, []).append(die_offset)
-        found: list[Function] = []
+        found: list[DIE] = []
         for cu_offset in sorted(by_cu):
             cu = self.dwarf.get_CU_at(cu_offset)
             for offset in sorted(by_cu[cu_offset]):
@@ -548,7 +557,7 @@ class DebugInfo:
                     continue
                 if src is not None and not tail_match(self.decl_file(die), src):
                     continue
-                found.append(self.function(die))
+                found.append(die)
                 break
         return found
 
@@ -596,6 +605,17 @@ class DebugInfo:
         """Name of every top-level variable with a location (or DW_AT_external) → [(CU offset, DIE offset)]."""
         self.name_index()
         return self._variable_index
+
+    def function_names_holding(self, parts: tuple[str, ...]) -> list[str]:
+        """The names of ``name_index()`` that hold one of ``parts`` (a C++ function's mangled source
+        name, ``5clear``: the functions that only DWARF names, by their linkage names), in the order
+        of their UTF-8 bytes (an empty part holds none)."""
+        from .nameindex import CompactIndex, names_holding
+
+        index = self.name_index()
+        if isinstance(index, CompactIndex):
+            return index.names_holding(parts)
+        return names_holding(index, parts)
 
     def function_refs(self, name: str) -> list[tuple[int, int]]:
         """``name_index().get(name, [])``, without the full index when it is not needed (``_refs``)."""
@@ -791,6 +811,34 @@ class DebugInfo:
                 seen.add(c.entry)
                 out.append(c)
         return out
+
+    @guarded
+    def finds_code(self, name: str) -> bool:
+        """Whether ``probe_functions(name)`` finds any code: the same answer, with the first place
+        found enough and the cheap checks first (a definition's address before a unit's inline
+        instances, an instance's address before its call line), for ``funcs``, which asks it of
+        hundreds of names a symbol does not give (most of a large C++ library's are COMDAT copies the
+        linker discarded, or inlined only into those: at address 0)."""
+        if is_glob(name):
+            return bool(self.probe_functions(name))
+        # (the DIEs find_functions and instances() find, without making a Function of each)
+        found = self._exact_definitions(name, None)
+        if any(self.has_code(die) and self._code_entry(die, self.die_ranges(die)) for die in found):
+            return True
+        for definition in found:
+            if self.has_code(definition):
+                continue
+            origin = die_origin(definition)
+            by_origin = self._instances_by_origin(definition.cu)
+            if by_origin is None:
+                if any(inst.entry for inst in self.instances(self.function(definition))):
+                    return True
+                continue
+            for offset, _caller in by_origin.get(origin.offset, ()):
+                die = definition.cu.get_DIE_from_refaddr(offset)
+                if self._code_entry(die, self.die_ranges(die)) and not self._redundant(die, origin):
+                    return True
+        return False
 
     # --- what is at an address --------------------------------------------------------------
 

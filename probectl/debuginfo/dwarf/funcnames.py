@@ -80,7 +80,9 @@ def function_rows(path: str, demangled: bool = True) -> dict[str, tuple[int, int
     """The functions ``funcs`` lists of the file at ``path`` (:func:`..demangle.function_rows`):
     with their DWARF, read only when a C++ or Rust list is made (not when it is kept), the closures of
     a legacy Rust path spelled as v0 spells them (``{closure#0}``) and the functions inlined at every
-    call, which no symbol names (found by their linkage names in the DWARF's name index)."""
+    call, which no symbol names (found by their linkage names in the DWARF's name index), those that
+    ``add`` finds code for (``DebugInfo.probe_functions``: a definition or an inline instance at an
+    address; a COMDAT copy the linker discarded, and the instances inlined into one, are at 0)."""
     from . import DebugInfo
 
     opened: list[Optional[DebugInfo]] = []
@@ -104,8 +106,15 @@ def function_rows(path: str, demangled: bool = True) -> dict[str, tuple[int, int
         except ProbectlError:
             return []
 
+    def probed(name: str) -> bool:
+        found = debuginfo()
+        try:
+            return found is not None and found.finds_code(name)
+        except ProbectlError:
+            return False
+
     try:
-        return symbol_rows(ElfFile(path), demangled, closures, inlined)
+        return symbol_rows(ElfFile(path), demangled, closures, inlined, probed)
     finally:
         if opened and opened[0] is not None:
             opened[0].close()

@@ -88,6 +88,14 @@ def store_lookups(debuginfo: "DebugInfo", lookups: dict[str, Optional[tuple[list
     store(_LOOKUPS, debuginfo.index_key, debuginfo_fingerprint(debuginfo), (kept,))
 
 
+def names_holding(index: Index, parts: tuple[str, ...]) -> list[str]:
+    """The names of ``index`` that hold one of ``parts`` (an empty part holds none), in the order of
+    their UTF-8 bytes, a CompactIndex's order."""
+    parts = tuple(part for part in parts if part)
+    return sorted((name for name in index if any(part in name for part in parts)),
+                  key=lambda name: name.encode("utf-8", "surrogateescape"))
+
+
 class CompactIndex(Mapping):
     """A name index (name → [(CU offset, DIE offset)]) kept as it is stored: the names sorted and
     joined by NULs, the start of each name, where each name's references start, and the references
@@ -163,6 +171,19 @@ class CompactIndex(Mapping):
 
     def items(self):
         return [(name, self._refs_of(k)) for k, name in enumerate(self)]
+
+    def names_holding(self, parts: tuple[str, ...]) -> list[str]:
+        """``names_holding(self, parts)``, the names searched as the one text they are kept in, not
+        decoded one by one."""
+        blob, starts, found = self._blob, self._starts, set()
+        for part in parts:
+            key = part.encode("utf-8", "surrogateescape")
+            at = blob.find(key) if key and b"\0" not in key else -1
+            while at != -1:
+                k = bisect.bisect_right(starts, at) - 1
+                found.add(k)
+                at = blob.find(key, starts[k + 1]) if k + 1 < len(starts) else -1
+        return [self._raw_name(k).decode("utf-8", "surrogateescape") for k in sorted(found)]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mapping):
