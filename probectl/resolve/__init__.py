@@ -190,8 +190,7 @@ class Resolver:
                 points = self._resolve(replace(probe, point=replace(probe.point, function=main.mangled)))
                 return [replace(p, qualified_name=main.name) for p in points]
         name = probe.point.function
-        if self.target.is_uprobe and name is not None and probe.point.address is None and (
-                name[:2] in ("_Z", "_R") or name[:1] in ("_", "$")):
+        if self.target.is_uprobe and name is not None and probe.point.address is None and name[:1] in ("_", "$"):
             from .cxx import check_mangled_name
 
             check_mangled_name(self, name)

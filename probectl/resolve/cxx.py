@@ -26,12 +26,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CxxFunction:
-    """One function symbol with its demangled name (``full``) and that name without parameters."""
+    """One function symbol with its demangled name (``full``) and the name a programmer writes, that
+    name without its parameters and ABI tags (``name``: ``shop::describe`` of
+    ``shop::describe[abi:cxx11](int)``)."""
 
     mangled: str
     full: str
     name: str
     address: int
+
+    @classmethod
+    def of(cls, mangled: str, full: str, address: int) -> "CxxFunction":
+        from ..debuginfo.demangle import without_abi_tags, without_parameters
+
+        return cls(mangled, full, without_abi_tags(without_parameters(full)), address)
 
 
 # Mangling schemes of other languages, by their symbols' first characters: such a name is probed as
@@ -39,14 +47,21 @@ class CxxFunction:
 _FOREIGN_MANGLING = (("_D", "D"), ("$s", "Swift"), ("$S", "Swift"), ("_$s", "Swift"), ("_$S", "Swift"), ("$e", "Swift"))
 
 
+def _foreign_mangling(name: str) -> "str | None":
+    """The language whose mangling ``name`` has (``_D4main3fooFZv``: D, a length after ``_D``), or None."""
+    for prefix, language in _FOREIGN_MANGLING:
+        after = name[len(prefix):len(prefix) + 1]
+        if name.startswith(prefix) and (after.isdigit() if language == "D" else after.isalnum()):
+            return language
+    return None
+
+
 def check_mangled_name(resolver: "Resolver", name: str) -> None:
     """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing, or
     is mangled as another language's (D, Swift) are, rather than "not found"."""
     from ..debuginfo.demangle import demangle
 
-    language = next((lang for prefix, lang in _FOREIGN_MANGLING if name.startswith(prefix) and (
-        name[len(prefix):len(prefix) + 1].isdigit() if lang == "D" else name[len(prefix):len(prefix) + 1].isalnum())),
-        None)
+    language = _foreign_mangling(name)
     if not name.startswith(("_Z", "_R")) and language is None:
         return
     if resolver.elf.find_functions(name):
@@ -109,7 +124,7 @@ def cxx_functions(resolver: "Resolver", pattern: str = "") -> list[CxxFunction]:
 
 def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
     """The demangled function symbols holding ``part`` ("": all), one per address."""
-    from ..debuginfo.demangle import LEGACY_CLOSURE, demangle, is_mangled, without_parameters
+    from ..debuginfo.demangle import LEGACY_CLOSURE, demangle, is_mangled
 
     seen: set[int] = set()
     out = []
@@ -125,7 +140,7 @@ def _demangled(resolver: "Resolver", part: str) -> list[CxxFunction]:
         if LEGACY_CLOSURE in full:
             full = _closures_spelled(resolver, full, sym.value)
         seen.add(sym.value)
-        out.append(CxxFunction(sym.name, full, without_parameters(full), sym.value))
+        out.append(CxxFunction.of(sym.name, full, sym.value))
     return out
 
 
@@ -226,7 +241,7 @@ def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] 
                 if full == want:
                     exact.append(fn)
         else:
-            name = _squeeze(without_abi_tags(fn.name))
+            name = _squeeze(fn.name)
             hit = fnmatch.fnmatchcase(name, want) if glob else name == want
             if not hit and not glob and "<" not in want:
                 if fn.mangled.startswith("_R"):
@@ -235,7 +250,7 @@ def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] 
                     hit = _without_generic_arguments(name) == want
                 elif "<" in name:
                     # (a template's name without its arguments names all its instances, as in gdb)
-                    hit = _squeeze(without_template_arguments(without_abi_tags(fn.name))) == want
+                    hit = _squeeze(without_template_arguments(fn.name)) == want
         if hit:
             found.append(fn)
     if exact:
@@ -252,13 +267,11 @@ def match_cxx(resolver: "Resolver", pattern: str, functions: "list[CxxFunction] 
 def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
     """The points of a definition whose point names C++ functions: each matched function probed by
     its mangled symbol, its events named from its qualified name."""
-    from ..debuginfo.demangle import without_abi_tags
     points: list[ProbePoint] = []
     generic = "<" in (probe.point.function or "")
     for fn, point in cxx_points(resolver, probe.point, probe.text):
         # (a Rust generic function's instances named by its path share its event, as on a legacy build)
-        name = without_abi_tags(fn.name if generic or not fn.mangled.startswith("_R")
-                                else _without_generic_arguments(fn.name))
+        name = fn.name if generic or not fn.mangled.startswith("_R") else _without_generic_arguments(fn.name)
         try:
             resolved = resolver._resolve(replace(probe, point=point))
         except ProbectlError as err:
@@ -341,7 +354,7 @@ def inlined_only(resolver: "Resolver", pattern: str) -> list[CxxFunction]:
             continue
         full = demangle(linkage)
         if full is not None:
-            out[linkage] = CxxFunction(linkage, full, without_parameters(full), 0)
+            out[linkage] = CxxFunction.of(linkage, full, 0)
     return list(out.values())
 
 

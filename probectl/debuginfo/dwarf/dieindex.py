@@ -503,10 +503,8 @@ def scan_dies(debuginfo: "DebugInfo", cu) -> tuple[dict, dict]:
     funcs: dict = {}
     variables: dict = {}
     for die in debuginfo.cu_functions(cu):
-        a = die.attributes
         # (as diescan.CODE_ATTRS: a definition with no code of its own nor an abstract origin's is not one)
-        if "DW_AT_declaration" in a or not ("DW_AT_low_pc" in a or "DW_AT_ranges" in a or "DW_AT_entry_pc" in a
-                                            or "DW_AT_inline" in a):
+        if "DW_AT_declaration" in die.attributes or not (debuginfo.has_code(die) or "DW_AT_inline" in die.attributes):
             continue
         for n in {die_name(die), die_linkage_name(die)}:
             if n:
