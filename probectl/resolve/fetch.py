@@ -466,9 +466,8 @@ def _enum_fetch(model: TypeModel, place: Place, agg, shape: Variants, owner: str
     mask = (1 << (8 * tag_size)) - 1
 
     def scalar(offset: int, t: Any, named: bool = False) -> tuple[str, str]:
-        real = model.strip(t)
-        prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
-            "s" if model.is_signed(t) and not named else "u")  # (a C-like enum's names by unsigned values)
+        # (a C-like enum's names are looked up by unsigned values)
+        prefix = _part_prefix(model, t, x_types, signed=not named)
         return _scalar_part(model, member_place(place, offset, agg_size, owner), t, prefix, opts, owner)
 
     parts = []
@@ -495,6 +494,15 @@ def _payload_names(model: TypeModel, t: Any) -> tuple[tuple[int, str], ...]:
         return ()
     mask = (1 << (8 * (model.byte_size(real) or 8))) - 1
     return tuple((v.value & mask, v.name) for v in shape.variants if v.value is not None)
+
+
+def _part_prefix(model: TypeModel, t, x_types: bool, signed: bool = True) -> str:
+    """The kernel type's letter of a hidden part holding a scalar of type ``t``: a pointer's ``x``
+    (``u`` without hex types), else ``s`` or ``u`` by its sign (``signed`` False: ``u`` always)."""
+    real = model.strip(t)
+    if real is not None and model.kind(real) == POINTER_KIND:
+        return "x" if x_types else "u"
+    return "s" if signed and model.is_signed(t) else "u"
 
 
 def _scalar_part(model: TypeModel, place: Place, t, prefix: str, opts: RenderOptions, owner: str) -> tuple[str, str]:
@@ -637,9 +645,7 @@ def _element_parts(model: TypeModel, base: Value, element, members: list[tuple[s
     parts = []
     for i in range(STRUCT_ELEMENTS):
         for name, offset, member_type in members:
-            real = model.strip(member_type)
-            prefix = ("x" if x_types else "u") if real is not None and model.kind(real) == POINTER_KIND else (
-                "s" if model.is_signed(member_type) else "u")
+            prefix = _part_prefix(model, member_type, x_types)
             bits = (model.byte_size(member_type) or 8) * 8
             fetch = render_memory(base.plus(i * size + offset), opts, opts.user_access)
             parts.append(StringPart("element", fetch, f"{prefix}{bits}", name, i))
