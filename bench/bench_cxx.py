@@ -18,7 +18,9 @@ a new directory, as on a user's first run); perf has no cache either way. Every 
 median CPU time (user + system) of the child, and the ratios probectl / perf of the fastest runs
 (the fairest figure on a busy machine) and of the median CPU times. probectl's bytecode is compiled
 by an untimed run before any timed one, cold or warm: a cold run is a first run of the index cache,
-not of the interpreter. Before any figure, each case's output is checked to be the same cold and
+not of the interpreter. The last row, ``start-up``, is the floor under every probectl command: the
+interpreter started and probectl's command line (click) imported, nothing read, against perf's whole
+listing. Before any figure, each case's output is checked to be the same cold and
 warm (the same rows of ``funcs``, the same ``-D`` definition).
 """
 from __future__ import annotations
@@ -80,6 +82,9 @@ def main() -> None:
          [args.perf, "probe", "-x", args.lib, "-D", f"s={MANGLED} __s __n"]),
         ("add -D mangled", probectl + ["add", "-D", "-x", args.lib, f"s={MANGLED} __s __n"],
          [args.perf, "probe", "-x", args.lib, "-D", f"s={MANGLED} __s __n"]),
+        # (what every command pays before it reads a file: the interpreter, click and probectl's command
+        # line imported, against perf's whole listing: the share of a ratio that is start-up)
+        ("start-up", [sys.executable, "-c", "import probectl.cli"], [args.perf, "probe", "-x", args.lib, "-F"]),
     ]
     temporary = tempfile.mkdtemp(prefix="bench_cxx.")
     try:
@@ -88,7 +93,8 @@ def main() -> None:
               f"{'cpu':>7} {'ratio':>6} {'cpu':>6}")
         for name, ours, theirs in cases:
             _, _, warm_output = timed(ours, with_cache(warm_cache))  # (fills the warm cache, compiles bytecode)
-            modes = [m for m, skip in (("warm", args.no_warm), ("cold", args.no_cold)) if not skip]
+            modes = [m for m, skip in (("warm", args.no_warm), ("cold", args.no_cold or name == "start-up"))
+                     if not skip]
             for mode in modes:
                 a: list[tuple[float, float]] = []
                 b: list[tuple[float, float]] = []
@@ -104,7 +110,8 @@ def main() -> None:
                     b.append((wall, cpu))
                 a_wall, a_cpu = [w for w, _ in a], [c for _, c in a]
                 b_wall, b_cpu = [w for w, _ in b], [c for _, c in b]
-                print(f"{name + ' ' + mode:<24} {min(a_wall) * 1e3:10.1f}ms {statistics.median(a_wall) * 1e3:6.1f}ms "
+                label = name if name == "start-up" else f"{name} {mode}"
+                print(f"{label:<24} {min(a_wall) * 1e3:10.1f}ms {statistics.median(a_wall) * 1e3:6.1f}ms "
                       f"{statistics.median(a_cpu) * 1e3:5.0f}ms {min(b_wall) * 1e3:7.1f}ms "
                       f"{statistics.median(b_wall) * 1e3:6.1f}ms {statistics.median(b_cpu) * 1e3:5.0f}ms "
                       f"{min(a_wall) / min(b_wall):6.2f} {statistics.median(a_cpu) / statistics.median(b_cpu):6.2f}")
