@@ -36,13 +36,15 @@ def _cxa_demangle():
         # (ctypes, and find_library's look through the loader's cache, only where a name is demangled:
         # the name helpers below are text, which every definition of a C program passes through)
         import ctypes
-        import ctypes.util
 
-        # (by its soname first: find_library runs ldconfig -p, a few milliseconds of every C++ add)
+        # (by its soname first: find_library runs ldconfig -p, and ctypes.util imports shutil,
+        # subprocess and tempfile: a few milliseconds of every C++ add)
         path = "libstdc++.so.6"
         try:
             lib = ctypes.CDLL(path)
         except OSError:
+            import ctypes.util
+
             path = ctypes.util.find_library("stdc++") or path
             try:
                 lib = ctypes.CDLL(path)
