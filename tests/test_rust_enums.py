@@ -46,6 +46,23 @@ def test_variants_holding_several_values_are_read_member_by_member(renums):
     assert (args["p__m1_Some__0__0"], args["p__m1_Some__0__1"]) == (f"+4({base}):u32", f"+8({base}):u32")
 
 
+def test_an_unoptimised_function_whose_argument_is_passed_by_reference_is_probed_past_its_prologue(renums):
+    """At opt-level 0 rustc passes Option<(u32, u32)> by reference and gives p a location list: the
+    address in rsi from a few instructions in, then on the stack; every variable of draw is in memory,
+    as unoptimised code keeps them, so the probe goes past the prologue as for C at -O0 (where p is
+    found: at the entry it is not yet), the same place as the function's first line; at -O2 p is in a
+    register at the entry, which stays the probe's place."""
+    plain = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::draw f p k")
+    first_line = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::draw:1 f p k").stdout
+    assert plain.stdout.split()[1:] == first_line.split()[1:]  # (all but the event's name, draw_L1 there)
+    assert "Skipping prologue" in plain.stderr
+    entry = probectl("add", "-D", "-x", str(renums), "rust_enums::shapes::draw f k").stdout.split()[1]
+    assert entry.rsplit(":", 1)[1] == plain.stdout.split()[1].rsplit(":", 1)[1]  # (past the prologue for f and k too)
+    optimised = build_rust_fixture("rust_enums", opt="2", mangling="legacy")
+    at_entry = probectl("add", "-D", "-x", str(optimised), "rust_enums::shapes::draw f p k")
+    assert "Skipping prologue" not in at_entry.stderr and "p=+0(%si):u32" in at_entry.stdout
+
+
 def test_an_enum_of_more_variants_than_an_event_has_arguments_is_refused(renums):
     """130 variants take 131 arguments; the kernel's events have at most 128: refused, never cut, with
     the cast that reads the discriminant as a number, which works."""

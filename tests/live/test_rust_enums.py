@@ -35,9 +35,7 @@ def test_enums_read_the_same_in_script_the_api_sql_and_parquet(cleanup_group, tm
     import probectl as api
 
     binary = build_rust_fixture("rust_enums", opt=opt, mangling=mangling)
-    # (at the function's first line: unoptimised, at its entry past the prologue p is not yet where
-    # DWARF says)
-    probectl("add", "-x", str(binary), f"{GROUP}:draw=rust_enums::shapes::draw:1 f p k",
+    probectl("add", "-x", str(binary), f"{GROUP}:draw=rust_enums::shapes::draw f p k",
              f"{GROUP}:niche=rust_enums::shapes::niche n o")
     out = tmp_path / "enums.dat"
     run = probectl("record", "-e", f"{GROUP}:*", "-o", str(out), "--", str(binary))

@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 # measures it cold). Smaller files are indexed whole, cheaply, and the index then answers every name and glob.
 SEARCH_NAMES_FROM = 2 << 20
 DW_LANG_RUST = 0x1C
+# The operations of a location that is no address: a value in a register, computed, or in pieces.
+_VALUE_NOT_IN_MEMORY = frozenset([f"DW_OP_reg{n}" for n in range(32)] + [
+    "DW_OP_regx", "DW_OP_stack_value", "DW_OP_implicit_value", "DW_OP_implicit_pointer",
+    "DW_OP_GNU_implicit_pointer", "DW_OP_piece", "DW_OP_bit_piece"])
 
 
 class DebugInfo:
@@ -262,29 +266,30 @@ class DebugInfo:
     @guarded
     def is_unoptimized_rust(self, fn: "Function") -> bool:
         """``fn`` is a Rust function built without optimisation, whose variables live in its stack
-        frame (DW_OP_fbreg off the stack pointer, valid once the prologue has moved it), although
-        its unit uses location lists elsewhere (rustc writes them at opt-level 0 too, for a value
-        passed by reference, so perf's unit-wide test takes the unit as optimised): a Rust unit
-        (DW_LANG_Rust) and no variable of the function with a location list."""
+        frame (valid once the prologue has moved the stack pointer), although its unit uses location
+        lists (rustc writes them at opt-level 0 too, for a value passed by reference: an address in a
+        register, then on the stack), so that perf's unit-wide test takes the unit as optimised: a
+        Rust unit (DW_LANG_Rust) whose variables of ``fn`` are all in memory, in every entry of their
+        location lists (optimised code keeps values in registers, computed, or in pieces)."""
+        from .location import location_entries
+
         top = fn.cu.get_top_DIE()
         language = top.attributes.get("DW_AT_language")
         if language is None or language.value != DW_LANG_RUST:
             return False
-        version = fn.cu.header.version
-        list_forms = ("DW_FORM_sec_offset", "DW_FORM_loclistx") + (("DW_FORM_data4", "DW_FORM_data8")
-                                                                    if version < 4 else ())
 
-        def has_list(die: DIE) -> bool:
+        def in_memory(die: DIE) -> bool:
             for child in self.children(die):
                 if child.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
-                    loc = child.attributes.get("DW_AT_location")
-                    if loc is not None and loc.form in list_forms:
-                        return True
-                elif child.tag == "DW_TAG_lexical_block" and has_list(child):
-                    return True
-            return False
+                    entries = location_entries(self, child)
+                    if entries is not None and any(op.op_name in _VALUE_NOT_IN_MEMORY
+                                                   for entry in entries for op in entry.expr):
+                        return False
+                elif child.tag == "DW_TAG_lexical_block" and not in_memory(child):
+                    return False
+            return True
 
-        return not has_list(fn.die)
+        return in_memory(fn.die)
 
     # --- addresses of DIEs ------------------------------------------------------------------
 
