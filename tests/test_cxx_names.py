@@ -276,6 +276,23 @@ def test_funcs_lists_the_functions_inlined_everywhere(shop):
 LIBSTDCXX_DBG = Path("/usr/lib/x86_64-linux-gnu/debug/libstdc++.so.6.0.30")
 
 
+def test_a_templates_arguments_with_spaces_need_no_quotes():
+    """std::string's _M_append written as the demangler writes it, unquoted, with and without its
+    parameters: the definition of the quoted name, at the place perf -D gives its mangled name (perf
+    named by the event, s=: the one made from the mangled name is too long for it)."""
+    if not LIBSTDCXX_DBG.exists():
+        missing("libstdc++6-12-dbg is not installed")
+    lib = str(LIBSTDCXX_DBG)
+    name = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_append"
+    quoted = probectl("add", "-D", "-x", lib, f'"{name}(char const*, unsigned long)" __s __n').stdout
+    for written in (name, f"{name}(char const*, unsigned long)"):
+        assert probectl("add", "-D", "-x", lib, f"{written} __s __n").stdout == quoted
+    perf = subprocess.run([_perf(), "probe", "-x", lib, "-D",
+                           "s=_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_appendEPKcm __s __n"],
+                          capture_output=True, text=True, check=True).stdout
+    assert [_rest(line) for line in quoted.splitlines()] == [_rest(line) for line in perf.splitlines()]
+
+
 def test_funcs_lists_only_the_inlined_functions_add_finds_in_a_large_library():
     """On Debian's libstdc++6-12-dbg, most functions only DWARF names are COMDAT copies the linker
     discarded, or inlined only into those (their code at address 0: 610 of 647 rows): funcs leaves

@@ -74,7 +74,24 @@ POINTS = [
     ('"operator new"@*:3', dict(function="operator new", line=3)),
     ('"my file.c":12', dict(source="my file.c", line=12)),
     ("f@\"dir with space/x.c\"", dict(function="f", source="dir with space/x.c")),
+    # a template's arguments as the demangler writes them, spaces and all, need no quotes
+    ("std::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_append",
+     dict(function="std::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_append")),
+    ("m<int, v<p<int, s<char> > > >::f(int, long)%return",
+     dict(function="m<int, v<p<int, s<char> > > >::f(int, long)", is_return=True)),
+    ("<Vec<u8> as core::ops::Drop>::drop:2", dict(function="<Vec<u8> as core::ops::Drop>::drop", line=2)),
+    ("A::operator<(A const&) const", dict(function="A::operator<(A const&) const")),
 ]
+
+
+@pytest.mark.parametrize("text, function, args", [
+    ("A::operator< x", "A::operator<", ["x"]),  # (operator<'s '<' opens no template)
+    ("A::operator<< a->b y", "A::operator<<", ["a->b", "y"]),
+    ("f<int, long> a n=b", "f<int, long>", ["a", "b"]),
+])
+def test_a_templates_arguments_do_not_take_the_arguments_after_it(text, function, args):
+    spec = parse_probe(text)
+    assert spec.point.function == function and [a.text for a in spec.args] == args
 
 
 @pytest.mark.parametrize("text,fields", POINTS, ids=[p[0] for p in POINTS])
