@@ -234,6 +234,18 @@ def test_vars_takes_qualified_names_and_lists_this_first(shop):
     assert "names 2 functions" in both.stderr
 
 
+def test_a_variable_not_found_hints_the_vars_command_of_the_point_as_written(shop):
+    """(DWARF names the function only 'get', as every class's get is named: the hint's command names
+    the point the user wrote, and runs.)"""
+    import shlex
+
+    err = fails("add", "-D", "-x", str(shop), "shop::Box<long>::get nosuch")
+    hint = err.split("Hint: list the variables there: ", 1)[1].strip()
+    assert shlex.split(hint)[:2] == ["probectl", "vars"] and shlex.split(hint)[-1] == "shop::Box<long>::get"
+    listed = probectl(*shlex.split(hint)[1:]).stdout
+    assert listed.startswith("Available variables at shop::Box<long>::get") and "\ttimes" in listed
+
+
 def test_lines_takes_qualified_names(shop):
     out = probectl("lines", "-x", str(shop), "shop::Cart::add")
     assert out.stdout.startswith("<add@") and "int Cart::add(const Item *it, int qty)" in out.stdout

@@ -618,7 +618,7 @@ ERROR_CASES = [
     # (fixture, opt, definition, what stderr must say)
     ("dwarf_structs", "-O0", "nosuchfunc x", ["Probe point 'nosuchfunc' not found."]),
     ("dwarf_structs", "-O0", "pain w", ["Probe point 'pain' not found.", "did you mean paint"]),
-    ("dwarf_structs", "-O0", "paint nosuch", ["no variable 'nosuch' in paint", "probectl vars paint"]),
+    ("dwarf_structs", "-O0", "paint nosuch", ["no variable 'nosuch' in paint", "probectl vars -x ", " paint\n"]),
     ("dwarf_structs", "-O2", "paint w->nmae", ["'w' (struct widget) has no member 'nmae'",
                                                 "did you mean 'name'?"]),
     ("dwarf_structs", "-O0", "paint w->corner->z", ["(struct point) has no member 'z'", "x, y"]),

@@ -382,8 +382,14 @@ class Resolver:
                 for var in source.variable_args(site, arg, point):
                     try:
                         found = source.fetch(site, var.variable, var.cast, arg.user, point)
-                    except (VariableUnavailable, VariableNotFound) as missing:
+                    except VariableUnavailable as missing:
                         row.append(missing)
+                        continue
+                    except VariableNotFound as missing:
+                        # (the hint names the point as written: the DWARF's name of a C++ method, 'get',
+                        # is every class's)
+                        row.append(VariableNotFound(missing.message,
+                                                    hint=f"list the variables there: {self.vars_command(point)}"))
                         continue
                     except ValueTooWideError as wide:
                         if not isinstance(arg.expr, S.SpecialVar):
@@ -405,6 +411,16 @@ class Resolver:
                                      place=self.place(name, site.address, offset),
                                      is_return=point.is_return, args=tuple(args), line=site.line))
         return points
+
+    def vars_command(self, point: S.PointSpec) -> str:
+        """The ``probectl vars`` command that lists the variables at ``point`` of this target."""
+        import shlex
+
+        target = self.target
+        where = (f"-x {shlex.quote(str(target.path))} " if target.is_uprobe else
+                 f"-m {shlex.quote(target.module)} " if target.module else
+                 f"-k {shlex.quote(str(target.path))} " if target.path is not None else "")
+        return f"probectl vars {where}{shlex.quote(point.text)}"
 
     def _fill_missing(self, per_site, sites) -> list[list[ResolvedArg]]:
         """An argument missing at some points of a multi-point event gets perf's magic immediate
