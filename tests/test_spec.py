@@ -94,6 +94,16 @@ def test_a_templates_arguments_do_not_take_the_arguments_after_it(text, function
     assert spec.point.function == function and [a.text for a in spec.args] == args
 
 
+@pytest.mark.parametrize("text, hinted", [
+    ("a<b<c<d<e<f> > > > >::g x", True), ("A::operator<< x:", False), ("f<int, long> x:", False)])
+def test_a_template_deeper_than_the_grammar_takes_is_hinted_to_be_quoted(text, hinted):
+    with pytest.raises(ProbeSyntaxError) as err:
+        parse_probe(text)
+    assert ("quote a deeper name" in err.value.hint) == hinted
+
+
+
+
 @pytest.mark.parametrize("text,fields", POINTS, ids=[p[0] for p in POINTS])
 def test_point_forms(text, fields):
     point = parse_probe(text).point

@@ -106,6 +106,10 @@ def syntax_error(err: UnexpectedInput, text: str, start: str) -> ProbeSyntaxErro
         if column > first_word_end and find_unescaped(text[:first_word_end], ";") >= 0:
             hint = ("a lazy pattern ends at the first space; lazy matching ignores spaces, "
                     "so write the pattern without them")
+        elif _unclosed_template(text[:first_word_end]):
+            # (a template's arguments the grammar did not take whole: five levels deep, or an '=' in them)
+            hint = ('a template\'s arguments are taken with their spaces four levels of <...> deep: '
+                    'quote a deeper name ("NAME" ARG ...)')
     return ProbeSyntaxError(message, caret_line(text), column, hint)
 
 
@@ -120,3 +124,9 @@ def _point_end(text: str) -> int:
     begin = len(text) - len(text.lstrip())
     m = re.match(r"\S*", text[begin:])
     return begin + (m.end() if m else 0)
+
+
+def _unclosed_template(point: str) -> bool:
+    """A point that opens more '<' than it closes, other than operator<'s and operator<<'s."""
+    point = re.sub(r"operator<<?", "", point)
+    return point.count("<") > point.count(">")
