@@ -278,6 +278,7 @@ def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key
             else:
                 result = kernel_latency(run, start, end, texts, unit=unit, every=every)
     result.command_exit = run.command_exit
+    _unmatched_notice(notice, result, key_text)
     return _measured(result)
 
 
@@ -294,15 +295,17 @@ def latency_since(now: LatencyResult, before: Optional[LatencyResult]) -> Latenc
 
 
 def recorded_latency(path: Path, words: tuple[str, str], key_text: str = "common_pid", *,
-                     buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS) -> LatencyResult:
+                     buckets: Optional[int] = None, unit: TimeUnit = MICROSECONDS,
+                     notice: Callable[[str], None] = notice_stderr) -> LatencyResult:
     """``probectl latency -i FILE``: the latencies between the two events ``words`` name in a recording."""
     from ..tracedat import open_trace
 
     with open_trace(path) as trace:
         sfmt, efmt = recorded_event(trace, words[0]), recorded_event(trace, words[1])
     _two_events(sfmt.full_name, efmt.full_name)
-    return _measured(file_latency(path, sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
-                                  buckets, unit))
+    result = file_latency(path, sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt), buckets, unit)
+    _unmatched_notice(notice, result, key_text)
+    return _measured(result)
 
 
 def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
@@ -538,6 +541,16 @@ def _two_events(start: str, end: str) -> None:
     if start == end:
         raise AnalysisError(f"the start and the end are one event ({start})",
                             "time between two events: a function's entry and return, or --start A --end B")
+
+
+def _unmatched_notice(notice: Callable[[str], None], result: LatencyResult, key_text: str) -> None:
+    """Ends that had no start are not measured: most often the returns of nested calls of one key (a
+    recursive function on one thread), whose starts each replaced the one before, as bpftrace's
+    @start[tid] does (the kernel's hist triggers pair so, and user space agrees with them)."""
+    if result.unmatched and result.count:
+        notice(f"probectl: {result.unmatched:,} ends had no start of their key ({key_text}) and are not measured: "
+               "a start is timed to the next end of its key, and a nested start (a recursive call) replaces the "
+               "one before it")
 
 
 def _measured(result: LatencyResult) -> LatencyResult:

@@ -7,6 +7,7 @@ The offline tests are tests/test_go_programs.py. Events are read from a private 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -72,3 +73,15 @@ def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags
         assert [int(event[k]) for k in ("len", "len_1", "cap")] == \
                [int(call[k]) for k in ("s.len", "xs.len", "xs.cap")]
     assert re.search(r"PAIR 2000 -2000", run.stdout)
+
+
+@pytest.mark.root
+def test_latency_of_a_recursive_function_says_its_nested_returns_were_not_measured(live_tracefs):
+    """work's 2,001 nested calls on one thread: each start replaces the one before (as bpftrace's
+    @start[tid]), so the innermost call is the one pair, and the notice counts the 2,000 returns that
+    had no start left, rather than a histogram that looks complete."""
+    binary = build_go_fixture("go_target", "")
+    run = probectl("latency", "-x", str(binary), "main.work", "--json", "--", str(binary), str(DEPTH))
+    result = json.loads(run.stdout[run.stdout.index("\n{") + 1:])  # (after the program's own lines)
+    assert result["count"] == 1 and result["unmatched"] == DEPTH
+    assert f"{DEPTH:,} ends had no start of their key (common_pid)" in run.stderr
