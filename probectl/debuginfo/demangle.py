@@ -171,6 +171,7 @@ def without_parameters(demangled: str) -> str:
 
 
 _BRACKETS = re.compile(r"[()<>]")
+_HEAD_END = re.compile(r"[<(]")
 _BRACKETS_OR_SPACE = re.compile(r"[()<> ]")
 
 
@@ -297,11 +298,14 @@ def demangled_names(rows: dict[str, tuple[int, int]],
 def signature(demangled: str) -> str:
     """A demangled function as written in a probe point: without a template's return type
     (``int shop::Cart::scale<int>(int)`` → ``shop::Cart::scale<int>(int)``)."""
-    if ">(" not in demangled and " " not in demangled.partition("(")[0]:
+    if ">(" not in demangled:
         # (the demangler writes a return type only for a function template, whose arguments end
-        # right before its parameter list, and other words before a name ("virtual thunk to ")
-        # with spaces: most names of a library need no walk over brackets)
-        return demangled
+        # right before its parameter list, and other words before a name ("virtual thunk to ",
+        # "operator new") with spaces before any bracket: most names of a library, a class
+        # template's methods with the spaces of its arguments too, need no walk over brackets)
+        head = _HEAD_END.search(demangled)
+        if " " not in (demangled[:head.start()] if head is not None else demangled):
+            return demangled
     name = without_parameters(demangled)
     at = demangled.find(name)
     return demangled[at:] if at >= 0 else demangled
