@@ -423,7 +423,28 @@ def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optiona
 def instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
     """The CU's subprograms and inline instances with code by the section offset of their abstract
     origin (``CUScanner.instances_by_origin``, offsets made section offsets), read from the section
-    bytes; None when this scanner cannot read the CU."""
+    bytes; None when this scanner cannot read the CU.
+
+    The native scanner (native/dwscan.h) reads the unit without a Python step per DIE; a unit of a
+    shape it leaves to the byte scanner in Python (an unknown or indirect form, damage) is read by
+    that one, the reference it is tested equal to (``python_instances_by_origin``)."""
+    if debuginfo.little_endian:
+        from ... import _native
+
+        header = cu.header
+        base = cu.cu_offset
+        # (the unit's bytes alone, which its DIEs are read from next: positions are unit offsets)
+        unit = (0, cu.size, cu.cu_die_offset - base, header.abbrev_offset, header.offset_size, header.address_size,
+                header.version)
+        found = _native.dwarf_instances(debuginfo.cu_bytes(cu), 0, debuginfo.section_bytes("debug_abbrev_sec"),
+                                        unit, base)
+        if found is not None:
+            return found
+    return python_instances_by_origin(debuginfo, cu)
+
+
+def python_instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+    """``instances_by_origin`` of ``cu`` by the byte scanner in Python."""
     try:
         _info, table, scanner = _cu_table(debuginfo, cu)
         pos = _children_start(cu, table, scanner)
