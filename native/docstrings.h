@@ -92,6 +92,20 @@
 	"offset, abbrev offset, offset size, address size, version); ``strings`` keeps the names decoded,\n" \
 	"from one call to the next. None when the unit has a shape this scanner leaves to the Python one."
 
+#define DOC_dwarf_instances \
+	"dwarf_instances(info, info_base, abbrev, unit, unit_base, /)\n" \
+	"--\n" \
+	"\n" \
+	"The subprograms and inline instances with code of one DWARF unit by the offset of their\n" \
+	"abstract origin in that unit (native/dwscan.h), as ``dieindex.instances_by_origin`` gives them:\n" \
+	"origin \342\206\222 [(offset, the offset of the nearest enclosing DIE with code, for an inline instance, else\n" \
+	"None)], in DIE order. ``info`` holds ``.debug_info`` from ``info_base`` on, or the unit's bytes\n" \
+	"alone; ``unit`` is (offset, end, first DIE offset, abbrev offset, offset size, address size,\n" \
+	"version), its offsets positions in ``info``; ``unit_base`` is the section offset of ``info``'s\n" \
+	"first position (0 when it holds the whole section): a DW_FORM_ref_addr origin, a section offset,\n" \
+	"is made a position by taking it away, and the offsets given back are section offsets. None when\n" \
+	"the unit has a shape this scanner leaves to the Python one."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."

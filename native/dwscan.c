@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// dwscan.c - the definitions of one DWARF unit listed from its bytes (see dwscan.h).
+// dwscan.c - the definitions of one DWARF unit listed from its bytes, and its inline instances by
+// their abstract origin (see dwscan.h).
 //
 // Each step is the reference's (probectl/debuginfo/dwarf/diescan.py and dieindex.py), named after
 // it: compiled_table, walk, the index visit, and _names with its two ways of finding a name: among
@@ -19,6 +20,8 @@
 #define TAG_STRUCTURE_TYPE	0x13
 #define TAG_UNION_TYPE		0x17
 #define TAG_CLASS_TYPE		0x02
+#define TAG_INLINED_SUBROUTINE	0x1d
+#define TAG_LEXICAL_BLOCK	0x0b
 
 #define AT_SIBLING		0x01
 #define AT_LOCATION		0x02
@@ -128,6 +131,10 @@ struct dws_scan {
 	size_t nrecords, records_cap;
 	struct dws_definition *defs;
 	size_t ndefs, defs_cap;
+	struct dws_instance *instances;
+	size_t ninstances, instances_cap;
+	uint64_t *callers;		// dws_instances' caller before each open DIE whose children it walks
+	size_t callers_cap;
 };
 
 // One unit's reading.
@@ -172,6 +179,8 @@ void dws_scan_free(struct dws_scan *s)
 	free(s->seen);
 	free(s->records);
 	free(s->defs);
+	free(s->instances);
+	free(s->callers);
 	free(s);
 }
 
@@ -558,6 +567,75 @@ static int take(const struct ctx *c, uint32_t attr, uint32_t form, uint64_t valu
 }
 
 /*
+ * One attribute of form @sp->form at *@pos, *@pos moved past it. With @want, its number is read into
+ * *@value (a constant, an address, an offset, a reference, a LEB128 number, an implicit constant;
+ * where an inline string starts); without, a LEB128 number is passed whatever its length.
+ */
+static int read_form(const struct ctx *c, const struct spec *sp, bool want, uint64_t *pos, uint64_t *value)
+{
+	const struct dws_unit *u = c->u;
+	const uint8_t *p = c->info;
+	uint64_t end = u->end, at = *pos;
+	uint32_t form = sp->form;
+	int n, err;
+
+	*value = 0;
+	if (form == FORM_INDIRECT)
+		return DWS_UNSUPPORTED;
+	if ((n = constant_size(form)) >= 0 || (n = offset_sized(u, form)) >= 0 ||
+	    (form == FORM_ADDR && (n = u->address_size))) {
+		if (n <= 8) {
+			if ((err = read_le(c, at, (unsigned int)n, value)))
+				return err;
+		} else if (at > end || (uint64_t)n > end - at) {
+			return DWS_UNSUPPORTED;
+		}
+		if (form == FORM_IMPLICIT_CONST)
+			*value = (uint64_t)sp->implicit;
+		*pos = at + (uint64_t)n;
+		return 0;
+	}
+	if (is_uleb_form(form) || form == FORM_SDATA)
+		return want && form != FORM_SDATA ? read_uleb(p, end, pos, value) : skip_leb(p, end, pos);
+	if (form == FORM_STRING) {
+		const uint8_t *nul = at < end ? memchr(p + at, 0, end - at) : NULL;
+
+		if (!nul)
+			return DWS_UNSUPPORTED;
+		*value = at;
+		*pos = (uint64_t)(nul - p) + 1;
+		return 0;
+	}
+	if (form == FORM_EXPRLOC || form == FORM_BLOCK || form == FORM_BLOCK1 || form == FORM_BLOCK2 ||
+	    form == FORM_BLOCK4) {
+		uint64_t length;
+
+		if (form == FORM_EXPRLOC || form == FORM_BLOCK)
+			err = read_uleb(p, end, pos, &length);
+		else {
+			unsigned int w = form == FORM_BLOCK1 ? 1 : form == FORM_BLOCK2 ? 2 : 4;
+
+			err = read_le(c, *pos, w, &length);
+			*pos += w;
+		}
+		if (err)
+			return err;
+		if (length > end - *pos)
+			return DWS_UNSUPPORTED;
+		*pos += length;
+		return 0;
+	}
+	return DWS_UNSUPPORTED;
+}
+
+// Whether a form read_form takes is a number's (diescan.py:CUScanner.read_values gives its value).
+static bool is_number_form(uint32_t form)
+{
+	return form != FORM_STRING && form != FORM_EXPRLOC && form != FORM_BLOCK && form != FORM_BLOCK1 &&
+	       form != FORM_BLOCK2 && form != FORM_BLOCK4;
+}
+
+/*
  * The attributes of @ab from *@pos (after the DIE's code), *@pos moved past them. With @a, the ones
  * the index reads are taken; a DW_AT_sibling is always taken (into @sibling when @a is NULL).
  */
@@ -565,65 +643,17 @@ static int read_attrs(const struct ctx *c, const struct abbrev *ab, uint64_t *po
 		      bool *has_sibling, uint64_t *sibling)
 {
 	const struct dws_unit *u = c->u;
-	const uint8_t *p = c->info;
-	uint64_t end = u->end;
 	int err;
 
 	for (uint32_t i = 0; i < ab->nspecs; i++) {
 		const struct spec *sp = &c->s->specs[ab->first + i];
 		uint32_t form = sp->form;
-		uint64_t value = 0, at = *pos;
-		int n;
+		uint64_t value;
 
-		if (form == FORM_INDIRECT)
-			return DWS_UNSUPPORTED;
-		if ((n = constant_size(form)) >= 0 || (n = offset_sized(u, form)) >= 0 ||
-		    (form == FORM_ADDR && (n = u->address_size))) {
-			if (n <= 8) {
-				if ((err = read_le(c, at, (unsigned int)n, &value)))
-					return err;
-			} else if (at > end || (uint64_t)n > end - at) {
-				return DWS_UNSUPPORTED;
-			}
-			if (form == FORM_IMPLICIT_CONST)
-				value = (uint64_t)sp->implicit;
-			*pos = at + (uint64_t)n;
-		} else if (is_uleb_form(form) || form == FORM_SDATA) {
-			// (only a reference's, a string index's or a sibling's number is used: the others, of
-			// any length, are passed)
-			if (form != FORM_SDATA && (sp->attr == AT_SIBLING || (a && is_taken(sp->attr))))
-				err = read_uleb(p, end, pos, &value);
-			else
-				err = skip_leb(p, end, pos);
-			if (err)
-				return err;
-		} else if (form == FORM_STRING) {
-			const uint8_t *nul = at < end ? memchr(p + at, 0, end - at) : NULL;
-
-			if (!nul)
-				return DWS_UNSUPPORTED;
-			value = at;
-			*pos = (uint64_t)(nul - p) + 1;
-		} else if (form == FORM_EXPRLOC || form == FORM_BLOCK || form == FORM_BLOCK1 || form == FORM_BLOCK2 ||
-			   form == FORM_BLOCK4) {
-			uint64_t length;
-
-			if (form == FORM_EXPRLOC || form == FORM_BLOCK)
-				err = read_uleb(p, end, pos, &length);
-			else {
-				unsigned int w = form == FORM_BLOCK1 ? 1 : form == FORM_BLOCK2 ? 2 : 4;
-
-				err = read_le(c, *pos, w, &length);
-				*pos += w;
-			}
-			if (err)
-				return err;
-			if (length > end - *pos)
-				return DWS_UNSUPPORTED;
-			*pos += length;
-		} else {
-			return DWS_UNSUPPORTED;
-		}
+		// (only a reference's, a string index's or a sibling's number is used: the others, of
+		// any length, are passed)
+		if ((err = read_form(c, sp, sp->attr == AT_SIBLING || (a && is_taken(sp->attr)), pos, &value)))
+			return err;
 		if (sp->attr == AT_SIBLING) {
 			if (!unit_ref_size(form) && form != FORM_REF_UDATA)
 				return DWS_UNSUPPORTED;
@@ -889,6 +919,29 @@ static int definition_names(const struct ctx *c, uint64_t die, struct dws_name *
 
 // ---- a unit (diescan.py:CUScanner.scan) ----------------------------------------------------------
 
+/*
+ * The start of unit @c->u: its abbreviation table compiled, its unit DIE's abbreviation into *@ab
+ * (NULL when the unit has no DIE) and *@pos after the DIE's code.
+ */
+static int unit_start(struct ctx *c, uint64_t *pos, const struct abbrev **ab)
+{
+	const struct dws_unit *u = c->u;
+	uint64_t code;
+	int err;
+
+	*ab = NULL;
+	*pos = u->die_offset;
+	if (u->end > c->sec->info_size || u->die_offset < u->offset || u->die_offset >= u->end ||
+	    (u->offset_size != 4 && u->offset_size != 8) || !u->address_size || u->address_size > 8)
+		return DWS_UNSUPPORTED;
+	if ((err = compile_table(c->s, c->sec, u)) || (err = read_uleb(c->info, u->end, pos, &code)))
+		return err;
+	if (!code)
+		return 0;
+	*ab = abbrev_at(c, code);
+	return *ab ? 0 : DWS_UNSUPPORTED;
+}
+
 // The unit DIE's DW_AT_str_offsets_base and language, and the position after it.
 static int unit_die(struct ctx *c, const struct abbrev *ab, uint64_t pos, uint64_t *after)
 {
@@ -962,24 +1015,14 @@ int dws_definitions(struct dws_scan *s, const struct dws_sections *sec, const st
 {
 	struct ctx c = { .s = s, .sec = sec, .u = u, .info = sec->info };
 	const struct abbrev *ab;
-	uint64_t pos = u->die_offset, code, after;
+	uint64_t pos, after;
 	int err;
 
 	*defs = NULL;
 	*count = 0;
 	s->nseen = s->nrecords = s->ndefs = 0;
-	if (u->end > sec->info_size || u->die_offset >= u->end || (u->offset_size != 4 && u->offset_size != 8) ||
-	    !u->address_size || u->address_size > 8)
-		return DWS_UNSUPPORTED;
-	if ((err = compile_table(s, sec, u)))
+	if ((err = unit_start(&c, &pos, &ab)) || !ab)
 		return err;
-	if ((err = read_uleb(c.info, u->end, &pos, &code)))
-		return err;
-	if (!code)
-		return 0;
-	ab = abbrev_at(&c, code);
-	if (!ab)
-		return DWS_UNSUPPORTED;
 	if ((err = unit_die(&c, ab, pos, &pos)))
 		return err;
 	if (ab->children && (err = walk(&c, pos, true, &after)))
@@ -988,5 +1031,161 @@ int dws_definitions(struct dws_scan *s, const struct dws_sections *sec, const st
 		return err;
 	*defs = s->defs;
 	*count = s->ndefs;
+	return 0;
+}
+
+// ---- inline instances (diescan.py:CUScanner.instances_by_origin) ---------------------------------
+
+// What the instances' walk reads of a subprogram or inline instance (read_values of ORIGIN_ATTRS).
+struct origin_attrs {
+	bool code;		// a low pc, an entry pc or ranges
+	bool has_origin;
+	uint32_t origin_form;
+	uint64_t origin;
+};
+
+static int read_origin_attrs(const struct ctx *c, const struct abbrev *ab, uint64_t *pos, struct origin_attrs *o)
+{
+	int err;
+
+	*o = (struct origin_attrs){ 0 };
+	for (uint32_t i = 0; i < ab->nspecs; i++) {
+		const struct spec *sp = &c->s->specs[ab->first + i];
+		bool origin = sp->attr == AT_ABSTRACT_ORIGIN;
+		uint64_t value;
+
+		if ((err = read_form(c, sp, origin, pos, &value)))
+			return err;
+		// (the reference takes an attribute of a number's form only: the last one of an origin)
+		if (!is_number_form(sp->form))
+			continue;
+		if (origin) {
+			o->has_origin = true;
+			o->origin_form = sp->form;
+			o->origin = value;
+		} else if (sp->attr == AT_LOW_PC || sp->attr == AT_ENTRY_PC || sp->attr == AT_RANGES) {
+			o->code = true;
+		}
+	}
+	return 0;
+}
+
+// The position of @o's origin when it is a DIE's of the unit (a reference into it, or a ref_addr there).
+static bool origin_in_unit(const struct ctx *c, const struct origin_attrs *o, uint64_t unit_base, uint64_t *at)
+{
+	const struct dws_unit *u = c->u;
+
+	if (unit_ref_size(o->origin_form) || o->origin_form == FORM_REF_UDATA) {
+		if (o->origin >= u->end - u->offset)
+			return false;
+		*at = u->offset + o->origin;
+		return true;
+	}
+	if (o->origin_form != FORM_REF_ADDR || o->origin < unit_base)
+		return false;
+	*at = o->origin - unit_base;
+	return *at >= u->offset && *at < u->end;
+}
+
+static int push_caller(struct dws_scan *s, size_t *depth, uint64_t caller)
+{
+	if (grow((void **)&s->callers, &s->callers_cap, *depth + 1, sizeof(*s->callers)))
+		return -1;
+	s->callers[(*depth)++] = caller;
+	return 0;
+}
+
+/*
+ * The DIEs from @pos to the 0 code that ends the unit DIE's children: walked into subprograms, inline
+ * instances, lexical blocks, namespaces and modules, the others passed with their children.
+ */
+static int walk_instances(struct ctx *c, uint64_t pos, uint64_t unit_base)
+{
+	struct dws_scan *s = c->s;
+	uint64_t end = c->u->end, caller = DWS_NO_CALLER;
+	size_t depth = 0;
+	int err;
+
+	while (pos < end) {
+		uint64_t die = pos, code;
+		const struct abbrev *ab;
+
+		if ((err = read_uleb(c->info, end, &pos, &code)))
+			return err;
+		if (!code) {
+			if (!depth)
+				return 0;
+			caller = s->callers[--depth];
+			continue;
+		}
+		ab = abbrev_at(c, code);
+		if (!ab)
+			return DWS_UNSUPPORTED;
+		if (ab->tag == TAG_SUBPROGRAM || ab->tag == TAG_INLINED_SUBROUTINE) {
+			struct origin_attrs o;
+			uint64_t at;
+
+			if ((err = read_origin_attrs(c, ab, &pos, &o)))
+				return err;
+			if (o.code && o.has_origin && origin_in_unit(c, &o, unit_base, &at)) {
+				if (grow((void **)&s->instances, &s->instances_cap, s->ninstances + 1, sizeof(*s->instances)))
+					return -1;
+				s->instances[s->ninstances++] = (struct dws_instance){
+					.origin = at, .die_offset = die,
+					.caller = ab->tag == TAG_INLINED_SUBROUTINE ? caller : DWS_NO_CALLER };
+			}
+			if (ab->children) {
+				if (push_caller(s, &depth, caller))
+					return -1;
+				if (o.code)
+					caller = die;
+			}
+			continue;
+		}
+		bool has_sibling = false;
+		uint64_t sibling = 0;
+
+		if (ab->tag == TAG_LEXICAL_BLOCK || ab->tag == TAG_NAMESPACE || ab->tag == TAG_MODULE) {
+			if (ab->fixed >= 0)
+				pos += (uint64_t)ab->fixed;
+			else if ((err = read_attrs(c, ab, &pos, NULL, &has_sibling, &sibling)))
+				return err;
+			if (ab->children && push_caller(s, &depth, caller))
+				return -1;
+		} else if (ab->children) {
+			if ((err = read_attrs(c, ab, &pos, NULL, &has_sibling, &sibling)))
+				return err;
+			err = has_sibling ? forward(sibling, pos, &pos) : walk(c, pos, false, &pos);
+			if (err)
+				return err;
+		} else if (ab->fixed >= 0) {
+			pos += (uint64_t)ab->fixed;
+		} else if ((err = read_attrs(c, ab, &pos, NULL, &has_sibling, &sibling))) {
+			return err;
+		}
+	}
+	return 0;
+}
+
+int dws_instances(struct dws_scan *s, const struct dws_sections *sec, const struct dws_unit *u, uint64_t unit_base,
+		  const struct dws_instance **found, size_t *count)
+{
+	struct ctx c = { .s = s, .sec = sec, .u = u, .info = sec->info };
+	const struct abbrev *ab;
+	uint64_t pos, sibling;
+	bool has_sibling = false;
+	int err;
+
+	*found = NULL;
+	*count = 0;
+	s->ninstances = 0;
+	if ((err = unit_start(&c, &pos, &ab)) || !ab)
+		return err;
+	if ((err = read_attrs(&c, ab, &pos, NULL, &has_sibling, &sibling)))
+		return err;
+	if (ab->children && (err = walk_instances(&c, pos, unit_base)))
+		return err;
+	*found = s->instances;
+	*count = s->ninstances;
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-// dwscan.h - the definitions of one DWARF unit listed from its bytes, for the name index.
+// dwscan.h - the definitions of one DWARF unit listed from its bytes, for the name index; its inline
+// instances by their abstract origin.
 //
 // probectl's name index (probectl/debuginfo/dwarf/dieindex.py:build_indexes) lists every function and
 // variable defined at a unit's top level, in its namespaces and modules (and, in a Rust unit, its
@@ -62,6 +63,15 @@ struct dws_scan;
 struct dws_scan *dws_scan_new(void);
 void dws_scan_free(struct dws_scan *s);
 
+// One subprogram or inline instance with code whose abstract origin is in its unit (dws_instances).
+struct dws_instance {
+	uint64_t origin;		// the origin's offset
+	uint64_t die_offset;
+	uint64_t caller;		// an inline instance's nearest enclosing DIE with code, else DWS_NO_CALLER
+};
+
+#define DWS_NO_CALLER	UINT64_MAX
+
 #define DWS_UNSUPPORTED	1
 
 /**
@@ -72,5 +82,19 @@ void dws_scan_free(struct dws_scan *s);
  */
 int dws_definitions(struct dws_scan *s, const struct dws_sections *sec, const struct dws_unit *u,
 		    const struct dws_definition **defs, size_t *count);
+
+/**
+ * dws_instances - the subprograms and inline instances with code of unit @u, in DIE order, each with
+ *	the abstract origin it is an instance of, when that is in @u (diescan.py:CUScanner.instances_by_origin)
+ * @unit_base: what a DW_FORM_ref_addr origin (a section offset) must lose to be a position of
+ *	@sec->info: 0 when it holds the whole section, the unit's section offset when it holds the unit alone
+ *	(@u's positions then start at 0)
+ * @found: set to the scan's array of them (valid until the next call with @s); *@count how many
+ *
+ * Offsets are positions of @sec->info. Returns 0, DWS_UNSUPPORTED when the unit must be read by the
+ * reference scanner, or -1 (no memory).
+ */
+int dws_instances(struct dws_scan *s, const struct dws_sections *sec, const struct dws_unit *u, uint64_t unit_base,
+		  const struct dws_instance **found, size_t *count);
 
 #endif // PROBECTL_DWSCAN_H

@@ -11,6 +11,7 @@
 //   unwind_copies(perf, events, ...)                            their stack copies unwound by simple rules
 //   fold_stacks(streams, selected, stacks, probe_ips)           events counted by thread and stacks
 //   dwarf_definitions(info, ..., unit, strings)                 a DWARF unit's definitions, by name
+//   dwarf_instances(info, info_base, abbrev, unit, unit_base)    its inline instances, by origin
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -204,6 +205,7 @@ static PyMethodDef module_methods[] = {
 	{ "fold_stacks", (PyCFunction)(void (*)(void))fold_stacks, METH_VARARGS | METH_KEYWORDS,
 	  DOC_fold_stacks },
 	{ "dwarf_definitions", (PyCFunction)dwarf_definitions, METH_VARARGS, DOC_dwarf_definitions },
+	{ "dwarf_instances", (PyCFunction)dwarf_instances, METH_VARARGS, DOC_dwarf_instances },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -357,6 +357,19 @@ def dwarf_definitions(info: Buffer, info_base: int, abbrev: Buffer, strtab: Buff
     from one call to the next. None when the unit has a shape this scanner leaves to the Python one."""
 
 
+def dwarf_instances(info: Buffer, info_base: int, abbrev: Buffer, unit: tuple[int, int, int, int, int, int, int],
+                    unit_base: int, /) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+    """The subprograms and inline instances with code of one DWARF unit by the offset of their
+    abstract origin in that unit (native/dwscan.h), as ``dieindex.instances_by_origin`` gives them:
+    origin → [(offset, the offset of the nearest enclosing DIE with code, for an inline instance, else
+    None)], in DIE order. ``info`` holds ``.debug_info`` from ``info_base`` on, or the unit's bytes
+    alone; ``unit`` is (offset, end, first DIE offset, abbrev offset, offset size, address size,
+    version), its offsets positions in ``info``; ``unit_base`` is the section offset of ``info``'s
+    first position (0 when it holds the whole section): a DW_FORM_ref_addr origin, a section offset,
+    is made a position by taking it away, and the offsets given back are section offsets. None when
+    the unit has a shape this scanner leaves to the Python one."""
+
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]

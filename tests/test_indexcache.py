@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import build_fixture, build_static_pair, kernel_testdata, missing
+from tests.helpers import build_fixture, build_go_fixture, build_static_pair, kernel_testdata, missing
 from probectl.debuginfo.dwarf import dieindex, namesearch
 from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
@@ -405,6 +405,38 @@ def test_unit_scans_are_kept(private_cache, monkeypatch):
     assert answers() == first and "instances_by_origin" in scans[made:]
     monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
     assert answers() == first
+
+
+def test_unit_scans_are_written_once_a_run(private_cache, monkeypatch, tmp_path):
+    """The scans of many units made in one run are written once: when the debug file is closed, or at
+    exit when it never is (as a command leaves it open); the next run reads them back, scanning none."""
+    import subprocess
+    import sys
+
+    target = str(build_go_fixture("go_target"))  # (a unit per package)
+    writes: list[str] = []
+    real_store = indexcache.store
+    monkeypatch.setattr(indexcache, "store", lambda kind, *rest: writes.append(kind) or real_store(kind, *rest))
+    with DebugInfo.open(target) as di:
+        units = [cu.cu_offset for cu in di.dwarf.iter_CUs()][:20]
+        found = [di._instances_by_origin(di.dwarf.get_CU_at(offset)) for offset in units]
+        assert len(units) == 20 and "dwarf-unit-scans" not in writes
+    assert writes.count("dwarf-unit-scans") == 1
+    scans = []
+    real_scan = dieindex.instances_by_origin
+    monkeypatch.setattr(dieindex, "instances_by_origin", lambda *a: scans.append(a) or real_scan(*a))
+    with DebugInfo.open(target) as di:
+        assert [di._instances_by_origin(di.dwarf.get_CU_at(offset)) for offset in units] == found
+    assert not scans and writes.count("dwarf-unit-scans") == 1, "read back, nothing new written"
+
+    other = tmp_path / "other-cache"
+    script = ("import sys\nfrom probectl.debuginfo.dwarf import DebugInfo\n"
+              "di = DebugInfo.open(sys.argv[1])\n"
+              "for cu in list(di.dwarf.iter_CUs())[:20]:\n    di._instances_by_origin(cu)\n")
+    subprocess.run([sys.executable, "-c", script, target], check=True,
+                   env=dict(os.environ, XDG_CACHE_HOME=str(other)))
+    (kept,) = (other / "probectl").glob("dwarf-unit-scans-*")
+    assert kept.read_bytes() == next(private_cache.glob("dwarf-unit-scans-*")).read_bytes()
 
 
 # --- kprobe rules -------------------------------------------------------------------------------

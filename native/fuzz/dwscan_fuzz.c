@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// dwscan_fuzz.c - dws_definitions() (dwscan.h) on the units of a real file's DWARF, then on damaged
-// copies of it: bytes of .debug_info and .debug_abbrev changed at random (a few, or a run), unit
-// ends and abbreviation offsets moved, sections cut short. Every name given must lie in its
-// section; the undamaged pass prints the count of definitions it lists, which the test compares with
-// the Python scanner's. Built by the tests with the sanitizers (tests/test_native_dwscan.py).
+// dwscan_fuzz.c - dws_definitions() and dws_instances() (dwscan.h) on the units of a real file's DWARF,
+// then on damaged copies of it: bytes of .debug_info and .debug_abbrev changed at random (a few, or a
+// run), unit ends and abbreviation offsets moved, sections cut short. Every name given must lie in its
+// section, every instance, origin and caller in its unit; the undamaged pass prints the count of
+// definitions and of instances it lists, which the test compares with the Python scanner's, and finds
+// the same instances in a unit's bytes alone as in the whole section. Built by the tests with the
+// sanitizers (tests/test_native_dwscan.py).
 //
 //   dwscan_fuzz INPUT ITERATIONS SEED
 //
@@ -115,14 +117,81 @@ static uint8_t *copy(const uint8_t *p, size_t n)
 	return c;
 }
 
+// The instances of unit @u (dws_instances) in @sec's positions, each checked to lie in the unit, an
+// inline instance's caller before it; their count (a unit given up counts nothing).
+static size_t instances(struct dws_scan *s, const struct dws_sections *sec, const struct dws_unit *u,
+			uint64_t unit_base, const struct dws_instance **found, size_t *given_up)
+{
+	size_t count;
+	int err = dws_instances(s, sec, u, unit_base, found, &count);
+
+	if (err < 0)
+		abort();
+	if (err == DWS_UNSUPPORTED) {
+		(*given_up)++;
+		return 0;
+	}
+	for (size_t k = 0; k < count; k++) {
+		const struct dws_instance *in = &(*found)[k];
+
+		if (in->die_offset < u->die_offset || in->die_offset >= u->end || in->origin < u->offset ||
+		    in->origin >= u->end)
+			abort();
+		if (in->caller != DWS_NO_CALLER && (in->caller < u->die_offset || in->caller >= in->die_offset))
+			abort();
+		touch(sec->info + in->die_offset, 1);
+	}
+	return count;
+}
+
+// The instances of every unit, each also found in a copy of the unit's bytes alone (positions from 0,
+// ref_addr origins relative to the unit's offset) the same; their count.
+static size_t run_instances(struct dws_scan *s, struct dws_scan *alone, const struct dws_sections *sec,
+			    const struct dws_unit *units, size_t nunits, size_t *given_up)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < nunits; i++) {
+		const struct dws_unit *u = &units[i];
+		const struct dws_instance *found, *found_alone;
+		size_t whole_given_up = 0, alone_given_up = 0, count_alone;
+		size_t count = instances(s, sec, u, 0, &found, &whole_given_up);
+		struct dws_sections own = *sec;
+		struct dws_unit unit = *u;
+		uint8_t *bytes;
+
+		total += count;
+		*given_up += whole_given_up;
+		if (u->end > sec->info_size || u->offset > u->die_offset || u->die_offset >= u->end)
+			continue;
+		bytes = copy(sec->info + u->offset, u->end - u->offset);
+		own.info = bytes;
+		own.info_size = u->end - u->offset;
+		unit.offset = 0;
+		unit.end -= u->offset;
+		unit.die_offset -= u->offset;
+		count_alone = instances(alone, &own, &unit, u->offset, &found_alone, &alone_given_up);
+		if (count_alone != count || alone_given_up != whole_given_up)
+			abort();
+		for (size_t k = 0; k < count; k++)
+			if (found_alone[k].origin + u->offset != found[k].origin ||
+			    found_alone[k].die_offset + u->offset != found[k].die_offset ||
+			    (found[k].caller == DWS_NO_CALLER ? found_alone[k].caller != DWS_NO_CALLER :
+			     found_alone[k].caller + u->offset != found[k].caller))
+				abort();
+		free(bytes);
+	}
+	return total;
+}
+
 int main(int argc, char **argv)
 {
 	uint8_t *input, *sections[5];
 	size_t len, sizes[5], nunits;
 	struct dws_unit *units, *damaged_units;
 	struct dws_sections sec;
-	struct dws_scan *s;
-	size_t given_up = 0, total;
+	struct dws_scan *s, *alone;
+	size_t given_up = 0, instances_given_up = 0, total, total_instances;
 	long iterations;
 	FILE *f;
 
@@ -167,10 +236,13 @@ int main(int argc, char **argv)
 	sec = (struct dws_sections){ sections[0], sizes[0], sections[1], sizes[1], sections[2], sizes[2],
 				     sections[3], sizes[3], sections[4], sizes[4] };
 	s = dws_scan_new();
-	if (!s)
+	alone = dws_scan_new();
+	if (!s || !alone)
 		return 2;
 	total = run(s, &sec, units, nunits, &given_up);
+	total_instances = run_instances(s, alone, &sec, units, nunits, &instances_given_up);
 	printf("definitions %zu given up %zu\n", total, given_up);
+	printf("instances %zu given up %zu\n", total_instances, instances_given_up);
 
 	for (long it = 0; it < iterations && nunits; it++) {
 		size_t info_size = sizes[0], abbrev_size = sizes[1];
@@ -220,11 +292,13 @@ int main(int argc, char **argv)
 		damaged.abbrev_size = abbrev_size;
 		given_up = 0;
 		run(s, &damaged, damaged_units, nunits, &given_up);
+		run_instances(s, alone, &damaged, damaged_units, nunits, &given_up);
 		free(info);
 		free(abbrev);
 	}
 	printf("ok %ld\n", iterations);
 	dws_scan_free(s);
+	dws_scan_free(alone);
 	for (int k = 0; k < 5; k++)
 		free(sections[k]);
 	free(units);

@@ -162,6 +162,8 @@ class DebugInfo:
         return cls(found, binary)
 
     def close(self) -> None:
+        if self._scans is not None:
+            self._scans.keep()
         self._file.close()
         if self._binary_elf is not None:
             self._binary_elf.close()

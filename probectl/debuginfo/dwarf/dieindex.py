@@ -112,13 +112,16 @@ _MISSING = object()
 
 
 class UnitScans:
-    """The per-unit scans of one debug file: :meth:`get` gives the kept one, or makes and keeps it."""
+    """The per-unit scans of one debug file: :meth:`get` gives the kept one, or makes it; :meth:`keep`
+    writes those made to the file once, when the debug file is closed or else at exit (rewritten after
+    each scan, the file was written once per unit: 47 times by a cold ``funcs`` of a C++ library)."""
 
     def __init__(self, debuginfo: "DebugInfo"):
         self.debuginfo = debuginfo
         info = debuginfo.dwarf.debug_info_sec
         self.fingerprint = (_UNIT_SCANS_FORMAT, debuginfo.little_endian, info.size if info is not None else 0)
         self.tables: Optional[dict] = None
+        self.made = False  # (scans made since the file was written)
 
     def get(self, kind: str, cu, build: Callable[["DebugInfo", Any], Any], valid: Callable[[Any], bool]) -> Any:
         """The ``kind`` scan of ``cu`` (``build(debuginfo, cu)``), kept; a kept one ``valid`` rejects is made anew."""
@@ -134,8 +137,25 @@ class UnitScans:
         if value is not _MISSING and valid(value):
             return value
         value = table[cu.cu_offset] = build(self.debuginfo, cu)
-        indexcache.store("dwarf-unit-scans", self.debuginfo.index_key, self.fingerprint, (self.tables,))
+        if not self.made:
+            import atexit
+
+            atexit.register(self.keep)
+            self.made = True
         return value
+
+    def keep(self) -> None:
+        """Write the scans made since the last write, with those read (``DebugInfo.close`` calls this,
+        else it runs at exit)."""
+        if not self.made:
+            return
+        import atexit
+
+        from .. import indexcache
+
+        self.made = False
+        atexit.unregister(self.keep)
+        indexcache.store("dwarf-unit-scans", self.debuginfo.index_key, self.fingerprint, (self.tables,))
 
 
 def valid_bounds(value: Any) -> bool:
@@ -423,7 +443,28 @@ def inline_sites(debuginfo: "DebugInfo", cu) -> Optional[list[tuple[int, Optiona
 def instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
     """The CU's subprograms and inline instances with code by the section offset of their abstract
     origin (``CUScanner.instances_by_origin``, offsets made section offsets), read from the section
-    bytes; None when this scanner cannot read the CU."""
+    bytes; None when this scanner cannot read the CU.
+
+    The native scanner (native/dwscan.h) reads the unit without a Python step per DIE; a unit of a
+    shape it leaves to the byte scanner in Python (an unknown or indirect form, damage) is read by
+    that one, the reference it is tested equal to (``python_instances_by_origin``)."""
+    if debuginfo.little_endian:
+        from ... import _native
+
+        header = cu.header
+        base = cu.cu_offset
+        # (the unit's bytes alone, which its DIEs are read from next: positions are unit offsets)
+        unit = (0, cu.size, cu.cu_die_offset - base, header.abbrev_offset, header.offset_size, header.address_size,
+                header.version)
+        found = _native.dwarf_instances(debuginfo.cu_bytes(cu), 0, debuginfo.section_bytes("debug_abbrev_sec"),
+                                        unit, base)
+        if found is not None:
+            return found
+    return python_instances_by_origin(debuginfo, cu)
+
+
+def python_instances_by_origin(debuginfo: "DebugInfo", cu) -> Optional[dict[int, list[tuple[int, Optional[int]]]]]:
+    """``instances_by_origin`` of ``cu`` by the byte scanner in Python."""
     try:
         _info, table, scanner = _cu_table(debuginfo, cu)
         pos = _children_start(cu, table, scanner)
