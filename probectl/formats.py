@@ -196,6 +196,36 @@ def _parse_field_line(line: str, lineno: int) -> Field:
     )
 
 
+# A field line of a fixed array written with empty brackets: ``field:s64 xs[];  offset:92;  size:128;``.
+_UNSIZED_ARRAY_LINE = re.compile(r"^(?P<head>[ \t]*field[ \t]*:[ \t]*(?P<base>[^;:\[\n]*?)[ \t]+[A-Za-z_]\w*[ \t]*\[)"
+                                 r"\](?P<tail>;[ \t]*offset[ \t]*:[ \t]*\d+[ \t]*;[ \t]*size[ \t]*:[ \t]*(?P<size>\d+)[ \t]*;)",
+                                 re.M)
+
+
+def with_array_lengths(text: str) -> str:
+    """A format text with the number of elements written in the brackets of each fixed array of
+    integers that has none: ``field:s64 xs[];`` of ``size:128`` becomes ``field:s64 xs[16];``, as
+    kernels before 6.2 wrote it; all else as it was.
+
+    Since Linux 6.2 (b6c7abd1c28a, "tracing: Fix TASK_COMM_LEN in trace event format file") a field
+    defined without a length, which every array argument of a kprobe or uprobe event is
+    (``xs=+0(%cx):s64[16]``), is written with ``[]``. libtraceevent, trace-cmd's parser (1.7 to 1.8.4),
+    then gives its elements a size of 0 unless the type has ``char``, ``u8`` or ``s8`` in it (a size
+    of 1) or is a ``long``, and reads ``REC->xs[i]`` as 0: trace-cmd prints ``xs={0,0,...}``. A length
+    in the brackets gives it the size (``size`` over the length). probectl's own parser reads both
+    forms alike (:func:`_count`). Variable-length arrays (``size:0``) and types of no known size are
+    left as they are."""
+
+    def sized(m: re.Match) -> str:
+        element = _ELEMENT_SIZES.get(" ".join(m.group("base").split()).removeprefix("const "))
+        size = int(m.group("size"))
+        if not element or size <= 0 or size % element:
+            return m.group(0)
+        return f"{m.group('head')}{size // element}]{m.group('tail')}"
+
+    return _UNSIZED_ARRAY_LINE.sub(sized, text)
+
+
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head", "begin": "__begin", "end": "__end"}
 VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "name": "__n", "member": "__m", "element": "__e"}
 _VECTOR_END = re.compile(r"__end(?P<size>[1-9][0-9]*)")

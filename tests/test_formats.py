@@ -8,7 +8,8 @@ import pytest
 
 from probectl.errors import ProbectlError
 from probectl.errors import FormatError
-from probectl.formats import EventFormat, Field, parse_fields
+from probectl.dataclass import replace
+from probectl.formats import EventFormat, Field, parse_fields, with_array_lengths
 
 DATA = Path(__file__).parent / "data" / "formats"
 
@@ -85,6 +86,32 @@ def test_ftrace_flexible_array():
     fmt = load("ftrace_print.format", "ftrace")
     buf = fmt.field("buf")
     assert (buf.type, buf.size, buf.array_len, buf.is_string) == ("char[]", 0, None, True)
+
+
+def test_array_lengths_are_written_in():
+    """What the trace.dat writer stores: a probe's fixed array written with empty brackets (Linux
+    6.2 and later) gets its number of elements, from its size and its type's (libtraceevent reads
+    its elements' size from that number, and reads ``s64 xs[]`` as zeros); nothing else changes,
+    and probectl reads both texts alike."""
+    text = (DATA / "uprobe_args.format").read_text()
+    text = text.replace("\tfield:u32 bf;", "\tfield:s64 xs[];\toffset:75;\tsize:128;\tsigned:1;\n"
+                        "\tfield:const s16 h[];\toffset:203;\tsize:6;\tsigned:1;\n"
+                        "\tfield:u32 odd[];\toffset:209;\tsize:6;\tsigned:0;\n"
+                        "\tfield:struct blob b[];\toffset:215;\tsize:8;\tsigned:0;\n\tfield:u32 bf;")
+    written = with_array_lengths(text)
+    changed = [(a, b) for a, b in zip(text.splitlines(), written.splitlines()) if a != b]
+    assert [(a.split(";")[0], b.split(";")[0]) for a, b in changed] == [
+        ("\tfield:u8 arr[]", "\tfield:u8 arr[4]"), ("\tfield:s64 xs[]", "\tfield:s64 xs[16]"),
+        ("\tfield:const s16 h[]", "\tfield:const s16 h[3]")]
+    assert all(a.split(";")[1:] == b.split(";")[1:] for a, b in changed)
+    before, after = EventFormat.parse(text, "tfsx"), EventFormat.parse(written, "tfsx")
+    for old, new in zip(before.fields, after.fields, strict=True):
+        assert replace(old, type=new.type) == new
+        assert new.type in (old.type, old.type.replace("[]", f"[{new.array_len}]"))
+    assert [after.field(n).array_len for n in ("arr", "xs", "h", "odd", "b")] == [4, 16, 3, 1, None]
+    # a format of no such array (a flexible one of size 0, a length written in, a symbolic one) is as it was
+    for name in ("ftrace_print.format", "sched_switch.format", "old_kernel_sched_switch.format", "uretprobe.format"):
+        assert with_array_lengths((DATA / name).read_text()) == (DATA / name).read_text()
 
 
 def test_header_page():
