@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 from ..errors import TraceFileError
-from ..formats import with_array_lengths
+from ..formats import for_libtraceevent
 from ..outputfile import OutputFile
 from .metadata import FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, V6_FLYRECORD, V6_OPTIONS, Option, TraceMetadata
 
@@ -46,9 +46,9 @@ def _header_info(o: _Out, meta: TraceMetadata) -> bytes:
 
 
 def _format_text(text: str) -> bytes:
-    """A format text as the file holds it: the kernel's, with its arrays' lengths written in (which
-    trace-cmd needs to read their elements: :func:`probectl.formats.with_array_lengths`)."""
-    return with_array_lengths(text).encode()
+    """A format text as the file holds it: the kernel's, as trace-cmd needs it to print the kernel's
+    values (arrays' lengths written in, ``%hd`` for an s16: :func:`probectl.formats.for_libtraceevent`)."""
+    return for_libtraceevent(text).encode()
 
 
 def _ftrace_events(o: _Out, meta: TraceMetadata) -> bytes:

@@ -3,13 +3,13 @@ fetched whole (``b[0]:s8[4]`` ... ``u[0]:x32[4]``), a Go ``[]int`` and a Rust ``
 its first 16 elements and its hidden length). ``trace-cmd report`` prints the values the programs
 printed in their EXPECT lines and probectl's ``script`` gives, where it printed every element as 0:
 Linux 6.2 and later write such a field ``s64 q[]`` (no length), from which libtraceevent takes an
-element size of 0, and the writer writes the length in (probectl.formats.with_array_lengths).
+element size of 0, and the writer writes the length in; and where it printed an s8's or s16's -1 as
+255 or 65535 (``%d`` of a number libtraceevent never sign-extends), and the writer writes ``%hhd``
+and ``%hd`` (probectl.formats.for_libtraceevent).
 
-trace-cmd prints an s8 or s16 element unsigned (``%d`` of a number libtraceevent never
-sign-extends, as for a scalar of them): those are compared modulo their width. It prints a slice's
-16 elements, the ones past its length too (it knows nothing of the hidden ``NAME__len``): the first
-``NAME__len`` are compared. The offline test: tests/test_tracedat.py
-(test_trace_cmd_reads_a_probes_integer_arrays)."""
+trace-cmd prints a slice's 16 elements, the ones past its length too (it knows nothing of the hidden
+``NAME__len``): the first ``NAME__len`` are compared. The offline tests: tests/test_tracedat.py
+(test_trace_cmd_reads_a_probes_integer_arrays), tests/test_formats.py."""
 from __future__ import annotations
 
 import json
@@ -24,7 +24,6 @@ from tests.helpers import build_fixture, build_go_fixture, build_rust_fixture, p
 from tests.live.test_live_uprobes import expect_lines
 
 GROUP = f"arrays{os.getpid()}"
-BITS = {"s8": 8, "s16": 16}  # the element types trace-cmd prints unsigned
 
 
 @pytest.fixture
@@ -60,27 +59,23 @@ def numbers(text: str) -> list[int]:
 @pytest.mark.root
 @pytest.mark.tracecmd
 def test_a_c_programs_arrays_of_each_size_and_sign(cleanup_group, tmp_path):
-    """int_arrays' five arrays of 4 (and the unsigned one again as x32, printed in hex), twice: trace-cmd's
-    elements are the program's and script's."""
+    """int_arrays' five arrays of 4 (and the unsigned one again as x32, printed in hex, and the first
+    elements of the s8 and s16 ones as numbers of their own), twice: trace-cmd's values are the
+    program's and script's."""
     binary = build_fixture("int_arrays")
-    probectl("add", "-x", str(binary),
-             f"{GROUP}:sum=sum_arrays b[0]:s8[4] h[0]:s16[4] w[0]:s32[4] q[0]:s64[4] u[0]:u32[4] x=u[0]:x32[4]")
+    probectl("add", "-x", str(binary), f"{GROUP}:sum=sum_arrays b[0]:s8[4] h[0]:s16[4] w[0]:s32[4] q[0]:s64[4] "
+             "u[0]:u32[4] x=u[0]:x32[4] b0=b[0] h0=h[0]")
     fmt = (cleanup_group / "events" / GROUP / "sum" / "format").read_text()
     assert "\tfield:s64 q[];\t" in fmt  # (the kernel's text, with no length: what trace-cmd read as zeros)
     want, script, printed = record(tmp_path, binary)
     calls = want["sum_arrays"]
-    types = {"b": "s8", "h": "s16", "w": "s32", "q": "s64", "u": "u32"}
+    names = ("b", "h", "w", "q", "u")
     assert len(calls) == len(script) == 2
     for call, fields, theirs in zip(calls, script, printed):
-        expected = {name: numbers(call[name]) for name in types}
-        assert {name: fields[name] for name in types} == expected
-        assert fields["x"] == expected["u"]
-        for name, typ in types.items():
-            width = 1 << BITS.get(typ, 64)
-            assert [e % width for e in theirs[name]] == [e % width for e in expected[name]], (name, theirs)
-            if typ not in BITS:
-                assert theirs[name] == expected[name]
-        assert theirs["x"] == expected["u"]
+        expected = {name: numbers(call[name]) for name in names}
+        assert {name: fields[name] for name in names} == {name: theirs[name] for name in names} == expected
+        assert fields["x"] == theirs["x"] == expected["u"]
+        assert (fields["b0"], fields["h0"]) == (theirs["b0"], theirs["h0"]) == (expected["b"][0], expected["h"][0])
 
 
 @pytest.mark.root
