@@ -234,13 +234,15 @@ def _with_array_lengths(text: str) -> str:
 
 # The print format of a probe event as the kernel makes it (trace_probe.c): one string literal, then
 # arguments that are fields, their elements or their strings, no commas in them.
-_PROBE_PRINT_FMT = re.compile(r'^(?P<head>print fmt: ")(?P<literal>(?:[^"\\\n]|\\.)*)(?P<args>".*)$', re.M)
+_PROBE_PRINT_FMT = re.compile(r'^print fmt: "(?P<literal>(?:[^"\\\n]|\\.)*)(?P<args>".*)$', re.M)
 _PROBE_ARG = re.compile(r"REC->(?P<name>\w+)(?:\[\d+\])?|__get_(?:rel_)?str\(\w+(?:\[\d+\])?\)")
 _PRINTF_CONV = re.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[a-zA-Z]")
 _NARROW_SIGNED = {1: "%hhd", 2: "%hd"}
 
 
 def _with_narrow_signed_conversions(text: str) -> str:
+    if "__probe_" not in text:  # (cheap: most formats are tracepoints')
+        return text
     m = _PROBE_PRINT_FMT.search(text)
     if m is None or "%d" not in m.group("literal"):
         return text
