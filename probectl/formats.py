@@ -196,6 +196,80 @@ def _parse_field_line(line: str, lineno: int) -> Field:
     )
 
 
+def for_libtraceevent(text: str) -> str:
+    """A format text as trace-cmd's parser, libtraceevent (1.7 to 1.8.4), needs it to print the values
+    the kernel prints: the kernel's text, with two changes that make no difference to probectl's own
+    parser (both forms read alike) and none to a format that needs neither.
+
+    - A fixed array of integers written with empty brackets gets its number of elements:
+      ``field:s64 xs[];`` of ``size:128`` becomes ``field:s64 xs[16];``, as kernels before 6.2 wrote
+      it. Since Linux 6.2 (b6c7abd1c28a, "tracing: Fix TASK_COMM_LEN in trace event format file") a
+      field defined without a length, which every array argument of a kprobe or uprobe event is
+      (``xs=+0(%cx):s64[16]``), is written with ``[]``; libtraceevent then gives its elements a size
+      of 0 unless the type has ``char``, ``u8`` or ``s8`` in it (1) or is a ``long``, and reads
+      ``REC->xs[i]`` as 0. Variable-length arrays (``size:0``) and types of no known size are left.
+    - A probe event's ``%d`` of a signed 1- or 2-byte value (``s8``, ``s16``, an element of an array of
+      them) becomes ``%hhd`` or ``%hd``: libtraceevent reads such a value without extending its sign
+      and prints ``%d`` of it as an ``int`` (255 for -1), where the kernel prints it as its type.
+    """
+    return _with_narrow_signed_conversions(_with_array_lengths(text))
+
+
+# A field line of a fixed array written with empty brackets: ``field:s64 xs[];  offset:92;  size:128;``.
+_UNSIZED_ARRAY_LINE = re.compile(r"^(?P<head>[ \t]*field[ \t]*:[ \t]*(?P<base>[^;:\[\n]*?)[ \t]+[A-Za-z_]\w*[ \t]*\[)"
+                                 r"\](?P<tail>;[ \t]*offset[ \t]*:[ \t]*\d+[ \t]*;[ \t]*size[ \t]*:[ \t]*(?P<size>\d+)[ \t]*;)",
+                                 re.M)
+
+
+def _with_array_lengths(text: str) -> str:
+    def sized(m: re.Match) -> str:
+        element = _ELEMENT_SIZES.get(" ".join(m.group("base").split()).removeprefix("const "))
+        size = int(m.group("size"))
+        if not element or size <= 0 or size % element:
+            return m.group(0)
+        return f"{m.group('head')}{size // element}]{m.group('tail')}"
+
+    return _UNSIZED_ARRAY_LINE.sub(sized, text)
+
+
+# The print format of a probe event as the kernel makes it (trace_probe.c): one string literal, then
+# arguments that are fields, their elements or their strings, no commas in them.
+_PROBE_PRINT_FMT = re.compile(r'^print fmt: "(?P<literal>(?:[^"\\\n]|\\.)*)(?P<args>".*)$', re.M)
+_PROBE_ARG = re.compile(r"REC->(?P<name>\w+)(?:\[\d+\])?|__get_(?:rel_)?str\(\w+(?:\[\d+\])?\)")
+_PRINTF_CONV = re.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[a-zA-Z]")
+_NARROW_SIGNED = {1: "%hhd", 2: "%hd"}
+
+
+def _with_narrow_signed_conversions(text: str) -> str:
+    if "__probe_" not in text:  # (cheap: most formats are tracepoints')
+        return text
+    m = _PROBE_PRINT_FMT.search(text)
+    if m is None or "%d" not in m.group("literal"):
+        return text
+    try:
+        fmt = EventFormat.parse(text)
+    except FormatError:
+        return text
+    if not fmt.event_fields or fmt.event_fields[0].name not in ("__probe_ip", "__probe_func"):
+        return text  # (a tracepoint's print format can be any C; a probe event's is the kernel's own)
+    args = [a.strip() for a in m.group("args")[1:].split(",")][1:]
+    matched = [a for a in map(_PROBE_ARG.fullmatch, args) if a is not None]
+    convs = [c for c in _PRINTF_CONV.finditer(m.group("literal")) if c.group() != "%%"]
+    if not len(matched) == len(args) == len(convs):
+        return text
+    literal, end = [], 0
+    for conv, arg in zip(convs, matched):
+        field = fmt.field(arg.group("name")) if arg.group("name") else None
+        if conv.group() != "%d" or field is None or not field.signed or field.is_data_loc:
+            continue
+        element = field.size // field.array_len if field.array_len else field.size
+        if element in _NARROW_SIGNED:
+            literal += [m.group("literal")[end:conv.start()], _NARROW_SIGNED[element]]
+            end = conv.end()
+    literal.append(m.group("literal")[end:])
+    return text[:m.start("literal")] + "".join(literal) + text[m.end("literal"):]
+
+
 STRING_PART_SUFFIXES = {"length": "__len", "head": "__head", "begin": "__begin", "end": "__end"}
 VARIANT_PART_PREFIXES = {"variant": "__v", "payload": "__p", "name": "__n", "member": "__m", "element": "__e"}
 _VECTOR_END = re.compile(r"__end(?P<size>[1-9][0-9]*)")

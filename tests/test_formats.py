@@ -8,7 +8,8 @@ import pytest
 
 from probectl.errors import ProbectlError
 from probectl.errors import FormatError
-from probectl.formats import EventFormat, Field, parse_fields
+from probectl.dataclass import replace
+from probectl.formats import EventFormat, Field, for_libtraceevent, parse_fields
 
 DATA = Path(__file__).parent / "data" / "formats"
 
@@ -85,6 +86,53 @@ def test_ftrace_flexible_array():
     fmt = load("ftrace_print.format", "ftrace")
     buf = fmt.field("buf")
     assert (buf.type, buf.size, buf.array_len, buf.is_string) == ("char[]", 0, None, True)
+
+
+def test_array_lengths_are_written_in_for_libtraceevent():
+    """What the trace.dat writer stores: a probe's fixed array written with empty brackets (Linux
+    6.2 and later) gets its number of elements, from its size and its type's (libtraceevent reads
+    its elements' size from that number, and reads ``s64 xs[]`` as zeros); nothing else changes,
+    and probectl reads both texts alike."""
+    text = (DATA / "uprobe_args.format").read_text()
+    text = text.replace("\tfield:u32 bf;", "\tfield:s64 xs[];\toffset:75;\tsize:128;\tsigned:1;\n"
+                        "\tfield:const s16 h[];\toffset:203;\tsize:6;\tsigned:1;\n"
+                        "\tfield:u32 odd[];\toffset:209;\tsize:6;\tsigned:0;\n"
+                        "\tfield:struct blob b[];\toffset:215;\tsize:8;\tsigned:0;\n\tfield:u32 bf;")
+    written = for_libtraceevent(text)
+    changed = [(a, b) for a, b in zip(text.splitlines(), written.splitlines()) if a != b]
+    assert [(a.split(";")[0], b.split(";")[0]) for a, b in changed] == [
+        ("\tfield:u8 arr[]", "\tfield:u8 arr[4]"), ("\tfield:s64 xs[]", "\tfield:s64 xs[16]"),
+        ("\tfield:const s16 h[]", "\tfield:const s16 h[3]")]
+    assert all(a.split(";")[1:] == b.split(";")[1:] for a, b in changed)
+    before, after = EventFormat.parse(text, "tfsx"), EventFormat.parse(written, "tfsx")
+    for old, new in zip(before.fields, after.fields, strict=True):
+        assert replace(old, type=new.type) == new
+        assert new.type in (old.type, old.type.replace("[]", f"[{new.array_len}]"))
+    assert [after.field(n).array_len for n in ("arr", "xs", "h", "odd", "b")] == [4, 16, 3, 1, None]
+    # a format of no such array (a flexible one of size 0, a length written in, a symbolic one) is as it was
+    for name in ("ftrace_print.format", "sched_switch.format", "old_kernel_sched_switch.format", "uretprobe.format"):
+        assert for_libtraceevent((DATA / name).read_text()) == (DATA / name).read_text()
+
+
+def test_a_probes_narrow_signed_numbers_print_as_their_type_for_libtraceevent():
+    """A probe event's %d of an s8 or s16, or of an element of an array of them, becomes %hhd or %hd
+    (libtraceevent never extends their sign: %d of -1 printed 255); no other conversion changes, and
+    a tracepoint's print format (any C) is left as it is."""
+    text = (DATA / "uprobe_arrays.format").read_text()  # (6.18's format of a uprobe of six arrays)
+    written = for_libtraceevent(text)
+    fmt = EventFormat.parse(written)
+    assert fmt.print_fmt.startswith('"(%lx) b={%hhd,%hhd,%hhd,%hhd} h={%hd,%hd,%hd,%hd} w={%d,%d,%d,%d} '
+                                    'q={%Ld,%Ld,%Ld,%Ld} u={%u,%u,%u,%u} x={0x%x,0x%x,0x%x,0x%x}", REC->__probe_ip, ')
+    assert fmt.print_fmt.split('", ')[1] == EventFormat.parse(text).print_fmt.split('", ')[1]  # the arguments
+    assert for_libtraceevent(written) == written
+    scalars = text.replace("\tfield:s8 b[];\toffset:16;\tsize:4;", "\tfield:s8 b;\toffset:16;\tsize:1;").replace(
+        "b={%d,%d,%d,%d}", "b=%d c='%c'").replace("REC->b[0], REC->b[1], REC->b[2], REC->b[3]", "REC->b, REC->b")
+    assert EventFormat.parse(for_libtraceevent(scalars)).print_fmt.startswith("\"(%lx) b=%hhd c='%c' h={%hd,")
+    # not a probe event, or a print format of another shape: as it was
+    tracepoint = text.replace("__probe_ip", "ip")
+    assert for_libtraceevent(tracepoint) == tracepoint.replace("[]", "[4]")
+    odd = text.replace("REC->h[3]", "(REC->h[3] + 1)")
+    assert EventFormat.parse(for_libtraceevent(odd)).print_fmt == EventFormat.parse(odd).print_fmt
 
 
 def test_header_page():

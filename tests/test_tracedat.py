@@ -25,7 +25,7 @@ from probectl.formats import EventFormat
 from probectl.ringbuf import PageLayout
 from probectl.tracedat import OPTION_SAVED_TGIDS, Option, TraceFile, TraceMetadata, open_trace, write_tracedat
 from probectl.tracedat.writer import CpuPages
-from tests.test_native import (KINDS_FORMAT, SIMPLE_FORMAT, data_record, kinds_payload, kinds_values, make_page,
+from tests.test_native import (KINDS_FORMAT, SIMPLE_FORMAT, common, data_record, kinds_payload, kinds_values, make_page,
                                simple_payload, time_extend)
 
 DATA = Path(__file__).resolve().parent / "data" / "tracedat"
@@ -318,6 +318,43 @@ def test_a_v7_file_is_made_of_the_largest_cpus_page_file(tmp_path, trace_cmd_bin
     assert files[0].path.exists()
     with open_trace(plain) as a, open_trace(tmp_path / "from-fifo.dat") as b:
         assert decoded(b) == decoded(a)
+
+
+# A uprobe of six integer arrays as Linux 6.18 writes its format (``s8 b[]`` of size 4, ...): the
+# arguments of 'sum_arrays b[0]:s8[4] h[0]:s16[4] w[0]:s32[4] q[0]:s64[4] u[0]:u32[4] x=u[0]:x32[4]'
+# on fixtures/int_arrays.c, whose values these are.
+ARRAYS_FORMAT = (DATA.parent / "formats" / "uprobe_arrays.format").read_text()
+ARRAYS = [dict(b=(-1, 2, -128, 127), h=(-300, 7, -32768, 32767), w=(-5, 100000, -2**31, 2**31 - 1),
+               q=(-7, 1 << 40, -2**63, 2**63 - 1), u=(1, 2**31, 2**32 - 1, 0), x=(1, 2**31, 2**32 - 1, 0)),
+          dict(b=(10, -20, 30, -40), h=(-1, -2, 3, 4), w=(0, -1, 1, -100000), q=(-(1 << 40), 0, 1, -1),
+               u=(4000000000, 3, 2, 1), x=(4000000000, 3, 2, 1))]
+
+
+def report_arrays(text: str) -> list[dict[str, list[int]]]:
+    """The arrays ``NAME={E,E,...}`` of each event line of ``trace-cmd report`` (the kernel's print format)."""
+    return [{name: [int(e, 0) for e in elements.split(",")] for name, elements in re.findall(r"(\w+)=\{([^}]*)\}", line)}
+            for line in text.splitlines() if ": arrays:" in line]
+
+
+@pytest.mark.tracecmd
+@pytest.mark.parametrize("version", [6, 7])
+def test_trace_cmd_reads_a_probes_integer_arrays(tmp_path, trace_cmd_bin, version):
+    """trace-cmd prints a probe's fixed arrays of integers with the values probectl reads, where it
+    printed every element of the kernel's ``s64 q[]`` as 0, and an s8's or s16's -1 as 255 or 65535
+    (the writer writes the length in, and %hhd and %hd: probectl.formats.for_libtraceevent)."""
+    pages = make_page(b"".join(data_record(common(1003, 700 + i) + struct.pack(
+        "<Q4b4h4i4q4I4I", 0x401000, *v["b"], *v["h"], *v["w"], *v["q"], *v["u"], *v["x"]), 100)
+        for i, v in enumerate(ARRAYS)), 10**9)
+    (tmp_path / "cpu0.raw").write_bytes(pages)
+    meta = TraceMetadata(header_page=HEADER_PAGE, header_event=HEADER_EVENT, page_size=4096, cpus=1,
+                         event_formats=[("arrays1", [ARRAYS_FORMAT])], cmdlines="700 int_arrays\n701 int_arrays\n")
+    path = tmp_path / "arrays.dat"
+    write_tracedat(path, meta, {0: tmp_path / "cpu0.raw"}, version=version)
+    with open_trace(path) as t:
+        assert [{k: v for k, v in e.fields.items() if k != "__probe_ip"} for e in t.events()] == ARRAYS
+    run = subprocess.run([trace_cmd_bin, "report", str(path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert report_arrays(run.stdout) == [{k: list(v) for k, v in a.items()} for a in ARRAYS]
 
 
 def test_write_arguments(tmp_path):

@@ -58,7 +58,8 @@ class TraceMetadata:
     """Everything of a trace.dat file but the pages.
 
     ``event_formats`` is a list of (system, [format text, ...]); texts are kept as the kernel
-    wrote them so that other readers can parse them their way. ``trace_clock`` is the content of
+    wrote them so that other readers can parse them their way (the writer makes two changes that
+    trace-cmd needs: :func:`probectl.formats.for_libtraceevent`). ``trace_clock`` is the content of
     the ``trace_clock`` file (``[local] global ...``); ``cpustats`` maps a CPU to the content of
     its ``per_cpu/cpuN/stats``.
     """

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 from ..errors import TraceFileError
+from ..formats import for_libtraceevent
 from ..outputfile import OutputFile
 from .metadata import FILE_VERSIONS, MAGIC, OPTION_SAVED_TGIDS, V6_FLYRECORD, V6_OPTIONS, Option, TraceMetadata
 
@@ -44,10 +45,16 @@ def _header_info(o: _Out, meta: TraceMetadata) -> bytes:
     return (b"header_page\0" + o.num("Q", len(hp)) + hp + b"header_event\0" + o.num("Q", len(he)) + he)
 
 
+def _format_text(text: str) -> bytes:
+    """A format text as the file holds it: the kernel's, as trace-cmd needs it to print the kernel's
+    values (arrays' lengths written in, ``%hd`` for an s16: :func:`probectl.formats.for_libtraceevent`)."""
+    return for_libtraceevent(text).encode()
+
+
 def _ftrace_events(o: _Out, meta: TraceMetadata) -> bytes:
     parts = [o.num("I", len(meta.ftrace_formats))]
     for text in meta.ftrace_formats:
-        data = text.encode()
+        data = _format_text(text)
         parts += [o.num("Q", len(data)), data]
     return b"".join(parts)
 
@@ -57,7 +64,7 @@ def _event_formats(o: _Out, meta: TraceMetadata) -> bytes:
     for system, texts in meta.event_formats:
         parts += [_cstr(system), o.num("I", len(texts))]
         for text in texts:
-            data = text.encode()
+            data = _format_text(text)
             parts += [o.num("Q", len(data)), data]
     return b"".join(parts)
 
