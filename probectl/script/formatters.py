@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Optional
 from ..formats import EventFormat
 from ..ringbuf import KIND_INT, KIND_INT_ARRAY, KIND_STR, KIND_STR_ARRAY, field_spec
 from .plan import Formatter, Header, Plan
-from .printfmt import Slot, escape_text, literal, native, probe_ip, trace_template
+from .printfmt import Slot, escape_text, literal, native, probe_ip, trace_template, whole_value_slot
 from .stacks import Record
 from .symbols import symbol_offset
 
@@ -177,7 +177,11 @@ class CsvFormatter(Formatter):
         if fmt is not None:
             for s in trace_template(fmt, self.long_size)[1]:
                 if isinstance(s.source, int):
-                    convs.setdefault(fmt.event_fields[s.source].name, _csv_cell(s))
+                    field = fmt.event_fields[s.source]
+                    # (an array's text prints element by element: its cell holds it whole)
+                    convs.setdefault(field.name, _csv_cell(
+                        whole_value_slot(fmt, s.source, self.long_size)
+                        if field_spec(field, self.long_size)[3] == KIND_INT_ARRAY else s))
             for name in ips or ():
                 convs[name] = _csv_cell(Slot(names[name], None, spec="0x%x"))
         for key in self.fields:

@@ -325,6 +325,16 @@ def _value_text(f: Field, long_size: int, hint: Optional[tuple[str, str]] = None
     return "%s", _hex_bytes
 
 
+def whole_value_slot(fmt: EventFormat, j: int, long_size: int = 8) -> Slot:
+    """The slot of field ``j`` as one value, the way ``name=value`` prints it (an array whole, as
+    ``{1,2,3}``, with the print format's conversion), for a column of its own (CSV), where the
+    print format's slots give an array element by element."""
+    ips = probe_ip(fmt)
+    f = fmt.event_fields[j]
+    conv, convert = _value_text(f, long_size, _conversion_hints(fmt).get(f.name) if ips is not None else None)
+    return Slot(j, convert, spec=conv.strip('"\'') or "%s")
+
+
 def trace_template(fmt: EventFormat, long_size: int = 8) -> tuple[str, list[Slot]]:
     """The ``trace`` part of a text line: the kernel's print format for probe events (without the
     ip prefix, which is the ``ip`` field), ``name=value`` pairs otherwise."""

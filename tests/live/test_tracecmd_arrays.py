@@ -12,6 +12,8 @@ trace-cmd prints a slice's 16 elements, the ones past its length too (it knows n
 (test_trace_cmd_reads_a_probes_integer_arrays), tests/test_formats.py."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -76,6 +78,13 @@ def test_a_c_programs_arrays_of_each_size_and_sign(cleanup_group, tmp_path):
         assert {name: fields[name] for name in names} == {name: theirs[name] for name in names} == expected
         assert fields["x"] == theirs["x"] == expected["u"]
         assert (fields["b0"], fields["h0"]) == (theirs["b0"], theirs["h0"]) == (expected["b"][0], expected["h"][0])
+    # script's CSV holds each array whole in its cell, as its text prints it (it held the first element)
+    cells = list(csv.DictReader(io.StringIO(
+        probectl("script", "-i", str(tmp_path / "arrays.dat"), "--format", "csv").stdout)))
+    for call, row in zip(calls, cells, strict=True):
+        assert {name: row[name] for name in names} == {
+            name: "{" + ",".join(map(str, numbers(call[name]))) + "}" for name in names}
+        assert row["x"] == "{" + ",".join(map(hex, numbers(call["u"]))) + "}"
 
 
 @pytest.mark.root
