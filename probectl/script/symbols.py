@@ -162,6 +162,7 @@ class UserSymbols:
         self._starts = {tgid: [m.start for m in ms] for tgid, ms in self.maps.items()}
         self._elves: dict[str, Any] = {}
         self._files: dict[str, list[Any]] = {}
+        self._demangled: dict[str, str] = {}  # symbol name -> the name stacks show
 
     def mapping(self, tgid: int, addr: int) -> Optional[Mapping]:
         starts = self._starts.get(tgid)
@@ -222,8 +223,21 @@ class UserSymbols:
             except (DebugInfoError, ProbectlError, OSError, ValueError):
                 continue
             if sym is not None:
-                return sym.name, vaddr - sym.value, shown
+                return self._shown_name(sym.name), vaddr - sym.value, shown
         return None
+
+    def _shown_name(self, name: str) -> str:
+        """A symbol's name as stacks show it: a C++ or Rust one demangled and without its parameter
+        list, as perf script shows it (``shop::Cart::add``, ``shop::Cart::scale<int>``, a Rust path
+        without its hash), so that a flame graph's frame is the function; as it is when it demangles
+        to nothing."""
+        shown = self._demangled.get(name)
+        if shown is None:
+            from ..debuginfo.demangle import demangle, is_mangled, without_parameters
+
+            full = demangle(name) if is_mangled(name) else None
+            shown = self._demangled[name] = without_parameters(full) if full is not None else name
+        return shown
 
 
 def debug_symbol_file(elf: Any) -> Any:

@@ -1,0 +1,78 @@
+"""The user stacks of C++ and Rust programs name their functions as perf script does: demangled and
+without their parameter lists (``shop::Cart::add``, a Rust path without its hash), in script's text,
+JSON and folded stacks (and so in flame graphs). perf record on the same binaries is the oracle."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import added_probes, build_cxx_fixture, build_rust_fixture, probectl, require_tool
+
+pytestmark = pytest.mark.root
+
+G = f"plst{os.getpid()}"
+
+
+def stack_names(text: str, binary: Path) -> list[tuple[str, ...]]:
+    """Per event of ``perf script -F ip,sym,dso`` or ``probectl script`` text, the names of its frames
+    in ``binary``, innermost first, without their offsets (a demangled name holds spaces)."""
+    stacks: list[tuple[str, ...]] = []
+    cur: list[str] | None = None
+    for line in text.splitlines():
+        frame = line.startswith("\t") and line.rstrip().endswith(")") and " (" in line
+        if not frame:
+            if cur is not None:
+                stacks.append(tuple(cur))
+            cur = None
+            continue
+        cur = [] if cur is None else cur
+        head, dso = line.strip().rsplit(" (", 1)
+        name = head.split(" ", 1)[1]
+        if dso[:-1] == str(binary):
+            cur.append(name.rsplit("+0x", 1)[0] if "+0x" in name else name)
+    if cur is not None:
+        stacks.append(tuple(cur))
+    return stacks
+
+
+def perf_stacks(tmp_path: Path, binary: Path, event: str, call_graph: str) -> list[tuple[str, ...]]:
+    perf = require_tool("perf", "apt linux-perf")
+    data = tmp_path / "perf.data"
+    subprocess.run([perf, "record", "-q", "-m", "4096", "--call-graph", call_graph, "-e", event, "-o", str(data), "--",
+                    str(binary)], check=True, capture_output=True)
+    return stack_names(subprocess.run([perf, "script", "-i", str(data), "-F", "ip,sym,dso"], check=True,
+                                      capture_output=True, text=True).stdout, binary)
+
+
+def test_a_cxx_programs_stacks_are_named_as_perf_names_them(live_tracefs, tmp_path):
+    binary = build_cxx_fixture("cxx_shop", "-O0")  # (frame pointers kept)
+    with added_probes(binary, [f"{G}:add=shop::Cart::add"], [G]):
+        path = tmp_path / "cxx.dat"
+        probectl("record", "-g", "-e", f"{G}:add", "-o", str(path), "--", str(binary))
+        ours = stack_names(probectl("script", "-i", str(path)).stdout, binary)
+        theirs = perf_stacks(tmp_path, binary, f"{G}:add", "fp")
+    assert len(ours) == 2 and ours == theirs
+    assert ours[0][:2] == ("shop::Cart::add", "main")
+    events = [json.loads(line) for line in probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()]
+    assert events[0]["user_stack"][0] == "shop::Cart::add"
+    folded = probectl("script", "-i", str(path), "--format", "folded").stdout
+    assert folded.rstrip().endswith(";main;shop::Cart::add 2") and "_Z" not in folded
+
+
+def test_a_rust_programs_stacks_are_named_by_their_paths(live_tracefs, tmp_path):
+    """rustc keeps no frame pointers: both unwind from call-frame information."""
+    binary = build_rust_fixture("rust_shop")
+    with added_probes(binary, [f"{G}:add=rust_shop::shop::Cart::add"], [G]):
+        path = tmp_path / "rust.dat"
+        probectl("record", "-g", "-e", f"{G}:add", "-o", str(path), "--", str(binary))
+        ours = stack_names(probectl("script", "-i", str(path)).stdout, binary)
+        theirs = perf_stacks(tmp_path, binary, f"{G}:add", "dwarf")
+    assert ours and ours[0][0] == "rust_shop::shop::Cart::add" and "rust_shop::main" in ours[0]
+    # (perf's unwinding may stop early: its frames begin ours)
+    assert all(mine[:len(perf)] == perf for mine, perf in zip(ours, theirs, strict=True))
+    folded = probectl("script", "-i", str(path), "--format", "folded").stdout
+    assert "rust_shop::main;rust_shop::shop::Cart::add " in folded and "_ZN" not in folded
