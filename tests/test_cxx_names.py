@@ -200,7 +200,9 @@ def test_a_function_the_compiler_removed_is_neither_listed_nor_found(shop):
 
 def test_hints_name_a_cxx_function_as_the_user_wrote_it(shop):
     err = fails("add", "-D", "-x", str(shop), "shop::Cart::add:1000")
-    assert "'probectl lines shop::Cart::add'" in err and "_ZN" not in err, err
+    assert f"probectl lines -x {shop} shop::Cart::add\n" in err and "_ZN" not in err, err
+    err = fails("add", "-D", "-x", str(shop), "shop::Box<long>::get:1000")
+    assert f"probectl lines -x {shop} 'shop::Box<long>::get'\n" in err, err  # (a '<' quoted for the shell)
 
 
 def test_without_parameters_and_signature():

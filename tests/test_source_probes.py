@@ -624,7 +624,7 @@ ERROR_CASES = [
     ("dwarf_structs", "-O0", "paint w->corner->z", ["(struct point) has no member 'z'", "x, y"]),
     ("dwarf_structs", "-O0", "paint w.id", ["'w' is a pointer", "w->id"]),
     ("dwarf_structs", "-O0", "dwarf_structs.c:137 w", ["Probe point 'dwarf_structs.c:137' not found.",
-                                                        "probectl lines dwarf_structs.c"]),
+                                                        "probectl lines -x ", " dwarf_structs.c\n"]),
     ("dwarf_structs", "-O0", "paint:40", ["has no code of its own", "dwarf_structs.c:138"]),
     ("dwarf_structs", "-O2", "paint:25 area", ["'area' is optimized out at 0x",
                                                 "it can be fetched at dwarf_structs.c:127"]),

@@ -309,7 +309,7 @@ class Resolver:
             self._source_resolver = SourceResolver(
                 debuginfo, self.elf, is_uprobe=self.target.is_uprobe,
                 options=self.options, source_dir=self.source_dir, warn=self.warnings.append,
-                sources_of=self.target.path)
+                sources_of=self.target.path, command=self.command)
         return self._source_resolver
 
     def _debuginfo_from_servers(self, local: DebugInfoError, required: bool):
@@ -389,7 +389,8 @@ class Resolver:
                         # (the hint names the point as written: the DWARF's name of a C++ method, 'get',
                         # is every class's)
                         row.append(VariableNotFound(missing.message,
-                                                    hint=f"list the variables there: {self.vars_command(point)}"))
+                                                    hint="list the variables there: "
+                                                    + self.command("vars", point.text)))
                         continue
                     except ValueTooWideError as wide:
                         if not isinstance(arg.expr, S.SpecialVar):
@@ -412,15 +413,16 @@ class Resolver:
                                      is_return=point.is_return, args=tuple(args), line=site.line))
         return points
 
-    def vars_command(self, point: S.PointSpec) -> str:
-        """The ``probectl vars`` command that lists the variables at ``point`` of this target."""
+    def command(self, verb: str, text: str) -> str:
+        """The probectl command of a hint that runs ``verb`` (vars, lines) on ``text`` (a point as the
+        user wrote it) of this target, as it can be pasted to a shell."""
         import shlex
 
         target = self.target
         where = (f"-x {shlex.quote(str(target.path))} " if target.is_uprobe else
                  f"-m {shlex.quote(target.module)} " if target.module else
                  f"-k {shlex.quote(str(target.path))} " if target.path is not None else "")
-        return f"probectl vars {where}{shlex.quote(point.text)}"
+        return f"probectl {verb} {where}{shlex.quote(text)}"
 
     def _fill_missing(self, per_site, sites) -> list[list[ResolvedArg]]:
         """An argument missing at some points of a multi-point event gets perf's magic immediate

@@ -275,10 +275,12 @@ def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
         try:
             resolved = resolver._resolve(replace(probe, point=point))
         except ProbectlError as err:
-            # (a hint that names the function, 'probectl lines FUNC', names it as the user does)
+            # (a hint that names the function, 'probectl lines -x BIN FUNC', names it as the user does,
+            # quoted for the shell as the command's other words are)
             if fn.mangled in err.hint:
-                err.hint = err.hint.replace(fn.mangled, fn.name if re.fullmatch(r"[\w:~<>]+", fn.name)
-                                            else f'"{fn.name}"')
+                import shlex
+
+                err.hint = err.hint.replace(fn.mangled, shlex.quote(fn.name))
             raise
         for p in resolved:
             points.append(replace(p, qualified_name=name))

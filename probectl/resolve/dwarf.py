@@ -47,6 +47,8 @@ class SourceResolver:
     source_dir: Optional[str] = None
     warn: Callable[[str], None] = lambda message: None
     sources_of: Optional[Path] = None  # the binary whose sources debuginfod may send when not found here
+    # the probectl command of a hint (verb, point as written) on this target: Resolver.command
+    command: Callable[[str, str], str] = lambda verb, text: f"probectl {verb} {text}"
 
     # (debuginfod's fetcher, made when a source file is first looked for: lines and lazy patterns
     # only; a probe at a function and its arguments need none, nor the debuginfod module)
@@ -95,8 +97,8 @@ class SourceResolver:
                     add(SourceSite(lp.address, self._function_at(lp.address, fn), False, lp.line,
                                    self._alias_scope(point, fn)))
             if not sites:
-                raise ProbePointNotFound(point.text, hint="that line has no code; see the probe-able lines with "
-                                                          f"'probectl lines {point.function}'")
+                raise ProbePointNotFound(point.text, hint="that line has no code; see the probe-able lines: "
+                                                          + self.command("lines", point.function))
             return sites
         for fn in functions:
             if point.lazy is not None:
@@ -270,7 +272,7 @@ class SourceResolver:
             sites.append(SourceSite(lp.address, fn, lp.address == fn.entry, lp.line))
         if not sites:
             raise ProbePointNotFound(point.text,
-                                     hint=f"see the probe-able lines with 'probectl lines {point.source}'")
+                                     hint="see the probe-able lines: " + self.command("lines", source))
         return sites
 
     def _function_at(self, address: int, fallback: Function) -> Function:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -76,3 +77,19 @@ def test_a_rust_programs_stacks_are_named_by_their_paths(live_tracefs, tmp_path)
     assert all(mine[:len(perf)] == perf for mine, perf in zip(ours, theirs, strict=True))
     folded = probectl("script", "-i", str(path), "--format", "folded").stdout
     assert "rust_shop::main;rust_shop::shop::Cart::add " in folded and "_ZN" not in folded
+
+
+def test_list_names_a_cxx_or_rust_probe_by_its_qualified_name(live_tracefs):
+    """perf probe -l shows the mangled symbol (_ZN4shop4Cart3addEPKNS_4ItemEi@...); probectl list the
+    name as written, which add takes back: the same place."""
+    cxx = build_cxx_fixture("cxx_shop", "-O0")
+    rust = build_rust_fixture("rust_shop")
+    with added_probes(cxx, [f"{G}:a=shop::Cart::add", f"{G}:s=shop::Cart::scale<int>"], [G]):
+        with added_probes(rust, [f"{G}r:r=rust_shop::shop::Cart::add"], [f"{G}r"]):
+            listed = probectl("list", f"{G}:*", f"{G}r:*").stdout
+    places = dict(re.findall(r"^\s+\S+:(\w+)\s+\(on (\S+) in ", listed, re.M))
+    assert places["a"].startswith("shop::Cart::add@") and places["s"].startswith("shop::Cart::scale<int>@")
+    assert places["r"].startswith("rust_shop::shop::Cart::add@")
+    for event, binary, written in (("a", cxx, "shop::Cart::add"), ("r", rust, "rust_shop::shop::Cart::add")):
+        again = probectl("add", "-D", "-x", str(binary), places[event]).stdout.split()[1]
+        assert again == probectl("add", "-D", "-x", str(binary), written).stdout.split()[1]

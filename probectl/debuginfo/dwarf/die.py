@@ -62,6 +62,20 @@ def die_linkage_name(die: DIE) -> Optional[str]:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+def die_written_name(die: DIE) -> Optional[str]:
+    """A function's name as its programmers write it: a C++ or Rust function's qualified name, from
+    its linkage name demangled, without parameters and ABI tags (``shop::Cart::add``,
+    ``rust_shop::shop::Cart::add``); else DW_AT_name (C's, Go's whole name)."""
+    linkage = die_linkage_name(die)
+    if linkage:
+        from ..demangle import demangle, is_mangled, without_abi_tags, without_parameters
+
+        full = demangle(linkage) if is_mangled(linkage) else None
+        if full is not None:
+            return without_parameters(without_abi_tags(full))
+    return die_name(die)
+
+
 def die_origin(die: DIE) -> DIE:
     """The abstract origin of a concrete instance (the DIE itself when it has none)."""
     seen = 0

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Optional
 
 from ...dataclass import dataclass
 from ...errors import DebugInfoError, ResolveError
-from .die import die_attr, die_name, guarded, tail_match
+from .die import die_attr, die_name, die_written_name, guarded, tail_match
 from .function import Function
 from .leb128 import read_sleb128, read_uleb128
 from .units import DIE, DwarfFormatError, Unit as CompileUnit
@@ -721,7 +721,7 @@ def source_point(debuginfo: "DebugInfo", address: int) -> Optional[SourcePoint]:
     fn = debuginfo.function_at(address)
     if fn is None:
         return SourcePoint(None, lineno or None, None, fname)
-    func = base_func = fn.name
+    func = base_func = die_written_name(fn.die) or fn.name
     base_addr = fn.entry
     baseline = fn.decl_line
     if not func or base_addr is None or not baseline:
@@ -740,7 +740,7 @@ def source_point(debuginfo: "DebugInfo", address: int) -> Optional[SourcePoint]:
                 lineno = call_line.value if call_line is not None else 0
                 fname = debuginfo.call_file(inner)
                 break
-            name = die_name(inner)
+            name = die_written_name(inner)
             decl = die_attr(inner, "DW_AT_decl_line")
             if not name or decl is None:
                 break
