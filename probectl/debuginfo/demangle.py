@@ -209,6 +209,12 @@ def without_abi_tags(demangled: str) -> str:
     return _ABI_TAG.sub("", demangled) if "[abi:" in demangled else demangled
 
 
+def function_name(demangled: str) -> str:
+    """A demangled function's name as its programmers write it: without its parameter list, return
+    type and ABI tags (``std::string shop::describe[abi:cxx11](int)`` → ``shop::describe``)."""
+    return without_abi_tags(without_parameters(demangled))
+
+
 def without_clone(demangled: str) -> str:
     """A demangled name without gcc's clone suffixes (``f(int) [clone .isra.0]`` → ``f(int)``): the
     clone is the function the source defines, compiled once more."""

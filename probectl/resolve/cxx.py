@@ -37,9 +37,9 @@ class CxxFunction:
 
     @classmethod
     def of(cls, mangled: str, full: str, address: int) -> "CxxFunction":
-        from ..debuginfo.demangle import without_abi_tags, without_parameters
+        from ..debuginfo.demangle import function_name
 
-        return cls(mangled, full, without_abi_tags(without_parameters(full)), address)
+        return cls(mangled, full, function_name(full), address)
 
 
 # Mangling schemes of other languages, by their symbols' first characters: such a name is probed as
@@ -91,10 +91,10 @@ def _mangled_part(pattern: str) -> str:
     """What the mangled symbol of every function ``pattern`` names holds: the last part of its name
     as the Itanium scheme writes a source name, its length then itself (``9_M_append``); "" when
     that is not known (a glob, an operator, a constructor or destructor)."""
-    from ..debuginfo.demangle import without_abi_tags, without_parameters
+    from ..debuginfo.demangle import function_name
     from ..debuginfo.dwarf.die import is_glob
 
-    name = without_abi_tags(without_parameters(pattern))
+    name = function_name(pattern)
     if is_glob(name):
         return ""
     depth, starts = 0, [0]

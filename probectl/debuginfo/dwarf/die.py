@@ -68,11 +68,11 @@ def die_written_name(die: DIE) -> Optional[str]:
     ``rust_shop::shop::Cart::add``); else DW_AT_name (C's, Go's whole name)."""
     linkage = die_linkage_name(die)
     if linkage:
-        from ..demangle import demangle, is_mangled, without_abi_tags, without_parameters
+        from ..demangle import demangle, function_name, is_mangled
 
         full = demangle(linkage) if is_mangled(linkage) else None
         if full is not None:
-            return without_parameters(without_abi_tags(full))
+            return function_name(full)
     return die_name(die)
 
 
