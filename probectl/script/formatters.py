@@ -176,12 +176,11 @@ class CsvFormatter(Formatter):
         convs: dict[str, Callable[[Any], Any]] = {}
         if fmt is not None:
             for s in trace_template(fmt, self.long_size)[1]:
-                if isinstance(s.source, int):
+                if isinstance(s.source, int) and fmt.event_fields[s.source].name not in convs:
                     field = fmt.event_fields[s.source]
                     # (an array's text prints element by element: its cell holds it whole)
-                    convs.setdefault(field.name, _csv_cell(
-                        whole_value_slot(fmt, s.source, self.long_size)
-                        if field_spec(field, self.long_size)[3] == KIND_INT_ARRAY else s))
+                    convs[field.name] = _csv_cell(whole_value_slot(fmt, s.source, self.long_size)
+                                                  if field_spec(field, self.long_size)[3] == KIND_INT_ARRAY else s)
             for name in ips or ():
                 convs[name] = _csv_cell(Slot(names[name], None, spec="0x%x"))
         for key in self.fields:
