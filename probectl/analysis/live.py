@@ -278,8 +278,7 @@ def latency(tfs: Tracefs, words: tuple[str, str], target: Callable[[], Any], key
             else:
                 result = kernel_latency(run, start, end, texts, unit=unit, every=every)
     result.command_exit = run.command_exit
-    _unmatched_notice(notice, result, key_text)
-    return _measured(result)
+    return _measured(result, notice, key_text)
 
 
 def latency_since(now: LatencyResult, before: Optional[LatencyResult]) -> LatencyResult:
@@ -303,9 +302,8 @@ def recorded_latency(path: Path, words: tuple[str, str], key_text: str = "common
     with open_trace(path) as trace:
         sfmt, efmt = recorded_event(trace, words[0]), recorded_event(trace, words[1])
     _two_events(sfmt.full_name, efmt.full_name)
-    result = file_latency(path, sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt), buckets, unit)
-    _unmatched_notice(notice, result, key_text)
-    return _measured(result)
+    return _measured(file_latency(path, sfmt, efmt, parse_keys(key_text, sfmt), parse_keys(key_text, efmt),
+                                  buckets, unit), notice, key_text)
 
 
 def latency_plans(start: SelectedEvent, end: SelectedEvent, start_keys: Sequence[KeyPart],
@@ -543,18 +541,15 @@ def _two_events(start: str, end: str) -> None:
                             "time between two events: a function's entry and return, or --start A --end B")
 
 
-def _unmatched_notice(notice: Callable[[str], None], result: LatencyResult, key_text: str) -> None:
-    """Ends that had no start are not measured: most often the returns of nested calls of one key (a
+def _measured(result: LatencyResult, notice: Callable[[str], None], key_text: str) -> LatencyResult:
+    """``result``, unless it measured nothing: then an error that says why. Ends that had no start are
+    not measured, and a notice counts them: most often the returns of nested calls of one key (a
     recursive function on one thread), whose starts each replaced the one before, as bpftrace's
     @start[tid] does (the kernel's hist triggers pair so, and user space agrees with them)."""
     if result.unmatched and result.count:
         notice(f"probectl: {result.unmatched:,} ends had no start of their key ({key_text}) and are not measured: "
                "a start is timed to the next end of its key, and a nested start (a recursive call) replaces the "
                "one before it")
-
-
-def _measured(result: LatencyResult) -> LatencyResult:
-    """``result``, unless it measured nothing: then an error that says why."""
     if not result.count:
         hint = ("the start event never fired: check the function and the scope (-p, -- COMMAND)"
                 if not result.pending and not result.unmatched else
