@@ -43,12 +43,12 @@ class SourceResolver:
     debuginfo: DebugInfo
     elf: ElfFile
     is_uprobe: bool
+    # the probectl command of a hint (verb, point as written) on this target: Resolver.command
+    command: Callable[[str, str], str]
     options: FetchOptions = FetchOptions()
     source_dir: Optional[str] = None
     warn: Callable[[str], None] = lambda message: None
     sources_of: Optional[Path] = None  # the binary whose sources debuginfod may send when not found here
-    # the probectl command of a hint (verb, point as written) on this target: Resolver.command
-    command: Callable[[str, str], str] = lambda verb, text: f"probectl {verb} {text}"
 
     # (debuginfod's fetcher, made when a source file is first looked for: lines and lazy patterns
     # only; a probe at a function and its arguments need none, nor the debuginfod module)
