@@ -53,6 +53,12 @@ def test_fields_with_a_format_that_has_none():
         assert out.returncode == 2 and "-F picks the fields of text and CSV lines" in out.stderr
 
 
+def test_no_demangle_with_parquet_which_holds_no_stacks(tmp_path):
+    out = probectl("script", "-i", str(SAMPLE), "--format", "parquet", "-o", str(tmp_path / "ds"), "--no-demangle")
+    assert out.returncode == 2 and "which Parquet datasets do not hold" in out.stderr
+    assert not (tmp_path / "ds").exists()
+
+
 def test_funcs_glob_that_matches_nothing():
     app = build_fixture("dwarf_structs")
     out = probectl("funcs", "-x", str(app), "zzz*")

@@ -33,15 +33,20 @@ TIMELINE_FORMATS = ("chrome-json", "perfetto")
                                                                "(default: the file name without .dat).")
 @click.option("--counter", "counters", multiple=True, metavar="FIELD",
               help="chrome-json: also a counter track of these numeric fields (globs, repeatable).")
-def script(input_, fields, kind, events, output, host, recording, counters):
+@click.option("--no-demangle", "no_demangle", is_flag=True,
+              help="Name the C++ and Rust functions of stacks by their symbols as written (mangled), as perf "
+                   "script --no-demangle does.")
+def script(input_, fields, kind, events, output, host, recording, counters, no_demangle):
     """Print the events of a trace.dat file, or write them as Parquet datasets (--format parquet -o DIR)
     or as a timeline (--format chrome-json)."""
     if counters and kind not in TIMELINE_FORMATS:
         raise click.UsageError("--counter makes counter tracks of a timeline: use it with --format chrome-json")
     if kind in TIMELINE_FORMATS:
-        _timeline(input_, fields, events, output, host, recording, counters)
+        _timeline(input_, fields, events, output, host, recording, counters, not no_demangle)
         return
     if kind == "parquet" or output or host or recording:
+        if no_demangle and kind == "parquet":
+            raise click.UsageError("--no-demangle names the functions of stacks, which Parquet datasets do not hold")
         _parquet(input_, fields, kind, events, output, host, recording)
         return
     if fields and kind in ("json", "folded"):
@@ -51,7 +56,7 @@ def script(input_, fields, kind, events, output, host, recording, counters):
     if kind == "csv" and not fields:
         chosen = ("time", "cpu", "pid", "tid", "comm", "event", "trace")
     with open_trace(input_) as trace:
-        write_script(trace, sys.stdout, kind, chosen, events=events)
+        write_script(trace, sys.stdout, kind, chosen, events=events, demangle=not no_demangle)
         sys.stdout.flush()
         lost = lost_events(trace)
         failed = trace.format_failures()  # (of the events in the file; the others are not parsed)
@@ -63,7 +68,7 @@ def script(input_, fields, kind, events, output, host, recording, counters):
         notice(f"Warning: {lost:,} events were lost while recording (the file's per-CPU statistics)")
 
 
-def _timeline(input_, fields, events, output, host, recording, counters):
+def _timeline(input_, fields, events, output, host, recording, counters, demangle):
     """script --format chrome-json: the recording as a Chrome JSON trace (pictures.timeline)."""
     if fields:
         raise click.UsageError("-F picks the fields of text and CSV lines; a timeline carries every field")
@@ -74,11 +79,11 @@ def _timeline(input_, fields, events, output, host, recording, counters):
 
     if output and output != "-":
         with OutputFile(output) as out, open_trace(input_) as trace:  # (claimed before the work)
-            written = write_chrome_json_file(trace, out, events, counters)
+            written = write_chrome_json_file(trace, out, events, counters, demangle)
         notice(f"[ probectl script: {written:,} events written to {output} ]")
     else:
         with open_trace(input_) as trace:
-            write_chrome_json(trace, sys.stdout, events, counters)
+            write_chrome_json(trace, sys.stdout, events, counters, demangle)
 
 
 def _parquet(input_, fields, kind, events, output, host, recording):

@@ -76,10 +76,11 @@ class Selection:
         return not self.pids or tid in self.pids or self.f.tgids[tid] in self.pids
 
 
-def stack_folder(trace: Any, events: Sequence[str], need_stacks: bool = True) -> tuple[FoldedStacks, list]:
+def stack_folder(trace: Any, events: Sequence[str], need_stacks: bool = True,
+                 demangle: bool = True) -> tuple[FoldedStacks, list]:
     """The folder of a recording's stacks (its formatter names frames, processes and threads) and the
     formats of the events it holds; ``events`` are ``-e`` globs, each of which must match one."""
-    formatter, formats = stack_formatter(trace, events)
+    formatter, formats = stack_formatter(trace, events, demangle)
     if need_stacks and not formatter.has_stacks:
         raise ProbectlError(f"{trace.where} has no stacks",
                             "record with -g (probectl record -g ...) to get kernel and user stacks")

@@ -84,11 +84,13 @@ def _returned_functions(trace: Any, formats: list, func_index: dict[int, int]) -
     return called
 
 
-def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), counters: Iterable[str] = ()) -> int:
+def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), counters: Iterable[str] = (),
+                      demangle: bool = True) -> int:
     """Write the events of an open trace (``events``: ``-e`` globs) as one Chrome JSON trace object;
-    the number of recorded events written (counter samples and track names not included)."""
+    the number of recorded events written (counter samples and track names not included); stacks'
+    C++ and Rust functions demangled unless ``demangle`` is off."""
     counter_globs = tuple(counters)
-    folded, formats = stack_folder(trace, events, need_stacks=False)
+    folded, formats = stack_folder(trace, events, need_stacks=False, demangle=demangle)
     f = folded.formatter
     by_id = {fmt.id: fmt for fmt in formats}
     entry_ip = {fmt.id: i for fmt in formats if (i := _index(fmt, "__probe_ip")) is not None}
@@ -147,7 +149,7 @@ def write_chrome_json(trace: Any, out: TextIO, events: Sequence[str] = (), count
 
 
 def write_chrome_json_file(trace: Any, output: OutputFile, events: Sequence[str] = (),
-                           counters: Iterable[str] = ()) -> int:
+                           counters: Iterable[str] = (), demangle: bool = True) -> int:
     """:func:`write_chrome_json` streamed into ``output``, whole or not at all, in bounded memory (the
     timeline of a large recording is larger than the memory it may take); the events written."""
     written = 0
@@ -156,7 +158,7 @@ def write_chrome_json_file(trace: Any, output: OutputFile, events: Sequence[str]
         nonlocal written
         text = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
         try:
-            written = write_chrome_json(trace, text, events, counters)
+            written = write_chrome_json(trace, text, events, counters, demangle)
             text.flush()
         finally:
             text.detach()  # (the output file is its owner's to close)

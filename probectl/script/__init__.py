@@ -206,7 +206,8 @@ def check_event_globs(trace: Any, formats: Sequence[EventFormat], globs: Sequenc
 
 
 def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[str] = DEFAULT_FIELDS, *,
-                 events: Sequence[str] = (), batch_events: int = 1 << 18, native: bool = True) -> ScriptResult:
+                 events: Sequence[str] = (), batch_events: int = 1 << 18, native: bool = True,
+                 demangle: bool = True) -> ScriptResult:
     """Print every event of an open :class:`~probectl.tracedat.TraceFile` to ``out``.
 
     ``kind`` is text, csv, json or folded; ``fields`` the ``-F`` selection; ``events`` globs
@@ -214,9 +215,10 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     (:mod:`.nativeplan`), or with ``native`` off by the Python batch path (the reference it equals
     byte for byte); files with stacks (recorded with ``-g``) go through the row path that attaches
     stacks to their events, and folded stacks are counted natively
-    (:meth:`.FoldedStacks.count_natively`), or with ``native`` off on that row path.
+    (:meth:`.FoldedStacks.count_natively`), or with ``native`` off on that row path. With ``demangle``
+    off, stacks name C++ and Rust functions by their symbols as written (``_ZN4shop4Cart3addEi``).
     """
-    source = TraceSource(trace)
+    source = TraceSource(trace, demangle=demangle)
     formatter = make_formatter(kind, source, fields, long_size=trace.layout.long_size, events=events)
     # Only the formats of the events the file holds are parsed (one walk over the pages finds
     # their ids): a file recorded from tracefs carries some 1,500 formats and uses a few.
@@ -283,13 +285,14 @@ def write_script(trace: Any, out: TextIO, kind: str = "text", fields: Sequence[s
     return result
 
 
-def stack_formatter(trace: Any, events: Sequence[str]) -> tuple[Formatter, list[EventFormat]]:
+def stack_formatter(trace: Any, events: Sequence[str], demangle: bool = True) -> tuple[Formatter, list[EventFormat]]:
     """The formatter that names the frames, processes and threads of a recording's stacks (and says
     whether it has any: ``has_stacks``), and the formats of the events the recording holds;
-    ``events`` are ``-e`` globs, each of which must match one."""
+    ``events`` are ``-e`` globs, each of which must match one; ``demangle`` as :func:`write_script`'s."""
     formats = trace.present_formats()
     check_event_globs(trace, formats, events)
-    formatter = make_formatter("folded", TraceSource(trace), long_size=trace.layout.long_size, events=events)
+    formatter = make_formatter("folded", TraceSource(trace, demangle=demangle), long_size=trace.layout.long_size,
+                               events=events)
     formatter.set_formats(formats)
     formatter.has_stacks = bool(stack_ids(formats))
     return formatter, formats

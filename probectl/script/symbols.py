@@ -60,10 +60,13 @@ class LiveSource(Source):
 
 
 class TraceSource(Source):
-    """Names from a trace.dat file: saved cmdlines and tgids, kallsyms, probectl's process maps."""
+    """Names from a trace.dat file: saved cmdlines and tgids, kallsyms, probectl's process maps;
+    user functions named as stacks show them (C++ and Rust names demangled), or with ``demangle``
+    off as their symbols are written (``script --no-demangle``, as perf script's)."""
 
-    def __init__(self, trace: Any):
+    def __init__(self, trace: Any, demangle: bool = True):
         self.trace = trace
+        self.demangle = demangle
         self._ksyms: Optional[KernelSymbols] = None
         self._usyms: Optional[UserSymbols] = None
         self._maps_option = [data for oid, data in trace.options if oid == OPTION_PROC_MAPS]
@@ -103,7 +106,7 @@ class TraceSource(Source):
             jit: dict[int, JitSymbols] = {}
             for data in self._jit_option:
                 jit.update(decode_jit_maps(data))
-            self._usyms = UserSymbols(maps, jit)
+            self._usyms = UserSymbols(maps, jit, demangle=self.demangle)
         return self._usyms
 
 
@@ -154,10 +157,12 @@ class KernelSymbols:
 class UserSymbols:
     """User addresses of a process → function names, through its maps and the mapped ELF files, or
     for code in no mapped file, the process's JIT map (``/tmp/perf-PID.map``, copied into the
-    recording), as perf names such code."""
+    recording), as perf names such code; C++ and Rust functions demangled unless ``demangle`` is off."""
 
-    def __init__(self, maps: dict[int, list[Mapping]], jit: Optional[dict[int, JitSymbols]] = None):
+    def __init__(self, maps: dict[int, list[Mapping]], jit: Optional[dict[int, JitSymbols]] = None,
+                 demangle: bool = True):
         self.jit = jit or {}
+        self.demangle = demangle
         self.maps = {tgid: sorted(ms, key=lambda m: m.start) for tgid, ms in maps.items()}
         self._starts = {tgid: [m.start for m in ms] for tgid, ms in self.maps.items()}
         self._elves: dict[str, Any] = {}
@@ -223,7 +228,7 @@ class UserSymbols:
             except (DebugInfoError, ProbectlError, OSError, ValueError):
                 continue
             if sym is not None:
-                return self._shown_name(sym.name), vaddr - sym.value, shown
+                return (self._shown_name(sym.name) if self.demangle else sym.name), vaddr - sym.value, shown
         return None
 
     def _shown_name(self, name: str) -> str:

@@ -40,13 +40,14 @@ def stack_names(text: str, binary: Path) -> list[tuple[str, ...]]:
     return stacks
 
 
-def perf_stacks(tmp_path: Path, binary: Path, event: str, call_graph: str) -> list[tuple[str, ...]]:
+def perf_stacks(tmp_path: Path, binary: Path, event: str, call_graph: str,
+                *script_options: str) -> list[tuple[str, ...]]:
     perf = require_tool("perf", "apt linux-perf")
     data = tmp_path / "perf.data"
     subprocess.run([perf, "record", "-q", "-m", "4096", "--call-graph", call_graph, "-e", event, "-o", str(data), "--",
                     str(binary)], check=True, capture_output=True)
-    return stack_names(subprocess.run([perf, "script", "-i", str(data), "-F", "ip,sym,dso"], check=True,
-                                      capture_output=True, text=True).stdout, binary)
+    return stack_names(subprocess.run([perf, "script", "-i", str(data), "-F", "ip,sym,dso", *script_options],
+                                      check=True, capture_output=True, text=True).stdout, binary)
 
 
 def test_a_cxx_programs_stacks_are_named_as_perf_names_them(live_tracefs, tmp_path):
@@ -56,8 +57,17 @@ def test_a_cxx_programs_stacks_are_named_as_perf_names_them(live_tracefs, tmp_pa
         probectl("record", "-g", "-e", f"{G}:add", "-o", str(path), "--", str(binary))
         ours = stack_names(probectl("script", "-i", str(path)).stdout, binary)
         theirs = perf_stacks(tmp_path, binary, f"{G}:add", "fp")
+        raw = stack_names(probectl("script", "-i", str(path), "--no-demangle").stdout, binary)
+        theirs_raw = perf_stacks(tmp_path, binary, f"{G}:add", "fp", "--no-demangle")
     assert len(ours) == 2 and ours == theirs
     assert ours[0][:2] == ("shop::Cart::add", "main")
+    # (as the symbol table writes them, as perf script --no-demangle prints them)
+    assert raw == theirs_raw and raw[0][0].startswith("_ZN4shop4Cart3add")
+    raw_folded = probectl("script", "-i", str(path), "--format", "folded", "--no-demangle").stdout
+    assert f";main;{raw[0][0]} 2" in raw_folded
+    timeline = json.loads(probectl("script", "-i", str(path), "--format", "chrome-json", "--no-demangle").stdout)
+    frames = [f for e in timeline["traceEvents"] for f in e.get("args", {}).get("stack", ())]
+    assert any(f.startswith(raw[0][0]) for f in frames) and not any(f.startswith("shop::") for f in frames)
     events = [json.loads(line) for line in probectl("script", "-i", str(path), "--format", "json").stdout.splitlines()]
     assert events[0]["user_stack"][0] == "shop::Cart::add"
     folded = probectl("script", "-i", str(path), "--format", "folded").stdout
