@@ -156,22 +156,53 @@ def test_go_functions_get_distinct_event_names_from_their_whole_names(go_binary)
                                           "main_work", "main_divmod")]
 
 
-def test_go_entry_probes_equal_perfs_but_for_the_name(go_binary):
-    """perf -D is the oracle of the place and the argument (its event name is cut at the first '.')."""
+def after_stack_check(instructions: list[tuple[int, str]], entry: int) -> int:
+    """Where objdump shows a Go function's stack-bound check end: after the last conditional jump of
+    its first instructions to a block that jumps back to the entry (``jmp ENTRY <FUNC>``) after calling
+    runtime.morestack; the entry itself when it has none."""
+    at = {address: k for k, (address, _text) in enumerate(instructions)}
+    end = entry
+    for k, (_address, text) in enumerate(instructions[:8]):
+        m = re.match(r"j(?!mp)\w+\s+([0-9a-f]+) ", text)
+        if not m or int(m.group(1), 16) not in at:
+            continue
+        block = instructions[at[int(m.group(1), 16)]:]
+        jump = next(t for _a, t in block if t.startswith("jmp") or t.startswith("ret"))
+        calls = [t for _a, t in block[:block.index(next(x for x in block if x[1] == jump))] if t.startswith("call")]
+        if jump.startswith(f"jmp    {entry:x} ") and any("morestack" in t for t in calls):
+            end = instructions[k + 1][0]
+    return end
+
+
+def test_go_entry_probes_equal_perfs_but_for_the_name_and_the_stack_check(go_binary):
+    """perf -D is the oracle of the argument (its event name is cut at the first '.'), and of the place
+    but for the stack-bound check, which probectl's entry probe is after (objdump shows where it ends:
+    a function that grows its stack starts again at its first byte); a function without one (a leaf,
+    main.greet) is probed where perf probes it, and FUNC+0 is the first byte."""
     perf = shutil.which("perf")
     if not perf:
         missing("perf (linux-perf) is not installed")
-    compared = 0
-    for definition in ("main.(*Server).poll n", "main.divmod a b", "main.negate x"):
+    listed = objdump_functions(go_binary)
+    compared = moved = 0
+    for definition in ("main.(*Server).poll n", "main.divmod a b", "main.negate x", "main.work depth",
+                       "main.greet s.len", "main.main", "main.work+0 depth"):
         theirs = subprocess.run([perf, "probe", "-x", str(go_binary), "-D", definition], capture_output=True,
                                 text=True)
         if theirs.returncode != 0:
             continue
         compared += 1
-        ours = probectl("add", "-D", "-x", str(go_binary), definition).stdout
-        assert [line.split()[1:] for line in ours.splitlines()] == \
-               [line.split()[1:] for line in theirs.stdout.splitlines()], definition
-    assert compared
+        ours = probectl("add", "-D", "-x", str(go_binary), definition)
+        function = definition.split()[0].split("+")[0]
+        entry = min(a for a, _t in listed[function])
+        want = entry if "+0" in definition else after_stack_check(listed[function], entry)
+        moved += want != entry
+        base = ElfFile(go_binary).vaddr_to_offset(entry) - entry  # (the places are file offsets)
+        expected = [line.split()[1:] for line in theirs.stdout.splitlines()]
+        for line in expected:
+            line[0] = line[0].replace(f":0x{entry + base:x}", f":0x{want + base:x}")
+        assert [line.split()[1:] for line in ours.stdout.splitlines()] == expected, definition
+        assert ("stack-bound check" in ours.stderr) == (want != entry), ours.stderr
+    assert compared >= 5 and moved >= 2
 
 
 def test_functions_go_inlined_are_probed_where_perf_probes_them(go_binary):

@@ -457,3 +457,59 @@ def function_exits(code, start_address: int = 0) -> FunctionExits:
         elif opcode == 0xFF and at + 1 < pos + length and (code[at + 1] >> 3) & 7 in (4, 5):
             indirect.append(address)
     return FunctionExits(tuple(returns), tuple(jumps_out), tuple(indirect))
+
+
+# How far into a Go function its stack-bound check may reach, and how long the block it jumps to
+# (the register arguments spilled, runtime.morestack called, the arguments reloaded) may be.
+_GO_CHECK_INSNS = 8
+_GO_MORESTACK_INSNS = 64
+
+
+def go_stack_check_end(code, start_address: int = 0) -> Optional[int]:
+    """The address right after the stack-bound check that the Go compiler puts at a function's entry
+    (``cmp 0x10(%r14),%rsp; jbe MORESTACK``, or with a large frame ``lea -N(%rsp),%r12`` first), whose
+    block calls runtime.morestack and jumps back to the function's first byte: the function starts
+    again once its goroutine's stack has grown, so a probe on the entry fires twice for one call.
+    ``code`` is the whole function at ``start_address``. The check is the last conditional jump
+    (Jcc) among its first instructions whose target block ends in a jump back to the entry; None
+    when there is none (a NOSPLIT function, or code not of this shape)."""
+    end = len(code)
+
+    def jcc_target(pos: int, length: int) -> Optional[int]:
+        opcode, at = _opcode_at(code, pos, pos + length)
+        if 0x70 <= opcode <= 0x7F:
+            return pos + length + int.from_bytes(code[at + 1:at + 2], "little", signed=True)
+        if opcode == 0x0F and at + 1 < pos + length and 0x80 <= code[at + 1] <= 0x8F:
+            return pos + length + int.from_bytes(code[at + 2:at + 6], "little", signed=True)
+        return None
+
+    def returns_to_entry(pos: int) -> bool:
+        try:
+            for _ in range(_GO_MORESTACK_INSNS):
+                if not 0 <= pos < end:
+                    return False
+                length = _length(code, pos, end)
+                opcode, at = _opcode_at(code, pos, pos + length)
+                if opcode in (0xE9, 0xEB):
+                    size = 4 if opcode == 0xE9 else 1
+                    return pos + length + int.from_bytes(code[at + 1:at + 1 + size], "little", signed=True) == 0
+                if opcode in (0xC3, 0xC2) or jcc_target(pos, length) is not None:
+                    return False
+                pos += length
+        except _Undecodable:
+            return False
+        return False
+
+    found, pos = None, 0
+    try:
+        for _ in range(_GO_CHECK_INSNS):
+            if pos >= end:
+                break
+            length = _length(code, pos, end)
+            target = jcc_target(pos, length)
+            if target is not None and target > pos and returns_to_entry(target):
+                found = pos + length
+            pos += length
+    except _Undecodable:
+        pass
+    return start_address + found if found is not None else None

@@ -133,6 +133,10 @@ class Resolver:
         points = self._resolve(_with_symbol_version(probe))
         self._check_count(probe.text, len(points))
         if self.target.is_uprobe and probe.point.sdt is None and self.is_go_program:
+            from .goentry import names_go_entry, past_stack_checks
+
+            if names_go_entry(probe.point):
+                points = past_stack_checks(self, points, probe.point.text)
             points = [replace(p, qualified_name=p.function) for p in points]
         if self.target.is_uprobe or self.target.path is None:
             return points
