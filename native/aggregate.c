@@ -470,6 +470,8 @@ static int agg_record(struct agg *agg, const struct agg_plan *plan, const struct
 		e = table_find(&agg->starts, key, true);
 		if (!e)
 			return RB_ERR_NOMEM;
+		if (e->count)
+			agg->replaced++;	// a nested call's start, or the start of an end never seen
 		e->count = 1;
 		e->sum = (int64_t)rec->ts;	// a nested start replaces the outer one, as bpftrace's @start[tid]
 		return RB_OK;

@@ -102,6 +102,7 @@ struct agg {
 	size_t npending;
 	uint64_t events;	// records of planned ids
 	uint64_t unmatched;	// ends without a start
+	uint64_t replaced;	// starts that replaced a start of their key before its end
 	uint64_t short_records;	// records too short for a key or value field (skipped)
 };
 

@@ -320,6 +320,6 @@
 	"counters($self, /)\n" \
 	"--\n" \
 	"\n" \
-	"{events, unmatched, short_records, pending}."
+	"{events, unmatched, replaced, short_records, pending}."
 
 #endif

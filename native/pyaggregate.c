@@ -234,8 +234,8 @@ static PyObject *Aggregator_counters(AggregatorObject *self, PyObject *Py_UNUSED
 
 	if (!a)
 		return PyDict_New();
-	return Py_BuildValue("{sKsKsKsn}", "events", (unsigned long long)a->events, "unmatched",
-			     (unsigned long long)a->unmatched, "short_records",
+	return Py_BuildValue("{sKsKsKsKsn}", "events", (unsigned long long)a->events, "unmatched",
+			     (unsigned long long)a->unmatched, "replaced", (unsigned long long)a->replaced, "short_records",
 			     (unsigned long long)a->short_records, "pending", (Py_ssize_t)agg_pending(a));
 }
 

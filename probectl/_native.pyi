@@ -401,6 +401,7 @@ _AggPlan = tuple[int, int, Sequence[_AggPart], Optional[_AggPart]]
 class _AggCounters(TypedDict):
     events: int
     unmatched: int
+    replaced: int
     short_records: int
     pending: int
 
@@ -423,4 +424,4 @@ class Aggregator:
         """(completion times, latencies) as native u64 bytes, one item per pair."""
 
     def counters(self, /) -> _AggCounters:
-        """{events, unmatched, short_records, pending}."""
+        """{events, unmatched, replaced, short_records, pending}."""

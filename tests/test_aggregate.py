@@ -135,8 +135,25 @@ def test_latency_pairs_on_field_keys_in_any_order():
     assert got == want
     counters = agg.counters()
     assert counters["unmatched"] == 1 and counters["pending"] == 0 and counters["events"] == len(records)
+    assert counters["replaced"] == 0
     log2 = Counter(0 if v <= 1 else (v - 1).bit_length() for _t, v in want)
     assert {decode_key(k, [parse_keys("dev", START)[0]])[0]: c for k, c, *_ in agg.entries()} == dict(log2)
+
+
+def test_nested_starts_replace_the_one_before_and_are_counted():
+    """Three nested calls of one key (a recursive function): the innermost is the one pair, the two
+    starts it replaced are counted, and so are the two ends left without a start. An end of a key
+    that never started (a call already running when tracing began) replaces nothing."""
+    ts = 10**9
+    records = [(ts, req(END.id, 7, 7))]
+    records += [(ts + k * 1000, req(START.id, 1, 1)) for k in range(1, 4)]
+    records += [(ts + k * 1000, req(END.id, 1, 1)) for k in range(4, 7)]
+    agg = latency_agg()
+    feed(agg, (0, _timed_pages(records)))
+    ends, lats = agg.pairs()
+    assert list(zip(array("Q", ends), array("Q", lats))) == [(ts + 4000, 1)]
+    counters = agg.counters()
+    assert counters["replaced"] == 2 and counters["unmatched"] == 3 and counters["pending"] == 0
 
 
 def _timed_pages(records: list[tuple[int, bytes]]) -> bytes:

@@ -42,6 +42,7 @@ class LatencyResult:
     path: str
     unit: TimeUnit = MICROSECONDS
     unmatched: int = 0  # ends without a start
+    replaced: int = 0  # starts that replaced a start of their key before its end (nested calls)
     pending: int = 0  # starts without an end when it stopped
     lost: int = 0
     counts: Optional[dict[int, int]] = None  # from the kernel: exact latency -> count
@@ -109,7 +110,7 @@ def result_from_pairs(start: str, end: str, ends_bytes: bytes, lat_bytes: bytes,
     ends.frombytes(ends_bytes)
     lats.frombytes(lat_bytes)
     return LatencyResult(start, end, ends, lats, path, unit, unmatched=counters.get("unmatched", 0),
-                         pending=counters.get("pending", 0), lost=lost)
+                         replaced=counters.get("replaced", 0), pending=counters.get("pending", 0), lost=lost)
 
 
 def result_from_kernel(start: str, end: str, table: HistTable, unit: TimeUnit = MICROSECONDS) -> LatencyResult:

@@ -290,6 +290,7 @@ def latency_since(now: LatencyResult, before: Optional[LatencyResult]) -> Latenc
     done = len(before.latencies) if before is not None else 0
     return LatencyResult(now.start, now.end, now.ends[done:], now.latencies[done:], now.path, now.unit,
                          unmatched=now.unmatched - (before.unmatched if before is not None else 0),
+                         replaced=now.replaced - (before.replaced if before is not None else 0),
                          pending=now.pending)
 
 
@@ -542,14 +543,15 @@ def _two_events(start: str, end: str) -> None:
 
 
 def _measured(result: LatencyResult, notice: Callable[[str], None], key_text: str) -> LatencyResult:
-    """``result``, unless it measured nothing: then an error that says why. Ends that had no start are
-    not measured, and a notice counts them: most often the returns of nested calls of one key (a
-    recursive function on one thread), whose starts each replaced the one before, as bpftrace's
-    @start[tid] does (the kernel's hist triggers pair so, and user space agrees with them)."""
-    if result.unmatched and result.count:
-        notice(f"probectl: {result.unmatched:,} ends had no start of their key ({key_text}) and are not measured: "
-               "a start is timed to the next end of its key, and a nested start (a recursive call) replaces the "
-               "one before it")
+    """``result``, unless it measured nothing: then an error that says why. Starts that replaced a start
+    of their key before its end get a notice: the nested calls of one key (a recursive function on one
+    thread), of which only the innermost is timed, as bpftrace's @start[tid] pairs them (the kernel's
+    hist triggers pair so, and user space agrees with them); their ends had no start left. Ends
+    without a start alone say nothing: the ends of calls already running when the tracing began."""
+    if result.replaced and result.count:
+        notice(f"probectl: {result.replaced:,} starts came before the end of an earlier start of their key "
+               f"({key_text}), which they replaced (nested calls: a recursive function on one thread); only the "
+               f"innermost is timed, and {result.unmatched:,} ends had no start left")
     if not result.count:
         hint = ("the start event never fired: check the function and the scope (-p, -- COMMAND)"
                 if not result.pending and not result.unmatched else

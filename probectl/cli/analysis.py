@@ -240,7 +240,8 @@ def latency(ctx, what, exec_, target_ns, vmlinux, module, start_name, end_name, 
         if as_json:
             out = to_json(table)
             out.update(result.summary())
-            out.update(unit=result.unit.name, unmatched=result.unmatched, pending=result.pending)
+            out.update(unit=result.unit.name, unmatched=result.unmatched, replaced=result.replaced,
+                       pending=result.pending)
             click.echo(json.dumps(out, indent=2))
         else:
             sys.stdout.write(render_text(table))

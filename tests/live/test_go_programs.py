@@ -78,10 +78,13 @@ def test_a_go_program_runs_to_its_end_under_return_probes(cleanup_group, gcflags
 @pytest.mark.root
 def test_latency_of_a_recursive_function_says_its_nested_returns_were_not_measured(live_tracefs):
     """work's 2,001 nested calls on one thread: each start replaces the one before (as bpftrace's
-    @start[tid]), so the innermost call is the one pair, and the notice counts the 2,000 returns that
-    had no start left, rather than a histogram that looks complete."""
+    @start[tid]), so the innermost call is the one pair, and the notice counts the 2,000 replaced starts
+    and the returns that had no start left, rather than a histogram that looks complete. The starts are
+    the program's 2,001 calls exactly: the entry probe is past the stack-bound check, which the
+    function runs again after each growth of its stack (on its first byte: 2,011 starts)."""
     binary = build_go_fixture("go_target", "")
     run = probectl("latency", "-x", str(binary), "main.work", "--json", "--", str(binary), str(DEPTH))
     result = json.loads(run.stdout[run.stdout.index("\n{") + 1:])  # (after the program's own lines)
-    assert result["count"] == 1 and result["unmatched"] == DEPTH
-    assert f"{DEPTH:,} ends had no start of their key (common_pid)" in run.stderr
+    assert result["count"] == 1 and result["unmatched"] == result["replaced"] == DEPTH
+    assert f"{DEPTH:,} starts came before the end of an earlier start of their key (common_pid)" in run.stderr
+    assert f"{DEPTH:,} ends had no start left" in run.stderr
