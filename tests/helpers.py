@@ -229,19 +229,21 @@ def build_rust_fixture(name: str, opt: str = "0", mangling: str = "legacy") -> P
     return out
 
 
-def build_go_fixture(name: str, gcflags: str = "") -> Path:
+def build_go_fixture(name: str, gcflags: str = "", goarch: str = "") -> Path:
     """Build fixtures/<name>.go with Debian's go (golang-go; a skip, a failure in CI, without it), with
-    ``gcflags`` (``all=-N -l``: unoptimised); cached as build_program caches, by the source's path and
-    contents and the flags. Static (no cgo), with its DWARF."""
+    ``gcflags`` (``all=-N -l``: unoptimised), for ``goarch`` (``arm64``; default: this machine's, as
+    Go cross-compiles by itself); cached as build_program caches, by the source's path and contents
+    and the flags. Static (no cgo), with its DWARF."""
     go = require_tool("go", "golang-go")
     src = FIXTURES / f"{name}.go"
-    ident = str(src).encode() + b"\0" + src.read_bytes() + gcflags.encode()
-    out = BUILD_DIR / f"{name}-go-{hashlib.sha1(ident).hexdigest()[:12]}"
+    ident = str(src).encode() + b"\0" + src.read_bytes() + gcflags.encode() + (b"\0" + goarch.encode() if goarch else b"")
+    out = BUILD_DIR / f"{name}-go{'-' + goarch if goarch else ''}-{hashlib.sha1(ident).hexdigest()[:12]}"
     if not out.exists():
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
         env = {**os.environ, "CGO_ENABLED": "0", "GO111MODULE": "off", "GOFLAGS": "",
-               "GOCACHE": str(BUILD_DIR / "go-cache"), "GOPATH": str(BUILD_DIR / "go-path")}
+               "GOCACHE": str(BUILD_DIR / "go-cache"), "GOPATH": str(BUILD_DIR / "go-path"),
+               **({"GOARCH": goarch} if goarch else {})}
         flags = [f"-gcflags={gcflags}"] if gcflags else []
         subprocess.run([go, "build", *flags, "-o", str(tmp), str(src)], check=True, env=env, cwd=BUILD_DIR)
         tmp.rename(out)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from probectl.arch import EM_AARCH64, for_machine
 from probectl.arch.x86_insn import function_exits
 from probectl.debuginfo.elf import ElfFile
 from probectl.debuginfo.languages import is_go_program
@@ -29,11 +30,20 @@ def go_binary(request) -> Path:
     return build_go_fixture("go_target", request.param)
 
 
+@pytest.fixture(scope="module", params=["x86-64", "arm64"])
+def go_binary_of_each_machine(request) -> Path:
+    """The optimised build for this machine and for arm64 (Go cross-compiles by itself)."""
+    return build_go_fixture("go_target", "", "arm64" if request.param == "arm64" else "")
+
+
 def objdump_functions(path: Path) -> dict[str, list[tuple[int, str]]]:
-    """objdump -d of ``path``: each symbol's instructions as (address, text)."""
-    objdump = shutil.which("objdump")
+    """objdump -d of ``path`` (binutils', or its AArch64 one for an arm64 file): each symbol's
+    instructions as (address, text)."""
+    arm64 = ElfFile(path).machine == EM_AARCH64
+    objdump = shutil.which("aarch64-linux-gnu-objdump" if arm64 else "objdump")
     if not objdump:
-        missing("objdump (apt binutils) is not installed")
+        missing("aarch64-linux-gnu-objdump (apt binutils-aarch64-linux-gnu) is not installed" if arm64 else
+                "objdump (apt binutils) is not installed")
     out = subprocess.run([objdump, "-d", "-w", "--no-show-raw-insn", str(path)], capture_output=True, text=True,
                          check=True).stdout
     functions: dict[str, list[tuple[int, str]]] = {}
@@ -49,24 +59,30 @@ def objdump_functions(path: Path) -> dict[str, list[tuple[int, str]]]:
     return functions
 
 
-def test_exits_of_every_function_of_a_go_program_match_objdump(go_binary):
-    """Every sized function symbol of the program (the runtime's too): its returns and its direct jumps
-    out of it are those objdump shows."""
-    elf = ElfFile(go_binary)
+def test_exits_of_every_function_of_a_go_program_match_objdump(go_binary, go_binary_of_each_machine):
+    """Every sized function symbol of the program (the runtime's too), x86-64's (decoded) and arm64's
+    (read word by word): its returns and its direct jumps out of it are those objdump shows."""
+    for binary in {go_binary, go_binary_of_each_machine}:
+        check_exits_against_objdump(binary)
+
+
+def check_exits_against_objdump(binary: Path) -> None:
+    elf = ElfFile(binary)
+    code_reader = for_machine(elf.machine).code()
     text = elf.section(".text")
     data = elf.section_data(".text")
-    listed = objdump_functions(go_binary)
+    listed = objdump_functions(binary)
     checked = 0
     for sym in elf.functions():
         if not sym.size or sym.name not in listed or not text.addr <= sym.value < text.addr + text.size:
             continue
         code = data[sym.value - text.addr:sym.value - text.addr + sym.size]
-        exits = function_exits(code, sym.value)
+        exits = code_reader.function_exits(code, sym.value)
         lines = [(a, t) for a, t in listed[sym.name] if a < sym.value + sym.size]
         want_returns = [a for a, t in lines if re.match(r"(rep[z ]\s*)?ret[q]?\b", t)]
         want_out = []
         for a, t in lines:
-            m = re.match(r"jmp\s+([0-9a-f]+)\b", t)
+            m = re.match(r"(?:jmp|b)\s+([0-9a-f]+)\b", t)
             if m and not sym.value <= int(m.group(1), 16) < sym.value + sym.size:
                 want_out.append(a)
         assert list(exits.returns) == want_returns, sym.name
@@ -84,6 +100,27 @@ def test_function_exits_by_hand():
     assert exits.indirect_jumps == (0x1000 + 14,)
 
 
+def test_function_exits_and_go_stack_checks_by_hand():
+    from probectl.arch import a64_insn, x86_insn
+
+    def words(*ws: int) -> bytes:
+        return b"".join(w.to_bytes(4, "little") for w in ws)
+
+    # ret; b +0x100 (out); br x1; b -4 (inside); retaa
+    exits = a64_insn.function_exits(words(0xD65F03C0, 0x14000040, 0xD61F0020, 0x17FFFFFF, 0xD65F0BFF), 0x1000)
+    assert exits.returns == (0x1000, 0x1010) and exits.jumps_out == (0x1004,) and exits.indirect_jumps == (0x1008,)
+    # ldr x16,[x28,#16]; cmp sp,x16; b.ls +12 (word 5); ret; nop; then the block: mov x3,x30; bl far; b entry
+    check = [0xF9400B90, 0xEB3063FF, 0x54000069, 0xD65F03C0, 0xD503201F, 0xAA1E03E3, 0x94001000]
+    assert a64_insn.go_stack_check_end(words(*check, 0x17FFFFF9), 0x1000) == 0x100C
+    assert a64_insn.go_stack_check_end(words(*check, 0x17FFFFFA), 0x1000) is None  # (back to +4, not the entry)
+    assert a64_insn.go_stack_check_end(words(*check[:-1], 0xD503201F, 0x17FFFFF9), 0x1000) is None  # (no call)
+    # cmp 0x10(%r14),%rsp; jbe +1 (to the block); ret; block: call rel32; jmp back to the entry
+    x86 = bytes.fromhex("493b6610" "7601" "c3" "e800000000" "ebf2")
+    assert x86_insn.go_stack_check_end(x86, 0x2000) == 0x2006
+    assert x86_insn.go_stack_check_end(x86[:-2] + bytes.fromhex("ebf3"), 0x2000) is None  # (back to +1)
+    assert x86_insn.go_stack_check_end(bytes.fromhex("493b6610" "7601" "c3" "90909090" "90" "ebf2"), 0x2000) is None
+
+
 def test_go_programs_are_told_apart(go_binary):
     assert is_go_program(ElfFile(go_binary))
     assert not is_go_program(ElfFile(build_fixture("uprobe_target")))
@@ -96,7 +133,14 @@ def _ret_offsets(binary: Path, function: str) -> list[int]:
     return [elf.vaddr_to_offset(a) for a, t in objdump_functions(binary)[function] if t.startswith("ret")]
 
 
-def test_return_probes_are_uprobes_on_the_return_instructions(go_binary):
+def test_return_probes_are_uprobes_on_the_return_instructions(go_binary, go_binary_of_each_machine):
+    """On x86-64 the results are in RAX, RBX, ...; on arm64 in R0, R1, ... (Go's register ABI)."""
+    for binary in {go_binary, go_binary_of_each_machine}:
+        check_return_probes(binary)
+
+
+def check_return_probes(go_binary: Path) -> None:
+    a, b = ("%x0", "%x1") if ElfFile(go_binary).machine == EM_AARCH64 else ("%ax", "%bx")
     out = probectl("add", "-D", "-x", str(go_binary), "gt:w=main.work%return $retval",
                    "gt:dm=main.divmod%return q r", "gt:neg=main.negate%return $retval")
     lines = out.stdout.split()
@@ -107,9 +151,9 @@ def test_return_probes_are_uprobes_on_the_return_instructions(go_binary):
         kind_event, place, *args = d.split()
         assert kind_event.startswith("p:gt/")
         by_event.setdefault(kind_event[5:], []).append((place, tuple(args)))
-    for event, function, args in [("w__return", "main.work", ("%ax:s64",)),
-                                  ("dm__return", "main.divmod", ("q=%ax:s64", "r=%bx:s64")),
-                                  ("neg__return", "main.negate", ("%ax:s32",))]:
+    for event, function, args in [("w__return", "main.work", (f"{a}:s64",)),
+                                  ("dm__return", "main.divmod", (f"q={a}:s64", f"r={b}:s64")),
+                                  ("neg__return", "main.negate", (f"{a}:s32",))]:
         places = by_event[event]
         assert [int(p.rsplit(":0x", 1)[1], 16) for p, _ in places] == _ret_offsets(go_binary, function)
         assert all(a == args for _, a in places)
@@ -163,18 +207,23 @@ def after_stack_check(instructions: list[tuple[int, str]], entry: int) -> int:
     at = {address: k for k, (address, _text) in enumerate(instructions)}
     end = entry
     for k, (_address, text) in enumerate(instructions[:8]):
-        m = re.match(r"j(?!mp)\w+\s+([0-9a-f]+) ", text)
+        m = re.match(r"(?:j(?!mp)\w+|b\.\w+)\s+([0-9a-f]+) ", text)
         if not m or int(m.group(1), 16) not in at:
             continue
         block = instructions[at[int(m.group(1), 16)]:]
-        jump = next(t for _a, t in block if t.startswith("jmp") or t.startswith("ret"))
-        calls = [t for _a, t in block[:block.index(next(x for x in block if x[1] == jump))] if t.startswith("call")]
-        if jump.startswith(f"jmp    {entry:x} ") and any("morestack" in t for t in calls):
+        end_of_block = next(k for k, (_a, t) in enumerate(block) if re.match(r"(jmp|b|ret)\s", t + " "))
+        calls = [t for _a, t in block[:end_of_block] if re.match(r"(call|bl)\s", t)]
+        if re.match(rf"(jmp|b)\s+{entry:x} <", block[end_of_block][1]) and any("morestack" in t for t in calls):
             end = instructions[k + 1][0]
     return end
 
 
-def test_go_entry_probes_equal_perfs_but_for_the_name_and_the_stack_check(go_binary):
+def test_go_entry_probes_equal_perfs_but_for_the_name_and_the_stack_check(go_binary, go_binary_of_each_machine):
+    for binary in {go_binary, go_binary_of_each_machine}:
+        check_entry_probes_against_perf(binary)
+
+
+def check_entry_probes_against_perf(go_binary: Path) -> None:
     """perf -D is the oracle of the argument (its event name is cut at the first '.'), and of the place
     but for the stack-bound check, which probectl's entry probe is after (objdump shows where it ends:
     a function that grows its stack starts again at its first byte); a function without one (a leaf,

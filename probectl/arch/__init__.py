@@ -1,6 +1,8 @@
 """Machine facts, one module per machine (:mod:`.x86_64`, :mod:`.aarch64`), each described by an
 :class:`Arch`; :func:`for_machine` picks the one of an ELF file's ``e_machine``, :func:`host` the one
-this process (and so the running kernel) runs on. :mod:`.x86_insn` decodes x86-64 instruction lengths.
+this process (and so the running kernel) runs on. Each machine's code is read by a module of its own
+(``Arch.code``): :mod:`.x86_insn` decodes x86-64 instruction lengths, :mod:`.a64_insn` reads AArch64's
+fixed-size words; both answer :class:`FunctionExits` and Go's stack-bound check.
 
 A definition is resolved with the facts of the file it probes, not of the machine probectl runs on:
 ``-D`` prints an AArch64 program's definitions on x86-64, as perf does; writing them needs a kernel
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import platform
-from typing import Optional
+from typing import Optional, Protocol
 
 from ..dataclass import dataclass
 from ..errors import ResolveError
@@ -28,6 +30,26 @@ OTHER_MACHINES = {3: "i386", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/3
                   243: "RISC-V", 258: "LoongArch"}
 # platform.machine() (uname -m) of each known machine.
 _UNAME = {"x86_64": EM_X86_64, "aarch64": EM_AARCH64}
+
+
+@dataclass(frozen=True)
+class FunctionExits:
+    """How control leaves a function, by a linear reading of its code: ``returns``, the addresses of
+    its returns (x86-64's near RET, AArch64's RET); ``jumps_out``, of its direct jumps whose target
+    is outside the function (a tail call: its callee returns for it); ``indirect_jumps``, of its
+    register or memory jumps, whose targets the code does not say."""
+
+    returns: tuple[int, ...]
+    jumps_out: tuple[int, ...]
+    indirect_jumps: tuple[int, ...]
+
+
+class CodeReader(Protocol):
+    """What a machine's code reader (``Arch.code()``) answers."""
+
+    def function_exits(self, code: bytes, start_address: int = 0) -> FunctionExits: ...
+
+    def go_stack_check_end(self, code: bytes, start_address: int = 0) -> Optional[int]: ...
 
 
 class BoundaryError(ResolveError):
@@ -74,7 +96,13 @@ class Arch:
       ``sample_regs_user`` (None: a register no CFI rule names), and the bits of a saved return
       address that are the address (AArch64's pointer authentication signs the bits above it);
     - ``call_pushes_return_address``: at a function's first instruction the return address is the
-      word at the stack pointer (x86-64's call pushes it), not in a register (AArch64's x30).
+      word at the stack pointer (x86-64's call pushes it), not in a register (AArch64's x30);
+    - ``go_integer_registers``, ``go_float_registers``: Go's internal register ABI (Go 1.17 on,
+      "regabi" in its DWARF producer; src/cmd/compile/abi-internal.md): the kernel's names of the
+      registers that hold the integer, pointer and integer pieces of the arguments, and again from the
+      first of the results, in order; how many floating-point registers hold the floating-point pieces
+      (which probe events cannot read);
+    - ``code_reader``: the module of :mod:`probectl.arch` that reads its code (:meth:`code`).
     """
 
     name: str
@@ -96,6 +124,15 @@ class Arch:
     instruction_pointer: int
     code_address_mask: int
     call_pushes_return_address: bool
+    go_integer_registers: tuple[str, ...]
+    go_float_registers: int
+    code_reader: str
+
+    def code(self) -> "CodeReader":
+        """The module that reads this machine's code: ``function_exits`` and ``go_stack_check_end``
+        (imported when code is read)."""
+        reader: CodeReader = importlib.import_module(f"{__package__}.{self.code_reader}")
+        return reader
 
     @property
     def perf_regs_unwind_mask(self) -> int:

@@ -69,6 +69,11 @@ PERF_REGS_DWARF = tuple(range(33))
 # which the CFA gives).
 CALLEE_SAVED = frozenset(range(19, 30))
 
+# Go's internal register ABI on arm64 (src/cmd/compile/abi-internal.md): integer pieces in R0..R15,
+# floating-point pieces in F0..F15 (see Arch).
+GO_INTEGER_REGISTERS = tuple(f"x{n}" for n in range(16))
+GO_FLOAT_REGISTERS = 16
+
 ARCH = Arch(
     name="AArch64", elf_machine=EM_AARCH64, dwarf_registers=DWARF_REGISTERS,
     vector_registers=DWARF_VECTOR_REGISTERS, vector_kind="a SIMD, floating-point or system register",
@@ -80,4 +85,5 @@ ARCH = Arch(
     return_address=LINK_REGISTER, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
     instruction_pointer=PROGRAM_COUNTER, code_address_mask=(1 << USER_ADDRESS_BITS) - 1,
     call_pushes_return_address=False,
+    go_integer_registers=GO_INTEGER_REGISTERS, go_float_registers=GO_FLOAT_REGISTERS, code_reader="a64_insn",
 )

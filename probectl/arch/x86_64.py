@@ -92,4 +92,5 @@ ARCH = Arch(
     patchable_entry_nop=None,
     return_address=RETURN_ADDRESS, callee_saved=CALLEE_SAVED, perf_regs_dwarf=PERF_REGS_DWARF,
     instruction_pointer=RETURN_ADDRESS, code_address_mask=(1 << 64) - 1, call_pushes_return_address=True,
+    go_integer_registers=GO_INTEGER_REGISTERS, go_float_registers=GO_FLOAT_REGISTERS, code_reader="x86_insn",
 )

@@ -37,9 +37,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..dataclass import dataclass
 from ..errors import InstructionDecodeError
-from . import BoundaryError
+from . import BoundaryError, FunctionExits
 
 MAX_INSN_LENGTH = 15
 
@@ -424,18 +423,6 @@ def _opcode_at(code, pos: int, end: int) -> tuple[int, int]:
     return (code[pos] if pos < end else -1), pos
 
 
-@dataclass(frozen=True)
-class FunctionExits:
-    """How control leaves a function, by a linear decode of its code: ``returns``, the addresses of its
-    near returns (C3, C2 iw); ``jumps_out``, the addresses of its direct jumps (E9, EB) whose target is
-    outside the function (a tail call: its callee returns for it); ``indirect_jumps``, of its
-    register or memory jumps (FF /4, FF /5), whose targets the code does not say."""
-
-    returns: tuple[int, ...]
-    jumps_out: tuple[int, ...]
-    indirect_jumps: tuple[int, ...]
-
-
 def function_exits(code, start_address: int = 0) -> FunctionExits:
     """The exits of the function whose code (all of it, no more) is ``code`` at ``start_address``.
 
@@ -468,7 +455,8 @@ _GO_MORESTACK_INSNS = 64
 def go_stack_check_end(code, start_address: int = 0) -> Optional[int]:
     """The address right after the stack-bound check that the Go compiler puts at a function's entry
     (``cmp 0x10(%r14),%rsp; jbe MORESTACK``, or with a large frame ``lea -N(%rsp),%r12`` first), whose
-    block calls runtime.morestack and jumps back to the function's first byte: the function starts
+    block calls runtime.morestack and jumps back to the function's first byte (the same check as
+    :func:`.a64_insn.go_stack_check_end`'s): the function starts
     again once its goroutine's stack has grown, so a probe on the entry fires twice for one call.
     ``code`` is the whole function at ``start_address``. The check is the last conditional jump
     (Jcc) among its first instructions whose target block ends in a jump back to the entry; None
@@ -484,15 +472,18 @@ def go_stack_check_end(code, start_address: int = 0) -> Optional[int]:
         return None
 
     def returns_to_entry(pos: int) -> bool:
+        called = False
         try:
             for _ in range(_GO_MORESTACK_INSNS):
                 if not 0 <= pos < end:
                     return False
                 length = _length(code, pos, end)
                 opcode, at = _opcode_at(code, pos, pos + length)
+                called = called or opcode == 0xE8
                 if opcode in (0xE9, 0xEB):
                     size = 4 if opcode == 0xE9 else 1
-                    return pos + length + int.from_bytes(code[at + 1:at + 1 + size], "little", signed=True) == 0
+                    return called and pos + length + int.from_bytes(code[at + 1:at + 1 + size], "little",
+                                                                    signed=True) == 0
                 if opcode in (0xC3, 0xC2) or jcc_target(pos, length) is not None:
                     return False
                 pos += length

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import spec as S
-from ..arch import EM_X86_64
+from ..arch import for_machine
 from ..dataclass import replace
 from ..errors import InstructionDecodeError
 from .points import ProbePoint
@@ -33,11 +33,11 @@ def names_go_entry(point: S.PointSpec) -> bool:
 def past_stack_checks(resolver: "Resolver", points: list[ProbePoint], text: str) -> list[ProbePoint]:
     """``points`` with each one on a Go function's first byte moved past the function's stack-bound
     check (those with none, a NOSPLIT function's, and inline instances stay)."""
-    from ..arch.x86_insn import go_stack_check_end
     from .boundary import code_bytes
 
-    if resolver.elf.machine != EM_X86_64:
-        return points  # (only x86-64's check is decoded: elsewhere the entry, as perf)
+    arch = for_machine(resolver.elf.machine)
+    if arch is None:
+        return points
     moved: list[ProbePoint] = []
     checked: list[str] = []
     for p in points:
@@ -46,7 +46,7 @@ def past_stack_checks(resolver: "Resolver", points: list[ProbePoint], text: str)
             moved.append(p)
             continue
         try:
-            after = go_stack_check_end(code_bytes(resolver.elf, p.address, sym.size, f"decode {p.function}"),
+            after = arch.code().go_stack_check_end(code_bytes(resolver.elf, p.address, sym.size, f"decode {p.function}"),
                                        p.address)
         except InstructionDecodeError:
             after = None

@@ -4,9 +4,10 @@ A kernel return probe swaps the return address on the stack for its trampoline's
 goroutine's stack when it grows it and walks its frames itself (stack growth, the garbage collector,
 tracebacks), meets the foreign address and kills the program ("unexpected return pc"); Go cannot be
 told not to move stacks. A uprobe on an instruction changes nothing on the stack, so a Go return
-probe is made of one uprobe on each near return (RET) of the function, found by decoding its code,
-and the results are read where Go's register ABI leaves them at that instruction: the integer pieces
-of the results from RAX on (``GO_INTEGER_REGISTERS``), laid out from the results' DWARF types.
+probe is made of one uprobe on each return (RET) of the function, found by reading its code (x86-64's
+decoded, AArch64's words), and the results are read where Go's register ABI leaves them at that
+instruction: the integer pieces of the results from RAX on (x86-64), from R0 on (arm64)
+(``Arch.go_integer_registers``), laid out from the results' DWARF types.
 
 What cannot be made safe or right is refused with the reason, never turned into a kernel return
 probe: a function whose code cannot be decoded (an instruction start is not known, and a uprobe
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from .. import spec as S
-from ..arch.x86_64 import GO_FLOAT_REGISTERS, GO_INTEGER_REGISTERS
+from ..arch import Arch, for_machine
 from ..dataclass import dataclass, replace
 from ..errors import InstructionDecodeError, ProbeSemanticError, ResolveError
 from .points import ProbePoint, ResolvedArg
@@ -56,7 +57,6 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
     """The points of ``FUNC%return`` in a Go program: a uprobe on each return instruction of each
     function the point names, with the arguments read from the result registers."""
     from .boundary import code_bytes
-    from ..arch.x86_insn import function_exits
 
     point = probe.point
     entries = resolver._resolve(replace(probe, point=replace(point, is_return=False), args=()))
@@ -71,8 +71,8 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
                                hint="a Go program is killed by a kernel return probe when its stack moves; probe "
                                     "a line before the return instead")
         try:
-            exits = function_exits(code_bytes(resolver.elf, entry.address, size, f"find the returns of {name}"),
-                                   entry.address)
+            exits = _arch(resolver).code().function_exits(
+                code_bytes(resolver.elf, entry.address, size, f"find the returns of {name}"), entry.address)
         except InstructionDecodeError as err:
             raise ResolveError(f"cannot place '{point.text}' safely: {err.message}",
                                hint="a uprobe must start an instruction, and a kernel return probe kills a Go "
@@ -86,7 +86,7 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
             where = ", ".join(f"{name}+{a - entry.address}" for a in exits.jumps_out)
             resolver.warnings.append(f"{name} also leaves by a jump to another function ({where}): "
                                      f"'{point.text}' does not see the returns made that way")
-        results = _results(source, entry.address, name) if _names_results(probe) else ()
+        results = _results(source, entry.address, name, _arch(resolver)) if _names_results(probe) else ()
         args = tuple(_return_arg(resolver, arg, results, name, entry.address) for arg in probe.args)
         for address in exits.returns:
             offset = entry.offset + address - entry.address
@@ -96,6 +96,13 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
     resolver.notes.append(f"'{point.text}' on a Go program: uprobes on the {len(points)} return instruction(s), "
                           "not a kernel return probe (which kills a Go program when its stack moves)")
     return points
+
+
+def _arch(resolver: "Resolver") -> Arch:
+    """The machine of the program (a Go program is resolved only for a machine probectl knows)."""
+    arch = for_machine(resolver.elf.machine)
+    assert arch is not None
+    return arch
 
 
 def _function_size(resolver: "Resolver", address: int, source) -> int:
@@ -121,15 +128,16 @@ def _mentions_results(expr) -> bool:
 # -- the results and their registers ------------------------------------------------------------------
 
 
-def _results(source, address: int, name: str) -> tuple[GoResult, ...]:
+def _results(source, address: int, name: str, arch: Arch) -> tuple[GoResult, ...]:
     """The results of the Go function at ``address`` with the registers each is returned in."""
     from ..debuginfo.dwarf.die import die_attr, die_name
 
+    registers = arch.go_integer_registers
     fn = source.debuginfo.function_at(address) if source is not None else None
     if fn is None:
         raise ProbeSemanticError(f"{name} has no debug information, so where its results are is not known",
-                                 hint="fetch the registers of Go's ABI: the first integer result is in %ax, "
-                                      "the next in %bx, %cx, %di, %si, %r8..%r11")
+                                 hint=f"fetch the registers of Go's ABI: the first integer result is in %{registers[0]}, "
+                                      f"the next in {', '.join('%' + r for r in registers[1:])}")
     producer = die_attr(fn.cu.get_top_DIE(), "DW_AT_producer")
     producer = producer.decode("utf-8", "replace") if isinstance(producer, bytes) else str(producer or "")
     if "regabi" not in producer:
@@ -147,14 +155,14 @@ def _results(source, address: int, name: str) -> tuple[GoResult, ...]:
         fits = type_die is not None and _leaves(type_die, (), leaves, 0)
         n_int = sum(1 for _, is_float, _ in leaves if not is_float)
         n_float = len(leaves) - n_int
-        if fits and ints + n_int <= len(GO_INTEGER_REGISTERS) and floats + n_float <= GO_FLOAT_REGISTERS:
+        if fits and ints + n_int <= len(registers) and floats + n_float <= arch.go_float_registers:
             pieces = []
             for path, is_float, typ in leaves:
                 if is_float:
                     pieces.append(Piece(path, None, typ))
                     floats += 1
                 else:
-                    pieces.append(Piece(path, GO_INTEGER_REGISTERS[ints], typ))
+                    pieces.append(Piece(path, registers[ints], typ))
                     ints += 1
             results.append(GoResult(result_name, _type_name(type_die), tuple(pieces)))
         else:
