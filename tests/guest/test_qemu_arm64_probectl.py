@@ -26,9 +26,10 @@ from probectl.events import EventDefinition
 
 from tests.guest.test_qemu_probectl import (BIG, SEND, SEND_SH, SMALL, TCP_ESTABLISHED, json_events,
                                             removed_then_left)
-from tests.helpers import build_arm64_fixture, probectl
+from tests.helpers import build_arm64_fixture, build_go_fixture, probectl
 from tests.live.test_live_source import (RETVAL_PROBES, STRUCTS_PROBES, Recording, check_retval_and_members,
                                          check_structs)
+from tests.live.test_live_uprobes import expect_lines
 from vmtest.busybox_guest import AARCH64_GUEST
 from vmtest.probectl_guest import GuestRun, Step, ok, run_named_steps
 
@@ -48,6 +49,9 @@ def _add(tag: str) -> str:
     texts = " ".join(f"'a64{tag}:{event}={definition}'" for event, definition in probes)
     return f"probectl add -x /guest/files/{tag} {texts}"
 
+
+GO_DEPTH = 2000
+GO_PROBES = "'a64go:w=main.work%return $retval' 'a64go:e=main.work depth' 'a64go:dm=main.divmod%return q r'"
 
 KERNEL_PROBES = ("'tcp_sendmsg size sk->__sk_common.skc_state' 'tcp_sendmsg_locked:96 copied' "
                  "'tcp_sendmsg%return $retval'")
@@ -81,6 +85,11 @@ STEPS = {
                      "-- /guest/files/s0 > /dev/null && probectl script -i /tmp/d.dat --format json"),
     "record_fp": ("probectl record --call-graph fp -e a64s0:members -e a64s0:area -o /tmp/fp.dat "
                   "-- /guest/files/s0 > /dev/null && probectl script -i /tmp/fp.dat --format json"),
+    # a Go program whose stack grows under its probes (work recurses 2,000 deep): return probes as uprobes
+    # on its RETs, the entry past the stack-bound check; it runs to its end, each call seen once
+    "go": (f"probectl add -x /guest/files/go {GO_PROBES} && probectl record -e 'a64go:*' -o /tmp/go.dat -- "
+           f"/guest/files/go {GO_DEPTH} > /tmp/go.out && probectl script -i /tmp/go.dat --format json && echo @@ "
+           "&& cat /tmp/go.out"),
     "del_uprobes": f"probectl del 'a64*:*' && cat {UPROBE_EVENTS}",
     "after": f"cat {KPROBE_EVENTS} {UPROBE_EVENTS}; ls /sys/kernel/tracing/instances",
 }
@@ -91,6 +100,7 @@ def guest_run(arm64_probectl_kernel_dir) -> GuestRun:
     files = {"send.sh": SEND.encode()}
     for tag, (name, opt, _probes, _argv) in PROGRAMS.items():
         files[tag] = build_arm64_fixture(name, opt).read_bytes()
+    files["go"] = build_go_fixture("go_target", "", "arm64").read_bytes()
     # (fetched compressed: the file holds the kernel's symbols, 1.7 MB, slow through an emulated UART)
     return run_named_steps(arm64_probectl_kernel_dir, STEPS, files=files, fetch=[f"{STACKS_FILE}.gz"],
                            machine=AARCH64_GUEST, timeout=900)
@@ -219,6 +229,24 @@ def test_the_kernels_frame_walk_equals_the_unwinder(guest):
     assert unwound == walked
     for (stack,) in unwound.values():
         _from_main(stack, "paint")
+
+
+def test_a_go_program_runs_to_its_end_under_return_probes_with_each_call_seen_once(guest):
+    """An arm64 Go program under return probes made of uprobes on its RETs, and an entry probe past
+    the stack-bound check: it ends, every call of work (2,001, nested, the stack grown meanwhile) is
+    seen once entering and once returning, and the values are the program's (its EXPECT lines, as
+    tests/live/test_go_programs.py checks them on x86-64)."""
+    out, printed = ok(guest["go"]).stdout.split(SECTION)
+    want = expect_lines(printed)
+    events: dict[str, list[dict]] = {}
+    for ev in (json.loads(line) for line in out.splitlines() if line.startswith("{")):
+        group, name = ev["event"].split(":")
+        if group == "a64go":
+            events.setdefault(name, []).append(ev["fields"])
+    assert len(events["e"]) == len(events["w__return"]) == GO_DEPTH + 1
+    assert sorted(e["depth"] for e in events["e"]) == list(range(GO_DEPTH + 1))
+    assert str(events["w__return"][-1]["arg1"]) == want["work"][0]["ret"]
+    assert [(str(e["q"]), str(e["r"])) for e in events["dm__return"]] == [(c["q"], c["r"]) for c in want["divmod"]]
 
 
 def test_nothing_left_behind(guest):
