@@ -332,3 +332,31 @@ def test_a_slice_of_structs_is_its_length_and_its_first_elements_members(go_bina
                                                                                                      ("price", 8))]
     assert "no cast" in fails("add", "-D", "-x", str(go_binary), "main.spend items:s64[4]")
 
+
+
+def test_lines_vars_and_relative_lines_take_go_names(go_binary):
+    """perf's grammar reads a name with a '.' as a source file (``lines main.work``, ``main.work:3``:
+    "no compilation unit has a source file of that name"); in a Go program it is the function. Go
+    1.19's DWARF gives a function no DW_AT_decl_line: line 0 is the line its parameters are declared
+    on. The fixture's source is the oracle of the lines, perf -D of the absolute line of the place."""
+    source = (Path(__file__).parent.parent / "fixtures" / "go_target.go").read_text().splitlines()
+    decl = {name: 1 + next(k for k, line in enumerate(source) if line.startswith(head))
+            for name, head in (("main.work", "func work("), ("main.(*Server).poll", "func (s *Server) poll("))}
+    for name, line in decl.items():
+        listed = probectl("lines", "-x", str(go_binary), name).stdout.splitlines()
+        # (a row: the relative line in 7 columns, or blanks for a line without code, 2 spaces, the text)
+        assert listed[0].startswith(f"<{name}@") and listed[1][9:] == source[line - 1], listed
+        numbered = [(row[:7], row[9:]) for row in listed[1:] if row[:7].strip().isdigit()]
+        assert len(numbered) >= 2 and all(source[line + int(n) - 1] == text for n, text in numbered), listed
+    perf = shutil.which("perf") or missing("perf (linux-perf) is not installed")
+    ours = probectl("add", "-D", "-x", str(go_binary), "main.work:3").stdout.split()[1]
+    theirs = subprocess.run([perf, "probe", "-x", str(go_binary), "-D", f"go_target.go:{decl['main.work'] + 3}"],
+                            capture_output=True, text=True, check=True).stdout.split()[1]
+    assert ours == theirs
+    variables = probectl("vars", "-x", str(go_binary), "main.work:2").stdout
+    assert "depth" in variables
+    # a file is still a file, and a name that is neither says so
+    assert probectl("lines", "-x", str(go_binary), f"go_target.go:{decl['main.work']}").stdout.splitlines()[1][9:] \
+        == source[decl["main.work"] - 1]
+    err = fails("lines", "-x", str(go_binary), "main.nosuch")
+    assert "no compilation unit has a source file of that name" in err

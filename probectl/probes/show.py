@@ -64,9 +64,12 @@ class LineListing:
 
 def list_lines_of(resolver: Resolver, line_range: S.LineRange, source_dir: Optional[str] = None
                   ) -> list[LineListing]:
-    """``list_lines`` of the resolver's target, a C++ name being each function it names."""
+    """``list_lines`` of the resolver's target, a C++ name being each function it names, a Go
+    function read as a source file (``main.work``) the function."""
     source = resolver.source(required=True)
     assert source is not None
+    if resolver.go_function_read_as_file(line_range.source, line_range.function):
+        line_range = replace(line_range, function=line_range.source, source=None)
     ranges = [line_range]
     if line_range.function and line_range.source is None:
         point = S.PointSpec(function=line_range.function, text=line_range.function)

@@ -91,9 +91,31 @@ class Resolver:
             self._is_go = is_go_program(self.elf)
         return self._is_go
 
+    def go_function_read_as_file(self, source: Optional[str], function: Optional[str]) -> bool:
+        """perf's grammar reads a name that holds a '.' as a source file (``main.work:3``, ``lines
+        main.work``): in a Go program, whose functions' names hold dots, such a name is the function
+        when it names one of the program's and no source file."""
+        if (function is not None or not source or "/" in source or not self.target.is_uprobe
+                or self.target.path is None or not self.is_go_program):
+            return False
+        found = self.source(required=False)
+        if found is None or not found.debuginfo.find_functions(source):
+            return False
+        from ..debuginfo.dwarf.lines import source_files
+
+        return not source_files(found.debuginfo, source)
+
+    def _as_go_function(self, point: S.PointSpec) -> S.PointSpec:
+        """``point`` with a Go function read as a source file read as the function."""
+        if point.address is None and self.go_function_read_as_file(point.source, point.function):
+            return replace(point, function=point.source, source=None)
+        return point
+
     def source_points(self, point: S.PointSpec) -> list[S.PointSpec]:
         """The point as the DWARF side finds it: a C++ name becomes the mangled symbol of each
-        function it names (``vars``), any other point stays as it is."""
+        function it names (``vars``), a Go function read as a file the function, any other point
+        stays as it is."""
+        point = self._as_go_function(point)
         if not self._names_cxx(point):
             return [point]
         from .cxx import cxx_points
@@ -176,6 +198,8 @@ class Resolver:
         return allowed
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
+        if probe.point.source is not None and probe.point.function is None:
+            probe = replace(probe, point=self._as_go_function(probe.point))
         if probe.point.is_return and self.target.is_uprobe and self.is_go_program:
             from .goreturn import resolve_go_returns
 

@@ -367,6 +367,22 @@ class DebugInfo:
         return self.file_name(die.cu, index)
 
     @guarded
+    def entry_line(self, cu: CompileUnit, entry: int, file: str) -> int:
+        """The line of ``file`` the line table's first row at exactly ``entry`` gives (0: none, or another
+        file's), a statement or not (Go's marks the stack-bound check before a function's first statement
+        as none, on the function's line)."""
+        import bisect
+
+        from .lines import line_table
+
+        table = line_table(self, cu)
+        i = bisect.bisect_left(table.addresses, entry)
+        if i >= len(table.rows) or table.rows[i].address != entry:
+            return 0
+        row = table.rows[i]
+        return row.line if row.line and table.file_name(row.file) == file else 0
+
+    @guarded
     def call_file(self, die: DIE) -> Optional[str]:
         index = die.attributes.get("DW_AT_call_file")
         return self.file_name(die.cu, index.value) if index is not None else None
@@ -489,7 +505,6 @@ class DebugInfo:
             call_line = die.attributes["DW_AT_call_line"].value if "DW_AT_call_line" in die.attributes else 0
             fn = Function(
                 name=name, die=die, cu=die.cu, debuginfo=self,
-                decl_line=die_attr(die, "DW_AT_decl_line") or 0,
                 entry=entry, ranges=ranges,
                 inlined=inlined,
                 call_file=self.call_file(die) if inlined else None,

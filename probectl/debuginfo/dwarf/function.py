@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 from .units import DIE, Unit as CompileUnit
 
 from ...dataclass import dataclass, field
-from .die import die_key
+from .die import die_attr, die_key
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -28,7 +28,6 @@ class Function:
     die: DIE
     cu: CompileUnit
     debuginfo: "DebugInfo" = field(repr=False)
-    decl_line: int
     entry: Optional[int]
     ranges: tuple[tuple[int, int], ...]
     inlined: bool = False
@@ -46,6 +45,24 @@ class Function:
     def decl_file(self) -> Optional[str]:
         """The file that declares it; read on first use (it needs the CU's line-table header)."""
         return self.debuginfo.decl_file(self.die)
+
+    @functools.cached_property
+    def decl_line(self) -> int:
+        """The line that declares it (0: not known), which relative lines (``FUNC:RLN``) count from:
+        DW_AT_decl_line, or where the DWARF has none (Go's before 1.20: every function) the first line
+        its parameters are declared on (the ``func work(depth int) int {`` line), or without
+        parameters the line of its entry in its own file (Go's line table puts the stack-bound check
+        on the ``func`` line); read on first use."""
+        line = die_attr(self.die, "DW_AT_decl_line")
+        if line:
+            return int(line)
+        if self.inlined or self.abstract or not self.decl_file:
+            return 0
+        lines = [die_attr(child, "DW_AT_decl_line") for child in self.die.iter_children()
+                 if child.tag == "DW_TAG_formal_parameter"]
+        if any(lines):
+            return min(int(n) for n in lines if n)
+        return self.debuginfo.entry_line(self.cu, self.entry, self.decl_file) if self.entry is not None else 0
 
     @property
     def low(self) -> Optional[int]:
