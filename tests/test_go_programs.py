@@ -354,7 +354,7 @@ def test_lines_vars_and_relative_lines_take_go_names(go_binary):
                             capture_output=True, text=True, check=True).stdout.split()[1]
     assert ours == theirs
     variables = probectl("vars", "-x", str(go_binary), "main.work:2").stdout
-    assert "depth" in variables
+    assert variables.startswith("Available variables at main.work:2\n") and "depth" in variables
     # a file is still a file, and a name that is neither says so
     assert probectl("lines", "-x", str(go_binary), f"go_target.go:{decl['main.work']}").stdout.splitlines()[1][9:] \
         == source[decl["main.work"] - 1]

@@ -329,7 +329,7 @@ def vars_(probepoint, exec_, target_ns, vmlinux, module, externs, as_json, use_b
     if as_json:
         click.echo(_json_text({"point": point.text, "places": [p.as_json() for p in places]}))
         return
-    click.echo(printable(f"Available variables at {point_title(point)}"))
+    click.echo(printable(f"Available variables at {point_title(resolver.as_go_function(point))}"))
     for place in places:
         for line in place.render():
             click.echo(printable(line))

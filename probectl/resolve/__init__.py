@@ -105,7 +105,7 @@ class Resolver:
 
         return not source_files(found.debuginfo, source)
 
-    def _as_go_function(self, point: S.PointSpec) -> S.PointSpec:
+    def as_go_function(self, point: S.PointSpec) -> S.PointSpec:
         """``point`` with a Go function read as a source file read as the function."""
         if point.address is None and self.go_function_read_as_file(point.source, point.function):
             return replace(point, function=point.source, source=None)
@@ -115,7 +115,7 @@ class Resolver:
         """The point as the DWARF side finds it: a C++ name becomes the mangled symbol of each
         function it names (``vars``), a Go function read as a file the function, any other point
         stays as it is."""
-        point = self._as_go_function(point)
+        point = self.as_go_function(point)
         if not self._names_cxx(point):
             return [point]
         from .cxx import cxx_points
@@ -199,7 +199,7 @@ class Resolver:
 
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         if probe.point.source is not None and probe.point.function is None:
-            probe = replace(probe, point=self._as_go_function(probe.point))
+            probe = replace(probe, point=self.as_go_function(probe.point))
         if probe.point.is_return and self.target.is_uprobe and self.is_go_program:
             from .goreturn import resolve_go_returns
 
