@@ -537,5 +537,5 @@ def test_btf_stack_and_reference_arguments(perf_bin, arm64_vmlinux, arm64_btf, t
     assert perf[0].endswith(" cgid=+0(%sp):x64") and fetch("__blk_add_trace", "cgid") == "+0(%sp)"
     assert perf[1].endswith(" __gr_offs=+24(%x21):s32") and fetch("audit_log_vformat", "args.__gr_offs") == "+24(%x2)"
     kuid = fetched("from_kuid", "kuid.val")
-    assert (kuid.fetch, kuid.type) == ("%x1", "b32@0/64")
+    assert (kuid.fetch, kuid.type) == ("%x1", "x32")
     assert btf_retval(arm64_btf, "tcp_sendmsg").type == "s32"

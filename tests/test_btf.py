@@ -180,8 +180,8 @@ def test_parameters_follow_the_x86_64_calling_convention():
     btf, _ = _abi_btf()
     assert _fetch(btf, "abi", "a") == "%di:s32"
     # A 16-byte struct of integers takes two registers; a member is read from the one holding it.
-    assert _fetch(btf, "abi", "s.x") == "%si:b64@0/64"
-    assert _fetch(btf, "abi", "s.y") == "%dx:b32@0/64"
+    assert _fetch(btf, "abi", "s.x") == "%si:s64"  # (the whole register, with its type's sign)
+    assert _fetch(btf, "abi", "s.y") == "%dx:s32"  # (its low 4 bytes; the next member is a bitfield of it)
     assert _fetch(btf, "abi", "s.z") == "%dx:b32@32/64"
     # The double took %xmm0, not a general register; the 128-bit integer needs two: %cx and %r8.
     assert _fetch(btf, "abi", "e") == "%r9:s64"
@@ -688,7 +688,7 @@ def test_where_perf_fails(cloud_btf, perf_oracle):
     # 4100 = byte 512, bit 4; test_struct_layouts_equal_dwarf checks every member of struct sock).
     assert _btf_args(cloud_btf, "tcp_sendmsg sk->sk_userlocks") == ["sk_userlocks=+512(%di):b4@4/8"]
     # kuid_t is a 4-byte struct passed by value in the second register; perf refuses structs in registers.
-    assert _btf_args(cloud_btf, "from_kuid kuid.val") == ["val=%si:b32@0/64"]
+    assert _btf_args(cloud_btf, "from_kuid kuid.val") == ["val=%si:x32"]  # (typed as make_kuid's uid_t uid)
 
 
 # --- against the vmlinux's DWARF --------------------------------------------------------------------------

@@ -357,7 +357,7 @@ def test_struct_in_a_register(fixture_bins):
     di = fixture_bins.di("dwarf_structs", "-O2")
     (fn,) = di.find_functions("by_value")
     r = {m: fetch_variable(di, fn, fn.entry, parse_probe(f"x p.{m}").args[0].expr) for m in "xy"}
-    assert (r["x"].fetch, r["x"].type, r["x"].signed) == ("%di", "b32@0/64", True)
+    assert (r["x"].fetch, r["x"].type, r["x"].signed) == ("%di", "s32", True)
     assert (r["y"].fetch, r["y"].type) == ("%di", "b32@32/64")
 
 

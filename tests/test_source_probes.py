@@ -440,7 +440,7 @@ def test_struct_in_registers_where_perf_fails(perf_bin):
     definition = "by_value p.x p.y wv.id wv.origin.y m"
     assert "Structure on a register" in perf_fails(perf_bin, path, definition)
     (defn,) = ours(path, definition)[0]
-    assert [a.render() for a in defn.args][:2] == ["x=%di:b32@0/64", "y=%di:b32@32/64"]
+    assert [a.render() for a in defn.args][:2] == ["x=%di:s32", "y=%di:b32@32/64"]
     assert defn.args[4].render() == "m=%si:x32"
 
 

@@ -246,6 +246,11 @@ def _final(model: TypeModel, place: Place, cur, bitfield: Optional[Bitfield], va
     if isinstance(place, Slice):
         if size is None or size > 8 or place.bit_offset + size * 8 > 64:
             raise LocationError(f"'{owner}' is part of a register and has no fetchable size", "register")
+        ktype = model.kernel_type(cur, base if base in SIZE_CASTS else None, x_types) if not place.bit_offset else None
+        if ktype and int(ktype[1:]) == size * 8:
+            # (the register's low bytes: a register fetch of a type takes them, with the type's sign, as
+            # perf writes %di:s32 for an int; a bitfield type would show a signed member unsigned)
+            return FetchResult(fetch=render_value(place.value, opts), type=ktype, bits=size * 8, **common)
         return FetchResult(fetch=render_value(place.value, opts), type=f"b{size * 8}@{place.bit_offset}/64",
                            bits=size * 8, **common)
     if (real is not None and model.kind(real) == AGGREGATE_KIND and size is not None and size > 8
