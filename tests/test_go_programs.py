@@ -360,3 +360,42 @@ def test_lines_vars_and_relative_lines_take_go_names(go_binary):
         == source[decl["main.work"] - 1]
     err = fails("lines", "-x", str(go_binary), "main.nosuch")
     assert "no compilation unit has a source file of that name" in err
+
+
+def test_generic_functions_are_named_as_go_names_them():
+    """Go names an instantiation with its type arguments' shapes in brackets, which a probe point read
+    as a glob's character class and matched with nothing; named without them, a generic function or
+    method is each of its instantiations. The symbol table is the oracle of the places (objdump of
+    where the stack-bound check ends); perf fails on every such name."""
+    binary = build_go_fixture("go_generics")
+    elf = ElfFile(binary)
+    listed = objdump_functions(binary)
+    place = {name: elf.vaddr_to_offset(after_stack_check(listed[name], min(a for a, _t in listed[name])))
+             for name in ("main.Sum[go.shape.int_0]", "main.Sum[go.shape.float64_0]",
+                          "main.(*Stack[go.shape.string_0]).Push")}
+
+    def places(*definitions: str) -> list[tuple[str, int, tuple[str, ...]]]:
+        out = probectl("add", "-D", "-x", str(binary), *definitions).stdout.splitlines()
+        return [(line.split()[0].split("/")[1], int(line.split()[1].rsplit(":0x", 1)[1], 16), tuple(line.split()[2:]))
+                for line in out]
+
+    assert places("main.Sum[go.shape.int_0] xs") == [
+        ("main_Sum_go_shape_int_0", place["main.Sum[go.shape.int_0]"], ("xs=+0(%bx):s64[16]", "xs__len=%cx:u64"))]
+    assert sorted(places("main.Sum")) == sorted(places("main.Sum[*]")) == sorted(
+        [("main_Sum_go_shape_int_0", place["main.Sum[go.shape.int_0]"], ()),
+         ("main_Sum_go_shape_float64_0", place["main.Sum[go.shape.float64_0]"], ())])
+    # a generic type's method, its string argument (of the string shape) fetched as its text
+    ((event, at, args),) = places("main.(*Stack).Push v")
+    assert event == "main_Stack_go_shape_string_0_Push" and at == place["main.(*Stack[go.shape.string_0]).Push"]
+    assert args[0].endswith(":string") and args[1].startswith("v__len=")
+    # one event name, arguments of two types: an event each (the kernel refuses a second type)
+    assert [(e, a[0].rsplit(":", 1)[1]) for e, _at, a in places("gg:sum=main.Sum xs")] == \
+           [("sum", "x64[16]"), ("sum_1", "s64[16]")]
+    # a line of the generic function is a line of each instantiation, each place once
+    lines = places("main.Sum:2")
+    assert len(lines) == len({at for _e, at, _a in lines}) >= 2
+    assert {e for e, _at, _a in lines} == {"main_Sum_go_shape_int_0_L2", "main_Sum_go_shape_float64_0_L2"}
+    listing = probectl("lines", "-x", str(binary), "main.Sum").stdout
+    assert "<main.Sum[go.shape.int_0]@" in listing and "<main.Sum[go.shape.float64_0]@" in listing
+    assert "Go names an instantiation by the shapes of its type arguments: main.Sum[go.shape.float64_0], " \
+        "main.Sum[go.shape.int_0] (main.Sum names them all)" in fails("add", "-D", "-x", str(binary), "main.Sum[int]")

@@ -41,7 +41,7 @@ class ProbeSet:
         specs = [parse_probe(text) for text in texts]
         resolver = Resolver(target, fetch_options(features), source_dir=source_dir, use_btf=use_btf,
                             max_points=max_points)
-        resolved = [(spec, resolver.resolve(spec)) for spec in specs]
+        resolved = [(resolver.as_named(spec), resolver.resolve(spec)) for spec in specs]
         return cls(target, resolved, resolver.warnings, resolver.notes, features)
 
     @property

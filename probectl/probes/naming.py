@@ -87,9 +87,14 @@ def assign_events(
     multiprobe: bool,
     is_uprobe: bool,
 ) -> list[EventDefinition]:
-    """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names."""
+    """Name every point of one definition; ``taken`` (group, event) pairs are updated with the new names.
+    The places of one event must fetch arguments of the same names and types (the kernel refuses
+    another: "Argument type or name is different from existing probe"): a place whose arguments differ
+    (an instantiation of a generic function for floats beside the one for ints) gets an event of its
+    own, ``NAME_1``."""
     defs: list[EventDefinition] = []
-    shared: dict[tuple[str, str], str] = {}  # (group, base name) → event name already chosen in this definition
+    # (group, base name) → (the arguments' names and types, the event name) chosen in this definition
+    shared: dict[tuple[str, str], list[tuple[tuple, str]]] = {}
     default_group = group
     for point in points:
         group = probe.group or point.group or default_group
@@ -97,12 +102,15 @@ def assign_events(
         base = event_base_name(probe, point)
         if point.is_return or point.at_return_instruction:
             base += "__return"
-        if multiprobe and (group, base) in shared:
-            event = shared[group, base]
+        args = fetch_args(point.args)
+        signature = tuple((a.name, a.type) for a in args)
+        same = [event for sig, event in shared.get((group, base), ()) if sig == signature]
+        if multiprobe and same:
+            event = same[0]
         else:
-            allow_suffix = force or (bool(defs) and not multiprobe)
+            allow_suffix = force or (bool(defs) and (not multiprobe or (group, base) in shared))
             event = _free_name(group, base, taken, allow_suffix)
-            shared[group, base] = event
+            shared.setdefault((group, base), []).append((signature, event))
             taken.add((group, event))
         defs.append(
             EventDefinition(
@@ -110,7 +118,7 @@ def assign_events(
                 group=group,
                 event=event,
                 place=point.place,
-                args=fetch_args(point.args),
+                args=args,
                 is_uprobe=is_uprobe,
             )
         )

@@ -99,11 +99,21 @@ class Resolver:
                 or self.target.path is None or not self.is_go_program):
             return False
         found = self.source(required=False)
-        if found is None or not found.debuginfo.find_functions(source):
+        if found is None:
+            return False
+        from .gonames import go_names
+
+        if not found.debuginfo.find_functions(source) and go_names(self.elf, source) is None:
             return False
         from ..debuginfo.dwarf.lines import source_files
 
         return not source_files(found.debuginfo, source)
+
+    def as_named(self, probe: S.ProbeSpec) -> S.ProbeSpec:
+        """``probe`` with its point as the program names it (a Go function read as a file: the
+        function), which its event is named from (``main.work:3``: ``main_work_L3``)."""
+        point = self.as_go_function(probe.point)
+        return probe if point is probe.point else replace(probe, point=point)
 
     def as_go_function(self, point: S.PointSpec) -> S.PointSpec:
         """``point`` with a Go function read as a source file read as the function."""
@@ -116,11 +126,24 @@ class Resolver:
         function it names (``vars``), a Go function read as a file the function, any other point
         stays as it is."""
         point = self.as_go_function(point)
+        named = self._go_names(point)
+        if named is not None:
+            return [replace(point, function=name) for name in named]
         if not self._names_cxx(point):
             return [point]
         from .cxx import cxx_points
 
         return [pt for _fn, pt in cxx_points(self, point, point.text)]
+
+    def _go_names(self, point: S.PointSpec) -> Optional[list[str]]:
+        """A Go program's function named with its type arguments, or a generic one without them: the
+        names to look it up by (:func:`.gonames.go_names`); None for any other point."""
+        if (point.function is None or point.address is not None or point.sdt is not None or not self.target.is_uprobe
+                or self.target.path is None or not self.is_go_program):
+            return None
+        from .gonames import go_names
+
+        return go_names(self.elf, point.function)
 
     def _names_rust_main(self, point: S.PointSpec) -> bool:
         """The point is a Rust program's ``main`` (perf and ``main:1`` take the runtime's C main)."""
@@ -200,6 +223,14 @@ class Resolver:
     def _resolve(self, probe: S.ProbeSpec) -> list[ProbePoint]:
         if probe.point.source is not None and probe.point.function is None:
             probe = replace(probe, point=self.as_go_function(probe.point))
+        named = self._go_names(probe.point)
+        if named is not None:
+            # (a line of a generic function is a line of each instantiation: found from each of them)
+            found: dict[int, ProbePoint] = {}
+            for go_name in named:
+                for p in self._resolve(replace(probe, point=replace(probe.point, function=go_name))):
+                    found.setdefault(p.address, p)
+            return list(found.values())
         if probe.point.is_return and self.target.is_uprobe and self.is_go_program:
             from .goreturn import resolve_go_returns
 

@@ -316,9 +316,14 @@ HEAD_BYTES = 64
 SLICE_ELEMENTS = 16
 
 
+# The string of a Go generic function's instantiation for strings (its "shape": go.shape.string_0 in
+# Go 1.19, go.shape.string later), the same {str, len} as a string.
+GO_SHAPE_STRING = re.compile(r"go\.shape\.string(_\d+)?")
+
+
 def counted_string(model: TypeModel, agg) -> Optional[CountedString]:
     """The counted-string shape of the aggregate type ``agg``, known by its name and members: Go's
-    ``string`` {str, len}, Rust's ``&str`` {data_ptr, length} and ``String`` {vec: Vec<u8> {buf: ...,
+    ``string`` {str, len} (and a generic's string shape), Rust's ``&str`` {data_ptr, length} and ``String`` {vec: Vec<u8> {buf: ...,
     len}}, libstdc++'s ``basic_string<char>`` {_M_dataplus._M_p, _M_string_length} (by its members:
     it has several names, ``std::string`` a typedef of ``std::__cxx11::basic_string<char, ...>``).
     The pointer must point to bytes and the length be an integer, else None."""
@@ -327,7 +332,7 @@ def counted_string(model: TypeModel, agg) -> Optional[CountedString]:
         name = name.removeprefix(prefix)
     shapes: list[tuple[tuple[str, ...], tuple[str, ...], bool]] = [
         (("_M_dataplus", "_M_p"), ("_M_string_length",), True)]
-    if name == "string":
+    if name == "string" or GO_SHAPE_STRING.fullmatch(name):
         shapes.append((("str",), ("len",), False))
     elif name in ("&str", "&mut str"):
         shapes.append((("data_ptr",), ("length",), False))

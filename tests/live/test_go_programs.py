@@ -88,3 +88,25 @@ def test_latency_of_a_recursive_function_says_its_nested_returns_were_not_measur
     assert result["count"] == 1 and result["unmatched"] == result["replaced"] == DEPTH
     assert f"{DEPTH:,} starts came before the end of an earlier start of their key (common_pid)" in run.stderr
     assert f"{DEPTH:,} ends had no start left" in run.stderr
+
+
+@pytest.mark.root
+def test_generic_functions_record_what_the_program_printed(live_tracefs):
+    """fixtures/go_generics.go: main.Sum named without its type arguments is both instantiations (an
+    event each: their slices' elements differ in type), the int one's result read at its return, and a
+    generic type's method with an argument of the string shape, read as its text."""
+    binary = build_go_fixture("go_generics", "")
+    run = probectl("trace", "-x", str(binary), f"{GROUP}:sum=main.Sum xs",
+                   f"{GROUP}:sumret=main.Sum[go.shape.int_0]%return $retval", f"{GROUP}:push=main.(*Stack).Push v",
+                   f"{GROUP}:pushret=main.(*Stack).Push%return $retval", "--format", "json", "--", str(binary))
+    want = expect_lines(run.stdout)
+    got: dict[str, list[dict]] = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            got.setdefault(event["event"].split(":")[1], []).append(event["fields"])
+    assert [e["xs"] for e in got["sum_1"]] == [[int(x) for x in c["xs"].split(",")] for c in want["Sum"]]
+    assert [str(e["arg1"]) for e in got["sumret__return"]] == [c["ret"] for c in want["Sum"]]
+    assert len(got["sum"]) == len(want["SumFloat"]) == 1  # (the float64 instantiation: its own event)
+    assert [json.dumps(e["v"]) for e in got["push"]] == [c["v"] for c in want["Push"]]
+    assert [str(e["arg1"]) for e in got["pushret__return"]] == [c["ret"] for c in want["Push"]]
