@@ -250,9 +250,9 @@ def test_a_variable_not_found_hints_the_vars_command_of_the_point_as_written(sho
 
 def test_lines_takes_qualified_names(shop):
     out = probectl("lines", "-x", str(shop), "shop::Cart::add")
-    assert out.stdout.startswith("<add@") and "int Cart::add(const Item *it, int qty)" in out.stdout
+    assert out.stdout.startswith("<shop::Cart::add@") and "int Cart::add(const Item *it, int qty)" in out.stdout
     both = probectl("lines", "-x", str(shop), "shop::overloaded")
-    assert sum(line.startswith("<overloaded@") for line in both.stdout.splitlines()) == 2
+    assert sum(line.startswith("<shop::overloaded@") for line in both.stdout.splitlines()) == 2
 
 
 def test_a_function_inlined_everywhere_is_found_in_dwarf(shop):

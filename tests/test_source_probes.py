@@ -169,10 +169,34 @@ def with_unique_names(p: EventDefinition) -> EventDefinition:
     return replace(p, args=tuple(args))
 
 
+def with_events_apart(defs: list[EventDefinition]) -> list[EventDefinition]:
+    """perf writes the places of one definition as one event even when their arguments differ in name
+    or type (``helper $vars`` of two static helpers: local_a, then local_b), which the kernel refuses
+    for the second place ("Argument type or name is different from existing probe", EEXIST); probectl
+    gives such a place an event of its own: ``helper_1``."""
+    signatures: dict[tuple[str, str], list[tuple[tuple, str]]] = {}
+    taken = {(d.group, d.event) for d in defs}
+    out = []
+    for d in defs:
+        signature = tuple((a.name, a.type) for a in d.args)
+        known = signatures.setdefault((d.group, d.event), [])
+        event = next((e for s, e in known if s == signature), None)
+        if event is None:
+            event = d.event
+            if known:
+                i = 1
+                while (d.group, f"{d.event}_{i}") in taken:
+                    i += 1
+                event = f"{d.event}_{i}"
+                taken.add((d.group, event))
+            known.append((signature, event))
+        out.append(replace(d, event=event))
+    return out
+
+
 def normalized(theirs: list[EventDefinition], mine: list[EventDefinition]) -> list[str]:
     out = []
-    for i, p in enumerate(theirs):
-        p = with_unique_names(globals_as_offsets(p))
+    for i, p in enumerate(with_events_apart([with_unique_names(globals_as_offsets(p)) for p in theirs])):
         if i < len(mine):
             p = with_typed_retval(p, mine[i])
         out.append(p.render())

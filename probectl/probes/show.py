@@ -9,11 +9,13 @@ from typing import Optional
 from .. import spec as S
 from ..dataclass import dataclass, field, replace
 from ..debuginfo.dwarf import DebugInfo, Function
-from ..debuginfo.dwarf.die import is_glob
+from ..debuginfo.dwarf.die import die_written_name, is_glob
 from ..debuginfo.dwarf.lines import line_table, probeable_file_lines, probeable_lines, source_files
 from ..debuginfo.dwarf.sources import SourceFetcher, find_source, source_lines
-from ..errors import DebugInfoError, ProbePointNotFound, ResolveError
+from ..debuginfo.demangle import demangle, function_name, is_mangled
+from ..errors import DebugInfoError, ProbectlError, ProbePointNotFound, ResolveError
 from ..resolve import Resolver, check_place_count
+from ..resolve.cxx import hint_as_written
 from ..resolve.btf_fetch import btf_vars_listing
 from ..resolve.dwarf import SourceResolver
 from ..resolve.dwarf_fetch import ListedVariable, available_variables
@@ -130,7 +132,9 @@ def _function_listing(debuginfo: DebugInfo, fn: Function, line_range: S.LineRang
     else:
         numbered = [n for n in probe if n >= first]
         last = (max(numbered) if numbered else first) + 1 + ADDITIONAL_LINES
-    listing = LineListing(fn.decl_file, fn.name, rel_start, fn.decl_line)
+    # (named as written: a C++ or Rust method by its qualified name, which lines takes back, not the
+    # DWARF's bare name, which is every class's)
+    listing = LineListing(fn.decl_file, die_written_name(fn.die) or fn.name, rel_start, fn.decl_line)
     for n in range(max(first, 1), min(last, len(text)) + 1):
         listing.lines.append(SourceLine(n, text[n - 1], n in probe))
     if not listing.lines:
@@ -182,7 +186,16 @@ def list_variables(resolver: Resolver, point: S.PointSpec, externs: bool = False
     fetchable there (a return probe lists the function's entry, where its parameters still are)."""
     source = resolver.source(required=True)
     assert source is not None
-    return [place for pt in resolver.source_points(point) for place in _list_variables(source, pt, externs)]
+    places = []
+    for pt in resolver.source_points(point):
+        try:
+            places.extend(_list_variables(source, pt, externs))
+        except ProbectlError as err:
+            if pt.function is not None and pt.function != point.function and is_mangled(pt.function):
+                full = demangle(pt.function)
+                hint_as_written(err, pt.function, function_name(full) if full else pt.function)
+            raise
+    return places
 
 
 def _list_variables(source: SourceResolver, point: S.PointSpec, externs: bool) -> list[VariablePlace]:

@@ -275,16 +275,20 @@ def resolve_cxx(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePoint]:
         try:
             resolved = resolver._resolve(replace(probe, point=point))
         except ProbectlError as err:
-            # (a hint that names the function, 'probectl lines -x BIN FUNC', names it as the user does,
-            # quoted for the shell as the command's other words are)
-            if fn.mangled in err.hint:
-                import shlex
-
-                err.hint = err.hint.replace(fn.mangled, shlex.quote(fn.name))
+            hint_as_written(err, fn.mangled, fn.name)
             raise
         for p in resolved:
             points.append(replace(p, qualified_name=name))
     return points
+
+
+def hint_as_written(err: ProbectlError, mangled: str, name: str) -> None:
+    """A hint that names the function by its mangled symbol ('probectl lines -x BIN FUNC') names it
+    as the user does, ``name``, quoted for the shell as the command's other words are."""
+    if mangled in err.hint:
+        import shlex
+
+        err.hint = err.hint.replace(mangled, shlex.quote(name))
 
 
 def cxx_points(resolver: "Resolver", point: S.PointSpec, text: str) -> list[tuple[CxxFunction, S.PointSpec]]:

@@ -543,7 +543,7 @@ def address_to_line(debuginfo: "DebugInfo", address: int) -> Optional[tuple[str,
 
 
 def _line_points(debuginfo: "DebugInfo", cu: CompileUnit, fname: str, line: int,
-                 function: Optional[str]) -> list[LinePoint]:
+                 function: Optional[Function]) -> list[LinePoint]:
     points: list[LinePoint] = []
     seen: set[int] = set()
     # walk_lines(debuginfo, None, cu), keeping only the triples of ``line`` before naming files
@@ -564,26 +564,22 @@ def _line_points(debuginfo: "DebugInfo", cu: CompileUnit, fname: str, line: int,
 
 
 def _shared_error(debuginfo: "DebugInfo", cu: CompileUnit, fname: str, line: int, addr: int,
-                  back: tuple[str, int], function: Optional[str]) -> LineSharedError:
+                  back: tuple[str, int], function: Optional[Function]) -> LineSharedError:
+    """The line has no code of its own; the place to probe instead, written as the function is (a C++
+    or Rust function by its qualified name: ``shop::Cart::add:0``, not every class's ``add``)."""
     target: tuple[str, int] = (os.path.basename(back[0]), back[1])
+    written = (die_written_name(function.die) or function.name) if function is not None else None
     if function is not None:
         for fn in reversed(debuginfo.inline_chain(addr)):
-            if fn.name == function and fn.decl_line:
-                target = (function, back[1] - fn.decl_line)
+            if fn.name == function.name and fn.decl_line:
+                target = (written or fn.name, back[1] - fn.decl_line)
                 break
-    where = f"{function}:{line - _decl_line_of(debuginfo, cu, function)}" if function else \
+    where = f"{written}:{line - function.decl_line}" if function is not None else \
         f"{os.path.basename(fname)}:{line}"
     return LineSharedError(
         f"line {where} has no code of its own: its address 0x{addr:x} belongs to line "
         f"{os.path.basename(back[0])}:{back[1]}",
         hint=f"probe {target[0]}:{target[1]} instead", suggestion=target)
-
-
-def _decl_line_of(debuginfo: "DebugInfo", cu: CompileUnit, function: Optional[str]) -> int:
-    for sp in debuginfo.cu_functions(cu):
-        if die_name(sp) == function and "DW_AT_decl_line" in sp.attributes:
-            return sp.attributes["DW_AT_decl_line"].value
-    return 0
 
 
 @guarded
@@ -594,7 +590,7 @@ def function_line(debuginfo: "DebugInfo", func: Function, relative_line: int) ->
     means the line has no code."""
     if not func.decl_file:
         raise DebugInfoError(f"function '{func.name}' has no DW_AT_decl_file")
-    return _line_points(debuginfo, func.cu, func.decl_file, func.decl_line + relative_line, func.name)
+    return _line_points(debuginfo, func.cu, func.decl_file, func.decl_line + relative_line, func)
 
 
 @guarded
