@@ -106,6 +106,16 @@
 	"is made a position by taking it away, and the offsets given back are section offsets. None when\n" \
 	"the unit has a shape this scanner leaves to the Python one."
 
+#define DOC_cxa_demangle \
+	"cxa_demangle(names, /)\n" \
+	"--\n" \
+	"\n" \
+	"Each of ``names`` demangled by the C++ runtime's ``__cxa_demangle`` (native/demangle.h): the\n" \
+	"process's, else libstdc++.so.6's, found at the first call; as :mod:`probectl.debuginfo.demangle`'s\n" \
+	"ctypes call gives it: the name's UTF-8 bytes (surrogate escapes as the bytes they stand for) read\n" \
+	"to their first NUL, the text decoded as UTF-8 with bad bytes replaced, None for a name the\n" \
+	"demangler refuses. None (the whole answer) when there is no ``__cxa_demangle`` to call."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."

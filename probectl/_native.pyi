@@ -370,6 +370,13 @@ def dwarf_instances(info: Buffer, info_base: int, abbrev: Buffer, unit: tuple[in
     the unit has a shape this scanner leaves to the Python one."""
 
 
+def cxa_demangle(names: Sequence[str], /) -> Optional[list[Optional[str]]]:
+    """Each of ``names`` demangled by the C++ runtime's ``__cxa_demangle`` (native/demangle.h): the
+    process's, else libstdc++.so.6's, found at the first call; as :mod:`probectl.debuginfo.demangle`'s
+    ctypes call gives it: the name's UTF-8 bytes (surrogate escapes as the bytes they stand for) read
+    to their first NUL, the text decoded as UTF-8 with bad bytes replaced, None for a name the
+    demangler refuses. None (the whole answer) when there is no ``__cxa_demangle`` to call."""
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]
