@@ -6,7 +6,8 @@
 // probectl/debuginfo/demangle.py keeps every rule of which names go to the demangler and what is done
 // with its text (Rust's legacy paths, LLVM's copies, symbol versions); this is its call of
 // __cxa_demangle for a whole list at once, where ctypes cost more than the demangling (a large C++
-// library lists 9,500 names).
+// library lists 9,500 names), and the walk of its signature() over a text's brackets, which took as
+// long again.
 #ifndef PROBECTL_DEMANGLE_H
 #define PROBECTL_DEMANGLE_H
 
@@ -20,5 +21,10 @@ dmg_cxa_demangle_fn *dmg_demangler(void);
 // @name demangled by @fn: a string the caller free()s, or NULL for a name that is not a valid mangled
 // name (or when memory ran out).
 char *dmg_demangle(dmg_cxa_demangle_fn *fn, const char *name);
+
+// Where the name of the demangled function @text (@len bytes of ASCII) starts after its return type, as
+// probectl/debuginfo/demangle.py's signature() finds it, the reference this equals on every ASCII text:
+// the text from there is the function as a probe point writes it (``int f<int>(int)`` -> ``f<int>(int)``).
+size_t dmg_signature_start(const char *text, size_t len);
 
 #endif

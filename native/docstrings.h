@@ -116,6 +116,15 @@
 	"to their first NUL, the text decoded as UTF-8 with bad bytes replaced, None for a name the\n" \
 	"demangler refuses. None (the whole answer) when there is no ``__cxa_demangle`` to call."
 
+#define DOC_demangled_signatures \
+	"demangled_signatures(texts, /)\n" \
+	"--\n" \
+	"\n" \
+	":func:`probectl.debuginfo.demangle.signature` of each of ``texts`` (demangled C++ functions),\n" \
+	"the reference this equals (native/demangle.h): the function without a template's return type\n" \
+	"(``int f<int>(int)`` -> ``f<int>(int)``); None for a text that is not all ASCII, which is left to\n" \
+	"the reference."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."

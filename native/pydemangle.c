@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // pydemangle.c - probectl._native.cxa_demangle(): a list of C++ names through __cxa_demangle (demangle.h)
-// in one call, each as probectl/debuginfo/demangle.py's ctypes call gives it.
+// in one call, each as probectl/debuginfo/demangle.py's ctypes call gives it; demangled_signatures():
+// their texts as probe points write them, as demangle.py's signature() does.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -68,6 +69,57 @@ PyObject *cxa_demangle(PyObject *self, PyObject *args)
 		if (!text)
 			goto fail;
 		PyList_SET_ITEM(out, i, text);
+	}
+	Py_DECREF(seq);
+	return out;
+fail:
+	Py_XDECREF(out);
+	Py_DECREF(seq);
+	return NULL;
+}
+
+PyObject *demangled_signatures(PyObject *self, PyObject *args)
+{
+	PyObject *texts, *seq, *out;
+	Py_ssize_t n;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "O", &texts))
+		return NULL;
+	seq = PySequence_Fast(texts, "demangled_signatures() takes a sequence of texts");
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	out = PyList_New(n);
+	if (!out)
+		goto fail;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *text = PySequence_Fast_GET_ITEM(seq, i), *written;
+		Py_ssize_t len;
+		size_t at;
+
+		if (!PyUnicode_Check(text)) {
+			PyErr_Format(PyExc_TypeError, "demangled_signatures() takes str texts, not %.100s",
+				     Py_TYPE(text)->tp_name);
+			goto fail;
+		}
+		if (!PyUnicode_IS_ASCII(text)) {
+			// (Python's "\s" knows more spaces than ASCII's: such a text is left to the reference)
+			Py_INCREF(Py_None);
+			PyList_SET_ITEM(out, i, Py_None);
+			continue;
+		}
+		len = PyUnicode_GET_LENGTH(text);
+		at = dmg_signature_start((const char *)PyUnicode_DATA(text), (size_t)len);
+		if (at) {
+			written = PyUnicode_Substring(text, (Py_ssize_t)at, len);
+			if (!written)
+				goto fail;
+		} else {
+			Py_INCREF(text);
+			written = text;
+		}
+		PyList_SET_ITEM(out, i, written);
 	}
 	Py_DECREF(seq);
 	return out;

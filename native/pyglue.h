@@ -87,6 +87,7 @@ PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *dwarf_definitions(PyObject *self, PyObject *args);
 PyObject *dwarf_instances(PyObject *self, PyObject *args);
 PyObject *cxa_demangle(PyObject *self, PyObject *args);
+PyObject *demangled_signatures(PyObject *self, PyObject *args);
 
 // The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it), *@count entries;
 // NULL with an exception on error. (pyperfring.c)

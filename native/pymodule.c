@@ -13,6 +13,7 @@
 //   dwarf_definitions(info, ..., unit, strings)                 a DWARF unit's definitions, by name
 //   dwarf_instances(info, info_base, abbrev, unit, unit_base)    its inline instances, by origin
 //   cxa_demangle(names)                                         C++ names through __cxa_demangle
+//   demangled_signatures(texts)                                 their functions as probe points write them
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -208,6 +209,7 @@ static PyMethodDef module_methods[] = {
 	{ "dwarf_definitions", (PyCFunction)dwarf_definitions, METH_VARARGS, DOC_dwarf_definitions },
 	{ "dwarf_instances", (PyCFunction)dwarf_instances, METH_VARARGS, DOC_dwarf_instances },
 	{ "cxa_demangle", (PyCFunction)cxa_demangle, METH_VARARGS, DOC_cxa_demangle },
+	{ "demangled_signatures", (PyCFunction)demangled_signatures, METH_VARARGS, DOC_demangled_signatures },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -377,6 +377,12 @@ def cxa_demangle(names: Sequence[str], /) -> Optional[list[Optional[str]]]:
     to their first NUL, the text decoded as UTF-8 with bad bytes replaced, None for a name the
     demangler refuses. None (the whole answer) when there is no ``__cxa_demangle`` to call."""
 
+def demangled_signatures(texts: Sequence[str], /) -> list[Optional[str]]:
+    """:func:`probectl.debuginfo.demangle.signature` of each of ``texts`` (demangled C++ functions),
+    the reference this equals (native/demangle.h): the function without a template's return type
+    (``int f<int>(int)`` -> ``f<int>(int)``); None for a text that is not all ASCII, which is left to
+    the reference."""
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]

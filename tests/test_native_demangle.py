@@ -3,8 +3,10 @@
 reference): the same text, or the same refusal, for every symbol and every linkage name of the name
 index of Debian's libstdc++6-12-dbg, and for damaged names (bytes changed, cut short, spliced, not
 UTF-8, surrogate escapes, NULs); ``demangle_all`` the same with it as with the ctypes path, on that
-library and on the C++ and Rust (legacy and v0) fixtures; and the C core under ASan and UBSan on the
-library's names and damaged copies of them (native/fuzz/demangle_fuzz.c)."""
+library and on the C++ and Rust (legacy and v0) fixtures. The native signatures of demangled texts
+(``_native.demangled_signatures``) against ``demangle.signature``, the same way: the library's texts,
+damaged ones, and texts made of the pieces its walk looks at. And the C core under ASan and UBSan on
+the library's names and damaged copies of them (native/fuzz/demangle_fuzz.c)."""
 from __future__ import annotations
 
 import random
@@ -14,7 +16,7 @@ import pytest
 
 from probectl import _native
 from probectl.debuginfo import demangle
-from probectl.debuginfo.demangle import cxa_demangle, demangle_all
+from probectl.debuginfo.demangle import cxa_demangle, demangle_all, signature, signatures
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.elf import ElfFile
 from tests.helpers import build_cxx_fixture, build_rust_fixture, missing, run_sanitized, sanitized_driver
@@ -117,14 +119,68 @@ def test_demangle_all_with_either_call(monkeypatch, which):
     assert [demangle.demangle(name) for name in names[:2000]] == native[:2000]
 
 
+def _library_texts() -> list[str]:
+    texts = [text for text in demangle_all(_library_names()) if text is not None]
+    assert len(texts) > 15000 and all(text.isascii() for text in texts)
+    return texts
+
+
+def _assert_same_signatures(texts: list[str]) -> int:
+    """The native signatures of ``texts`` are demangle.signature's (None only for a text not all
+    ASCII), and signatures() gives the reference's for all; how many were native."""
+    native = _native.demangled_signatures(texts)
+    assert len(native) == len(texts)
+    for text, written in zip(texts, native):
+        assert written == (signature(text) if text.isascii() else None), text
+    assert signatures(texts) == [signature(text) for text in texts]
+    return sum(written is not None for written in native)
+
+
+def test_signatures_of_the_library_texts():
+    texts = _library_texts()
+    assert _assert_same_signatures(texts) == len(texts)
+    assert sum(signature(text) != text for text in texts) > 100  # (return types cut: a walk that did nothing fails)
+
+
+# (what signature's walk looks at: brackets, spaces, "operator", clone suffixes, qualifiers, what
+# Python's "\s" and "$" take: ASCII's other spaces, a newline at the end; and text not all ASCII)
+_PIECES = ["(", ")", "<", ">", " ", "operator", "operator ", " [clone ", "]", " [clone .isra.0]", " const", "const",
+           "volatile", "\n", "\t", "\x1c", "\x0b", "a", "int ", "f", "::", ">(", ",", "\u00e9", "\u00a0", "\u3000"]
+
+
+def test_signatures_of_damaged_texts():
+    rnd = random.Random(23)
+    texts = _library_texts()
+    damaged = ["", " ", "(", ")", "operator", " [clone .a]", "f() [clone .a]\n", "f()\n", "f() const\n", "int f<int>(int)"]
+    for text in texts:
+        chars = list(text)
+        for _ in range(rnd.randint(1, 3)):
+            if chars:
+                chars[rnd.randrange(len(chars))] = rnd.choice(_PIECES)
+        damaged.append("".join(chars))
+    damaged += ["".join(rnd.choice(_PIECES) for _ in range(rnd.randrange(14))) for _ in range(100000)]
+    assert _assert_same_signatures(damaged) > 50000
+
+
+def test_signatures_bad_arguments_are_refused():
+    with pytest.raises(TypeError):
+        _native.demangled_signatures(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _native.demangled_signatures(["f(int)", None])  # type: ignore[list-item]
+    assert _native.demangled_signatures([]) == []
+
+
 def test_under_sanitizers(tmp_path):
-    """native/fuzz/demangle_fuzz.c: the library's names (as many demangled as by ctypes), then damaged
-    copies of them, under ASan and UBSan."""
+    """native/fuzz/demangle_fuzz.c: the library's names (as many demangled as by ctypes, their
+    signatures starting where demangle.signature's do), then damaged copies of them, under ASan and
+    UBSan."""
     names = [name for name in _itanium_names(_library_names()) if "\0" not in name]
     data = b"".join(name.encode("utf-8", "surrogateescape") + b"\0" for name in names)
     (tmp_path / "input").write_bytes(data)
-    demangled = sum(cxa_demangle(name) is not None for name in names)
+    texts = [text for text in map(cxa_demangle, names) if text is not None]
+    assert all(text.isascii() for text in texts)
+    starts = sum(len(text) - len(signature(text)) for text in texts)
     exe = sanitized_driver(tmp_path, ["fuzz/demangle_fuzz.c", "demangle.c"])
     for seed in ("1", "2"):
         out = run_sanitized(exe, str(tmp_path / "input"), "30000", seed)
-        assert out == f"names {len(names)} demangled {demangled}\nok 30000\n"
+        assert out == f"names {len(names)} demangled {len(texts)} signatures {starts}\nok 30000\n"

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// demangle_fuzz.c - dmg_demangler() and dmg_demangle() (demangle.h) on a list of names, then on damaged
-// copies of them: bytes changed at random, cut short, bytes of another name spliced in. Every text
-// given back is read to its end and freed; the undamaged pass prints how many names were demangled,
-// which the test compares with the ctypes call's count. Built by the tests with the sanitizers
+// demangle_fuzz.c - dmg_demangler(), dmg_demangle() and dmg_signature_start() (demangle.h) on a list of
+// names, then on damaged copies of them: bytes changed at random, cut short, bytes of another name
+// spliced in. Every text given back is read to its end, its signature found (in the text) and read, and
+// the text freed; the damaged names are also taken as demangled texts themselves. The undamaged pass
+// prints how many names were demangled and the sum of where their signatures start, which the test
+// compares with the ctypes call and demangle.signature. Built by the tests with the sanitizers
 // (tests/test_native_demangle.py).
 //
 //   demangle_fuzz INPUT ITERATIONS SEED
@@ -16,13 +18,26 @@
 #include "demangle.h"
 #include "fuzzing.h"
 
-static size_t demangle_one(dmg_cxa_demangle_fn *fn, const char *name)
+// Where the signature of @text starts (read from there to its end).
+static size_t signature_of(const char *text)
+{
+	size_t len = strlen(text), at = dmg_signature_start(text, len);
+
+	if (at > len)
+		abort();
+	touch((const uint8_t *)text + at, len - at);
+	return at;
+}
+
+// Whether @name was demangled; *@starts grows by where the signature of its text starts.
+static size_t demangle_one(dmg_cxa_demangle_fn *fn, const char *name, size_t *starts)
 {
 	char *out = dmg_demangle(fn, name);
 
 	if (!out)
 		return 0;
 	touch((const uint8_t *)out, strlen(out) + 1);
+	*starts += signature_of(out);
 	free(out);
 	return 1;
 }
@@ -30,7 +45,7 @@ static size_t demangle_one(dmg_cxa_demangle_fn *fn, const char *name)
 int main(int argc, char **argv)
 {
 	dmg_cxa_demangle_fn *fn;
-	size_t size = 0, cap = 1 << 16, count = 0, demangled = 0, max_len = 0;
+	size_t size = 0, cap = 1 << 16, count = 0, demangled = 0, max_len = 0, starts = 0, ignored = 0;
 	char *data, **names, *copy;
 	unsigned long iterations;
 	FILE *f;
@@ -73,8 +88,8 @@ int main(int argc, char **argv)
 			max_len = strlen(data + i);
 	}
 	for (size_t i = 0; i < count; i++)
-		demangled += demangle_one(fn, names[i]);
-	printf("names %zu demangled %zu\n", count, demangled);
+		demangled += demangle_one(fn, names[i], &starts);
+	printf("names %zu demangled %zu signatures %zu\n", count, demangled, starts);
 
 	iterations = strtoul(argv[2], NULL, 10);
 	rng_state = strtoull(argv[3], NULL, 10) * 0x9E3779B97F4A7C15ULL | 1;
@@ -98,12 +113,13 @@ int main(int argc, char **argv)
 			at = len ? rnd() % len : 0;
 			strcpy(copy + at, other + (olen ? rnd() % olen : 0));
 			break;
-		default: // a byte changed to a substitution or template mark
+		default: // a byte changed to a substitution or template mark, or a bracket of a demangled text
 			if (len)
-				copy[rnd() % len] = "SIEKT_0123456789"[rnd() % 16];
+				copy[rnd() % len] = "SIEKT_0123456789()<> []"[rnd() % 23];
 			break;
 		}
-		demangle_one(fn, copy);
+		demangle_one(fn, copy, &ignored);
+		signature_of(copy);
 	}
 	printf("ok %lu\n", iterations);
 	free(copy);

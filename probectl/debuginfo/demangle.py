@@ -299,11 +299,11 @@ def function_rows(elf: "ElfFile", demangled: bool = True,
     if mangled and inlined is not None:
         candidates: dict[str, list[str]] = {}
         names = [name for name in inlined() if is_mangled(name) and name not in rows]
-        for name, full in zip(names, demangle_all(names)):
-            if full is not None:
-                written = signature(full)
-                if written not in listed:
-                    candidates.setdefault(written, []).append(name)
+        fulls = demangle_all(names)
+        names = [name for name, full in zip(names, fulls) if full is not None]
+        for name, written in zip(names, signatures([full for full in fulls if full is not None])):
+            if written not in listed:
+                candidates.setdefault(written, []).append(name)
         for full, names in candidates.items():
             if probed is None or any(probed(name) for name in names):
                 listed[full] = (0, 0)
@@ -331,11 +331,14 @@ def demangled_names(rows: dict[str, tuple[int, int]],
     ``funcs`` shows them; a name that demangles to nothing stays as it is, and the names of one
     function at one address (a constructor's C1 and C2) are listed once. ``closures(name, address)``
     spells the closures of a legacy Rust path (``{{closure}}``) as v0 does."""
+    fulls = demangle_all(list(rows))
+    if closures is not None:
+        fulls = [closures(full, row[0]) if full is not None and LEGACY_CLOSURE in full else full
+                 for full, row in zip(fulls, rows.values())]
+    written = iter(signatures([full for full in fulls if full is not None]))
     out: dict[str, tuple[int, int]] = {}
-    for (name, row), full in zip(rows.items(), demangle_all(list(rows))):
-        if full is not None and closures is not None and LEGACY_CLOSURE in full:
-            full = closures(full, row[0])
-        out.setdefault(signature(full) if full is not None else name, row)
+    for (name, row), full in zip(rows.items(), fulls):
+        out.setdefault(next(written) if full is not None else name, row)
     return out
 
 
@@ -353,6 +356,15 @@ def signature(demangled: str) -> str:
     name = without_parameters(demangled)
     at = demangled.find(name)
     return demangled[at:] if at >= 0 else demangled
+
+
+def signatures(texts: Sequence[str]) -> list[str]:
+    """:func:`signature` of each of ``texts``, the ASCII ones in C (``_native.demangled_signatures``,
+    native/demangle.c: this walk over brackets was a tenth of a cold funcs of a large C++ library)."""
+    from .. import _native
+
+    return [written if written is not None else signature(text)
+            for text, written in zip(texts, _native.demangled_signatures(texts))]
 
 
 def matches_function(name: str, pattern: str) -> bool:

@@ -671,6 +671,12 @@ def _merge_duplicates(group: list[ElfSymbol]) -> list[ElfSymbol]:
     in .symtab as a local alias and a versioned global: the versioned entries make the unversioned
     ones redundant, and among entries of one version the global one is kept.
     """
+    if len(group) == 2:  # (the usual pair: a .symtab entry without a version, its .dynsym twin with one)
+        first, second = group
+        if first.version is None and second.version is not None:
+            return [second]
+        if second.version is None and first.version is not None:
+            return [first]
     best: dict[Optional[str], ElfSymbol] = {}
     for sym in group:
         other = best.get(sym.version)
