@@ -125,6 +125,18 @@
 	"(``int f<int>(int)`` -> ``f<int>(int)``); None for a text that is not all ASCII, which is left to\n" \
 	"the reference."
 
+#define DOC_elf_symbols \
+	"elf_symbols(raw, strtab, is64, big_endian, versions, version_names, xindex, cls, table, types, binds, /)\n" \
+	"--\n" \
+	"\n" \
+	"The named symbols of the whole ELF symbol table ``raw`` (native/elfsym.h), as\n" \
+	":class:`probectl.debuginfo.symtab.SymbolTables` decodes them, its reference: (entry indexes,\n" \
+	"symbols, the index of the first entry whose name lies outside ``strtab``, where the list stops,\n" \
+	"or -1). Each symbol is an object of ``cls`` with the fields of ``ElfSymbol`` (name, value, size,\n" \
+	"type, bind, shndx, version, default_version, table); ``versions`` the table's ``.gnu.version``\n" \
+	"indexes and ``version_names`` their (name, defined in this file); ``xindex`` its\n" \
+	"``SHT_SYMTAB_SHNDX`` section indexes; ``types`` and ``binds`` the 16 names of each."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."

@@ -383,6 +383,17 @@ def demangled_signatures(texts: Sequence[str], /) -> list[Optional[str]]:
     (``int f<int>(int)`` -> ``f<int>(int)``); None for a text that is not all ASCII, which is left to
     the reference."""
 
+def elf_symbols(raw: Buffer, strtab: Buffer, is64: bool, big_endian: bool, versions: Optional[tuple[int, ...]],
+                version_names: dict[int, tuple[str, bool]], xindex: Optional[tuple[int, ...]], cls: type,
+                table: str, types: tuple[str, ...], binds: tuple[str, ...], /) -> tuple[list[int], list[Any], int]:
+    """The named symbols of the whole ELF symbol table ``raw`` (native/elfsym.h), as
+    :class:`probectl.debuginfo.symtab.SymbolTables` decodes them, its reference: (entry indexes,
+    symbols, the index of the first entry whose name lies outside ``strtab``, where the list stops,
+    or -1). Each symbol is an object of ``cls`` with the fields of ``ElfSymbol`` (name, value, size,
+    type, bind, shndx, version, default_version, table); ``versions`` the table's ``.gnu.version``
+    indexes and ``version_names`` their (name, defined in this file); ``xindex`` its
+    ``SHT_SYMTAB_SHNDX`` section indexes; ``types`` and ``binds`` the 16 names of each."""
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]

@@ -174,7 +174,8 @@ def test_no_import_cycles():
 def test_the_native_extension_is_read_in_its_own_layers():
     """Python.h code is reached only through ringbuf, tracedat, script and analysis (the readers,
     formatters and the aggregator of hist/latency), debuginfo.dwarf (the scanner of a unit's
-    definitions for the name index) and debuginfo (the C++ runtime's demangler called for a list)."""
+    definitions for the name index) and debuginfo (the C++ runtime's demangler called for a list, a whole
+    symbol table decoded)."""
     users = {stage(s) for s, t, _, _ in EDGES if t == "probectl._native"}
     assert users <= {"ringbuf", "tracedat", "script", "analysis", "debuginfo.dwarf", "debuginfo"}
 
