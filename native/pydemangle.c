@@ -13,17 +13,14 @@
 
 // The demangled text of the str @name (its UTF-8 bytes, surrogate escapes as the bytes they stand
 // for, read to the first NUL as a C string is), decoded as UTF-8 with bad bytes replaced, or None;
-// a new reference, NULL with an exception.
-static PyObject *demangled(dmg_cxa_demangle_fn *fn, PyObject *name)
+// a new reference, NULL with an exception. (@demangler: where the dmg_cxa_demangle_fn to call is.)
+static PyObject *demangled(PyObject *name, void *demangler)
 {
+	dmg_cxa_demangle_fn *fn = *(dmg_cxa_demangle_fn **)demangler;
 	PyObject *encoded = NULL, *s;
 	const char *bytes;
 	char *out;
 
-	if (!PyUnicode_Check(name)) {
-		PyErr_Format(PyExc_TypeError, "cxa_demangle() takes str names, not %.100s", Py_TYPE(name)->tp_name);
-		return NULL;
-	}
 	// (an ASCII name's bytes are the str's own; others are encoded as the Python side encodes them)
 	if (PyUnicode_IS_ASCII(name)) {
 		bytes = (const char *)PyUnicode_DATA(name);
@@ -42,33 +39,56 @@ static PyObject *demangled(dmg_cxa_demangle_fn *fn, PyObject *name)
 	return s;
 }
 
-PyObject *cxa_demangle(PyObject *self, PyObject *args)
+static PyObject *nothing(PyObject *name, void *unused)
 {
-	dmg_cxa_demangle_fn *fn;
-	PyObject *names, *seq, *out;
+	(void)name;
+	(void)unused;
+	Py_RETURN_NONE;
+}
+
+// The signature of the demangled text @text (a str), or None for one not all ASCII (Python's "\s"
+// knows more spaces than ASCII's: such a text is left to the reference); a new reference, NULL with an
+// exception.
+static PyObject *signature(PyObject *text, void *unused)
+{
+	Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+	size_t at;
+
+	(void)unused;
+	if (!PyUnicode_IS_ASCII(text))
+		Py_RETURN_NONE;
+	at = dmg_signature_start((const char *)PyUnicode_DATA(text), (size_t)len);
+	if (at)
+		return PyUnicode_Substring(text, (Py_ssize_t)at, len);
+	Py_INCREF(text);
+	return text;
+}
+
+// The list of @one(item, @ctx) of each str of the sequence @texts (@what: the function, for the
+// TypeErrors); NULL with an exception.
+static PyObject *each_text(PyObject *texts, const char *what, PyObject *(*one)(PyObject *, void *), void *ctx)
+{
+	PyObject *seq, *out;
 	Py_ssize_t n;
 
-	(void)self;
-	if (!PyArg_ParseTuple(args, "O", &names))
-		return NULL;
-	seq = PySequence_Fast(names, "cxa_demangle() takes a sequence of names");
+	seq = PySequence_Fast(texts, "takes a sequence of str");
 	if (!seq)
 		return NULL;
-	fn = dmg_demangler();
-	if (!fn) {
-		Py_DECREF(seq);
-		Py_RETURN_NONE;
-	}
 	n = PySequence_Fast_GET_SIZE(seq);
 	out = PyList_New(n);
 	if (!out)
 		goto fail;
 	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *text = demangled(fn, PySequence_Fast_GET_ITEM(seq, i));
+		PyObject *text = PySequence_Fast_GET_ITEM(seq, i), *done;
 
-		if (!text)
+		if (!PyUnicode_Check(text)) {
+			PyErr_Format(PyExc_TypeError, "%s() takes str items, not %.100s", what, Py_TYPE(text)->tp_name);
 			goto fail;
-		PyList_SET_ITEM(out, i, text);
+		}
+		done = one(text, ctx);
+		if (!done)
+			goto fail;
+		PyList_SET_ITEM(out, i, done);
 	}
 	Py_DECREF(seq);
 	return out;
@@ -78,53 +98,29 @@ fail:
 	return NULL;
 }
 
+PyObject *cxa_demangle(PyObject *self, PyObject *args)
+{
+	dmg_cxa_demangle_fn *fn;
+	PyObject *names, *out;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "O", &names))
+		return NULL;
+	fn = dmg_demangler();
+	out = each_text(names, "cxa_demangle", fn ? demangled : nothing, &fn);
+	if (out && !fn) {	// (no C++ runtime to call: the caller's way)
+		Py_DECREF(out);
+		Py_RETURN_NONE;
+	}
+	return out;
+}
+
 PyObject *demangled_signatures(PyObject *self, PyObject *args)
 {
-	PyObject *texts, *seq, *out;
-	Py_ssize_t n;
+	PyObject *texts;
 
 	(void)self;
 	if (!PyArg_ParseTuple(args, "O", &texts))
 		return NULL;
-	seq = PySequence_Fast(texts, "demangled_signatures() takes a sequence of texts");
-	if (!seq)
-		return NULL;
-	n = PySequence_Fast_GET_SIZE(seq);
-	out = PyList_New(n);
-	if (!out)
-		goto fail;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *text = PySequence_Fast_GET_ITEM(seq, i), *written;
-		Py_ssize_t len;
-		size_t at;
-
-		if (!PyUnicode_Check(text)) {
-			PyErr_Format(PyExc_TypeError, "demangled_signatures() takes str texts, not %.100s",
-				     Py_TYPE(text)->tp_name);
-			goto fail;
-		}
-		if (!PyUnicode_IS_ASCII(text)) {
-			// (Python's "\s" knows more spaces than ASCII's: such a text is left to the reference)
-			Py_INCREF(Py_None);
-			PyList_SET_ITEM(out, i, Py_None);
-			continue;
-		}
-		len = PyUnicode_GET_LENGTH(text);
-		at = dmg_signature_start((const char *)PyUnicode_DATA(text), (size_t)len);
-		if (at) {
-			written = PyUnicode_Substring(text, (Py_ssize_t)at, len);
-			if (!written)
-				goto fail;
-		} else {
-			Py_INCREF(text);
-			written = text;
-		}
-		PyList_SET_ITEM(out, i, written);
-	}
-	Py_DECREF(seq);
-	return out;
-fail:
-	Py_XDECREF(out);
-	Py_DECREF(seq);
-	return NULL;
+	return each_text(texts, "demangled_signatures", signature, NULL);
 }
