@@ -106,6 +106,37 @@
 	"is made a position by taking it away, and the offsets given back are section offsets. None when\n" \
 	"the unit has a shape this scanner leaves to the Python one."
 
+#define DOC_cxa_demangle \
+	"cxa_demangle(names, /)\n" \
+	"--\n" \
+	"\n" \
+	"Each of ``names`` demangled by the C++ runtime's ``__cxa_demangle`` (native/demangle.h): the\n" \
+	"process's, else libstdc++.so.6's, found at the first call; as :mod:`probectl.debuginfo.demangle`'s\n" \
+	"ctypes call gives it: the name's UTF-8 bytes (surrogate escapes as the bytes they stand for) read\n" \
+	"to their first NUL, the text decoded as UTF-8 with bad bytes replaced, None for a name the\n" \
+	"demangler refuses. None (the whole answer) when there is no ``__cxa_demangle`` to call."
+
+#define DOC_demangled_signatures \
+	"demangled_signatures(texts, /)\n" \
+	"--\n" \
+	"\n" \
+	":func:`probectl.debuginfo.demangle.signature` of each of ``texts`` (demangled C++ functions),\n" \
+	"the reference this equals (native/demangle.h): the function without a template's return type\n" \
+	"(``int f<int>(int)`` -> ``f<int>(int)``); None for a text that is not all ASCII, which is left to\n" \
+	"the reference."
+
+#define DOC_elf_symbols \
+	"elf_symbols(raw, strtab, is64, big_endian, versions, version_names, xindex, cls, table, types, binds, /)\n" \
+	"--\n" \
+	"\n" \
+	"The named symbols of the whole ELF symbol table ``raw`` (native/elfsym.h), as\n" \
+	":class:`probectl.debuginfo.symtab.SymbolTables` decodes them, its reference: (entry indexes,\n" \
+	"symbols, the index of the first entry whose name lies outside ``strtab``, where the list stops,\n" \
+	"or -1). Each symbol is an object of ``cls`` with the fields of ``ElfSymbol`` (name, value, size,\n" \
+	"type, bind, shndx, version, default_version, table); ``versions`` the table's ``.gnu.version``\n" \
+	"indexes and ``version_names`` their (name, defined in this file); ``xindex`` its\n" \
+	"``SHT_SYMTAB_SHNDX`` section indexes; ``types`` and ``binds`` the 16 names of each."
+
 #define DOC_DecodeError \
 	"A corrupt ring-buffer page: args are (message, code, cpu, page_offset, position); cpu is\n" \
 	"None for a page decoded on its own (:func:`parse_page`)."

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 // pyglue.h - what the CPython glue files (pymodule.c, pyreader.c, pycolumns.c, pytextout.c,
-// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c, pyunwind.c, pyfold.c, pydwscan.c) share: the
+// pyformatter.c, pyrecorder.c, pyperfring.c, pyaggregate.c, pyunwind.c, pyfold.c, pydwscan.c, pydemangle.c,
+// pysymtab.c) share: the
 // Reader and TextFormatter objects, the types,
 // and a few helpers. Not part of the C core (ringbuf.h, textfmt.h).
 #ifndef PROBECTL_PYGLUE_H
@@ -86,6 +87,9 @@ int parse_rule(PyObject *o, struct uw_rule *ret);
 PyObject *fold_stacks(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *dwarf_definitions(PyObject *self, PyObject *args);
 PyObject *dwarf_instances(PyObject *self, PyObject *args);
+PyObject *cxa_demangle(PyObject *self, PyObject *args);
+PyObject *demangled_signatures(PyObject *self, PyObject *args);
+PyObject *elf_symbols(PyObject *self, PyObject *args);
 
 // The (perf id, ftrace event id, flags) of @events_o into a new map (PyMem_Free it), *@count entries;
 // NULL with an exception on error. (pyperfring.c)

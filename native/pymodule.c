@@ -12,6 +12,9 @@
 //   fold_stacks(streams, selected, stacks, probe_ips)           events counted by thread and stacks
 //   dwarf_definitions(info, ..., unit, strings)                 a DWARF unit's definitions, by name
 //   dwarf_instances(info, info_base, abbrev, unit, unit_base)    its inline instances, by origin
+//   cxa_demangle(names)                                         C++ names through __cxa_demangle
+//   demangled_signatures(texts)                                 their functions as probe points write them
+//   elf_symbols(raw, strtab, ...)                               the named symbols of an ELF symbol table
 //   TextFormatter(plan, thread, symbol, line)                   plans for Reader.format_text
 //   Aggregator(plans, time_div=1)                               keyed counts and latency pairs
 //   DecodeError(ValueError)                                     a corrupt page
@@ -206,6 +209,9 @@ static PyMethodDef module_methods[] = {
 	  DOC_fold_stacks },
 	{ "dwarf_definitions", (PyCFunction)dwarf_definitions, METH_VARARGS, DOC_dwarf_definitions },
 	{ "dwarf_instances", (PyCFunction)dwarf_instances, METH_VARARGS, DOC_dwarf_instances },
+	{ "cxa_demangle", (PyCFunction)cxa_demangle, METH_VARARGS, DOC_cxa_demangle },
+	{ "demangled_signatures", (PyCFunction)demangled_signatures, METH_VARARGS, DOC_demangled_signatures },
+	{ "elf_symbols", (PyCFunction)elf_symbols, METH_VARARGS, DOC_elf_symbols },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -370,6 +370,30 @@ def dwarf_instances(info: Buffer, info_base: int, abbrev: Buffer, unit: tuple[in
     the unit has a shape this scanner leaves to the Python one."""
 
 
+def cxa_demangle(names: Sequence[str], /) -> Optional[list[Optional[str]]]:
+    """Each of ``names`` demangled by the C++ runtime's ``__cxa_demangle`` (native/demangle.h): the
+    process's, else libstdc++.so.6's, found at the first call; as :mod:`probectl.debuginfo.demangle`'s
+    ctypes call gives it: the name's UTF-8 bytes (surrogate escapes as the bytes they stand for) read
+    to their first NUL, the text decoded as UTF-8 with bad bytes replaced, None for a name the
+    demangler refuses. None (the whole answer) when there is no ``__cxa_demangle`` to call."""
+
+def demangled_signatures(texts: Sequence[str], /) -> list[Optional[str]]:
+    """:func:`probectl.debuginfo.demangle.signature` of each of ``texts`` (demangled C++ functions),
+    the reference this equals (native/demangle.h): the function without a template's return type
+    (``int f<int>(int)`` -> ``f<int>(int)``); None for a text that is not all ASCII, which is left to
+    the reference."""
+
+def elf_symbols(raw: Buffer, strtab: Buffer, is64: bool, big_endian: bool, versions: Optional[tuple[int, ...]],
+                version_names: dict[int, tuple[str, bool]], xindex: Optional[tuple[int, ...]], cls: type,
+                table: str, types: tuple[str, ...], binds: tuple[str, ...], /) -> tuple[list[int], list[Any], int]:
+    """The named symbols of the whole ELF symbol table ``raw`` (native/elfsym.h), as
+    :class:`probectl.debuginfo.symtab.SymbolTables` decodes them, its reference: (entry indexes,
+    symbols, the index of the first entry whose name lies outside ``strtab``, where the list stops,
+    or -1). Each symbol is an object of ``cls`` with the fields of ``ElfSymbol`` (name, value, size,
+    type, bind, shndx, version, default_version, table); ``versions`` the table's ``.gnu.version``
+    indexes and ``version_names`` their (name, defined in this file); ``xindex`` its
+    ``SHT_SYMTAB_SHNDX`` section indexes; ``types`` and ``binds`` the 16 names of each."""
+
 # An op of a plan: literal bytes, or (src, conv, flags, letter, cast_size, cast_signed, width, prec,
 # field, index) (native/textfmt.h).
 _Op = Union[bytes, tuple[int, int, int, int, int, int, int, int, int, int]]

@@ -497,6 +497,36 @@ def test_compact_index_round_trip():
         assert CompactIndex.decode(bad) is None
 
 
+def _encoded_one_by_one(index):
+    """CompactIndex.encode's columns made name by name: the reference its C-level passes must equal."""
+    from array import array
+
+    names = sorted((name.encode("utf-8", "surrogateescape"), name) for name in index)
+    starts, ref_starts, refs = array("Q"), array("Q", [0]), array("Q")
+    pos = 0
+    for raw, name in names:
+        starts.append(pos)
+        pos += len(raw) + 1
+        for cu, die in index[name]:
+            refs.extend((cu, die))
+        ref_starts.append(len(refs) // 2)
+    return b"\0".join(raw for raw, _ in names), starts.tobytes(), ref_starts.tobytes(), refs.tobytes()
+
+
+def test_compact_index_encodes_as_name_by_name():
+    rnd = random.Random(23)
+    # (text order and byte order differ where a surrogate escape meets U+0800..U+FFFF; two names may
+    # have the same bytes: "\udcc3\udca9" and "\u00e9")
+    alphabet = ["a", "b", "z", "\u00e9", "\u0800", "\ud7ff", "\ue000", "\U0001f600", "\udc80", "\udcc3", "\udca9", "\udcff"]
+    indexes = [{}, {"": []}, {"a": [(1, 2)]}, {"\udcc3\udca9": [(3, 3)], "\u00e9": [(4, 4)], "\ue000": []}]
+    for _ in range(500):
+        indexes.append({"".join(rnd.choice(alphabet[:rnd.choice((3, len(alphabet)))]) for _ in range(rnd.randrange(5))):
+                        [(rnd.randrange(1 << 64), rnd.randrange(1 << 20)) for _ in range(rnd.randrange(3))]
+                        for _ in range(rnd.randrange(10))})
+    for index in indexes:
+        assert CompactIndex.encode(index) == _encoded_one_by_one(index), index
+
+
 def test_store_and_load(private_cache, monkeypatch):
     assert indexcache.load("kind", "key", (1,)) is None
     indexcache.store("kind", "key", (1,), ("a", b"b", (3,)))

@@ -1,6 +1,8 @@
 """Symbol names as their programmers wrote them: C++ (Itanium ABI, ``_Z...``) and Rust's legacy
 scheme (which is Itanium's, with a hash as the last part of the path) demangled by the C++ runtime's
-own ``__cxa_demangle`` in libstdc++, reached through ctypes.
+own ``__cxa_demangle`` in libstdc++, found when probectl runs and called for a whole list at once by
+the native extension (``_native.cxa_demangle``, native/demangle.c), or through ctypes
+(:func:`cxa_demangle`, the reference, and the way when the extension finds no C++ runtime).
 
 Why libstdc++ rather than a demangler written here or a PyPI package: the Itanium grammar is large
 (templates, substitutions, lambdas, ABI tags) and libstdc++'s demangler is the one g++, gdb and perf
@@ -12,7 +14,7 @@ Itanium's and libstdc++ does not know it: :mod:`.rustv0` demangles it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 from ..errors import DebugInfoError
 
@@ -70,35 +72,71 @@ def demangle(name: str) -> Optional[str]:
     """The demangled ``name`` (``shop::Cart::add(shop::Item const&, int)``; a Rust legacy path
     without its hash; a Rust v0 path as :func:`.rustv0.demangle_v0` writes it for probe points, the
     same as the legacy one's), or None when it is not a mangled name (or not a valid one)."""
-    if name.startswith("_R"):
-        from .rustv0 import demangle_v0
+    return demangle_all((name,))[0]
 
-        return demangle_v0(name)
-    if not name.startswith("_Z"):
-        return None
-    import ctypes
 
-    fn, free = _cxa_demangle()
-    status = ctypes.c_int(0)
+def demangle_all(names: Sequence[str]) -> list[Optional[str]]:
+    """:func:`demangle` of each of ``names``, the C++ runtime called once for all of them
+    (``_native.cxa_demangle``: a large C++ library lists 9,500 names, which ctypes called one by one
+    in three times the time)."""
+    out: list[Optional[str]] = []
+    asked: list[str] = []  # (the Itanium names for the C++ runtime, at the positions in ``at``)
+    at: list[int] = []
+    for name in names:
+        if name.startswith("_Z"):
+            itanium = _itanium_part(name) if "@" in name or "." in name else name
+            rust = _rust_legacy(itanium)
+            if rust is None:
+                at.append(len(out))
+                asked.append(itanium)
+            out.append(rust)
+        elif name.startswith("_R"):
+            from .rustv0 import demangle_v0
+
+            out.append(demangle_v0(name))
+        else:
+            out.append(None)
+    if asked:
+        from .. import _native
+
+        texts = _native.cxa_demangle(asked)
+        if texts is None:  # (no C++ runtime in reach of the extension: ctypes's search, or its error)
+            texts = [cxa_demangle(name) for name in asked]
+        for k, text in zip(at, texts):
+            if text is not None and "::h" in text and _RUST_HASH.search(text):
+                text = _rust_unescaped(_RUST_HASH.sub("", text))
+            out[k] = text
+    return out
+
+
+def _itanium_part(name: str) -> str:
+    """The Itanium name in a symbol's name: without its version (``@GLIBCXX_3.4``) and LLVM's suffixes."""
     name = name.split("@", 1)[0]
     if "." in name:
         # (LLVM's copies of a function local to a unit, as rustc's and clang's ThinLTO make them, which
         # the Itanium demangler does not take: the function they copy)
         name = name.partition(".llvm.")[0]
         name = _LLVM_COPY.sub(r"\1", name)  # (LLVM's numbered copies of a local object: "E.0")
-    rust = _rust_legacy(name)
-    if rust is not None:
-        return rust
+    return name
+
+
+def cxa_demangle(name: str) -> Optional[str]:
+    """``name`` demangled by libstdc++'s ``__cxa_demangle`` through ctypes, or None when it refuses
+    it: the reference ``_native.cxa_demangle`` equals, and the way when the extension finds no C++
+    runtime."""
+    import ctypes
+
+    fn, free = _cxa_demangle()
+    status = ctypes.c_int(0)
     out = fn(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
     if not out or status.value != 0:
+        if out:
+            free(out)
         return None
     try:
-        text = ctypes.string_at(out).decode("utf-8", "replace")
+        return ctypes.string_at(out).decode("utf-8", "replace")
     finally:
         free(out)
-    if "::h" in text and _RUST_HASH.search(text):
-        return _rust_unescaped(_RUST_HASH.sub("", text))
-    return text
 
 
 # Rust's legacy scheme writes the characters an Itanium name cannot hold as $NAME$ or $uHEX$
@@ -260,11 +298,12 @@ def function_rows(elf: "ElfFile", demangled: bool = True,
     listed = demangled_names(rows, closures)
     if mangled and inlined is not None:
         candidates: dict[str, list[str]] = {}
-        for name in inlined():
-            if is_mangled(name) and name not in rows:
-                full = demangle(name)
-                if full is not None and signature(full) not in listed:
-                    candidates.setdefault(signature(full), []).append(name)
+        names = [name for name in inlined() if is_mangled(name) and name not in rows]
+        fulls = demangle_all(names)
+        names = [name for name, full in zip(names, fulls) if full is not None]
+        for name, written in zip(names, signatures([full for full in fulls if full is not None])):
+            if written not in listed:
+                candidates.setdefault(written, []).append(name)
         for full, names in candidates.items():
             if probed is None or any(probed(name) for name in names):
                 listed[full] = (0, 0)
@@ -292,12 +331,14 @@ def demangled_names(rows: dict[str, tuple[int, int]],
     ``funcs`` shows them; a name that demangles to nothing stays as it is, and the names of one
     function at one address (a constructor's C1 and C2) are listed once. ``closures(name, address)``
     spells the closures of a legacy Rust path (``{{closure}}``) as v0 does."""
+    fulls = demangle_all(list(rows))
+    if closures is not None:
+        fulls = [closures(full, row[0]) if full is not None and LEGACY_CLOSURE in full else full
+                 for full, row in zip(fulls, rows.values())]
+    written = iter(signatures([full for full in fulls if full is not None]))
     out: dict[str, tuple[int, int]] = {}
-    for name, row in rows.items():
-        full = demangle(name) if is_mangled(name) else None
-        if full is not None and closures is not None and LEGACY_CLOSURE in full:
-            full = closures(full, row[0])
-        out.setdefault(signature(full) if full is not None else name, row)
+    for (name, row), full in zip(rows.items(), fulls):
+        out.setdefault(next(written) if full is not None else name, row)
     return out
 
 
@@ -315,6 +356,15 @@ def signature(demangled: str) -> str:
     name = without_parameters(demangled)
     at = demangled.find(name)
     return demangled[at:] if at >= 0 else demangled
+
+
+def signatures(texts: Sequence[str]) -> list[str]:
+    """:func:`signature` of each of ``texts``, the ASCII ones in C (``_native.demangled_signatures``,
+    native/demangle.c: this walk over brackets was a tenth of a cold funcs of a large C++ library)."""
+    from .. import _native
+
+    return [written if written is not None else signature(text)
+            for text, written in zip(texts, _native.demangled_signatures(texts))]
 
 
 def matches_function(name: str, pattern: str) -> bool:

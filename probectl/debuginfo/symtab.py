@@ -40,6 +40,9 @@ VER_NDX_LOCAL, VER_NDX_GLOBAL, VERSYM_HIDDEN = 0, 1, 0x8000
 SYMBOL_TYPES = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 3: "SECTION", 4: "FILE", 5: "COMMON", 6: "TLS",
                 10: "IFUNC"}
 SYMBOL_BINDS = {0: "LOCAL", 1: "GLOBAL", 2: "WEAK", 10: "UNIQUE"}
+# The names of every st_info type and binding, as the decoder of a whole table takes them.
+_TYPE_NAMES = tuple(SYMBOL_TYPES.get(t) or f"TYPE{t}" for t in range(16))
+_BIND_NAMES = tuple(SYMBOL_BINDS.get(b) or f"BIND{b}" for b in range(16))
 _FUNCTION_TYPES = ("FUNC", "IFUNC")
 _BIND_RANK = {"GLOBAL": 0, "WEAK": 1, "UNIQUE": 2, "LOCAL": 3}
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -345,16 +348,46 @@ class SymbolTables:
                         entries: Optional[Iterable[int]] = None) -> Iterator[tuple[int, ElfSymbol]]:
         """(entry index, symbol) of the named symbols of ``sec``; with ``entries``, of just those
         entries, in the order given."""
-        sym_struct = self._sym_struct
         size = self._entry_size(sec)
-        strtab = self._string_table(sec)
         if entries is None:
-            raw = self.elf.file_bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
-            rows: Iterable[tuple[int, tuple]] = enumerate(sym_struct.iter_unpack(raw))
-        else:
-            count = sec.size // size
-            data, base = self.elf.contents, sec.offset
-            rows = ((i, sym_struct.unpack_from(data, base + i * size)) for i in entries if 0 <= i < count)
+            yield from self._decode_table(sec, table)
+            return
+        count = sec.size // size
+        data, base, unpack = self.elf.contents, sec.offset, self._sym_struct.unpack_from
+        yield from self._decoded(sec, table, ((i, unpack(data, base + i * size)) for i in entries if 0 <= i < count))
+
+    def _decode_table(self, sec: Section, table: str) -> Iterator[tuple[int, ElfSymbol]]:
+        """``_decode_symbols`` of a whole table, in C (``_native.elf_symbols``, native/elfsym.c: a large
+        C++ library's 19,000 entries were a fifth of its cold funcs); :meth:`python_symbols` is its
+        reference."""
+        from .. import _native
+
+        # (read in the order the reference reads them: a damaged file fails with the same error)
+        strtab = self._string_table(sec)
+        raw = self._raw_table(sec)
+        versions = self._versions_for(sec)
+        xindex = self._xindex_for(sec)
+        indexes, symbols, bad = _native.elf_symbols(
+            raw, strtab, self.elf.elf_class == 64, not self.elf.little_endian, versions,
+            versions.names if versions is not None else {}, xindex, ElfSymbol, table, _TYPE_NAMES, _BIND_NAMES)
+        yield from zip(indexes, symbols)
+        if bad >= 0:
+            raise self.elf.corrupt(f"section {sec.name}: symbol {bad} has a name outside its string table")
+
+    def python_symbols(self, sec: Section, table: str) -> Iterator[tuple[int, ElfSymbol]]:
+        """``_decode_symbols`` of a whole table, one entry at a time in Python: the reference
+        ``_decode_table`` equals."""
+        self._entry_size(sec)
+        self._string_table(sec)
+        return self._decoded(sec, table, enumerate(self._sym_struct.iter_unpack(self._raw_table(sec))))
+
+    def _raw_table(self, sec: Section) -> bytes:
+        size = self._entry_size(sec)
+        return self.elf.file_bytes(sec.offset, sec.size - sec.size % size, f"section {sec.name}")
+
+    def _decoded(self, sec: Section, table: str, rows: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, ElfSymbol]]:
+        """(entry index, symbol) of the named symbols among ``rows`` (entry index, unpacked entry)."""
+        strtab = self._string_table(sec)
         versions = self._versions_for(sec)
         xindex = self._xindex_for(sec)
         is64 = self.elf.elf_class == 64

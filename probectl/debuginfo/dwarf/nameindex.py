@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import marshal
 import sys
 from array import array
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from ...cachedir import cache_dir
 from ..indexcache import load, load_or_build as load_or_build_index, store
@@ -110,17 +111,22 @@ class CompactIndex(Mapping):
 
     @staticmethod
     def encode(index: Mapping[str, list[tuple[int, int]]]) -> tuple[bytes, bytes, bytes, bytes]:
-        names = sorted((name.encode("utf-8", "surrogateescape"), name) for name in index)
-        starts, ref_starts, refs = array("Q"), array("Q", [0]), array("Q")
-        pos = 0
-        for raw, name in names:
-            starts.append(pos)
-            pos += len(raw) + 1
-            for cu, die in index[name]:
-                refs.append(cu)
-                refs.append(die)
-            ref_starts.append(len(refs) // 2)
-        return b"\0".join(raw for raw, _ in names), starts.tobytes(), ref_starts.tobytes(), refs.tobytes()
+        # (the columns made by C-level passes over the names: a cold funcs of libstdc++ encodes 12,700)
+        names = sorted(index)
+        blob = "\0".join(names).encode("utf-8", "surrogateescape")
+        if blob.isascii():  # (str order is the bytes' order)
+            lengths: Iterable[int] = map(len, names)
+        else:  # (a surrogate escape sorts after U+0800..U+D7FF as text and before them as bytes)
+            pairs = sorted((name.encode("utf-8", "surrogateescape"), name) for name in index)
+            names = [name for _raw, name in pairs]
+            blob = b"\0".join(raw for raw, _name in pairs)
+            lengths = [len(raw) for raw, _name in pairs]
+        starts = array("Q", itertools.accumulate(map((1).__add__, lengths), initial=0))
+        starts.pop()  # (the end of the last name)
+        by_name = list(map(index.__getitem__, names))
+        ref_starts = array("Q", itertools.accumulate(map(len, by_name), initial=0))
+        refs = array("Q", list(itertools.chain.from_iterable(itertools.chain.from_iterable(by_name))))
+        return blob, starts.tobytes(), ref_starts.tobytes(), refs.tobytes()
 
     @classmethod
     def decode(cls, part) -> Optional["CompactIndex"]:
