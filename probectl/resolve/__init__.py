@@ -92,22 +92,16 @@ class Resolver:
         return self._is_go
 
     def go_function_read_as_file(self, source: Optional[str], function: Optional[str]) -> bool:
-        """perf's grammar reads a name that holds a '.' as a source file (``main.work:3``, ``lines
-        main.work``): in a Go program, whose functions' names hold dots, such a name is the function
-        when it names one of the program's and no source file."""
+        """A Go function's name that perf's grammar read as a source file (:func:`.gonames.is_function_not_file`)."""
         if (function is not None or not source or "/" in source or not self.target.is_uprobe
                 or self.target.path is None or not self.is_go_program):
             return False
         found = self.source(required=False)
         if found is None:
             return False
-        from .gonames import go_names
+        from .gonames import is_function_not_file
 
-        if not found.debuginfo.find_functions(source) and go_names(self.elf, source) is None:
-            return False
-        from ..debuginfo.dwarf.lines import source_files
-
-        return not source_files(found.debuginfo, source)
+        return is_function_not_file(self.elf, found.debuginfo, source)
 
     def as_named(self, probe: S.ProbeSpec) -> S.ProbeSpec:
         """``probe`` with its point as the program names it (a Go function read as a file: the

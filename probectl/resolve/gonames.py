@@ -1,4 +1,8 @@
-"""Go function names as Go writes them, generics included.
+"""Go function names as Go writes them, generics included, where perf's grammar reads them otherwise.
+
+perf's grammar reads a name that holds a '.' as a source file (``main.work:3``, ``lines main.work``):
+in a Go program, whose functions' names hold dots, such a name is the function when it names one of
+the program's and no source file (:func:`is_function_not_file`).
 
 Go names an instantiation of a generic function, or a method of an instantiated generic type, with
 its type arguments in brackets (``main.Sum[go.shape.int_0]``, ``main.(*Stack[go.shape.string_0]).Push``:
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import ProbePointNotFound
 
 if TYPE_CHECKING:
+    from ..debuginfo.dwarf import DebugInfo
     from ..debuginfo.elf import ElfFile
 
 # fnmatch's pattern of one literal '['
@@ -59,3 +64,13 @@ def instantiations(elf: "ElfFile", name: str) -> list[str]:
     """The functions of ``elf`` that are instantiations of the generic function or method ``name``
     (written without type arguments), by name."""
     return sorted({sym.name for sym in elf.functions() if "[" in sym.name and without_type_args(sym.name) == name})
+
+
+def is_function_not_file(elf: "ElfFile", debuginfo: "DebugInfo", name: str) -> bool:
+    """``name``, which perf's grammar read as a source file, is a function of the Go program (one its
+    DWARF defines, or a generic one's instantiations) and no source file of it."""
+    if not debuginfo.find_functions(name) and go_names(elf, name) is None:
+        return False
+    from ..debuginfo.dwarf.lines import source_files
+
+    return not source_files(debuginfo, name)
