@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import build_fixture, build_go_fixture, build_static_pair, kernel_testdata, missing
-from probectl.debuginfo.dwarf import dieindex, namesearch
+from probectl.debuginfo.dwarf import dieindex, nameindex, namesearch
 from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.dwarf.sectionmap import SectionMap
@@ -192,6 +192,14 @@ def test_debuginfo_searches_and_keeps_answers(private_cache, monkeypatch):
     third = _debuginfo(path)
     assert answers(third, names[:10]) == {n: expected[n] for n in names[:10]}
     assert searches == [] and len(built) == 1 and third._name_index is not None
+    # the full index's answer to the name that loaded it was kept with the lookups: a run of that name
+    # reads them, not the full index
+    full_loads = []
+    real_load_names = nameindex.load_names
+    monkeypatch.setattr(nameindex, "load_names", lambda di: full_loads.append(di) or real_load_names(di))
+    fourth = _debuginfo(path)
+    assert answers(fourth, names[:1]) == {names[0]: expected[names[0]]}
+    assert searches == [] and full_loads == [] and fourth._name_index is None
 
 
 @pytest.mark.vmlinux

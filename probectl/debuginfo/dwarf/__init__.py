@@ -696,6 +696,10 @@ class DebugInfo:
             full = nameindex.load_names(self)
             if full is not None:  # a full index made earlier (a glob, `funcs`) answers everything
                 self._name_index, self._variable_index = full
+                # (and its answer is kept with the lookups: the next run of this name reads those, a
+                # few hundred bytes, not the whole index, 1.4 MB of a C++ library's)
+                self._lookups[name] = (list(full[0].get(name, ())), list(full[1].get(name, ())))
+                nameindex.store_lookups(self, self._lookups)
                 return None
         from .namesearch import lookup_name  # (a name answered by the cache needs no search)
 
