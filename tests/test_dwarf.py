@@ -488,6 +488,23 @@ def test_dwarf_sections_opened_without_elffile_equal_elffiles(opt):
     _same_sections(build_fixture("dwarf_structs", opt))
 
 
+def test_debug_information_reads_the_binary_its_caller_opened(monkeypatch):
+    """DebugInfo.open given the binary already opened (the resolver's ElfFile) reads it for its
+    sections, symbols and call frames, opens it no more, and leaves it open when it closes."""
+    binary = build_fixture("uprobe_target")
+    with ElfFile(binary) as elf:
+        opened = []
+        real_init = ElfFile.__init__
+        monkeypatch.setattr(ElfFile, "__init__", lambda self, path: opened.append(path) or real_init(self, path))
+        di = DebugInfo.open(binary, binary_elf=elf)
+        assert di.binary_elf() is elf and di.debug_elf() is elf
+        fn = di.find_functions("add_ints")[0]
+        assert di.call_frames().cfa_at(fn.entry) is not None
+        di.close()
+        assert opened == []
+        assert elf.find_functions("add_ints"), "the caller's ElfFile is still open"
+
+
 @pytest.mark.vmlinux
 def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
     from tests.helpers import kernel_testdata

@@ -25,6 +25,7 @@ Fetch arguments (C expressions, ``$vars``, variable listings) are built in :mod:
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fnmatch
 import os
 from collections.abc import Mapping
@@ -68,7 +69,8 @@ class DebugInfo:
         copies of the loaded sections); defaults to ``path``
     """
 
-    def __init__(self, path: os.PathLike | str, binary: Optional[os.PathLike | str] = None):
+    def __init__(self, path: os.PathLike | str, binary: Optional[os.PathLike | str] = None,
+                 binary_elf: Optional["ElfFile"] = None):
         self.path = str(path)
         self.binary_path = str(binary) if binary is not None else self.path
         try:
@@ -77,7 +79,7 @@ class DebugInfo:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
             (self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size,
-             index_key) = open_dwarf(self._file)
+             index_key) = open_dwarf(self._file, binary_elf if self.path == self.binary_path else None)
         except ProbectlError:
             self._file.close()
             raise
@@ -109,8 +111,10 @@ class DebugInfo:
         self._line_tables: dict[int, "LineTable"] = {}
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
         self._call_frames: Optional["CallFrames"] = None
-        # the runtime binary read by probectl's ELF reader (binary_elf); closed by close()
-        self._binary_elf: Optional["ElfFile"] = None
+        # the runtime binary read by probectl's ELF reader (binary_elf); closed by close() unless it
+        # is the caller's (``binary_elf``: the resolver's, whose symbols are then read once a run)
+        self._binary_elf: Optional["ElfFile"] = binary_elf
+        self._borrowed_elf = binary_elf
         # the separate debug file read by probectl's ELF reader (debug_elf); closed by close()
         self._debug_elf: Optional["ElfFile"] = None
         # name -> global_object_addresses of it
@@ -138,20 +142,24 @@ class DebugInfo:
 
     @classmethod
     def open(cls, binary: os.PathLike | str, debug_file: Optional[os.PathLike | str] = None,
-             extra_dirs: Iterable[os.PathLike | str] = (), root: Optional[Path] = None) -> "DebugInfo":
+             extra_dirs: Iterable[os.PathLike | str] = (), root: Optional[Path] = None,
+             binary_elf: Optional["ElfFile"] = None) -> "DebugInfo":
         """DWARF for ``binary``: from ``debug_file`` if given, the binary itself if it has
         ``.debug_info``, else its separate debug file (build-id, ``.gnu_debuglink``; first in the
         tree of ``root``, a container's, when the binary is one of its files: see ``find_debug_file``).
+        ``binary_elf`` is ``binary`` already opened by probectl's ELF reader: read instead of
+        opening the file again (each opening parses its headers, and its symbols when asked), and
+        left open by ``close``.
 
         A missing debug file raises DebugInfoError listing every path tried.
         """
         if debug_file is not None:
-            return cls(debug_file, binary)
+            return cls(debug_file, binary, binary_elf)
         from ..elf import ElfFile, find_debug_file
 
-        with ElfFile(binary) as elf:
+        with contextlib.nullcontext(binary_elf) if binary_elf is not None else ElfFile(binary) as elf:
             if elf.has_dwarf:
-                return cls(binary, binary)
+                return cls(binary, binary, binary_elf)
             found, tried = find_debug_file(elf, extra_dirs, root)
         if found is None:
             lines = "\n".join(f"  {t}" for t in tried)
@@ -159,13 +167,13 @@ class DebugInfo:
                 f"{binary} has no debug information, and no separate debug file was found; tried:\n{lines}",
                 hint="install the debug symbols (Debian: the -dbg or -dbgsym package of the binary's package, "
                      "e.g. libc6-dbg for libc), or pass the debug file explicitly")
-        return cls(found, binary)
+        return cls(found, binary, binary_elf)
 
     def close(self) -> None:
         if self._scans is not None:
             self._scans.keep()
         self._file.close()
-        if self._binary_elf is not None:
+        if self._binary_elf is not None and self._binary_elf is not self._borrowed_elf:
             self._binary_elf.close()
         if self._debug_elf is not None:
             self._debug_elf.close()
@@ -942,7 +950,8 @@ class DebugInfo:
             from .cfi import CallFrames
 
             debug_frame = None
-            with ElfFile(self.path) as debug:
+            opened = self.debug_elf()
+            with contextlib.nullcontext(opened) if opened is not None else ElfFile(self.path) as debug:
                 sec = debug.section(".debug_frame")
                 if sec is not None and sec.has_data and sec.size:
                     debug_frame = debug.section_data(".debug_frame")

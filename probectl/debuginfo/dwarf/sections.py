@@ -14,6 +14,7 @@ instead of copied: pyelftools copies every DWARF section into memory, 300 MB for
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 from typing import Any, BinaryIO, NamedTuple, Optional
@@ -45,14 +46,19 @@ class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile
     __slots__ = ()
 
 
-def open_dwarf(file: BinaryIO) -> OpenedDwarf:
+def open_dwarf(file: BinaryIO, elf: Optional[ElfFile] = None) -> OpenedDwarf:
     """The DWARF of the open ``file``: a DebugInfoError if it is not ELF or has no DWARF (or damaged
-    headers, or sections pyelftools' ELFFile cannot read); ValueError or IndexError for damaged DWARF."""
-    try:
-        elf = ElfFile(file.name)
-    except TargetError as err:  # (not an ELF file: a file given as debug information is wrong)
-        raise DebugInfoError(f"cannot read debug information: {err.message}", hint=err.hint) from None
-    with elf:
+    headers, or sections pyelftools' ELFFile cannot read); ValueError or IndexError for damaged DWARF.
+    ``elf`` is the file already opened by probectl's ELF reader (read, and left open), if the caller has it."""
+    if elf is None:
+        try:
+            elf = ElfFile(file.name)
+        except TargetError as err:  # (not an ELF file: a file given as debug information is wrong)
+            raise DebugInfoError(f"cannot read debug information: {err.message}", hint=err.hint) from None
+        opened: Any = elf
+    else:
+        opened = contextlib.nullcontext(elf)
+    with opened:
         if not elf.has_dwarf:
             raise DebugInfoError(f"{file.name} has no DWARF debug information (.debug_info)",
                                  hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
