@@ -88,7 +88,7 @@ class DebugInfo:
             raise DebugInfoError(f"{self.path}: unreadable ELF/DWARF ({exc})",
                                  hint="check that the file is a complete ELF file with debug information") from None
         self._cu_index: Optional[list[tuple[int, int, int]]] = None
-        self._aranges: Optional[tuple[list[int], list[int], list[int]]] = None
+        self._aranges: Optional[tuple[Sequence[int], Sequence[int], Sequence[int]]] = None
         self._aranges_loaded = False
         self._cus: Optional[list[CompileUnit]] = None
         self._cu_functions: dict[int, list[DIE]] = {}
@@ -200,7 +200,7 @@ class DebugInfo:
             self._cus = list(self.dwarf.iter_CUs())
         return self._cus
 
-    def _get_aranges(self) -> Optional[tuple[list[int], list[int], list[int]]]:
+    def _get_aranges(self) -> Optional[tuple[Sequence[int], Sequence[int], Sequence[int]]]:
         """``.debug_aranges`` as sorted (starts, ends, CU offsets), or None without the section."""
         if not self._aranges_loaded:
             self._aranges_loaded = True
