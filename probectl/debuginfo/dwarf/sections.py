@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import mmap
+import os
 from typing import Any, BinaryIO, NamedTuple, Optional
 
 from ...errors import DebugInfoError, TargetError
@@ -63,7 +64,7 @@ def open_dwarf(file: BinaryIO, elf: Optional[ElfFile] = None) -> OpenedDwarf:
             raise DebugInfoError(f"{file.name} has no DWARF debug information (.debug_info)",
                                  hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
         key = file_key(elf.path, elf.build_id)
-        dwarf = _from_elf(elf, file.fileno(), key)
+        dwarf = _from_elf(elf, file, key)
     if dwarf is not None:
         return OpenedDwarf(dwarf, None, elf.little_endian, elf.machine, elf.elf_class // 8, key)
     from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
@@ -83,9 +84,43 @@ def open_dwarf(file: BinaryIO, elf: Optional[ElfFile] = None) -> OpenedDwarf:
     return OpenedDwarf(dwarf, elffile, elffile.little_endian, elf.machine, elffile.elfclass // 8, key)
 
 
-def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
-    """DwarfSections over ``elf``'s sections as they are in the file, or None when they need more than
-    reading (relocation, decompression). ``key`` names the file's inflated windows in the cache."""
+class CopiedSection:
+    """A section smaller than ``MAP_MIN``, read as a copy of its bytes made when it is first read: a
+    run reads few of a file's DWARF sections (an add -D of a C++ method, neither .debug_aranges, kept
+    in the index cache, nor .debug_rnglists), and copying all of them as the file was opened cost
+    ~1 ms of libstdc++'s. Read from ``file``, the debug file open as long as its DebugInfo: once it
+    is closed, a first read fails (ValueError), never reads another file."""
+
+    def __init__(self, file: BinaryIO, offset: int, size: int):
+        self._file = file
+        self._offset = offset
+        self._size = size
+        self._copy: Optional[io.BytesIO] = None
+
+    def _stream(self) -> io.BytesIO:
+        if self._copy is None:
+            data = os.pread(self._file.fileno(), self._size, self._offset)
+            self._copy = io.BytesIO(data)  # (short only if the file shrank since its headers were read)
+        return self._copy
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._stream().seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stream().tell()
+
+    def read(self, size: int = -1) -> bytes:
+        return self._stream().read(size)
+
+    def getvalue(self) -> bytes:
+        return self._stream().getvalue()
+
+
+def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]:
+    """DwarfSections over ``elf``'s sections as they are in the file (open as ``file``), or None when
+    they need more than reading (relocation, decompression). ``key`` names the file's inflated
+    windows in the cache."""
+    fileno = file.fileno()
     if elf.type == "REL" or elf.section(".zdebug_info") is not None:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
@@ -126,8 +161,10 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
             stream = SectionMap(fileno, sec.offset, sec.size)
-        else:
+        elif sec.offset + sec.size > len(elf.contents):  # (past the file's end: the reader's error, now)
             stream = io.BytesIO(elf.section_data(sec.name))
+        else:
+            stream = CopiedSection(file, sec.offset, sec.size)
         sections[arg] = Section(stream=stream, name=sec.name, global_offset=sec.offset, size=size, address=sec.addr)
     info, info_section = found["debug_info_sec"], sections["debug_info_sec"]
     # (a mapped .debug_info's unit headers are read with pread: faulting in a page of the mapping per unit costs more)
