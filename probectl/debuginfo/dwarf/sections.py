@@ -84,36 +84,62 @@ def open_dwarf(file: BinaryIO, elf: Optional[ElfFile] = None) -> OpenedDwarf:
     return OpenedDwarf(dwarf, elffile, elffile.little_endian, elf.machine, elffile.elfclass // 8, key)
 
 
+# From this size on a section below MAP_MIN is read a piece at a time (a smaller one, whole at its first
+# read: .debug_line_str, 18 KB of libstdc++'s, is read a name at a time, 155 of them for one line table).
+PIECES_FROM = 64 << 10
+
+
 class CopiedSection:
-    """A section smaller than ``MAP_MIN``, read as a copy of its bytes made when it is first read: a
-    run reads few of a file's DWARF sections (an add -D of a C++ method, neither .debug_aranges, kept
-    in the index cache, nor .debug_rnglists), and copying all of them as the file was opened cost
-    ~1 ms of libstdc++'s. Read from ``file``, the debug file open as long as its DebugInfo: once it
-    is closed, a first read fails (ValueError), never reads another file."""
+    """A section smaller than ``MAP_MIN``, read from the file a piece at a time (``pread``) until all
+    its bytes are asked for (``getvalue``), then from a copy of them: a run reads few of a file's DWARF
+    sections and little of most (an add -D of a C++ method: one unit's line table of libstdc++'s
+    0.9 MB of .debug_line, none of .debug_aranges, kept in the index cache), and copying all of them
+    as the file was opened cost ~1 ms of libstdc++'s. A section smaller than ``PIECES_FROM`` is copied
+    at its first read. Read from ``file``, the debug file open as long as its DebugInfo: once it is
+    closed, a read fails (ValueError), never reads another file."""
 
     def __init__(self, file: BinaryIO, offset: int, size: int):
         self._file = file
         self._offset = offset
         self._size = size
+        self._position = 0
         self._copy: Optional[io.BytesIO] = None
 
-    def _stream(self) -> io.BytesIO:
-        if self._copy is None:
-            data = os.pread(self._file.fileno(), self._size, self._offset)
-            self._copy = io.BytesIO(data)  # (short only if the file shrank since its headers were read)
-        return self._copy
+    @property
+    def copied(self) -> bool:
+        """Whether the bytes are read from a copy of them (all asked for, or a small section's)."""
+        return self._copy is not None or self._size < PIECES_FROM
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return self._stream().seek(offset, whence)
+        if self._copy is not None:
+            return self._copy.seek(offset, whence)
+        position = offset + (0 if whence == os.SEEK_SET else self._position if whence == os.SEEK_CUR else self._size)
+        if position < 0:
+            raise ValueError(f"negative seek position {position}")
+        self._position = position
+        return position
 
     def tell(self) -> int:
-        return self._stream().tell()
+        return self._copy.tell() if self._copy is not None else self._position
 
-    def read(self, size: int = -1) -> bytes:
-        return self._stream().read(size)
+    def read(self, size: Optional[int] = -1) -> bytes:
+        if self._copy is None and self._size < PIECES_FROM:
+            self.getvalue()
+        if self._copy is not None:
+            return self._copy.read(size)
+        end = self._size if size is None or size < 0 else min(self._size, self._position + size)
+        if end <= self._position:
+            return b""
+        data = os.pread(self._file.fileno(), end - self._position, self._offset + self._position)
+        self._position += len(data)
+        return data
 
     def getvalue(self) -> bytes:
-        return self._stream().getvalue()
+        if self._copy is None:
+            # (short only if the file shrank since its section headers were read)
+            self._copy = io.BytesIO(os.pread(self._file.fileno(), self._size, self._offset))
+            self._copy.seek(self._position)
+        return self._copy.getvalue()
 
 
 def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]:
