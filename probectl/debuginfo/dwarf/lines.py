@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Optional
 
 from ...dataclass import dataclass
@@ -38,6 +39,9 @@ class LineRow(NamedTuple("LineRow", [("address", int), ("file", int), ("line", i
     """One row of a line table. (Fields as a list: see units.Section.)"""
 
     __slots__ = ()
+
+
+_ADDRESS, _END_SEQUENCE = itemgetter(0), itemgetter(5)  # (LineRow's address and end_sequence)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,11 @@ class LineTable:
         if self._rows is None:
             data, header = self._program
             rows = self._decode(data[header.program_start:header.program_end], header)
-            rows.sort(key=lambda r: (r.address, not r.end_sequence))
+            # By address, a sequence's end before the rows that start another there, each kind in the
+            # table's order: two stable sorts by one field each (a key of both, made per row by a
+            # Python function, took as long again for libstdc++'s 6,000-row units).
+            rows.sort(key=_END_SEQUENCE, reverse=True)
+            rows.sort(key=_ADDRESS)
             self._rows = rows
         return self._rows
 
@@ -133,6 +141,9 @@ class LineTable:
         std_lengths = header.standard_opcode_lengths
         rows: list[LineRow] = []
         append = rows.append
+        # (each row made as the tuple it is: LineRow(...) goes through the NamedTuple's Python
+        # __new__, a third of the decoding of a large unit)
+        make, row = tuple.__new__, LineRow
         pos = 0
         end = len(data)
 
@@ -145,7 +156,7 @@ class LineTable:
                 adj = op - opcode_base
                 address += (adj // line_range) * min_inst
                 line += line_base + adj % line_range
-                append(LineRow(address, file, line, column, is_stmt, False, prologue_end))
+                append(make(row, (address, file, line, column, is_stmt, False, prologue_end)))
                 prologue_end = False
             elif op == 0:
                 length, pos = read_uleb128(data, pos)
@@ -154,14 +165,14 @@ class LineTable:
                 sub = data[pos]
                 nxt = pos + length
                 if sub == 1:  # DW_LNE_end_sequence
-                    append(LineRow(address, file, line, column, is_stmt, True, prologue_end))
+                    append(make(row, (address, file, line, column, is_stmt, True, prologue_end)))
                     address, file, line, column = 0, 1, 1, 0
                     is_stmt, prologue_end = default_is_stmt, False
                 elif sub == 2:  # DW_LNE_set_address
                     address = int.from_bytes(data[pos + 1:nxt], "little")
                 pos = nxt
             elif op == 1:  # DW_LNS_copy
-                append(LineRow(address, file, line, column, is_stmt, False, prologue_end))
+                append(make(row, (address, file, line, column, is_stmt, False, prologue_end)))
                 prologue_end = False
             elif op == 2:  # advance_pc
                 v, pos = read_uleb128(data, pos)
