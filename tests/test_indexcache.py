@@ -417,6 +417,50 @@ def test_unit_scans_are_kept(private_cache, monkeypatch):
     assert answers() == first
 
 
+def test_prologue_rows_are_kept(private_cache, monkeypatch):
+    """The rows the prologue skip reads at a function's entry in a large line table (libc's units),
+    read once and kept when the debug file closes: the next run skips the same prologues without
+    decoding a line program; a damaged kept file is read as none; small tables (a fixture's) are not kept."""
+    from probectl.debuginfo.dwarf import lines
+
+    addresses = _sample(sorted({sym.value for sym in ElfFile(LIBC).functions() if sym.value}), 40, seed=6)
+
+    def skips(di: DebugInfo) -> list[tuple[int, int]]:
+        fns = [fn for fn in map(di.function_at, addresses)
+               if fn is not None and fn.entry and "DW_AT_high_pc" in fn.die.attributes]
+        assert len(fns) >= 20
+        return [(fn.entry, lines.skip_prologue(di, fn)) for fn in fns]
+
+    decoded: list[int] = []  # (the size of each line program decoded)
+    real = lines.LineTable._decode
+    monkeypatch.setattr(lines.LineTable, "_decode",
+                        staticmethod(lambda data, *a, **k: decoded.append(len(data)) or real(data, *a, **k)))
+    with _debuginfo(LIBC) as di:
+        first = skips(di)
+    assert any(entry != skipped for entry, skipped in first), "some prologue is skipped"
+    assert any(size >= lines.KEPT_FROM for size in decoded), "some table is large"
+    (kept,) = private_cache.glob("line-entries-*")
+    decoded.clear()
+    with _debuginfo(LIBC) as di:
+        assert skips(di) == first
+    assert decoded and all(size < lines.KEPT_FROM for size in decoded), "only the small tables are decoded again"
+    kept.write_bytes(kept.read_bytes()[:-5])
+    decoded.clear()
+    with _debuginfo(LIBC) as di:
+        assert skips(di) == first
+    assert any(size >= lines.KEPT_FROM for size in decoded), "a damaged kept file is read as none"
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    with _debuginfo(LIBC) as di:
+        assert skips(di) == first
+    monkeypatch.delenv("PROBECTL_NO_CACHE")
+    small = _target("dwarf_structs -O2")
+    with DebugInfo.open(small) as di:
+        fn = di.find_functions("paint")[0]
+        lines.skip_prologue(di, fn)
+        assert di.line_table(fn.cu).program_size < lines.KEPT_FROM
+    assert len(list(private_cache.glob("line-entries-*"))) == 1
+
+
 def test_unit_scans_are_written_once_a_run(private_cache, monkeypatch, tmp_path):
     """The scans of many units made in one run are written once: when the debug file is closed, or at
     exit when it never is (as a command leaves it open); the next run reads them back, scanning none."""

@@ -15,6 +15,8 @@ milliseconds by the next run. The kinds are:
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
 - ``dwarf-unit-scans``: per unit scanned so far, its functions' code bounds and its inline instances by
   origin (:class:`probectl.debuginfo.dwarf.dieindex.UnitScans`);
+- ``line-entries``: per function entry asked for in a large line table, the rows the prologue skip reads
+  (:func:`probectl.debuginfo.dwarf.lines.entry_rows`);
 - ``demangled-functions``: the demangled function list ``funcs`` shows
   (:func:`probectl.debuginfo.demangle.function_rows`);
 - ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..elf import ElfFile
     from .cfi import CallFrames
     from .dieindex import CodeBounds, UnitScans
-    from .lines import LineTable
+    from .lines import KeptEntryRows, LineTable
     from .location import LocationRange
     from .namesearch import NameSearch
 
@@ -109,6 +109,8 @@ class DebugInfo:
         self._scans: Optional["UnitScans"] = None  # the scans above kept on disk (dieindex.UnitScans)
         # CU offset -> the CU's line table (line_table)
         self._line_tables: dict[int, "LineTable"] = {}
+        # lines.entry_rows found so far, with those earlier runs kept (entry_rows)
+        self._entry_rows: Optional["KeptEntryRows"] = None
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
         self._call_frames: Optional["CallFrames"] = None
         # the runtime binary read by probectl's ELF reader (binary_elf); closed by close() unless it
@@ -172,6 +174,8 @@ class DebugInfo:
     def close(self) -> None:
         if self._scans is not None:
             self._scans.keep()
+        if self._entry_rows is not None:
+            self._entry_rows.keep()
         self._file.close()
         if self._binary_elf is not None and self._binary_elf is not self._borrowed_elf:
             self._binary_elf.close()
@@ -383,6 +387,14 @@ class DebugInfo:
     def file_name(self, cu: CompileUnit, index: int) -> Optional[str]:
         """The path of file ``index`` of the CU's line table, absolute as elfutils builds it."""
         return self.line_table(cu).file_name(index)
+
+    def entry_rows(self) -> "KeptEntryRows":
+        """``lines.entry_rows`` found so far, those kept on disk included (read once)."""
+        if self._entry_rows is None:
+            from .lines import KeptEntryRows
+
+            self._entry_rows = KeptEntryRows(self)
+        return self._entry_rows
 
     @guarded
     def line_table(self, cu: CompileUnit) -> "LineTable":
