@@ -187,9 +187,7 @@ def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
             stream = SectionMap(fileno, sec.offset, sec.size)
-        elif sec.offset + sec.size > len(elf.contents):  # (past the file's end: the reader's error, now)
-            stream = io.BytesIO(elf.section_data(sec.name))
-        else:
+        else:  # (within the file: ElfFile checked every section's bounds as it read the headers)
             stream = CopiedSection(file, sec.offset, sec.size)
         sections[arg] = Section(stream=stream, name=sec.name, global_offset=sec.offset, size=size, address=sec.addr)
     info, info_section = found["debug_info_sec"], sections["debug_info_sec"]
