@@ -73,6 +73,22 @@ def test_qualified_names_probe_what_perf_probes_by_the_mangled_name(shop, qualif
     assert [_rest(line) for line in ours.stdout.splitlines()] == [_rest(line) for line in theirs.stdout.splitlines()]
 
 
+def test_a_method_is_found_by_name_not_by_the_address_tables(shop):
+    """g++ writes a method's definition as the DW_AT_specification of its declaration, which the search
+    at the symbol's address refuses: a C++ symbol is searched by name first, and the function at the
+    address (for the variables' frame) is then the one found, without .debug_aranges or the unit's
+    function bounds (the same points: perf is their oracle above)."""
+    from probectl.resolve import Resolver
+    from probectl.spec import parse_probe
+    from probectl.target import find_target
+
+    resolver = Resolver(find_target(str(shop)))
+    points = resolver.resolve(parse_probe("_ZN4shop4Cart3addEPKNS_4ItemEi it qty"))
+    debuginfo = resolver.source(required=True).debuginfo
+    assert [p.function for p in points] == ["add"] and len(points[0].args) == 2
+    assert not debuginfo._aranges_loaded and not debuginfo._bounds
+
+
 def test_a_name_without_parameters_probes_every_overload_with_a_notice(shop):
     out = probectl("add", "-D", "-x", str(shop), "shop::overloaded x")
     places = [line.split()[1] for line in out.stdout.splitlines()]

@@ -488,6 +488,55 @@ def test_dwarf_sections_opened_without_elffile_equal_elffiles(opt):
     _same_sections(build_fixture("dwarf_structs", opt))
 
 
+@pytest.mark.parametrize("size", [100, 70_000])
+def test_copied_section_reads_as_its_bytes_do(tmp_path, size):
+    """A section read from the file when asked (sections.CopiedSection: a piece at a time, or a small
+    one whole) reads as a BytesIO of its bytes does, before and after all its bytes are asked for;
+    once its file is closed, a read fails, never reads another file."""
+    import io
+    import random
+
+    from probectl.debuginfo.dwarf.sections import CopiedSection
+
+    data = random.Random(size).randbytes(size + 300)
+    path = tmp_path / "file"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        section, expected = CopiedSection(f, 150, size), io.BytesIO(data[150:150 + size])
+        moves = random.Random(1)
+        for step in range(200):
+            if step == 120:
+                assert section.getvalue() == expected.getvalue()
+            if moves.random() < 0.4:
+                whence, offset = moves.choice([(os.SEEK_SET, moves.randrange(size + 50)),
+                                               (os.SEEK_CUR, moves.randrange(-20, 500)), (os.SEEK_END, -7)])
+                offset = max(offset, -expected.tell()) if whence == os.SEEK_CUR else offset
+                assert section.seek(offset, whence) == expected.seek(offset, whence)
+            n = moves.choice([-1, 0, 1, 12, 256, 5000])
+            assert section.read(n) == expected.read(n) and section.tell() == expected.tell()
+    unread = CopiedSection(open(path, "rb"), 0, size)
+    unread._file.close()
+    with pytest.raises(ValueError):
+        unread.read(10)
+
+
+def test_debug_information_reads_the_binary_its_caller_opened(monkeypatch):
+    """DebugInfo.open given the binary already opened (the resolver's ElfFile) reads it for its
+    sections, symbols and call frames, opens it no more, and leaves it open when it closes."""
+    binary = build_fixture("uprobe_target")
+    with ElfFile(binary) as elf:
+        opened = []
+        real_init = ElfFile.__init__
+        monkeypatch.setattr(ElfFile, "__init__", lambda self, path: opened.append(path) or real_init(self, path))
+        di = DebugInfo.open(binary, binary_elf=elf)
+        assert di.binary_elf() is elf and di.debug_elf() is elf
+        fn = di.find_functions("add_ints")[0]
+        assert di.call_frames().cfa_at(fn.entry) is not None
+        di.close()
+        assert opened == []
+        assert elf.find_functions("add_ints"), "the caller's ElfFile is still open"
+
+
 @pytest.mark.vmlinux
 def test_kernel_dwarf_sections_opened_without_elffile_equal_elffiles():
     from tests.helpers import kernel_testdata

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, build_fixture, kernel_testdata, missing
+from tests.helpers import ROOT, build_cxx_fixture, build_fixture, kernel_testdata, missing
 
 # Runs probectl's command line in this interpreter, then prints the top-level packages loaded and
 # the regular expressions compiled (the keys of re's cache, CPython's: (type, pattern, flags)).
@@ -88,6 +88,21 @@ def test_member_chains_of_a_local_binary_load_only_what_they_use():
     assert not modules & {"probectl.target.debuginfod", "probectl.target.kernel", "probectl.resolve.kprobe_rules",
                           "probectl.spec.syntax_errors"}
     assert "ctypes" not in modules, "a C program's names are demangled by nobody: libstdc++ is loaded for C++ names"
+
+
+def test_cxx_methods_load_only_what_they_use():
+    """A C++ method by its mangled name (bench/bench_cxx.py's ``add -D mangled``) is a symbol of the
+    program: no demangler (its module's patterns, ctypes and libstdc++'s __cxa_demangle); by its
+    qualified name, the demangler. Neither loads the event formats' module (only a counted
+    string's parts are named from it) nor location lists (-O0: one expression a variable)."""
+    binary = build_cxx_fixture("cxx_shop", "-O0")
+    mangled = loaded("add", "-D", "-x", str(binary), "_ZN4shop4Cart3addEPKNS_4ItemEi it qty")
+    assert "probectl.resolve.dwarf" in mangled
+    assert not mangled & {"probectl.debuginfo.demangle", "ctypes", "probectl.formats",
+                          "probectl.debuginfo.dwarf.lists"}
+    qualified = loaded("add", "-D", "-x", str(binary), "shop::Cart::add it qty")
+    assert {"probectl.debuginfo.demangle", "ctypes"} <= qualified
+    assert not qualified & {"probectl.formats", "probectl.debuginfo.dwarf.lists"}
 
 
 @pytest.mark.vmlinux

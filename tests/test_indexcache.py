@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import build_fixture, build_go_fixture, build_static_pair, kernel_testdata, missing
-from probectl.debuginfo.dwarf import dieindex, namesearch
+from probectl.debuginfo.dwarf import dieindex, nameindex, namesearch
 from probectl.debuginfo import dwarf, indexcache
 from probectl.debuginfo.dwarf import DebugInfo
 from probectl.debuginfo.dwarf.sectionmap import SectionMap
@@ -192,6 +192,14 @@ def test_debuginfo_searches_and_keeps_answers(private_cache, monkeypatch):
     third = _debuginfo(path)
     assert answers(third, names[:10]) == {n: expected[n] for n in names[:10]}
     assert searches == [] and len(built) == 1 and third._name_index is not None
+    # the full index's answer to the name that loaded it was kept with the lookups: a run of that name
+    # reads them, not the full index
+    full_loads = []
+    real_load_names = nameindex.load_names
+    monkeypatch.setattr(nameindex, "load_names", lambda di: full_loads.append(di) or real_load_names(di))
+    fourth = _debuginfo(path)
+    assert answers(fourth, names[:1]) == {names[0]: expected[names[0]]}
+    assert searches == [] and full_loads == [] and fourth._name_index is None
 
 
 @pytest.mark.vmlinux
@@ -351,8 +359,10 @@ def test_address_ranges_are_cached(private_cache, monkeypatch):
     monkeypatch.setattr(dieindex, "parse_aranges", lambda *a: parses.append(1) or real(*a))
 
     def table():
-        with DebugInfo.open(LIBC) as di:
-            return dieindex.address_ranges(di), real(dieindex.section_data(di.dwarf.debug_aranges_sec))
+        with DebugInfo.open(LIBC) as di:  # (a kept table is read back as arrays: compared as lists)
+            ranges = dieindex.address_ranges(di)
+            assert ranges is not None
+            return tuple(map(list, ranges)), real(dieindex.section_data(di.dwarf.debug_aranges_sec))
 
     first, truth = table()
     assert first == truth and len(truth[0]) > 1000 and len(parses) == 1
@@ -405,6 +415,50 @@ def test_unit_scans_are_kept(private_cache, monkeypatch):
     assert answers() == first and "instances_by_origin" in scans[made:]
     monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
     assert answers() == first
+
+
+def test_prologue_rows_are_kept(private_cache, monkeypatch):
+    """The rows the prologue skip reads at a function's entry in a large line table (libc's units),
+    read once and kept when the debug file closes: the next run skips the same prologues without
+    decoding a line program; a damaged kept file is read as none; small tables (a fixture's) are not kept."""
+    from probectl.debuginfo.dwarf import lines
+
+    addresses = _sample(sorted({sym.value for sym in ElfFile(LIBC).functions() if sym.value}), 40, seed=6)
+
+    def skips(di: DebugInfo) -> list[tuple[int, int]]:
+        fns = [fn for fn in map(di.function_at, addresses)
+               if fn is not None and fn.entry and "DW_AT_high_pc" in fn.die.attributes]
+        assert len(fns) >= 20
+        return [(fn.entry, lines.skip_prologue(di, fn)) for fn in fns]
+
+    decoded: list[int] = []  # (the size of each line program decoded)
+    real = lines.LineTable._decode
+    monkeypatch.setattr(lines.LineTable, "_decode",
+                        staticmethod(lambda data, *a, **k: decoded.append(len(data)) or real(data, *a, **k)))
+    with _debuginfo(LIBC) as di:
+        first = skips(di)
+    assert any(entry != skipped for entry, skipped in first), "some prologue is skipped"
+    assert any(size >= lines.KEPT_FROM for size in decoded), "some table is large"
+    (kept,) = private_cache.glob("line-entries-*")
+    decoded.clear()
+    with _debuginfo(LIBC) as di:
+        assert skips(di) == first
+    assert decoded and all(size < lines.KEPT_FROM for size in decoded), "only the small tables are decoded again"
+    kept.write_bytes(kept.read_bytes()[:-5])
+    decoded.clear()
+    with _debuginfo(LIBC) as di:
+        assert skips(di) == first
+    assert any(size >= lines.KEPT_FROM for size in decoded), "a damaged kept file is read as none"
+    monkeypatch.setenv("PROBECTL_NO_CACHE", "1")
+    with _debuginfo(LIBC) as di:
+        assert skips(di) == first
+    monkeypatch.delenv("PROBECTL_NO_CACHE")
+    small = _target("dwarf_structs -O2")
+    with DebugInfo.open(small) as di:
+        fn = di.find_functions("paint")[0]
+        lines.skip_prologue(di, fn)
+        assert di.line_table(fn.cu).program_size < lines.KEPT_FROM
+    assert len(list(private_cache.glob("line-entries-*"))) == 1
 
 
 def test_unit_scans_are_written_once_a_run(private_cache, monkeypatch, tmp_path):

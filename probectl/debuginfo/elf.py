@@ -259,7 +259,11 @@ class ElfFile:
         if DT_SONAME in dynamic:
             dynstr = self.section(".dynstr")
             if dynstr is not None and dynstr.has_data and dynamic[DT_SONAME] < dynstr.size:
-                self.soname = cstring(self.file_bytes(dynstr.offset, dynstr.size, "section .dynstr"), dynamic[DT_SONAME])
+                # (read where it lies, in the file as the section table checked: the whole .dynstr,
+                # 330 KB of libstdc++'s, was copied for one name)
+                start, end = dynstr.offset + dynamic[DT_SONAME], dynstr.offset + dynstr.size
+                nul = data.find(b"\0", start, end)
+                self.soname = bytes(data[start:nul if nul >= 0 else end]).decode("utf-8", "surrogateescape")
         # A PIE is a DYN file marked DF_1_PIE by the linker; older linkers did not mark it, so a DYN
         # file with an interpreter and no soname counts too. Shared libraries that can also run as
         # programs (libc.so.6 has PT_INTERP) are libraries, not PIEs.

@@ -15,6 +15,8 @@ milliseconds by the next run. The kinds are:
 - ``cfi-fdes``: the FDEs of a ``.debug_frame`` by address (:mod:`probectl.debuginfo.dwarf.cfi`);
 - ``dwarf-unit-scans``: per unit scanned so far, its functions' code bounds and its inline instances by
   origin (:class:`probectl.debuginfo.dwarf.dieindex.UnitScans`);
+- ``line-entries``: per function entry asked for in a large line table, the rows the prologue skip reads
+  (:func:`probectl.debuginfo.dwarf.lines.entry_rows`);
 - ``demangled-functions``: the demangled function list ``funcs`` shows
   (:func:`probectl.debuginfo.demangle.function_rows`);
 - ``dwarf-inflated``: the pages of compressed DWARF sections runs read, inflated, kept as parts (below; :mod:`probectl.debuginfo.dwarf.inflating`);
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import marshal
 import os
 import stat
@@ -181,7 +184,7 @@ def load_parts(kind: str, key: str, fingerprint: tuple) -> Optional[StoredParts]
         head = os.pread(fd, length, len(first))
         if len(head) != length or zlib.crc32(head) != crc:
             raise ValueError
-        stored = marshal.loads(head)
+        stored = _unmarshalled(head)
         if type(stored) is not tuple or len(stored) != 3 or stored[0] != (kind,) + fingerprint:
             raise ValueError
         places = []
@@ -267,12 +270,29 @@ def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
         body = memoryview(data)[head:]  # (checked and decoded where it is, not copied)
         if zlib.crc32(body) != _CRC.unpack_from(data, len(_MAGIC))[0]:
             return None
-        stored = marshal.loads(body)
+        stored = _unmarshalled(body)
     except (ValueError, EOFError, TypeError):
         return None
     if type(stored) is not tuple or not stored or stored[0] != fingerprint:
         return None
     return stored[1:]
+
+
+def _unmarshalled(data) -> object:
+    """``marshal.loads(data)`` of an index, whose containers (a unit table of a C++ library: ~20,000
+    tuples and lists) live as long as the run uses the file, and hold no cycle: made with the collector
+    paused, then frozen (``gc.freeze``) with what the run made before, so that no young collection
+    traverses them (one did, ~2.5 ms of a warm ``add -D``; a collection of the next objects still runs
+    when they reach the threshold). Only cycles made before a load and not yet collected stay
+    uncollected (refcounting frees everything else, frozen or not)."""
+    if not gc.isenabled():
+        return marshal.loads(data)
+    gc.disable()
+    try:
+        return marshal.loads(data)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _write(directory: Path, kind: str, key: str, fingerprint: tuple, payload: tuple) -> None:

@@ -17,7 +17,6 @@ import re
 
 from ..errors import EventExistsError, ProbeSemanticError
 from ..events import EventDefinition, FetchArg
-from ..formats import string_part_name
 from ..resolve import ProbePoint
 from ..resolve.cxx import spell_cxx_name
 from ..resolve.fetchresult import StringPart
@@ -150,6 +149,8 @@ def _free_name(group: str, base: str, taken: set[tuple[str, str]], allow_suffix:
 
 
 def _part_name(name: str, part: StringPart) -> str:
+    from ..formats import string_part_name  # (the event formats' module: only a counted string's parts need it)
+
     return string_part_name(name, part.role, part.variant, part.value, part.member)
 
 

@@ -354,7 +354,7 @@ class Resolver:
             from .dwarf import SourceResolver
 
             try:
-                debuginfo = DebugInfo.open(path, root=self.target.root)
+                debuginfo = DebugInfo.open(path, root=self.target.root, binary_elf=self.elf)
             except DebugInfoError as local:
                 debuginfo = self._debuginfo_from_servers(local, required)
                 if debuginfo is None:

@@ -59,13 +59,13 @@ def _foreign_mangling(name: str) -> "str | None":
 def check_mangled_name(resolver: "Resolver", name: str) -> None:
     """A mangled name that is no symbol of the target: ResolveError when it demangles to nothing, or
     is mangled as another language's (D, Swift) are, rather than "not found"."""
-    from ..debuginfo.demangle import demangle
-
     language = _foreign_mangling(name)
     if not name.startswith(("_Z", "_R")) and language is None:
         return
     if resolver.elf.find_functions(name):
         return
+    from ..debuginfo.demangle import demangle  # (a symbol of the program, the common case, needs no demangler)
+
     hint = "list the functions by their names with 'probectl funcs -x BINARY', by their symbols with --no-demangle"
     if language is not None:
         raise ResolveError(f"'{name}' is no symbol of the program; it is mangled as {language} names are, which "
@@ -82,9 +82,13 @@ def check_mangled_name(resolver: "Resolver", name: str) -> None:
 
 def names_cxx_function(name: str) -> bool:
     """A point's function written as a qualified C++ name or with a parameter list."""
+    if "::" in name or name.startswith("~"):
+        return True
+    if "(" not in name:  # (no parameter list: a C name or a mangled one, which need no demangler module)
+        return False
     from ..debuginfo.demangle import has_parameters
 
-    return "::" in name or has_parameters(name) or name.startswith("~")
+    return has_parameters(name)
 
 
 def _mangled_part(pattern: str) -> str:

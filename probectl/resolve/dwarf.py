@@ -36,6 +36,16 @@ class SourceSite:
     scope_name: Optional[str] = None
 
 
+def _is_cxx_symbol(name: Optional[str]) -> bool:
+    """A name mangled as C++ (Itanium ``_Z``), not as Rust's legacy symbols are (which end with their
+    hash, ``17h`` and 16 hex digits then ``E``: rustc writes their definitions without a declaration)."""
+    if name is None or not name.startswith("_Z"):
+        return False
+    tail = name.split(".", 1)[0][-20:]  # (without a suffix gcc adds: .isra.0, .cold)
+    return not (len(tail) == 20 and tail.startswith("17h") and tail.endswith("E")
+                and all(c in "0123456789abcdef" for c in tail[3:19]))
+
+
 @dataclass
 class SourceResolver:
     """Resolves points and C arguments of one target's DWARF."""
@@ -144,12 +154,26 @@ class SourceResolver:
         return fn.name
 
     def _functions(self, point: S.PointSpec) -> list[Function]:
+        if _is_cxx_symbol(point.function):
+            # The same answer in the other order: g++ writes a C++ function's definition as the
+            # DW_AT_specification of its declaration (a member's, or a namespace's function declared
+            # in a header), which _function_at_symbol refuses after reading the unit's address table
+            # and function bounds (~7 ms of a first add -D of a libstdc++ method; it refused every
+            # one of 300 tried). Searched by name first (an answer the index cache keeps), the
+            # definition found is the function at the symbol's address that DebugInfo.function_at
+            # then finds among those it made, without either table.
+            by_name = self.debuginfo.probe_functions(point.function, point.source)
+            return self._functions_at_symbol(point) or by_name or self._aliased_functions(point)
         functions = self._functions_at_symbol(point)
         if functions:
             return functions
         functions = self.debuginfo.probe_functions(point.function, point.source)
         if functions:
             return functions
+        return self._aliased_functions(point)
+
+    def _aliased_functions(self, point: S.PointSpec) -> list[Function]:
+        """The functions of ``point`` that no DWARF definition is named as: by their symbols' addresses."""
         # perf's find_alternative_probe_point: a symbol (an alias such as malloc) mapped to the
         # DWARF function at its address (__libc_malloc).
         found: list[Function] = []

@@ -25,6 +25,7 @@ Fetch arguments (C expressions, ``$vars``, variable listings) are built in :mod:
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fnmatch
 import os
 from collections.abc import Mapping
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from ..elf import ElfFile
     from .cfi import CallFrames
     from .dieindex import CodeBounds, UnitScans
-    from .lines import LineTable
+    from .lines import KeptEntryRows, LineTable
     from .location import LocationRange
     from .namesearch import NameSearch
 
@@ -68,7 +69,8 @@ class DebugInfo:
         copies of the loaded sections); defaults to ``path``
     """
 
-    def __init__(self, path: os.PathLike | str, binary: Optional[os.PathLike | str] = None):
+    def __init__(self, path: os.PathLike | str, binary: Optional[os.PathLike | str] = None,
+                 binary_elf: Optional["ElfFile"] = None):
         self.path = str(path)
         self.binary_path = str(binary) if binary is not None else self.path
         try:
@@ -77,7 +79,7 @@ class DebugInfo:
             raise DebugInfoError(f"cannot open debug information {self.path}: {exc.strerror}") from None
         try:
             (self.dwarf, self._elffile, self.little_endian, self.machine, self.address_size,
-             index_key) = open_dwarf(self._file)
+             index_key) = open_dwarf(self._file, binary_elf if self.path == self.binary_path else None)
         except ProbectlError:
             self._file.close()
             raise
@@ -86,7 +88,7 @@ class DebugInfo:
             raise DebugInfoError(f"{self.path}: unreadable ELF/DWARF ({exc})",
                                  hint="check that the file is a complete ELF file with debug information") from None
         self._cu_index: Optional[list[tuple[int, int, int]]] = None
-        self._aranges: Optional[tuple[list[int], list[int], list[int]]] = None
+        self._aranges: Optional[tuple[Sequence[int], Sequence[int], Sequence[int]]] = None
         self._aranges_loaded = False
         self._cus: Optional[list[CompileUnit]] = None
         self._cu_functions: dict[int, list[DIE]] = {}
@@ -107,10 +109,14 @@ class DebugInfo:
         self._scans: Optional["UnitScans"] = None  # the scans above kept on disk (dieindex.UnitScans)
         # CU offset -> the CU's line table (line_table)
         self._line_tables: dict[int, "LineTable"] = {}
+        # lines.entry_rows found so far, with those earlier runs kept (entry_rows)
+        self._entry_rows: Optional["KeptEntryRows"] = None
         # the call-frame information: .eh_frame of the runtime binary, .debug_frame (call_frames)
         self._call_frames: Optional["CallFrames"] = None
-        # the runtime binary read by probectl's ELF reader (binary_elf); closed by close()
-        self._binary_elf: Optional["ElfFile"] = None
+        # the runtime binary read by probectl's ELF reader (binary_elf); closed by close() unless it
+        # is the caller's (``binary_elf``: the resolver's, whose symbols are then read once a run)
+        self._binary_elf: Optional["ElfFile"] = binary_elf
+        self._borrowed_elf = binary_elf
         # the separate debug file read by probectl's ELF reader (debug_elf); closed by close()
         self._debug_elf: Optional["ElfFile"] = None
         # name -> global_object_addresses of it
@@ -138,20 +144,24 @@ class DebugInfo:
 
     @classmethod
     def open(cls, binary: os.PathLike | str, debug_file: Optional[os.PathLike | str] = None,
-             extra_dirs: Iterable[os.PathLike | str] = (), root: Optional[Path] = None) -> "DebugInfo":
+             extra_dirs: Iterable[os.PathLike | str] = (), root: Optional[Path] = None,
+             binary_elf: Optional["ElfFile"] = None) -> "DebugInfo":
         """DWARF for ``binary``: from ``debug_file`` if given, the binary itself if it has
         ``.debug_info``, else its separate debug file (build-id, ``.gnu_debuglink``; first in the
         tree of ``root``, a container's, when the binary is one of its files: see ``find_debug_file``).
+        ``binary_elf`` is ``binary`` already opened by probectl's ELF reader: read instead of
+        opening the file again (each opening parses its headers, and its symbols when asked), and
+        left open by ``close``.
 
         A missing debug file raises DebugInfoError listing every path tried.
         """
         if debug_file is not None:
-            return cls(debug_file, binary)
+            return cls(debug_file, binary, binary_elf)
         from ..elf import ElfFile, find_debug_file
 
-        with ElfFile(binary) as elf:
+        with contextlib.nullcontext(binary_elf) if binary_elf is not None else ElfFile(binary) as elf:
             if elf.has_dwarf:
-                return cls(binary, binary)
+                return cls(binary, binary, binary_elf)
             found, tried = find_debug_file(elf, extra_dirs, root)
         if found is None:
             lines = "\n".join(f"  {t}" for t in tried)
@@ -159,13 +169,15 @@ class DebugInfo:
                 f"{binary} has no debug information, and no separate debug file was found; tried:\n{lines}",
                 hint="install the debug symbols (Debian: the -dbg or -dbgsym package of the binary's package, "
                      "e.g. libc6-dbg for libc), or pass the debug file explicitly")
-        return cls(found, binary)
+        return cls(found, binary, binary_elf)
 
     def close(self) -> None:
         if self._scans is not None:
             self._scans.keep()
+        if self._entry_rows is not None:
+            self._entry_rows.keep()
         self._file.close()
-        if self._binary_elf is not None:
+        if self._binary_elf is not None and self._binary_elf is not self._borrowed_elf:
             self._binary_elf.close()
         if self._debug_elf is not None:
             self._debug_elf.close()
@@ -192,7 +204,7 @@ class DebugInfo:
             self._cus = list(self.dwarf.iter_CUs())
         return self._cus
 
-    def _get_aranges(self) -> Optional[tuple[list[int], list[int], list[int]]]:
+    def _get_aranges(self) -> Optional[tuple[Sequence[int], Sequence[int], Sequence[int]]]:
         """``.debug_aranges`` as sorted (starts, ends, CU offsets), or None without the section."""
         if not self._aranges_loaded:
             self._aranges_loaded = True
@@ -391,6 +403,14 @@ class DebugInfo:
     def file_name(self, cu: CompileUnit, index: int) -> Optional[str]:
         """The path of file ``index`` of the CU's line table, absolute as elfutils builds it."""
         return self.line_table(cu).file_name(index)
+
+    def entry_rows(self) -> "KeptEntryRows":
+        """``lines.entry_rows`` found so far, those kept on disk included (read once)."""
+        if self._entry_rows is None:
+            from .lines import KeptEntryRows
+
+            self._entry_rows = KeptEntryRows(self)
+        return self._entry_rows
 
     @guarded
     def line_table(self, cu: CompileUnit) -> "LineTable":
@@ -711,6 +731,10 @@ class DebugInfo:
             full = nameindex.load_names(self)
             if full is not None:  # a full index made earlier (a glob, `funcs`) answers everything
                 self._name_index, self._variable_index = full
+                # (and its answer is kept with the lookups: the next run of this name reads those, a
+                # few hundred bytes, not the whole index, 1.4 MB of a C++ library's)
+                self._lookups[name] = (list(full[0].get(name, ())), list(full[1].get(name, ())))
+                nameindex.store_lookups(self, self._lookups)
                 return None
         from .namesearch import lookup_name  # (a name answered by the cache needs no search)
 
@@ -953,7 +977,8 @@ class DebugInfo:
             from .cfi import CallFrames
 
             debug_frame = None
-            with ElfFile(self.path) as debug:
+            opened = self.debug_elf()
+            with contextlib.nullcontext(opened) if opened is not None else ElfFile(self.path) as debug:
                 sec = debug.section(".debug_frame")
                 if sec is not None and sec.has_data and sec.size:
                     debug_frame = debug.section_data(".debug_frame")

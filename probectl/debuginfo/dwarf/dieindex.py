@@ -17,7 +17,7 @@ A unit the scanner cannot read (``diescan.Unsupported``) is read DIE by DIE inst
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
                       AT_SPECIFICATION, TAG_FORMAL_PARAMETER, TAG_VARIABLE, CUScanner, Unsupported, compiled_table)
@@ -76,10 +76,11 @@ CACHED_ARANGES_FROM = 32 << 10
 _ARANGES_FORMAT = 1
 
 
-def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int], list[int]]]:
+def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[Sequence[int], Sequence[int], Sequence[int]]]:
     """``parse_aranges`` of the file's ``.debug_aranges`` (None without one). A large one's table
     is kept on disk: a function found at its symbol's address reads it on every run, and three
-    arrays are read back in a fraction of the time the sets take to parse."""
+    arrays are read back in a fraction of the time the sets take to parse (and bisected as they
+    are: made into lists, their 37,000 numbers for libstdc++ cost more than the one lookup)."""
     sec = debuginfo.dwarf.debug_aranges_sec
     if sec is None:
         return None
@@ -92,7 +93,7 @@ def address_ranges(debuginfo: "DebugInfo") -> Optional[tuple[list[int], list[int
     fingerprint = (_ARANGES_FORMAT, debuginfo.little_endian, sec.size, info.size if info is not None else 0)
     stored = indexcache.load("dwarf-aranges", debuginfo.index_key, fingerprint)
     if stored is not None and len(stored) == 3 and all(type(part) is bytes and len(part) % 8 == 0 for part in stored):
-        columns = [array("Q", part).tolist() for part in stored]
+        columns = [array("Q", part) for part in stored]
         if len(columns[0]) == len(columns[1]) == len(columns[2]):
             return columns[0], columns[1], columns[2]
     table = parse_aranges(section_data(sec), debuginfo.little_endian)

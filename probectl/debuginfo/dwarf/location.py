@@ -19,7 +19,6 @@ from ...dataclass import dataclass, replace
 from ...errors import LocationError
 from ..place import Computed, Deref, Memory, Pieces, Place, Reg, Register, Symbol, Value
 from .leb128 import read_sleb128, read_uleb128
-from .lists import location_list
 from .names import OP
 from .units import ByteOrder, DwarfFormatError
 
@@ -377,6 +376,8 @@ def location_entries(debuginfo, die, attr_name: str = "DW_AT_location") -> Optio
     attr = die.attributes.get(attr_name)
     result = None
     if attr is not None and not _is_exprloc(attr):
+        from .lists import location_list  # (optimised code's: a variable of -O0 code has one expression)
+
         cu = die.cu
         result = [LocationRange(lo, hi, parse_expression(expr, cu))
                   for lo, hi, expr in location_list(cu, attr.value, debuginfo.cu_base(cu))]

@@ -14,8 +14,10 @@ instead of copied: pyelftools copies every DWARF section into memory, 300 MB for
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
+import os
 from typing import Any, BinaryIO, NamedTuple, Optional
 
 from ...errors import DebugInfoError, TargetError
@@ -45,19 +47,24 @@ class OpenedDwarf(NamedTuple("OpenedDwarf", [("dwarf", DwarfSections), ("elffile
     __slots__ = ()
 
 
-def open_dwarf(file: BinaryIO) -> OpenedDwarf:
+def open_dwarf(file: BinaryIO, elf: Optional[ElfFile] = None) -> OpenedDwarf:
     """The DWARF of the open ``file``: a DebugInfoError if it is not ELF or has no DWARF (or damaged
-    headers, or sections pyelftools' ELFFile cannot read); ValueError or IndexError for damaged DWARF."""
-    try:
-        elf = ElfFile(file.name)
-    except TargetError as err:  # (not an ELF file: a file given as debug information is wrong)
-        raise DebugInfoError(f"cannot read debug information: {err.message}", hint=err.hint) from None
-    with elf:
+    headers, or sections pyelftools' ELFFile cannot read); ValueError or IndexError for damaged DWARF.
+    ``elf`` is the file already opened by probectl's ELF reader (read, and left open), if the caller has it."""
+    if elf is None:
+        try:
+            elf = ElfFile(file.name)
+        except TargetError as err:  # (not an ELF file: a file given as debug information is wrong)
+            raise DebugInfoError(f"cannot read debug information: {err.message}", hint=err.hint) from None
+        opened: Any = elf
+    else:
+        opened = contextlib.nullcontext(elf)
+    with opened:
         if not elf.has_dwarf:
             raise DebugInfoError(f"{file.name} has no DWARF debug information (.debug_info)",
                                  hint="install the package's -dbg/-dbgsym package, or rebuild with -g")
         key = file_key(elf.path, elf.build_id)
-        dwarf = _from_elf(elf, file.fileno(), key)
+        dwarf = _from_elf(elf, file, key)
     if dwarf is not None:
         return OpenedDwarf(dwarf, None, elf.little_endian, elf.machine, elf.elf_class // 8, key)
     from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
@@ -77,9 +84,69 @@ def open_dwarf(file: BinaryIO) -> OpenedDwarf:
     return OpenedDwarf(dwarf, elffile, elffile.little_endian, elf.machine, elffile.elfclass // 8, key)
 
 
-def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
-    """DwarfSections over ``elf``'s sections as they are in the file, or None when they need more than
-    reading (relocation, decompression). ``key`` names the file's inflated windows in the cache."""
+# From this size on a section below MAP_MIN is read a piece at a time (a smaller one, whole at its first
+# read: .debug_line_str, 18 KB of libstdc++'s, is read a name at a time, 155 of them for one line table).
+PIECES_FROM = 64 << 10
+
+
+class CopiedSection:
+    """A section smaller than ``MAP_MIN``, read from the file a piece at a time (``pread``) until all
+    its bytes are asked for (``getvalue``), then from a copy of them: a run reads few of a file's DWARF
+    sections and little of most (an add -D of a C++ method: one unit's line table of libstdc++'s
+    0.9 MB of .debug_line, none of .debug_aranges, kept in the index cache), and copying all of them
+    as the file was opened cost ~1 ms of libstdc++'s. A section smaller than ``PIECES_FROM`` is copied
+    at its first read. Read from ``file``, the debug file open as long as its DebugInfo: once it is
+    closed, a read fails (ValueError), never reads another file."""
+
+    def __init__(self, file: BinaryIO, offset: int, size: int):
+        self._file = file
+        self._offset = offset
+        self._size = size
+        self._position = 0
+        self._copy: Optional[io.BytesIO] = None
+
+    @property
+    def copied(self) -> bool:
+        """Whether the bytes are read from a copy of them (all asked for, or a small section's)."""
+        return self._copy is not None or self._size < PIECES_FROM
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if self._copy is not None:
+            return self._copy.seek(offset, whence)
+        position = offset + (0 if whence == os.SEEK_SET else self._position if whence == os.SEEK_CUR else self._size)
+        if position < 0:
+            raise ValueError(f"negative seek position {position}")
+        self._position = position
+        return position
+
+    def tell(self) -> int:
+        return self._copy.tell() if self._copy is not None else self._position
+
+    def read(self, size: Optional[int] = -1) -> bytes:
+        if self._copy is None and self._size < PIECES_FROM:
+            self.getvalue()
+        if self._copy is not None:
+            return self._copy.read(size)
+        end = self._size if size is None or size < 0 else min(self._size, self._position + size)
+        if end <= self._position:
+            return b""
+        data = os.pread(self._file.fileno(), end - self._position, self._offset + self._position)
+        self._position += len(data)
+        return data
+
+    def getvalue(self) -> bytes:
+        if self._copy is None:
+            # (short only if the file shrank since its section headers were read)
+            self._copy = io.BytesIO(os.pread(self._file.fileno(), self._size, self._offset))
+            self._copy.seek(self._position)
+        return self._copy.getvalue()
+
+
+def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]:
+    """DwarfSections over ``elf``'s sections as they are in the file (open as ``file``), or None when
+    they need more than reading (relocation, decompression). ``key`` names the file's inflated
+    windows in the cache."""
+    fileno = file.fileno()
     if elf.type == "REL" or elf.section(".zdebug_info") is not None:
         return None
     found = {arg: elf.section(name) for arg, name in DWARF_SECTIONS.items()}
@@ -120,8 +187,8 @@ def _from_elf(elf: ElfFile, fileno: int, key: str) -> Optional[DwarfSections]:
             stream = io.BytesIO(bytes(sec.size))
         elif sec.size >= MAP_MIN:
             stream = SectionMap(fileno, sec.offset, sec.size)
-        else:
-            stream = io.BytesIO(elf.section_data(sec.name))
+        else:  # (within the file: ElfFile checked every section's bounds as it read the headers)
+            stream = CopiedSection(file, sec.offset, sec.size)
         sections[arg] = Section(stream=stream, name=sec.name, global_offset=sec.offset, size=size, address=sec.addr)
     info, info_section = found["debug_info_sec"], sections["debug_info_sec"]
     # (a mapped .debug_info's unit headers are read with pread: faulting in a page of the mapping per unit costs more)
