@@ -46,8 +46,8 @@ def past_stack_checks(resolver: "Resolver", points: list[ProbePoint], text: str)
             moved.append(p)
             continue
         try:
-            after = arch.code().go_stack_check_end(code_bytes(resolver.elf, p.address, sym.size, f"decode {p.function}"),
-                                       p.address)
+            code = code_bytes(resolver.elf, p.address, sym.size, f"decode {p.function}")
+            after = arch.code().go_stack_check_end(code, p.address)
         except InstructionDecodeError:
             after = None
         if after is None:
