@@ -254,8 +254,12 @@ def main(argv: list[str] | None = None) -> None:
         # thousands of objects, nearly no garbage) would be traced again by each of CPython's
         # collections (docs/ledger.md, gc settings). Frozen, they are left out; what the command
         # allocates from here on is collected as usual. (A caller that passes argv, such as a test
-        # running commands in its own process, keeps its collector as it was.)
+        # running commands in its own process, keeps its collector as it was.) Index files the
+        # command loads are frozen with it (indexcache.FREEZE_AFTER_LOAD).
         gc.freeze()
+        from ..debuginfo import indexcache
+
+        indexcache.FREEZE_AFTER_LOAD = True
     args = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
     while args and args[0] == "--debug":  # (only before the command: later it may be a traced command's)

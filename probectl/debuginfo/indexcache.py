@@ -278,20 +278,29 @@ def _read(path: Path, fingerprint: tuple) -> Optional[tuple]:
     return stored[1:]
 
 
+# Whether a load freezes what the run made (gc.freeze, below): set by probectl's command line, whose
+# process ends with its command. Never in a long-lived process that imports probectl (a test run, a
+# script of the Python API): there a cycle made before a load would never be collected, and a
+# DebugInfo in one (its functions refer to it) holds its file open, ~2 descriptors a resolved
+# definition, until select() of a test's terminal failed on a descriptor above 1023.
+FREEZE_AFTER_LOAD = False
+
+
 def _unmarshalled(data) -> object:
     """``marshal.loads(data)`` of an index, whose containers (a unit table of a C++ library: ~20,000
     tuples and lists) live as long as the run uses the file, and hold no cycle: made with the collector
-    paused, then frozen (``gc.freeze``) with what the run made before, so that no young collection
-    traverses them (one did, ~2.5 ms of a warm ``add -D``; a collection of the next objects still runs
-    when they reach the threshold). Only cycles made before a load and not yet collected stay
-    uncollected (refcounting frees everything else, frozen or not)."""
+    paused, then, in the program (``FREEZE_AFTER_LOAD``), frozen (``gc.freeze``) with what the run made
+    before, so that no young collection traverses them (one did, ~2.5 ms of a warm ``add -D``; a
+    collection of the next objects still runs when they reach the threshold). Only cycles made before
+    a load and not yet collected stay uncollected (refcounting frees everything else, frozen or not)."""
     if not gc.isenabled():
         return marshal.loads(data)
     gc.disable()
     try:
         return marshal.loads(data)
     finally:
-        gc.freeze()
+        if FREEZE_AFTER_LOAD:
+            gc.freeze()
         gc.enable()
 
 
