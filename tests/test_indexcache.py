@@ -643,28 +643,27 @@ def test_parts_are_read_one_by_one(private_cache, monkeypatch):
     assert not (private_cache / "off-key.bin").exists()
 
 
-def test_kept_windows_are_used_only_as_stored(private_cache, monkeypatch):
+def test_kept_windows_are_used_only_as_stored(private_cache):
     """The windows of compressed sections a run kept answer the next run's reads; a table that does
     not agree with its parts (a window longer than its part) is not used at all."""
-    import atexit
     import zlib
 
     from probectl.debuginfo.dwarf import inflating
 
-    monkeypatch.setattr(atexit, "register", lambda *args: None)  # (kept below, not at exit)
     data = bytes(range(256)) * 64
     compressed = {".debug_x": (zlib.compress(data), len(data))}
-    fingerprint = ((".debug_x", len(compressed[".debug_x"][0]), len(data)),)
-    first = inflating.open_sections(compressed, "f", "key")
+    first, keep = inflating.open_sections(compressed, "f", "key")
     first[".debug_x"].seek(5000)
     assert first[".debug_x"].read(10) == data[5000:5010]
-    inflating._keep(first, "key", fingerprint)
-    again = inflating.open_sections(compressed, "f", "key")[".debug_x"]
+    assert keep is not None
+    keep()  # (what the reader's finalizer runs when it is collected, or at exit)
+    fingerprint = ((".debug_x", len(compressed[".debug_x"][0]), len(data)),)
+    again = inflating.open_sections(compressed, "f", "key")[0][".debug_x"]
     again.seek(5000)
     assert again.read(10) == data[5000:5010] and again.inflated == 0
     indexcache.store_parts(inflating.CACHE_KIND, "key", fingerprint, ((".debug_x", ((4096, 8192),)),),
                            [data[4096:8192]])
-    lying = inflating.open_sections(compressed, "f", "key")[".debug_x"]
+    lying = inflating.open_sections(compressed, "f", "key")[0][".debug_x"]
     lying.seek(5000)
     assert lying.read(10) == data[5000:5010] and lying.inflated > 0
 
@@ -742,3 +741,42 @@ def test_function_at_from_bytes(name):
 @pytest.mark.vmlinux
 def test_kernel_function_at_from_bytes(vmlinux):
     _check_function_at(vmlinux, 8)
+
+
+def test_a_long_lived_process_keeps_no_file_open_for_definitions_it_resolved(private_cache):
+    """A test run or a script of the Python API resolves thousands of definitions in one process. The
+    indexes a run adds are written when their DebugInfo is closed or collected, not kept pending with
+    it until exit (which held every DebugInfo, and its open file, for the process's life), and a load
+    from the cache freezes nothing outside the command line (gc.freeze kept cycles made before it):
+    the descriptors of the files read go back to what they were, and what was learnt is on disk."""
+    import gc
+
+    from probectl.cli.probes import make_target
+    from probectl.probes import ProbeSet
+    from tests.helpers import build_cxx_fixture, build_go_fixture
+
+    assert indexcache.FREEZE_AFTER_LOAD is False
+    cases = [("shop::Cart::add it qty", build_cxx_fixture("cxx_shop", "-O2")),
+             ("main.work depth", build_go_fixture("go_target"))]  # (compressed DWARF: inflated windows kept)
+    libstdcxx = Path("/usr/lib/x86_64-linux-gnu/debug/libstdc++.so.6.0.30")
+    if libstdcxx.exists():  # (prologue rows kept: a large line table)
+        cases.append(("_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_appendEPKcm __s", libstdcxx))
+
+    def open_files() -> list[str]:
+        names = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                names.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                pass
+        return sorted(names)
+
+    gc.collect()
+    before = open_files()
+    for _ in range(3):
+        for definition, binary in cases:
+            ProbeSet.resolve([definition], make_target(str(binary)))
+    gc.collect()
+    assert open_files() == before
+    kinds = {path.name.split("-")[0] + "-" + path.name.split("-")[1] for path in private_cache.iterdir()}
+    assert {"dwarf-unit", "dwarf-inflated"} <= kinds, kinds

@@ -608,7 +608,7 @@ class DebugInfo:
         if cu.cu_offset not in self._bounds:
             from .dieindex import function_bounds, valid_bounds
 
-            self._bounds[cu.cu_offset] = (self._unit_scans().get("bounds", cu, function_bounds, valid_bounds)
+            self._bounds[cu.cu_offset] = (self._unit_scans().get(self, "bounds", cu, function_bounds, valid_bounds)
                                           if cu.cu_offset not in self._cu_functions else None)
         return self._bounds[cu.cu_offset]
 
@@ -820,7 +820,7 @@ class DebugInfo:
         if cu.cu_offset not in self._by_origin:
             from .dieindex import instances_by_origin, valid_origins
 
-            self._by_origin[cu.cu_offset] = self._unit_scans().get("origins", cu, instances_by_origin, valid_origins)
+            self._by_origin[cu.cu_offset] = self._unit_scans().get(self, "origins", cu, instances_by_origin, valid_origins)
         return self._by_origin[cu.cu_offset]
 
     @guarded

@@ -17,6 +17,7 @@ A unit the scanner cannot read (``diescan.Unsupported``) is read DIE by DIE inst
 from __future__ import annotations
 
 import struct
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
@@ -118,18 +119,23 @@ class UnitScans:
     each scan, the file was written once per unit: 47 times by a cold ``funcs`` of a C++ library)."""
 
     def __init__(self, debuginfo: "DebugInfo"):
-        self.debuginfo = debuginfo
+        # (the DebugInfo is not kept: a writer pending at exit would keep it, and its open file, alive
+        # as long as the process in a long-lived one; it is written when the DebugInfo is closed or
+        # collected, or at exit, whichever comes first: weakref.finalize)
+        self.index_key = debuginfo.index_key
         info = debuginfo.dwarf.debug_info_sec
         self.fingerprint = (_UNIT_SCANS_FORMAT, debuginfo.little_endian, info.size if info is not None else 0)
         self.tables: Optional[dict] = None
         self.made = False  # (scans made since the file was written)
+        self._finalizer = weakref.finalize(debuginfo, self.keep)
 
-    def get(self, kind: str, cu, build: Callable[["DebugInfo", Any], Any], valid: Callable[[Any], bool]) -> Any:
+    def get(self, debuginfo: "DebugInfo", kind: str, cu, build: Callable[["DebugInfo", Any], Any],
+            valid: Callable[[Any], bool]) -> Any:
         """The ``kind`` scan of ``cu`` (``build(debuginfo, cu)``), kept; a kept one ``valid`` rejects is made anew."""
         from .. import indexcache
 
         if self.tables is None:
-            stored = indexcache.load("dwarf-unit-scans", self.debuginfo.index_key, self.fingerprint)
+            stored = indexcache.load("dwarf-unit-scans", self.index_key, self.fingerprint)
             self.tables = stored[0] if stored is not None and len(stored) == 1 and type(stored[0]) is dict else {}
         table = self.tables.get(kind)
         if type(table) is not dict:
@@ -137,26 +143,19 @@ class UnitScans:
         value = table.get(cu.cu_offset, _MISSING)
         if value is not _MISSING and valid(value):
             return value
-        value = table[cu.cu_offset] = build(self.debuginfo, cu)
-        if not self.made:
-            import atexit
-
-            atexit.register(self.keep)
-            self.made = True
+        value = table[cu.cu_offset] = build(debuginfo, cu)
+        self.made = True
         return value
 
     def keep(self) -> None:
         """Write the scans made since the last write, with those read (``DebugInfo.close`` calls this,
-        else it runs at exit)."""
+        else it runs when the DebugInfo is collected or at exit)."""
         if not self.made:
             return
-        import atexit
-
         from .. import indexcache
 
         self.made = False
-        atexit.unregister(self.keep)
-        indexcache.store("dwarf-unit-scans", self.debuginfo.index_key, self.fingerprint, (self.tables,))
+        indexcache.store("dwarf-unit-scans", self.index_key, self.fingerprint, (self.tables,))
 
 
 def valid_bounds(value: Any) -> bool:

@@ -249,10 +249,13 @@ CACHE_KIND = "dwarf-inflated"
 MAX_KEPT = 16 << 20
 
 
-def open_sections(compressed: dict[str, tuple[bytes | memoryview, int]], path: str | os.PathLike[str], key: Optional[str]) -> dict[str, InflatingSection]:
+def open_sections(compressed: dict[str, tuple[bytes | memoryview, int]], path: str | os.PathLike[str],
+                  key: Optional[str]) -> tuple[dict[str, InflatingSection], Optional[Callable[[], None]]]:
     """An InflatingSection for each of ``compressed`` (section name → zlib payload and inflated
-    size), with the windows kept under ``key`` (None: no cache) by an earlier run; what this run reads
-    is kept at exit."""
+    size), with the windows kept under ``key`` (None: no cache) by an earlier run, and what keeps what
+    this run reads (None: no cache), for the caller to run when what reads the sections is collected
+    or at exit (``weakref.finalize``: the sections, and the file mapping they view, then live no
+    longer than their reader, in a long-lived process too)."""
     from .. import indexcache
 
     if indexcache.cache_dir() is None:
@@ -275,11 +278,7 @@ def open_sections(compressed: dict[str, tuple[bytes | memoryview, int]], path: s
             kept = {}
     sections = {name: InflatingSection(payload, size, name, path, kept.get(name, ()))
                 for name, (payload, size) in compressed.items()}
-    if key:
-        import atexit
-
-        atexit.register(_keep, sections, key, fingerprint)
-    return sections
+    return sections, (partial(_keep, sections, key, fingerprint) if key else None)
 
 
 def _keep(sections: dict[str, InflatingSection], key: str, fingerprint: tuple) -> None:

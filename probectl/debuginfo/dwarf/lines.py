@@ -730,15 +730,20 @@ def entry_rows(debuginfo: "DebugInfo", cu: CompileUnit, entry: int) -> EntryRows
 
 class KeptEntryRows:
     """The ``entry_rows`` of a file kept on disk: read when first asked for, written once, with those
-    added, when the file's DebugInfo is closed or else at exit (as ``dieindex.UnitScans``)."""
+    added, when the file's DebugInfo is closed or collected, or else at exit (as ``dieindex.UnitScans``,
+    and for the same reason not keeping the DebugInfo)."""
 
     def __init__(self, debuginfo: "DebugInfo"):
+        import weakref
+
         from .. import indexcache
 
-        self.debuginfo = debuginfo
+        self.index_key = debuginfo.index_key
+        self.fingerprint = _entries_fingerprint(debuginfo)
         self.rows: dict[tuple[int, int], EntryRows] = {}
         self.added = False
-        stored = indexcache.load("line-entries", debuginfo.index_key, _entries_fingerprint(debuginfo))
+        self._finalizer = weakref.finalize(debuginfo, self.keep)
+        stored = indexcache.load("line-entries", self.index_key, self.fingerprint)
         if stored is None or len(stored) != 1 or type(stored[0]) is not list:
             return
         for item in stored[0]:
@@ -750,24 +755,16 @@ class KeptEntryRows:
 
     def add(self, key: tuple[int, int], rows: EntryRows) -> None:
         self.rows[key] = rows
-        if not self.added:
-            import atexit
-
-            atexit.register(self.keep)
-            self.added = True
+        self.added = True
 
     def keep(self) -> None:
         """Write the entries (the ``MAX_KEPT`` most recent) if some were added since the last write."""
         if not self.added:
             return
-        import atexit
-
         from .. import indexcache
 
         self.added = False
-        atexit.unregister(self.keep)
-        indexcache.store("line-entries", self.debuginfo.index_key, _entries_fingerprint(self.debuginfo),
-                         (list(self.rows.items())[-MAX_KEPT:],))
+        indexcache.store("line-entries", self.index_key, self.fingerprint, (list(self.rows.items())[-MAX_KEPT:],))
 
 
 def _valid_rows(rows: object) -> bool:

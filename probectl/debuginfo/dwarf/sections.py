@@ -161,7 +161,8 @@ def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]
                 return None
             else:  # zstd (which ELFFile cannot read), decompressed whole by libzstd
                 whole[arg] = elf.section_data(sec.name)
-    inflating = {}
+    inflating: dict = {}
+    keep_inflated = None
     if compressed:
         # The zlib streams are read where they lie in a mapping of the file (never copied: a warm
         # run inflates little or nothing, and a copy would fault in every page of them); the
@@ -169,9 +170,9 @@ def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]
         view = memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))
         from .inflating import open_sections  # (only for compressed sections)
 
-        inflating = open_sections({name: (view[offset:offset + length], size)
-                                   for name, offset, length, size in compressed.values()},
-                                  elf.path, key)
+        inflating, keep_inflated = open_sections({name: (view[offset:offset + length], size)
+                                                  for name, offset, length, size in compressed.values()},
+                                                 elf.path, key)
     sections: dict[str, Optional[Section]] = {}
     for arg, sec in found.items():
         if sec is None:
@@ -194,4 +195,9 @@ def _from_elf(elf: ElfFile, file: BinaryIO, key: str) -> Optional[DwarfSections]
     # (a mapped .debug_info's unit headers are read with pread: faulting in a page of the mapping per unit costs more)
     read_info = (pread_reader(fileno, info.offset)
                  if info is not None and info_section is not None and isinstance(info_section.stream, SectionMap) else None)
-    return DwarfSections(sections, elf.little_endian, elf.elf_class // 8, read_info)
+    dwarf = DwarfSections(sections, elf.little_endian, elf.elf_class // 8, read_info)
+    if keep_inflated is not None:
+        import weakref
+
+        weakref.finalize(dwarf, keep_inflated)
+    return dwarf
