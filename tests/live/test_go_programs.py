@@ -81,7 +81,7 @@ def test_latency_of_a_recursive_function_says_its_nested_returns_were_not_measur
     @start[tid]), so the innermost call is the one pair, and the notice counts the 2,000 replaced starts
     and the returns that had no start left, rather than a histogram that looks complete. The starts are
     the program's 2,001 calls exactly: the entry probe is past the stack-bound check, which the
-    function runs again after each growth of its stack (on its first byte: 2,011 starts)."""
+    function runs again after each growth of its stack (on its first byte: 2,012 starts, 2,011 replaced)."""
     binary = build_go_fixture("go_target", "")
     run = probectl("latency", "-x", str(binary), "main.work", "--json", "--", str(binary), str(DEPTH))
     result = json.loads(run.stdout[run.stdout.index("\n{") + 1:])  # (after the program's own lines)
