@@ -64,8 +64,8 @@ def function_exits(code: bytes, start_address: int = 0) -> FunctionExits:
         if _is_return(word):
             returns.append(start_address + pos)
         elif word & _B_MASK == _B:
-            target = pos + 4 * _signed(word & 0x3FFFFFF, 26)
-            if not 0 <= target < len(code):
+            target = _branch_target(word, pos)
+            if target is not None and not 0 <= target < len(code):
                 jumps_out.append(start_address + pos)
         elif word & _BR_MASK == _BR or word & _BR_SIGNED_MASK == _BR_SIGNED:
             indirect.append(start_address + pos)

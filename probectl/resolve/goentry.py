@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import spec as S
-from ..arch import for_machine
 from ..dataclass import replace
 from ..errors import InstructionDecodeError
 from .points import ProbePoint
@@ -35,9 +34,7 @@ def past_stack_checks(resolver: "Resolver", points: list[ProbePoint], text: str)
     check (those with none, a NOSPLIT function's, and inline instances stay)."""
     from .boundary import code_bytes
 
-    arch = for_machine(resolver.elf.machine)
-    if arch is None:
-        return points
+    code_reader = resolver.target.arch.code()
     moved: list[ProbePoint] = []
     checked: list[str] = []
     for p in points:
@@ -47,7 +44,7 @@ def past_stack_checks(resolver: "Resolver", points: list[ProbePoint], text: str)
             continue
         try:
             code = code_bytes(resolver.elf, p.address, sym.size, f"decode {p.function}")
-            after = arch.code().go_stack_check_end(code, p.address)
+            after = code_reader.go_stack_check_end(code, p.address)
         except InstructionDecodeError:
             after = None
         if after is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from .. import spec as S
-from ..arch import Arch, for_machine
+from ..arch import Arch
 from ..dataclass import dataclass, replace
 from ..errors import InstructionDecodeError, ProbeSemanticError, ResolveError
 from .points import ProbePoint, ResolvedArg
@@ -71,7 +71,7 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
                                hint="a Go program is killed by a kernel return probe when its stack moves; probe "
                                     "a line before the return instead")
         try:
-            exits = _arch(resolver).code().function_exits(
+            exits = resolver.target.arch.code().function_exits(
                 code_bytes(resolver.elf, entry.address, size, f"find the returns of {name}"), entry.address)
         except InstructionDecodeError as err:
             raise ResolveError(f"cannot place '{point.text}' safely: {err.message}",
@@ -86,7 +86,7 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
             where = ", ".join(f"{name}+{a - entry.address}" for a in exits.jumps_out)
             resolver.warnings.append(f"{name} also leaves by a jump to another function ({where}): "
                                      f"'{point.text}' does not see the returns made that way")
-        results = _results(source, entry.address, name, _arch(resolver)) if _names_results(probe) else ()
+        results = _results(source, entry.address, name, resolver.target.arch) if _names_results(probe) else ()
         args = tuple(_return_arg(resolver, arg, results, name, entry.address) for arg in probe.args)
         for address in exits.returns:
             offset = entry.offset + address - entry.address
@@ -96,13 +96,6 @@ def resolve_go_returns(resolver: "Resolver", probe: S.ProbeSpec) -> list[ProbePo
     resolver.notes.append(f"'{point.text}' on a Go program: uprobes on the {len(points)} return instruction(s), "
                           "not a kernel return probe (which kills a Go program when its stack moves)")
     return points
-
-
-def _arch(resolver: "Resolver") -> Arch:
-    """The machine of the program (a Go program is resolved only for a machine probectl knows)."""
-    arch = for_machine(resolver.elf.machine)
-    assert arch is not None
-    return arch
 
 
 def _function_size(resolver: "Resolver", address: int, source) -> int:
