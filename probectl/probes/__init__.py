@@ -41,7 +41,9 @@ class ProbeSet:
         specs = [parse_probe(text) for text in texts]
         resolver = Resolver(target, fetch_options(features), source_dir=source_dir, use_btf=use_btf,
                             max_points=max_points)
-        resolved = [(resolver.as_named(spec), resolver.resolve(spec)) for spec in specs]
+        # (each point as the program names it, once: resolved so, and its events named from it)
+        named = [resolver.as_named(spec) for spec in specs]
+        resolved = [(spec, resolver.resolve(spec)) for spec in named]
         return cls(target, resolved, resolver.warnings, resolver.notes, features)
 
     @property
