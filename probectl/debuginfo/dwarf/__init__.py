@@ -379,22 +379,6 @@ class DebugInfo:
         return self.file_name(die.cu, index)
 
     @guarded
-    def entry_line(self, cu: CompileUnit, entry: int, file: str) -> int:
-        """The line of ``file`` the line table's first row at exactly ``entry`` gives (0: none, or another
-        file's), a statement or not (Go's marks the stack-bound check before a function's first statement
-        as none, on the function's line)."""
-        import bisect
-
-        from .lines import line_table
-
-        table = line_table(self, cu)
-        i = bisect.bisect_left(table.addresses, entry)
-        if i >= len(table.rows) or table.rows[i].address != entry:
-            return 0
-        row = table.rows[i]
-        return row.line if row.line and table.file_name(row.file) == file else 0
-
-    @guarded
     def call_file(self, die: DIE) -> Optional[str]:
         index = die.attributes.get("DW_AT_call_file")
         return self.file_name(die.cu, index.value) if index is not None else None
@@ -403,6 +387,12 @@ class DebugInfo:
     def file_name(self, cu: CompileUnit, index: int) -> Optional[str]:
         """The path of file ``index`` of the CU's line table, absolute as elfutils builds it."""
         return self.line_table(cu).file_name(index)
+
+    def entry_line(self, func: Function) -> int:
+        """:func:`.lines.entry_line` (for Function, which lines imports)."""
+        from .lines import entry_line
+
+        return entry_line(self, func)
 
     def entry_rows(self) -> "KeptEntryRows":
         """``lines.entry_rows`` found so far, those kept on disk included (read once)."""

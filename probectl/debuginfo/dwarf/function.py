@@ -62,7 +62,7 @@ class Function:
                  if child.tag == "DW_TAG_formal_parameter"]
         if any(lines):
             return min(int(n) for n in lines if n)
-        return self.debuginfo.entry_line(self.cu, self.entry, self.decl_file) if self.entry is not None else 0
+        return self.debuginfo.entry_line(self)
 
     @property
     def low(self) -> Optional[int]:

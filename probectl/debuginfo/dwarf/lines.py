@@ -537,15 +537,26 @@ def reverse_line(debuginfo: "DebugInfo", cu: CompileUnit, address: int) -> Optio
     return fname, row.line
 
 
-def _statement_line_in(table: LineTable, address: int, fname: Optional[str]) -> int:
-    """The line of a statement row of file ``fname`` at exactly ``address``, or 0."""
+def _statement_line_in(table: LineTable, address: int, fname: Optional[str], statements: bool = True) -> int:
+    """The line of a statement row (``statements``; else of any row) of file ``fname`` at exactly
+    ``address``, or 0."""
     i = bisect.bisect_left(table.addresses, address)
     while i < len(table.rows) and table.rows[i].address == address:
         row = table.rows[i]
-        if row.is_stmt and row.line and table.file_name(row.file) == fname:
+        if (row.is_stmt or not statements) and row.line and table.file_name(row.file) == fname:
             return row.line
         i += 1
     return 0
+
+
+@guarded
+def entry_line(debuginfo: "DebugInfo", func: Function) -> int:
+    """The line of its own file that the line table gives a function's entry, a statement or not (Go's
+    marks the stack-bound check before a function's first statement as none, on its ``func`` line);
+    0 when it has none."""
+    if func.entry is None or not func.decl_file:
+        return 0
+    return _statement_line_in(line_table(debuginfo, func.cu), func.entry, func.decl_file, statements=False)
 
 
 @guarded
