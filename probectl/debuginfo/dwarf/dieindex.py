@@ -17,7 +17,6 @@ A unit the scanner cannot read (``diescan.Unsupported``) is read DIE by DIE inst
 from __future__ import annotations
 
 import struct
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
 from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION, AT_LOW_PC, AT_RANGES,
@@ -25,6 +24,7 @@ from .diescan import (AT_ABSTRACT_ORIGIN, AT_DECL_LINE, AT_HIGH_PC, AT_LOCATION,
 from .forms import FORM_ADDR, FORM_DATA4, FORM_DATA8, FORM_INDIRECT, FORM_LOCLISTX, FORM_SEC_OFFSET
 from .leb128 import read_uleb128
 from .units import DW_UT_COMPILE, DW_UT_PARTIAL, DwarfFormatError, section_data
+from ..indexcache import PendingStore
 
 if TYPE_CHECKING:
     from . import DebugInfo
@@ -113,29 +113,23 @@ _UNIT_SCANS_FORMAT = 2  # (2: inline instances whose origin is a DW_FORM_ref_add
 _MISSING = object()
 
 
-class UnitScans:
-    """The per-unit scans of one debug file: :meth:`get` gives the kept one, or makes it; :meth:`keep`
-    writes those made to the file once, when the debug file is closed or else at exit (rewritten after
-    each scan, the file was written once per unit: 47 times by a cold ``funcs`` of a C++ library)."""
+class UnitScans(PendingStore):
+    """The per-unit scans of one debug file: :meth:`get` gives the kept one, or makes it; those made
+    are stored once (:class:`~probectl.debuginfo.indexcache.PendingStore`)."""
+
+    kind = "dwarf-unit-scans"
 
     def __init__(self, debuginfo: "DebugInfo"):
-        # (the DebugInfo is not kept: a writer pending at exit would keep it, and its open file, alive
-        # as long as the process in a long-lived one; it is written when the DebugInfo is closed or
-        # collected, or at exit, whichever comes first: weakref.finalize)
-        self.index_key = debuginfo.index_key
         info = debuginfo.dwarf.debug_info_sec
-        self.fingerprint = (_UNIT_SCANS_FORMAT, debuginfo.little_endian, info.size if info is not None else 0)
+        super().__init__(debuginfo, debuginfo.index_key,
+                         (_UNIT_SCANS_FORMAT, debuginfo.little_endian, info.size if info is not None else 0))
         self.tables: Optional[dict] = None
-        self.made = False  # (scans made since the file was written)
-        self._finalizer = weakref.finalize(debuginfo, self.keep)
 
     def get(self, debuginfo: "DebugInfo", kind: str, cu, build: Callable[["DebugInfo", Any], Any],
             valid: Callable[[Any], bool]) -> Any:
         """The ``kind`` scan of ``cu`` (``build(debuginfo, cu)``), kept; a kept one ``valid`` rejects is made anew."""
-        from .. import indexcache
-
         if self.tables is None:
-            stored = indexcache.load("dwarf-unit-scans", self.index_key, self.fingerprint)
+            stored = self.load()
             self.tables = stored[0] if stored is not None and len(stored) == 1 and type(stored[0]) is dict else {}
         table = self.tables.get(kind)
         if type(table) is not dict:
@@ -144,18 +138,11 @@ class UnitScans:
         if value is not _MISSING and valid(value):
             return value
         value = table[cu.cu_offset] = build(debuginfo, cu)
-        self.made = True
+        self.changed = True
         return value
 
-    def keep(self) -> None:
-        """Write the scans made since the last write, with those read (``DebugInfo.close`` calls this,
-        else it runs when the DebugInfo is collected or at exit)."""
-        if not self.made:
-            return
-        from .. import indexcache
-
-        self.made = False
-        indexcache.store("dwarf-unit-scans", self.index_key, self.fingerprint, (self.tables,))
+    def payload(self) -> tuple:
+        return (self.tables,)
 
 
 def valid_bounds(value: Any) -> bool:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Optional
 
 from ...dataclass import dataclass
 from ...errors import DebugInfoError, ResolveError
+from ..indexcache import PendingStore
 from .die import die_attr, die_name, die_written_name, guarded, tail_match
 from .function import Function
 from .leb128 import read_sleb128, read_uleb128
@@ -739,22 +740,16 @@ def entry_rows(debuginfo: "DebugInfo", cu: CompileUnit, entry: int) -> EntryRows
     return found
 
 
-class KeptEntryRows:
-    """The ``entry_rows`` of a file kept on disk: read when first asked for, written once, with those
-    added, when the file's DebugInfo is closed or collected, or else at exit (as ``dieindex.UnitScans``,
-    and for the same reason not keeping the DebugInfo)."""
+class KeptEntryRows(PendingStore):
+    """The ``entry_rows`` of a file kept on disk: read when first asked for, stored once with those
+    added (:class:`~probectl.debuginfo.indexcache.PendingStore`)."""
+
+    kind = "line-entries"
 
     def __init__(self, debuginfo: "DebugInfo"):
-        import weakref
-
-        from .. import indexcache
-
-        self.index_key = debuginfo.index_key
-        self.fingerprint = _entries_fingerprint(debuginfo)
+        super().__init__(debuginfo, debuginfo.index_key, _entries_fingerprint(debuginfo))
         self.rows: dict[tuple[int, int], EntryRows] = {}
-        self.added = False
-        self._finalizer = weakref.finalize(debuginfo, self.keep)
-        stored = indexcache.load("line-entries", self.index_key, self.fingerprint)
+        stored = self.load()
         if stored is None or len(stored) != 1 or type(stored[0]) is not list:
             return
         for item in stored[0]:
@@ -766,16 +761,10 @@ class KeptEntryRows:
 
     def add(self, key: tuple[int, int], rows: EntryRows) -> None:
         self.rows[key] = rows
-        self.added = True
+        self.changed = True
 
-    def keep(self) -> None:
-        """Write the entries (the ``MAX_KEPT`` most recent) if some were added since the last write."""
-        if not self.added:
-            return
-        from .. import indexcache
-
-        self.added = False
-        indexcache.store("line-entries", self.index_key, self.fingerprint, (list(self.rows.items())[-MAX_KEPT:],))
+    def payload(self) -> tuple:
+        return (list(self.rows.items())[-MAX_KEPT:],)  # (the most recent entries)
 
 
 def _valid_rows(rows: object) -> bool:
