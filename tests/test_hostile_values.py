@@ -170,3 +170,33 @@ def test_ctrl_c_during_a_query_is_quiet_and_never_hangs():
             proc.communicate()
             raise AssertionError("a query interrupted by Ctrl-C did not end")
         assert proc.returncode == 130 and err == "", (proc.returncode, err)
+
+
+def test_ctrl_c_raised_inside_a_callback_is_delivered_again_not_printed(monkeypatch, capsys):
+    """A Ctrl-C whose KeyboardInterrupt Python raised inside a weakref callback (the import machinery's,
+    as a command imports a module late) cannot propagate: Python printed "Exception ignored in ..."
+    with a traceback of probectl's handler, and the interrupt was lost. The command's hook delivers it
+    again and prints nothing."""
+    import signal
+    import sys
+    import weakref
+
+    from probectl.cli import _interrupt_again
+
+    monkeypatch.setattr(sys, "unraisablehook", _interrupt_again)
+    got: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        class Owner:
+            pass
+
+        def interrupted(_ref: object) -> None:
+            raise KeyboardInterrupt
+
+        owner = Owner()
+        ref = weakref.ref(owner, interrupted)
+        del owner
+        assert got == [signal.SIGINT] and ref() is None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().err == ""

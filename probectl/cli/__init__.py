@@ -30,6 +30,20 @@ def _command_interrupt(signum: int, frame: Optional[types.FrameType]) -> None:
     signal.default_int_handler(signum, frame)
 
 
+def _interrupt_again(unraisable: "sys.UnraisableHookArgs") -> None:
+    """sys.unraisablehook while the command runs: a Ctrl-C whose KeyboardInterrupt was raised inside
+    a callback Python cannot raise from (a weakref callback of the import machinery, as a module the
+    command imports late is loaded) is not printed as "Exception ignored in ..." with a traceback,
+    nor lost: it is delivered again, to the command (_thread.interrupt_main). Anything else is
+    reported as Python reports it."""
+    if unraisable.exc_type is KeyboardInterrupt:
+        import _thread
+
+        _thread.interrupt_main()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _quiet_interrupt(signum: int, frame: object) -> None:
     """Ctrl-C before the command runs (its imports) or after it ended: nothing is changed yet or any
     more, so the program ends with 130 and no word, not a traceback from wherever the import was."""
@@ -294,6 +308,7 @@ def _run(args: list[str], owns_stdout: bool, debug: bool = False) -> int:
     try:
         if signal.getsignal(signal.SIGINT) is _quiet_interrupt:
             signal.signal(signal.SIGINT, _command_interrupt)  # (the command's own clean-up on Ctrl-C)
+            sys.unraisablehook = _interrupt_again
         # (a command that ran one of its own, -- COMMAND, returns that one's exit status)
         status = cli.main(args=args, prog_name="probectl", standalone_mode=False)
         sys.stdout.flush()  # (what is still buffered fails here, where it is reported)
